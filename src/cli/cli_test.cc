@@ -1,0 +1,113 @@
+// Runs the real `frugal` binary as a user would and checks exit codes and
+// messages for the conventions in commands.h.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "frugal/build_config.h"
+
+namespace {
+
+struct RunResult {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+RunResult Frugal(const std::string& args) {
+  std::string cmd = std::string(FRUGAL_BINARY_DIR) + "/frugal " + args + " 2>&1";
+  RunResult r{-1, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+[[maybe_unused]] std::string WriteTemp(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(CliTest, VersionPrintsVersion) {
+  RunResult r = Frugal("version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find(FRUGAL_VERSION), std::string::npos) << r.output;
+}
+
+TEST(CliTest, HelpListsSubcommands) {
+  RunResult r = Frugal("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("version"), std::string::npos) << r.output;
+}
+
+TEST(CliTest, NoSubcommandIsUsageError) {
+  RunResult r = Frugal("");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
+TEST(CliTest, UnknownSubcommandIsUsageError) {
+  RunResult r = Frugal("frobnicate");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("frobnicate"), std::string::npos) << r.output;
+}
+
+#ifdef FRUGAL_TEST_TRAIN_CLI
+TEST(CliTest, TrainUnknownOptionNamesIt) {
+  RunResult r = Frugal("train --no-such-flag");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("no-such-flag"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("terminate"), std::string::npos) << r.output;
+}
+
+TEST(CliTest, TrainBadValueIsUsageError) {
+  RunResult r = Frugal("train --model nosuchmodel");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("nosuchmodel"), std::string::npos) << r.output;
+  r = Frugal("train --epochs -3");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = Frugal("train --lr abc");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
+TEST(CliTest, TrainMissingConfigFileIsUsageError) {
+  RunResult r = Frugal("train --config /nonexistent/run.toml");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/run.toml"), std::string::npos) << r.output;
+}
+
+TEST(CliTest, TrainConfigUnknownKeyIsUsageError) {
+  std::string path = WriteTemp("frugal_cli_bad.toml", "model = \"mlp\"\nnot_an_option = 3\n");
+  RunResult r = Frugal("train --config " + path);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("not_an_option"), std::string::npos) << r.output;
+}
+
+TEST(CliTest, TrainMissingDataDirIsUsageError) {
+  RunResult r = Frugal("train --data-dir /nonexistent/fmnist --epochs 1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/fmnist"), std::string::npos) << r.output;
+}
+
+TEST(CliTest, TrainConfigValuesAreUsedAndFlagsOverride) {
+  // The synthetic dataset trains in well under a second; the dry-run prints
+  // the resolved options instead of training.
+  std::string path = WriteTemp("frugal_cli_good.toml", "model = \"cnn\"\nepochs = 7\nlr = 0.25\n");
+  RunResult r = Frugal("train --config " + path + " --epochs 3 --print-config");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("model = \"cnn\""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("epochs = 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("lr = 0.25"), std::string::npos) << r.output;
+}
+#endif
+
+}  // namespace

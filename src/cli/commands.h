@@ -1,0 +1,52 @@
+// The `frugal` subcommands. Each Add*Command registers one subcommand on the
+// root app. The command is a thin layer: it parses flags (and the TOML config)
+// into an options struct of a library class (frugal::Trainer, Planner,
+// Scheduler, ...) and calls it; it holds no logic a Python binding would need.
+//
+// Exit codes: 0 success, 1 runtime failure, 2 user error (bad flag, bad
+// value, missing or malformed file). A command reports a user error by
+// throwing UsageError; main() prints it as one line.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "frugal/common/status.h"
+
+namespace frugal::cli {
+
+// A mistake by the user: printed as "frugal: error: <message>", exit code 2.
+class UsageError : public std::runtime_error {
+ public:
+  explicit UsageError(const std::string& msg) : std::runtime_error(msg) {}
+};
+
+// A failure while running (I/O, peer, corrupt data): exit code 1.
+class RunError : public std::runtime_error {
+ public:
+  explicit RunError(const std::string& msg) : std::runtime_error(msg) {}
+};
+
+// Throws UsageError for argument/corruption/not-found errors and RunError for
+// the rest. No-op for Ok.
+void ThrowIfError(const Status& status);
+
+// Adds `--config FILE` to `cmd`: a TOML file whose keys are the command's long
+// option names (without dashes). Flags given on the command line win.
+// Unknown keys are an error.
+void AddConfigOption(CLI::App* cmd);
+
+void AddVersionCommand(CLI::App& app);
+#ifdef FRUGAL_WITH_TORCH
+void AddTrainCommand(CLI::App& app);
+#endif
+#ifdef FRUGAL_HAVE_SIM
+void AddPlanCommand(CLI::App& app);     // plan_command.cc (planner, issue 6)
+#endif
+#ifdef FRUGAL_HAVE_SCHED
+void AddClusterCommand(CLI::App& app);  // cluster_command.cc (scheduler, issue 7)
+#endif
+
+}  // namespace frugal::cli
