@@ -1,0 +1,73 @@
+// SparseExchange: every rank contributes one opaque message (an encoded
+// sparse gradient bucket) and every rank gets back the identical combination
+// of all contributions, using as few bytes on the slow inter-cluster links as
+// the topology allows. How messages are combined is the caller's business
+// (CombineFn), so comm does not depend on the codec.
+//
+// Algorithms (details and byte counts per link in docs/comm.md):
+//   kFlat          allgather: each rank sends its message to every other
+//                  rank and combines all N in rank order.
+//   kHierarchical  members -> cluster leader (fast network); leader combines
+//                  its cluster in rank order; leaders swap exactly one
+//                  combined message per ordered cluster pair over the slow
+//                  links; each leader combines the per-cluster messages in
+//                  cluster-id order and broadcasts the result to its members.
+//   kAuto          kFlat with one cluster, kHierarchical otherwise.
+//
+// Determinism: the combine inputs are always ordered (rank order inside a
+// cluster, cluster-id order across clusters), so if CombineFn is a pure
+// function every rank ends with byte-identical results.
+//
+// Thread safety: Run may be called concurrently from several threads with
+// different tags (e.g. one call per gradient bucket). The transport must
+// outlive the exchange.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "frugal/comm/transport.h"
+
+namespace frugal::comm {
+
+// Combines contributions given in a deterministic order into one message.
+// Called with at least two parts (a single part is passed through as is).
+using CombineFn = std::function<Result<Bytes>(std::vector<Bytes> parts)>;
+
+enum class ExchangeAlgorithm { kAuto, kFlat, kHierarchical };
+
+struct ExchangeOptions {
+  ExchangeAlgorithm algorithm = ExchangeAlgorithm::kAuto;
+  // Bound on each wait for a peer's message. Default: 60 s.
+  std::chrono::milliseconds timeout{60000};
+};
+
+class SparseExchange {
+ public:
+  // REQUIRES: transport != nullptr and outlives this object; combine is set.
+  SparseExchange(Transport* transport, CombineFn combine, ExchangeOptions options = {});
+
+  // Contributes `contribution` to the exchange identified by `tag` and
+  // returns the combination of all ranks' contributions. Every rank must
+  // call Run with the same tag; a tag must not be reused between the same
+  // ranks while an exchange with it is still running anywhere.
+  // Errors: Timeout/Unavailable naming the peer that did not deliver, or
+  // the error returned by CombineFn.
+  Result<Bytes> Run(Tag tag, Bytes contribution);
+
+  ExchangeAlgorithm algorithm() const { return algorithm_; }
+
+ private:
+  Result<Bytes> RunFlat(Tag tag, Bytes contribution);
+  Result<Bytes> RunHierarchical(Tag tag, Bytes contribution);
+  Result<Bytes> Combine(std::vector<Bytes> parts);
+  Result<Bytes> RecvFrom(int src, Tag tag, const char* phase);
+
+  Transport* transport_;
+  CombineFn combine_;
+  ExchangeOptions options_;
+  ExchangeAlgorithm algorithm_;
+};
+
+}  // namespace frugal::comm

@@ -1,0 +1,118 @@
+// Transport: rank-to-rank messaging, the seam between Frugal's distributed
+// engine and the network. Implementations: the in-process hub
+// (inproc_transport.h, N ranks as threads, for tests) and ZeroMQ over TCP
+// (zmq_transport.h). Collective algorithms (sparse_exchange.h) are written
+// once against this interface.
+//
+// Messages are (src, tag, payload). The payload is an opaque byte buffer; the
+// tag lets several exchanges (one per gradient bucket per iteration) be in
+// flight at once: Recv(src, tag) returns the oldest message from `src` with
+// exactly that tag, and messages for a (src, tag) nobody asked for yet wait in
+// a queue. Messages between one ordered pair of ranks with the same tag
+// arrive in the order they were sent.
+//
+// Failure semantics: every Recv has a timeout. A silent peer gives
+// Status::Timeout, a peer that closed its transport gives
+// Status::Unavailable; both name the peer ("rank 3 (cluster b)"). An error
+// inside a backend's I/O thread is sticky: it is returned by every later
+// Send and Recv.
+//
+// Thread safety: Send, Recv and stats() may be called concurrently from any
+// number of threads. Destroying the transport while another thread is inside
+// Send or Recv is not allowed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "frugal/comm/topology.h"
+#include "frugal/common/status.h"
+
+namespace frugal::comm {
+
+using Bytes = std::vector<uint8_t>;
+// An immutable payload shared with the transport until it is on the wire.
+using SharedBytes = std::shared_ptr<const Bytes>;
+using Tag = uint64_t;
+
+struct Message {
+  int src = -1;
+  Tag tag = 0;
+  Bytes payload;
+};
+
+// Payload bytes and message counts on one link (a peer, or a link class).
+// Only payload bytes are counted: each message additionally carries a fixed
+// wire header (see docs/comm.md), so wire bytes = bytes + messages * header.
+struct LinkCounters {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+
+  LinkCounters& operator+=(const LinkCounters& o);
+};
+
+struct TransportStats {
+  std::vector<LinkCounters> per_peer;  // Index = peer rank; own entry stays 0.
+  LinkCounters intra_cluster;
+  LinkCounters inter_cluster;
+
+  const LinkCounters& link(LinkClass c) const {
+    return c == LinkClass::kIntraCluster ? intra_cluster : inter_cluster;
+  }
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return topology_.world_size(); }
+  const Topology& topology() const { return topology_; }
+  const std::string& cluster() const { return topology_.cluster_name_of(rank_); }
+
+  // Queues `payload` for `dst` and returns without waiting for delivery. The
+  // transport keeps a reference to `payload` until it is on the wire (the
+  // ZeroMQ backend sends it without copying). A send to self is delivered
+  // locally and not counted in stats.
+  // REQUIRES: 0 <= dst < world_size().
+  // Errors: Unavailable if `dst` is known to have closed; the sticky error.
+  virtual Status Send(int dst, Tag tag, SharedBytes payload) = 0;
+  Status Send(int dst, Tag tag, Bytes payload) {
+    return Send(dst, tag, std::make_shared<const Bytes>(std::move(payload)));
+  }
+
+  // Waits up to `timeout` for the next message from `src` with `tag`.
+  // REQUIRES: 0 <= src < world_size().
+  // Errors: Timeout (nothing arrived), Unavailable (`src` closed and nothing
+  // for this tag is queued), InvalidArgument (bad rank), the sticky error.
+  virtual Result<Message> Recv(int src, Tag tag, std::chrono::milliseconds timeout) = 0;
+
+  // A snapshot of the byte counters, counted on both ends: the sender counts
+  // bytes_sent to the receiver, the receiver bytes_received from the sender.
+  TransportStats stats() const;
+
+ protected:
+  Transport(int rank, Topology topology);
+
+  // For implementations: count one message of `bytes` payload bytes.
+  void CountSent(int dst, size_t bytes);
+  void CountReceived(int src, size_t bytes);
+  // InvalidArgument naming the bad rank, or Ok.
+  Status CheckPeer(int peer, const char* what) const;
+
+ private:
+  const int rank_;
+  const Topology topology_;
+  mutable std::mutex stats_mu_;
+  TransportStats stats_;  // GUARDED_BY(stats_mu_)
+};
+
+}  // namespace frugal::comm

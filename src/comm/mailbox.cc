@@ -1,0 +1,75 @@
+#include "mailbox.h"
+
+namespace frugal::comm {
+
+Mailbox::Mailbox(int self, Topology topology)
+    : self_(self), topology_(std::move(topology)), closed_reason_(topology_.world_size()) {}
+
+void Mailbox::Deliver(int src, Tag tag, Bytes payload) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queues_[{src, tag}].push_back(std::move(payload));
+  }
+  cv_.notify_all();
+}
+
+void Mailbox::MarkClosed(int src, const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (src < 0 || src >= static_cast<int>(closed_reason_.size())) return;
+    if (closed_reason_[src].empty()) closed_reason_[src] = reason.empty() ? "closed" : reason;
+  }
+  cv_.notify_all();
+}
+
+bool Mailbox::IsClosed(int src) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return src >= 0 && src < static_cast<int>(closed_reason_.size()) && !closed_reason_[src].empty();
+}
+
+void Mailbox::Fail(Status status) {
+  if (status.ok()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.ok()) error_ = std::move(status);
+  }
+  cv_.notify_all();
+}
+
+Status Mailbox::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+Result<Bytes> Mailbox::Take(int src, Tag tag, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const std::pair<int, Tag> key{src, tag};
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    // Queued messages are handed out even after the peer closed or the
+    // backend failed: they arrived intact.
+    auto it = queues_.find(key);
+    if (it != queues_.end() && !it->second.empty()) {
+      Bytes payload = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) queues_.erase(it);
+      return payload;
+    }
+    if (!error_.ok()) return error_;
+    if (!closed_reason_[src].empty()) {
+      return Status::Unavailable(topology_.DescribeRank(src) + " " + closed_reason_[src] +
+                                 " before sending tag " + std::to_string(tag) + " to " +
+                                 topology_.DescribeRank(self_));
+    }
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      // One last look: the message may have arrived together with the timeout.
+      it = queues_.find(key);
+      if (it != queues_.end() && !it->second.empty()) continue;
+      return Status::Timeout("no message with tag " + std::to_string(tag) + " from " +
+                             topology_.DescribeRank(src) + " to " + topology_.DescribeRank(self_) + " within " +
+                             std::to_string(timeout.count()) + " ms");
+    }
+  }
+}
+
+}  // namespace frugal::comm

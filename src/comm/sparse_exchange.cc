@@ -1,0 +1,120 @@
+#include "frugal/comm/sparse_exchange.h"
+
+#include <cassert>
+
+namespace frugal::comm {
+
+// Note [Exchange determinism]
+// Replicas must apply the identical update, so every rank must end with the
+// same bytes. Two rules guarantee it for any pure CombineFn:
+//  1. Combine inputs are ordered by rank (inside a cluster) or by cluster id
+//     (across clusters), never by arrival order.
+//  2. In the hierarchical exchange only leaders combine across clusters, and
+//     all leaders feed the same per-cluster messages in the same order into
+//     the final combine; members receive the leader's bytes verbatim.
+// The flat and hierarchical algorithms may give different bytes for the same
+// inputs (combine(a,b,c,d) vs combine(combine(a,b), combine(c,d))), but all
+// ranks of one run use the same algorithm.
+
+SparseExchange::SparseExchange(Transport* transport, CombineFn combine, ExchangeOptions options)
+    : transport_(transport), combine_(std::move(combine)), options_(options) {
+  assert(transport_ != nullptr);
+  assert(combine_);
+  algorithm_ = options_.algorithm;
+  if (algorithm_ == ExchangeAlgorithm::kAuto) {
+    algorithm_ = transport_->topology().num_clusters() > 1 ? ExchangeAlgorithm::kHierarchical
+                                                           : ExchangeAlgorithm::kFlat;
+  }
+}
+
+Result<Bytes> SparseExchange::Run(Tag tag, Bytes contribution) {
+  Result<Bytes> result = algorithm_ == ExchangeAlgorithm::kFlat ? RunFlat(tag, std::move(contribution))
+                                                                : RunHierarchical(tag, std::move(contribution));
+  if (!result.ok()) {
+    return result.status().WithContext("exchange tag " + std::to_string(tag) + " on " +
+                                       transport_->topology().DescribeRank(transport_->rank()));
+  }
+  return result;
+}
+
+Result<Bytes> SparseExchange::Combine(std::vector<Bytes> parts) {
+  if (parts.size() == 1) return std::move(parts.front());
+  return combine_(std::move(parts));
+}
+
+Result<Bytes> SparseExchange::RecvFrom(int src, Tag tag, const char* phase) {
+  Result<Message> msg = transport_->Recv(src, tag, options_.timeout);
+  if (!msg.ok()) return msg.status().WithContext(phase);
+  return std::move(msg->payload);
+}
+
+Result<Bytes> SparseExchange::RunFlat(Tag tag, Bytes contribution) {
+  const int me = transport_->rank();
+  const int n = transport_->world_size();
+  // One shared buffer for all N-1 sends: the ZeroMQ backend sends it without
+  // copying.
+  auto mine = std::make_shared<const Bytes>(std::move(contribution));
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer != me) FRUGAL_RETURN_IF_ERROR(transport_->Send(peer, tag, mine));
+  }
+  std::vector<Bytes> parts(n);
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me) {
+      parts[peer] = *mine;
+    } else {
+      FRUGAL_ASSIGN_OR_RETURN(parts[peer], RecvFrom(peer, tag, "allgather"));
+    }
+  }
+  return Combine(std::move(parts));
+}
+
+Result<Bytes> SparseExchange::RunHierarchical(Tag tag, Bytes contribution) {
+  const Topology& topo = transport_->topology();
+  const int me = transport_->rank();
+  const int cluster = topo.cluster_id(me);
+  const int leader = topo.leader(cluster);
+
+  if (me != leader) {
+    FRUGAL_RETURN_IF_ERROR(transport_->Send(leader, tag, std::move(contribution)));
+    return RecvFrom(leader, tag, "waiting for the cluster leader's result");
+  }
+
+  // 1. Reduce inside the cluster, in rank order.
+  const std::vector<int>& members = topo.members(cluster);
+  std::vector<Bytes> local;
+  local.reserve(members.size());
+  for (int member : members) {
+    if (member == me) {
+      local.push_back(std::move(contribution));
+    } else {
+      FRUGAL_ASSIGN_OR_RETURN(Bytes part, RecvFrom(member, tag, "gathering the cluster"));
+      local.push_back(std::move(part));
+    }
+  }
+  FRUGAL_ASSIGN_OR_RETURN(Bytes cluster_combined, Combine(std::move(local)));
+
+  // 2. Exactly one message per ordered pair of clusters crosses a slow link.
+  auto shared_cluster = std::make_shared<const Bytes>(std::move(cluster_combined));
+  for (int other = 0; other < topo.num_clusters(); ++other) {
+    if (other != cluster) FRUGAL_RETURN_IF_ERROR(transport_->Send(topo.leader(other), tag, shared_cluster));
+  }
+  std::vector<Bytes> per_cluster(topo.num_clusters());
+  for (int other = 0; other < topo.num_clusters(); ++other) {
+    if (other == cluster) {
+      per_cluster[other] = *shared_cluster;
+    } else {
+      FRUGAL_ASSIGN_OR_RETURN(per_cluster[other],
+                              RecvFrom(topo.leader(other), tag, "exchanging between cluster leaders"));
+    }
+  }
+  FRUGAL_ASSIGN_OR_RETURN(Bytes final_bytes, Combine(std::move(per_cluster)));
+
+  // 3. Broadcast inside the cluster.
+  auto shared_final = std::make_shared<const Bytes>(std::move(final_bytes));
+  for (int member : members) {
+    if (member != me) FRUGAL_RETURN_IF_ERROR(transport_->Send(member, tag, shared_final));
+  }
+  return *shared_final;
+}
+
+}  // namespace frugal::comm
