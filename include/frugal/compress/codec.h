@@ -1,0 +1,74 @@
+// Wire codec for SparseVector: how a sparse gradient crosses the network.
+//
+// Layout (all integers little-endian):
+//   u32 magic "FRSV" | u8 version (1) | u8 ValueEncoding | u8 IndexEncoding |
+//   u8 reserved (0) | u64 dense_size | u64 nnz | u64 index_count |
+//   index section | value section (nnz values)
+// index_count is nnz for kAbsoluteU32 / kDeltaVarint and the number of
+// blocks for kBlockId.
+//   kAbsoluteU32: index_count x u32.
+//   kDeltaVarint: u64 byte length, then index_count LEB128 u32 varints: the
+//                 first index, then gaps (index[i] - index[i-1] >= 1).
+//   kBlockId:     index_count x u32 block ids b; block b covers elements
+//                 [16b, min(16b + 16, dense_size)) and all of them are present.
+// Values: fp32, fp16 (IEEE binary16) or bf16, round-to-nearest-even.
+//
+// Decode validates everything it reads (magic, version, enums, sizes against
+// DecodeLimits and against the buffer length before allocating, strictly
+// increasing in-range indices, varint form, exact length, finite values) and
+// returns Status::Corruption with what was wrong. It never reads or writes out
+// of bounds on any input (fuzzed: src/compress/fuzz/codec_fuzz.cc).
+//
+// Thread safety: free functions without shared state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "frugal/common/span.h"
+#include "frugal/common/status.h"
+#include "frugal/compress/sparse_vector.h"
+
+namespace frugal::compress {
+
+enum class ValueEncoding : uint8_t { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
+enum class IndexEncoding : uint8_t { kAbsoluteU32 = 0, kDeltaVarint = 1, kBlockId = 2 };
+
+struct WireFormat {
+  ValueEncoding values = ValueEncoding::kFp32;
+  IndexEncoding indices = IndexEncoding::kDeltaVarint;
+};
+
+// Parses "fp32" / "fp16" / "bf16" and "u32" / "varint" / "block".
+Result<ValueEncoding> ParseValueEncoding(const std::string& name);
+Result<IndexEncoding> ParseIndexEncoding(const std::string& name);
+
+struct DecodeLimits {
+  // Largest dense_size accepted (indices are u32, so at most 2^32).
+  uint64_t max_dense_size = uint64_t{1} << 32;
+  // Largest nnz accepted; bounds the memory a hostile peer can make us use.
+  uint64_t max_nnz = uint64_t{1} << 30;
+};
+
+// Appends the encoding of v to *out.
+// Fails with InvalidArgument if v breaks the SparseVector invariants, if
+// dense_size > 2^32, if a value is not finite, or (kBlockId) if the indices are
+// not whole aligned blocks. fp16 values beyond +-65504 saturate to +-65504
+// (a gradient coordinate is clipped rather than turned into Inf).
+Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* out);
+
+// Bytes Encode would produce for v (kDeltaVarint counts the varints).
+size_t EncodedSize(const SparseVector& v, WireFormat format);
+
+// Decodes exactly `bytes` (no trailing data allowed) into *out, replacing its
+// contents. On error *out is left empty with dense_size 0.
+Status Decode(Span<const uint8_t> bytes, const DecodeLimits& limits, SparseVector* out);
+
+// Conversions exposed for tests.
+uint16_t FloatToHalf(float f);
+float HalfToFloat(uint16_t h);
+uint16_t FloatToBf16(float f);
+float Bf16ToFloat(uint16_t h);
+
+}  // namespace frugal::compress

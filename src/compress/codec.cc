@@ -1,0 +1,412 @@
+#include "frugal/compress/codec.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace frugal::compress {
+namespace {
+
+constexpr uint32_t kMagic = 0x56535246;  // "FRSV" little-endian.
+constexpr uint8_t kVersion = 1;
+constexpr size_t kHeaderSize = 4 + 4 + 8 + 8 + 8;
+
+uint32_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+float BitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+size_t ValueBytes(ValueEncoding e) { return e == ValueEncoding::kFp32 ? 4 : 2; }
+
+void PutU32(std::vector<uint8_t>* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void PutU64(std::vector<uint8_t>* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+size_t VarintSize(uint32_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+void PutVarint(std::vector<uint8_t>* out, uint32_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<uint8_t>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<uint8_t>(v));
+}
+
+// Bounds-checked little-endian reader: every Read* fails instead of running
+// past the end, so Decode cannot read out of bounds whatever the input.
+class Reader {
+ public:
+  explicit Reader(Span<const uint8_t> bytes) : p_(bytes.data()), left_(bytes.size()) {}
+  size_t left() const { return left_; }
+  size_t offset(Span<const uint8_t> all) const { return static_cast<size_t>(p_ - all.data()); }
+  bool ReadU8(uint8_t* v) {
+    if (left_ < 1) return false;
+    *v = *p_++;
+    --left_;
+    return true;
+  }
+  bool ReadU16(uint16_t* v) {
+    if (left_ < 2) return false;
+    *v = static_cast<uint16_t>(p_[0] | (p_[1] << 8));
+    p_ += 2;
+    left_ -= 2;
+    return true;
+  }
+  bool ReadU32(uint32_t* v) {
+    if (left_ < 4) return false;
+    *v = uint32_t{p_[0]} | (uint32_t{p_[1]} << 8) | (uint32_t{p_[2]} << 16) | (uint32_t{p_[3]} << 24);
+    p_ += 4;
+    left_ -= 4;
+    return true;
+  }
+  bool ReadU64(uint64_t* v) {
+    uint32_t lo, hi;
+    if (left_ < 8) return false;
+    ReadU32(&lo);
+    ReadU32(&hi);
+    *v = (uint64_t{hi} << 32) | lo;
+    return true;
+  }
+  // Canonical LEB128 u32: at most 5 bytes, no overlong forms.
+  Status ReadVarint(uint32_t* v) {
+    uint64_t result = 0;
+    for (int i = 0; i < 5; ++i) {
+      uint8_t b;
+      if (!ReadU8(&b)) return Status::Corruption("varint truncated");
+      result |= uint64_t{b & 0x7fu} << (7 * i);
+      if ((b & 0x80) == 0) {
+        if (b == 0 && i > 0) return Status::Corruption("overlong varint");
+        if (result > std::numeric_limits<uint32_t>::max()) return Status::Corruption("varint exceeds 32 bits");
+        *v = static_cast<uint32_t>(result);
+        return Status::Ok();
+      }
+    }
+    return Status::Corruption("varint longer than 5 bytes");
+  }
+
+ private:
+  const uint8_t* p_;
+  size_t left_;
+};
+
+Status CheckBlocks(const SparseVector& v) {
+  size_t j = 0;
+  while (j < v.indices.size()) {
+    uint64_t start = v.indices[j];
+    if (start % kBlockSize != 0) {
+      return Status::InvalidArgument("block encoding: index " + std::to_string(start) +
+                                     " does not start a 16-element block");
+    }
+    uint64_t len = std::min<uint64_t>(kBlockSize, v.dense_size - start);
+    if (j + len > v.indices.size() || v.indices[j + len - 1] != start + len - 1) {
+      // Indices are strictly increasing, so first and last of the run decide it.
+      return Status::InvalidArgument("block encoding: block starting at " + std::to_string(start) +
+                                     " is not complete");
+    }
+    j += len;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+uint16_t FloatToHalf(float f) {
+  uint32_t x = FloatBits(f);
+  uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  x &= 0x7fffffff;
+  if (x > 0x7f800000) return sign | 0x7e00;          // NaN
+  if (x > 0x477fe000) return sign | 0x7bff;          // saturate beyond 65504 (and Inf)
+  if (x < 0x38800000) {                              // below 2^-14: half subnormal or zero
+    if (x < 0x33000000) return sign;                 // below 2^-25 rounds to zero
+    uint32_t e = x >> 23;
+    uint32_t m = (x & 0x7fffff) | 0x800000;
+    uint32_t shift = 126 - e;                        // 14..24
+    uint32_t r = m >> shift;
+    uint32_t rem = m & ((1u << shift) - 1);
+    uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1))) ++r;
+    return static_cast<uint16_t>(sign | r);
+  }
+  uint32_t h = ((x >> 13) - (112u << 10));
+  uint32_t rem = x & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+float HalfToFloat(uint16_t h) {
+  uint32_t sign = uint32_t{h & 0x8000u} << 16;
+  uint32_t e = (h >> 10) & 0x1f;
+  uint32_t m = h & 0x3ff;
+  if (e == 0) {
+    // Subnormal: m * 2^-24, exact in fp32.
+    float f = static_cast<float>(m) * 5.9604644775390625e-8f;
+    return sign ? -f : f;
+  }
+  if (e == 31) return BitsFloat(sign | 0x7f800000 | (m << 13));
+  return BitsFloat(sign | ((e + 112) << 23) | (m << 13));
+}
+
+uint16_t FloatToBf16(float f) {
+  uint32_t x = FloatBits(f);
+  if ((x & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((x >> 16) | 0x40);  // quiet NaN
+  uint32_t rounded = x + 0x7fff + ((x >> 16) & 1);
+  uint16_t h = static_cast<uint16_t>(rounded >> 16);
+  if ((h & 0x7f80) == 0x7f80 && (x & 0x7f800000) != 0x7f800000) {
+    h = static_cast<uint16_t>((x >> 16 & 0x8000) | 0x7f7f);  // saturate instead of overflowing to Inf
+  }
+  return h;
+}
+
+float Bf16ToFloat(uint16_t h) { return BitsFloat(uint32_t{h} << 16); }
+
+Result<ValueEncoding> ParseValueEncoding(const std::string& name) {
+  if (name == "fp32") return ValueEncoding::kFp32;
+  if (name == "fp16") return ValueEncoding::kFp16;
+  if (name == "bf16") return ValueEncoding::kBf16;
+  return Status::InvalidArgument("unknown value encoding '" + name + "' (expected fp32, fp16 or bf16)");
+}
+
+Result<IndexEncoding> ParseIndexEncoding(const std::string& name) {
+  if (name == "u32") return IndexEncoding::kAbsoluteU32;
+  if (name == "varint") return IndexEncoding::kDeltaVarint;
+  if (name == "block") return IndexEncoding::kBlockId;
+  return Status::InvalidArgument("unknown index encoding '" + name + "' (expected u32, varint or block)");
+}
+
+size_t EncodedSize(const SparseVector& v, WireFormat format) {
+  size_t size = kHeaderSize + v.nnz() * ValueBytes(format.values);
+  switch (format.indices) {
+    case IndexEncoding::kAbsoluteU32:
+      return size + 4 * v.nnz();
+    case IndexEncoding::kBlockId:
+      return size + 4 * ((v.nnz() + kBlockSize - 1) / kBlockSize);
+    case IndexEncoding::kDeltaVarint: {
+      size += 8;
+      uint32_t prev = 0;
+      for (size_t j = 0; j < v.nnz(); ++j) {
+        size += VarintSize(j == 0 ? v.indices[j] : v.indices[j] - prev);
+        prev = v.indices[j];
+      }
+      return size;
+    }
+  }
+  return size;
+}
+
+Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* out) {
+  if (v.dense_size > (uint64_t{1} << 32)) {
+    return Status::InvalidArgument("dense size " + std::to_string(v.dense_size) +
+                                   " exceeds the 2^32 limit of u32 indices");
+  }
+  FRUGAL_RETURN_IF_ERROR(ValidateSparseVector(v));
+  for (size_t j = 0; j < v.nnz(); ++j) {
+    if (!std::isfinite(v.values[j])) {
+      return Status::InvalidArgument("value at index " + std::to_string(v.indices[j]) + " is not finite");
+    }
+  }
+  uint64_t index_count = v.nnz();
+  if (format.indices == IndexEncoding::kBlockId) {
+    FRUGAL_RETURN_IF_ERROR(CheckBlocks(v));
+    index_count = (v.nnz() + kBlockSize - 1) / kBlockSize;
+  }
+  out->reserve(out->size() + EncodedSize(v, format));
+  PutU32(out, kMagic);
+  out->push_back(kVersion);
+  out->push_back(static_cast<uint8_t>(format.values));
+  out->push_back(static_cast<uint8_t>(format.indices));
+  out->push_back(0);
+  PutU64(out, v.dense_size);
+  PutU64(out, v.nnz());
+  PutU64(out, index_count);
+  switch (format.indices) {
+    case IndexEncoding::kAbsoluteU32:
+      for (uint32_t i : v.indices) PutU32(out, i);
+      break;
+    case IndexEncoding::kBlockId:
+      for (size_t j = 0; j < v.nnz(); j += kBlockSize) PutU32(out, v.indices[j] / kBlockSize);
+      break;
+    case IndexEncoding::kDeltaVarint: {
+      size_t length_at = out->size();
+      PutU64(out, 0);
+      size_t start = out->size();
+      uint32_t prev = 0;
+      for (size_t j = 0; j < v.nnz(); ++j) {
+        PutVarint(out, j == 0 ? v.indices[j] : v.indices[j] - prev);
+        prev = v.indices[j];
+      }
+      uint64_t length = out->size() - start;
+      for (int i = 0; i < 8; ++i) (*out)[length_at + i] = static_cast<uint8_t>(length >> (8 * i));
+      break;
+    }
+  }
+  switch (format.values) {
+    case ValueEncoding::kFp32:
+      for (float f : v.values) PutU32(out, FloatBits(f));
+      break;
+    case ValueEncoding::kFp16:
+      for (float f : v.values) {
+        uint16_t h = FloatToHalf(f);
+        out->push_back(static_cast<uint8_t>(h));
+        out->push_back(static_cast<uint8_t>(h >> 8));
+      }
+      break;
+    case ValueEncoding::kBf16:
+      for (float f : v.values) {
+        uint16_t h = FloatToBf16(f);
+        out->push_back(static_cast<uint8_t>(h));
+        out->push_back(static_cast<uint8_t>(h >> 8));
+      }
+      break;
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+Status DecodeImpl(Span<const uint8_t> bytes, const DecodeLimits& limits, SparseVector* out) {
+  Reader r(bytes);
+  uint32_t magic;
+  uint8_t version, value_enc, index_enc, reserved;
+  uint64_t dense_size, nnz, index_count;
+  if (!r.ReadU32(&magic) || !r.ReadU8(&version) || !r.ReadU8(&value_enc) || !r.ReadU8(&index_enc) ||
+      !r.ReadU8(&reserved) || !r.ReadU64(&dense_size) || !r.ReadU64(&nnz) || !r.ReadU64(&index_count)) {
+    return Status::Corruption("header truncated: " + std::to_string(bytes.size()) + " bytes, need " +
+                              std::to_string(kHeaderSize));
+  }
+  if (magic != kMagic) return Status::Corruption("bad magic (not a Frugal sparse vector)");
+  if (version != kVersion) return Status::Corruption("unsupported version " + std::to_string(version));
+  if (value_enc > 2) return Status::Corruption("unknown value encoding " + std::to_string(value_enc));
+  if (index_enc > 2) return Status::Corruption("unknown index encoding " + std::to_string(index_enc));
+  if (reserved != 0) return Status::Corruption("reserved header byte is not zero");
+  if (dense_size > limits.max_dense_size || dense_size > (uint64_t{1} << 32)) {
+    return Status::Corruption("dense size " + std::to_string(dense_size) + " exceeds limit " +
+                              std::to_string(limits.max_dense_size));
+  }
+  if (nnz > dense_size) {
+    return Status::Corruption("nnz " + std::to_string(nnz) + " exceeds dense size " + std::to_string(dense_size));
+  }
+  if (nnz > limits.max_nnz) {
+    return Status::Corruption("nnz " + std::to_string(nnz) + " exceeds limit " + std::to_string(limits.max_nnz));
+  }
+  auto values = static_cast<ValueEncoding>(value_enc);
+  auto indices = static_cast<IndexEncoding>(index_enc);
+  const uint64_t value_bytes = nnz * ValueBytes(values);  // nnz <= 2^32: no overflow.
+  if (value_bytes > r.left()) return Status::Corruption("value section truncated");
+
+  out->dense_size = dense_size;
+  switch (indices) {
+    case IndexEncoding::kAbsoluteU32: {
+      if (index_count != nnz) return Status::Corruption("u32 index count differs from nnz");
+      if (nnz * 4 > r.left() - value_bytes) return Status::Corruption("index section truncated");
+      out->indices.resize(nnz);
+      for (uint64_t j = 0; j < nnz; ++j) {
+        uint32_t i = 0;
+        r.ReadU32(&i);
+        if (i >= dense_size) return Status::Corruption("index " + std::to_string(i) + " out of range");
+        if (j > 0 && i <= out->indices[j - 1]) {
+          return Status::Corruption("indices not strictly increasing at position " + std::to_string(j));
+        }
+        out->indices[j] = i;
+      }
+      break;
+    }
+    case IndexEncoding::kDeltaVarint: {
+      if (index_count != nnz) return Status::Corruption("varint index count differs from nnz");
+      uint64_t length;
+      if (!r.ReadU64(&length)) return Status::Corruption("varint section length truncated");
+      if (r.left() < value_bytes || length > r.left() - value_bytes) {
+        return Status::Corruption("varint section truncated");
+      }
+      if (nnz > length) return Status::Corruption("varint section too short for nnz");
+      size_t before = r.left();
+      out->indices.resize(nnz);
+      uint64_t prev = 0;
+      for (uint64_t j = 0; j < nnz; ++j) {
+        uint32_t d;
+        FRUGAL_RETURN_IF_ERROR(r.ReadVarint(&d));
+        if (before - r.left() > length) return Status::Corruption("varint runs past its section");
+        if (j > 0 && d == 0) return Status::Corruption("zero index gap at position " + std::to_string(j));
+        uint64_t i = (j == 0) ? d : prev + d;
+        if (i >= dense_size) return Status::Corruption("index " + std::to_string(i) + " out of range");
+        out->indices[j] = static_cast<uint32_t>(i);
+        prev = i;
+      }
+      if (before - r.left() != length) return Status::Corruption("varint section has trailing bytes");
+      break;
+    }
+    case IndexEncoding::kBlockId: {
+      const uint64_t num_blocks = (dense_size + kBlockSize - 1) / kBlockSize;
+      if (index_count > num_blocks) return Status::Corruption("more block ids than blocks");
+      if (index_count * 4 > r.left() - value_bytes) return Status::Corruption("block id section truncated");
+      // Count elements first so indices is allocated once and only when nnz agrees.
+      uint64_t elements = index_count * kBlockSize;
+      const uint64_t tail = dense_size % kBlockSize;
+      std::vector<uint32_t> ids(index_count);
+      for (uint64_t b = 0; b < index_count; ++b) {
+        r.ReadU32(&ids[b]);
+        if (ids[b] >= num_blocks) return Status::Corruption("block id " + std::to_string(ids[b]) + " out of range");
+        if (b > 0 && ids[b] <= ids[b - 1]) return Status::Corruption("block ids not strictly increasing");
+      }
+      if (index_count > 0 && tail != 0 && ids.back() == num_blocks - 1) elements -= kBlockSize - tail;
+      if (elements != nnz) {
+        return Status::Corruption("blocks cover " + std::to_string(elements) + " elements but nnz is " +
+                                  std::to_string(nnz));
+      }
+      out->indices.resize(nnz);
+      size_t j = 0;
+      for (uint32_t id : ids) {
+        uint64_t start = uint64_t{id} * kBlockSize;
+        uint64_t end = std::min<uint64_t>(start + kBlockSize, dense_size);
+        for (uint64_t i = start; i < end; ++i) out->indices[j++] = static_cast<uint32_t>(i);
+      }
+      break;
+    }
+  }
+  if (r.left() != value_bytes) {
+    return Status::Corruption(std::to_string(r.left() - std::min<uint64_t>(r.left(), value_bytes)) +
+                              " trailing bytes after the value section");
+  }
+  out->values.resize(nnz);
+  for (uint64_t j = 0; j < nnz; ++j) {
+    float f;
+    if (values == ValueEncoding::kFp32) {
+      uint32_t u = 0;
+      r.ReadU32(&u);
+      f = BitsFloat(u);
+    } else {
+      uint16_t h = 0;
+      r.ReadU16(&h);
+      f = values == ValueEncoding::kFp16 ? HalfToFloat(h) : Bf16ToFloat(h);
+    }
+    if (!std::isfinite(f)) return Status::Corruption("value " + std::to_string(j) + " is not finite");
+    out->values[j] = f;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Decode(Span<const uint8_t> bytes, const DecodeLimits& limits, SparseVector* out) {
+  Status st = DecodeImpl(bytes, limits, out);
+  if (!st.ok()) {
+    out->Clear(0);
+    return st.WithContext("decoding sparse vector");
+  }
+  return st;
+}
+
+}  // namespace frugal::compress

@@ -1,0 +1,278 @@
+#include "frugal/compress/codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace frugal::compress {
+namespace {
+
+SparseVector RandomSparse(uint64_t dense, size_t nnz, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<char> taken(dense, 0);
+  SparseVector v;
+  v.dense_size = dense;
+  std::uniform_int_distribution<uint64_t> pick(0, dense - 1);
+  while (v.indices.size() < nnz) {
+    uint64_t i = pick(rng);
+    if (!taken[i]) {
+      taken[i] = 1;
+      v.indices.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  std::sort(v.indices.begin(), v.indices.end());
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (size_t j = 0; j < nnz; ++j) v.values.push_back(val(rng));
+  return v;
+}
+
+// Blocks 0, 2 and the short tail block of a 37-element tensor.
+SparseVector BlockSparse() {
+  SparseVector v;
+  v.dense_size = 37;
+  for (uint32_t i = 0; i < 16; ++i) v.indices.push_back(i);
+  for (uint32_t i = 32; i < 37; ++i) v.indices.push_back(i);
+  for (size_t j = 0; j < v.indices.size(); ++j) v.values.push_back(0.25f * static_cast<float>(j) - 2.0f);
+  return v;
+}
+
+float Quantize(float f, ValueEncoding e) {
+  switch (e) {
+    case ValueEncoding::kFp32: return f;
+    case ValueEncoding::kFp16: return HalfToFloat(FloatToHalf(f));
+    case ValueEncoding::kBf16: return Bf16ToFloat(FloatToBf16(f));
+  }
+  return f;
+}
+
+class CodecRoundTrip : public ::testing::TestWithParam<std::tuple<ValueEncoding, IndexEncoding>> {};
+
+TEST_P(CodecRoundTrip, DecodesWhatWasEncoded) {
+  auto [venc, ienc] = GetParam();
+  std::vector<SparseVector> cases;
+  cases.push_back(BlockSparse());
+  SparseVector empty;
+  empty.dense_size = 0;
+  cases.push_back(empty);
+  if (ienc != IndexEncoding::kBlockId) {
+    cases.push_back(RandomSparse(1, 1, 1));
+    cases.push_back(RandomSparse(1000, 17, 2));
+    cases.push_back(RandomSparse(5000000, 3000, 3));  // gaps needing multi-byte varints
+  }
+  for (const SparseVector& v : cases) {
+    std::vector<uint8_t> bytes;
+    ASSERT_TRUE(Encode(v, {venc, ienc}, &bytes).ok());
+    EXPECT_EQ(bytes.size(), EncodedSize(v, {venc, ienc}));
+    SparseVector got;
+    Status st = Decode(bytes, DecodeLimits{}, &got);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(got.dense_size, v.dense_size);
+    EXPECT_EQ(got.indices, v.indices);
+    ASSERT_EQ(got.values.size(), v.values.size());
+    for (size_t j = 0; j < v.values.size(); ++j) EXPECT_EQ(got.values[j], Quantize(v.values[j], venc));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllEncodings, CodecRoundTrip,
+                         ::testing::Combine(::testing::Values(ValueEncoding::kFp32, ValueEncoding::kFp16,
+                                                              ValueEncoding::kBf16),
+                                            ::testing::Values(IndexEncoding::kAbsoluteU32,
+                                                              IndexEncoding::kDeltaVarint,
+                                                              IndexEncoding::kBlockId)));
+
+TEST(Codec, HalfConversionMatchesHardwareRounding) {
+  // Hand-checked values: exact, round-to-even ties, subnormals, saturation.
+  EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(FloatToHalf(-2.0f), 0xc000);
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);
+  EXPECT_EQ(FloatToHalf(1e9f), 0x7bff);
+  EXPECT_EQ(FloatToHalf(5.9604644775390625e-8f), 0x0001);  // 2^-24, smallest subnormal
+  EXPECT_EQ(FloatToHalf(2.98023223876953125e-8f), 0x0000);  // 2^-25 ties to even (zero)
+  EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 2048), 0x3c00);      // tie, rounds to even
+  EXPECT_EQ(FloatToHalf(1.0f + 3.0f / 2048), 0x3c02);      // tie, rounds up to even
+  EXPECT_EQ(HalfToFloat(0x0001), 5.9604644775390625e-8f);
+  // Every finite half survives half -> float -> half.
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00) == 0x7c00) continue;
+    ASSERT_EQ(FloatToHalf(HalfToFloat(static_cast<uint16_t>(h))), h) << h;
+  }
+  EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(FloatToBf16(1.0f + 1.0f / 256), 0x3f80);   // tie to even
+  EXPECT_EQ(FloatToBf16(1.0f + 3.0f / 256), 0x3f82);
+  EXPECT_EQ(FloatToBf16(3.4e38f), 0x7f7f);             // saturates instead of Inf
+}
+
+TEST(Codec, VarintIsCompact) {
+  SparseVector v;
+  v.dense_size = 1000;
+  for (uint32_t i = 0; i < 100; ++i) {
+    v.indices.push_back(i * 3);
+    v.values.push_back(1.0f);
+  }
+  // 1 byte per index instead of 4.
+  EXPECT_EQ(EncodedSize(v, {ValueEncoding::kFp32, IndexEncoding::kDeltaVarint}) + 300,
+            EncodedSize(v, {ValueEncoding::kFp32, IndexEncoding::kAbsoluteU32}) + 8);
+}
+
+TEST(Codec, EncodeRejectsBrokenInput) {
+  std::vector<uint8_t> out;
+  SparseVector unsorted;
+  unsorted.dense_size = 10;
+  unsorted.indices = {3, 2};
+  unsorted.values = {1, 1};
+  EXPECT_FALSE(Encode(unsorted, {}, &out).ok());
+  SparseVector nan;
+  nan.dense_size = 10;
+  nan.indices = {1};
+  nan.values = {std::nanf("")};
+  EXPECT_FALSE(Encode(nan, {}, &out).ok());
+  SparseVector partial_block;
+  partial_block.dense_size = 64;
+  for (uint32_t i = 16; i < 31; ++i) {
+    partial_block.indices.push_back(i);
+    partial_block.values.push_back(1.0f);
+  }
+  EXPECT_FALSE(Encode(partial_block, {ValueEncoding::kFp32, IndexEncoding::kBlockId}, &out).ok());
+}
+
+std::vector<uint8_t> Valid(IndexEncoding ienc) {
+  std::vector<uint8_t> bytes;
+  EXPECT_TRUE(Encode(BlockSparse(), {ValueEncoding::kFp16, ienc}, &bytes).ok());
+  return bytes;
+}
+
+void ExpectCorrupt(const std::vector<uint8_t>& bytes, const std::string& what) {
+  SparseVector out;
+  out.dense_size = 99;
+  out.indices = {1};
+  out.values = {1};
+  Status st = Decode(bytes, DecodeLimits{}, &out);
+  EXPECT_EQ(st.code(), Status::Code::kCorruption) << what;
+  EXPECT_EQ(out.nnz(), 0u) << what;
+  EXPECT_EQ(out.dense_size, 0u) << what;
+}
+
+TEST(Codec, DecodeRejectsEveryTruncation) {
+  for (auto ienc : {IndexEncoding::kAbsoluteU32, IndexEncoding::kDeltaVarint, IndexEncoding::kBlockId}) {
+    std::vector<uint8_t> bytes = Valid(ienc);
+    for (size_t len = 0; len < bytes.size(); ++len) {
+      ExpectCorrupt(std::vector<uint8_t>(bytes.begin(), bytes.begin() + len), "truncated to " + std::to_string(len));
+    }
+    std::vector<uint8_t> longer = bytes;
+    longer.push_back(0);
+    ExpectCorrupt(longer, "trailing byte");
+  }
+}
+
+void PokeU64(std::vector<uint8_t>* b, size_t at, uint64_t v) {
+  for (int i = 0; i < 8; ++i) (*b)[at + i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+TEST(Codec, DecodeRejectsMalformedHeaders) {
+  std::vector<uint8_t> b = Valid(IndexEncoding::kAbsoluteU32);
+  auto bad = b;
+  bad[0] ^= 1;
+  ExpectCorrupt(bad, "magic");
+  bad = b;
+  bad[4] = 2;
+  ExpectCorrupt(bad, "version");
+  bad = b;
+  bad[5] = 3;
+  ExpectCorrupt(bad, "value encoding");
+  bad = b;
+  bad[6] = 7;
+  ExpectCorrupt(bad, "index encoding");
+  bad = b;
+  bad[7] = 1;
+  ExpectCorrupt(bad, "reserved");
+  bad = b;
+  PokeU64(&bad, 8, uint64_t{1} << 40);
+  ExpectCorrupt(bad, "huge dense size");
+  bad = b;
+  PokeU64(&bad, 16, uint64_t{1} << 31);  // nnz far beyond the buffer: must not allocate it
+  PokeU64(&bad, 24, uint64_t{1} << 31);
+  ExpectCorrupt(bad, "oversized nnz");
+  bad = b;
+  PokeU64(&bad, 16, 38);
+  ExpectCorrupt(bad, "nnz > dense size");
+}
+
+TEST(Codec, DecodeRejectsBadIndices) {
+  // Absolute u32: index section starts after the 32-byte header.
+  std::vector<uint8_t> b = Valid(IndexEncoding::kAbsoluteU32);
+  auto bad = b;
+  bad[32 + 4] = 0;  // second index 1 -> 0: not increasing
+  ExpectCorrupt(bad, "not increasing");
+  bad = b;
+  bad[32 + 20 * 4] = 200;  // last index out of range
+  ExpectCorrupt(bad, "out of range");
+  // Block ids: ids 0, 2 -> make the second one 9 (out of range) or 0 (repeat).
+  b = Valid(IndexEncoding::kBlockId);
+  bad = b;
+  bad[36] = 9;
+  ExpectCorrupt(bad, "block out of range");
+  bad = b;
+  bad[36] = 0;
+  ExpectCorrupt(bad, "block repeated");
+  bad = b;
+  bad[36] = 1;  // block 1 is a full block, so nnz no longer matches
+  ExpectCorrupt(bad, "block nnz mismatch");
+  // Varint: the section length at 32, varints from 40. First index 0, then gaps of 1.
+  b = Valid(IndexEncoding::kDeltaVarint);
+  bad = b;
+  bad[41] = 0;
+  ExpectCorrupt(bad, "zero gap");
+  bad = b;
+  bad[40] = 0x80;  // 0x80 0x01 = 128: valid varint form but shifts the section
+  ExpectCorrupt(bad, "varint section mismatch");
+  bad = b;
+  PokeU64(&bad, 32, 1000);
+  ExpectCorrupt(bad, "varint length beyond buffer");
+}
+
+TEST(Codec, DecodeRejectsNonFiniteValues) {
+  std::vector<uint8_t> b = Valid(IndexEncoding::kAbsoluteU32);
+  b[b.size() - 1] = 0x7c;  // last fp16 value -> Inf
+  b[b.size() - 2] = 0x00;
+  ExpectCorrupt(b, "inf value");
+}
+
+TEST(Codec, DecodeRespectsLimits) {
+  std::vector<uint8_t> b = Valid(IndexEncoding::kAbsoluteU32);
+  SparseVector out;
+  DecodeLimits limits;
+  limits.max_nnz = 5;
+  EXPECT_EQ(Decode(b, limits, &out).code(), Status::Code::kCorruption);
+  limits = DecodeLimits{};
+  limits.max_dense_size = 36;
+  EXPECT_EQ(Decode(b, limits, &out).code(), Status::Code::kCorruption);
+}
+
+TEST(Codec, RandomCorruptionNeverCrashes) {
+  std::mt19937 rng(7);
+  for (auto ienc : {IndexEncoding::kAbsoluteU32, IndexEncoding::kDeltaVarint, IndexEncoding::kBlockId}) {
+    std::vector<uint8_t> b = Valid(ienc);
+    for (int trial = 0; trial < 2000; ++trial) {
+      auto bad = b;
+      int flips = 1 + static_cast<int>(rng() % 4);
+      for (int f = 0; f < flips; ++f) bad[rng() % bad.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+      SparseVector out;
+      Status st = Decode(bad, DecodeLimits{}, &out);
+      if (st.ok()) {
+        EXPECT_TRUE(ValidateSparseVector(out).ok());
+      }
+    }
+  }
+}
+
+TEST(Codec, ParsesEncodingNames) {
+  EXPECT_EQ(ParseValueEncoding("bf16").value(), ValueEncoding::kBf16);
+  EXPECT_EQ(ParseIndexEncoding("varint").value(), IndexEncoding::kDeltaVarint);
+  EXPECT_FALSE(ParseValueEncoding("fp8").ok());
+  EXPECT_FALSE(ParseIndexEncoding("csr").ok());
+}
+
+}  // namespace
+}  // namespace frugal::compress
