@@ -230,7 +230,7 @@ TEST_P(SparseExchangeTest, ClosedRankGivesUnavailableOrTimeout) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, SparseExchangeTest, ::testing::Values(Backend::kInProc),
+INSTANTIATE_TEST_SUITE_P(Backends, SparseExchangeTest, ::testing::Values(Backend::kInProc, Backend::kZmq),
                          [](const auto& info) { return testing::BackendName(info.param); });
 
 }  // namespace

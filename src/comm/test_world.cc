@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "frugal/comm/inproc_transport.h"
+#include "frugal/comm/zmq_transport.h"
 
 namespace frugal::comm::testing {
 
@@ -23,7 +24,25 @@ World MakeWorld(Backend backend, const std::vector<std::string>& cluster_of_rank
     world.keepalive = hub;
     return world;
   }
-  ADD_FAILURE() << "backend not built: " << BackendName(backend);
+  // ZeroMQ: bind every rank first (ephemeral ports), then connect with the
+  // table, as a rendezvous would.
+  ZmqOptions options;
+  options.linger = std::chrono::milliseconds(300);
+  std::vector<std::unique_ptr<ZmqListener>> listeners;
+  std::vector<PeerInfo> peers;
+  for (int r = 0; r < topo->world_size(); ++r) {
+    auto l = ZmqListener::Bind("tcp://127.0.0.1:*", options);
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    if (!l.ok()) return world;
+    peers.push_back(PeerInfo{r, (*l)->endpoint(), cluster_of_rank[r]});
+    listeners.push_back(std::move(l).value());
+  }
+  for (int r = 0; r < topo->world_size(); ++r) {
+    auto t = ConnectZmqTransport(std::move(listeners[r]), r, peers);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    if (!t.ok()) return world;
+    world.ranks.push_back(std::move(t).value());
+  }
   return world;
 }
 

@@ -165,7 +165,7 @@ TEST_P(TransportTest, ConcurrentSendersAndReceiversOnManyTags) {
   EXPECT_EQ(failures.load(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TransportTest, ::testing::Values(Backend::kInProc),
+INSTANTIATE_TEST_SUITE_P(Backends, TransportTest, ::testing::Values(Backend::kInProc, Backend::kZmq),
                          [](const auto& info) { return testing::BackendName(info.param); });
 
 TEST(InProcHubTest, RejectsDuplicateAndOutOfRangeRanks) {

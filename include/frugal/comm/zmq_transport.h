@@ -1,0 +1,94 @@
+// ZeroMQ backend of Transport: ranks in different processes or hosts talk
+// over TCP (or ipc://, inproc:// for tests).
+//
+// Setup is two-phase because ports are usually ephemeral:
+//   1. ZmqListener::Bind("tcp://10.0.0.5:*") binds this rank's receive
+//      socket and reports the resolved endpoint().
+//   2. The endpoints of all ranks are exchanged (see rendezvous.h), then
+//      ConnectZmqTransport(listener, rank, peers) connects to every peer and
+//      starts the I/O thread.
+// JoinZmqWorld (rendezvous.h) does both phases plus the rendezvous.
+//
+// Design (Note [ZeroMQ transport] in zmq_transport.cc): each rank binds one
+// ROUTER socket and connects one DEALER per peer. One I/O thread owns all
+// sockets; Send() hands messages to it through a queue and an eventfd, so
+// Send never blocks on the network. Payloads are sent zero-copy: the
+// zmq message holds a reference to the SharedBytes until ZeroMQ is done.
+// Each message is two frames: a 32-byte header and the payload (wire format
+// in docs/comm.md). Closing a transport sends a "goodbye" to every peer, so
+// peers see Unavailable at once instead of waiting for their timeout.
+//
+// Thread safety: as for Transport. Nothing is process-wide: each transport
+// owns its own ZeroMQ context.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frugal/comm/transport.h"
+
+namespace frugal::comm {
+
+// Socket security. Today only plain TCP; the seam where CurveZMQ keys (our
+// secret key, the peers' public keys) will go. Every socket the backend
+// creates passes through one setup function that applies these options.
+struct SecurityOptions {
+  enum class Mechanism { kNone };
+  Mechanism mechanism = Mechanism::kNone;
+};
+
+struct ZmqOptions {
+  // How long closing a transport may wait to flush messages still queued
+  // for peers that are alive. Default: 2 s.
+  std::chrono::milliseconds linger{2000};
+  // How often a DEALER retries a connection to a peer that is not up yet
+  // (ZMQ_RECONNECT_IVL). Default: 100 ms.
+  std::chrono::milliseconds reconnect_interval{100};
+  SecurityOptions security;
+};
+
+// One rank's entry in the world table.
+struct PeerInfo {
+  int rank = -1;
+  std::string endpoint;  // e.g. "tcp://10.0.0.5:41000"; what peers connect to.
+  std::string cluster;   // Cluster name; see topology.h.
+};
+
+// Phase 1: a bound receive socket that is not yet a Transport.
+class ZmqListener {
+ public:
+  // Binds `address` ("tcp://127.0.0.1:*" picks a free port). Errors:
+  // IOError naming the address (in use, bad interface, malformed).
+  static Result<std::unique_ptr<ZmqListener>> Bind(const std::string& address, ZmqOptions options = {});
+  ~ZmqListener();
+  ZmqListener(const ZmqListener&) = delete;
+  ZmqListener& operator=(const ZmqListener&) = delete;
+
+  // The resolved endpoint, e.g. "tcp://127.0.0.1:41873". When bound to a
+  // wildcard interface (tcp://0.0.0.0:...) advertise a routable address to
+  // peers instead.
+  const std::string& endpoint() const;
+
+  struct Impl;  // Internal; handed to the transport.
+
+ private:
+  explicit ZmqListener(std::unique_ptr<Impl> impl);
+  friend Result<std::unique_ptr<Transport>> ConnectZmqTransport(std::unique_ptr<ZmqListener>, int,
+                                                                 const std::vector<PeerInfo>&);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Phase 2: connects to every peer in `peers` (index = rank; entry `rank` is
+// this rank) and starts the I/O thread. Errors: InvalidArgument for a bad
+// table (ranks out of order, empty endpoint or cluster, `rank` out of
+// range), IOError for an endpoint ZeroMQ cannot parse.
+Result<std::unique_ptr<Transport>> ConnectZmqTransport(std::unique_ptr<ZmqListener> listener, int rank,
+                                                       const std::vector<PeerInfo>& peers);
+
+// Bytes of framing the ZeroMQ backend adds to every message (not counted in
+// TransportStats, which counts payload bytes).
+inline constexpr size_t kZmqWireHeaderBytes = 32;
+
+}  // namespace frugal::comm

@@ -1,0 +1,60 @@
+#include "wire_header.h"
+
+#include <string>
+
+namespace frugal::comm {
+
+namespace {
+
+template <typename T>
+void Put(uint8_t* out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+}
+
+template <typename T>
+T Get(const uint8_t* in) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(in[i]) << (8 * i);
+  return static_cast<T>(v);
+}
+
+}  // namespace
+
+// Layout: magic u32 | version u8 | kind u8 | reserved u16 | src u32 |
+//         world_size u32 | tag u64 | length u64.
+std::array<uint8_t, WireHeader::kSize> WireHeader::Encode() const {
+  std::array<uint8_t, kSize> out{};
+  Put<uint32_t>(&out[0], kMagic);
+  out[4] = kVersion;
+  out[5] = static_cast<uint8_t>(kind);
+  Put<uint16_t>(&out[6], 0);
+  Put<uint32_t>(&out[8], src);
+  Put<uint32_t>(&out[12], world_size);
+  Put<uint64_t>(&out[16], tag);
+  Put<uint64_t>(&out[24], length);
+  return out;
+}
+
+Result<WireHeader> WireHeader::Decode(const uint8_t* data, size_t size) {
+  if (size != kSize) {
+    return Status::Corruption("message header is " + std::to_string(size) + " bytes, expected " +
+                              std::to_string(kSize));
+  }
+  if (Get<uint32_t>(data) != kMagic) return Status::Corruption("message header has a bad magic number");
+  if (data[4] != kVersion) {
+    return Status::Corruption("peer speaks wire version " + std::to_string(data[4]) + ", this build speaks " +
+                              std::to_string(kVersion));
+  }
+  WireHeader h;
+  if (data[5] != static_cast<uint8_t>(WireKind::kData) && data[5] != static_cast<uint8_t>(WireKind::kGoodbye)) {
+    return Status::Corruption("message header has unknown kind " + std::to_string(data[5]));
+  }
+  h.kind = static_cast<WireKind>(data[5]);
+  h.src = Get<uint32_t>(data + 8);
+  h.world_size = Get<uint32_t>(data + 12);
+  h.tag = Get<uint64_t>(data + 16);
+  h.length = Get<uint64_t>(data + 24);
+  return h;
+}
+
+}  // namespace frugal::comm

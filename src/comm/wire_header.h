@@ -1,0 +1,33 @@
+// WireHeader: the fixed 32-byte header in front of every ZeroMQ message.
+// Little-endian, independent of the host (docs/comm.md has the layout).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "frugal/comm/transport.h"
+
+namespace frugal::comm {
+
+enum class WireKind : uint8_t {
+  kData = 1,     // A Transport message; the payload frame follows.
+  kGoodbye = 2,  // The sender closed its transport; payload frame empty.
+};
+
+struct WireHeader {
+  static constexpr uint32_t kMagic = 0x31475246;  // "FRG1" in little-endian byte order.
+  static constexpr uint8_t kVersion = 1;
+  static constexpr size_t kSize = 32;
+
+  WireKind kind = WireKind::kData;
+  uint32_t src = 0;
+  uint32_t world_size = 0;
+  Tag tag = 0;
+  uint64_t length = 0;  // Payload bytes in the next frame.
+
+  std::array<uint8_t, kSize> Encode() const;
+  // Corruption with the reason if `data` is not a well-formed header.
+  static Result<WireHeader> Decode(const uint8_t* data, size_t size);
+};
+
+}  // namespace frugal::comm

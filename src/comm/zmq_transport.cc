@@ -1,0 +1,306 @@
+#include "frugal/comm/zmq_transport.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <thread>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "mailbox.h"
+#include "wire_header.h"
+#include "zmq_socket_setup.h"
+
+namespace frugal::comm {
+
+// Note [ZeroMQ transport]
+// Sockets: each rank binds one ROUTER (receives from everybody; the ROUTER
+// prepends the connection's routing id, which we ignore because the header
+// names the sender) and connects one DEALER per peer (sends). One DEALER per
+// peer keeps per-pair FIFO order and lets a slow peer's queue grow without
+// holding up the others.
+//
+// Threads: ZeroMQ sockets are not thread-safe, so the I/O thread owns all of
+// them after construction. Send() appends to `outgoing_` under `mu_` and
+// bumps an eventfd; the I/O thread zmq_polls the ROUTER and the eventfd,
+// writes queued messages to the DEALERs and delivers incoming ones to the
+// Mailbox, where Recv() waits. High-water marks are off, so the I/O thread
+// never blocks on a slow peer.
+//
+// Zero-copy: the payload frame points into the caller's SharedBytes; the
+// zmq message's free callback drops a heap-held reference, so the buffer
+// lives until ZeroMQ has written it to the socket.
+//
+// Shutdown: the I/O thread flushes queued sends, reads what has arrived (to
+// learn which peers already left), sends a goodbye to every peer still open,
+// and closes its sockets. Destroying the context then waits up to `linger`
+// for ZeroMQ to put the remaining bytes on the wire. Sockets to peers known
+// to be gone get linger 0 so a dead peer does not delay the close.
+
+struct ZmqListener::Impl {
+  ZmqOptions options;
+  zmq::context_t context{1};
+  zmq::socket_t router;  // Declared after context: closed before it.
+  std::string endpoint;
+};
+
+ZmqListener::ZmqListener(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ZmqListener::~ZmqListener() = default;
+const std::string& ZmqListener::endpoint() const { return impl_->endpoint; }
+
+Result<std::unique_ptr<ZmqListener>> ZmqListener::Bind(const std::string& address, ZmqOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  try {
+    impl->router = zmq::socket_t(impl->context, zmq::socket_type::router);
+    FRUGAL_RETURN_IF_ERROR(ConfigureSocket(impl->router, SocketRole::kListener, options));
+    impl->router.set(zmq::sockopt::linger, 0);
+    impl->router.bind(address);
+    impl->endpoint = impl->router.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return ZmqError("cannot listen on " + address, e);
+  }
+  return std::unique_ptr<ZmqListener>(new ZmqListener(std::move(impl)));
+}
+
+namespace {
+
+void ReleasePayload(void* /*data*/, void* hint) { delete static_cast<SharedBytes*>(hint); }
+
+class ZmqTransport final : public Transport {
+ public:
+  ZmqTransport(int rank, Topology topology, std::unique_ptr<ZmqListener::Impl> listener,
+               std::vector<zmq::socket_t> dealers, int wake_fd)
+      : Transport(rank, topology),
+        listener_(std::move(listener)),
+        dealers_(std::move(dealers)),
+        wake_fd_(wake_fd),
+        mailbox_(rank, std::move(topology)) {
+    io_thread_ = std::thread([this] { IoLoop(); });
+  }
+
+  ~ZmqTransport() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    Wake();
+    io_thread_.join();
+    ::close(wake_fd_);
+    // listener_ (the context) is destroyed last and waits for the linger.
+  }
+
+  Status Send(int dst, Tag tag, SharedBytes payload) override {
+    FRUGAL_RETURN_IF_ERROR(CheckPeer(dst, "Send"));
+    FRUGAL_RETURN_IF_ERROR(mailbox_.error());
+    if (!payload) payload = std::make_shared<const Bytes>();
+    if (dst == rank()) {
+      mailbox_.Deliver(rank(), tag, *payload);
+      return Status::Ok();
+    }
+    if (mailbox_.IsClosed(dst)) {
+      return Status::Unavailable("cannot send tag " + std::to_string(tag) + " to " +
+                                 topology().DescribeRank(dst) + ": it closed its transport");
+    }
+    const size_t size = payload->size();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      outgoing_.push_back(Outgoing{dst, tag, std::move(payload)});
+    }
+    CountSent(dst, size);
+    Wake();
+    return Status::Ok();
+  }
+
+  Result<Message> Recv(int src, Tag tag, std::chrono::milliseconds timeout) override {
+    FRUGAL_RETURN_IF_ERROR(CheckPeer(src, "Recv"));
+    FRUGAL_ASSIGN_OR_RETURN(Bytes payload, mailbox_.Take(src, tag, timeout));
+    CountReceived(src, payload.size());
+    return Message{src, tag, std::move(payload)};
+  }
+
+ private:
+  struct Outgoing {
+    int dst;
+    Tag tag;
+    SharedBytes payload;
+  };
+
+  void Wake() {
+    uint64_t one = 1;
+    // The eventfd counter cannot overflow in practice; EAGAIN would mean a
+    // wake-up is already pending, which is all we need.
+    ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+    (void)n;
+  }
+
+  void IoLoop() {
+    zmq::socket_t& router = listener_->router;
+    try {
+      while (true) {
+        zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+        zmq::poll(items, 2, std::chrono::milliseconds(-1));
+        if (items[1].revents & ZMQ_POLLIN) {
+          uint64_t count;
+          ssize_t n = ::read(wake_fd_, &count, sizeof(count));
+          (void)n;
+        }
+        if (items[0].revents & ZMQ_POLLIN) ReadIncoming();
+        bool stopping = FlushOutgoing();
+        if (stopping) break;
+      }
+      ReadIncoming();
+      SayGoodbye();
+    } catch (const zmq::error_t& e) {
+      mailbox_.Fail(ZmqError("transport I/O thread of " + topology().DescribeRank(rank()), e));
+    }
+    for (zmq::socket_t& d : dealers_) {
+      if (d.handle() != nullptr) d.close();
+    }
+    router.close();
+  }
+
+  // Writes everything queued; returns whether the transport is stopping.
+  bool FlushOutgoing() {
+    std::deque<Outgoing> batch;
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      batch.swap(outgoing_);
+      stopping = stopping_;
+    }
+    for (Outgoing& out : batch) {
+      WireHeader h;
+      h.kind = WireKind::kData;
+      h.src = static_cast<uint32_t>(rank());
+      h.world_size = static_cast<uint32_t>(world_size());
+      h.tag = out.tag;
+      h.length = out.payload->size();
+      SendFrames(out.dst, h, std::move(out.payload));
+    }
+    return stopping;
+  }
+
+  void SendFrames(int dst, const WireHeader& h, SharedBytes payload) {
+    auto header = h.Encode();
+    zmq::socket_t& dealer = dealers_[dst];
+    dealer.send(zmq::message_t(header.data(), header.size()), zmq::send_flags::sndmore);
+    if (payload && !payload->empty()) {
+      auto* hold = new SharedBytes(std::move(payload));
+      dealer.send(zmq::message_t(const_cast<uint8_t*>((*hold)->data()), (*hold)->size(), &ReleasePayload, hold),
+                  zmq::send_flags::none);
+    } else {
+      dealer.send(zmq::message_t(), zmq::send_flags::none);
+    }
+  }
+
+  void ReadIncoming() {
+    zmq::socket_t& router = listener_->router;
+    while (true) {
+      std::vector<zmq::message_t> parts;
+      auto got = zmq::recv_multipart(router, std::back_inserter(parts), zmq::recv_flags::dontwait);
+      if (!got) return;
+      Status st = HandleIncoming(parts);
+      if (!st.ok()) mailbox_.Fail(st.WithContext(topology().DescribeRank(rank()) + " received a bad message"));
+    }
+  }
+
+  Status HandleIncoming(std::vector<zmq::message_t>& parts) {
+    // [routing id][header][payload]
+    if (parts.size() != 3) {
+      return Status::Corruption("expected 3 frames, got " + std::to_string(parts.size()));
+    }
+    FRUGAL_ASSIGN_OR_RETURN(WireHeader h,
+                            WireHeader::Decode(parts[1].data<uint8_t>(), parts[1].size()));
+    if (h.world_size != static_cast<uint32_t>(world_size())) {
+      return Status::Corruption("sender believes the world has " + std::to_string(h.world_size) +
+                                " ranks, this rank " + std::to_string(world_size()));
+    }
+    if (h.src >= h.world_size || static_cast<int>(h.src) == rank()) {
+      return Status::Corruption("impossible sender rank " + std::to_string(h.src));
+    }
+    if (h.length != parts[2].size()) {
+      return Status::Corruption("header from " + topology().DescribeRank(h.src) + " announces " +
+                                std::to_string(h.length) + " payload bytes, frame has " +
+                                std::to_string(parts[2].size()));
+    }
+    if (h.kind == WireKind::kGoodbye) {
+      mailbox_.MarkClosed(static_cast<int>(h.src), "closed its transport");
+      return Status::Ok();
+    }
+    const uint8_t* data = parts[2].data<uint8_t>();
+    mailbox_.Deliver(static_cast<int>(h.src), h.tag, Bytes(data, data + parts[2].size()));
+    return Status::Ok();
+  }
+
+  void SayGoodbye() {
+    WireHeader h;
+    h.kind = WireKind::kGoodbye;
+    h.src = static_cast<uint32_t>(rank());
+    h.world_size = static_cast<uint32_t>(world_size());
+    for (int peer = 0; peer < world_size(); ++peer) {
+      if (peer == rank()) continue;
+      if (mailbox_.IsClosed(peer)) {
+        dealers_[peer].set(zmq::sockopt::linger, 0);
+      } else {
+        SendFrames(peer, h, nullptr);
+      }
+    }
+  }
+
+  std::unique_ptr<ZmqListener::Impl> listener_;  // Context + ROUTER.
+  std::vector<zmq::socket_t> dealers_;           // Index = peer rank; own entry empty. I/O thread only.
+  const int wake_fd_;
+  Mailbox mailbox_;
+  std::mutex mu_;
+  std::deque<Outgoing> outgoing_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;          // GUARDED_BY(mu_)
+  std::thread io_thread_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> ConnectZmqTransport(std::unique_ptr<ZmqListener> listener, int rank,
+                                                       const std::vector<PeerInfo>& peers) {
+  if (!listener) return Status::InvalidArgument("ConnectZmqTransport: no listener");
+  const int n = static_cast<int>(peers.size());
+  if (rank < 0 || rank >= n) {
+    return Status::InvalidArgument("ConnectZmqTransport: rank " + std::to_string(rank) +
+                                   " is outside the world of " + std::to_string(n) + " ranks");
+  }
+  std::vector<std::string> clusters;
+  for (int r = 0; r < n; ++r) {
+    const PeerInfo& p = peers[r];
+    if (p.rank != r) {
+      return Status::InvalidArgument("ConnectZmqTransport: peer table entry " + std::to_string(r) +
+                                     " is for rank " + std::to_string(p.rank));
+    }
+    if (p.endpoint.empty()) {
+      return Status::InvalidArgument("ConnectZmqTransport: rank " + std::to_string(r) + " has no endpoint");
+    }
+    clusters.push_back(p.cluster);
+  }
+  FRUGAL_ASSIGN_OR_RETURN(Topology topology, Topology::FromClusterNames(std::move(clusters)));
+
+  std::unique_ptr<ZmqListener::Impl> impl = std::move(listener->impl_);
+  std::vector<zmq::socket_t> dealers(n);
+  for (int r = 0; r < n; ++r) {
+    if (r == rank) continue;
+    try {
+      dealers[r] = zmq::socket_t(impl->context, zmq::socket_type::dealer);
+      FRUGAL_RETURN_IF_ERROR(ConfigureSocket(dealers[r], SocketRole::kConnector, impl->options));
+      dealers[r].connect(peers[r].endpoint);
+    } catch (const zmq::error_t& e) {
+      return ZmqError("cannot connect to " + topology.DescribeRank(r) + " at " + peers[r].endpoint, e);
+    }
+  }
+  int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd < 0) return Status::IOError(std::string("eventfd: ") + std::strerror(errno));
+  return std::unique_ptr<Transport>(
+      new ZmqTransport(rank, std::move(topology), std::move(impl), std::move(dealers), wake_fd));
+}
+
+}  // namespace frugal::comm
