@@ -1,0 +1,149 @@
+#include "frugal/comm/rendezvous.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "frugal/comm/sparse_exchange.h"
+#include "test_world.h"
+
+namespace frugal::comm {
+namespace {
+
+using std::chrono::milliseconds;
+
+ZmqOptions FastClose() {
+  ZmqOptions o;
+  o.linger = milliseconds(300);
+  return o;
+}
+
+TEST(RendezvousTest, JoinsAWorldAndRunsAHierarchicalExchange) {
+  constexpr int kRanks = 4;
+  auto server = RendezvousServer::Bind("tcp://127.0.0.1:*", kRanks, FastClose());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Result<std::vector<PeerInfo>> table = Status::Internal("not served");
+  std::thread serve([&] { table = (*server)->Serve(milliseconds(5000)); });
+
+  std::vector<std::string> got(kRanks);
+  std::vector<std::string> errors(kRanks);
+  testing::RunRanks(kRanks, [&](int i) {
+    JoinOptions opts;
+    opts.rendezvous = (*server)->endpoint();
+    // Ranks 1 and 3 ask for a rank; 0 and 2 take what is left.
+    opts.rank = (i % 2 == 1) ? i : -1;
+    opts.cluster = i < 2 ? "onprem" : "cloud";
+    opts.timeout = milliseconds(5000);
+    opts.zmq = FastClose();
+    auto t = JoinZmqWorld(opts);
+    if (!t.ok()) {
+      errors[i] = t.status().ToString();
+      return;
+    }
+    SparseExchange ex(t->get(), [](std::vector<Bytes> parts) -> Result<Bytes> {
+      Bytes out;
+      for (auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+      return out;
+    });
+    auto out = ex.Run(1, Bytes{static_cast<uint8_t>('0' + (*t)->rank())});
+    if (!out.ok()) {
+      errors[i] = out.status().ToString();
+      return;
+    }
+    got[(*t)->rank()] = std::string(out->begin(), out->end());
+    if ((*t)->cluster() != opts.cluster) errors[i] = "wrong cluster " + (*t)->cluster();
+  });
+  serve.join();
+  for (int i = 0; i < kRanks; ++i) EXPECT_EQ(errors[i], "") << "thread " << i;
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  ASSERT_EQ(table->size(), 4u);
+  EXPECT_EQ((*table)[1].cluster, "onprem");
+  EXPECT_EQ((*table)[3].cluster, "cloud");
+  // Every rank ends with the same bytes: a permutation of the four digits,
+  // identical everywhere.
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(got[r].size(), 4u);
+    EXPECT_EQ(got[r], got[0]);
+  }
+}
+
+TEST(RendezvousTest, ServerTimesOutNamingMissingRanksAndTellsTheRegistered) {
+  auto server = RendezvousServer::Bind("tcp://127.0.0.1:*", 3, FastClose());
+  ASSERT_TRUE(server.ok());
+  Result<std::vector<PeerInfo>> table = Status::Internal("not served");
+  std::thread serve([&] { table = (*server)->Serve(milliseconds(300)); });
+  auto client = RegisterWithRendezvous((*server)->endpoint(), PeerInfo{1, "tcp://127.0.0.1:1", "a"},
+                                       milliseconds(5000), FastClose());
+  serve.join();
+  ASSERT_FALSE(table.ok());
+  EXPECT_EQ(table.status().code(), Status::Code::kTimeout);
+  EXPECT_NE(table.status().message().find("1 of 3"), std::string::npos) << table.status().ToString();
+  EXPECT_NE(table.status().message().find("free ranks: 0, 2"), std::string::npos) << table.status().ToString();
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), Status::Code::kTimeout) << client.status().ToString();
+}
+
+TEST(RendezvousTest, RejectsDuplicateAndOutOfRangeRanks) {
+  auto server = RendezvousServer::Bind("tcp://127.0.0.1:*", 2, FastClose());
+  ASSERT_TRUE(server.ok());
+  Result<std::vector<PeerInfo>> table = Status::Internal("not served");
+  std::thread serve([&] { table = (*server)->Serve(milliseconds(5000)); });
+  const std::string ep = (*server)->endpoint();
+  auto register_rank0 = [&](const std::string& endpoint) {
+    return std::async(std::launch::async, [&, endpoint] {
+      return RegisterWithRendezvous(ep, PeerInfo{0, endpoint, "a"}, milliseconds(5000), FastClose());
+    });
+  };
+  // Two ranks claim rank 0: whichever arrives second is rejected at once,
+  // the other waits for the table.
+  auto first = register_rank0("tcp://127.0.0.1:1");
+  auto dup = register_rank0("tcp://127.0.0.1:2");
+  while (first.wait_for(milliseconds(5)) != std::future_status::ready &&
+         dup.wait_for(milliseconds(5)) != std::future_status::ready) {
+  }
+  auto out_of_range =
+      RegisterWithRendezvous(ep, PeerInfo{7, "tcp://127.0.0.1:3", "a"}, milliseconds(5000), FastClose());
+  EXPECT_EQ(out_of_range.status().code(), Status::Code::kInvalidArgument);
+  auto second = RegisterWithRendezvous(ep, PeerInfo{-1, "tcp://127.0.0.1:4", "b"}, milliseconds(5000), FastClose());
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->rank, 1);
+  auto a = first.get();
+  auto b = dup.get();
+  ASSERT_NE(a.ok(), b.ok()) << a.status().ToString() << " / " << b.status().ToString();
+  const auto& rejected = a.ok() ? b : a;
+  const auto& accepted = a.ok() ? a : b;
+  EXPECT_EQ(rejected.status().code(), Status::Code::kInvalidArgument) << rejected.status().ToString();
+  EXPECT_NE(rejected.status().message().find("already registered"), std::string::npos);
+  EXPECT_EQ(accepted->rank, 0);
+  EXPECT_EQ(accepted->peers[1].endpoint, "tcp://127.0.0.1:4");
+  serve.join();
+  ASSERT_TRUE(table.ok());
+}
+
+TEST(RendezvousTest, ClientTimesOutWhenNoServerAnswers) {
+  // A server that never calls Serve.
+  auto server = RendezvousServer::Bind("tcp://127.0.0.1:*", 2, FastClose());
+  ASSERT_TRUE(server.ok());
+  auto r = RegisterWithRendezvous((*server)->endpoint(), PeerInfo{0, "tcp://x:1", "a"}, milliseconds(200));
+  EXPECT_EQ(r.status().code(), Status::Code::kTimeout);
+  EXPECT_NE(r.status().message().find((*server)->endpoint()), std::string::npos);
+}
+
+TEST(ZmqListenerTest, BadAddressIsAnIOErrorNamingIt) {
+  auto l = ZmqListener::Bind("tcp://not an address");
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().code(), Status::Code::kIOError);
+  EXPECT_NE(l.status().message().find("not an address"), std::string::npos);
+}
+
+TEST(ZmqListenerTest, ConnectRejectsABadTable) {
+  auto l = ZmqListener::Bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(l.ok());
+  std::vector<PeerInfo> peers{{0, (*l)->endpoint(), "a"}, {2, "tcp://127.0.0.1:1", "a"}};
+  auto t = ConnectZmqTransport(std::move(l).value(), 0, peers);
+  EXPECT_EQ(t.status().code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace frugal::comm
