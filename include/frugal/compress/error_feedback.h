@@ -1,0 +1,65 @@
+// ErrorFeedback: keeps what a sparsifier did not send, so it is sent later.
+//
+// Per call, with residual r (zero at start) and gradient g:
+//   acc = r + g                      (fp32, element-wise)
+//   sent = sparsifier(acc)           (values copied from acc)
+//   r' = acc with the sent coordinates set to 0
+// so that, bit for bit, sent + r' == r + g: nothing is lost or invented
+// (one of the two terms is 0 at every coordinate).
+//
+// Optional DGC momentum correction (Lin et al., "Deep Gradient Compression"),
+// enabled by momentum > 0: the residual accumulates velocity instead of raw
+// gradients, u = m*u + g; r = r + u; and both u and r are cleared where sent
+// (momentum factor masking). Use it with a momentum-free optimizer.
+//
+// One instance per tensor. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "frugal/common/span.h"
+#include "frugal/common/status.h"
+#include "frugal/compress/sparse_vector.h"
+#include "frugal/compress/sparsifier.h"
+
+namespace frugal::compress {
+
+struct ErrorFeedbackOptions {
+  // Named in errors. Default: "".
+  std::string tensor_name;
+  // DGC momentum correction factor; 0 disables it. Default: 0.
+  float momentum = 0.0f;
+};
+
+class ErrorFeedback {
+ public:
+  ErrorFeedback(size_t num_elements, ErrorFeedbackOptions options);
+
+  // Runs one step (see above) and replaces *out with what to send.
+  // A non-finite gradient value returns InvalidArgument naming the tensor and
+  // leaves the state unchanged. REQUIRES: grad.size() == size().
+  Status Compress(Span<const float> grad, Sparsifier& sparsifier, double density, SparseVector* out);
+
+  size_t size() const { return residual_.size(); }
+  Span<const float> residual() const { return Span<const float>(residual_.data(), residual_.size()); }
+  // DGC velocity u (empty unless momentum > 0).
+  Span<const float> velocity() const { return Span<const float>(velocity_.data(), velocity_.size()); }
+  const ErrorFeedbackOptions& options() const { return options_; }
+
+  // Zeroes residual and velocity.
+  void Reset();
+
+  // Byte form of residual and velocity for checkpoints.
+  std::vector<uint8_t> Serialize() const;
+  // Fails (state unchanged) if the bytes are malformed or sized for another tensor.
+  Status Deserialize(Span<const uint8_t> bytes);
+
+ private:
+  ErrorFeedbackOptions options_;
+  std::vector<float> residual_;
+  std::vector<float> velocity_;
+};
+
+}  // namespace frugal::compress

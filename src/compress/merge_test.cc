@@ -1,0 +1,81 @@
+#include "frugal/compress/merge.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace frugal::compress {
+namespace {
+
+SparseVector Random(uint64_t dense, double density, std::mt19937& rng) {
+  SparseVector v;
+  v.dense_size = dense;
+  std::bernoulli_distribution take(density);
+  std::uniform_int_distribution<int> val(-8, 8);
+  for (uint64_t i = 0; i < dense; ++i) {
+    if (take(rng)) {
+      v.indices.push_back(static_cast<uint32_t>(i));
+      v.values.push_back(0.5f * static_cast<float>(val(rng)));  // exact sums in any order
+    }
+  }
+  return v;
+}
+
+TEST(Merge, MatchesDenseSum) {
+  std::mt19937 rng(1);
+  for (size_t w : {1, 2, 3, 8, 33}) {
+    for (double density : {0.0, 0.01, 0.3, 1.0}) {
+      const uint64_t n = 2000;
+      std::vector<SparseVector> vs;
+      for (size_t i = 0; i < w; ++i) vs.push_back(Random(n, density, rng));
+      std::vector<const SparseVector*> ptrs;
+      std::vector<float> dense(n, 0.0f);
+      std::vector<bool> present(n, false);
+      for (const auto& v : vs) {
+        ptrs.push_back(&v);
+        for (size_t j = 0; j < v.nnz(); ++j) {
+          dense[v.indices[j]] += v.values[j];
+          present[v.indices[j]] = true;
+        }
+      }
+      SparseVector out;
+      ASSERT_TRUE(MergeSparse(ptrs, &out).ok());
+      ASSERT_TRUE(ValidateSparseVector(out).ok());
+      EXPECT_EQ(out.dense_size, n);
+      size_t j = 0;
+      for (uint64_t i = 0; i < n; ++i) {
+        if (!present[i]) continue;
+        ASSERT_LT(j, out.nnz());
+        ASSERT_EQ(out.indices[j], i);
+        ASSERT_EQ(out.values[j], dense[i]);
+        ++j;
+      }
+      EXPECT_EQ(j, out.nnz());
+    }
+  }
+}
+
+TEST(Merge, SumsDuplicatesInInputOrder) {
+  // 1e8 + 1 - 1e8 in fp32 depends on the order: input order gives 0.
+  SparseVector a{10, {3}, {1e8f}}, b{10, {3}, {1.0f}}, c{10, {3}, {-1e8f}};
+  std::vector<const SparseVector*> in = {&a, &b, &c};
+  SparseVector out;
+  ASSERT_TRUE(MergeSparse(in, &out).ok());
+  ASSERT_EQ(out.nnz(), 1u);
+  EXPECT_EQ(out.values[0], (1e8f + 1.0f) + -1e8f);
+}
+
+TEST(Merge, RejectsBadInputs) {
+  SparseVector a{10, {1, 2}, {1, 1}}, b{11, {1}, {1}}, unsorted{10, {2, 1}, {1, 1}};
+  SparseVector out;
+  std::vector<const SparseVector*> sizes = {&a, &b};
+  EXPECT_EQ(MergeSparse(sizes, &out).code(), Status::Code::kInvalidArgument);
+  std::vector<const SparseVector*> order = {&a, &unsorted};
+  EXPECT_EQ(MergeSparse(order, &out).code(), Status::Code::kInvalidArgument);
+  std::vector<const SparseVector*> none;
+  EXPECT_TRUE(MergeSparse(none, &out).ok());
+  EXPECT_EQ(out.nnz(), 0u);
+}
+
+}  // namespace
+}  // namespace frugal::compress
