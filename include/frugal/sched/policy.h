@@ -1,0 +1,84 @@
+// Scheduling policies: given the cluster and the active jobs (each with its
+// current placement), decide the new placement of every job.
+//
+// A policy is a pure function of what it is shown: it keeps no state between
+// calls and never reads a clock, so the same object drives the trace-driven
+// simulator and a live scheduler service. Everything a real scheduler can
+// observe is in JobView; the oracle field is filled only for policies that
+// declare UsesOracle().
+//
+// Thread safety: Schedule() is const and may be called concurrently, but the
+// SpeedEstimate objects referenced by the views need not be thread-safe.
+#pragma once
+
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frugal/common/status.h"
+#include "frugal/sched/cluster.h"
+
+namespace frugal::sched {
+
+// A job's current speed: statistical progress per second on a given shape.
+// The simulator answers from the application's throughput and convergence
+// models; a live service answers from measured and fitted step times.
+class SpeedEstimate {
+ public:
+  virtual ~SpeedEstimate() = default;
+  // Progress units per second on `shape`; 0 for an empty shape or a shape the
+  // job cannot run on.
+  virtual double ProgressRate(const Shape& shape) const = 0;
+};
+
+// What the scheduler knows about one active (submitted, unfinished) job.
+struct JobView {
+  int64_t id = 0;
+  double submit_time = 0;
+  int requested_gpus = 1;    // What the user asked for; non-elastic policies use it.
+  int max_gpus = 1;          // Most GPUs the job can use (batch-size limit).
+  double attained_service = 0;  // GPU-seconds held so far (includes restarts).
+  double progress = 0;          // Statistical progress made so far.
+  // Oracle: progress still needed to finish. NaN unless the policy UsesOracle().
+  double remaining_progress = std::numeric_limits<double>::quiet_NaN();
+  Placement placement;          // Current placement (empty if none).
+  const SpeedEstimate* speed = nullptr;  // Not owned; valid during Schedule().
+};
+
+struct ClusterView {
+  ClusterSpec spec;
+  double now = 0;  // Seconds; only for policies that age jobs (none here do).
+};
+
+// Tunables; each policy reads the ones it needs.
+struct PolicyOptions {
+  // Tiresias: attained GPU-seconds after which a job is demoted from the high
+  // to the low priority queue (Pollux artifact: 16 GPU-hours).
+  double tiresias_threshold_gpu_seconds = 16 * 3600.0;
+  // AFS-P: a job that has made no progress yet is assumed to have
+  // this many seconds (at one GPU) of work left; see Note [AFS-P estimator].
+  double afsp_prior_seconds = 600;
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string Name() const = 0;
+  // True if the policy reads JobView::remaining_progress.
+  virtual bool UsesOracle() const { return false; }
+  // Returns one placement per job, index-aligned with `jobs`. The result never
+  // holds more GPUs on a node than it has, and never gives a job more than its
+  // max_gpus (or, for non-elastic policies, anything but 0 or requested_gpus).
+  virtual std::vector<Placement> Schedule(const ClusterView& cluster,
+                                          const std::vector<JobView>& jobs) const = 0;
+};
+
+// "fifo", "srtf", "tiresias", "optimus", "afs-l", "afs-p".
+std::vector<std::string> PolicyNames();
+
+// InvalidArgument naming the known policies if `name` is unknown.
+Result<std::unique_ptr<Policy>> CreatePolicy(const std::string& name,
+                                             const PolicyOptions& options = {});
+
+}  // namespace frugal::sched

@@ -1,0 +1,28 @@
+// A workload: the training jobs submitted to the cluster, in the CSV format of
+// data/scheduler/pollux-workloads (`name,time,application,num_replicas,
+// batch_size`).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frugal/common/status.h"
+
+namespace frugal::sched {
+
+struct JobSpec {
+  std::string name;
+  double submit_time = 0;  // Seconds from the start of the trace.
+  std::string application;
+  int num_replicas = 1;    // GPUs the user asked for.
+  int batch_size = 1;      // Global batch size the user asked for (kept fixed).
+};
+
+// Reads a workload CSV. Columns are found by name (extra columns are ignored).
+// Errors name the file and line. Jobs are returned sorted by submit time
+// (stable, so equal times keep file order).
+Result<std::vector<JobSpec>> LoadWorkload(const std::string& path);
+
+Status WriteWorkload(const std::string& path, const std::vector<JobSpec>& jobs);
+
+}  // namespace frugal::sched

@@ -1,0 +1,35 @@
+// The growth step elastic policies reason with. Internal to src/sched.
+//
+// Note [Growth step]: with compact placements on 4-GPU nodes, throughput often
+// drops when a job first spills onto a second node (e.g. 4 -> 5 GPUs) and only
+// recovers a few GPUs later. A greedy one-GPU-at-a-time policy would never
+// cross that dip, so a job's next step is the smallest k that raises its
+// throughput, and gains are compared per GPU.
+#pragma once
+
+#include "placer.h"
+
+namespace frugal::sched {
+
+struct GrowthStep {
+  int k = 0;            // GPUs to add; 0 = the job cannot usefully grow.
+  double rate_now = 0;  // Progress rate at the current count.
+  double rate_next = 0; // Progress rate after adding k GPUs.
+};
+
+// REQUIRES: 0 <= gpus <= cap.
+inline GrowthStep NextGrowthStep(const JobView& job, int gpus, int cap, int gpus_per_node, double rate_now) {
+  GrowthStep step;
+  step.rate_now = rate_now;
+  for (int k = 1; k <= gpus_per_node && gpus + k <= cap; ++k) {
+    double r = CompactRate(job, gpus + k, gpus_per_node);
+    if (r > rate_now * (1 + 1e-9) && r > 0) {
+      step.k = k;
+      step.rate_next = r;
+      return step;
+    }
+  }
+  return step;
+}
+
+}  // namespace frugal::sched

@@ -1,0 +1,59 @@
+// Optimus (Peng et al., EuroSys 2018), adapted to GPUs: every job first gets
+// one GPU (shortest remaining time first while GPUs last), then each further
+// GPU goes to the job whose remaining time drops the most per GPU. Uses the
+// oracle remaining work, and the throughput of the compact placement.
+#include <algorithm>
+#include <queue>
+#include <tuple>
+
+#include "elastic_step.h"
+#include "policies.h"
+
+namespace frugal::sched {
+namespace {
+
+class OptimusPolicy : public Policy {
+ public:
+  std::string Name() const override { return "optimus"; }
+  bool UsesOracle() const override { return true; }
+
+  std::vector<Placement> Schedule(const ClusterView& cluster, const std::vector<JobView>& jobs) const override {
+    const int g = cluster.spec.gpus_per_node;
+    int free = cluster.spec.TotalGpus();
+    std::vector<int> counts(jobs.size(), 0);
+    std::vector<GrowthStep> steps(jobs.size());
+    // (tier, score, -index): tier 1 = first GPU (score = -remaining time at
+    // one GPU), tier 0 = growth (score = remaining-time reduction per GPU).
+    using Entry = std::tuple<int, double, long>;
+    std::priority_queue<Entry> heap;
+    auto push = [&](size_t i) {
+      int cap = std::min(jobs[i].max_gpus, cluster.spec.TotalGpus());
+      double rate = CompactRate(jobs[i], counts[i], g);
+      steps[i] = NextGrowthStep(jobs[i], counts[i], cap, g, rate);
+      if (steps[i].k == 0) return;
+      double rem = jobs[i].remaining_progress;
+      if (counts[i] == 0) {
+        heap.emplace(1, -rem / steps[i].rate_next, -static_cast<long>(i));
+      } else {
+        double gain = (rem / steps[i].rate_now - rem / steps[i].rate_next) / steps[i].k;
+        if (gain > 0) heap.emplace(0, gain, -static_cast<long>(i));
+      }
+    };
+    for (size_t i = 0; i < jobs.size(); ++i) push(i);
+    while (free > 0 && !heap.empty()) {
+      size_t i = static_cast<size_t>(-std::get<2>(heap.top()));
+      heap.pop();
+      if (steps[i].k > free) continue;  // Cannot take its next step any more.
+      counts[i] += steps[i].k;
+      free -= steps[i].k;
+      push(i);
+    }
+    return PlaceJobs(cluster.spec, jobs, counts);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> NewOptimusPolicy() { return std::make_unique<OptimusPolicy>(); }
+
+}  // namespace frugal::sched

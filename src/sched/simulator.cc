@@ -1,0 +1,365 @@
+#include "frugal/sched/simulator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <unordered_map>
+
+#include "event_queue.h"
+#include "model_speed.h"
+
+namespace frugal::sched {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct SimJob {
+  const JobSpec* spec = nullptr;
+  const Application* app = nullptr;
+  std::unique_ptr<ModelSpeed> speed;
+  int max_gpus = 1;
+  int num_epochs = 1;
+  bool arrived = false;
+  bool done = false;
+  Placement placement;
+  Shape shape;
+  uint64_t version = 0;
+  double last_time = 0;
+  double restart_left = 0;
+  double progress = 0;
+  int epoch = 0;
+  JobResult result;
+};
+
+// One run of the simulator: all mutable state lives here, not in Simulator.
+class SimulationRun {
+ public:
+  SimulationRun(const ApplicationCatalog& catalog, const Policy& policy, const SimulatorOptions& options)
+      : catalog_(catalog), policy_(policy), options_(options) {}
+
+  Result<SimulationResult> Run(const std::vector<JobSpec>& workload);
+
+ private:
+  Status Init(const std::vector<JobSpec>& workload);
+  void Advance(SimJob& job, double t);
+  double PredictFinish(const SimJob& job, double t) const;
+  double BestRuntime(const SimJob& job) const;
+  Status ScheduleRound(double t);
+  void Finish(SimJob& job, double t);
+  SimulationResult Summarise();
+
+  const ApplicationCatalog& catalog_;
+  const Policy& policy_;
+  const SimulatorOptions& options_;
+  std::vector<SimJob> jobs_;
+  std::vector<size_t> active_;  // Arrived, unfinished; kept in arrival order.
+  EventQueue events_;
+  bool round_pending_ = false;
+  size_t num_done_ = 0;
+  long rounds_ = 0;
+  double decision_total_ = 0;
+  double decision_max_ = 0;
+};
+
+Status SimulationRun::Init(const std::vector<JobSpec>& workload) {
+  const int total = options_.cluster.TotalGpus();
+  if (options_.cluster.num_nodes <= 0 || options_.cluster.gpus_per_node <= 0) {
+    return Status::InvalidArgument("cluster must have at least one node and one GPU per node");
+  }
+  if (!(options_.round_interval > 0) || options_.reallocation_cost < 0) {
+    return Status::InvalidArgument("round interval must be > 0 and re-allocation cost >= 0");
+  }
+  jobs_.resize(workload.size());
+  for (size_t i = 0; i < workload.size(); ++i) {
+    const JobSpec& spec = workload[i];
+    SimJob& j = jobs_[i];
+    j.spec = &spec;
+    j.app = catalog_.Find(spec.application);
+    if (j.app == nullptr) {
+      std::string known;
+      for (const auto& n : catalog_.Names()) known += (known.empty() ? "" : ", ") + n;
+      return Status::InvalidArgument("job '" + spec.name + "': unknown application '" + spec.application +
+                                     "' (known: " + known + ")");
+    }
+    if (spec.num_replicas > total) {
+      return Status::InvalidArgument("job '" + spec.name + "' asks for " + std::to_string(spec.num_replicas) +
+                                     " GPUs but the cluster has " + std::to_string(total));
+    }
+    j.speed = std::make_unique<ModelSpeed>(j.app, spec.batch_size);
+    j.max_gpus = std::max(1, std::min(j.app->throughput().MaxGpus(spec.batch_size), total));
+    j.num_epochs = j.app->convergence().NumEpochs();
+    j.result.name = spec.name;
+    j.result.application = spec.application;
+    j.result.submit_time = spec.submit_time;
+    j.result.best_runtime = BestRuntime(j);
+    events_.Push(spec.submit_time, EventKind::kArrival, i);
+  }
+  return Status::Ok();
+}
+
+// Lower bound on a job's running time: every epoch on its fastest compact
+// shape (up to max_gpus), plus one start-up cost.
+double SimulationRun::BestRuntime(const SimJob& job) const {
+  const ConvergenceModel& c = job.app->convergence();
+  std::vector<Shape> shapes;
+  for (int n = 1; n <= job.max_gpus; ++n) shapes.push_back(CompactShape(n, options_.cluster.gpus_per_node));
+  double total = options_.reallocation_cost;
+  for (int e = 0; e < c.NumEpochs(); ++e) {
+    double best = 0;
+    for (const Shape& s : shapes) best = std::max(best, job.speed->RateAt(s, e));
+    if (best <= 0) return kInf;
+    total += (c.EpochEnd(e + 1) - c.EpochEnd(e)) / best;
+  }
+  return total;
+}
+
+void SimulationRun::Advance(SimJob& job, double t) {
+  double dt = t - job.last_time;
+  job.last_time = t;
+  if (dt <= 0 || job.done || job.placement.empty()) return;
+  const int gpus = job.placement.NumGpus();
+  const ConvergenceModel& c = job.app->convergence();
+  while (dt > 0 && !job.done) {
+    if (job.restart_left > 0) {
+      double d = std::min(dt, job.restart_left);
+      job.restart_left -= d;
+      job.result.gpu_seconds += d * gpus;
+      dt -= d;
+      continue;
+    }
+    double rate = job.speed->RateAt(job.shape, job.epoch);
+    if (rate <= 0) {
+      job.result.gpu_seconds += dt * gpus;
+      break;
+    }
+    double end = c.EpochEnd(job.epoch + 1);
+    double need = end - job.progress;
+    // Tolerance: completion events are computed with the same arithmetic, but
+    // summed in a different order.
+    if (rate * dt < need - 1e-9 * std::max(1.0, end)) {
+      job.progress += rate * dt;
+      job.result.gpu_seconds += dt * gpus;
+      break;
+    }
+    double used = std::min(dt, need / rate);
+    job.progress = end;
+    job.result.gpu_seconds += used * gpus;
+    dt -= used;
+    ++job.epoch;
+    job.speed->set_epoch(job.epoch);
+    if (job.epoch >= job.num_epochs) Finish(job, t - dt);
+  }
+}
+
+void SimulationRun::Finish(SimJob& job, double t) {
+  job.done = true;
+  job.result.finish_time = t;
+  job.result.jct = t - job.spec->submit_time;
+  job.placement = Placement();
+  job.shape.clear();
+  ++job.version;
+  ++num_done_;
+}
+
+double SimulationRun::PredictFinish(const SimJob& job, double t) const {
+  const ConvergenceModel& c = job.app->convergence();
+  double time = t + job.restart_left;
+  double progress = job.progress;
+  for (int e = job.epoch; e < job.num_epochs; ++e) {
+    double rate = job.speed->RateAt(job.shape, e);
+    if (rate <= 0) return kInf;
+    time += (c.EpochEnd(e + 1) - progress) / rate;
+    progress = c.EpochEnd(e + 1);
+  }
+  return time;
+}
+
+Status SimulationRun::ScheduleRound(double t) {
+  ++rounds_;
+  // Drop finished jobs from the active list (order preserved).
+  active_.erase(std::remove_if(active_.begin(), active_.end(), [&](size_t i) { return jobs_[i].done; }),
+                active_.end());
+  for (size_t i : active_) Advance(jobs_[i], t);
+  active_.erase(std::remove_if(active_.begin(), active_.end(), [&](size_t i) { return jobs_[i].done; }),
+                active_.end());
+  if (active_.empty()) return Status::Ok();
+
+  std::vector<JobView> views(active_.size());
+  for (size_t k = 0; k < active_.size(); ++k) {
+    const SimJob& j = jobs_[active_[k]];
+    JobView& v = views[k];
+    v.id = static_cast<int64_t>(active_[k]);
+    v.submit_time = j.spec->submit_time;
+    v.requested_gpus = j.spec->num_replicas;
+    v.max_gpus = j.max_gpus;
+    v.attained_service = j.result.gpu_seconds;
+    v.progress = j.progress;
+    if (policy_.UsesOracle()) v.remaining_progress = j.app->TotalProgress() - j.progress;
+    v.placement = j.placement;
+    v.speed = j.speed.get();
+  }
+  ClusterView cluster{options_.cluster, t};
+  auto start = std::chrono::steady_clock::now();
+  std::vector<Placement> next = policy_.Schedule(cluster, views);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  decision_total_ += secs;
+  decision_max_ = std::max(decision_max_, secs);
+
+  // A policy that over-commits is a bug; refuse to simulate nonsense.
+  if (next.size() != views.size()) {
+    return Status::Internal("policy " + policy_.Name() + " returned " + std::to_string(next.size()) +
+                            " placements for " + std::to_string(views.size()) + " jobs");
+  }
+  std::vector<int> used(options_.cluster.num_nodes, 0);
+  for (size_t k = 0; k < next.size(); ++k) {
+    for (const NodeShare& s : next[k].shares()) {
+      if (s.node < 0 || s.node >= options_.cluster.num_nodes) {
+        return Status::Internal("policy " + policy_.Name() + " used node " + std::to_string(s.node));
+      }
+      used[s.node] += s.gpus;
+      if (used[s.node] > options_.cluster.gpus_per_node) {
+        return Status::Internal("policy " + policy_.Name() + " over-committed node " + std::to_string(s.node) +
+                                " at t=" + std::to_string(t));
+      }
+    }
+    if (next[k].NumGpus() > std::max(views[k].max_gpus, views[k].requested_gpus)) {
+      return Status::Internal("policy " + policy_.Name() + " gave job " + jobs_[active_[k]].spec->name +
+                              " more GPUs than it can use");
+    }
+  }
+
+  for (size_t k = 0; k < next.size(); ++k) {
+    SimJob& j = jobs_[active_[k]];
+    if (next[k] == j.placement) continue;
+    if (j.result.start_time >= 0) ++j.result.num_reallocations;
+    j.placement = next[k];
+    j.shape = ShapeOf(j.placement);
+    ++j.version;
+    if (j.placement.empty()) {
+      j.restart_left = 0;
+      continue;
+    }
+    if (j.result.start_time < 0) j.result.start_time = t;
+    j.result.max_gpus_held = std::max(j.result.max_gpus_held, j.placement.NumGpus());
+    j.restart_left = options_.reallocation_cost;
+    double finish = PredictFinish(j, t);
+    if (std::isfinite(finish)) events_.Push(finish, EventKind::kCompletion, active_[k], j.version);
+  }
+  return Status::Ok();
+}
+
+Result<SimulationResult> SimulationRun::Run(const std::vector<JobSpec>& workload) {
+  FRUGAL_RETURN_IF_ERROR(Init(workload));
+  const double interval = options_.round_interval;
+  while (!events_.empty()) {
+    Event e = events_.Pop();
+    if (e.time > options_.max_time) {
+      return Status::Internal("simulation passed max_time " + std::to_string(options_.max_time) + " s with " +
+                              std::to_string(jobs_.size() - num_done_) + " jobs unfinished");
+    }
+    switch (e.kind) {
+      case EventKind::kArrival: {
+        SimJob& j = jobs_[e.job];
+        j.arrived = true;
+        j.last_time = e.time;
+        active_.push_back(e.job);
+        if (!round_pending_) {
+          // Rounds happen on a fixed grid; the cluster was idle, so resume it.
+          events_.Push(std::ceil(e.time / interval) * interval, EventKind::kRound);
+          round_pending_ = true;
+        }
+        break;
+      }
+      case EventKind::kCompletion: {
+        SimJob& j = jobs_[e.job];
+        if (j.done || j.version != e.version) break;
+        Advance(j, e.time);
+        if (!j.done) Finish(j, e.time);  // Rounding: the event time is the model's answer.
+        break;
+      }
+      case EventKind::kRound: {
+        round_pending_ = false;
+        FRUGAL_RETURN_IF_ERROR(ScheduleRound(e.time));
+        if (!active_.empty()) {
+          events_.Push(e.time + interval, EventKind::kRound);
+          round_pending_ = true;
+        }
+        break;
+      }
+    }
+  }
+  if (num_done_ != jobs_.size()) {
+    return Status::Internal(std::to_string(jobs_.size() - num_done_) +
+                            " jobs never finished (a job the policy cannot run?)");
+  }
+  return Summarise();
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  double pos = q * (v.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos));
+  size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
+}
+
+SimulationResult SimulationRun::Summarise() {
+  SimulationResult r;
+  r.policy = policy_.Name();
+  std::vector<double> jcts;
+  double first_submit = kInf, last_finish = 0, gpu_seconds = 0;
+  for (SimJob& j : jobs_) {
+    jcts.push_back(j.result.jct);
+    first_submit = std::min(first_submit, j.spec->submit_time);
+    last_finish = std::max(last_finish, j.result.finish_time);
+    gpu_seconds += j.result.gpu_seconds;
+    r.num_reallocations += j.result.num_reallocations;
+    r.jobs.push_back(std::move(j.result));
+  }
+  if (!jcts.empty()) {
+    double sum = 0;
+    for (double x : jcts) sum += x;
+    r.avg_jct = sum / jcts.size();
+    r.median_jct = Percentile(jcts, 0.5);
+    r.p99_jct = Percentile(jcts, 0.99);
+    r.makespan = last_finish - first_submit;
+    if (r.makespan > 0) r.gpu_utilization = gpu_seconds / (options_.cluster.TotalGpus() * r.makespan);
+  }
+  r.num_rounds = rounds_;
+  r.decision_seconds_total = decision_total_;
+  r.decision_seconds_max = decision_max_;
+  return r;
+}
+
+}  // namespace
+
+Simulator::Simulator(const ApplicationCatalog& catalog, const Policy& policy, SimulatorOptions options)
+    : catalog_(catalog), policy_(policy), options_(options) {}
+
+Result<SimulationResult> Simulator::Run(const std::vector<JobSpec>& workload) const {
+  SimulationRun run(catalog_, policy_, options_);
+  return run.Run(workload);
+}
+
+Status WriteJobResults(const std::string& path, const SimulationResult& result) {
+  std::ofstream out(path);
+  if (!out) return Status::IOError(path + ": cannot open for writing");
+  out << "name,application,submit_time,start_time,finish_time,jct,best_runtime,gpu_seconds,"
+         "num_reallocations,max_gpus\n";
+  char buf[256];
+  for (const JobResult& j : result.jobs) {
+    std::snprintf(buf, sizeof(buf), "%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%d,%d", j.submit_time, j.start_time,
+                  j.finish_time, j.jct, j.best_runtime, j.gpu_seconds, j.num_reallocations, j.max_gpus_held);
+    out << j.name << ',' << j.application << ',' << buf << '\n';
+  }
+  out.flush();
+  if (!out) return Status::IOError(path + ": write failed");
+  return Status::Ok();
+}
+
+}  // namespace frugal::sched

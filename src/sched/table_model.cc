@@ -1,0 +1,80 @@
+#include "table_model.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "csv_table.h"
+
+namespace frugal::sched {
+
+TableThroughputModel::TableThroughputModel(std::vector<std::pair<int, double>> points)
+    : points_(std::move(points)) {}
+
+double TableThroughputModel::SamplesPerSecond(int gpus) const {
+  if (gpus <= 0) return 0;
+  if (gpus <= points_.front().first) {
+    // Below the first measured count, scale linearly from zero.
+    return points_.front().second * gpus / points_.front().first;
+  }
+  if (gpus >= points_.back().first) return points_.back().second;
+  auto hi = std::lower_bound(points_.begin(), points_.end(), gpus,
+                             [](const std::pair<int, double>& p, int g) { return p.first < g; });
+  auto lo = std::prev(hi);
+  double t = (gpus - lo->first) / static_cast<double>(hi->first - lo->first);
+  return lo->second + (hi->second - lo->second) * t;
+}
+
+double TableThroughputModel::StepTime(const Shape& shape, int global_batch) const {
+  int n = 0;
+  for (int g : shape) n += g;
+  double sps = SamplesPerSecond(n);
+  if (!(sps > 0) || global_batch <= 0) return std::numeric_limits<double>::infinity();
+  return global_batch / sps;
+}
+
+Status LoadThroughputTable(const std::string& path, ApplicationCatalog* catalog) {
+  FRUGAL_ASSIGN_OR_RETURN(CsvTable t, CsvTable::Read(path));
+  FRUGAL_ASSIGN_OR_RETURN(int c_app, t.Column("application"));
+  FRUGAL_ASSIGN_OR_RETURN(int c_tot, t.Column("total_samples"));
+  FRUGAL_ASSIGN_OR_RETURN(int c_n, t.Column("num_gpus"));
+  FRUGAL_ASSIGN_OR_RETURN(int c_s, t.Column("samples_per_s"));
+  struct Entry {
+    double total = 0;
+    std::vector<std::pair<int, double>> points;
+  };
+  std::map<std::string, Entry> apps;
+  std::vector<std::string> order;
+  for (size_t r = 0; r < t.NumRows(); ++r) {
+    const std::string& name = t.Field(r, c_app);
+    if (name.empty()) return Status::Corruption(t.Where(r) + ": empty application name");
+    FRUGAL_ASSIGN_OR_RETURN(double total, t.Number(r, c_tot));
+    FRUGAL_ASSIGN_OR_RETURN(long long n, t.Integer(r, c_n));
+    FRUGAL_ASSIGN_OR_RETURN(double sps, t.Number(r, c_s));
+    if (total <= 0 || n <= 0 || sps <= 0) {
+      return Status::Corruption(t.Where(r) + ": total_samples, num_gpus and samples_per_s must be positive");
+    }
+    auto [it, inserted] = apps.try_emplace(name);
+    if (inserted) {
+      order.push_back(name);
+      it->second.total = total;
+    } else if (it->second.total != total) {
+      return Status::Corruption(t.Where(r) + ": total_samples differs from earlier rows of '" + name + "'");
+    }
+    for (const auto& p : it->second.points) {
+      if (p.first == n) return Status::Corruption(t.Where(r) + ": num_gpus " + std::to_string(n) + " repeated");
+    }
+    it->second.points.emplace_back(static_cast<int>(n), sps);
+  }
+  if (order.empty()) return Status::Corruption(path + ": no rows");
+  for (const std::string& name : order) {
+    Entry& e = apps[name];
+    std::sort(e.points.begin(), e.points.end());
+    auto app = std::make_shared<Application>(name, std::make_shared<TableThroughputModel>(e.points),
+                                             std::make_shared<SampleCountConvergence>(e.total));
+    FRUGAL_RETURN_IF_ERROR(catalog->Add(std::move(app)).WithContext(path));
+  }
+  return Status::Ok();
+}
+
+}  // namespace frugal::sched
