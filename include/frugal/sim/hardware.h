@@ -1,0 +1,76 @@
+// Hardware and network description for the simulator: a device type, how
+// devices are packaged into nodes, how nodes are connected, the host CPU that
+// runs Frugal's sparsify/optimizer stages, a price, and the global efficiency
+// parameters that turn datasheet peaks into achievable rates.
+//
+// Descriptions are TOML files (format in docs/planner.md); a few are built in.
+// Efficiency parameters are global to a description (never per model or per
+// configuration); `frugal plan calibrate` fits them to measured times.
+//
+// Thread safety: value types.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frugal/common/status.h"
+
+namespace frugal::sim {
+
+struct DeviceSpec {
+  std::string name;
+  double peak_tflops_fp16 = 0;  // Dense tensor-core fp16/bf16.
+  double peak_tflops_fp32 = 0;
+  double memory_gb = 0;
+  double memory_bandwidth_gbs = 0;
+};
+
+// Achievable fraction of the datasheet peaks. A GEMM of dims m, n, k runs at
+// peak * matmul_max * m/(m+c) * n/(n+c) * k/(k+c) with c = matmul_half_dim:
+// small matrices run far below peak.
+struct EfficiencyParams {
+  double matmul_max = 0.8;        // Default 0.8.
+  double matmul_half_dim = 64;    // Default 64 elements.
+  double memory = 0.7;            // Of memory bandwidth for bandwidth-bound kernels.
+  double intra_link = 0.75;       // Of intra-node link bandwidth for collectives.
+  double inter_link = 0.8;        // Of inter-node bandwidth.
+  double kernel_overhead_us = 4;  // Launch/synchronisation cost per kernel.
+  double reserved_memory_gb = 2;  // CUDA context, workspace, fragmentation.
+};
+
+struct HostSpec {
+  double cpu_sparsify_gbs = 2.0;   // Dense fp32 gradient bytes scanned per second.
+  double cpu_optimizer_gbs = 1.0;  // Sparse optimizer: selected-value bytes per second.
+  double pcie_gbs = 12.0;          // Device <-> host copy rate, each way.
+};
+
+struct HardwareSpec {
+  std::string name;
+  DeviceSpec device;
+  EfficiencyParams efficiency;
+  int gpus_per_node = 8;
+  double intra_link_gbs = 300;       // Per GPU, each direction (NVLink / PCIe).
+  double intra_latency_us = 5;
+  double inter_node_gbps = 1600;     // Per node, all NICs together (Gbit/s).
+  double inter_latency_us = 5;
+  HostSpec host;
+  double price_per_gpu_hour = 0;     // US dollars.
+  bool is_cpu = false;               // Device is the host CPU (no GPU).
+
+  // Per-GPU share of the node's inter-node bandwidth, bytes/s.
+  double InterNodeBytesPerGpu() const { return inter_node_gbps * 1e9 / 8.0 / gpus_per_node; }
+};
+
+// Built-ins: a100-40g, a100-80g, h100, v100, rtx3090, rtx4090, cpu-local.
+Result<HardwareSpec> BuiltinHardware(const std::string& name);
+std::vector<std::string> BuiltinHardwareNames();
+
+// `name_or_path`: a built-in name, or a path to a TOML file (contains '/' or
+// ends in .toml). Missing keys in a file keep the built-in defaults of
+// `base = "<builtin>"` when given, else the struct defaults. Unknown keys and
+// wrong types are errors naming the key.
+Result<HardwareSpec> LoadHardware(const std::string& name_or_path);
+Result<HardwareSpec> ParseHardwareToml(const std::string& text, const std::string& source_name);
+std::string HardwareToToml(const HardwareSpec& hw);
+
+}  // namespace frugal::sim

@@ -1,0 +1,266 @@
+// `frugal plan`: training-time prediction and strategy search (issue 6).
+// A thin layer over frugal::sim; see docs/planner.md.
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "commands.h"
+#include "frugal/sim/hardware.h"
+#include "frugal/sim/simulator.h"
+#include "frugal/sim/validation.h"
+#include "frugal/sim/workload.h"
+
+namespace frugal::cli {
+namespace {
+
+template <typename T>
+T OrThrow(Result<T> r) {
+  ThrowIfError(r.status());
+  return std::move(r).value();
+}
+
+// Model flags shared by run and search: a built-in name, or a custom GPT.
+struct ModelFlags {
+  std::string name = "gpt-1.3b";
+  int layers = 0;
+  int64_t hidden = 0;
+  int heads = 0;
+  int64_t seq_len = 0;
+  int64_t vocab = 0;
+
+  void Add(CLI::App* cmd) {
+    cmd->add_option("--model", name, "Built-in model (gpt-125m ... gpt-1t, mlp, cnn, resnet18)")->capture_default_str();
+    cmd->add_option("--layers", layers, "Custom GPT: number of layers (overrides the model's)");
+    cmd->add_option("--hidden", hidden, "Custom GPT: hidden size");
+    cmd->add_option("--heads", heads, "Custom GPT: attention heads");
+    cmd->add_option("--seq-len", seq_len, "Sequence length (default 2048)");
+    cmd->add_option("--vocab", vocab, "Vocabulary size (default 51200)");
+  }
+
+  sim::ModelSpec Resolve() const {
+    sim::ModelSpec m = OrThrow(sim::BuiltinModel(name));
+    if (!m.is_transformer) {
+      if (layers || hidden || heads || seq_len || vocab) {
+        throw UsageError("--layers/--hidden/--heads/--seq-len/--vocab apply to GPT models only");
+      }
+      return m;
+    }
+    if (layers > 0) m.transformer.layers = layers;
+    if (hidden > 0) m.transformer.hidden = hidden;
+    if (heads > 0) m.transformer.heads = heads;
+    if (seq_len > 0) m.transformer.seq_len = seq_len;
+    if (vocab > 0) m.transformer.vocab = vocab;
+    return m;
+  }
+};
+
+sim::HardwareSpec LoadHardwareOrThrow(const std::string& name, int gpus_per_node, double inter_gbps) {
+  sim::HardwareSpec hw = OrThrow(sim::LoadHardware(name));
+  if (gpus_per_node > 0) hw.gpus_per_node = gpus_per_node;
+  if (inter_gbps > 0) hw.inter_node_gbps = inter_gbps;
+  return hw;
+}
+
+void PrintPrediction(const sim::ModelSpec& model, const sim::ParallelStrategy& s, const sim::IterationPrediction& p) {
+  std::printf("model          %s (%.2fB parameters)\n", model.name.c_str(), model.ParameterCount() / 1e9);
+  std::printf("strategy       %s  (%d GPUs, global batch %lld)\n", s.ToString().c_str(), s.gpus(),
+              static_cast<long long>(s.global_batch));
+  std::printf("iteration      %.3f s\n", p.iteration_s);
+  std::printf("compute        %.3f s on the busiest stage (incl. TP all-reduce %.3f s)\n", p.compute_s, p.tp_comm_s);
+  std::printf("pipeline p2p   %.3f s busiest link; bubble %.1f%%\n", p.pp_comm_s, p.bubble_fraction * 100);
+  std::printf("data parallel  %.3f s all-reduce, %.3f s exposed, %.3f s hidden\n", p.dp_comm_s, p.dp_exposed_s,
+              std::max(0.0, p.dp_comm_s - p.dp_exposed_s));
+  std::printf("throughput     %.1f TFLOP/s per GPU executed, %.1f model TFLOP/s per GPU\n", p.achieved_tflops_per_gpu,
+              p.model_tflops_per_gpu);
+  const double gib = 1073741824.0;
+  std::printf("memory         %.1f GiB of %.1f GiB on stage %d (weights %.1f, grads %.1f, optimizer %.1f, "
+              "activations %.1f for %d micro-batches, reserved %.1f)%s\n",
+              p.memory.total_bytes / gib, p.memory.capacity_bytes / gib, p.memory.worst_stage,
+              p.memory.weights_bytes / gib, p.memory.gradients_bytes / gib, p.memory.optimizer_bytes / gib,
+              p.memory.activation_bytes / gib, p.memory.max_in_flight, p.memory.reserved_bytes / gib,
+              p.memory.oom() ? "  OUT OF MEMORY" : "");
+}
+
+void AddRun(CLI::App* plan) {
+  struct Opts {
+    ModelFlags model;
+    std::string hardware = "a100-80g";
+    int gpus_per_node = 0;
+    double inter_gbps = 0;
+    int tp = 1, pp = 1, dp = 1;
+    int64_t micro_batch = 1, global_batch = 0;
+    std::string schedule = "1f1b", recompute = "full", dp_algorithm = "hierarchical";
+    int chunks = 1;
+    bool sequence_parallel = false, no_overlap = false, zero1 = false;
+    bool show_resources = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = plan->add_subcommand("run", "Predict one iteration of one parallel strategy");
+  o->model.Add(cmd);
+  cmd->add_option("--hardware", o->hardware, "Built-in hardware or TOML file")->capture_default_str();
+  cmd->add_option("--gpus-per-node", o->gpus_per_node, "Override GPUs per node");
+  cmd->add_option("--inter-node-gbps", o->inter_gbps, "Override inter-node bandwidth per node (Gbit/s)");
+  cmd->add_option("--tp", o->tp, "Tensor parallelism")->capture_default_str();
+  cmd->add_option("--pp", o->pp, "Pipeline parallelism")->capture_default_str();
+  cmd->add_option("--dp", o->dp, "Data parallelism")->capture_default_str();
+  cmd->add_option("--micro-batch", o->micro_batch, "Micro-batch size")->capture_default_str();
+  cmd->add_option("--global-batch", o->global_batch, "Global batch (default: dp x micro-batch x pp)");
+  cmd->add_option("--schedule", o->schedule, "gpipe, 1f1b or interleaved")->capture_default_str();
+  cmd->add_option("--chunks", o->chunks, "Model chunks per stage (interleaved)")->capture_default_str();
+  cmd->add_option("--recompute", o->recompute, "none, selective or full")->capture_default_str();
+  cmd->add_option("--dp-algorithm", o->dp_algorithm, "ring, tree or hierarchical")->capture_default_str();
+  cmd->add_flag("--sequence-parallel", o->sequence_parallel, "Megatron sequence parallelism");
+  cmd->add_flag("--no-overlap", o->no_overlap, "All-reduce gradients after the backward pass");
+  cmd->add_flag("--zero1", o->zero1, "Shard Adam state over data-parallel ranks");
+  cmd->add_flag("--resources", o->show_resources, "Print busy time per stream and link");
+  AddConfigOption(cmd);
+  cmd->callback([o] {
+    const sim::ModelSpec model = o->model.Resolve();
+    sim::Simulator simulator(LoadHardwareOrThrow(o->hardware, o->gpus_per_node, o->inter_gbps));
+    sim::ParallelStrategy s;
+    s.tensor_parallel = o->tp;
+    s.pipeline_parallel = o->pp;
+    s.data_parallel = o->dp;
+    s.micro_batch = o->micro_batch;
+    s.global_batch = o->global_batch > 0 ? o->global_batch : o->dp * o->micro_batch * o->pp;
+    s.schedule = OrThrow(sim::ParseSchedule(o->schedule));
+    s.chunks = o->chunks;
+    s.recompute = OrThrow(sim::ParseRecompute(o->recompute));
+    if (o->dp_algorithm == "ring") {
+      s.dp_algorithm = sim::CollectiveAlgorithm::kRing;
+    } else if (o->dp_algorithm == "tree") {
+      s.dp_algorithm = sim::CollectiveAlgorithm::kTree;
+    } else if (o->dp_algorithm != "hierarchical") {
+      throw UsageError("--dp-algorithm must be ring, tree or hierarchical");
+    }
+    s.sequence_parallel = o->sequence_parallel;
+    s.overlap_dp = !o->no_overlap;
+    s.distributed_optimizer = o->zero1;
+    const sim::IterationPrediction p = OrThrow(simulator.Predict(model, s));
+    PrintPrediction(model, s, p);
+    if (o->show_resources) {
+      for (const auto& [name, busy] : p.resource_busy) std::printf("  %-28s %.4f s busy\n", name.c_str(), busy);
+    }
+  });
+}
+
+// Flags shared by validate and calibrate.
+struct ValidateFlags {
+  std::string file;
+  std::string hardware = "a100-80g";
+  int gpus_per_node = 0;
+  double inter_gbps = 0;
+  int64_t vocab = 51200;
+  std::string recompute = "full", schedule = "1f1b";
+  int chunks = 1;
+  bool sequence_parallel = false, no_overlap = false;
+
+  void Add(CLI::App* cmd) {
+    cmd->add_option("file", file, "Measurements CSV (see docs/planner.md)")->required()->check(CLI::ExistingFile);
+    cmd->add_option("--hardware", hardware, "Built-in hardware or TOML file")->capture_default_str();
+    cmd->add_option("--gpus-per-node", gpus_per_node, "Override GPUs per node");
+    cmd->add_option("--inter-node-gbps", inter_gbps, "Override inter-node bandwidth per node (Gbit/s)");
+    cmd->add_option("--vocab", vocab, "Vocabulary size")->capture_default_str();
+    cmd->add_option("--recompute", recompute, "none, selective or full")->capture_default_str();
+    cmd->add_option("--schedule", schedule, "Default schedule: gpipe, 1f1b or interleaved")->capture_default_str();
+    cmd->add_option("--chunks", chunks, "Chunks per stage for --schedule interleaved")->capture_default_str();
+    cmd->add_flag("--sequence-parallel", sequence_parallel, "Megatron sequence parallelism");
+    cmd->add_flag("--no-overlap", no_overlap, "All-reduce gradients after the backward pass");
+  }
+
+  sim::ValidationOptions Options() const {
+    sim::ValidationOptions v;
+    v.gpus_per_node = gpus_per_node;
+    v.inter_node_gbps = inter_gbps;
+    v.vocab = vocab;
+    v.recompute = OrThrow(sim::ParseRecompute(recompute));
+    v.schedule = OrThrow(sim::ParseSchedule(schedule));
+    v.chunks = chunks;
+    v.sequence_parallel = sequence_parallel;
+    v.overlap_dp = !no_overlap;
+    return v;
+  }
+};
+
+void AddValidate(CLI::App* plan) {
+  auto f = std::make_shared<ValidateFlags>();
+  auto* cmd = plan->add_subcommand("validate", "Compare predictions with measured iteration times; prints MAPE");
+  f->Add(cmd);
+  cmd->callback([f] {
+    const auto rows = OrThrow(sim::LoadMeasurementsCsv(f->file));
+    const sim::HardwareSpec hw = OrThrow(sim::LoadHardware(f->hardware));
+    const sim::ValidationReport report = OrThrow(sim::Validate(rows, hw, f->Options()));
+    std::printf("%5s %6s %6s %-36s %12s %12s %8s %8s\n", "line", "GPUs", "batch", "strategy", "measured_ms",
+                "predicted_ms", "error%", "TFLOP/s");
+    for (const sim::RowResult& r : report.rows) {
+      std::printf("%5d %6d %6lld %-36s %12.1f %12.1f %+8.2f %8.1f%s\n", r.row.line, r.row.gpus,
+                  static_cast<long long>(r.row.global_batch), r.strategy.ToString().c_str(), r.row.iteration_ms,
+                  r.predicted_ms, r.error_pct, r.achieved_tflops, r.oom ? "  (predicted OOM)" : "");
+    }
+    std::printf("MAPE: %.2f%%\n", report.mape_pct);
+  });
+}
+
+void AddCalibrate(CLI::App* plan) {
+  auto f = std::make_shared<ValidateFlags>();
+  auto out = std::make_shared<std::string>();
+  auto evals = std::make_shared<int>(300);
+  auto params = std::make_shared<std::vector<std::string>>();
+  auto* cmd = plan->add_subcommand("calibrate", "Fit a hardware description's global efficiency parameters");
+  f->Add(cmd);
+  cmd->add_option("--out", *out, "Write the calibrated hardware TOML here (default: print it)");
+  cmd->add_option("--max-evals", *evals, "Validation runs allowed")->capture_default_str();
+  cmd->add_option("--params", *params,
+                  "Parameters to fit (default matmul_max matmul_half_dim memory intra_link inter_link)");
+  cmd->callback([f, out, evals, params] {
+    const auto rows = OrThrow(sim::LoadMeasurementsCsv(f->file));
+    sim::HardwareSpec hw = OrThrow(sim::LoadHardware(f->hardware));
+    if (f->gpus_per_node > 0) hw.gpus_per_node = f->gpus_per_node;
+    if (f->inter_gbps > 0) hw.inter_node_gbps = f->inter_gbps;
+    sim::ValidationOptions v = f->Options();
+    v.gpus_per_node = 0;
+    v.inter_node_gbps = 0;
+    sim::CalibrationOptions c;
+    c.max_evaluations = *evals;
+    if (!params->empty()) c.parameters = *params;
+    const sim::CalibrationResult r = OrThrow(sim::Calibrate(rows, hw, v, c));
+    std::fprintf(stderr, "calibrated %s on %zu rows in %d evaluations: MAPE %.2f%% -> %.2f%%\n", hw.name.c_str(),
+                 rows.size(), r.evaluations, r.mape_before_pct, r.mape_after_pct);
+    const std::string toml = sim::HardwareToToml(r.hardware);
+    if (out->empty()) {
+      std::printf("%s", toml.c_str());
+    } else {
+      std::ofstream file(*out);
+      file << toml;
+      if (!file) throw RunError("cannot write '" + *out + "'");
+      std::fprintf(stderr, "wrote %s\n", out->c_str());
+    }
+    std::printf("MAPE: %.2f%%\n", r.mape_after_pct);
+  });
+}
+
+void AddHardware(CLI::App* plan) {
+  auto name = std::make_shared<std::string>();
+  auto* cmd = plan->add_subcommand("hardware", "Print a hardware description as TOML (list them without a name)");
+  cmd->add_option("name", *name, "Built-in name or TOML file");
+  cmd->callback([name] {
+    if (name->empty()) {
+      for (const std::string& n : sim::BuiltinHardwareNames()) std::printf("%s\n", n.c_str());
+      return;
+    }
+    std::printf("%s", sim::HardwareToToml(OrThrow(sim::LoadHardware(*name))).c_str());
+  });
+}
+
+}  // namespace
+
+void AddPlanCommand(CLI::App& app) {
+  auto* plan = app.add_subcommand("plan", "Predict training time and search parallel strategies");
+  plan->require_subcommand(1);
+  AddRun(plan);
+  AddValidate(plan);
+  AddCalibrate(plan);
+  AddHardware(plan);
+}
+
+}  // namespace frugal::cli

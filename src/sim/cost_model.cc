@@ -1,0 +1,151 @@
+#include "frugal/sim/cost_model.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace frugal::sim {
+namespace {
+
+class RooflineCostModel : public OperatorCostModel {
+ public:
+  RooflineCostModel(const HardwareSpec& hw, bool fp16)
+      : eff_(hw.efficiency),
+        peak_flops_((fp16 ? hw.device.peak_tflops_fp16 : hw.device.peak_tflops_fp32) * 1e12),
+        mem_bytes_per_s_(hw.device.memory_bandwidth_gbs * 1e9 * hw.efficiency.memory),
+        overhead_s_(hw.efficiency.kernel_overhead_us * 1e-6) {}
+
+  double Seconds(const Operator& op, Pass pass) const override {
+    const bool fwd = pass == Pass::kForward;
+    const double flops = fwd ? op.fwd_flops : op.bwd_flops;
+    const double bytes = fwd ? op.fwd_bytes : op.bwd_bytes;
+    const int kernels = fwd ? 1 : 2;
+    switch (op.kind) {
+      case OpKind::kTensorParallelAllReduce:
+        return 0.0;
+      case OpKind::kMatmul:
+      case OpKind::kConv: {
+        const double rate = peak_flops_ * MatmulEfficiency(eff_, op.m, op.n, op.k);
+        return std::max(flops / rate, bytes / mem_bytes_per_s_) + kernels * overhead_s_;
+      }
+      case OpKind::kMemoryBound:
+        return bytes / mem_bytes_per_s_ + kernels * overhead_s_;
+    }
+    return 0.0;
+  }
+
+ private:
+  EfficiencyParams eff_;
+  double peak_flops_;
+  double mem_bytes_per_s_;
+  double overhead_s_;
+};
+
+class ProfiledCostModel : public OperatorCostModel {
+ public:
+  ProfiledCostModel(ProfileDatabase db, std::unique_ptr<OperatorCostModel> fallback)
+      : db_(std::move(db)), fallback_(std::move(fallback)) {}
+
+  double Seconds(const Operator& op, Pass pass) const override {
+    if (op.kind == OpKind::kTensorParallelAllReduce) return 0.0;
+    double s = 0;
+    if (db_.Find(OperatorKey(op), pass, &s)) return s;
+    return fallback_->Seconds(op, pass);
+  }
+
+ private:
+  ProfileDatabase db_;
+  std::unique_ptr<OperatorCostModel> fallback_;
+};
+
+}  // namespace
+
+double MatmulEfficiency(const EfficiencyParams& eff, int64_t m, int64_t n, int64_t k) {
+  const double c = eff.matmul_half_dim;
+  auto f = [c](int64_t d) { return static_cast<double>(d) / (static_cast<double>(d) + c); };
+  return eff.matmul_max * f(m) * f(n) * f(k);
+}
+
+std::string OperatorKey(const Operator& op) {
+  std::ostringstream key;
+  switch (op.kind) {
+    case OpKind::kMatmul:
+    case OpKind::kConv:
+      key << (op.kind == OpKind::kConv ? "conv:" : "gemm:") << op.batch << "x" << op.m << "x" << op.n << "x" << op.k;
+      break;
+    case OpKind::kMemoryBound:
+      key << "mem:" << op.name << ":" << static_cast<int64_t>(op.fwd_bytes);
+      break;
+    case OpKind::kTensorParallelAllReduce:
+      key << "allreduce:" << static_cast<int64_t>(op.comm_bytes);
+      break;
+  }
+  return key.str();
+}
+
+std::unique_ptr<OperatorCostModel> CreateRooflineCostModel(const HardwareSpec& hw, bool fp16) {
+  return std::make_unique<RooflineCostModel>(hw, fp16);
+}
+
+std::unique_ptr<OperatorCostModel> CreateProfiledCostModel(ProfileDatabase db,
+                                                           std::unique_ptr<OperatorCostModel> fallback) {
+  return std::make_unique<ProfiledCostModel>(std::move(db), std::move(fallback));
+}
+
+void ProfileDatabase::Put(const std::string& key, double forward_s, double backward_s) {
+  entries_[key] = {forward_s, backward_s};
+}
+
+bool ProfileDatabase::Find(const std::string& key, Pass pass, double* seconds) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return false;
+  *seconds = pass == Pass::kForward ? it->second.first : it->second.second;
+  return true;
+}
+
+Result<ProfileDatabase> ProfileDatabase::ParseCsv(const std::string& text, const std::string& source_name) {
+  ProfileDatabase db;
+  std::istringstream in(text);
+  std::string line;
+  int line_no = 0;
+  bool header_seen = false;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    if (!header_seen) {
+      if (line != "key,forward_us,backward_us") {
+        return Status::Corruption(source_name + ":" + std::to_string(line_no) +
+                                  ": expected header 'key,forward_us,backward_us'");
+      }
+      header_seen = true;
+      continue;
+    }
+    std::istringstream fields(line);
+    std::string key, fwd, bwd;
+    if (!std::getline(fields, key, ',') || !std::getline(fields, fwd, ',') || !std::getline(fields, bwd)) {
+      return Status::Corruption(source_name + ":" + std::to_string(line_no) + ": expected 3 fields");
+    }
+    try {
+      size_t used = 0;
+      const double f = std::stod(fwd, &used);
+      const double b = std::stod(bwd);
+      if (f < 0 || b < 0) throw std::invalid_argument("negative");
+      db.Put(key, f * 1e-6, b * 1e-6);
+    } catch (const std::exception&) {
+      return Status::Corruption(source_name + ":" + std::to_string(line_no) + ": times must be non-negative numbers");
+    }
+  }
+  if (!header_seen) return Status::Corruption(source_name + ": empty profile database");
+  return db;
+}
+
+Result<ProfileDatabase> ProfileDatabase::LoadCsv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot open profile database '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseCsv(ss.str(), path);
+}
+
+}  // namespace frugal::sim

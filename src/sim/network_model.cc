@@ -1,0 +1,76 @@
+#include "frugal/sim/network_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace frugal::sim {
+namespace {
+
+// Note [Analytic collective costs]
+// Bandwidths are per GPU and per direction. Inside a node a GPU reaches its
+// peers at intra_link_gbs (NVLink through a switch, or PCIe). Across nodes
+// every GPU owns 1/gpus_per_node of the node's NICs (DGX-style, one NIC per
+// GPU), and NCCL runs one ring or tree per NIC, so a group with L members per
+// node moves inter-node data at L times the per-GPU NIC rate, capped by the
+// node's total. Efficiency factors of the hardware description scale both.
+class AnalyticNetworkModel : public NetworkModel {
+ public:
+  explicit AnalyticNetworkModel(const HardwareSpec& hw)
+      : intra_bw_(hw.intra_link_gbs * 1e9 * hw.efficiency.intra_link),
+        nic_bw_(hw.InterNodeBytesPerGpu() * hw.efficiency.inter_link),
+        intra_lat_(hw.intra_latency_us * 1e-6),
+        inter_lat_(hw.inter_latency_us * 1e-6) {}
+
+  double AllReduceSeconds(double bytes, const CommGroup& g, CollectiveAlgorithm algo) const override {
+    const int n = g.size;
+    if (n <= 1 || bytes <= 0) return 0.0;
+    const int nodes = g.nodes();
+    const int local = std::min(g.local_size, n);
+    if (nodes <= 1) return Ring(bytes, n, intra_bw_, intra_lat_);
+    const double cross_bw = std::min(intra_bw_, nic_bw_ * local);
+    switch (algo) {
+      case CollectiveAlgorithm::kRing:
+        return Ring(bytes, n, cross_bw, inter_lat_);
+      case CollectiveAlgorithm::kTree:
+        return 2.0 * bytes / cross_bw + 2.0 * std::ceil(std::log2(static_cast<double>(n))) * inter_lat_;
+      case CollectiveAlgorithm::kHierarchical: {
+        if (local <= 1) return Ring(bytes, nodes, nic_bw_, inter_lat_);
+        const double half = (local - 1.0) / local * bytes / intra_bw_ + (local - 1) * intra_lat_;
+        return 2.0 * half + Ring(bytes / local, nodes, nic_bw_, inter_lat_);
+      }
+    }
+    return 0.0;
+  }
+
+  double AllGatherSeconds(double bytes_per_rank, const CommGroup& g) const override {
+    const int n = g.size;
+    if (n <= 1 || bytes_per_rank <= 0) return 0.0;
+    const bool cross = g.nodes() > 1;
+    const double bw = cross ? std::min(intra_bw_, nic_bw_ * std::min(g.local_size, n)) : intra_bw_;
+    const double lat = cross ? inter_lat_ : intra_lat_;
+    return (n - 1) * (bytes_per_rank / bw + lat);
+  }
+
+  double PointToPointSeconds(double bytes, bool inter_node) const override {
+    if (bytes <= 0) return 0.0;
+    return inter_node ? bytes / nic_bw_ + inter_lat_ : bytes / intra_bw_ + intra_lat_;
+  }
+
+ private:
+  static double Ring(double bytes, int n, double bw, double lat) {
+    return 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * lat;
+  }
+
+  double intra_bw_;
+  double nic_bw_;
+  double intra_lat_;
+  double inter_lat_;
+};
+
+}  // namespace
+
+std::unique_ptr<NetworkModel> CreateAnalyticNetworkModel(const HardwareSpec& hw) {
+  return std::make_unique<AnalyticNetworkModel>(hw);
+}
+
+}  // namespace frugal::sim

@@ -1,0 +1,352 @@
+#include "frugal/sim/validation.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+namespace frugal::sim {
+namespace {
+
+std::string Normalise(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  std::string out;
+  for (size_t i = b; i < e; ++i) out += static_cast<char>(std::tolower(static_cast<unsigned char>(s[i])));
+  if (out.size() >= 2 && out.front() == '"' && out.back() == '"') out = out.substr(1, out.size() - 2);
+  return out;
+}
+
+std::vector<std::string> SplitCsv(const std::string& line) {
+  std::vector<std::string> fields;
+  std::string cur;
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      fields.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  fields.push_back(cur);
+  return fields;
+}
+
+enum Column {
+  kParams, kGpus, kGlobalBatch, kMicroBatch, kHidden, kHeads, kLayers, kSeqLen, kTp, kDp, kPp, kTimeMs, kSchedule,
+  kNumColumns
+};
+
+const char* kColumnNames[kNumColumns] = {
+    "parameters (billion)", "# gpus",           "global batch",         "micro batch",
+    "hidden size",          "attention heads",  "# layers",             "sequence length",
+    "tensor parallelism",   "data parallelism", "pipeline parallelism", "iteration time (ms)",
+    "schedule"};
+
+bool IsOptional(int c) { return c == kParams || c == kSchedule; }
+
+}  // namespace
+
+Result<std::vector<MeasuredRow>> ParseMeasurementsCsv(const std::string& text, const std::string& source_name) {
+  std::istringstream in(text);
+  std::string line;
+  int line_no = 0;
+  std::vector<int> column_of(kNumColumns, -1);
+  size_t num_fields = 0;
+  bool header_seen = false;
+  std::vector<MeasuredRow> rows;
+  auto where = [&source_name](int ln) { return source_name + ":" + std::to_string(ln) + ": "; };
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line_no == 1 && line.size() >= 3 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line = line.substr(3);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (Normalise(line).empty()) continue;
+    const std::vector<std::string> fields = SplitCsv(line);
+    if (!header_seen) {
+      // The header itself starts with "# GPUs" (or "Parameters"); other
+      // '#' lines before it are comments.
+      bool is_header = false;
+      for (const std::string& f : fields) is_header = is_header || Normalise(f) == "# gpus";
+      if (!is_header) {
+        if (Normalise(line)[0] == '#') continue;
+        return Status::Corruption(where(line_no) + "expected the header line starting with '# GPUs' (see docs/planner.md)");
+      }
+      for (size_t i = 0; i < fields.size(); ++i) {
+        const std::string name = Normalise(fields[i]);
+        int found = -1;
+        for (int c = 0; c < kNumColumns; ++c) {
+          if (name == kColumnNames[c]) found = c;
+        }
+        if (found < 0) return Status::Corruption(where(line_no) + "unknown column '" + fields[i] + "'");
+        if (column_of[found] >= 0) return Status::Corruption(where(line_no) + "column '" + fields[i] + "' appears twice");
+        column_of[found] = static_cast<int>(i);
+      }
+      for (int c = 0; c < kNumColumns; ++c) {
+        if (column_of[c] < 0 && !IsOptional(c)) {
+          return Status::Corruption(where(line_no) + "missing column '" + kColumnNames[c] + "'");
+        }
+      }
+      num_fields = fields.size();
+      header_seen = true;
+      continue;
+    }
+    if (fields.size() != num_fields) {
+      return Status::Corruption(where(line_no) + "expected " + std::to_string(num_fields) + " fields, found " +
+                                std::to_string(fields.size()));
+    }
+    MeasuredRow row;
+    row.line = line_no;
+    auto number = [&](int c, double* out) -> Status {
+      const std::string raw = Normalise(fields[column_of[c]]);
+      try {
+        size_t used = 0;
+        const double v = std::stod(raw, &used);
+        if (used != raw.size() || !std::isfinite(v) || v <= 0) throw std::invalid_argument(raw);
+        *out = v;
+      } catch (const std::exception&) {
+        return Status::Corruption(where(line_no) + "'" + kColumnNames[c] + "' must be a positive number, got '" +
+                                  fields[column_of[c]] + "'");
+      }
+      return Status::Ok();
+    };
+    auto integer = [&](int c, int64_t* out) -> Status {
+      double v = 0;
+      FRUGAL_RETURN_IF_ERROR(number(c, &v));
+      if (v != std::floor(v)) {
+        return Status::Corruption(where(line_no) + "'" + kColumnNames[c] + "' must be an integer, got '" +
+                                  fields[column_of[c]] + "'");
+      }
+      *out = static_cast<int64_t>(v);
+      return Status::Ok();
+    };
+    int64_t gpus, heads, layers, tp, dp, pp;
+    FRUGAL_RETURN_IF_ERROR(integer(kGpus, &gpus));
+    FRUGAL_RETURN_IF_ERROR(integer(kGlobalBatch, &row.global_batch));
+    FRUGAL_RETURN_IF_ERROR(integer(kMicroBatch, &row.micro_batch));
+    FRUGAL_RETURN_IF_ERROR(integer(kHidden, &row.hidden));
+    FRUGAL_RETURN_IF_ERROR(integer(kHeads, &heads));
+    FRUGAL_RETURN_IF_ERROR(integer(kLayers, &layers));
+    FRUGAL_RETURN_IF_ERROR(integer(kSeqLen, &row.seq_len));
+    FRUGAL_RETURN_IF_ERROR(integer(kTp, &tp));
+    FRUGAL_RETURN_IF_ERROR(integer(kDp, &dp));
+    FRUGAL_RETURN_IF_ERROR(integer(kPp, &pp));
+    FRUGAL_RETURN_IF_ERROR(number(kTimeMs, &row.iteration_ms));
+    if (column_of[kParams] >= 0) FRUGAL_RETURN_IF_ERROR(number(kParams, &row.params_billion));
+    row.gpus = static_cast<int>(gpus);
+    row.heads = static_cast<int>(heads);
+    row.layers = static_cast<int>(layers);
+    row.tensor_parallel = static_cast<int>(tp);
+    row.data_parallel = static_cast<int>(dp);
+    row.pipeline_parallel = static_cast<int>(pp);
+    if (tp * dp * pp != gpus) {
+      return Status::Corruption(where(line_no) + "# GPUs " + std::to_string(gpus) + " != TP x DP x PP = " +
+                                std::to_string(tp * dp * pp));
+    }
+    if (column_of[kSchedule] >= 0) {
+      const std::string sched = Normalise(fields[column_of[kSchedule]]);
+      const size_t colon = sched.find(':');
+      Result<PipelineSchedule> parsed = ParseSchedule(sched.substr(0, colon));
+      if (!parsed.ok()) return Status::Corruption(where(line_no) + parsed.status().message());
+      row.has_schedule = true;
+      row.schedule = *parsed;
+      if (colon != std::string::npos) {
+        try {
+          row.chunks = std::stoi(sched.substr(colon + 1));
+        } catch (const std::exception&) {
+          row.chunks = 0;
+        }
+        if (row.chunks <= 0) return Status::Corruption(where(line_no) + "bad chunk count in schedule '" + sched + "'");
+      }
+    }
+    rows.push_back(row);
+  }
+  if (!header_seen) return Status::Corruption(source_name + ": no header line starting with '# GPUs'");
+  if (rows.empty()) return Status::Corruption(source_name + ": no measurement rows");
+  return rows;
+}
+
+Result<std::vector<MeasuredRow>> LoadMeasurementsCsv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot open measurements file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseMeasurementsCsv(ss.str(), path);
+}
+
+Result<ValidationReport> Validate(const std::vector<MeasuredRow>& rows, const HardwareSpec& hw_in,
+                                  const ValidationOptions& options) {
+  HardwareSpec hw = hw_in;
+  if (options.gpus_per_node > 0) hw.gpus_per_node = options.gpus_per_node;
+  if (options.inter_node_gbps > 0) hw.inter_node_gbps = options.inter_node_gbps;
+  Simulator sim(hw);
+  ValidationReport report;
+  double sum = 0;
+  for (const MeasuredRow& row : rows) {
+    ModelSpec model = MakeTransformer("row" + std::to_string(row.line), row.layers, row.hidden, row.heads, row.seq_len,
+                                      options.vocab);
+    ParallelStrategy s;
+    s.tensor_parallel = row.tensor_parallel;
+    s.pipeline_parallel = row.pipeline_parallel;
+    s.data_parallel = row.data_parallel;
+    s.micro_batch = row.micro_batch;
+    s.global_batch = row.global_batch;
+    s.schedule = row.has_schedule ? row.schedule : options.schedule;
+    s.chunks = row.has_schedule ? row.chunks : options.chunks;
+    if (s.schedule != PipelineSchedule::kInterleaved1F1B || s.pipeline_parallel == 1) {
+      s.schedule = s.schedule == PipelineSchedule::kInterleaved1F1B ? PipelineSchedule::k1F1B : s.schedule;
+      s.chunks = 1;
+    }
+    s.recompute = options.recompute;
+    s.sequence_parallel = options.sequence_parallel;
+    s.overlap_dp = options.overlap_dp;
+    Result<IterationPrediction> pred = sim.Predict(model, s);
+    if (!pred.ok()) return pred.status().WithContext("line " + std::to_string(row.line));
+    RowResult r;
+    r.row = row;
+    r.strategy = s;
+    r.predicted_ms = pred->iteration_s * 1e3;
+    r.error_pct = (r.predicted_ms - row.iteration_ms) / row.iteration_ms * 100.0;
+    r.achieved_tflops = pred->achieved_tflops_per_gpu;
+    r.oom = pred->memory.oom();
+    sum += std::fabs(r.error_pct);
+    report.rows.push_back(r);
+  }
+  report.mape_pct = rows.empty() ? 0.0 : sum / rows.size();
+  return report;
+}
+
+namespace {
+
+struct Param {
+  const char* name;
+  double lo, hi;
+  double EfficiencyParams::*field;
+};
+
+constexpr Param kCalibratable[] = {
+    {"matmul_max", 0.3, 1.0, &EfficiencyParams::matmul_max},
+    {"matmul_half_dim", 1.0, 1024.0, &EfficiencyParams::matmul_half_dim},
+    {"memory", 0.2, 1.0, &EfficiencyParams::memory},
+    {"intra_link", 0.1, 1.0, &EfficiencyParams::intra_link},
+    {"inter_link", 0.1, 1.0, &EfficiencyParams::inter_link},
+    {"kernel_overhead_us", 0.0, 50.0, &EfficiencyParams::kernel_overhead_us},
+};
+
+// Bounded parameter <-> unbounded search coordinate (logistic).
+double ToUnbounded(const Param& p, double v) {
+  const double u = std::clamp((v - p.lo) / (p.hi - p.lo), 1e-4, 1 - 1e-4);
+  return std::log(u / (1 - u));
+}
+double ToBounded(const Param& p, double x) { return p.lo + (p.hi - p.lo) / (1 + std::exp(-x)); }
+
+}  // namespace
+
+Result<CalibrationResult> Calibrate(const std::vector<MeasuredRow>& rows, const HardwareSpec& hw,
+                                    const ValidationOptions& validation, const CalibrationOptions& options) {
+  std::vector<const Param*> params;
+  for (const std::string& name : options.parameters) {
+    const Param* found = nullptr;
+    for (const Param& p : kCalibratable) {
+      if (name == p.name) found = &p;
+    }
+    if (!found) {
+      return Status::InvalidArgument("cannot calibrate '" + name +
+                                     "' (choose from matmul_max, matmul_half_dim, memory, intra_link, inter_link, "
+                                     "kernel_overhead_us)");
+    }
+    params.push_back(found);
+  }
+  if (params.empty()) return Status::InvalidArgument("no parameters to calibrate");
+  CalibrationResult out;
+  FRUGAL_ASSIGN_OR_RETURN(ValidationReport before, Validate(rows, hw, validation));
+  out.mape_before_pct = before.mape_pct;
+
+  const size_t n = params.size();
+  Status failure;
+  auto apply = [&](const std::vector<double>& x) {
+    HardwareSpec h = hw;
+    for (size_t i = 0; i < n; ++i) h.efficiency.*(params[i]->field) = ToBounded(*params[i], x[i]);
+    return h;
+  };
+  auto objective = [&](const std::vector<double>& x) {
+    ++out.evaluations;
+    Result<ValidationReport> r = Validate(rows, apply(x), validation);
+    if (!r.ok()) {
+      failure = r.status();
+      return 1e9;
+    }
+    return r->mape_pct;
+  };
+
+  // Nelder-Mead with the standard coefficients.
+  std::vector<std::vector<double>> simplex(n + 1, std::vector<double>(n));
+  for (size_t i = 0; i < n; ++i) simplex[0][i] = ToUnbounded(*params[i], hw.efficiency.*(params[i]->field));
+  for (size_t j = 1; j <= n; ++j) {
+    simplex[j] = simplex[0];
+    simplex[j][j - 1] += 0.8;
+  }
+  std::vector<double> f(n + 1);
+  for (size_t j = 0; j <= n; ++j) f[j] = objective(simplex[j]);
+  while (out.evaluations < options.max_evaluations) {
+    std::vector<size_t> idx(n + 1);
+    for (size_t j = 0; j <= n; ++j) idx[j] = j;
+    std::sort(idx.begin(), idx.end(), [&f](size_t a, size_t b) { return f[a] < f[b]; });
+    const size_t best = idx[0], worst = idx[n], second = idx[n - 1];
+    if (std::fabs(f[worst] - f[best]) < 1e-4) break;
+    std::vector<double> centroid(n, 0.0);
+    for (size_t j = 0; j <= n; ++j) {
+      if (j == worst) continue;
+      for (size_t i = 0; i < n; ++i) centroid[i] += simplex[j][i] / n;
+    }
+    auto along = [&](double coef) {
+      std::vector<double> x(n);
+      for (size_t i = 0; i < n; ++i) x[i] = centroid[i] + coef * (simplex[worst][i] - centroid[i]);
+      return x;
+    };
+    std::vector<double> xr = along(-1.0);
+    const double fr = objective(xr);
+    if (fr < f[best]) {
+      std::vector<double> xe = along(-2.0);
+      const double fe = objective(xe);
+      if (fe < fr) {
+        simplex[worst] = xe;
+        f[worst] = fe;
+      } else {
+        simplex[worst] = xr;
+        f[worst] = fr;
+      }
+    } else if (fr < f[second]) {
+      simplex[worst] = xr;
+      f[worst] = fr;
+    } else {
+      std::vector<double> xc = along(fr < f[worst] ? -0.5 : 0.5);
+      const double fc = objective(xc);
+      if (fc < std::min(fr, f[worst])) {
+        simplex[worst] = xc;
+        f[worst] = fc;
+      } else {
+        for (size_t j = 0; j <= n; ++j) {
+          if (j == best) continue;
+          for (size_t i = 0; i < n; ++i) simplex[j][i] = simplex[best][i] + 0.5 * (simplex[j][i] - simplex[best][i]);
+          f[j] = objective(simplex[j]);
+        }
+      }
+    }
+  }
+  if (!failure.ok() && out.evaluations <= static_cast<int>(n) + 1) return failure;
+  size_t best = 0;
+  for (size_t j = 1; j <= n; ++j) {
+    if (f[j] < f[best]) best = j;
+  }
+  out.hardware = apply(simplex[best]);
+  out.mape_after_pct = f[best];
+  return out;
+}
+
+}  // namespace frugal::sim
