@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "test_combine.h"
 #include "test_world.h"
 
 namespace frugal::comm {
@@ -28,33 +29,8 @@ Result<Bytes> Parenthesize(std::vector<Bytes> parts) {
   return Text(out + ")");
 }
 
-// Element-wise sum of uint32 vectors: output size = input size, like a
-// dense gradient, so byte counts are predictable.
-Result<Bytes> SumU32(std::vector<Bytes> parts) {
-  Bytes out(parts[0].size(), 0);
-  for (const Bytes& p : parts) {
-    if (p.size() != out.size()) return Status::InvalidArgument("SumU32: size mismatch");
-    for (size_t i = 0; i + 4 <= p.size(); i += 4) {
-      uint32_t a, b;
-      std::memcpy(&a, &out[i], 4);
-      std::memcpy(&b, &p[i], 4);
-      a += b;
-      std::memcpy(&out[i], &a, 4);
-    }
-  }
-  return out;
-}
-
-Bytes U32s(const std::vector<uint32_t>& v) {
-  Bytes b(v.size() * 4);
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
-
-struct Case {
-  Backend backend;
-  std::vector<std::string> clusters;
-};
+using testing::SumU32;
+using testing::U32s;
 
 // Runs one exchange on every rank and returns each rank's result.
 std::vector<Result<Bytes>> ExchangeAll(World& w, CombineFn combine, ExchangeOptions opts,
@@ -90,6 +66,21 @@ TEST_P(SparseExchangeTest, HierarchicalNestsClustersInClusterIdOrder) {
     ASSERT_TRUE(results[r].ok()) << results[r].status().ToString();
     EXPECT_EQ(Str(*results[r]), "((a,c,f),b,(d,e))") << "rank " << r;
   }
+}
+
+TEST_P(SparseExchangeTest, ForcedHierarchicalOnOneClusterGathersAtRankZero) {
+  World w = MakeWorld(GetParam(), {"x", "x", "x"});
+  ExchangeOptions opts;
+  opts.algorithm = ExchangeAlgorithm::kHierarchical;
+  auto results = ExchangeAll(w, Parenthesize, opts, [](int r) { return Text(std::string(1, 'a' + r)); });
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(results[r].ok()) << results[r].status().ToString();
+    EXPECT_EQ(Str(*results[r]), "(a,b,c)");
+  }
+  // Members send 1 byte to the leader and get the 7-byte result back.
+  EXPECT_EQ(w.ranks[1]->stats().per_peer[0].bytes_sent, 1u);
+  EXPECT_EQ(w.ranks[1]->stats().per_peer[0].bytes_received, 7u);
+  EXPECT_EQ(w.ranks[1]->stats().per_peer[2].bytes_sent, 0u);
 }
 
 TEST_P(SparseExchangeTest, ForcedFlatOnTwoClustersStillAgrees) {
