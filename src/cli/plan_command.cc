@@ -1,11 +1,15 @@
 // `frugal plan`: training-time prediction and strategy search (issue 6).
 // A thin layer over frugal::sim; see docs/planner.md.
+#include <chrono>
 #include <cstdio>
+#include <sstream>
 #include <fstream>
 #include <string>
 
 #include "commands.h"
+#include "frugal/sim/frugal_pipeline.h"
 #include "frugal/sim/hardware.h"
+#include "frugal/sim/planner.h"
 #include "frugal/sim/simulator.h"
 #include "frugal/sim/validation.h"
 #include "frugal/sim/workload.h"
@@ -239,6 +243,107 @@ void AddCalibrate(CLI::App* plan) {
   });
 }
 
+void PrintCandidates(const char* title, const std::vector<sim::Candidate>& list) {
+  std::printf("%s\n", title);
+  std::printf("%3s %-10s %5s %-44s %10s %8s %8s %9s %11s %13s\n", "#", "hardware", "GPUs", "strategy", "iter_s",
+              "TFLOP/s", "mem_GiB", "bubble%", "run_days", "run_dollars");
+  int i = 0;
+  for (const sim::Candidate& c : list) {
+    std::printf("%3d %-10s %5d %-44s %10.3f %8.1f %8.1f %9.1f %11.2f %13.0f\n", ++i, c.hardware.c_str(),
+                c.strategy.gpus(), c.strategy.ToString().c_str(), c.prediction.iteration_s,
+                c.prediction.achieved_tflops_per_gpu, c.prediction.memory.total_bytes / 1073741824.0,
+                c.prediction.bubble_fraction * 100, c.run_hours / 24, c.run_dollars);
+  }
+}
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+void AddSearch(CLI::App* plan) {
+  struct Opts {
+    ModelFlags model;
+    std::string hardware = "a100-80g";
+    sim::SearchOptions search;
+    std::string recomputes = "none,selective,full", schedules = "gpipe,1f1b,interleaved";
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = plan->add_subcommand("search", "Enumerate and rank parallel strategies by time and dollar cost");
+  o->model.Add(cmd);
+  cmd->add_option("--hardware", o->hardware, "Comma-separated built-in names or TOML files")->capture_default_str();
+  cmd->add_option("--gpus", o->search.gpus, "Number of GPUs")->required();
+  cmd->add_option("--min-gpus", o->search.min_gpus, "Also try every power of two from this up to --gpus");
+  cmd->add_option("--global-batch", o->search.global_batch, "Global batch (samples)")->capture_default_str();
+  cmd->add_option("--tokens", o->search.training_tokens, "Training tokens for the cost estimate")->capture_default_str();
+  cmd->add_option("--top", o->search.top, "Candidates shown per ranking")->capture_default_str();
+  cmd->add_option("--micro-batches", o->search.micro_batches, "Micro-batch sizes to try")->capture_default_str();
+  cmd->add_option("--recompute", o->recomputes, "Recomputation modes to try")->capture_default_str();
+  cmd->add_option("--schedules", o->schedules, "Pipeline schedules to try")->capture_default_str();
+  AddConfigOption(cmd);
+  cmd->callback([o] {
+    const sim::ModelSpec model = o->model.Resolve();
+    std::vector<sim::HardwareSpec> hardware;
+    for (const std::string& name : SplitList(o->hardware)) hardware.push_back(OrThrow(sim::LoadHardware(name)));
+    o->search.recomputes.clear();
+    for (const std::string& r : SplitList(o->recomputes)) o->search.recomputes.push_back(OrThrow(sim::ParseRecompute(r)));
+    o->search.schedules.clear();
+    for (const std::string& r : SplitList(o->schedules)) o->search.schedules.push_back(OrThrow(sim::ParseSchedule(r)));
+    const auto start = std::chrono::steady_clock::now();
+    const sim::SearchResult r = OrThrow(sim::SearchStrategies(model, hardware, o->search));
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("model %s (%.1fB parameters), up to %d GPUs, global batch %lld, %.3g tokens\n", model.name.c_str(),
+                model.ParameterCount() / 1e9, o->search.gpus, static_cast<long long>(o->search.global_batch),
+                o->search.training_tokens);
+    std::printf("enumerated %d strategies: %d out of memory, %d simulated in %.2f s\n", r.enumerated,
+                r.out_of_memory, r.simulated, secs);
+    if (r.by_time.empty()) throw RunError("no strategy fits in memory; try more GPUs or a smaller model");
+    PrintCandidates("fastest:", r.by_time);
+    PrintCandidates("cheapest:", r.by_cost);
+  });
+}
+
+void AddFrugal(CLI::App* plan) {
+  struct Opts {
+    ModelFlags model;
+    std::string hardware = "rtx3090";
+    sim::FrugalJob job;
+    std::vector<int> clusters = {4};
+    double intra_gbps = 10;
+    double inter_mbps = 100;
+  };
+  auto o = std::make_shared<Opts>();
+  o->model.name = "resnet18";
+  auto* cmd = plan->add_subcommand("frugal", "Predict Frugal's sparse, pipelined data-parallel iteration");
+  o->model.Add(cmd);
+  cmd->add_option("--hardware", o->hardware, "Built-in hardware or TOML file")->capture_default_str();
+  cmd->add_option("--clusters", o->clusters, "Workers per cluster, e.g. --clusters 4 4")->capture_default_str();
+  cmd->add_option("--intra-gbps", o->intra_gbps, "Bandwidth inside a cluster (Gbit/s)")->capture_default_str();
+  cmd->add_option("--inter-mbps", o->inter_mbps, "Bandwidth between clusters (Mbit/s)")->capture_default_str();
+  cmd->add_option("--density", o->job.density, "Fraction of gradient values exchanged")->capture_default_str();
+  cmd->add_option("--batch", o->job.batch_per_worker, "Batch per worker")->capture_default_str();
+  cmd->add_option("--staleness", o->job.staleness, "Iterations of staleness")->capture_default_str();
+  AddConfigOption(cmd);
+  cmd->callback([o] {
+    o->job.model = o->model.Resolve();
+    o->job.clusters.clear();
+    for (int w : o->clusters) o->job.clusters.push_back(sim::ClusterSpec{w, o->intra_gbps});
+    o->job.inter_cluster_gbps = o->inter_mbps / 1000.0;
+    const sim::HardwareSpec hw = OrThrow(sim::LoadHardware(o->hardware));
+    const sim::FrugalPrediction p = OrThrow(sim::PredictFrugalIteration(o->job, hw));
+    std::printf("iteration      %.4f s (%.1f samples/s), bottleneck: %s\n", p.iteration_s, p.samples_per_s,
+                p.bottleneck.c_str());
+    std::printf("gpu            %.4f s\ncopy           %.4f s\nsparsify       %.4f s\nexchange       %.4f s\n"
+                "optimizer      %.4f s\nmerged density %.4f\n",
+                p.gpu_s, p.copy_s, p.sparsify_s, p.exchange_s, p.optimizer_s, p.merged_density);
+  });
+}
+
 void AddHardware(CLI::App* plan) {
   auto name = std::make_shared<std::string>();
   auto* cmd = plan->add_subcommand("hardware", "Print a hardware description as TOML (list them without a name)");
@@ -260,6 +365,8 @@ void AddPlanCommand(CLI::App& app) {
   AddRun(plan);
   AddValidate(plan);
   AddCalibrate(plan);
+  AddSearch(plan);
+  AddFrugal(plan);
   AddHardware(plan);
 }
 

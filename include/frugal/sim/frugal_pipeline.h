@@ -1,0 +1,57 @@
+// Prediction of Frugal's own data-parallel pipeline (StellaTrain-style): GPU
+// forward/backward, gradient copy to the host, CPU sparsification at density
+// d, sparse exchange over a topology of clusters, CPU sparse optimizer, copy
+// of the update back, with staleness s (default 1: iteration t+1 computes
+// while iteration t's update is still in flight).
+//
+// This is the small API the trainer's bandwidth controller and the cluster
+// scheduler call to ask "how fast would this job run on that?". It is costed
+// with the same operator cost model as the Megatron simulator and played
+// through the same event engine (several iterations, steady state measured).
+//
+// Thread safety: pure function.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frugal/common/status.h"
+#include "frugal/sim/hardware.h"
+#include "frugal/sim/workload.h"
+
+namespace frugal::sim {
+
+// Workers (one GPU each) that share a fast local network.
+struct ClusterSpec {
+  int workers = 1;
+  double intra_gbps = 10;  // Per worker, Gbit/s; default 10.
+};
+
+struct FrugalJob {
+  ModelSpec model;
+  int64_t batch_per_worker = 32;
+  std::vector<ClusterSpec> clusters = {ClusterSpec{}};
+  double inter_cluster_gbps = 1;           // Per cluster uplink, Gbit/s; default 1.
+  double inter_cluster_latency_ms = 1;     // Default 1 ms.
+  double density = 0.01;                   // Fraction of gradient values exchanged; default 1%.
+  // Wire bytes per selected value: 16-value blocks of fp32 plus a 4-byte
+  // block index = 4.25; default 4.25 (block sparsification).
+  double bytes_per_selected = 4.25;
+  int staleness = 1;                       // Default 1; 0 = fully synchronous.
+};
+
+struct FrugalPrediction {
+  double iteration_s = 0;     // Steady-state time between iterations.
+  double gpu_s = 0;           // Forward + backward per iteration.
+  double copy_s = 0;          // Device->host gradient + host->device update.
+  double sparsify_s = 0;
+  double exchange_s = 0;      // Intra-cluster gather + inter-cluster exchange + broadcast.
+  double optimizer_s = 0;
+  double samples_per_s = 0;   // Over all workers.
+  double merged_density = 0;  // Density of the globally merged update.
+  std::string bottleneck;     // "gpu", "copy", "sparsify", "exchange" or "optimizer".
+};
+
+Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const HardwareSpec& hw);
+
+}  // namespace frugal::sim
