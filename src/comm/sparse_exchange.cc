@@ -2,6 +2,8 @@
 
 #include <cassert>
 
+#include "frugal/comm/collectives.h"
+
 namespace frugal::comm {
 
 // Note [Exchange determinism]
@@ -49,23 +51,11 @@ Result<Bytes> SparseExchange::RecvFrom(int src, Tag tag, const char* phase) {
 }
 
 Result<Bytes> SparseExchange::RunFlat(Tag tag, Bytes contribution) {
-  const int me = transport_->rank();
-  const int n = transport_->world_size();
-  // One shared buffer for all N-1 sends: the ZeroMQ backend sends it without
-  // copying.
-  auto mine = std::make_shared<const Bytes>(std::move(contribution));
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer != me) FRUGAL_RETURN_IF_ERROR(transport_->Send(peer, tag, mine));
-  }
-  std::vector<Bytes> parts(n);
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer == me) {
-      parts[peer] = *mine;
-    } else {
-      FRUGAL_ASSIGN_OR_RETURN(parts[peer], RecvFrom(peer, tag, "allgather"));
-    }
-  }
-  return Combine(std::move(parts));
+  // AllGather sends one shared buffer to all N-1 peers (zero-copy on the
+  // ZeroMQ backend) and returns the parts in rank order.
+  Result<std::vector<Bytes>> parts = AllGather(*transport_, tag, std::move(contribution), options_.timeout);
+  if (!parts.ok()) return parts.status().WithContext("allgather");
+  return Combine(std::move(parts).value());
 }
 
 Result<Bytes> SparseExchange::RunHierarchical(Tag tag, Bytes contribution) {
