@@ -1,0 +1,85 @@
+#include "frugal/sim/planner.h"
+
+#include <gtest/gtest.h>
+
+#include "frugal/sim/frugal_pipeline.h"
+
+namespace frugal::sim {
+namespace {
+
+TEST(PlannerTest, RanksFeasibleStrategies) {
+  Result<ModelSpec> m = BuiltinModel("gpt-13b");
+  SearchOptions o;
+  o.gpus = 64;
+  o.global_batch = 256;
+  o.top = 5;
+  Result<SearchResult> r = SearchStrategies(*m, {*BuiltinHardware("a100-80g")}, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->enumerated, 100);
+  EXPECT_GT(r->out_of_memory, 0);
+  ASSERT_EQ(r->by_time.size(), 5u);
+  for (size_t i = 0; i < r->by_time.size(); ++i) {
+    const Candidate& c = r->by_time[i];
+    EXPECT_EQ(c.strategy.gpus(), 64);
+    EXPECT_FALSE(c.prediction.memory.oom());
+    if (i > 0) {
+      EXPECT_LE(r->by_time[i - 1].run_hours, c.run_hours);
+    }
+  }
+  // One GPU count and one price: cheapest = fastest.
+  EXPECT_EQ(r->by_cost.front().strategy.ToString(), r->by_time.front().strategy.ToString());
+}
+
+TEST(PlannerTest, CostRankingDiffersAcrossHardware) {
+  Result<ModelSpec> m = BuiltinModel("gpt-1.3b");
+  SearchOptions o;
+  o.gpus = 16;
+  o.min_gpus = 4;
+  o.global_batch = 64;
+  o.training_tokens = 1e9;
+  Result<SearchResult> r = SearchStrategies(*m, {*BuiltinHardware("a100-80g"), *BuiltinHardware("h100")}, o);
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE(r->by_cost.empty());
+  for (size_t i = 1; i < r->by_cost.size(); ++i) EXPECT_LE(r->by_cost[i - 1].run_dollars, r->by_cost[i].run_dollars);
+  // The fastest run uses the most GPUs; the cheapest does not need to.
+  EXPECT_EQ(r->by_time.front().strategy.gpus(), 16);
+  EXPECT_EQ(r->by_time.front().hardware, "h100");
+}
+
+TEST(FrugalPipelineTest, StalenessOverlapsStages) {
+  FrugalJob job;
+  job.model = *BuiltinModel("resnet18");
+  job.batch_per_worker = 64;
+  job.clusters = {ClusterSpec{4, 10}, ClusterSpec{4, 10}};
+  job.inter_cluster_gbps = 0.1;
+  job.density = 0.01;
+  const HardwareSpec hw = *BuiltinHardware("rtx3090");
+  Result<FrugalPrediction> stale = PredictFrugalIteration(job, hw);
+  ASSERT_TRUE(stale.ok()) << stale.status().ToString();
+  const double stages[] = {stale->gpu_s, stale->sparsify_s, stale->exchange_s, stale->optimizer_s};
+  double max_stage = 0, sum = stale->copy_s;
+  for (double s : stages) {
+    max_stage = std::max(max_stage, s);
+    sum += s;
+  }
+  // Staleness 1 keeps two iterations in flight: the period is the slowest
+  // stage or half the round trip, whichever is longer. Synchronous training
+  // pays every stage in turn.
+  EXPECT_NEAR(stale->iteration_s, std::max(max_stage, sum / 2), 1e-9);
+  job.staleness = 0;
+  Result<FrugalPrediction> sync = PredictFrugalIteration(job, hw);
+  ASSERT_TRUE(sync.ok());
+  EXPECT_NEAR(sync->iteration_s, sum, 1e-9);
+  EXPECT_LT(stale->iteration_s, sync->iteration_s);
+  // Denser exchange over the 100 Mbit/s link is slower.
+  job.density = 0.1;
+  Result<FrugalPrediction> dense = PredictFrugalIteration(job, hw);
+  ASSERT_TRUE(dense.ok());
+  EXPECT_GT(dense->exchange_s, 5 * sync->exchange_s);
+  EXPECT_EQ(dense->bottleneck, "exchange");
+  job.density = 0;
+  EXPECT_EQ(PredictFrugalIteration(job, hw).status().code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace frugal::sim
