@@ -36,9 +36,9 @@ class InProcTransport final : public Transport {
   Status Send(int dst, Tag tag, SharedBytes payload) override {
     FRUGAL_RETURN_IF_ERROR(CheckPeer(dst, "Send"));
     Mailbox& box = *state_->mailboxes[dst];
-    if (dst != rank() && state_->mailboxes[rank()]->IsClosed(dst)) {
+    if (std::string why = state_->mailboxes[rank()]->ClosedReason(dst); dst != rank() && !why.empty()) {
       return Status::Unavailable("cannot send tag " + std::to_string(tag) + " to " +
-                                 topology().DescribeRank(dst) + ": it closed its transport");
+                                 topology().DescribeRank(dst) + ": it " + why);
     }
     Bytes copy = payload ? *payload : Bytes();
     CountSent(dst, copy.size());

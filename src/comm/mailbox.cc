@@ -27,6 +27,12 @@ bool Mailbox::IsClosed(int src) const {
   return src >= 0 && src < static_cast<int>(closed_reason_.size()) && !closed_reason_[src].empty();
 }
 
+std::string Mailbox::ClosedReason(int src) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (src < 0 || src >= static_cast<int>(closed_reason_.size())) return "";
+  return closed_reason_[src];
+}
+
 void Mailbox::Fail(Status status) {
   if (status.ok()) return;
   {

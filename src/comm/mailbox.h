@@ -30,6 +30,8 @@ class Mailbox {
   // once its queued messages are taken. `reason` ends up in the message.
   void MarkClosed(int src, const std::string& reason);
   bool IsClosed(int src) const;
+  // Why `src` closed ("closed its transport"), or "" while it is open.
+  std::string ClosedReason(int src) const;
 
   // Sticky error: every later Take returns `status` (the first one wins).
   void Fail(Status status);

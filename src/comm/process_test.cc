@@ -59,11 +59,12 @@ struct RankOutcome {
 
 // Ranks 0 and 1 (cluster "a") as threads; ranks 2 and 3 (cluster "b") as
 // processes started with `peer_args[i]` appended.
-std::vector<RankOutcome> RunMixedWorld(int iterations, milliseconds timeout,
+std::vector<RankOutcome> RunMixedWorld(int iterations, milliseconds timeout, milliseconds grace,
                                        const std::vector<std::vector<std::string>>& extra_args,
                                        std::vector<int>* peer_status) {
   ZmqOptions zmq;
   zmq.linger = milliseconds(500);
+  zmq.peer_lost_grace = grace;
   auto server = RendezvousServer::Bind("tcp://127.0.0.1:*", 4, zmq);
   EXPECT_TRUE(server.ok()) << server.status().ToString();
   if (!server.ok()) return {};
@@ -76,7 +77,8 @@ std::vector<RankOutcome> RunMixedWorld(int iterations, milliseconds timeout,
     std::vector<std::string> args{"--rendezvous", (*server)->endpoint(), "--rank", std::to_string(r),
                                   "--cluster",    "b",
                                   "--iterations", std::to_string(iterations),
-                                  "--timeout-ms", std::to_string(timeout.count())};
+                                  "--timeout-ms", std::to_string(timeout.count()),
+                                  "--grace-ms",   std::to_string(grace.count())};
     for (const auto& a : extra_args[r - 2]) args.push_back(a);
     pids.push_back(SpawnPeer(args));
   }
@@ -113,7 +115,7 @@ std::vector<RankOutcome> RunMixedWorld(int iterations, milliseconds timeout,
 
 TEST(ProcessTest, TwoProcessesAndTwoThreadsExchangeAcrossTwoClusters) {
   std::vector<int> peer_status;
-  auto outcomes = RunMixedWorld(10, milliseconds(5000), {{}, {}}, &peer_status);
+  auto outcomes = RunMixedWorld(10, milliseconds(5000), milliseconds(1000), {{}, {}}, &peer_status);
   ASSERT_EQ(outcomes.size(), 2u);
   for (int r = 0; r < 2; ++r) {
     EXPECT_TRUE(outcomes[r].error.ok()) << outcomes[r].error.ToString();
@@ -126,10 +128,12 @@ TEST(ProcessTest, TwoProcessesAndTwoThreadsExchangeAcrossTwoClusters) {
   }
 }
 
+// Receive timeouts alone: lost-peer detection is effectively off (grace 60 s).
 TEST(ProcessTest, KilledWorkerIsAnErrorOnEverySurvivorNotAHang) {
   std::vector<int> peer_status;
   // Rank 3 dies (SIGKILL, no goodbye) before exchange 2.
-  auto outcomes = RunMixedWorld(5, milliseconds(500), {{}, {"--die-before", "2"}}, &peer_status);
+  auto outcomes =
+      RunMixedWorld(5, milliseconds(500), milliseconds(60000), {{}, {"--die-before", "2"}}, &peer_status);
   ASSERT_EQ(outcomes.size(), 2u);
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(outcomes[r].completed, 2) << "rank " << r;
@@ -146,6 +150,24 @@ TEST(ProcessTest, KilledWorkerIsAnErrorOnEverySurvivorNotAHang) {
   EXPECT_EQ(WEXITSTATUS(peer_status[0]), 1);
   ASSERT_TRUE(WIFSIGNALED(peer_status[1]));
   EXPECT_EQ(WTERMSIG(peer_status[1]), SIGKILL);
+}
+
+// Lost-peer detection: with a receive timeout far away (20 s), the dropped
+// connection of the killed rank makes its leader fail with Unavailable, and
+// the failure cascades through goodbyes: every survivor gets Unavailable,
+// none waits for its timeout.
+TEST(ProcessTest, KilledWorkerIsDetectedBeforeTheTimeout) {
+  std::vector<int> peer_status;
+  auto outcomes =
+      RunMixedWorld(5, milliseconds(20000), milliseconds(100), {{}, {"--die-before", "2"}}, &peer_status);
+  ASSERT_EQ(outcomes.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(outcomes[r].completed, 2) << "rank " << r;
+    EXPECT_EQ(outcomes[r].error.code(), Status::Code::kUnavailable) << outcomes[r].error.ToString();
+  }
+  ASSERT_EQ(peer_status.size(), 2u);
+  ASSERT_TRUE(WIFEXITED(peer_status[0])) << "status " << peer_status[0];
+  EXPECT_EQ(WEXITSTATUS(peer_status[0]), 1);
 }
 
 }  // namespace

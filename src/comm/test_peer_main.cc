@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   int iterations = 1;
   int die_before = -1;
   int timeout_ms = 1000;
+  int grace_ms = 1000;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     const char* value = argv[i + 1];
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     else if (flag == "--iterations") iterations = std::atoi(value);
     else if (flag == "--die-before") die_before = std::atoi(value);
     else if (flag == "--timeout-ms") timeout_ms = std::atoi(value);
+    else if (flag == "--grace-ms") grace_ms = std::atoi(value);
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 64;
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
   }
   join.timeout = std::chrono::milliseconds(10000);
   join.zmq.linger = std::chrono::milliseconds(500);
+  join.zmq.peer_lost_grace = std::chrono::milliseconds(grace_ms);
   auto transport = JoinZmqWorld(join);
   if (!transport.ok()) {
     std::fprintf(stderr, "join: %s\n", transport.status().ToString().c_str());

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -73,10 +74,12 @@ void ReleasePayload(void* /*data*/, void* hint) { delete static_cast<SharedBytes
 class ZmqTransport final : public Transport {
  public:
   ZmqTransport(int rank, Topology topology, std::unique_ptr<ZmqListener::Impl> listener,
-               std::vector<zmq::socket_t> dealers, int wake_fd)
+               std::vector<zmq::socket_t> dealers, std::vector<zmq::socket_t> monitors, int wake_fd)
       : Transport(rank, topology),
         listener_(std::move(listener)),
         dealers_(std::move(dealers)),
+        monitors_(std::move(monitors)),
+        lost_since_(dealers_.size()),
         wake_fd_(wake_fd),
         mailbox_(rank, std::move(topology)) {
     io_thread_ = std::thread([this] { IoLoop(); });
@@ -101,9 +104,9 @@ class ZmqTransport final : public Transport {
       mailbox_.Deliver(rank(), tag, *payload);
       return Status::Ok();
     }
-    if (mailbox_.IsClosed(dst)) {
+    if (std::string why = mailbox_.ClosedReason(dst); !why.empty()) {
       return Status::Unavailable("cannot send tag " + std::to_string(tag) + " to " +
-                                 topology().DescribeRank(dst) + ": it closed its transport");
+                                 topology().DescribeRank(dst) + ": it " + why);
     }
     const size_t size = payload->size();
     {
@@ -140,15 +143,26 @@ class ZmqTransport final : public Transport {
   void IoLoop() {
     zmq::socket_t& router = listener_->router;
     try {
+      std::vector<zmq::pollitem_t> items{{router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+      std::vector<int> monitor_peer;  // items[2 + i] watches peer monitor_peer[i].
+      for (size_t peer = 0; peer < monitors_.size(); ++peer) {
+        if (monitors_[peer].handle() == nullptr) continue;
+        items.push_back({monitors_[peer].handle(), 0, ZMQ_POLLIN, 0});
+        monitor_peer.push_back(static_cast<int>(peer));
+      }
       while (true) {
-        zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
-        zmq::poll(items, 2, std::chrono::milliseconds(-1));
+        for (auto& item : items) item.revents = 0;
+        zmq::poll(items.data(), items.size(), NextLostDeadline());
         if (items[1].revents & ZMQ_POLLIN) {
           uint64_t count;
           ssize_t n = ::read(wake_fd_, &count, sizeof(count));
           (void)n;
         }
         if (items[0].revents & ZMQ_POLLIN) ReadIncoming();
+        for (size_t i = 0; i < monitor_peer.size(); ++i) {
+          if (items[2 + i].revents & ZMQ_POLLIN) ReadMonitor(monitor_peer[i]);
+        }
+        DeclareLostPeers();
         bool stopping = FlushOutgoing();
         if (stopping) break;
       }
@@ -160,7 +174,62 @@ class ZmqTransport final : public Transport {
     for (zmq::socket_t& d : dealers_) {
       if (d.handle() != nullptr) d.close();
     }
+    for (zmq::socket_t& m : monitors_) {
+      if (m.handle() != nullptr) m.close();
+    }
     router.close();
+  }
+
+  // Note [Lost peers]
+  // A peer that exits without a goodbye (crash, SIGKILL, host down with a
+  // RST) drops the TCP connection our DEALER holds to it; the socket monitor
+  // reports ZMQ_EVENT_DISCONNECTED. ZeroMQ keeps reconnecting, so a peer that
+  // restarted its listener, or a connection reset by a flaky middlebox, comes
+  // back with ZMQ_EVENT_CONNECTED. If it does not come back within
+  // `peer_lost_grace`, the peer is marked closed and every wait on it fails
+  // with Unavailable at once instead of running into its timeout. A peer that
+  // is alive but silent (network stall, no RST) is still only caught by the
+  // receive timeouts.
+  void ReadMonitor(int peer) {
+    zmq::socket_t& mon = monitors_[peer];
+    while (true) {
+      std::vector<zmq::message_t> parts;
+      if (!zmq::recv_multipart(mon, std::back_inserter(parts), zmq::recv_flags::dontwait)) return;
+      if (parts.empty() || parts[0].size() < sizeof(uint16_t)) continue;
+      uint16_t event;
+      std::memcpy(&event, parts[0].data(), sizeof(event));
+      if (event == ZMQ_EVENT_DISCONNECTED) {
+        if (!lost_since_[peer]) lost_since_[peer] = std::chrono::steady_clock::now();
+      } else if (event == ZMQ_EVENT_CONNECTED) {
+        lost_since_[peer].reset();
+      }
+    }
+  }
+
+  void DeclareLostPeers() {
+    const auto now = std::chrono::steady_clock::now();
+    for (size_t peer = 0; peer < lost_since_.size(); ++peer) {
+      if (!lost_since_[peer] || now - *lost_since_[peer] < listener_->options.peer_lost_grace) continue;
+      lost_since_[peer].reset();
+      mailbox_.MarkClosed(static_cast<int>(peer),
+                          "lost its connection and did not reconnect within " +
+                              std::to_string(listener_->options.peer_lost_grace.count()) +
+                              " ms (process died or host unreachable)");
+    }
+  }
+
+  // How long poll may sleep before a lost peer's grace period ends.
+  std::chrono::milliseconds NextLostDeadline() const {
+    std::chrono::milliseconds wait(-1);
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& since : lost_since_) {
+      if (!since) continue;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          *since + listener_->options.peer_lost_grace - now);
+      if (left.count() < 0) left = std::chrono::milliseconds(0);
+      if (wait.count() < 0 || left < wait) wait = left + std::chrono::milliseconds(1);
+    }
+    return wait;
   }
 
   // Writes everything queued; returns whether the transport is stopping.
@@ -253,6 +322,8 @@ class ZmqTransport final : public Transport {
 
   std::unique_ptr<ZmqListener::Impl> listener_;  // Context + ROUTER.
   std::vector<zmq::socket_t> dealers_;           // Index = peer rank; own entry empty. I/O thread only.
+  std::vector<zmq::socket_t> monitors_;          // PAIR sockets reading the dealers' monitors. I/O thread only.
+  std::vector<std::optional<std::chrono::steady_clock::time_point>> lost_since_;  // I/O thread only.
   const int wake_fd_;
   Mailbox mailbox_;
   std::mutex mu_;
@@ -287,11 +358,22 @@ Result<std::unique_ptr<Transport>> ConnectZmqTransport(std::unique_ptr<ZmqListen
 
   std::unique_ptr<ZmqListener::Impl> impl = std::move(listener->impl_);
   std::vector<zmq::socket_t> dealers(n);
+  std::vector<zmq::socket_t> monitors(n);
   for (int r = 0; r < n; ++r) {
     if (r == rank) continue;
     try {
       dealers[r] = zmq::socket_t(impl->context, zmq::socket_type::dealer);
       FRUGAL_RETURN_IF_ERROR(ConfigureSocket(dealers[r], SocketRole::kConnector, impl->options));
+      // See Note [Lost peers]. inproc names are per context, so rank numbers
+      // are unique enough.
+      const std::string monitor_endpoint = "inproc://frugal-peer-monitor-" + std::to_string(r);
+      if (zmq_socket_monitor(dealers[r].handle(), monitor_endpoint.c_str(),
+                             ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0) {
+        throw zmq::error_t();
+      }
+      monitors[r] = zmq::socket_t(impl->context, zmq::socket_type::pair);
+      monitors[r].set(zmq::sockopt::linger, 0);
+      monitors[r].connect(monitor_endpoint);
       dealers[r].connect(peers[r].endpoint);
     } catch (const zmq::error_t& e) {
       return ZmqError("cannot connect to " + topology.DescribeRank(r) + " at " + peers[r].endpoint, e);
@@ -300,7 +382,7 @@ Result<std::unique_ptr<Transport>> ConnectZmqTransport(std::unique_ptr<ZmqListen
   int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0) return Status::IOError(std::string("eventfd: ") + std::strerror(errno));
   return std::unique_ptr<Transport>(
-      new ZmqTransport(rank, std::move(topology), std::move(impl), std::move(dealers), wake_fd));
+      new ZmqTransport(rank, std::move(topology), std::move(impl), std::move(dealers), std::move(monitors), wake_fd));
 }
 
 }  // namespace frugal::comm

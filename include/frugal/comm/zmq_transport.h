@@ -46,6 +46,11 @@ struct ZmqOptions {
   // How often a DEALER retries a connection to a peer that is not up yet
   // (ZMQ_RECONNECT_IVL). Default: 100 ms.
   std::chrono::milliseconds reconnect_interval{100};
+  // A peer whose connection drops (process died) and does not come back
+  // within this grace period is treated as closed: waits on it fail with
+  // Unavailable immediately instead of running into their timeout.
+  // Default: 1 s.
+  std::chrono::milliseconds peer_lost_grace{1000};
   SecurityOptions security;
 };
 
