@@ -101,7 +101,7 @@ TEST(CliTest, TrainMissingDataDirIsUsageError) {
 TEST(CliTest, TrainConfigValuesAreUsedAndFlagsOverride) {
   // The synthetic dataset trains in well under a second; the dry-run prints
   // the resolved options instead of training.
-  std::string path = WriteTemp("frugal_cli_good.toml", "model = \"cnn\"\nepochs = 7\nlr = 0.25\n");
+  std::string path = WriteTemp("frugal_cli_good.toml", "model = \"cnn\"\nepochs = 7\nlr = 0.25\nbatch-size = 16\nnesterov = true\n");
   RunResult r = Frugal("train --config " + path + " --epochs 3 --print-config");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("model = \"cnn\""), std::string::npos) << r.output;

@@ -64,6 +64,7 @@ struct SimulateFlags {
   double realloc_cost = 30;
   double tiresias_threshold = 16 * 3600.0;
   double afsp_prior = 600;
+  double stickiness_horizon = 600;
 };
 
 void PrintHeader() {
@@ -87,6 +88,8 @@ void RunSimulate(const SimulateFlags& f) {
   PolicyOptions popts;
   popts.tiresias_threshold_gpu_seconds = f.tiresias_threshold;
   popts.afsp_prior_seconds = f.afsp_prior;
+  popts.reallocation_cost = f.realloc_cost;
+  popts.stickiness_horizon = f.stickiness_horizon;
 
   std::vector<std::string> policies = f.compare ? PolicyNames() : std::vector<std::string>{f.policy};
   if (f.compare && !f.out.empty()) fs::create_directories(f.out);
@@ -207,6 +210,11 @@ void AddClusterCommand(CLI::App& app) {
   sim->add_option("--afsp-prior", sim_flags->afsp_prior,
                   "AFS-P: assumed remaining work of a new job, in seconds at one GPU")
       ->capture_default_str();
+  sim->add_option("--stickiness-horizon", sim_flags->stickiness_horizon,
+                  "AFS: seconds a new allocation is expected to last; a running job is resized only if that gains "
+                  "more than cost / horizon in throughput (0 disables)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   AddConfigOption(sim);
   sim->callback([sim_flags] {
     if (!sim_flags->plot.empty() && !sim_flags->compare && sim_flags->out.empty()) {

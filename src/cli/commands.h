@@ -33,10 +33,15 @@ class RunError : public std::runtime_error {
 // the rest. No-op for Ok.
 void ThrowIfError(const Status& status);
 
-// Adds `--config FILE` to `cmd`: a TOML file whose keys are the command's long
-// option names (without dashes). Flags given on the command line win.
-// Unknown keys are an error.
+// Adds `--config FILE` and `--print-config` to `cmd`. The config is a TOML
+// file whose keys are the command's long option names (snake_case or
+// kebab-case). Flags given on the command line win; unknown keys are errors.
 void AddConfigOption(CLI::App* cmd);
+
+// Call first in the command's callback: applies the --config file (if any)
+// and, with --print-config, prints the resolved options as TOML and returns
+// true (the command should then stop).
+bool ApplyConfigAndMaybePrint(CLI::App* cmd);
 
 void AddVersionCommand(CLI::App& app);
 #ifdef FRUGAL_WITH_TORCH

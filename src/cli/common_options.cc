@@ -2,6 +2,11 @@
 
 #include <cstdio>
 
+#include <cstdlib>
+#include <exception>
+
+#include <toml.hpp>
+
 #include "frugal/build_config.h"
 
 namespace frugal::cli {
@@ -18,10 +23,99 @@ void ThrowIfError(const Status& status) {
   }
 }
 
+namespace {
+
+std::string SnakeToKebab(std::string s) {
+  for (char& c : s) c = c == '_' ? '-' : c;
+  return s;
+}
+
+std::string KebabToSnake(std::string s) {
+  for (char& c : s) c = c == '-' ? '_' : c;
+  return s;
+}
+
+bool LooksLikeTomlScalar(const std::string& v) {
+  if (v == "true" || v == "false") return true;
+  if (v.empty()) return false;
+  char* end = nullptr;
+  std::strtod(v.c_str(), &end);
+  return end != nullptr && *end == '\0';
+}
+
+// Options that are not run settings and are never read from or written to a config.
+bool IsMetaOption(const CLI::Option* opt) {
+  const std::string& name = opt->get_single_name();
+  return name == "help" || name == "config" || name == "print-config" || opt->get_lnames().empty();
+}
+
+// Reads the TOML file and gives every option not set on the command line the
+// file's value. Keys may be snake_case or kebab-case; unknown keys are errors.
+void ApplyConfigFile(CLI::App* cmd, const std::string& path) {
+  toml::value root;
+  try {
+    root = toml::parse(path);
+  } catch (const std::exception& e) {
+    // toml11 messages span several lines; keep the first, which names the problem and file.
+    std::string msg = e.what();
+    msg = msg.substr(0, msg.find('\n'));
+    throw UsageError("config " + path + ": " + msg);
+  }
+  if (!root.is_table()) throw UsageError("config " + path + ": not a TOML table");
+  for (const auto& [key, value] : root.as_table()) {
+    CLI::Option* opt = nullptr;
+    try {
+      opt = cmd->get_option("--" + SnakeToKebab(key));
+    } catch (const CLI::OptionNotFound&) {
+    }
+    if (opt == nullptr || IsMetaOption(opt)) {
+      throw UsageError("config " + path + ": unknown option '" + key + "' for 'frugal " + cmd->get_name() + "'");
+    }
+    if (opt->count() > 0) continue;  // the command line wins
+    std::string text;
+    if (value.is_string()) {
+      text = value.as_string().str;
+    } else if (value.is_boolean()) {
+      text = value.as_boolean() ? "true" : "false";
+    } else if (value.is_integer()) {
+      text = std::to_string(value.as_integer());
+    } else if (value.is_floating()) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%.17g", value.as_floating());
+      text = buf;
+    } else {
+      throw UsageError("config " + path + ": option '" + key + "' must be a string, number or boolean");
+    }
+    try {
+      opt->add_result(text);
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      throw UsageError("config " + path + ": option '" + key + "': " + e.what());
+    }
+  }
+}
+
+}  // namespace
+
 void AddConfigOption(CLI::App* cmd) {
-  cmd->set_config("--config", "", "TOML file of options (keys = long option names); flags override it")
-      ->check(CLI::ExistingFile);
-  cmd->allow_config_extras(CLI::config_extras_mode::error);
+  cmd->add_option("--config", "TOML file of options (keys = long option names); flags override it")
+      ->check(CLI::ExistingFile)
+      ->group("Config");
+  cmd->add_flag("--print-config", "Print the resolved options as TOML and exit")->group("Config");
+}
+
+bool ApplyConfigAndMaybePrint(CLI::App* cmd) {
+  CLI::Option* config = cmd->get_option("--config");
+  if (config->count() > 0) ApplyConfigFile(cmd, config->as<std::string>());
+  if (cmd->get_option("--print-config")->count() == 0) return false;
+  for (const CLI::Option* opt : cmd->get_options()) {
+    if (IsMetaOption(opt)) continue;
+    std::string value = opt->count() > 0 ? opt->results().back() : opt->get_default_str();
+    if (opt->get_expected_max() == 0 && value.empty()) value = "false";  // flag not given
+    if (!LooksLikeTomlScalar(value)) value = "\"" + value + "\"";
+    std::printf("%s = %s\n", KebabToSnake(opt->get_single_name()).c_str(), value.c_str());
+  }
+  return true;
 }
 
 void AddVersionCommand(CLI::App& app) {

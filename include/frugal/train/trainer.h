@@ -1,0 +1,91 @@
+// frugal::Trainer: trains one model on one worker. The `frugal train` command
+// and (later) the Python binding are thin layers over it. This header is
+// torch-free (pimpl), so callers compile fast.
+//
+// Thread safety: a Trainer is used from one thread; several may coexist.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "frugal/common/status.h"
+#include "frugal/train/lr_schedule.h"
+
+namespace frugal::train {
+
+// Every option of a training run, with its default. The CLI exposes each one
+// as --kebab-case-name and as a TOML key of the same name (snake_case ->
+// kebab-case in flags).
+struct TrainOptions {
+  // Model and data.
+  std::string model = "mlp";                                    // mlp | cnn | resnet18
+  std::string dataset = "fashion-mnist";                        // fashion-mnist | synthetic
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";   // idx files, gzipped or not
+  int64_t synthetic_train_size = 4096;                          // samples, dataset = synthetic
+  int64_t synthetic_test_size = 1024;
+  // Schedule.
+  int64_t epochs = 2;
+  int64_t max_steps = 0;         // stop after this many steps; 0 = no limit
+  int64_t batch_size = 64;       // per worker
+  // Optimiser.
+  std::string optimizer = "sgd"; // sgd | adam | adamw
+  double lr = 0.05;
+  double momentum = 0.9;         // sgd
+  double dampening = 0.0;        // sgd
+  bool nesterov = false;         // sgd
+  double weight_decay = 0.0;     // sgd/adam: L2 added to the gradient; adamw: decoupled
+  double beta1 = 0.9;            // adam, adamw
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  // Learning-rate schedule (see lr_schedule.h).
+  std::string lr_schedule = "cosine";  // constant | cosine | step
+  int64_t warmup_steps = 100;
+  int64_t lr_step_size = 1000;         // step schedule
+  double lr_gamma = 0.1;               // step schedule
+  // Evaluation and logging.
+  int64_t eval_every = 0;   // evaluate every N steps; 0 = at the end of every epoch
+  int64_t log_every = 50;   // progress line cadence when stdout is not a terminal
+  std::string runs_dir = "runs";
+  std::string run_name;     // empty = "<model>-<YYYYmmdd-HHMMSS>"
+  // Execution.
+  uint64_t seed = 1;
+  int threads = 0;          // LibTorch intra-op threads; 0 = all cores
+  std::string device = "cpu";  // any torch::Device string: cpu, cuda, cuda:1, ...
+  bool quiet = false;       // no progress output (metrics are still written)
+
+  // Checks every value; the message names the offending option.
+  Status Validate() const;
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  int64_t epochs_completed = 0;
+  double final_test_accuracy = 0;  // on the whole test set
+  double final_loss = 0;           // mean training loss of the last logged window
+  double wall_time_s = 0;
+  double samples_per_s = 0;
+  std::string metrics_path;        // runs/<run-name>/metrics.jsonl
+};
+
+class Trainer {
+ public:
+  // Loads the data and builds the model. Errors: bad options, missing or
+  // corrupt data files, unknown device.
+  static Result<std::unique_ptr<Trainer>> Create(const TrainOptions& options);
+  ~Trainer();
+
+  // Trains to completion. A NaN/Inf loss is an error, not a silent result.
+  Result<TrainResult> Run();
+
+  // Test-set accuracy of the current parameters.
+  Result<double> Evaluate();
+
+  class Impl;
+
+ private:
+  explicit Trainer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace frugal::train

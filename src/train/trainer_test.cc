@@ -1,0 +1,107 @@
+#include "frugal/train/trainer.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace frugal::train {
+namespace {
+
+TrainOptions SyntheticOptions(const std::string& run) {
+  TrainOptions o;
+  o.dataset = "synthetic";
+  o.synthetic_train_size = 1024;
+  o.synthetic_test_size = 256;
+  o.epochs = 2;
+  o.batch_size = 32;
+  o.lr = 0.01;
+  o.warmup_steps = 5;
+  o.log_every = 8;
+  o.runs_dir = (std::filesystem::temp_directory_path() / "frugal_trainer_test").string();
+  o.run_name = run;
+  o.quiet = true;
+  o.threads = 1;
+  return o;
+}
+
+std::vector<nlohmann::json> ReadMetrics(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+TEST(TrainerTest, LossDecreasesAndAccuracyRisesOnSyntheticData) {
+  auto trainer = Trainer::Create(SyntheticOptions("loss"));
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  auto before = (*trainer)->Evaluate();
+  ASSERT_TRUE(before.ok());
+  auto result = (*trainer)->Run();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->steps, 64);
+  EXPECT_EQ(result->epochs_completed, 2);
+  EXPECT_GT(result->final_test_accuracy, 0.9);
+  EXPECT_GT(result->final_test_accuracy, *before + 0.3);
+
+  auto records = ReadMetrics(result->metrics_path);
+  ASSERT_GE(records.size(), 4u);
+  double first_loss = records.front()["loss"];
+  double last_loss = records.back()["loss"];
+  EXPECT_LT(last_loss, first_loss * 0.5);
+  int evaluations = 0;
+  for (const auto& r : records) {
+    EXPECT_TRUE(r.contains("wall_time_s") && r.contains("step") && r.contains("samples_per_s"));
+    evaluations += r.contains("test_accuracy");
+  }
+  EXPECT_EQ(evaluations, 2);  // once per epoch
+}
+
+TEST(TrainerTest, SeededRunsAreReproducible) {
+  TrainOptions o = SyntheticOptions("repro");
+  o.epochs = 1;
+  o.model = "cnn";
+  o.optimizer = "adamw";
+  o.lr = 1e-3;
+  o.weight_decay = 0.01;
+  auto a = Trainer::Create(o);
+  auto b = Trainer::Create(o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto ra = (*a)->Run();
+  auto rb = (*b)->Run();
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_EQ(ra->final_loss, rb->final_loss);
+  EXPECT_EQ(ra->final_test_accuracy, rb->final_test_accuracy);
+}
+
+TEST(TrainerTest, BadOptionsNameTheOption) {
+  TrainOptions o = SyntheticOptions("bad");
+  o.batch_size = 0;
+  auto t = Trainer::Create(o);
+  EXPECT_EQ(t.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("--batch-size"), std::string::npos);
+  o = SyntheticOptions("bad");
+  o.device = "toaster";
+  EXPECT_NE(Trainer::Create(o).status().message().find("--device"), std::string::npos);
+  o = SyntheticOptions("bad");
+  o.dataset = "fashion-mnist";
+  o.data_dir = "/nonexistent";
+  EXPECT_EQ(Trainer::Create(o).status().code(), Status::Code::kNotFound);
+}
+
+TEST(TrainerTest, DivergenceIsAnError) {
+  TrainOptions o = SyntheticOptions("diverge");
+  o.lr = 1e12;
+  o.warmup_steps = 0;
+  o.lr_schedule = "constant";
+  auto t = Trainer::Create(o);
+  ASSERT_TRUE(t.ok());
+  auto r = (*t)->Run();
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("diverged"), std::string::npos) << r.status().ToString();
+}
+
+}  // namespace
+}  // namespace frugal::train
