@@ -10,24 +10,28 @@
 // later job B; the final winner gets the step. Finish time is remaining work
 // over the throughput at the job's tentative allocation (one GPU if none), and
 // is updated after every step. T is the throughput of the compact placement;
-// PlaceJobs() realises it whenever the free GPUs allow.
+// PlaceJobs() realises it whenever the free GPUs allow. Churn is damped by
+// DampReallocations(), Note [Hysteresis].
 //
 // Note [AFS-P estimator]: without an oracle the remaining work is unknown.
 // Training-job lengths are heavy-tailed (Philly: median ~1,100 s, p99
 // ~255,000 s), and for such distributions the expected remaining work of a
 // job grows with the work it has already done. AFS-P therefore estimates a
-// job's remaining work as the statistical progress it has made so far (a
-// quantity a live scheduler observes from the trainer), floored at
-// `prior_seconds` worth of progress at one GPU so that new jobs are treated as
-// short. Expected finish time = estimate / throughput at the tentative
-// allocation, i.e. "how long it would take to redo what it has done". This
-// orders like least-attained-service, but measured in work rather than in
-// GPU-time, so a job that is held back by a poor placement is not demoted.
+// job's remaining work as the statistical progress it has made so far (which
+// a live scheduler observes from the trainer), expressed in seconds at one
+// GPU and floored at `prior_seconds`, so new jobs count as short. Ordering by
+// that raw estimate oscillates: the job that just got more GPUs progresses
+// faster, looks longer, loses its GPUs the next round, and so on (measured on
+// pollux workload-2: two imagenet jobs swapped 15 <-> 34 GPUs every 60 s).
+// So, like Tiresias' discretised LAS, the estimate is bucketed into length
+// classes floor(log2(estimate / prior)), and jobs in the same class are
+// ordered by submission time. Expected finish order = (class, submit time).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "elastic_step.h"
+#include "hysteresis.h"
 #include "policies.h"
 
 namespace frugal::sched {
@@ -35,7 +39,8 @@ namespace {
 
 class AfsPolicy : public Policy {
  public:
-  AfsPolicy(bool oracle, double prior_seconds) : oracle_(oracle), prior_seconds_(prior_seconds) {}
+  AfsPolicy(bool oracle, double prior_seconds, double min_gain)
+      : oracle_(oracle), prior_seconds_(prior_seconds), min_gain_(min_gain) {}
 
   std::string Name() const override { return oracle_ ? "afs-l" : "afs-p"; }
   bool UsesOracle() const override { return oracle_; }
@@ -53,17 +58,19 @@ class AfsPolicy : public Policy {
     auto update = [&](size_t i) {
       int cap = std::min(jobs[i].max_gpus, total);
       double rate_now = steps[i].k > 0 && counts[i] > 0 ? steps[i].rate_next : CompactRate(jobs[i], counts[i], g);
-      steps[i] = NextGrowthStep(jobs[i], counts[i], cap, g, rate_now);
+      steps[i] = NextGrowthStep(counts[i], cap, g, rate_now, [&](int m) { return CompactRate(jobs[i], m, g); });
       if (steps[i].k == 0) return false;
+
       const GrowthStep& s = steps[i];
       double gain = (s.rate_next - s.rate_now) / s.k;
       lhs[i] = counts[i] == 0 ? std::numeric_limits<double>::infinity() : gain / s.rate_now;
       rhs[i] = gain / s.rate_next;
-      finish[i] = remaining[i] / (counts[i] == 0 ? s.rate_next : s.rate_now);
+      if (oracle_) finish[i] = remaining[i] / (counts[i] == 0 ? s.rate_next : s.rate_now);
       return true;
     };
     auto before = [&](size_t a, size_t b) {
       if (finish[a] != finish[b]) return finish[a] < finish[b];
+      if (jobs[a].submit_time != jobs[b].submit_time) return jobs[a].submit_time < jobs[b].submit_time;
       return jobs[a].id < jobs[b].id;
     };
 
@@ -71,7 +78,11 @@ class AfsPolicy : public Policy {
       if (oracle_) {
         remaining[i] = jobs[i].remaining_progress;
       } else {
-        remaining[i] = std::max(jobs[i].progress, prior_seconds_ * CompactRate(jobs[i], 1, g));
+        // Length class: log2 of the estimated remaining work in one-GPU
+        // seconds over the prior; see Note [AFS-P estimator].
+        double one = CompactRate(jobs[i], 1, g);
+        double seconds_at_one = one > 0 ? std::max(jobs[i].progress / one, prior_seconds_) : 1e300;
+        finish[i] = std::floor(std::log2(seconds_at_one / std::max(prior_seconds_, 1e-9)));
       }
       if (update(i)) order.push_back(i);
     }
@@ -96,19 +107,21 @@ class AfsPolicy : public Policy {
       order.erase(order.begin() + winner_pos);
       if (update(w)) order.insert(std::lower_bound(order.begin(), order.end(), w, before), w);
     }
+    DampReallocations(cluster.spec, jobs, min_gain_, &counts);
     return PlaceJobs(cluster.spec, jobs, counts);
   }
 
  private:
   bool oracle_;
   double prior_seconds_;
+  double min_gain_;
 };
 
 }  // namespace
 
-std::unique_ptr<Policy> NewAfsLPolicy() { return std::make_unique<AfsPolicy>(true, 0); }
-std::unique_ptr<Policy> NewAfsPPolicy(double prior_seconds) {
-  return std::make_unique<AfsPolicy>(false, prior_seconds);
+std::unique_ptr<Policy> NewAfsLPolicy(double min_gain) { return std::make_unique<AfsPolicy>(true, 0, min_gain); }
+std::unique_ptr<Policy> NewAfsPPolicy(double prior_seconds, double min_gain) {
+  return std::make_unique<AfsPolicy>(false, prior_seconds, min_gain);
 }
 
 }  // namespace frugal::sched

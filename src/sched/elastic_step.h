@@ -17,12 +17,14 @@ struct GrowthStep {
   double rate_next = 0; // Progress rate after adding k GPUs.
 };
 
+// `rate(n)`: the progress rate the policy assumes at n GPUs.
 // REQUIRES: 0 <= gpus <= cap.
-inline GrowthStep NextGrowthStep(const JobView& job, int gpus, int cap, int gpus_per_node, double rate_now) {
+template <typename RateFn>
+GrowthStep NextGrowthStep(int gpus, int cap, int gpus_per_node, double rate_now, const RateFn& rate) {
   GrowthStep step;
   step.rate_now = rate_now;
   for (int k = 1; k <= gpus_per_node && gpus + k <= cap; ++k) {
-    double r = CompactRate(job, gpus + k, gpus_per_node);
+    double r = rate(gpus + k);
     if (r > rate_now * (1 + 1e-9) && r > 0) {
       step.k = k;
       step.rate_next = r;

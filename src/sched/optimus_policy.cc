@@ -29,7 +29,7 @@ class OptimusPolicy : public Policy {
     auto push = [&](size_t i) {
       int cap = std::min(jobs[i].max_gpus, cluster.spec.TotalGpus());
       double rate = CompactRate(jobs[i], counts[i], g);
-      steps[i] = NextGrowthStep(jobs[i], counts[i], cap, g, rate);
+      steps[i] = NextGrowthStep(counts[i], cap, g, rate, [&](int n) { return CompactRate(jobs[i], n, g); });
       if (steps[i].k == 0) return;
       double rem = jobs[i].remaining_progress;
       if (counts[i] == 0) {

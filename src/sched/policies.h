@@ -12,7 +12,8 @@ std::unique_ptr<Policy> NewFifoPolicy();
 std::unique_ptr<Policy> NewSrtfPolicy();
 std::unique_ptr<Policy> NewTiresiasPolicy(double threshold_gpu_seconds);
 std::unique_ptr<Policy> NewOptimusPolicy();
-std::unique_ptr<Policy> NewAfsLPolicy();
-std::unique_ptr<Policy> NewAfsPPolicy(double prior_seconds);
+// `min_gain`: see Note [Hysteresis] in hysteresis.h (0 disables).
+std::unique_ptr<Policy> NewAfsLPolicy(double min_gain);
+std::unique_ptr<Policy> NewAfsPPolicy(double prior_seconds, double min_gain);
 
 }  // namespace frugal::sched

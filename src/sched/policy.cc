@@ -1,5 +1,7 @@
 #include "frugal/sched/policy.h"
 
+#include <algorithm>
+
 #include "policies.h"
 
 namespace frugal::sched {
@@ -11,8 +13,12 @@ Result<std::unique_ptr<Policy>> CreatePolicy(const std::string& name, const Poli
   if (name == "srtf") return NewSrtfPolicy();
   if (name == "tiresias") return NewTiresiasPolicy(options.tiresias_threshold_gpu_seconds);
   if (name == "optimus") return NewOptimusPolicy();
-  if (name == "afs-l") return NewAfsLPolicy();
-  if (name == "afs-p") return NewAfsPPolicy(options.afsp_prior_seconds);
+  double min_gain = 0;
+  if (options.stickiness_horizon > 0) {
+    min_gain = std::clamp(options.reallocation_cost / options.stickiness_horizon, 0.0, 1.0);
+  }
+  if (name == "afs-l") return NewAfsLPolicy(min_gain);
+  if (name == "afs-p") return NewAfsPPolicy(options.afsp_prior_seconds, min_gain);
   std::string known;
   for (const auto& n : PolicyNames()) known += (known.empty() ? "" : ", ") + n;
   return Status::InvalidArgument("unknown policy '" + name + "' (known: " + known + ")");

@@ -59,6 +59,13 @@ struct PolicyOptions {
   // AFS-P: a job that has made no progress yet is assumed to have
   // this many seconds (at one GPU) of work left; see Note [AFS-P estimator].
   double afsp_prior_seconds = 600;
+  // AFS-L/AFS-P: seconds a job loses when its allocation changes (the
+  // simulator's re-allocation cost) and the horizon over which a new
+  // allocation is expected to last. A running job is only resized when that
+  // raises its throughput by more than cost / horizon (0 horizon disables);
+  // see Note [Hysteresis] in src/sched/hysteresis.h.
+  double reallocation_cost = 30;
+  double stickiness_horizon = 600;
 };
 
 class Policy {

@@ -1,0 +1,59 @@
+#include "hysteresis.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "placer.h"
+
+namespace frugal::sched {
+
+void DampReallocations(const ClusterSpec& spec, const std::vector<JobView>& jobs, double min_gain,
+                       std::vector<int>* counts) {
+  if (min_gain <= 0) return;
+  std::vector<int>& n = *counts;
+  const int g = spec.gpus_per_node;
+  int pool = spec.TotalGpus() - std::accumulate(n.begin(), n.end(), 0);
+  struct Growth {
+    size_t job;
+    int target;
+    double gain;
+  };
+  std::vector<Growth> cancelled;
+  std::vector<size_t> shrinking;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    int current = jobs[i].placement.NumGpus();
+    if (current == 0 || n[i] == current || n[i] == 0) continue;
+    if (n[i] < current) {
+      shrinking.push_back(i);
+      continue;
+    }
+    double now = CompactRate(jobs[i], current, g);
+    double next = CompactRate(jobs[i], n[i], g);
+    double gain = next > 0 ? 1 - now / next : 0;
+    if (gain < min_gain) {
+      cancelled.push_back({i, n[i], gain});
+      pool += n[i] - current;
+      n[i] = current;
+    }
+  }
+  std::stable_sort(shrinking.begin(), shrinking.end(), [&](size_t a, size_t b) {
+    return jobs[a].placement.NumGpus() - n[a] < jobs[b].placement.NumGpus() - n[b];
+  });
+  for (size_t i : shrinking) {
+    int deficit = jobs[i].placement.NumGpus() - n[i];
+    if (deficit <= pool) {
+      pool -= deficit;
+      n[i] += deficit;
+    }
+  }
+  std::stable_sort(cancelled.begin(), cancelled.end(), [](const Growth& a, const Growth& b) { return a.gain > b.gain; });
+  for (const Growth& c : cancelled) {
+    int extra = c.target - n[c.job];
+    if (extra <= pool) {
+      pool -= extra;
+      n[c.job] = c.target;
+    }
+  }
+}
+
+}  // namespace frugal::sched
