@@ -35,6 +35,7 @@ World MakeWorld(Backend backend, const std::vector<std::string>& cluster_of_rank
     EXPECT_TRUE(l.ok()) << l.status().ToString();
     if (!l.ok()) return world;
     peers.push_back(PeerInfo{r, (*l)->endpoint(), cluster_of_rank[r]});
+    world.endpoints.push_back((*l)->endpoint());
     listeners.push_back(std::move(l).value());
   }
   for (int r = 0; r < topo->world_size(); ++r) {

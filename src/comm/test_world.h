@@ -18,7 +18,10 @@ std::string BackendName(Backend b);
 struct World {
   std::vector<std::unique_ptr<Transport>> ranks;
   std::shared_ptr<void> keepalive;  // Backend state the transports need (the hub).
+  std::vector<std::string> endpoints;  // ZeroMQ only: where each rank listens.
 };
+
+inline std::string EndpointOf(const World& w, int rank) { return w.endpoints.at(rank); }
 
 // One transport per entry of `cluster_of_rank`. ZeroMQ ranks listen on
 // tcp://127.0.0.1 with ephemeral ports.

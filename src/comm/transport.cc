@@ -10,6 +10,26 @@ LinkCounters& LinkCounters::operator+=(const LinkCounters& o) {
   return *this;
 }
 
+LinkCounters LinkCounters::Since(const LinkCounters& earlier) const {
+  LinkCounters d;
+  d.bytes_sent = bytes_sent - earlier.bytes_sent;
+  d.bytes_received = bytes_received - earlier.bytes_received;
+  d.messages_sent = messages_sent - earlier.messages_sent;
+  d.messages_received = messages_received - earlier.messages_received;
+  return d;
+}
+
+TransportStats TransportStats::Since(const TransportStats& earlier) const {
+  TransportStats d;
+  d.per_peer.resize(per_peer.size());
+  for (size_t i = 0; i < per_peer.size(); ++i) {
+    d.per_peer[i] = i < earlier.per_peer.size() ? per_peer[i].Since(earlier.per_peer[i]) : per_peer[i];
+  }
+  d.intra_cluster = intra_cluster.Since(earlier.intra_cluster);
+  d.inter_cluster = inter_cluster.Since(earlier.inter_cluster);
+  return d;
+}
+
 Transport::Transport(int rank, Topology topology) : rank_(rank), topology_(std::move(topology)) {
   stats_.per_peer.resize(topology_.world_size());
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
 
 #include "frugal/comm/inproc_transport.h"
 #include "test_world.h"
@@ -106,6 +107,32 @@ TEST_P(TransportTest, CountsBytesPerPeerAndLinkClassOnBothEnds) {
   EXPECT_EQ(s2.link(LinkClass::kInterCluster).bytes_received, 1024u);
   EXPECT_EQ(s2.inter_cluster.messages_received, 2u);
   EXPECT_EQ(s2.intra_cluster.bytes_received, 0u);
+}
+
+TEST_P(TransportTest, StatsSinceGivesPerStepTraffic) {
+  World w = MakeWorld(GetParam(), {"a", "b"});
+  ASSERT_TRUE(w.ranks[0]->Send(1, 1, Bytes(10)).ok());
+  TransportStats before = w.ranks[0]->stats();
+  ASSERT_TRUE(w.ranks[0]->Send(1, 2, Bytes(32)).ok());
+  TransportStats step = w.ranks[0]->stats().Since(before);
+  EXPECT_EQ(step.inter_cluster.bytes_sent, 32u);
+  EXPECT_EQ(step.inter_cluster.messages_sent, 1u);
+  EXPECT_EQ(step.per_peer[1].bytes_sent, 32u);
+}
+
+// The transport must drop its reference to a sent buffer once the bytes are
+// out (the ZeroMQ zero-copy free callback), or every step would leak.
+TEST_P(TransportTest, ReleasesSentBuffers) {
+  World w = MakeWorld(GetParam(), {"a", "a"});
+  auto payload = std::make_shared<const Bytes>(Bytes(1 << 20, 7));
+  ASSERT_TRUE(w.ranks[0]->Send(1, 1, payload).ok());
+  auto got = w.ranks[1]->Recv(0, 1, kLong);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->payload, *payload);
+  // The receiver has the bytes, so the sender's side is done with them;
+  // ZeroMQ may call the free callback a moment later on its own thread.
+  for (int i = 0; i < 500 && payload.use_count() > 1; ++i) std::this_thread::sleep_for(milliseconds(2));
+  EXPECT_EQ(payload.use_count(), 1);
 }
 
 TEST_P(TransportTest, SilentPeerTimesOutNamingThePeer) {

@@ -55,6 +55,8 @@ struct LinkCounters {
   uint64_t messages_received = 0;
 
   LinkCounters& operator+=(const LinkCounters& o);
+  // Counters accumulated since `earlier` (a previous snapshot).
+  LinkCounters Since(const LinkCounters& earlier) const;
 };
 
 struct TransportStats {
@@ -65,6 +67,9 @@ struct TransportStats {
   const LinkCounters& link(LinkClass c) const {
     return c == LinkClass::kIntraCluster ? intra_cluster : inter_cluster;
   }
+  // Traffic since `earlier` (a previous snapshot of the same transport),
+  // e.g. the bytes of one training step.
+  TransportStats Since(const TransportStats& earlier) const;
 };
 
 class Transport {
