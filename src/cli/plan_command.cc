@@ -7,6 +7,7 @@
 #include <string>
 
 #include "commands.h"
+#include "frugal/sim/cost_model.h"
 #include "frugal/sim/frugal_pipeline.h"
 #include "frugal/sim/hardware.h"
 #include "frugal/sim/planner.h"
@@ -97,6 +98,7 @@ void AddRun(CLI::App* plan) {
     int chunks = 1;
     bool sequence_parallel = false, no_overlap = false, zero1 = false;
     bool show_resources = false;
+    std::string profile_db;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = plan->add_subcommand("run", "Predict one iteration of one parallel strategy");
@@ -117,10 +119,18 @@ void AddRun(CLI::App* plan) {
   cmd->add_flag("--no-overlap", o->no_overlap, "All-reduce gradients after the backward pass");
   cmd->add_flag("--zero1", o->zero1, "Shard Adam state over data-parallel ranks");
   cmd->add_flag("--resources", o->show_resources, "Print busy time per stream and link");
+  cmd->add_option("--profile-db", o->profile_db, "CSV of measured operator times (key,forward_us,backward_us)")
+      ->check(CLI::ExistingFile);
   AddConfigOption(cmd);
   cmd->callback([o] {
     const sim::ModelSpec model = o->model.Resolve();
-    sim::Simulator simulator(LoadHardwareOrThrow(o->hardware, o->gpus_per_node, o->inter_gbps));
+    const sim::HardwareSpec hw = LoadHardwareOrThrow(o->hardware, o->gpus_per_node, o->inter_gbps);
+    std::unique_ptr<sim::OperatorCostModel> cost;
+    if (!o->profile_db.empty()) {
+      cost = sim::CreateProfiledCostModel(OrThrow(sim::ProfileDatabase::LoadCsv(o->profile_db)),
+                                          sim::CreateRooflineCostModel(hw, model.bytes_per_value <= 2));
+    }
+    sim::Simulator simulator(hw, std::move(cost));
     sim::ParallelStrategy s;
     s.tensor_parallel = o->tp;
     s.pipeline_parallel = o->pp;
@@ -344,6 +354,40 @@ void AddFrugal(CLI::App* plan) {
   });
 }
 
+void AddOps(CLI::App* plan) {
+  struct Opts {
+    ModelFlags model;
+    std::string hardware = "a100-80g";
+    int tp = 1;
+    int64_t micro_batch = 1;
+    bool sequence_parallel = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = plan->add_subcommand(
+      "ops", "List the distinct operator shapes of a model as a profile-database template with roofline times");
+  o->model.Add(cmd);
+  cmd->add_option("--hardware", o->hardware, "Hardware for the roofline estimates")->capture_default_str();
+  cmd->add_option("--tp", o->tp, "Tensor parallelism")->capture_default_str();
+  cmd->add_option("--micro-batch", o->micro_batch, "Micro-batch size")->capture_default_str();
+  cmd->add_flag("--sequence-parallel", o->sequence_parallel, "Megatron sequence parallelism");
+  cmd->callback([o] {
+    const sim::ModelSpec model = o->model.Resolve();
+    const sim::HardwareSpec hw = OrThrow(sim::LoadHardware(o->hardware));
+    sim::WorkloadOptions w;
+    w.tensor_parallel = o->tp;
+    w.micro_batch = o->micro_batch;
+    w.sequence_parallel = o->sequence_parallel;
+    const sim::Workload workload = OrThrow(sim::BuildWorkload(model, w));
+    const auto cost = sim::CreateRooflineCostModel(hw, model.bytes_per_value <= 2);
+    std::printf("# %s on %s, roofline estimates; replace with measured times\nkey,forward_us,backward_us\n",
+                model.name.c_str(), hw.name.c_str());
+    for (const sim::Operator& op : sim::DistinctOperators(workload)) {
+      std::printf("%s,%.3f,%.3f\n", sim::OperatorKey(op).c_str(), cost->Seconds(op, sim::Pass::kForward) * 1e6,
+                  cost->Seconds(op, sim::Pass::kBackward) * 1e6);
+    }
+  });
+}
+
 void AddHardware(CLI::App* plan) {
   auto name = std::make_shared<std::string>();
   auto* cmd = plan->add_subcommand("hardware", "Print a hardware description as TOML (list them without a name)");
@@ -367,6 +411,7 @@ void AddPlanCommand(CLI::App& app) {
   AddCalibrate(plan);
   AddSearch(plan);
   AddFrugal(plan);
+  AddOps(plan);
   AddHardware(plan);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace frugal::sim {
@@ -81,6 +82,21 @@ std::string OperatorKey(const Operator& op) {
       break;
   }
   return key.str();
+}
+
+std::vector<Operator> DistinctOperators(const Workload& workload) {
+  std::vector<Operator> out;
+  std::set<std::string> seen;
+  auto add = [&](const Block& blk) {
+    for (const Operator& op : blk.ops) {
+      if (op.kind == OpKind::kTensorParallelAllReduce) continue;
+      if (seen.insert(OperatorKey(op)).second) out.push_back(op);
+    }
+  };
+  add(workload.pre);
+  for (const Block& blk : workload.blocks) add(blk);
+  add(workload.post);
+  return out;
 }
 
 std::unique_ptr<OperatorCostModel> CreateRooflineCostModel(const HardwareSpec& hw, bool fp16) {

@@ -259,3 +259,38 @@ TEST(SimulatorTest, PredictionsAreDeterministic) {
 
 }  // namespace
 }  // namespace frugal::sim
+
+namespace frugal::sim {
+namespace {
+
+TEST(ProfileDatabaseTest, MeasuredTimesWinOverRoofline) {
+  Result<ProfileDatabase> db = ProfileDatabase::ParseCsv(
+      "# measured on a test box\nkey,forward_us,backward_us\ngemm:1x2048x6144x2048,1000,2500\n", "p.csv");
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  EXPECT_EQ(db->size(), 1u);
+  auto model = CreateProfiledCostModel(*db, CreateRooflineCostModel(*BuiltinHardware("a100-80g"), true));
+  Operator hit;
+  hit.kind = OpKind::kMatmul;
+  hit.m = 2048;
+  hit.n = 6144;
+  hit.k = 2048;
+  hit.fwd_flops = 2.0 * 2048 * 6144 * 2048;
+  EXPECT_EQ(OperatorKey(hit), "gemm:1x2048x6144x2048");
+  EXPECT_DOUBLE_EQ(model->Seconds(hit, Pass::kForward), 1e-3);
+  EXPECT_DOUBLE_EQ(model->Seconds(hit, Pass::kBackward), 2.5e-3);
+  Operator miss = hit;
+  miss.m = 1024;
+  EXPECT_GT(model->Seconds(miss, Pass::kForward), 0.0);
+  EXPECT_LT(model->Seconds(miss, Pass::kForward), 1e-3);  // Roofline fallback.
+}
+
+TEST(ProfileDatabaseTest, ParseErrorsNameTheLine) {
+  Result<ProfileDatabase> bad = ProfileDatabase::ParseCsv("key,forward_us,backward_us\ngemm:1x1x1x1,abc,1\n", "p.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("p.csv:2"), std::string::npos);
+  EXPECT_FALSE(ProfileDatabase::ParseCsv("k,f\n", "p.csv").ok());
+  EXPECT_EQ(ProfileDatabase::LoadCsv("/nonexistent.csv").status().code(), Status::Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace frugal::sim

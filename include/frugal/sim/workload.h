@@ -104,6 +104,10 @@ struct WorkloadOptions {
 // dividing heads, TP > 1 for a zoo model, non-positive sizes).
 Result<Workload> BuildWorkload(const ModelSpec& model, const WorkloadOptions& options);
 
+// The distinct compute operators of a workload (equal OperatorKey counted
+// once), in first-use order: the shapes a profiler has to time.
+std::vector<Operator> DistinctOperators(const Workload& workload);
+
 // Model FLOPs per training sample (forward + backward, no recomputation):
 // what "achieved TFLOP/s" is measured against, summed over all devices.
 double ModelFlopsPerSample(const ModelSpec& model);
