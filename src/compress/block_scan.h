@@ -21,13 +21,26 @@
 
 namespace frugal::compress::internal {
 
-// scores[b] = L1 norm of x[16b, 16b + 16) for b < num_blocks.
-using BlockScoresFn = void (*)(const float* x, size_t num_blocks, float* scores);
+// Result of one fused score-and-split pass.
+struct BlockSplit {
+  size_t num_sel = 0;   // ids written to sel
+  size_t num_cand = 0;  // ids written to cand
+  bool finite = true;   // false if some score is NaN or Inf
+};
 
-void BlockScoresScalar(const float* x, size_t num_blocks, float* scores);
+// For every full block b < num_blocks: scores[b] = its L1 norm; b is appended
+// to sel if scores[b] >= hi, to cand if lo <= scores[b] < hi (ids increasing).
+// REQUIRES: scores, sel and cand have room for num_blocks entries.
+using ScoreSplitFn = BlockSplit (*)(const float* x, size_t num_blocks, float hi, float lo, float* scores,
+                                    uint32_t* sel, uint32_t* cand);
+
+BlockSplit ScoreSplitScalar(const float* x, size_t num_blocks, float hi, float lo, float* scores, uint32_t* sel,
+                            uint32_t* cand);
 #if defined(__x86_64__)
-void BlockScoresAvx2(const float* x, size_t num_blocks, float* scores);
-void BlockScoresAvx512(const float* x, size_t num_blocks, float* scores);
+BlockSplit ScoreSplitAvx2(const float* x, size_t num_blocks, float hi, float lo, float* scores, uint32_t* sel,
+                          uint32_t* cand);
+BlockSplit ScoreSplitAvx512(const float* x, size_t num_blocks, float hi, float lo, float* scores, uint32_t* sel,
+                            uint32_t* cand);
 #endif
 
 // Score of a short block (len < 16): the same tree with zeros for the missing values.
@@ -35,6 +48,6 @@ float ShortBlockScore(const float* x, size_t len);
 
 // The kernel for `level` (kAuto = best available). Returns nullptr if the CPU
 // lacks the requested instruction set.
-BlockScoresFn GetBlockScoresFn(SimdLevel level);
+ScoreSplitFn GetScoreSplitFn(SimdLevel level);
 
 }  // namespace frugal::compress::internal

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 
 #include "block_scan.h"
 #include "sparsifier_impl.h"
@@ -41,8 +42,8 @@ constexpr float kCandidateFraction = 0.5f;
 class BlockSparsifier final : public Sparsifier {
  public:
   explicit BlockSparsifier(const SparsifierOptions& options) : options_(options) {
-    scores_fn_ = GetBlockScoresFn(options.simd);
-    if (scores_fn_ == nullptr) scores_fn_ = GetBlockScoresFn(SimdLevel::kAuto);
+    split_fn_ = GetScoreSplitFn(options.simd);
+    if (split_fn_ == nullptr) split_fn_ = GetScoreSplitFn(SimdLevel::kAuto);
   }
 
   Status Sparsify(Span<const float> grad, double density, SparseVector* out) override {
@@ -53,69 +54,78 @@ class BlockSparsifier final : public Sparsifier {
     const size_t full_blocks = n / kBlockSize;
     const size_t tail = n % kBlockSize;
     const size_t num_blocks = full_blocks + (tail ? 1 : 0);
+    // Grow-only scratch: resizing down and up again would re-zero megabytes.
+    if (scores_.size() < num_blocks) {
+      scores_.resize(num_blocks);
+      sel_.resize(num_blocks);
+      cand_.resize(num_blocks);
+    }
 
-    scores_.resize(num_blocks);
-    scores_fn_(grad.data(), full_blocks, scores_.data());
-    if (tail) scores_[full_blocks] = ShortBlockScore(grad.data() + full_blocks * kBlockSize, tail);
-
-    // One pass over the scores: split by threshold and catch non-finite input
-    // (a NaN or Inf anywhere makes its block's score NaN or Inf).
+    // Steps 1 and 2 of the Note in one pass; a NaN or Inf anywhere makes its
+    // block's score non-finite, which the pass reports.
     const float hi = static_cast<float>(threshold_);
     const float lo = hi * kCandidateFraction;
-    sel_.resize(num_blocks);
-    cand_.resize(num_blocks);
-    size_t num_sel = 0, num_cand = 0;
-    bool finite = true;
-    for (size_t b = 0; b < num_blocks; ++b) {
-      const float s = scores_[b];
-      finite &= s <= FLT_MAX;
-      // Branch-free appends: write unconditionally, advance on the predicate.
-      sel_[num_sel] = static_cast<uint32_t>(b);
-      cand_[num_cand] = static_cast<uint32_t>(b);
-      num_sel += s >= hi;
-      num_cand += (s < hi) & (s >= lo);
+    BlockSplit split = split_fn_(grad.data(), full_blocks, hi, lo, scores_.data(), sel_.data(), cand_.data());
+    if (tail) {
+      const float s = ShortBlockScore(grad.data() + full_blocks * kBlockSize, tail);
+      scores_[full_blocks] = s;
+      if (s >= hi) sel_[split.num_sel++] = static_cast<uint32_t>(full_blocks);
+      else if (s >= lo) cand_[split.num_cand++] = static_cast<uint32_t>(full_blocks);
+      split.finite &= s <= FLT_MAX;
     }
-    if (!finite) {
-      Status st = CheckFinite(grad, options_.tensor_name);
-      if (!st.ok()) return st;
-      // Only finite values whose block sum overflowed: clamp so ordering still works.
-      for (float& s : scores_) s = std::min(s, FLT_MAX);
+    if (!split.finite) {
+      FRUGAL_RETURN_IF_ERROR(CheckFinite(grad, options_.tensor_name));
+      // Only finite values whose block sum overflowed: clamp and redo the split.
+      split = BlockSplit();
+      for (size_t b = 0; b < num_blocks; ++b) {
+        const float s = std::min(scores_[b], FLT_MAX);
+        scores_[b] = s;
+        if (s >= hi) sel_[split.num_sel++] = static_cast<uint32_t>(b);
+        else if (s >= lo) cand_[split.num_cand++] = static_cast<uint32_t>(b);
+      }
     }
-    sel_.resize(num_sel);
-    cand_.resize(num_cand);
     ++calls_;
     const size_t want = std::min(num_blocks, (k + kBlockSize - 1) / kBlockSize);
     if (want == 0) return Status::Ok();
 
     const float* scores = scores_.data();
-    if (num_sel >= want) {
-      SelectLargest(scores, sel_, want, &scratch_, &chosen_);
+    Span<const uint32_t> sel(sel_.data(), split.num_sel);
+    Span<const uint32_t> cand(cand_.data(), split.num_cand);
+    if (sel.size() >= want) {
+      SelectLargest(scores, sel, want, &scratch_, &chosen_);
     } else {
-      const size_t shortfall = want - num_sel;
-      if (num_cand < shortfall) {
+      const size_t shortfall = want - sel.size();
+      if (cand.size() < shortfall) {
         // T was far too high for this gradient: fall back to every block below T.
-        cand_.clear();
+        size_t m = 0;
         for (size_t b = 0; b < num_blocks; ++b) {
-          if (scores[b] < hi) cand_.push_back(static_cast<uint32_t>(b));
+          cand_[m] = static_cast<uint32_t>(b);
+          m += scores[b] < hi;
         }
+        cand = Span<const uint32_t>(cand_.data(), m);
       }
-      SelectLargest(scores, cand_, shortfall, &scratch_, &fill_);
+      SelectLargest(scores, cand, shortfall, &scratch_, &fill_);
       chosen_.resize(want);
-      std::merge(sel_.begin(), sel_.end(), fill_.begin(), fill_.end(), chosen_.begin());
+      std::merge(sel.begin(), sel.end(), fill_.begin(), fill_.end(), chosen_.begin());
     }
     float weakest = FLT_MAX;
     for (uint32_t b : chosen_) weakest = std::min(weakest, scores[b]);
     threshold_ = weakest;
 
-    out->indices.reserve(chosen_.size() * kBlockSize);
-    out->values.reserve(chosen_.size() * kBlockSize);
+    // Whole blocks out: sizes known up front, values copied a line at a time.
+    size_t total = chosen_.size() * kBlockSize;
+    if (!chosen_.empty() && tail && chosen_.back() == full_blocks) total -= kBlockSize - tail;
+    out->indices.resize(total);
+    out->values.resize(total);
+    uint32_t* idx = out->indices.data();
+    float* val = out->values.data();
     for (uint32_t b : chosen_) {
       const size_t start = size_t{b} * kBlockSize;
-      const size_t end = std::min(start + kBlockSize, n);
-      for (size_t i = start; i < end; ++i) {
-        out->indices.push_back(static_cast<uint32_t>(i));
-        out->values.push_back(grad[i]);
-      }
+      const size_t len = std::min(kBlockSize, n - start);
+      for (size_t i = 0; i < len; ++i) idx[i] = static_cast<uint32_t>(start + i);
+      std::memcpy(val, grad.data() + start, len * sizeof(float));
+      idx += len;
+      val += len;
     }
     return Status::Ok();
   }
@@ -138,10 +148,11 @@ class BlockSparsifier final : public Sparsifier {
 
  private:
   SparsifierOptions options_;
-  BlockScoresFn scores_fn_;
+  ScoreSplitFn split_fn_;
   double threshold_ = 0.0;
   uint64_t calls_ = 0;
-  // Scratch reused across calls so the steady state does not allocate.
+  // Scratch reused across calls so the steady state does not allocate;
+  // scores_, sel_, cand_ have at least as many entries as the largest input's blocks.
   std::vector<float> scores_;
   std::vector<uint32_t> sel_, cand_, chosen_, fill_;
   std::vector<float> scratch_;

@@ -121,12 +121,12 @@ Status CheckSparsifyArgs(size_t n, double density, const std::string& tensor_nam
   return Status::Ok();
 }
 
-void SelectLargest(const float* keys, const std::vector<uint32_t>& ids, size_t count,
-                   std::vector<float>* scratch, std::vector<uint32_t>* out) {
+void SelectLargest(const float* keys, Span<const uint32_t> ids, size_t count, std::vector<float>* scratch,
+                   std::vector<uint32_t>* out) {
   out->clear();
   if (count == 0) return;
   if (count >= ids.size()) {
-    *out = ids;
+    out->assign(ids.begin(), ids.end());
     return;
   }
   scratch->resize(ids.size());

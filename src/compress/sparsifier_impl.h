@@ -18,7 +18,7 @@ Status CheckSparsifyArgs(size_t n, double density, const std::string& tensor_nam
 // Writes into out the positions of the `count` largest keys among keys[ids[j]]
 // (ties: lower id first), keeping the ids' order. ids must be increasing, so
 // the output is too. REQUIRES: count <= ids.size().
-void SelectLargest(const float* keys, const std::vector<uint32_t>& ids, size_t count,
-                   std::vector<float>* scratch, std::vector<uint32_t>* out);
+void SelectLargest(const float* keys, Span<const uint32_t> ids, size_t count, std::vector<float>* scratch,
+                   std::vector<uint32_t>* out);
 
 }  // namespace frugal::compress::internal

@@ -137,13 +137,33 @@ TEST(BlockSparsifier, ScalarAndVectorPathsAgree) {
   if (DetectSimdLevel() == SimdLevel::kAvx2 || DetectSimdLevel() == SimdLevel::kAvx512) levels.push_back(SimdLevel::kAvx2);
   if (DetectSimdLevel() == SimdLevel::kAvx512) levels.push_back(SimdLevel::kAvx512);
   if (levels.size() == 1) GTEST_SKIP() << "CPU has no AVX2";
-  // Raw scores must be bit-identical, not just the selections.
+  // Raw scores and splits must be bit-identical, not just the final selections.
+  // 4099 blocks: 256 groups of 16 for the transposed AVX-512 path plus a remainder.
   std::vector<float> g = HeavyTailed(16 * 4099, 5);
-  std::vector<float> ref(4099), got(4099);
-  internal::GetBlockScoresFn(SimdLevel::kScalar)(g.data(), 4099, ref.data());
+  const size_t nb = 4099;
+  std::vector<float> ref(nb), got(nb);
+  std::vector<uint32_t> ref_sel(nb), ref_cand(nb), sel(nb), cand(nb);
+  internal::GetScoreSplitFn(SimdLevel::kScalar)(g.data(), nb, 0.0f, 0.0f, ref.data(), ref_sel.data(), ref_cand.data());
+  std::vector<float> sorted = ref;
+  std::sort(sorted.begin(), sorted.end());
+  const float hi = sorted[nb * 3 / 4], lo = sorted[nb / 4];  // about a quarter selected, half candidates
+  internal::BlockSplit r0 = internal::GetScoreSplitFn(SimdLevel::kScalar)(g.data(), nb, hi, lo, ref.data(),
+                                                                          ref_sel.data(), ref_cand.data());
+  EXPECT_GT(r0.num_sel, 0u);
+  EXPECT_GT(r0.num_cand, 0u);
+  EXPECT_LT(r0.num_sel + r0.num_cand, nb);
   for (SimdLevel level : levels) {
-    internal::GetBlockScoresFn(level)(g.data(), 4099, got.data());
-    for (size_t b = 0; b < ref.size(); ++b) ASSERT_EQ(std::memcmp(&ref[b], &got[b], 4), 0) << SimdLevelName(level) << b;
+    internal::BlockSplit r = internal::GetScoreSplitFn(level)(g.data(), nb, hi, lo, got.data(), sel.data(), cand.data());
+    for (size_t b = 0; b < nb; ++b) ASSERT_EQ(std::memcmp(&ref[b], &got[b], 4), 0) << SimdLevelName(level) << b;
+    ASSERT_EQ(r.num_sel, r0.num_sel);
+    ASSERT_EQ(r.num_cand, r0.num_cand);
+    EXPECT_TRUE(std::equal(sel.begin(), sel.begin() + r.num_sel, ref_sel.begin()));
+    EXPECT_TRUE(std::equal(cand.begin(), cand.begin() + r.num_cand, ref_cand.begin()));
+    EXPECT_TRUE(r.finite);
+    // A NaN in the middle of a 16-block group is reported by every path.
+    std::vector<float> bad = g;
+    bad[16 * 37 + 5] = std::nanf("");
+    EXPECT_FALSE(internal::GetScoreSplitFn(level)(bad.data(), nb, hi, lo, got.data(), sel.data(), cand.data()).finite);
   }
   // Whole sparsifier over a sequence of calls, including state.
   for (size_t n : {size_t{33}, size_t{65536 + 7}, size_t{300001}}) {

@@ -1,0 +1,138 @@
+// frugal_dump_grads: trains the Fashion-MNIST `mlp` (784-2048-2048-10, ReLU)
+// with LibTorch for a few hundred steps and writes the gradients of every
+// parameter at chosen steps to a FRGD file (grad_file.h) that
+// frugal_kernels_bench reads, so selection quality is measured on real
+// gradients. Standalone: src/train may replace it later.
+//
+//   frugal_dump_grads --out grads.bin [--data DIR] [--steps 300]
+//                     [--dump-every 100] [--batch 64] [--lr 0.01] [--seed 1]
+#include <torch/torch.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "grad_file.h"
+
+namespace {
+
+using frugal::Result;
+using frugal::Status;
+
+Result<std::vector<uint8_t>> ReadGz(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) return Status::NotFound("cannot open " + path);
+  std::vector<uint8_t> data;
+  uint8_t buf[1 << 16];
+  int got;
+  while ((got = gzread(f, buf, sizeof(buf))) > 0) data.insert(data.end(), buf, buf + got);
+  int err = 0;
+  const char* msg = gzerror(f, &err);
+  gzclose(f);
+  if (got < 0 || err < 0) return Status::Corruption(path + ": " + msg);
+  return data;
+}
+
+uint32_t BigEndian32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+// idx3 images -> [n, 784] float in [0, 1]; idx1 labels -> [n] int64.
+Result<std::pair<torch::Tensor, torch::Tensor>> LoadFashionMnist(const std::string& dir) {
+  FRUGAL_ASSIGN_OR_RETURN(auto images, ReadGz(dir + "/train-images-idx3-ubyte.gz"));
+  FRUGAL_ASSIGN_OR_RETURN(auto labels, ReadGz(dir + "/train-labels-idx1-ubyte.gz"));
+  if (images.size() < 16 || BigEndian32(images.data()) != 2051) return Status::Corruption("bad idx3 image header");
+  if (labels.size() < 8 || BigEndian32(labels.data()) != 2049) return Status::Corruption("bad idx1 label header");
+  const int64_t n = BigEndian32(images.data() + 4);
+  const int64_t rows = BigEndian32(images.data() + 8), cols = BigEndian32(images.data() + 12);
+  if (rows * cols != 784 || images.size() != static_cast<size_t>(16 + n * 784) ||
+      labels.size() != static_cast<size_t>(8 + n)) {
+    return Status::Corruption("Fashion-MNIST files have unexpected sizes");
+  }
+  torch::Tensor x = torch::from_blob(images.data() + 16, {n, 784}, torch::kUInt8).to(torch::kFloat32).div_(255.0);
+  torch::Tensor y = torch::from_blob(labels.data() + 8, {n}, torch::kUInt8).to(torch::kInt64);
+  return std::make_pair(x, y);
+}
+
+int Run(int argc, char** argv) {
+  std::string out, data = "/usr/share/datasets/fashion-mnist";
+  int steps = 300, dump_every = 100, batch = 64;
+  double lr = 0.01;
+  uint64_t seed = 1;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--out") out = next();
+    else if (a == "--data") data = next();
+    else if (a == "--steps") steps = std::stoi(next());
+    else if (a == "--dump-every") dump_every = std::stoi(next());
+    else if (a == "--batch") batch = std::stoi(next());
+    else if (a == "--lr") lr = std::stod(next());
+    else if (a == "--seed") seed = std::stoull(next());
+    else throw std::invalid_argument("unknown flag " + a);
+  }
+  if (out.empty() || steps <= 0 || dump_every <= 0 || batch <= 0) {
+    throw std::invalid_argument("usage: frugal_dump_grads --out FILE [--data DIR] [--steps N] [--dump-every N]");
+  }
+  torch::manual_seed(seed);
+  torch::set_num_threads(1);
+  auto loaded = LoadFashionMnist(data);
+  if (!loaded.ok()) {
+    std::cerr << "frugal_dump_grads: " << loaded.status().ToString() << "\n";
+    return 1;
+  }
+  auto [x, y] = loaded.value();
+  torch::nn::Sequential mlp(torch::nn::Linear(784, 2048), torch::nn::ReLU(), torch::nn::Linear(2048, 2048),
+                            torch::nn::ReLU(), torch::nn::Linear(2048, 10));
+  const char* names[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"};
+  torch::optim::SGD opt(mlp->parameters(), torch::optim::SGDOptions(lr).momentum(0.9));
+  std::vector<frugal::bench::NamedGradient> dumped;
+  torch::Tensor perm = torch::randperm(x.size(0));
+  for (int step = 1; step <= steps; ++step) {
+    int64_t start = ((step - 1) * batch) % (x.size(0) - batch);
+    torch::Tensor idx = perm.slice(0, start, start + batch);
+    opt.zero_grad();
+    torch::Tensor loss = torch::nn::functional::cross_entropy(mlp->forward(x.index_select(0, idx)),
+                                                              y.index_select(0, idx));
+    loss.backward();
+    if (step % dump_every == 0) {
+      auto params = mlp->parameters();
+      for (size_t p = 0; p < params.size(); ++p) {
+        torch::Tensor g = params[p].grad().contiguous();
+        frugal::bench::NamedGradient ng;
+        ng.name = "step" + std::to_string(step) + "/" + names[p];
+        ng.values.assign(g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
+        dumped.push_back(std::move(ng));
+      }
+      std::cout << "step " << step << " loss " << loss.item<float>() << " (dumped)\n";
+    }
+    opt.step();
+  }
+  Status st = frugal::bench::WriteGradFile(out, dumped);
+  if (!st.ok()) {
+    std::cerr << "frugal_dump_grads: " << st.ToString() << "\n";
+    return 1;
+  }
+  std::cout << "wrote " << dumped.size() << " gradients to " << out << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "frugal_dump_grads: " << e.what() << "\n";
+    return 2;
+  } catch (const c10::Error& e) {
+    std::cerr << "frugal_dump_grads: torch error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  }
+}
