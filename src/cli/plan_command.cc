@@ -35,11 +35,11 @@ struct ModelFlags {
 
   void Add(CLI::App* cmd) {
     cmd->add_option("--model", name, "Built-in model (gpt-125m ... gpt-1t, mlp, cnn, resnet18)")->capture_default_str();
-    cmd->add_option("--layers", layers, "Custom GPT: number of layers (overrides the model's)");
-    cmd->add_option("--hidden", hidden, "Custom GPT: hidden size");
-    cmd->add_option("--heads", heads, "Custom GPT: attention heads");
-    cmd->add_option("--seq-len", seq_len, "Sequence length (default 2048)");
-    cmd->add_option("--vocab", vocab, "Vocabulary size (default 51200)");
+    cmd->add_option("--layers", layers, "Custom GPT: number of layers (overrides the model's)")->capture_default_str();
+    cmd->add_option("--hidden", hidden, "Custom GPT: hidden size")->capture_default_str();
+    cmd->add_option("--heads", heads, "Custom GPT: attention heads")->capture_default_str();
+    cmd->add_option("--seq-len", seq_len, "Sequence length (default 2048)")->capture_default_str();
+    cmd->add_option("--vocab", vocab, "Vocabulary size (default 51200)")->capture_default_str();
   }
 
   sim::ModelSpec Resolve() const {
@@ -104,13 +104,13 @@ void AddRun(CLI::App* plan) {
   auto* cmd = plan->add_subcommand("run", "Predict one iteration of one parallel strategy");
   o->model.Add(cmd);
   cmd->add_option("--hardware", o->hardware, "Built-in hardware or TOML file")->capture_default_str();
-  cmd->add_option("--gpus-per-node", o->gpus_per_node, "Override GPUs per node");
-  cmd->add_option("--inter-node-gbps", o->inter_gbps, "Override inter-node bandwidth per node (Gbit/s)");
+  cmd->add_option("--gpus-per-node", o->gpus_per_node, "Override GPUs per node")->capture_default_str();
+  cmd->add_option("--inter-node-gbps", o->inter_gbps, "Override inter-node bandwidth per node (Gbit/s)")->capture_default_str();
   cmd->add_option("--tp", o->tp, "Tensor parallelism")->capture_default_str();
   cmd->add_option("--pp", o->pp, "Pipeline parallelism")->capture_default_str();
   cmd->add_option("--dp", o->dp, "Data parallelism")->capture_default_str();
   cmd->add_option("--micro-batch", o->micro_batch, "Micro-batch size")->capture_default_str();
-  cmd->add_option("--global-batch", o->global_batch, "Global batch (default: dp x micro-batch x pp)");
+  cmd->add_option("--global-batch", o->global_batch, "Global batch (default: dp x micro-batch x pp)")->capture_default_str();
   cmd->add_option("--schedule", o->schedule, "gpipe, 1f1b or interleaved")->capture_default_str();
   cmd->add_option("--chunks", o->chunks, "Model chunks per stage (interleaved)")->capture_default_str();
   cmd->add_option("--recompute", o->recompute, "none, selective or full")->capture_default_str();
@@ -119,10 +119,10 @@ void AddRun(CLI::App* plan) {
   cmd->add_flag("--no-overlap", o->no_overlap, "All-reduce gradients after the backward pass");
   cmd->add_flag("--zero1", o->zero1, "Shard Adam state over data-parallel ranks");
   cmd->add_flag("--resources", o->show_resources, "Print busy time per stream and link");
-  cmd->add_option("--profile-db", o->profile_db, "CSV of measured operator times (key,forward_us,backward_us)")
-      ->check(CLI::ExistingFile);
+  cmd->add_option("--profile-db", o->profile_db, "CSV of measured operator times (key,forward_us,backward_us)");
   AddConfigOption(cmd);
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    if (ApplyConfigAndMaybePrint(cmd)) return;
     const sim::ModelSpec model = o->model.Resolve();
     const sim::HardwareSpec hw = LoadHardwareOrThrow(o->hardware, o->gpus_per_node, o->inter_gbps);
     std::unique_ptr<sim::OperatorCostModel> cost;
@@ -172,8 +172,8 @@ struct ValidateFlags {
   void Add(CLI::App* cmd) {
     cmd->add_option("file", file, "Measurements CSV (see docs/planner.md)")->required()->check(CLI::ExistingFile);
     cmd->add_option("--hardware", hardware, "Built-in hardware or TOML file")->capture_default_str();
-    cmd->add_option("--gpus-per-node", gpus_per_node, "Override GPUs per node");
-    cmd->add_option("--inter-node-gbps", inter_gbps, "Override inter-node bandwidth per node (Gbit/s)");
+    cmd->add_option("--gpus-per-node", gpus_per_node, "Override GPUs per node")->capture_default_str();
+    cmd->add_option("--inter-node-gbps", inter_gbps, "Override inter-node bandwidth per node (Gbit/s)")->capture_default_str();
     cmd->add_option("--vocab", vocab, "Vocabulary size")->capture_default_str();
     cmd->add_option("--recompute", recompute, "none, selective or full")->capture_default_str();
     cmd->add_option("--schedule", schedule, "Default schedule: gpipe, 1f1b or interleaved")->capture_default_str();
@@ -220,13 +220,22 @@ void AddCalibrate(CLI::App* plan) {
   auto out = std::make_shared<std::string>();
   auto evals = std::make_shared<int>(300);
   auto params = std::make_shared<std::vector<std::string>>();
+  auto write_back = std::make_shared<bool>(false);
   auto* cmd = plan->add_subcommand("calibrate", "Fit a hardware description's global efficiency parameters");
   f->Add(cmd);
-  cmd->add_option("--out", *out, "Write the calibrated hardware TOML here (default: print it)");
+  cmd->add_option("--out", *out, "Write the calibrated hardware TOML here (default: print it)")->capture_default_str();
+  cmd->add_flag("--write-back", *write_back, "Overwrite the --hardware TOML file with the calibrated parameters");
   cmd->add_option("--max-evals", *evals, "Validation runs allowed")->capture_default_str();
   cmd->add_option("--params", *params,
-                  "Parameters to fit (default matmul_max matmul_half_dim memory intra_link inter_link)");
-  cmd->callback([f, out, evals, params] {
+                  "Parameters to fit (default matmul_max matmul_half_dim memory intra_link inter_link)")->capture_default_str();
+  cmd->callback([f, out, evals, params, write_back] {
+    if (*write_back) {
+      if (!out->empty()) throw UsageError("give either --out or --write-back");
+      if (f->hardware.find('/') == std::string::npos && f->hardware.find(".toml") == std::string::npos) {
+        throw UsageError("--write-back needs --hardware to be a TOML file, not the built-in '" + f->hardware + "'");
+      }
+      *out = f->hardware;
+    }
     const auto rows = OrThrow(sim::LoadMeasurementsCsv(f->file));
     sim::HardwareSpec hw = OrThrow(sim::LoadHardware(f->hardware));
     if (f->gpus_per_node > 0) hw.gpus_per_node = f->gpus_per_node;
@@ -288,7 +297,7 @@ void AddSearch(CLI::App* plan) {
   o->model.Add(cmd);
   cmd->add_option("--hardware", o->hardware, "Comma-separated built-in names or TOML files")->capture_default_str();
   cmd->add_option("--gpus", o->search.gpus, "Number of GPUs")->required();
-  cmd->add_option("--min-gpus", o->search.min_gpus, "Also try every power of two from this up to --gpus");
+  cmd->add_option("--min-gpus", o->search.min_gpus, "Also try every power of two from this up to --gpus")->capture_default_str();
   cmd->add_option("--global-batch", o->search.global_batch, "Global batch (samples)")->capture_default_str();
   cmd->add_option("--tokens", o->search.training_tokens, "Training tokens for the cost estimate")->capture_default_str();
   cmd->add_option("--top", o->search.top, "Candidates shown per ranking")->capture_default_str();
@@ -296,7 +305,8 @@ void AddSearch(CLI::App* plan) {
   cmd->add_option("--recompute", o->recomputes, "Recomputation modes to try")->capture_default_str();
   cmd->add_option("--schedules", o->schedules, "Pipeline schedules to try")->capture_default_str();
   AddConfigOption(cmd);
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    if (ApplyConfigAndMaybePrint(cmd)) return;
     const sim::ModelSpec model = o->model.Resolve();
     std::vector<sim::HardwareSpec> hardware;
     for (const std::string& name : SplitList(o->hardware)) hardware.push_back(OrThrow(sim::LoadHardware(name)));
@@ -339,7 +349,8 @@ void AddFrugal(CLI::App* plan) {
   cmd->add_option("--batch", o->job.batch_per_worker, "Batch per worker")->capture_default_str();
   cmd->add_option("--staleness", o->job.staleness, "Iterations of staleness")->capture_default_str();
   AddConfigOption(cmd);
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    if (ApplyConfigAndMaybePrint(cmd)) return;
     o->job.model = o->model.Resolve();
     o->job.clusters.clear();
     for (int w : o->clusters) o->job.clusters.push_back(sim::ClusterSpec{w, o->intra_gbps});
