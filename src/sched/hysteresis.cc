@@ -13,12 +13,6 @@ void DampReallocations(const ClusterSpec& spec, const std::vector<JobView>& jobs
   std::vector<int>& n = *counts;
   const int g = spec.gpus_per_node;
   int pool = spec.TotalGpus() - std::accumulate(n.begin(), n.end(), 0);
-  struct Growth {
-    size_t job;
-    int target;
-    double gain;
-  };
-  std::vector<Growth> cancelled;
   std::vector<size_t> shrinking;
   for (size_t i = 0; i < jobs.size(); ++i) {
     int current = jobs[i].placement.NumGpus();
@@ -31,7 +25,6 @@ void DampReallocations(const ClusterSpec& spec, const std::vector<JobView>& jobs
     double next = CompactRate(jobs[i], n[i], g);
     double gain = next > 0 ? 1 - now / next : 0;
     if (gain < min_gain) {
-      cancelled.push_back({i, n[i], gain});
       pool += n[i] - current;
       n[i] = current;
     }
@@ -44,14 +37,6 @@ void DampReallocations(const ClusterSpec& spec, const std::vector<JobView>& jobs
     if (deficit <= pool) {
       pool -= deficit;
       n[i] += deficit;
-    }
-  }
-  std::stable_sort(cancelled.begin(), cancelled.end(), [](const Growth& a, const Growth& b) { return a.gain > b.gain; });
-  for (const Growth& c : cancelled) {
-    int extra = c.target - n[c.job];
-    if (extra <= pool) {
-      pool -= extra;
-      n[c.job] = c.target;
     }
   }
 }

@@ -10,8 +10,8 @@
 //      throughput keeps its current count, returning the GPUs to a pool;
 //   2. running jobs that would shrink (but keep running) are restored to their
 //      current count from the pool, smallest shrink first;
-//   3. what is left in the pool goes back to the growths cancelled in step 1,
-//      largest gain first, whole growths only.
+// GPUs left in the pool stay idle until the next round: a growth below
+// `min_gain` loses more progress to the restart than it wins over the horizon.
 // Starting and preempting jobs is left as the policy decided.
 #pragma once
 

@@ -1,1 +1,260 @@
+#include "frugal/sched/policy.h"
+
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "frugal/common/random.h"
+
+namespace frugal::sched {
+namespace {
+
+// Throughput by total GPU count (placement ignored); rates beyond the table
+// repeat the last entry.
+class TableSpeed : public SpeedEstimate {
+ public:
+  explicit TableSpeed(std::vector<double> by_gpus) : by_gpus_(std::move(by_gpus)) {}
+  double ProgressRate(const Shape& shape) const override {
+    int n = 0;
+    for (int g : shape) n += g;
+    if (n == 0) return 0;
+    return by_gpus_[std::min<size_t>(n, by_gpus_.size()) - 1];
+  }
+
+ private:
+  std::vector<double> by_gpus_;  // [0] = one GPU.
+};
+
+JobView Job(int64_t id, const SpeedEstimate* speed, double submit = 0, int requested = 1, int max_gpus = 64) {
+  JobView v;
+  v.id = id;
+  v.speed = speed;
+  v.submit_time = submit;
+  v.requested_gpus = requested;
+  v.max_gpus = max_gpus;
+  return v;
+}
+
+std::unique_ptr<Policy> Make(const std::string& name, PolicyOptions options = {}) {
+  auto p = CreatePolicy(name, options);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return std::move(p).value();
+}
+
+ClusterView Cluster(int nodes, int gpus_per_node) { return ClusterView{{nodes, gpus_per_node}, 0}; }
+
+TEST(SchedPolicyTest, UnknownNameListsKnownPolicies) {
+  auto p = CreatePolicy("lottery");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("afs-p"), std::string::npos);
+}
+
+// AFS rule, hand-computed. Three GPUs, two jobs, A finishes first. Each job
+// first gets one GPU (a job without GPUs has an infinite relative gain).
+// Third GPU: A gains (T_A(2)-T_A(1))/T_A(1), B gains (T_B(2)-T_B(1))/T_B(2).
+TEST(SchedAfsTest, GivesTheGpuToTheLargerRelativeGain) {
+  TableSpeed a({1.0, 1.5});  // A: 0.5 / 1.0 = 0.5
+  TableSpeed b({1.0, 1.9});  // B: 0.9 / 1.9 = 0.47 (although its naive gain 0.9 is larger)
+  std::vector<JobView> jobs = {Job(0, &a, 0, 1, 2), Job(1, &b, 0, 1, 2)};
+  jobs[0].remaining_progress = 10;   // A finishes first.
+  jobs[1].remaining_progress = 100;
+  auto out = Make("afs-l")->Schedule(Cluster(1, 3), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 2);
+  EXPECT_EQ(out[1].NumGpus(), 1);
+
+  TableSpeed b2({1.0, 2.2});  // B: 1.2 / 2.2 = 0.545 > 0.5
+  jobs[1].speed = &b2;
+  out = Make("afs-l")->Schedule(Cluster(1, 3), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 1);
+  EXPECT_EQ(out[1].NumGpus(), 2);
+}
+
+TEST(SchedAfsTest, FinishOrderDecidesWhoPlaysA) {
+  // Same curves as the first case, but B finishes first: now B's gain is
+  // measured against T_B(1) (0.9) and A's against T_A(2) (0.33): B wins.
+  TableSpeed a({1.0, 1.5});
+  TableSpeed b({1.0, 1.9});
+  std::vector<JobView> jobs = {Job(0, &a, 0, 1, 2), Job(1, &b, 0, 1, 2)};
+  jobs[0].remaining_progress = 100;
+  jobs[1].remaining_progress = 10;
+  auto out = Make("afs-l")->Schedule(Cluster(1, 3), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 1);
+  EXPECT_EQ(out[1].NumGpus(), 2);
+}
+
+TEST(SchedAfsTest, TwoGpusTwoJobsEachGetsOne) {
+  // With two GPUs and two jobs that scale sub-linearly, no job's relative
+  // gain beats a job with no GPU (relative gain 1): one each.
+  TableSpeed a({1.0, 1.8});
+  TableSpeed b({1.0, 1.2});
+  std::vector<JobView> jobs = {Job(0, &a), Job(1, &b)};
+  jobs[0].remaining_progress = 10;
+  jobs[1].remaining_progress = 100;
+  auto out = Make("afs-l")->Schedule(Cluster(1, 2), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 1);
+  EXPECT_EQ(out[1].NumGpus(), 1);
+}
+
+TEST(SchedAfsPTest, NewJobIsPreferredOverOneWithMuchProgress) {
+  TableSpeed s({1.0, 1.9});
+  std::vector<JobView> jobs = {Job(0, &s, 0, 1, 1), Job(1, &s, 100, 1, 1)};
+  jobs[0].progress = 1e6;  // Long-running: estimated to be long.
+  jobs[0].placement = Placement({{0, 1}});
+  auto out = Make("afs-p")->Schedule(Cluster(1, 1), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 0);
+  EXPECT_EQ(out[1].NumGpus(), 1);
+  EXPECT_TRUE(std::isnan(jobs[0].remaining_progress));  // No oracle needed.
+  EXPECT_FALSE(Make("afs-p")->UsesOracle());
+}
+
+TEST(SchedSrtfTest, RunsShortestRemainingFirstAndPreempts) {
+  TableSpeed s({1.0, 2.0});
+  // Four GPUs, three jobs asking for two each: the two shortest run.
+  std::vector<JobView> jobs = {Job(0, &s, 0, 2), Job(1, &s, 1, 2), Job(2, &s, 2, 2)};
+  jobs[0].remaining_progress = 300;
+  jobs[0].placement = Placement({{0, 2}});  // Running, but now the longest.
+  jobs[1].remaining_progress = 200;
+  jobs[2].remaining_progress = 100;
+  auto out = Make("srtf")->Schedule(Cluster(1, 4), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 0);
+  EXPECT_EQ(out[1].NumGpus(), 2);
+  EXPECT_EQ(out[2].NumGpus(), 2);
+}
+
+TEST(SchedSrtfTest, BackfillsSmallerJobs) {
+  TableSpeed s({1.0, 2.0, 3.0, 4.0});
+  std::vector<JobView> jobs = {Job(0, &s, 0, 3), Job(1, &s, 0, 3), Job(2, &s, 0, 1)};
+  jobs[0].remaining_progress = 10;
+  jobs[1].remaining_progress = 20;
+  jobs[2].remaining_progress = 1000;
+  auto out = Make("srtf")->Schedule(Cluster(1, 4), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 3);
+  EXPECT_EQ(out[1].NumGpus(), 0);  // Does not fit.
+  EXPECT_EQ(out[2].NumGpus(), 1);  // Backfilled.
+}
+
+TEST(SchedTiresiasTest, DemotesJobsPastTheThreshold) {
+  TableSpeed s({1.0});
+  PolicyOptions options;
+  options.tiresias_threshold_gpu_seconds = 3600;
+  // One GPU. Job 0 came first and has run for a while.
+  std::vector<JobView> jobs = {Job(0, &s, 0), Job(1, &s, 500)};
+  jobs[0].placement = Placement({{0, 1}});
+  jobs[0].attained_service = 3599;  // Still in the high-priority queue: FIFO keeps it.
+  auto out = Make("tiresias", options)->Schedule(Cluster(1, 1), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 1);
+  EXPECT_EQ(out[1].NumGpus(), 0);
+  jobs[0].attained_service = 3600;  // Demoted: the newcomer preempts it.
+  out = Make("tiresias", options)->Schedule(Cluster(1, 1), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 0);
+  EXPECT_EQ(out[1].NumGpus(), 1);
+  EXPECT_FALSE(Make("tiresias")->UsesOracle());
+}
+
+TEST(SchedTiresiasTest, AttainedServiceCountsGpus) {
+  // Two-dimensional LAS: a 4-GPU job accrues service four times faster, so it
+  // is demoted after a quarter of the time a 1-GPU job would be.
+  TableSpeed s({1.0, 2.0, 3.0, 4.0});
+  PolicyOptions options;
+  options.tiresias_threshold_gpu_seconds = 4000;
+  std::vector<JobView> jobs = {Job(0, &s, 0, 4), Job(1, &s, 10, 4)};
+  jobs[0].placement = Placement({{0, 4}});
+  jobs[0].attained_service = 4 * 1000.0;  // 1,000 s on 4 GPUs.
+  auto out = Make("tiresias", options)->Schedule(Cluster(1, 4), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 0);
+  EXPECT_EQ(out[1].NumGpus(), 4);
+}
+
+TEST(SchedFifoTest, HeadOfLineBlocks) {
+  TableSpeed s({1.0, 2.0, 3.0, 4.0});
+  std::vector<JobView> jobs = {Job(0, &s, 0, 2), Job(1, &s, 1, 4), Job(2, &s, 2, 1)};
+  auto out = Make("fifo")->Schedule(Cluster(1, 4), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 2);
+  EXPECT_EQ(out[1].NumGpus(), 0);
+  EXPECT_EQ(out[2].NumGpus(), 0);  // Would fit, but FIFO does not backfill.
+}
+
+TEST(SchedOptimusTest, GrowsTheJobWithTheLargestTimeReduction) {
+  // Both jobs get one GPU; the third goes where remaining time drops most:
+  // A: 100/1 - 100/1.5 = 33.3; B: 100/1 - 100/1.9 = 47.4.
+  TableSpeed a({1.0, 1.5});
+  TableSpeed b({1.0, 1.9});
+  std::vector<JobView> jobs = {Job(0, &a, 0, 1, 2), Job(1, &b, 0, 1, 2)};
+  jobs[0].remaining_progress = 100;
+  jobs[1].remaining_progress = 100;
+  auto out = Make("optimus")->Schedule(Cluster(1, 3), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 1);
+  EXPECT_EQ(out[1].NumGpus(), 2);
+}
+
+TEST(SchedAfsTest, HysteresisKeepsRunningJobsWhenTheGainIsSmall) {
+  // Job 0 runs on 2 GPUs; a third GPU would add 2% throughput. With the
+  // default cost/horizon (30/600 = 5%) it stays on 2 GPUs.
+  TableSpeed s({1.0, 1.9, 1.94});
+  std::vector<JobView> jobs = {Job(0, &s, 0, 1, 3)};
+  jobs[0].remaining_progress = 10;
+  jobs[0].placement = Placement({{0, 2}});
+  auto out = Make("afs-l")->Schedule(Cluster(1, 3), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 2);
+  PolicyOptions no_damping;
+  no_damping.stickiness_horizon = 0;
+  out = Make("afs-l", no_damping)->Schedule(Cluster(1, 3), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 3);
+}
+
+// Invariants on random cluster states: no node over-committed, no job above
+// its limit, non-elastic policies give 0 or the requested count.
+TEST(SchedPolicyInvariantTest, RandomStates) {
+  SplitMix64 rng(7);
+  std::vector<std::unique_ptr<TableSpeed>> speeds;
+  for (int trial = 0; trial < 30; ++trial) {
+    ClusterSpec spec{1 + static_cast<int>(rng.Below(6)), 1 + static_cast<int>(rng.Below(8))};
+    int n = 1 + static_cast<int>(rng.Below(25));
+    std::vector<JobView> jobs;
+    std::vector<int> free(spec.num_nodes, spec.gpus_per_node);
+    for (int i = 0; i < n; ++i) {
+      std::vector<double> curve;
+      double r = 0;
+      for (int g = 0; g < 16; ++g) curve.push_back(r += rng.NextDouble());
+      speeds.push_back(std::make_unique<TableSpeed>(curve));
+      JobView v = Job(i, speeds.back().get(), rng.NextDouble() * 100,
+                      1 + static_cast<int>(rng.Below(spec.TotalGpus())), 1 + static_cast<int>(rng.Below(20)));
+      v.max_gpus = std::max(v.max_gpus, v.requested_gpus);
+      v.remaining_progress = 1 + rng.NextDouble() * 1000;
+      v.progress = rng.NextDouble() * 1000;
+      v.attained_service = rng.NextDouble() * 1e5;
+      // Some jobs already hold a valid placement.
+      int node = static_cast<int>(rng.Below(spec.num_nodes));
+      if (rng.Below(2) == 0 && free[node] > 0) {
+        int g = 1 + static_cast<int>(rng.Below(free[node]));
+        free[node] -= g;
+        v.placement = Placement({{node, g}});
+      }
+      jobs.push_back(v);
+    }
+    for (const std::string& name : PolicyNames()) {
+      auto out = Make(name)->Schedule(ClusterView{spec, 0}, jobs);
+      ASSERT_EQ(out.size(), jobs.size());
+      std::vector<int> used(spec.num_nodes, 0);
+      for (size_t i = 0; i < out.size(); ++i) {
+        for (const NodeShare& s : out[i].shares()) {
+          ASSERT_GE(s.node, 0);
+          ASSERT_LT(s.node, spec.num_nodes);
+          used[s.node] += s.gpus;
+        }
+        int got = out[i].NumGpus();
+        if (name == "fifo" || name == "srtf" || name == "tiresias") {
+          EXPECT_TRUE(got == 0 || got == jobs[i].requested_gpus) << name;
+        } else {
+          EXPECT_LE(got, jobs[i].max_gpus) << name;
+        }
+      }
+      for (int u : used) EXPECT_LE(u, spec.gpus_per_node) << name << " trial " << trial;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace frugal::sched
