@@ -104,15 +104,20 @@ Status SimulationRun::Init(const std::vector<JobSpec>& workload) {
 // Lower bound on a job's running time: every epoch on its fastest compact
 // shape (up to max_gpus), plus one start-up cost.
 double SimulationRun::BestRuntime(const SimJob& job) const {
+  // Gain per step does not depend on the shape, so the fastest shape of every
+  // epoch is the one with the shortest step.
   const ConvergenceModel& c = job.app->convergence();
-  std::vector<Shape> shapes;
-  for (int n = 1; n <= job.max_gpus; ++n) shapes.push_back(CompactShape(n, options_.cluster.gpus_per_node));
+  const int batch = job.spec->batch_size;
+  double best_step = kInf;
+  for (int n = 1; n <= job.max_gpus; ++n) {
+    best_step = std::min(best_step, job.app->throughput().StepTime(CompactShape(n, options_.cluster.gpus_per_node), batch));
+  }
+  if (!std::isfinite(best_step)) return kInf;
   double total = options_.reallocation_cost;
   for (int e = 0; e < c.NumEpochs(); ++e) {
-    double best = 0;
-    for (const Shape& s : shapes) best = std::max(best, job.speed->RateAt(s, e));
-    if (best <= 0) return kInf;
-    total += (c.EpochEnd(e + 1) - c.EpochEnd(e)) / best;
+    double gain = c.StepGain(batch, e);
+    if (!(gain > 0)) return kInf;
+    total += (c.EpochEnd(e + 1) - c.EpochEnd(e)) * best_step / gain;
   }
   return total;
 }
