@@ -94,7 +94,7 @@ void AddRun(CLI::App* plan) {
     double inter_gbps = 0;
     int tp = 1, pp = 1, dp = 1;
     int64_t micro_batch = 1, global_batch = 0;
-    std::string schedule = "1f1b", recompute = "full", dp_algorithm = "hierarchical";
+    std::string schedule = "1f1b", recompute = "full", dp_algorithm = "auto";
     int chunks = 1;
     bool sequence_parallel = false, no_overlap = false, zero1 = false;
     bool show_resources = false;
@@ -114,7 +114,7 @@ void AddRun(CLI::App* plan) {
   cmd->add_option("--schedule", o->schedule, "gpipe, 1f1b or interleaved")->capture_default_str();
   cmd->add_option("--chunks", o->chunks, "Model chunks per stage (interleaved)")->capture_default_str();
   cmd->add_option("--recompute", o->recompute, "none, selective or full")->capture_default_str();
-  cmd->add_option("--dp-algorithm", o->dp_algorithm, "ring, tree or hierarchical")->capture_default_str();
+  cmd->add_option("--dp-algorithm", o->dp_algorithm, "auto, ring, tree or hierarchical")->capture_default_str();
   cmd->add_flag("--sequence-parallel", o->sequence_parallel, "Megatron sequence parallelism");
   cmd->add_flag("--no-overlap", o->no_overlap, "All-reduce gradients after the backward pass");
   cmd->add_flag("--zero1", o->zero1, "Shard Adam state over data-parallel ranks");
@@ -140,12 +140,14 @@ void AddRun(CLI::App* plan) {
     s.schedule = OrThrow(sim::ParseSchedule(o->schedule));
     s.chunks = o->chunks;
     s.recompute = OrThrow(sim::ParseRecompute(o->recompute));
-    if (o->dp_algorithm == "ring") {
+    if (o->dp_algorithm == "auto") {
+      s.dp_algorithm = sim::CollectiveAlgorithm::kAuto;
+    } else if (o->dp_algorithm == "ring") {
       s.dp_algorithm = sim::CollectiveAlgorithm::kRing;
     } else if (o->dp_algorithm == "tree") {
       s.dp_algorithm = sim::CollectiveAlgorithm::kTree;
     } else if (o->dp_algorithm != "hierarchical") {
-      throw UsageError("--dp-algorithm must be ring, tree or hierarchical");
+      throw UsageError("--dp-algorithm must be auto, ring, tree or hierarchical");
     }
     s.sequence_parallel = o->sequence_parallel;
     s.overlap_dp = !o->no_overlap;

@@ -29,6 +29,10 @@ class AnalyticNetworkModel : public NetworkModel {
     if (nodes <= 1) return Ring(bytes, n, intra_bw_, intra_lat_);
     const double cross_bw = std::min(intra_bw_, nic_bw_ * local);
     switch (algo) {
+      case CollectiveAlgorithm::kAuto:
+        return std::min({AllReduceSeconds(bytes, g, CollectiveAlgorithm::kRing),
+                         AllReduceSeconds(bytes, g, CollectiveAlgorithm::kTree),
+                         AllReduceSeconds(bytes, g, CollectiveAlgorithm::kHierarchical)});
       case CollectiveAlgorithm::kRing:
         return Ring(bytes, n, cross_bw, inter_lat_);
       case CollectiveAlgorithm::kTree:

@@ -18,7 +18,7 @@ std::vector<int> GpuCounts(const SearchOptions& o) {
 
 // The strategy variants for one (tp, pp, dp, micro-batch) shape.
 std::vector<ParallelStrategy> Variants(const ParallelStrategy& base, int64_t microbatches, int layers,
-                                       const SearchOptions& o) {
+                                       bool is_transformer, const SearchOptions& o) {
   std::vector<ParallelStrategy> out;
   for (PipelineSchedule sched : o.schedules) {
     std::vector<int> chunk_options = {1};
@@ -33,6 +33,7 @@ std::vector<ParallelStrategy> Variants(const ParallelStrategy& base, int64_t mic
     }
     for (int chunks : chunk_options) {
       for (Recompute r : o.recomputes) {
+        if (!is_transformer && r != o.recomputes.front()) break;  // Recomputation only matters for transformers.
         ParallelStrategy s = base;
         s.schedule = sched;
         s.chunks = chunks;
@@ -69,7 +70,12 @@ Result<SearchResult> SearchStrategies(const ModelSpec& model, const std::vector<
           if (!model.is_transformer && pp > 1) break;
           const int dp = n / (tp * pp);
           if (o.global_batch % dp != 0) continue;
-          for (int64_t mb : o.micro_batches) {
+          std::vector<int64_t> micro_batches = o.micro_batches;
+          // Small models need no gradient accumulation: try the whole per-replica batch.
+          if (!model.is_transformer) micro_batches.push_back(o.global_batch / dp);
+          std::sort(micro_batches.begin(), micro_batches.end());
+          micro_batches.erase(std::unique(micro_batches.begin(), micro_batches.end()), micro_batches.end());
+          for (int64_t mb : micro_batches) {
             if ((o.global_batch / dp) % mb != 0) continue;
             ParallelStrategy base;
             base.tensor_parallel = tp;
@@ -78,7 +84,7 @@ Result<SearchResult> SearchStrategies(const ModelSpec& model, const std::vector<
             base.micro_batch = mb;
             base.global_batch = o.global_batch;
             const int64_t microbatches = o.global_batch / dp / mb;
-            for (const ParallelStrategy& s : Variants(base, microbatches, layers, o)) {
+            for (const ParallelStrategy& s : Variants(base, microbatches, layers, model.is_transformer, o)) {
               ++result.enumerated;
               Result<MemoryEstimate> mem = sim.EstimateMemory(model, s);
               if (!mem.ok()) continue;

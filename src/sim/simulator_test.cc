@@ -294,3 +294,26 @@ TEST(ProfileDatabaseTest, ParseErrorsNameTheLine) {
 
 }  // namespace
 }  // namespace frugal::sim
+
+namespace frugal::sim {
+namespace {
+
+TEST(NetworkModelTest, AutoPicksTheFastestAlgorithm) {
+  for (const char* name : {"a100-80g", "rtx3090"}) {
+    auto net = CreateAnalyticNetworkModel(*BuiltinHardware(name));
+    for (double bytes : {1e3, 1e6, 1e9}) {
+      const CommGroup g{16, 4};
+      const double best = std::min({net->AllReduceSeconds(bytes, g, CollectiveAlgorithm::kRing),
+                                    net->AllReduceSeconds(bytes, g, CollectiveAlgorithm::kTree),
+                                    net->AllReduceSeconds(bytes, g, CollectiveAlgorithm::kHierarchical)});
+      EXPECT_DOUBLE_EQ(net->AllReduceSeconds(bytes, g, CollectiveAlgorithm::kAuto), best) << name << " " << bytes;
+    }
+  }
+  // Slow Ethernet between 4-GPU boxes: hierarchical wins for large gradients.
+  auto slow = CreateAnalyticNetworkModel(*BuiltinHardware("rtx3090"));
+  EXPECT_LT(slow->AllReduceSeconds(1e8, CommGroup{8, 4}, CollectiveAlgorithm::kHierarchical),
+            slow->AllReduceSeconds(1e8, CommGroup{8, 4}, CollectiveAlgorithm::kRing));
+}
+
+}  // namespace
+}  // namespace frugal::sim

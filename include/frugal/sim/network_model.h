@@ -16,6 +16,7 @@ enum class CollectiveAlgorithm {
   kRing,          // Flat ring: 2(n-1)/n N bytes per rank, 2(n-1) latency steps.
   kTree,          // Double binary tree: ~2N bytes per rank, 2 log2(n) latency steps.
   kHierarchical,  // Reduce-scatter in the node, all-reduce across nodes, all-gather in the node.
+  kAuto,          // The fastest of the three for this size and group, as NCCL's tuner picks.
 };
 
 // A communication group: `size` ranks, `local_size` of them on each node

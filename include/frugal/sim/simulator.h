@@ -43,7 +43,7 @@ struct ParallelStrategy {
   int chunks = 1;             // Model chunks per stage; > 1 only for interleaved.
   Recompute recompute = Recompute::kFull;
   bool sequence_parallel = false;
-  CollectiveAlgorithm dp_algorithm = CollectiveAlgorithm::kHierarchical;
+  CollectiveAlgorithm dp_algorithm = CollectiveAlgorithm::kAuto;  // Default: fastest of ring/tree/hierarchical.
   bool overlap_dp = true;     // Gradient buckets all-reduced during the last backward.
   double bucket_mb = 25;      // DDP bucket size (MB); default 25.
   bool distributed_optimizer = false;  // ZeRO-1: Adam state sharded over data parallel ranks.
