@@ -350,6 +350,10 @@ void AddFrugal(CLI::App* plan) {
   cmd->add_option("--density", o->job.density, "Fraction of gradient values exchanged")->capture_default_str();
   cmd->add_option("--batch", o->job.batch_per_worker, "Batch per worker")->capture_default_str();
   cmd->add_option("--staleness", o->job.staleness, "Iterations of staleness")->capture_default_str();
+  cmd->add_option("--compute-s-per-sample", o->job.compute_s_per_sample,
+                  "Measured forward+backward seconds per sample (0: cost model)")
+      ->capture_default_str();
+  cmd->add_flag("--shared-cpu", o->job.shared_cpu, "Compute, sparsifier and optimizer share the CPU cores");
   AddConfigOption(cmd);
   cmd->callback([o, cmd] {
     if (ApplyConfigAndMaybePrint(cmd)) return;

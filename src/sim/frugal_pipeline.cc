@@ -56,7 +56,9 @@ Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const Hard
   const double grad_bytes = params * 4.0;  // Gradients are handled in fp32 on the host.
 
   FrugalPrediction out;
-  out.gpu_s = ComputeSeconds(w, *cost);
+  out.gpu_s = job.compute_s_per_sample > 0
+                  ? job.compute_fixed_s + job.compute_s_per_sample * static_cast<double>(job.batch_per_worker)
+                  : ComputeSeconds(w, *cost);
   const double pcie = hw.host.pcie_gbs * 1e9;
   const double merged = UnionDensity(job.density, total_workers);
   out.merged_density = merged;
@@ -85,13 +87,22 @@ Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const Hard
   // Play the pipeline for a number of iterations; measure the second half.
   constexpr int kIterations = 24;
   TaskGraph g;
-  const ResourceId gpu = g.AddResource("gpu");
+  const bool shared = job.shared_cpu || hw.is_cpu;
+  const ResourceId gpu = g.AddResource(shared ? "cpu" : "gpu");
   const ResourceId to_host = g.AddResource("pcie_d2h");
-  const ResourceId sparsify = g.AddResource("cpu_sparsify");
+  const ResourceId sparsify = shared ? gpu : g.AddResource("cpu_sparsify");
   const ResourceId net = g.AddResource("network");
-  const ResourceId optimizer = g.AddResource("cpu_optimizer");
+  const ResourceId optimizer = shared ? gpu : g.AddResource("cpu_optimizer");
   const ResourceId to_device = g.AddResource("pcie_h2d");
-  std::vector<TaskId> update(kIterations);
+  std::vector<TaskId> exchange_task(kIterations), update(kIterations);
+  // Optimizer and update copy of iteration i; on a shared CPU they are added
+  // to the stream `staleness` iterations late, after that iteration's sparsify.
+  auto add_update = [&](int i) {
+    const TaskId o = g.AddTask(optimizer, out.optimizer_s, 4);
+    g.AddDependency(exchange_task[i], o);
+    update[i] = g.AddTask(to_device, h2d, 5);
+    g.AddDependency(o, update[i]);
+  };
   for (int i = 0; i < kIterations; ++i) {
     const TaskId c = g.AddTask(gpu, out.gpu_s, 0);
     if (i - 1 - job.staleness >= 0) g.AddDependency(update[i - 1 - job.staleness], c);
@@ -99,12 +110,16 @@ Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const Hard
     g.AddDependency(c, d);
     const TaskId s = g.AddTask(sparsify, out.sparsify_s, 2);
     g.AddDependency(d, s);
-    const TaskId x = g.AddTask(net, out.exchange_s, 3);
-    g.AddDependency(s, x);
-    const TaskId o = g.AddTask(optimizer, out.optimizer_s, 4);
-    g.AddDependency(x, o);
-    update[i] = g.AddTask(to_device, h2d, 5);
-    g.AddDependency(o, update[i]);
+    exchange_task[i] = g.AddTask(net, out.exchange_s, 3);
+    g.AddDependency(s, exchange_task[i]);
+    if (!shared) {
+      add_update(i);
+    } else if (i - job.staleness >= 0) {
+      add_update(i - job.staleness);
+    }
+  }
+  if (shared) {
+    for (int i = std::max(0, kIterations - job.staleness); i < kIterations; ++i) add_update(i);
   }
   FRUGAL_ASSIGN_OR_RETURN(EngineResult run, RunTaskGraph(g));
   const int half = kIterations / 2;

@@ -83,3 +83,39 @@ TEST(FrugalPipelineTest, StalenessOverlapsStages) {
 
 }  // namespace
 }  // namespace frugal::sim
+
+namespace frugal::sim {
+namespace {
+
+TEST(FrugalPipelineTest, TelemetryAndSharedCpu) {
+  FrugalJob job;
+  job.model = *BuiltinModel("mlp");
+  job.batch_per_worker = 32;
+  job.clusters = {ClusterSpec{4, 0.1}};
+  job.density = 0.05;
+  job.compute_s_per_sample = 1e-3;
+  job.compute_fixed_s = 0.01;
+  HardwareSpec hw = *BuiltinHardware("rtx3090");
+  Result<FrugalPrediction> p = PredictFrugalIteration(job, hw);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_DOUBLE_EQ(p->gpu_s, 0.01 + 32e-3);
+  // On shared cores compute, sparsify and optimizer cannot overlap.
+  job.shared_cpu = true;
+  Result<FrugalPrediction> shared = PredictFrugalIteration(job, hw);
+  ASSERT_TRUE(shared.ok()) << shared.status().ToString();
+  EXPECT_GE(shared->iteration_s, shared->gpu_s + shared->sparsify_s + shared->optimizer_s - 1e-12);
+  EXPECT_GE(shared->iteration_s, p->iteration_s);
+  // cpu-local implies shared cores.
+  job.shared_cpu = false;
+  Result<FrugalPrediction> local = PredictFrugalIteration(job, *BuiltinHardware("cpu-local"));
+  ASSERT_TRUE(local.ok());
+  EXPECT_GE(local->iteration_s, local->gpu_s + local->sparsify_s + local->optimizer_s - 1e-12);
+  for (int staleness : {0, 2}) {
+    job.staleness = staleness;
+    job.shared_cpu = true;
+    EXPECT_TRUE(PredictFrugalIteration(job, hw).ok()) << staleness;
+  }
+}
+
+}  // namespace
+}  // namespace frugal::sim

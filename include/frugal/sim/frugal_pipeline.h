@@ -38,6 +38,16 @@ struct FrugalJob {
   // block index = 4.25; default 4.25 (block sparsification).
   double bytes_per_selected = 4.25;
   int staleness = 1;                       // Default 1; 0 = fully synchronous.
+  // Telemetry from a running job (the controller's case): when > 0, the
+  // forward + backward time is compute_fixed_s + batch x compute_s_per_sample
+  // instead of the cost model's estimate. Default 0.
+  double compute_s_per_sample = 0;
+  double compute_fixed_s = 0;
+  // True when the "device" compute, the sparsifier and the optimizer share
+  // the same CPU cores (CPU-only workers, e.g. on hardware "cpu-local", where
+  // it is implied). They then run one after another on one stream: compute
+  // of iteration t, sparsify t, optimizer t-staleness. Default false.
+  bool shared_cpu = false;
 };
 
 struct FrugalPrediction {
