@@ -324,6 +324,9 @@ void AddSearch(CLI::App* plan) {
                 o->search.training_tokens);
     std::printf("enumerated %d strategies: %d out of memory, %d simulated in %.2f s\n", r.enumerated,
                 r.out_of_memory, r.simulated, secs);
+    if (r.enumerated == 0) {
+      throw UsageError("no strategy divides the model and batch: check --gpus and --global-batch");
+    }
     if (r.by_time.empty()) throw RunError("no strategy fits in memory; try more GPUs or a smaller model");
     PrintCandidates("fastest:", r.by_time);
     PrintCandidates("cheapest:", r.by_cost);

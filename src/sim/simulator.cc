@@ -69,6 +69,12 @@ Status CheckStrategy(const ModelSpec& model, const ParallelStrategy& s) {
   if (s.schedule != PipelineSchedule::kInterleaved1F1B && s.chunks != 1) {
     return Status::InvalidArgument("chunks > 1 needs the interleaved schedule");
   }
+  // The task graph has ~4 tasks per micro-batch, stage and chunk; keep it in memory.
+  const double tasks = 4.0 * s.pipeline_parallel * s.chunks * (s.global_batch / (s.data_parallel * s.micro_batch));
+  if (tasks > 5e7) {
+    return Status::InvalidArgument("too many micro-batches x stages to simulate (" + std::to_string(tasks) +
+                                   " tasks); use a larger micro-batch");
+  }
   if (!model.is_transformer && s.pipeline_parallel > 1) {
     // Zoo models are tiny; they are only simulated data parallel.
     return Status::InvalidArgument("model '" + model.name + "' supports data parallelism only");
