@@ -13,6 +13,14 @@
 // PlaceJobs() realises it whenever the free GPUs allow. Churn is damped by
 // DampReallocations(), Note [Hysteresis].
 //
+// Note [AFS goodput]: "afs-goodput" is AFS-P where a job's throughput at m
+// GPUs is its goodput with the best batch size for m GPUs (statistical
+// progress per second, maximised over BatchSizeCandidates(), i.e. between
+// the application's smallest and largest validated batch), and the batch
+// size then follows the placement (ChooseBatchSizes). Like Pollux, it trades
+// the statistical efficiency of small batches against the parallelism of
+// large ones; unlike Pollux it allocates GPUs with the AFS rule.
+//
 // Note [AFS-P estimator]: without an oracle the remaining work is unknown.
 // Training-job lengths are heavy-tailed (Philly: median ~1,100 s, p99
 // ~255,000 s), and for such distributions the expected remaining work of a
@@ -39,10 +47,10 @@ namespace {
 
 class AfsPolicy : public Policy {
  public:
-  AfsPolicy(bool oracle, double prior_seconds, double min_gain)
-      : oracle_(oracle), prior_seconds_(prior_seconds), min_gain_(min_gain) {}
+  AfsPolicy(bool oracle, bool goodput, double prior_seconds, double min_gain)
+      : oracle_(oracle), goodput_(goodput), prior_seconds_(prior_seconds), min_gain_(min_gain) {}
 
-  std::string Name() const override { return oracle_ ? "afs-l" : "afs-p"; }
+  std::string Name() const override { return oracle_ ? "afs-l" : goodput_ ? "afs-goodput" : "afs-p"; }
   bool UsesOracle() const override { return oracle_; }
 
   std::vector<Placement> Schedule(const ClusterView& cluster, const std::vector<JobView>& jobs) const override {
@@ -54,11 +62,24 @@ class AfsPolicy : public Policy {
     std::vector<GrowthStep> steps(n);
     std::vector<size_t> order;  // Growable jobs by (finish, id).
     order.reserve(n);
+    std::vector<std::vector<int>> batches(n);
+    if (goodput_) {
+      for (size_t i = 0; i < n; ++i) batches[i] = BatchSizeCandidates(jobs[i]);
+    }
+    // Throughput at m GPUs (compact placement); see Note [AFS goodput].
+    auto rate_of = [&](const JobView& job, size_t i, int m) {
+      if (!goodput_) return CompactRate(job, m, g);
+      if (m <= 0) return 0.0;
+      Shape shape = CompactShape(m, g);
+      double best = 0;
+      for (int b : batches[i]) best = std::max(best, job.speed->ProgressRateAt(shape, b));
+      return best;
+    };
 
     auto update = [&](size_t i) {
-      int cap = std::min(jobs[i].max_gpus, total);
-      double rate_now = steps[i].k > 0 && counts[i] > 0 ? steps[i].rate_next : CompactRate(jobs[i], counts[i], g);
-      steps[i] = NextGrowthStep(counts[i], cap, g, rate_now, [&](int m) { return CompactRate(jobs[i], m, g); });
+      int cap = std::min(goodput_ ? jobs[i].max_gpus_at_max_batch : jobs[i].max_gpus, total);
+      double rate_now = steps[i].k > 0 && counts[i] > 0 ? steps[i].rate_next : rate_of(jobs[i], i, counts[i]);
+      steps[i] = NextGrowthStep(counts[i], cap, g, rate_now, [&](int m) { return rate_of(jobs[i], i, m); });
       if (steps[i].k == 0) return false;
 
       const GrowthStep& s = steps[i];
@@ -80,7 +101,7 @@ class AfsPolicy : public Policy {
       } else {
         // Length class: log2 of the estimated remaining work in one-GPU
         // seconds over the prior; see Note [AFS-P estimator].
-        double one = CompactRate(jobs[i], 1, g);
+        double one = rate_of(jobs[i], i, 1);
         double seconds_at_one = one > 0 ? std::max(jobs[i].progress / one, prior_seconds_) : 1e300;
         finish[i] = std::floor(std::log2(seconds_at_one / std::max(prior_seconds_, 1e-9)));
       }
@@ -107,21 +128,48 @@ class AfsPolicy : public Policy {
       order.erase(order.begin() + winner_pos);
       if (update(w)) order.insert(std::lower_bound(order.begin(), order.end(), w, before), w);
     }
-    DampReallocations(cluster.spec, jobs, min_gain_, &counts);
+    DampReallocations(cluster.spec, jobs, min_gain_,
+                      [&](size_t i, int m) { return rate_of(jobs[i], i, m); }, &counts);
     return PlaceJobs(cluster.spec, jobs, counts);
+  }
+
+  std::vector<int> ChooseBatchSizes(const ClusterView& cluster, const std::vector<JobView>& jobs,
+                                    const std::vector<Placement>& placements) const override {
+    if (!goodput_) return {};
+    std::vector<int> out(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      out[i] = jobs[i].batch_size;
+      if (placements[i].empty()) continue;
+      Shape shape = ShapeOf(placements[i]);
+      double best = 0;
+      for (int b : BatchSizeCandidates(jobs[i])) {
+        double r = jobs[i].speed->ProgressRateAt(shape, b);
+        if (r > best) {
+          best = r;
+          out[i] = b;
+        }
+      }
+    }
+    return out;
   }
 
  private:
   bool oracle_;
+  bool goodput_;
   double prior_seconds_;
   double min_gain_;
 };
 
 }  // namespace
 
-std::unique_ptr<Policy> NewAfsLPolicy(double min_gain) { return std::make_unique<AfsPolicy>(true, 0, min_gain); }
+std::unique_ptr<Policy> NewAfsLPolicy(double min_gain) {
+  return std::make_unique<AfsPolicy>(true, false, 0, min_gain);
+}
 std::unique_ptr<Policy> NewAfsPPolicy(double prior_seconds, double min_gain) {
-  return std::make_unique<AfsPolicy>(false, prior_seconds, min_gain);
+  return std::make_unique<AfsPolicy>(false, false, prior_seconds, min_gain);
+}
+std::unique_ptr<Policy> NewAfsGoodputPolicy(double prior_seconds, double min_gain) {
+  return std::make_unique<AfsPolicy>(false, true, prior_seconds, min_gain);
 }
 
 }  // namespace frugal::sched

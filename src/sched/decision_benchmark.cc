@@ -32,6 +32,11 @@ Result<DecisionTiming> TimeDecision(const ApplicationCatalog& catalog, const Pol
     v.submit_time = spec.submit_time;
     v.requested_gpus = std::min(spec.num_replicas, cluster.TotalGpus());
     v.max_gpus = std::max(1, std::min(app->throughput().MaxGpus(spec.batch_size), cluster.TotalGpus()));
+    v.batch_size = spec.batch_size;
+    v.min_batch_size = c.MinBatch() > 0 ? c.MinBatch() : spec.batch_size;
+    v.max_batch_size = c.MaxBatch() > 0 ? std::max(c.MaxBatch(), v.min_batch_size) : spec.batch_size;
+    v.max_gpus_at_max_batch =
+        std::max(v.max_gpus, std::min(app->throughput().MaxGpus(v.max_batch_size), cluster.TotalGpus()));
     v.progress = c.EpochEnd(epoch) + rng.NextDouble() * (c.EpochEnd(epoch + 1) - c.EpochEnd(epoch));
     v.remaining_progress = app->TotalProgress() - v.progress;
     v.attained_service = rng.NextDouble() * 3600.0 * 24;

@@ -3,15 +3,13 @@
 #include <algorithm>
 #include <numeric>
 
-#include "placer.h"
 
 namespace frugal::sched {
 
 void DampReallocations(const ClusterSpec& spec, const std::vector<JobView>& jobs, double min_gain,
-                       std::vector<int>* counts) {
+                       const std::function<double(size_t, int)>& rate, std::vector<int>* counts) {
   if (min_gain <= 0) return;
   std::vector<int>& n = *counts;
-  const int g = spec.gpus_per_node;
   int pool = spec.TotalGpus() - std::accumulate(n.begin(), n.end(), 0);
   std::vector<size_t> shrinking;
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -21,8 +19,8 @@ void DampReallocations(const ClusterSpec& spec, const std::vector<JobView>& jobs
       shrinking.push_back(i);
       continue;
     }
-    double now = CompactRate(jobs[i], current, g);
-    double next = CompactRate(jobs[i], n[i], g);
+    double now = rate(i, current);
+    double next = rate(i, n[i]);
     double gain = next > 0 ? 1 - now / next : 0;
     if (gain < min_gain) {
       pool += n[i] - current;

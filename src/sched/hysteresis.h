@@ -15,6 +15,7 @@
 // Starting and preempting jobs is left as the policy decided.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "frugal/sched/cluster.h"
@@ -24,7 +25,8 @@ namespace frugal::sched {
 
 // REQUIRES: counts->size() == jobs.size(), sum(*counts) <= spec.TotalGpus().
 // Keeps that sum within the cluster.
+// `rate(job index, gpus)`: the throughput the policy assumes.
 void DampReallocations(const ClusterSpec& spec, const std::vector<JobView>& jobs, double min_gain,
-                       std::vector<int>* counts);
+                       const std::function<double(size_t, int)>& rate, std::vector<int>* counts);
 
 }  // namespace frugal::sched

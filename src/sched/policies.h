@@ -15,5 +15,7 @@ std::unique_ptr<Policy> NewOptimusPolicy();
 // `min_gain`: see Note [Hysteresis] in hysteresis.h (0 disables).
 std::unique_ptr<Policy> NewAfsLPolicy(double min_gain);
 std::unique_ptr<Policy> NewAfsPPolicy(double prior_seconds, double min_gain);
+// AFS-P reasoning with each job's best batch size at every GPU count.
+std::unique_ptr<Policy> NewAfsGoodputPolicy(double prior_seconds, double min_gain);
 
 }  // namespace frugal::sched

@@ -1,12 +1,28 @@
 #include "frugal/sched/policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "policies.h"
 
 namespace frugal::sched {
 
-std::vector<std::string> PolicyNames() { return {"fifo", "srtf", "tiresias", "optimus", "afs-l", "afs-p"}; }
+std::vector<std::string> PolicyNames() {
+  return {"fifo", "srtf", "tiresias", "optimus", "afs-l", "afs-p", "afs-goodput"};
+}
+
+std::vector<int> BatchSizeCandidates(const JobView& job) {
+  std::vector<int> out{job.batch_size};
+  if (job.min_batch_size > 0 && job.min_batch_size < job.max_batch_size) {
+    for (double b = job.min_batch_size; b < job.max_batch_size; b *= 1.4142135623730951) {
+      out.push_back(static_cast<int>(std::lround(b)));
+    }
+    out.push_back(job.max_batch_size);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
 
 Result<std::unique_ptr<Policy>> CreatePolicy(const std::string& name, const PolicyOptions& options) {
   if (name == "fifo") return NewFifoPolicy();
@@ -19,6 +35,7 @@ Result<std::unique_ptr<Policy>> CreatePolicy(const std::string& name, const Poli
   }
   if (name == "afs-l") return NewAfsLPolicy(min_gain);
   if (name == "afs-p") return NewAfsPPolicy(options.afsp_prior_seconds, min_gain);
+  if (name == "afs-goodput") return NewAfsGoodputPolicy(options.afsp_prior_seconds, min_gain);
   std::string known;
   for (const auto& n : PolicyNames()) known += (known.empty() ? "" : ", ") + n;
   return Status::InvalidArgument("unknown policy '" + name + "' (known: " + known + ")");

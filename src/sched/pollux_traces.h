@@ -60,6 +60,8 @@ class PolluxConvergenceModel : public ConvergenceModel {
   int NumEpochs() const override { return static_cast<int>(epoch_end_.size()); }
   double EpochEnd(int epoch) const override;
   double StepGain(int global_batch, int epoch) const override;
+  int MinBatch() const override { return stats_.begin()->first; }
+  int MaxBatch() const override { return stats_.rbegin()->first; }
 
  private:
   std::vector<double> epoch_end_;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <unordered_map>
 
@@ -47,7 +48,8 @@ class SimulationRun {
   Status Init(const std::vector<JobSpec>& workload);
   void Advance(SimJob& job, double t);
   double PredictFinish(const SimJob& job, double t) const;
-  double BestRuntime(const SimJob& job) const;
+  double BestRuntime(const SimJob& job);
+  JobView BaseView(const SimJob& job) const;
   Status ScheduleRound(double t);
   void Finish(SimJob& job, double t);
   SimulationResult Summarise();
@@ -63,6 +65,7 @@ class SimulationRun {
   long rounds_ = 0;
   double decision_total_ = 0;
   double decision_max_ = 0;
+  std::map<std::pair<const Application*, int>, double> best_runtime_cache_;
 };
 
 Status SimulationRun::Init(const std::vector<JobSpec>& workload) {
@@ -101,25 +104,50 @@ Status SimulationRun::Init(const std::vector<JobSpec>& workload) {
   return Status::Ok();
 }
 
-// Lower bound on a job's running time: every epoch on its fastest compact
-// shape (up to max_gpus), plus one start-up cost.
-double SimulationRun::BestRuntime(const SimJob& job) const {
-  // Gain per step does not depend on the shape, so the fastest shape of every
-  // epoch is the one with the shortest step.
+// Lower bound on a job's running time: every epoch at its best batch size
+// (among BatchSizeCandidates, which include the job's own) on the fastest
+// compact shape, plus one start-up cost. Gain per step does not depend on the
+// shape, so for each batch the fastest shape is the one with the shortest
+// step. Memoised per (application, batch): workloads repeat them.
+double SimulationRun::BestRuntime(const SimJob& job) {
+  auto key = std::make_pair(job.app, job.spec->batch_size);
+  auto it = best_runtime_cache_.find(key);
+  if (it != best_runtime_cache_.end()) return it->second;
   const ConvergenceModel& c = job.app->convergence();
-  const int batch = job.spec->batch_size;
-  double best_step = kInf;
-  for (int n = 1; n <= job.max_gpus; ++n) {
-    best_step = std::min(best_step, job.app->throughput().StepTime(CompactShape(n, options_.cluster.gpus_per_node), batch));
+  const int total_gpus = options_.cluster.TotalGpus();
+  std::vector<int> batches = BatchSizeCandidates(BaseView(job));
+  std::vector<double> best_step(batches.size(), kInf);
+  for (size_t b = 0; b < batches.size(); ++b) {
+    int cap = std::min(job.app->throughput().MaxGpus(batches[b]), total_gpus);
+    for (int n = 1; n <= cap; ++n) {
+      best_step[b] = std::min(
+          best_step[b], job.app->throughput().StepTime(CompactShape(n, options_.cluster.gpus_per_node), batches[b]));
+    }
   }
-  if (!std::isfinite(best_step)) return kInf;
   double total = options_.reallocation_cost;
-  for (int e = 0; e < c.NumEpochs(); ++e) {
-    double gain = c.StepGain(batch, e);
-    if (!(gain > 0)) return kInf;
-    total += (c.EpochEnd(e + 1) - c.EpochEnd(e)) * best_step / gain;
+  for (int e = 0; e < c.NumEpochs() && std::isfinite(total); ++e) {
+    double best_rate = 0;
+    for (size_t b = 0; b < batches.size(); ++b) {
+      if (std::isfinite(best_step[b])) best_rate = std::max(best_rate, c.StepGain(batches[b], e) / best_step[b]);
+    }
+    total = best_rate > 0 ? total + (c.EpochEnd(e + 1) - c.EpochEnd(e)) / best_rate : kInf;
   }
+  best_runtime_cache_.emplace(key, total);
   return total;
+}
+
+JobView SimulationRun::BaseView(const SimJob& j) const {
+  JobView v;
+  v.submit_time = j.spec->submit_time;
+  v.requested_gpus = j.spec->num_replicas;
+  v.batch_size = j.speed->batch();
+  v.max_gpus = j.max_gpus;
+  const ConvergenceModel& c = j.app->convergence();
+  v.min_batch_size = c.MinBatch() > 0 ? c.MinBatch() : v.batch_size;
+  v.max_batch_size = c.MaxBatch() > 0 ? std::max(c.MaxBatch(), v.min_batch_size) : v.batch_size;
+  v.max_gpus_at_max_batch = std::max(
+      v.max_gpus, std::min(j.app->throughput().MaxGpus(v.max_batch_size), options_.cluster.TotalGpus()));
+  return v;
 }
 
 void SimulationRun::Advance(SimJob& job, double t) {
@@ -197,10 +225,8 @@ Status SimulationRun::ScheduleRound(double t) {
   for (size_t k = 0; k < active_.size(); ++k) {
     const SimJob& j = jobs_[active_[k]];
     JobView& v = views[k];
+    v = BaseView(j);
     v.id = static_cast<int64_t>(active_[k]);
-    v.submit_time = j.spec->submit_time;
-    v.requested_gpus = j.spec->num_replicas;
-    v.max_gpus = j.max_gpus;
     v.attained_service = j.result.gpu_seconds;
     v.progress = j.progress;
     if (policy_.UsesOracle()) v.remaining_progress = j.app->TotalProgress() - j.progress;
@@ -231,15 +257,41 @@ Status SimulationRun::ScheduleRound(double t) {
                                 " at t=" + std::to_string(t));
       }
     }
-    if (next[k].NumGpus() > std::max(views[k].max_gpus, views[k].requested_gpus)) {
+    if (next[k].NumGpus() > std::max(views[k].max_gpus_at_max_batch, views[k].requested_gpus)) {
       return Status::Internal("policy " + policy_.Name() + " gave job " + jobs_[active_[k]].spec->name +
                               " more GPUs than it can use");
     }
   }
 
+  std::vector<int> batches = policy_.ChooseBatchSizes(cluster, views, next);
+  if (!batches.empty() && batches.size() != views.size()) {
+    return Status::Internal("policy " + policy_.Name() + " returned the wrong number of batch sizes");
+  }
+  for (size_t k = 0; k < batches.size(); ++k) {
+    if (batches[k] < views[k].min_batch_size || batches[k] > views[k].max_batch_size) {
+      return Status::Internal("policy " + policy_.Name() + " chose batch " + std::to_string(batches[k]) +
+                              " outside [" + std::to_string(views[k].min_batch_size) + ", " +
+                              std::to_string(views[k].max_batch_size) + "] for job " + jobs_[active_[k]].spec->name);
+    }
+  }
+
   for (size_t k = 0; k < next.size(); ++k) {
     SimJob& j = jobs_[active_[k]];
-    if (next[k] == j.placement) continue;
+    bool batch_changed = !batches.empty() && batches[k] != j.speed->batch();
+    if (batch_changed) {
+      // A new batch size takes effect without a restart (the trainer adapts
+      // it between steps); the completion estimate must be redone.
+      j.speed->set_batch(batches[k]);
+      j.max_gpus = std::max(1, std::min(j.app->throughput().MaxGpus(batches[k]), options_.cluster.TotalGpus()));
+    }
+    if (next[k] == j.placement) {
+      if (batch_changed && !j.placement.empty()) {
+        ++j.version;
+        double finish = PredictFinish(j, t);
+        if (std::isfinite(finish)) events_.Push(finish, EventKind::kCompletion, active_[k], j.version);
+      }
+      continue;
+    }
     if (j.result.start_time >= 0) ++j.result.num_reallocations;
     j.placement = next[k];
     j.shape = ShapeOf(j.placement);

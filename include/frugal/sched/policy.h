@@ -30,6 +30,10 @@ class SpeedEstimate {
   // Progress units per second on `shape`; 0 for an empty shape or a shape the
   // job cannot run on.
   virtual double ProgressRate(const Shape& shape) const = 0;
+  // Progress units per second on `shape` if the job ran with global batch
+  // `batch_size` instead of its current one. Only batch-adaptive policies ask;
+  // the default ignores the batch.
+  virtual double ProgressRateAt(const Shape& shape, int batch_size) const { return ProgressRate(shape); }
 };
 
 // What the scheduler knows about one active (submitted, unfinished) job.
@@ -37,7 +41,14 @@ struct JobView {
   int64_t id = 0;
   double submit_time = 0;
   int requested_gpus = 1;    // What the user asked for; non-elastic policies use it.
-  int max_gpus = 1;          // Most GPUs the job can use (batch-size limit).
+  int max_gpus = 1;          // Most GPUs the job can use at its current batch.
+  int batch_size = 1;        // Current global batch size.
+  // Range a batch-adaptive policy may choose from (both = batch_size when the
+  // application's statistical efficiency is unknown), and the most GPUs the
+  // job can use at max_batch_size.
+  int min_batch_size = 1;
+  int max_batch_size = 1;
+  int max_gpus_at_max_batch = 1;
   double attained_service = 0;  // GPU-seconds held so far (includes restarts).
   double progress = 0;          // Statistical progress made so far.
   // Oracle: progress still needed to finish. NaN unless the policy UsesOracle().
@@ -79,9 +90,21 @@ class Policy {
   // max_gpus (or, for non-elastic policies, anything but 0 or requested_gpus).
   virtual std::vector<Placement> Schedule(const ClusterView& cluster,
                                           const std::vector<JobView>& jobs) const = 0;
+  // Batch sizes for the placements Schedule() chose: one per job, each in
+  // [min_batch_size, max_batch_size], or an empty vector to keep every job's
+  // batch (the default; only goodput-aware policies adapt batch sizes).
+  virtual std::vector<int> ChooseBatchSizes(const ClusterView& cluster, const std::vector<JobView>& jobs,
+                                            const std::vector<Placement>& placements) const {
+    return {};
+  }
 };
 
-// "fifo", "srtf", "tiresias", "optimus", "afs-l", "afs-p".
+// The batch sizes a batch-adaptive policy considers for `job`: a geometric
+// grid (ratio ~sqrt 2) over [min_batch_size, max_batch_size] plus the job's
+// current batch; just the current batch for non-adaptive jobs.
+std::vector<int> BatchSizeCandidates(const JobView& job);
+
+// "fifo", "srtf", "tiresias", "optimus", "afs-l", "afs-p", "afs-goodput".
 std::vector<std::string> PolicyNames();
 
 // InvalidArgument naming the known policies if `name` is unknown.

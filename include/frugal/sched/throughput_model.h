@@ -47,6 +47,11 @@ class ConvergenceModel {
   // Progress one step with global batch `global_batch` adds during epoch
   // `epoch` (0-based). Constant within an epoch.
   virtual double StepGain(int global_batch, int epoch) const = 0;
+  // The batch sizes whose statistical efficiency the model knows; a job may be
+  // run at any batch in [MinBatch(), MaxBatch()]. Both 0 if the model does not
+  // know how efficiency changes with batch (the job's batch stays fixed).
+  virtual int MinBatch() const { return 0; }
+  virtual int MaxBatch() const { return 0; }
 };
 
 // A training application: a throughput model plus a convergence model.
