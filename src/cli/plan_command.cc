@@ -6,6 +6,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
 #include "frugal/sim/cost_model.h"
 #include "frugal/sim/frugal_pipeline.h"
@@ -86,6 +88,41 @@ void PrintPrediction(const sim::ModelSpec& model, const sim::ParallelStrategy& s
               p.memory.oom() ? "  OUT OF MEMORY" : "");
 }
 
+nlohmann::json ToJson(const sim::ParallelStrategy& s, const sim::IterationPrediction& p) {
+  nlohmann::json mem = {{"total_bytes", p.memory.total_bytes},
+                        {"capacity_bytes", p.memory.capacity_bytes},
+                        {"weights_bytes", p.memory.weights_bytes},
+                        {"gradients_bytes", p.memory.gradients_bytes},
+                        {"optimizer_bytes", p.memory.optimizer_bytes},
+                        {"activation_bytes", p.memory.activation_bytes},
+                        {"reserved_bytes", p.memory.reserved_bytes},
+                        {"max_in_flight", p.memory.max_in_flight},
+                        {"worst_stage", p.memory.worst_stage},
+                        {"oom", p.memory.oom()}};
+  nlohmann::json resources = nlohmann::json::object();
+  for (const auto& [name, busy] : p.resource_busy) resources[name] = busy;
+  return {{"strategy", s.ToString()},
+          {"tp", s.tensor_parallel},
+          {"pp", s.pipeline_parallel},
+          {"dp", s.data_parallel},
+          {"micro_batch", s.micro_batch},
+          {"global_batch", s.global_batch},
+          {"schedule", sim::ScheduleName(s.schedule)},
+          {"chunks", s.chunks},
+          {"recompute", sim::RecomputeName(s.recompute)},
+          {"iteration_s", p.iteration_s},
+          {"compute_s", p.compute_s},
+          {"tp_comm_s", p.tp_comm_s},
+          {"pp_comm_s", p.pp_comm_s},
+          {"dp_comm_s", p.dp_comm_s},
+          {"dp_exposed_s", p.dp_exposed_s},
+          {"bubble_fraction", p.bubble_fraction},
+          {"achieved_tflops_per_gpu", p.achieved_tflops_per_gpu},
+          {"model_tflops_per_gpu", p.model_tflops_per_gpu},
+          {"memory", mem},
+          {"resource_busy_s", resources}};
+}
+
 void AddRun(CLI::App* plan) {
   struct Opts {
     ModelFlags model;
@@ -98,6 +135,7 @@ void AddRun(CLI::App* plan) {
     int chunks = 1;
     bool sequence_parallel = false, no_overlap = false, zero1 = false;
     bool show_resources = false;
+    bool json = false;
     std::string profile_db;
   };
   auto o = std::make_shared<Opts>();
@@ -119,6 +157,7 @@ void AddRun(CLI::App* plan) {
   cmd->add_flag("--no-overlap", o->no_overlap, "All-reduce gradients after the backward pass");
   cmd->add_flag("--zero1", o->zero1, "Shard Adam state over data-parallel ranks");
   cmd->add_flag("--resources", o->show_resources, "Print busy time per stream and link");
+  cmd->add_flag("--json", o->json, "Print the prediction as one JSON object");
   cmd->add_option("--profile-db", o->profile_db, "CSV of measured operator times (key,forward_us,backward_us)");
   AddConfigOption(cmd);
   cmd->callback([o, cmd] {
@@ -153,6 +192,13 @@ void AddRun(CLI::App* plan) {
     s.overlap_dp = !o->no_overlap;
     s.distributed_optimizer = o->zero1;
     const sim::IterationPrediction p = OrThrow(simulator.Predict(model, s));
+    if (o->json) {
+      nlohmann::json j = ToJson(s, p);
+      j["model"] = model.name;
+      j["hardware"] = simulator.hardware().name;
+      std::printf("%s\n", j.dump().c_str());
+      return;
+    }
     PrintPrediction(model, s, p);
     if (o->show_resources) {
       for (const auto& [name, busy] : p.resource_busy) std::printf("  %-28s %.4f s busy\n", name.c_str(), busy);
@@ -293,6 +339,7 @@ void AddSearch(CLI::App* plan) {
     std::string hardware = "a100-80g";
     sim::SearchOptions search;
     std::string recomputes = "none,selective,full", schedules = "gpipe,1f1b,interleaved";
+    bool json = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = plan->add_subcommand("search", "Enumerate and rank parallel strategies by time and dollar cost");
@@ -306,6 +353,7 @@ void AddSearch(CLI::App* plan) {
   cmd->add_option("--micro-batches", o->search.micro_batches, "Micro-batch sizes to try")->capture_default_str();
   cmd->add_option("--recompute", o->recomputes, "Recomputation modes to try")->capture_default_str();
   cmd->add_option("--schedules", o->schedules, "Pipeline schedules to try")->capture_default_str();
+  cmd->add_flag("--json", o->json, "Print the rankings as one JSON object");
   AddConfigOption(cmd);
   cmd->callback([o, cmd] {
     if (ApplyConfigAndMaybePrint(cmd)) return;
@@ -319,6 +367,26 @@ void AddSearch(CLI::App* plan) {
     const auto start = std::chrono::steady_clock::now();
     const sim::SearchResult r = OrThrow(sim::SearchStrategies(model, hardware, o->search));
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (o->json) {
+      auto list = [](const std::vector<sim::Candidate>& cands) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const sim::Candidate& c : cands) {
+          nlohmann::json j = ToJson(c.strategy, c.prediction);
+          j["hardware"] = c.hardware;
+          j["gpus"] = c.strategy.gpus();
+          j["run_hours"] = c.run_hours;
+          j["run_dollars"] = c.run_dollars;
+          out.push_back(j);
+        }
+        return out;
+      };
+      nlohmann::json j = {{"model", model.name},          {"enumerated", r.enumerated},
+                          {"out_of_memory", r.out_of_memory}, {"simulated", r.simulated},
+                          {"search_s", secs},              {"by_time", list(r.by_time)},
+                          {"by_cost", list(r.by_cost)}};
+      std::printf("%s\n", j.dump().c_str());
+      return;
+    }
     std::printf("model %s (%.1fB parameters), up to %d GPUs, global batch %lld, %.3g tokens\n", model.name.c_str(),
                 model.ParameterCount() / 1e9, o->search.gpus, static_cast<long long>(o->search.global_batch),
                 o->search.training_tokens);
