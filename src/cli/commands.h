@@ -43,10 +43,14 @@ void AddConfigOption(CLI::App* cmd);
 // true (the command should then stop).
 bool ApplyConfigAndMaybePrint(CLI::App* cmd);
 
+// The command's resolved options (defaults, config file, flags) as TOML.
+std::string ResolvedConfig(const CLI::App* cmd);
+
 void AddVersionCommand(CLI::App& app);
 #ifdef FRUGAL_WITH_TORCH
-void AddTrainCommand(CLI::App& app);
+void AddTrainCommand(CLI::App& app);   // train_command.cc: train, worker
 #endif
+void AddCoordinatorCommand(CLI::App& app);  // coordinator_command.cc
 #ifdef FRUGAL_HAVE_SIM
 void AddPlanCommand(CLI::App& app);     // plan_command.cc (planner, issue 6)
 #endif

@@ -46,7 +46,8 @@ bool LooksLikeTomlScalar(const std::string& v) {
 // Options that are not run settings and are never read from or written to a config.
 bool IsMetaOption(const CLI::Option* opt) {
   const std::string& name = opt->get_single_name();
-  return name == "help" || name == "config" || name == "print-config" || opt->get_lnames().empty();
+  return name == "help" || name == "config" || name == "print-config" || name == "local-clusters" ||
+         opt->get_lnames().empty();
 }
 
 // Reads the TOML file and gives every option not set on the command line the
@@ -104,17 +105,23 @@ void AddConfigOption(CLI::App* cmd) {
   cmd->add_flag("--print-config", "Print the resolved options as TOML and exit")->group("Config");
 }
 
-bool ApplyConfigAndMaybePrint(CLI::App* cmd) {
-  CLI::Option* config = cmd->get_option("--config");
-  if (config->count() > 0) ApplyConfigFile(cmd, config->as<std::string>());
-  if (cmd->get_option("--print-config")->count() == 0) return false;
+std::string ResolvedConfig(const CLI::App* cmd) {
+  std::string out;
   for (const CLI::Option* opt : cmd->get_options()) {
     if (IsMetaOption(opt)) continue;
     std::string value = opt->count() > 0 ? opt->results().back() : opt->get_default_str();
     if (opt->get_expected_max() == 0 && value.empty()) value = "false";  // flag not given
     if (!LooksLikeTomlScalar(value)) value = "\"" + value + "\"";
-    std::printf("%s = %s\n", KebabToSnake(opt->get_single_name()).c_str(), value.c_str());
+    out += KebabToSnake(opt->get_single_name()) + " = " + value + "\n";
   }
+  return out;
+}
+
+bool ApplyConfigAndMaybePrint(CLI::App* cmd) {
+  CLI::Option* config = cmd->get_option("--config");
+  if (config->count() > 0) ApplyConfigFile(cmd, config->as<std::string>());
+  if (cmd->get_option("--print-config")->count() == 0) return false;
+  std::printf("%s", ResolvedConfig(cmd).c_str());
   return true;
 }
 

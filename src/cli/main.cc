@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
 #ifdef FRUGAL_WITH_TORCH
   frugal::cli::AddTrainCommand(app);
 #endif
+  frugal::cli::AddCoordinatorCommand(app);
 #ifdef FRUGAL_HAVE_SIM
   frugal::cli::AddPlanCommand(app);
 #endif

@@ -40,6 +40,24 @@ Status TrainOptions::Validate() const {
   if (eval_every < 0) return Status::InvalidArgument("--eval-every must be >= 0");
   if (log_every <= 0) return Status::InvalidArgument("--log-every must be > 0");
   if (threads < 0) return Status::InvalidArgument("--threads must be >= 0");
+  if (workers < 1) return Status::InvalidArgument("--workers must be >= 1");
+  if (!(density > 0) || density > 1) return Status::InvalidArgument("--density must be in (0, 1]");
+  if (sparsifier != "block" && sparsifier != "topk" && sparsifier != "randomk") {
+    return Status::InvalidArgument("--sparsifier: unknown sparsifier '" + sparsifier + "' (known: block, topk, randomk)");
+  }
+  if (value_encoding != "fp32" && value_encoding != "fp16" && value_encoding != "bf16") {
+    return Status::InvalidArgument("--value-encoding must be fp32, fp16 or bf16");
+  }
+  if (staleness != 0 && staleness != 1) return Status::InvalidArgument("--staleness must be 0 or 1");
+  if (!(bucket_mb > 0)) return Status::InvalidArgument("--bucket-mb must be > 0");
+  if (cpu_threads < 1) return Status::InvalidArgument("--cpu-threads must be >= 1");
+  if (exchange != "auto" && exchange != "flat" && exchange != "hierarchical") {
+    return Status::InvalidArgument("--exchange must be auto, flat or hierarchical");
+  }
+  if (!(timeout_s > 0)) return Status::InvalidArgument("--timeout-s must be > 0");
+  if (checksum_every < 0) return Status::InvalidArgument("--checksum-every must be >= 0");
+  if (dgc_momentum < 0 || dgc_momentum >= 1) return Status::InvalidArgument("--dgc-momentum must be in [0, 1)");
+  if (cluster.empty()) return Status::InvalidArgument("--cluster must not be empty");
   LrScheduleOptions lro;
   lro.base_lr = lr;
   lro.kind = lr_schedule;

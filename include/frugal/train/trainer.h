@@ -54,6 +54,26 @@ struct TrainOptions {
   std::string device = "cpu";  // any torch::Device string: cpu, cuda, cuda:1, ...
   bool quiet = false;       // no progress output (metrics are still written)
 
+  // Distributed training (the engine; used when workers > 1 or a
+  // coordinator is given). See docs/architecture.md.
+  int workers = 1;                  // worker processes (frugal train launches them locally)
+  double density = 0.01;            // fraction of each gradient bucket sent per step, (0, 1]
+  std::string sparsifier = "block"; // block | topk | randomk
+  std::string value_encoding = "fp16";  // fp32 | fp16 | bf16 on the wire
+  int staleness = 1;                // 0 or 1: forward t uses parameters after t-1-staleness
+  double bucket_mb = 4.0;           // gradient bucket size (MB of fp32), parameters never split
+  int cpu_threads = 1;              // CPU pipeline threads per worker
+  std::string exchange = "auto";    // auto | flat | hierarchical
+  double timeout_s = 60.0;          // bound on every network wait
+  int64_t checksum_every = 100;     // compare replica checksums every N steps (0 = only at the end)
+  double dgc_momentum = 0.0;        // error-feedback momentum correction (0 = off)
+  // Per worker (not shared through the config):
+  std::string cluster = "local";    // this worker's cluster (topology-aware exchange)
+  std::string coordinator;          // tcp://HOST:PORT of the coordinator (frugal worker)
+  int rank = -1;                    // -1: assigned by the coordinator
+  std::string listen = "tcp://127.0.0.1:*";  // where this worker receives peers' messages
+  std::string advertise_host;       // host peers should connect to, if listen is a wildcard
+
   // Checks every value; the message names the offending option.
   Status Validate() const;
 };

@@ -1,0 +1,118 @@
+// GradientPipeline: the CPU side of one worker of a distributed run
+// (torch-free). For every gradient bucket of every iteration it runs, on CPU
+// threads:
+//   error feedback + sparsify -> encode -> sparse exchange (merge) ->
+//   decode -> average -> sparse optimizer step on the CPU master copy
+// and it gates the compute thread so the forward of iteration t uses exactly
+// the parameters after iteration t-1-s (s = staleness, 0 or 1).
+// See Note [Pipeline and staleness] in gradient_pipeline.cc and the diagram
+// in docs/architecture.md.
+//
+// Use from the compute thread, per iteration t:
+//   BeginIteration(t, copy_out)   // waits, then copy_out(b, master_b) per bucket
+//   ... forward, backward; as bucket b's gradient is ready:
+//   GradBuffer(b, t) <- gradient;  Submit(b, t);
+// and at the end Finish(copy_out).
+//
+// Thread safety: BeginIteration, GradBuffer, Submit, Finish and Checksum are
+// called from one compute thread; stats() from any thread. An error on a CPU
+// thread (exchange timeout, NaN gradient) is sticky: the next call on the
+// compute thread returns it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frugal/comm/sparse_exchange.h"
+#include "frugal/comm/transport.h"
+#include "frugal/common/span.h"
+#include "frugal/common/status.h"
+#include "frugal/compress/codec.h"
+#include "frugal/optim/sparse_optimizer.h"
+
+namespace frugal::engine {
+
+struct BucketSpec {
+  std::string name;            // e.g. "fc2.weight+fc2.bias", used in errors
+  std::vector<float> initial;  // initial parameters (the master copy starts here)
+};
+
+struct PipelineOptions {
+  std::string sparsifier = "block";  // topk | block | randomk
+  double density = 0.01;             // fraction of each bucket sent per step
+  compress::WireFormat wire{compress::ValueEncoding::kFp16, compress::IndexEncoding::kDeltaVarint};
+  int staleness = 1;                 // 0 or 1
+  int cpu_threads = 1;               // threads running bucket tasks
+  float dgc_momentum = 0.0f;         // error-feedback momentum correction; 0 = off
+  optim::OptimizerOptions optimizer; // lr is replaced per iteration by lr_at
+  comm::ExchangeOptions exchange;    // algorithm and per-wait timeout
+  uint64_t seed = 1;                 // randomk
+  // Learning rate for iteration t (a pure function so all workers agree).
+  std::function<double(int64_t)> lr_at;
+};
+
+// Cumulative seconds and bytes, for metrics.
+struct PipelineStats {
+  double sparsify_s = 0;   // error feedback + selection + encode
+  double exchange_s = 0;   // SparseExchange::Run (incl. merge by leaders)
+  double optimizer_s = 0;  // decode + sparse optimizer step
+  double wait_s = 0;       // compute thread blocked in BeginIteration
+  uint64_t tasks = 0;      // bucket-iterations applied
+  uint64_t sent_values = 0;  // coordinates this worker contributed
+  uint64_t total_values = 0; // coordinates it could have contributed
+};
+
+using CopyOutFn = std::function<void(size_t bucket, Span<const float> master)>;
+
+class GradientPipeline {
+ public:
+  // REQUIRES: transport outlives the pipeline; buckets non-empty.
+  static Result<std::unique_ptr<GradientPipeline>> Create(PipelineOptions options, std::vector<BucketSpec> buckets,
+                                                          comm::Transport* transport);
+  ~GradientPipeline();
+  GradientPipeline(const GradientPipeline&) = delete;
+  GradientPipeline& operator=(const GradientPipeline&) = delete;
+
+  size_t num_buckets() const;
+  size_t bucket_size(size_t b) const;
+
+  // Waits until every bucket has applied iteration t-1-s, then calls
+  // copy_out for every bucket with the master parameters (under the bucket's
+  // lock: the master is exactly the post-(t-1-s) version). Iterations must be
+  // begun in order 0, 1, 2, ...
+  Status BeginIteration(int64_t t, const CopyOutFn& copy_out);
+
+  // Where the gradient of bucket b for iteration t goes before Submit.
+  // REQUIRES: BeginIteration(t) returned Ok.
+  Span<float> GradBuffer(size_t b, int64_t t);
+  // Hands bucket b of iteration t to the CPU threads.
+  Status Submit(size_t b, int64_t t);
+
+  // Waits until everything submitted is applied, then calls copy_out for
+  // every bucket with the final master parameters.
+  Status Finish(const CopyOutFn& copy_out);
+
+  // FNV-1a 64 of all master parameters. Call right after BeginIteration or
+  // Finish, when the masters are at a version every worker agrees on.
+  uint64_t Checksum();
+
+  PipelineStats stats() const;
+
+  class Impl;
+
+ private:
+  explicit GradientPipeline(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Tags of the engine's messages. Gradient buckets use GradientTag; control
+// messages (checksums, batch-norm statistics) use ControlTag, in a disjoint
+// range.
+comm::Tag GradientTag(int64_t iteration, size_t bucket, size_t num_buckets);
+comm::Tag ControlTag(int64_t iteration, uint32_t kind);
+
+}  // namespace frugal::engine

@@ -1,0 +1,51 @@
+// frugal::engine::Worker: one rank of a distributed data-parallel run. It
+// trains its LibTorch model replica on its shard of every global batch and
+// hands gradients to a GradientPipeline (sparsify, exchange, CPU optimizer).
+// Rank 0 evaluates and writes metrics. This header is torch-free.
+//
+// The transport decides where the peers are: an in-process hub (tests, N
+// ranks as threads) or ZeroMQ (processes, hosts). The world size is read from
+// the transport, never fixed at build time.
+//
+// Thread safety: one thread calls Run(); the worker owns CPU pipeline threads.
+#pragma once
+
+#include <memory>
+
+#include "frugal/comm/transport.h"
+#include "frugal/common/status.h"
+#include "frugal/train/trainer.h"
+
+namespace frugal::engine {
+
+struct WorkerResult {
+  train::TrainResult train;       // final_test_accuracy is valid on rank 0 only
+  uint64_t final_checksum = 0;    // of the master parameters, equal on every rank
+  double compute_s = 0;           // forward + backward
+  double wait_s = 0;              // blocked waiting for updates
+  double sparsify_s = 0;
+  double exchange_s = 0;
+  double optimizer_s = 0;
+  comm::TransportStats traffic;   // bytes per peer and link class
+};
+
+class Worker {
+ public:
+  // Builds model, data and pipeline. The transport is owned by the worker.
+  static Result<std::unique_ptr<Worker>> Create(const train::TrainOptions& options,
+                                                std::unique_ptr<comm::Transport> transport);
+  ~Worker();
+
+  Result<WorkerResult> Run();
+
+  // Flat copy of all trainable parameters of the model replica (tests).
+  std::vector<float> Parameters() const;
+
+  class Impl;
+
+ private:
+  explicit Worker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace frugal::engine

@@ -1,0 +1,353 @@
+#include "frugal/engine/gradient_pipeline.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "frugal/compress/error_feedback.h"
+#include "frugal/compress/merge.h"
+#include "frugal/compress/sparsifier.h"
+
+namespace frugal::engine {
+
+// Note [Pipeline and staleness]
+// Each bucket b keeps a CPU master copy of its parameters and two version
+// counters: applied(b), the last iteration whose merged update is in the
+// master, and copied_for(b), the last iteration whose forward copied the
+// master into the model. Two rules, with staleness s:
+//   (gate)  forward t starts once applied(b) >= t-1-s for every b;
+//   (apply) the update of iteration u is applied once copied_for(b) >= u+s
+//           (or the run is finishing).
+// Together they make the forward of t see exactly version t-1-s on every
+// worker, whatever the thread timing: with s = 1 the update of t-1 is held
+// back until forward t has copied version t-2, and is then applied while
+// forward/backward of t run. Compute of t therefore overlaps the CPU and
+// network work of t-1, and replicas stay bit-identical (every worker applies
+// the same merged bytes in the same order).
+//
+// Bucket tasks are processed in iteration order per bucket (error feedback
+// and optimizer state are sequential). Gradient buffers rotate over s+2
+// slots: backward of t+s+2 can only start after iteration t is applied, so a
+// slot is never overwritten while a task still reads it.
+
+namespace {
+
+constexpr comm::Tag kControlBit = comm::Tag{1} << 63;
+
+double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+struct Bucket {
+  std::string name;
+  std::vector<float> master;              // GUARDED_BY(mu)
+  std::vector<std::vector<float>> grads;  // s+2 rotating slots
+  std::unique_ptr<compress::Sparsifier> sparsifier;
+  std::unique_ptr<compress::ErrorFeedback> feedback;
+  std::unique_ptr<optim::SparseOptimizer> optimizer;  // GUARDED_BY(mu)
+  std::mutex mu;
+  // Guarded by Impl::mu_:
+  int64_t applied = -1;
+  int64_t copied_for = -1;
+  int64_t processed = -1;  // last iteration whose task finished (ordering)
+  int64_t submitted = -1;
+};
+
+struct Task {
+  size_t bucket;
+  int64_t iteration;
+};
+
+}  // namespace
+
+class GradientPipeline::Impl {
+ public:
+  Impl(PipelineOptions options, comm::Transport* transport)
+      : options_(std::move(options)), transport_(transport) {}
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  Status Init(std::vector<BucketSpec> specs);
+  Status BeginIteration(int64_t t, const CopyOutFn& copy_out);
+  Span<float> GradBuffer(size_t b, int64_t t) {
+    auto& slot = buckets_[b]->grads[static_cast<size_t>(t) % buckets_[b]->grads.size()];
+    return Span<float>(slot.data(), slot.size());
+  }
+  Status Submit(size_t b, int64_t t);
+  Status Finish(const CopyOutFn& copy_out);
+  uint64_t Checksum();
+  PipelineStats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+  size_t num_buckets() const { return buckets_.size(); }
+  size_t bucket_size(size_t b) const { return buckets_[b]->master.size(); }
+
+ private:
+  void ThreadMain();
+  Status RunTask(const Task& task);
+  Result<comm::Bytes> Combine(std::vector<comm::Bytes> parts);
+  void SetError(const Status& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.ok()) error_ = s;
+    cv_.notify_all();
+  }
+  void CopyAll(const CopyOutFn& copy_out, int64_t mark_copied_for);
+
+  const PipelineOptions options_;
+  comm::Transport* const transport_;
+  std::unique_ptr<comm::SparseExchange> exchange_;
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::vector<std::thread> threads_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;  // GUARDED_BY(mu_)
+  bool stop_ = false;       // GUARDED_BY(mu_)
+  bool finishing_ = false;  // GUARDED_BY(mu_)
+  Status error_;            // GUARDED_BY(mu_), sticky
+  PipelineStats stats_;     // GUARDED_BY(mu_)
+  int64_t next_iteration_ = 0;  // compute thread only
+};
+
+Status GradientPipeline::Impl::Init(std::vector<BucketSpec> specs) {
+  if (specs.empty()) return Status::InvalidArgument("no parameters to train");
+  if (options_.staleness < 0 || options_.staleness > 1) return Status::InvalidArgument("--staleness must be 0 or 1");
+  if (!(options_.density > 0) || options_.density > 1) return Status::InvalidArgument("--density must be in (0, 1]");
+  if (options_.cpu_threads < 1) return Status::InvalidArgument("--cpu-threads must be >= 1");
+  if (!options_.lr_at) return Status::InvalidArgument("no learning-rate schedule");
+  const size_t slots = static_cast<size_t>(options_.staleness) + 2;
+  for (auto& spec : specs) {
+    auto b = std::make_unique<Bucket>();
+    b->name = spec.name;
+    b->master = std::move(spec.initial);
+    b->grads.assign(slots, std::vector<float>(b->master.size(), 0.0f));
+    compress::SparsifierOptions so;
+    so.tensor_name = b->name;
+    so.seed = options_.seed + buckets_.size();
+    FRUGAL_ASSIGN_OR_RETURN(b->sparsifier, compress::CreateSparsifier(options_.sparsifier, so));
+    compress::ErrorFeedbackOptions eo;
+    eo.tensor_name = b->name;
+    eo.momentum = options_.dgc_momentum;
+    b->feedback = std::make_unique<compress::ErrorFeedback>(b->master.size(), eo);
+    FRUGAL_ASSIGN_OR_RETURN(b->optimizer, optim::CreateSparseOptimizer(options_.optimizer, b->master.size(), b->name));
+    buckets_.push_back(std::move(b));
+  }
+  exchange_ = std::make_unique<comm::SparseExchange>(
+      transport_, [this](std::vector<comm::Bytes> parts) { return Combine(std::move(parts)); }, options_.exchange);
+  for (int i = 0; i < options_.cpu_threads; ++i) threads_.emplace_back([this] { ThreadMain(); });
+  return Status::Ok();
+}
+
+Result<comm::Bytes> GradientPipeline::Impl::Combine(std::vector<comm::Bytes> parts) {
+  std::vector<compress::SparseVector> decoded(parts.size());
+  std::vector<const compress::SparseVector*> ptrs;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    FRUGAL_RETURN_IF_ERROR(
+        compress::Decode(Span<const uint8_t>(parts[i].data(), parts[i].size()), {}, &decoded[i]));
+    ptrs.push_back(&decoded[i]);
+  }
+  compress::SparseVector merged;
+  FRUGAL_RETURN_IF_ERROR(
+      compress::MergeSparse(Span<const compress::SparseVector* const>(ptrs.data(), ptrs.size()), &merged));
+  comm::Bytes out;
+  FRUGAL_RETURN_IF_ERROR(compress::Encode(merged, options_.wire, &out));
+  return out;
+}
+
+void GradientPipeline::Impl::ThreadMain() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      task = queue_.front();
+      queue_.pop_front();
+    }
+    Status s = RunTask(task);
+    if (!s.ok()) SetError(s);
+  }
+}
+
+Status GradientPipeline::Impl::RunTask(const Task& task) {
+  using Clock = std::chrono::steady_clock;
+  Bucket& b = *buckets_[task.bucket];
+  const int64_t t = task.iteration;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return stop_ || !error_.ok() || b.processed == t - 1; });
+    if (stop_ || !error_.ok()) return Status::Ok();
+  }
+  auto t0 = Clock::now();
+  compress::SparseVector mine;
+  auto& grad = b.grads[static_cast<size_t>(t) % b.grads.size()];
+  FRUGAL_RETURN_IF_ERROR(b.feedback->Compress(Span<const float>(grad.data(), grad.size()), *b.sparsifier,
+                                              options_.density, &mine));
+  comm::Bytes encoded;
+  FRUGAL_RETURN_IF_ERROR(compress::Encode(mine, options_.wire, &encoded));
+  auto t1 = Clock::now();
+  Result<comm::Bytes> merged = exchange_->Run(GradientTag(t, task.bucket, buckets_.size()), std::move(encoded));
+  if (!merged.ok()) return merged.status().WithContext("iteration " + std::to_string(t) + ", bucket " + b.name);
+  auto t2 = Clock::now();
+  compress::SparseVector update;
+  FRUGAL_RETURN_IF_ERROR(compress::Decode(Span<const uint8_t>(merged->data(), merged->size()), {}, &update));
+  if (update.dense_size != b.master.size()) {
+    return Status::Corruption("bucket " + b.name + ": merged update has " + std::to_string(update.dense_size) +
+                              " elements, expected " + std::to_string(b.master.size()));
+  }
+  const float inv_world = 1.0f / static_cast<float>(transport_->world_size());
+  for (float& v : update.values) v *= inv_world;
+  auto decode_done = Clock::now();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return stop_ || !error_.ok() || finishing_ || b.copied_for >= t + options_.staleness; });
+    if (stop_ || !error_.ok()) return Status::Ok();
+  }
+  auto t3 = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(b.mu);
+    b.optimizer->set_lr(options_.lr_at(t));
+    FRUGAL_RETURN_IF_ERROR(b.optimizer->Step(Span<float>(b.master.data(), b.master.size()),
+                                             Span<const uint32_t>(update.indices.data(), update.indices.size()),
+                                             Span<const float>(update.values.data(), update.values.size())));
+  }
+  auto t4 = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    b.applied = t;
+    b.processed = t;
+    stats_.sparsify_s += Seconds(t1 - t0);
+    stats_.exchange_s += Seconds(t2 - t1);
+    stats_.optimizer_s += Seconds(t4 - t3) + Seconds(decode_done - t2);
+    stats_.tasks += 1;
+    stats_.sent_values += mine.nnz();
+    stats_.total_values += b.master.size();
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+void GradientPipeline::Impl::CopyAll(const CopyOutFn& copy_out, int64_t mark_copied_for) {
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = *buckets_[i];
+    std::lock_guard<std::mutex> lock(b.mu);
+    copy_out(i, Span<const float>(b.master.data(), b.master.size()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& b : buckets_) b->copied_for = std::max(b->copied_for, mark_copied_for);
+  }
+  cv_.notify_all();
+}
+
+Status GradientPipeline::Impl::BeginIteration(int64_t t, const CopyOutFn& copy_out) {
+  if (t != next_iteration_) {
+    return Status::Internal("BeginIteration(" + std::to_string(t) + ") out of order, expected " +
+                            std::to_string(next_iteration_));
+  }
+  auto start = std::chrono::steady_clock::now();
+  const int64_t need = t - 1 - options_.staleness;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] {
+      if (!error_.ok()) return true;
+      for (auto& b : buckets_) {
+        if (b->applied < need) return false;
+      }
+      return true;
+    });
+    if (!error_.ok()) return error_;
+    stats_.wait_s += Seconds(std::chrono::steady_clock::now() - start);
+  }
+  CopyAll(copy_out, t);
+  next_iteration_ = t + 1;
+  return Status::Ok();
+}
+
+Status GradientPipeline::Impl::Submit(size_t b, int64_t t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!error_.ok()) return error_;
+  if (b >= buckets_.size()) return Status::Internal("bucket index out of range");
+  if (t != next_iteration_ - 1 || buckets_[b]->submitted >= t) {
+    return Status::Internal("Submit(bucket " + std::to_string(b) + ", iteration " + std::to_string(t) +
+                            ") does not follow BeginIteration or repeats");
+  }
+  buckets_[b]->submitted = t;
+  queue_.push_back(Task{b, t});
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+Status GradientPipeline::Impl::Finish(const CopyOutFn& copy_out) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    finishing_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] {
+      if (!error_.ok()) return true;
+      for (auto& b : buckets_) {
+        if (b->applied < b->submitted) return false;
+      }
+      return true;
+    });
+    if (!error_.ok()) return error_;
+  }
+  CopyAll(copy_out, next_iteration_);
+  return Status::Ok();
+}
+
+uint64_t GradientPipeline::Impl::Checksum() {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (auto& b : buckets_) {
+    std::lock_guard<std::mutex> lock(b->mu);
+    h = Fnv1a(h, b->master.data(), b->master.size() * sizeof(float));
+  }
+  return h;
+}
+
+GradientPipeline::GradientPipeline(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GradientPipeline::~GradientPipeline() = default;
+
+Result<std::unique_ptr<GradientPipeline>> GradientPipeline::Create(PipelineOptions options,
+                                                                  std::vector<BucketSpec> buckets,
+                                                                  comm::Transport* transport) {
+  auto impl = std::make_unique<Impl>(std::move(options), transport);
+  FRUGAL_RETURN_IF_ERROR(impl->Init(std::move(buckets)));
+  return std::unique_ptr<GradientPipeline>(new GradientPipeline(std::move(impl)));
+}
+
+size_t GradientPipeline::num_buckets() const { return impl_->num_buckets(); }
+size_t GradientPipeline::bucket_size(size_t b) const { return impl_->bucket_size(b); }
+Status GradientPipeline::BeginIteration(int64_t t, const CopyOutFn& f) { return impl_->BeginIteration(t, f); }
+Span<float> GradientPipeline::GradBuffer(size_t b, int64_t t) { return impl_->GradBuffer(b, t); }
+Status GradientPipeline::Submit(size_t b, int64_t t) { return impl_->Submit(b, t); }
+Status GradientPipeline::Finish(const CopyOutFn& f) { return impl_->Finish(f); }
+uint64_t GradientPipeline::Checksum() { return impl_->Checksum(); }
+PipelineStats GradientPipeline::stats() const { return impl_->stats(); }
+
+comm::Tag GradientTag(int64_t iteration, size_t bucket, size_t num_buckets) {
+  return static_cast<comm::Tag>(iteration) * num_buckets + bucket;
+}
+
+comm::Tag ControlTag(int64_t iteration, uint32_t kind) {
+  return kControlBit | (static_cast<comm::Tag>(iteration) << 8) | (kind & 0xff);
+}
+
+}  // namespace frugal::engine
