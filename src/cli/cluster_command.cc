@@ -105,10 +105,12 @@ void RunSimulate(const SimulateFlags& f) {
     ThrowIfError(result.status());
     PrintRow(result.value());
     if (f.timing) {
-      std::printf("  timing: %zu jobs, %ld rounds, wall %.2f s, decisions total %.2f s, mean %.3f ms, max %.3f ms\n",
-                  workload->size(), result->num_rounds, wall, result->decision_seconds_total,
-                  1e3 * result->decision_seconds_total / std::max<long>(1, result->num_rounds),
-                  1e3 * result->decision_seconds_max);
+      std::printf(
+          "  timing: %zu jobs, %ld rounds, wall %.2f s, decisions total %.2f s, mean %.3f ms, "
+          "max %.3f ms (%ld active jobs; most active in one round: %ld)\n",
+          workload->size(), result->num_rounds, wall, result->decision_seconds_total,
+          1e3 * result->decision_seconds_total / std::max<long>(1, result->num_rounds),
+          1e3 * result->decision_seconds_max, result->active_jobs_at_slowest, result->max_active_jobs);
     }
     std::string csv;
     if (!f.out.empty()) csv = f.compare ? (fs::path(f.out) / (name + ".csv")).string() : f.out;

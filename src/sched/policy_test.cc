@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -202,6 +203,57 @@ TEST(SchedAfsTest, HysteresisKeepsRunningJobsWhenTheGainIsSmall) {
   no_damping.stickiness_horizon = 0;
   out = Make("afs-l", no_damping)->Schedule(Cluster(1, 3), jobs);
   EXPECT_EQ(out[0].NumGpus(), 3);
+}
+
+// A job whose goodput depends on the batch: rate(n, B) = n * f(B / n) with a
+// per-GPU sweet spot at 64 samples.
+class BatchSpeed : public SpeedEstimate {
+ public:
+  double ProgressRate(const Shape& shape) const override { return ProgressRateAt(shape, 128); }
+  double ProgressRateAt(const Shape& shape, int batch) const override {
+    int n = 0;
+    for (int g : shape) n += g;
+    if (n == 0) return 0;
+    double local = static_cast<double>(batch) / n;
+    return n * local / (1 + (local / 64) * (local / 64));  // Peaks at local = 64.
+  }
+};
+
+TEST(SchedAfsGoodputTest, BatchFollowsTheAllocation) {
+  BatchSpeed speed;
+  JobView job = Job(0, &speed, 0, 1, 4);
+  job.batch_size = 128;
+  job.min_batch_size = 32;
+  job.max_batch_size = 512;
+  job.max_gpus_at_max_batch = 4;
+  job.remaining_progress = 100;
+  auto policy = Make("afs-goodput");
+  EXPECT_FALSE(policy->UsesOracle());
+  std::vector<JobView> jobs = {job};
+  auto placements = policy->Schedule(Cluster(1, 4), jobs);
+  ASSERT_EQ(placements[0].NumGpus(), 4);
+  std::vector<int> batches = policy->ChooseBatchSizes(Cluster(1, 4), jobs, placements);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0], 256);  // 4 GPUs x the 64-sample sweet spot.
+  placements[0] = Placement({{0, 1}});
+  batches = policy->ChooseBatchSizes(Cluster(1, 4), jobs, placements);
+  EXPECT_EQ(batches[0], 64);
+  // Fixed-batch policies leave batch sizes alone.
+  EXPECT_TRUE(Make("afs-p")->ChooseBatchSizes(Cluster(1, 4), jobs, placements).empty());
+}
+
+TEST(SchedBatchCandidatesTest, GeometricGridIncludesEndsAndCurrent) {
+  JobView job;
+  job.batch_size = 100;
+  job.min_batch_size = 32;
+  job.max_batch_size = 512;
+  std::vector<int> c = BatchSizeCandidates(job);
+  EXPECT_EQ(c.front(), 32);
+  EXPECT_EQ(c.back(), 512);
+  EXPECT_NE(std::find(c.begin(), c.end(), 100), c.end());
+  EXPECT_NE(std::find(c.begin(), c.end(), 64), c.end());
+  job.min_batch_size = job.max_batch_size = 100;
+  EXPECT_EQ(BatchSizeCandidates(job), std::vector<int>{100});
 }
 
 // Invariants on random cluster states: no node over-committed, no job above

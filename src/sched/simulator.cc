@@ -65,6 +65,8 @@ class SimulationRun {
   long rounds_ = 0;
   double decision_total_ = 0;
   double decision_max_ = 0;
+  long max_active_ = 0;
+  long active_at_slowest_ = 0;
   std::map<std::pair<const Application*, int>, double> best_runtime_cache_;
 };
 
@@ -238,7 +240,11 @@ Status SimulationRun::ScheduleRound(double t) {
   std::vector<Placement> next = policy_.Schedule(cluster, views);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   decision_total_ += secs;
-  decision_max_ = std::max(decision_max_, secs);
+  if (secs > decision_max_) {
+    decision_max_ = secs;
+    active_at_slowest_ = static_cast<long>(views.size());
+  }
+  max_active_ = std::max(max_active_, static_cast<long>(views.size()));
 
   // A policy that over-commits is a bug; refuse to simulate nonsense.
   if (next.size() != views.size()) {
@@ -390,6 +396,8 @@ SimulationResult SimulationRun::Summarise() {
   r.num_rounds = rounds_;
   r.decision_seconds_total = decision_total_;
   r.decision_seconds_max = decision_max_;
+  r.max_active_jobs = max_active_;
+  r.active_jobs_at_slowest = active_at_slowest_;
   return r;
 }
 

@@ -52,6 +52,8 @@ struct SimulationResult {
   long num_rounds = 0;
   double decision_seconds_total = 0;  // Wall time inside Policy::Schedule.
   double decision_seconds_max = 0;
+  long max_active_jobs = 0;            // Largest number of jobs one decision saw.
+  long active_jobs_at_slowest = 0;     // Jobs in the slowest decision.
 };
 
 class Simulator {
