@@ -67,8 +67,10 @@ Result<std::vector<PeerInfo>> RendezvousServer::Serve(std::chrono::milliseconds 
   std::vector<bool> taken(n, false);
 
   auto reply = [&](const zmq::message_t& id, const json& body) {
-    router.send(zmq::message_t(id.data(), id.size()), zmq::send_flags::sndmore);
-    router.send(zmq::buffer(ToFrame(body)), zmq::send_flags::none);
+    zmq::message_t id_frame(id.data(), id.size());
+    SendRetrying(router, id_frame, zmq::send_flags::sndmore);
+    zmq::message_t body_frame(ToFrame(body));
+    SendRetrying(router, body_frame, zmq::send_flags::none);
   };
 
   try {
@@ -87,10 +89,14 @@ Result<std::vector<PeerInfo>> RendezvousServer::Serve(std::chrono::milliseconds 
         return Status::Timeout(msg);
       }
       zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, left);
-      if (!(item.revents & ZMQ_POLLIN)) continue;
+      if (PollRetrying(&item, 1, left) == 0) continue;
       std::vector<zmq::message_t> parts;
-      if (!zmq::recv_multipart(router, std::back_inserter(parts), zmq::recv_flags::dontwait)) continue;
+      try {
+        if (!zmq::recv_multipart(router, std::back_inserter(parts), zmq::recv_flags::dontwait)) continue;
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;  // Note [Signals] in zmq_socket_setup.cc.
+        throw;
+      }
       if (parts.size() != 2) continue;  // Not a rendezvous client; nothing to answer.
       json req = json::parse(parts[1].to_string(), nullptr, /*allow_exceptions=*/false);
       auto reject = [&](const std::string& why) { reply(parts[0], json{{"error", why}}); };
@@ -151,14 +157,23 @@ Result<WorldTable> RegisterWithRendezvous(const std::string& server, const PeerI
     dealer.set(zmq::sockopt::linger, 0);
     dealer.connect(server);
     json req{{"rank", self.rank}, {"endpoint", self.endpoint}, {"cluster", self.cluster}};
-    dealer.send(zmq::buffer(ToFrame(req)), zmq::send_flags::none);
-    zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, timeout);
-    if (!(item.revents & ZMQ_POLLIN)) {
-      return Status::Timeout("no answer from " + where + " within " + std::to_string(timeout.count()) + " ms");
-    }
+    zmq::message_t request(ToFrame(req));
+    SendRetrying(dealer, request, zmq::send_flags::none);
+    const auto deadline = Clock::now() + timeout;
     zmq::message_t msg;
-    if (!dealer.recv(msg, zmq::recv_flags::dontwait)) return Status::Internal(where + ": poll said readable");
+    while (true) {
+      auto left = Remaining(deadline);
+      if (left.count() == 0) {
+        return Status::Timeout("no answer from " + where + " within " + std::to_string(timeout.count()) + " ms");
+      }
+      zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+      if (PollRetrying(&item, 1, left) == 0) continue;
+      try {
+        if (dealer.recv(msg, zmq::recv_flags::dontwait)) break;
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;
+      }
+    }
     answer = msg.to_string();
   } catch (const zmq::error_t& e) {
     return ZmqError(where, e);

@@ -4,7 +4,6 @@
 
 #include <future>
 #include <thread>
-#include <zmq.hpp>
 
 #include "frugal/comm/sparse_exchange.h"
 #include "test_world.h"
@@ -129,42 +128,6 @@ TEST(RendezvousTest, ClientTimesOutWhenNoServerAnswers) {
   auto r = RegisterWithRendezvous((*server)->endpoint(), PeerInfo{0, "tcp://x:1", "a"}, milliseconds(200));
   EXPECT_EQ(r.status().code(), Status::Code::kTimeout);
   EXPECT_NE(r.status().message().find((*server)->endpoint()), std::string::npos);
-}
-
-TEST(ZmqListenerTest, BadAddressIsAnIOErrorNamingIt) {
-  auto l = ZmqListener::Bind("tcp://not an address");
-  ASSERT_FALSE(l.ok());
-  EXPECT_EQ(l.status().code(), Status::Code::kIOError);
-  EXPECT_NE(l.status().message().find("not an address"), std::string::npos);
-}
-
-// A malformed message (not from a Frugal peer, or another wire version) is
-// a sticky Corruption on the receiving transport.
-TEST(ZmqTransportTest, MalformedMessageIsAStickyCorruption) {
-  testing::World w = testing::MakeWorld(testing::Backend::kZmq, {"a", "a"});
-  ASSERT_EQ(w.ranks.size(), 2u);
-  // A normal message first, then a raw socket sends garbage to rank 1.
-  ASSERT_TRUE(w.ranks[0]->Send(1, 1, Bytes{1}).ok());
-  ASSERT_TRUE(w.ranks[1]->Recv(0, 1, milliseconds(5000)).ok());
-  zmq::context_t ctx;
-  zmq::socket_t raw(ctx, zmq::socket_type::dealer);
-  raw.set(zmq::sockopt::linger, 0);
-  raw.connect(testing::EndpointOf(w, 1));
-  raw.send(zmq::str_buffer("not a header"), zmq::send_flags::sndmore);
-  raw.send(zmq::str_buffer("payload"), zmq::send_flags::none);
-  auto r = w.ranks[1]->Recv(0, 2, milliseconds(5000));
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), Status::Code::kCorruption) << r.status().ToString();
-  EXPECT_NE(r.status().message().find("header"), std::string::npos);
-  EXPECT_EQ(w.ranks[1]->Send(0, 3, Bytes{}).code(), Status::Code::kCorruption);
-}
-
-TEST(ZmqListenerTest, ConnectRejectsABadTable) {
-  auto l = ZmqListener::Bind("tcp://127.0.0.1:*");
-  ASSERT_TRUE(l.ok());
-  std::vector<PeerInfo> peers{{0, (*l)->endpoint(), "a"}, {2, "tcp://127.0.0.1:1", "a"}};
-  auto t = ConnectZmqTransport(std::move(l).value(), 0, peers);
-  EXPECT_EQ(t.status().code(), Status::Code::kInvalidArgument);
 }
 
 }  // namespace

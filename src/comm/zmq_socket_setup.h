@@ -3,6 +3,7 @@
 // it, so a new SecurityOptions mechanism is added here once.
 #pragma once
 
+#include <chrono>
 #include <zmq.hpp>
 
 #include "frugal/comm/zmq_transport.h"
@@ -17,6 +18,14 @@ enum class SocketRole {
 // Applies `options` to a fresh socket before bind/connect. Errors: the
 // ZeroMQ error as a Status.
 Status ConfigureSocket(zmq::socket_t& socket, SocketRole role, const ZmqOptions& options);
+
+// zmq_poll that treats a signal (EINTR) as a spurious wake-up: returns 0
+// and lets the caller's loop poll again. Other errors throw zmq::error_t.
+int PollRetrying(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds timeout);
+
+// socket.send(msg, flags), retried when a signal interrupts it. On return
+// ZeroMQ owns the message. Other errors throw zmq::error_t.
+void SendRetrying(zmq::socket_t& socket, zmq::message_t& msg, zmq::send_flags flags);
 
 // Converts a cppzmq exception into a Status: "what: zmq error text".
 Status ZmqError(const std::string& what, const zmq::error_t& e);

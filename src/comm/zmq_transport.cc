@@ -152,7 +152,7 @@ class ZmqTransport final : public Transport {
       }
       while (true) {
         for (auto& item : items) item.revents = 0;
-        zmq::poll(items.data(), items.size(), NextLostDeadline());
+        PollRetrying(items.data(), items.size(), NextLostDeadline());
         if (items[1].revents & ZMQ_POLLIN) {
           uint64_t count;
           ssize_t n = ::read(wake_fd_, &count, sizeof(count));
@@ -194,7 +194,12 @@ class ZmqTransport final : public Transport {
     zmq::socket_t& mon = monitors_[peer];
     while (true) {
       std::vector<zmq::message_t> parts;
-      if (!zmq::recv_multipart(mon, std::back_inserter(parts), zmq::recv_flags::dontwait)) return;
+      try {
+        if (!zmq::recv_multipart(mon, std::back_inserter(parts), zmq::recv_flags::dontwait)) return;
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) return;  // Note [Signals].
+        throw;
+      }
       if (parts.empty() || parts[0].size() < sizeof(uint16_t)) continue;
       uint16_t event;
       std::memcpy(&event, parts[0].data(), sizeof(event));
@@ -256,22 +261,26 @@ class ZmqTransport final : public Transport {
   void SendFrames(int dst, const WireHeader& h, SharedBytes payload) {
     auto header = h.Encode();
     zmq::socket_t& dealer = dealers_[dst];
-    dealer.send(zmq::message_t(header.data(), header.size()), zmq::send_flags::sndmore);
+    zmq::message_t header_frame(header.data(), header.size());
+    SendRetrying(dealer, header_frame, zmq::send_flags::sndmore);
+    zmq::message_t body;
     if (payload && !payload->empty()) {
       auto* hold = new SharedBytes(std::move(payload));
-      dealer.send(zmq::message_t(const_cast<uint8_t*>((*hold)->data()), (*hold)->size(), &ReleasePayload, hold),
-                  zmq::send_flags::none);
-    } else {
-      dealer.send(zmq::message_t(), zmq::send_flags::none);
+      body = zmq::message_t(const_cast<uint8_t*>((*hold)->data()), (*hold)->size(), &ReleasePayload, hold);
     }
+    SendRetrying(dealer, body, zmq::send_flags::none);
   }
 
   void ReadIncoming() {
     zmq::socket_t& router = listener_->router;
     while (true) {
       std::vector<zmq::message_t> parts;
-      auto got = zmq::recv_multipart(router, std::back_inserter(parts), zmq::recv_flags::dontwait);
-      if (!got) return;
+      try {
+        if (!zmq::recv_multipart(router, std::back_inserter(parts), zmq::recv_flags::dontwait)) return;
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) return;  // Note [Signals]: the next poll wakes us again.
+        throw;
+      }
       Status st = HandleIncoming(parts);
       if (!st.ok()) mailbox_.Fail(st.WithContext(topology().DescribeRank(rank()) + " received a bad message"));
     }

@@ -1,0 +1,90 @@
+// ZeroMQ-specific transport tests (the shared contract is in
+// transport_test.cc, run over every backend).
+#include "frugal/comm/zmq_transport.h"
+
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <zmq.hpp>
+
+#include "frugal/comm/sparse_exchange.h"
+#include "test_combine.h"
+#include "test_world.h"
+
+namespace frugal::comm {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A malformed message (not from a Frugal peer, or another wire version) is
+// a sticky Corruption on the receiving transport.
+TEST(ZmqTransportTest, MalformedMessageIsAStickyCorruption) {
+  testing::World w = testing::MakeWorld(testing::Backend::kZmq, {"a", "a"});
+  ASSERT_EQ(w.ranks.size(), 2u);
+  // A normal message first, then a raw socket sends garbage to rank 1.
+  ASSERT_TRUE(w.ranks[0]->Send(1, 1, Bytes{1}).ok());
+  ASSERT_TRUE(w.ranks[1]->Recv(0, 1, milliseconds(5000)).ok());
+  zmq::context_t ctx;
+  zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::linger, 0);
+  raw.connect(testing::EndpointOf(w, 1));
+  raw.send(zmq::str_buffer("not a header"), zmq::send_flags::sndmore);
+  raw.send(zmq::str_buffer("payload"), zmq::send_flags::none);
+  auto r = w.ranks[1]->Recv(0, 2, milliseconds(5000));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kCorruption) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("header"), std::string::npos);
+  EXPECT_EQ(w.ranks[1]->Send(0, 3, Bytes{}).code(), Status::Code::kCorruption);
+}
+
+// Note [Signals] in zmq_socket_setup.cc: a handled signal interrupts
+// zmq_poll with EINTR; the I/O thread must shrug it off.
+TEST(ZmqTransportTest, SignalsDoNotBreakTheIoThread) {
+  struct sigaction action {}, previous{};
+  action.sa_handler = [](int) {};
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;  // No SA_RESTART: poll(2) fails with EINTR.
+  ASSERT_EQ(sigaction(SIGUSR1, &action, &previous), 0);
+
+  testing::World w = testing::MakeWorld(testing::Backend::kZmq, {"a", "a", "b"});
+  std::atomic<bool> done{false};
+  std::thread pest([&] {
+    while (!done) {
+      kill(getpid(), SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  std::atomic<int> failures{0};
+  testing::RunRanks(3, [&](int r) {
+    SparseExchange ex(w.ranks[r].get(), testing::SumU32);
+    for (int it = 0; it < 200; ++it) {
+      auto out = ex.Run(it, testing::ExchangeInput(it, r));
+      if (!out.ok() || *out != testing::ExchangeExpected(it, 3)) failures++;
+    }
+  });
+  done = true;
+  pest.join();
+  sigaction(SIGUSR1, &previous, nullptr);
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(ZmqListenerTest, BadAddressIsAnIOErrorNamingIt) {
+  auto l = ZmqListener::Bind("tcp://not an address");
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().code(), Status::Code::kIOError);
+  EXPECT_NE(l.status().message().find("not an address"), std::string::npos);
+}
+
+TEST(ZmqListenerTest, ConnectRejectsABadTable) {
+  auto l = ZmqListener::Bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(l.ok());
+  std::vector<PeerInfo> peers{{0, (*l)->endpoint(), "a"}, {2, "tcp://127.0.0.1:1", "a"}};
+  auto t = ConnectZmqTransport(std::move(l).value(), 0, peers);
+  EXPECT_EQ(t.status().code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace frugal::comm
