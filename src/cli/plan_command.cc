@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "frugal/sim/cost_model.h"
 #include "frugal/sim/frugal_pipeline.h"
+#include "frugal/sim/frugal_validation.h"
 #include "frugal/sim/hardware.h"
 #include "frugal/sim/planner.h"
 #include "frugal/sim/simulator.h"
@@ -442,6 +443,37 @@ void AddFrugal(CLI::App* plan) {
   });
 }
 
+void AddFrugalValidate(CLI::App* plan) {
+  struct Opts {
+    std::string file;
+    std::string hardware = "cpu-local";
+    bool shared_cpu = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = plan->add_subcommand("frugal-validate",
+                                   "Compare Frugal-pipeline predictions with measured iteration times; prints MAPE");
+  cmd->add_option("file", o->file, "Measurements CSV (see docs/planner.md)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--hardware", o->hardware, "Built-in hardware or TOML file")->capture_default_str();
+  cmd->add_flag("--shared-cpu", o->shared_cpu, "Compute, sparsifier and optimizer share the CPU cores");
+  cmd->callback([o] {
+    const auto rows = OrThrow(sim::LoadFrugalMeasurementsCsv(o->file));
+    const sim::HardwareSpec hw = OrThrow(sim::LoadHardware(o->hardware));
+    const sim::FrugalValidationReport report = OrThrow(sim::ValidateFrugal(rows, hw, o->shared_cpu));
+    std::printf("%5s %-9s %8s %7s %7s %12s %12s %8s  %s\n", "line", "model", "clusters", "density", "batch",
+                "measured_ms", "predicted_ms", "error%", "bottleneck");
+    for (const sim::FrugalRowResult& r : report.rows) {
+      std::string clusters;
+      for (const sim::ClusterSpec& c : r.row.job.clusters) {
+        clusters += (clusters.empty() ? "" : "+") + std::to_string(c.workers);
+      }
+      std::printf("%5d %-9s %8s %7.3f %7lld %12.1f %12.1f %+8.2f  %s\n", r.row.line, r.row.job.model.name.c_str(),
+                  clusters.c_str(), r.row.job.density, static_cast<long long>(r.row.job.batch_per_worker),
+                  r.row.iteration_ms, r.predicted_ms, r.error_pct, r.prediction.bottleneck.c_str());
+    }
+    std::printf("MAPE: %.2f%%\n", report.mape_pct);
+  });
+}
+
 void AddOps(CLI::App* plan) {
   struct Opts {
     ModelFlags model;
@@ -499,6 +531,7 @@ void AddPlanCommand(CLI::App& app) {
   AddCalibrate(plan);
   AddSearch(plan);
   AddFrugal(plan);
+  AddFrugalValidate(plan);
   AddOps(plan);
   AddHardware(plan);
 }

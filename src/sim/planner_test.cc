@@ -1,8 +1,11 @@
 #include "frugal/sim/planner.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "frugal/sim/frugal_pipeline.h"
+#include "frugal/sim/frugal_validation.h"
 
 namespace frugal::sim {
 namespace {
@@ -115,6 +118,50 @@ TEST(FrugalPipelineTest, TelemetryAndSharedCpu) {
     job.shared_cpu = true;
     EXPECT_TRUE(PredictFrugalIteration(job, hw).ok()) << staleness;
   }
+}
+
+}  // namespace
+}  // namespace frugal::sim
+
+namespace frugal::sim {
+namespace {
+
+TEST(FrugalValidationTest, ParsesAndValidates) {
+  const std::string csv =
+      "# measured on the testbed\n"
+      "model,clusters,intra mbps,inter mbps,density,batch per worker,iteration time (ms),compute ms per sample\n"
+      "mlp,4,100,unlimited,0.01,32,400,1.5\n"
+      "mlp,2+2,unlimited,100,0.1,64,900,1.5\n";
+  Result<std::vector<FrugalMeasurement>> rows = ParseFrugalMeasurementsCsv(csv, "f.csv");
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].job.clusters.size(), 1u);
+  EXPECT_DOUBLE_EQ((*rows)[0].job.clusters[0].intra_gbps, 0.1);
+  EXPECT_EQ((*rows)[1].job.clusters.size(), 2u);
+  EXPECT_DOUBLE_EQ((*rows)[1].job.clusters[1].intra_gbps, kUnlimitedMbps / 1000);
+  EXPECT_DOUBLE_EQ((*rows)[1].job.inter_cluster_gbps, 0.1);
+  EXPECT_DOUBLE_EQ((*rows)[1].job.compute_s_per_sample, 1.5e-3);
+  Result<FrugalValidationReport> report = ValidateFrugal(*rows, *BuiltinHardware("cpu-local"), true);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  double sum = 0;
+  for (const FrugalRowResult& r : report->rows) {
+    EXPECT_NEAR(r.error_pct, (r.predicted_ms - r.row.iteration_ms) / r.row.iteration_ms * 100, 1e-9);
+    sum += std::abs(r.error_pct);
+  }
+  EXPECT_NEAR(report->mape_pct, sum / 2, 1e-9);
+}
+
+TEST(FrugalValidationTest, ErrorsNameTheLine) {
+  const std::string header = "model,clusters,intra mbps,inter mbps,density,batch per worker,iteration time (ms)\n";
+  auto error = [&](const std::string& row) {
+    Result<std::vector<FrugalMeasurement>> r = ParseFrugalMeasurementsCsv(header + row, "f.csv");
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_NE(error("mlp,4,100,100,2,32,400\n").find("f.csv:2: 'density'"), std::string::npos);
+  EXPECT_NE(error("mlp,2+x,100,100,0.1,32,400\n").find("f.csv:2: 'clusters'"), std::string::npos);
+  EXPECT_NE(error("vgg,4,100,100,0.1,32,400\n").find("f.csv:2: unknown model"), std::string::npos);
+  EXPECT_NE(error("mlp,4,fast,100,0.1,32,400\n").find("'intra mbps' must be"), std::string::npos);
+  EXPECT_NE(error("mlp,4,100,100,0.1,32\n").find("expected 7 fields"), std::string::npos);
 }
 
 }  // namespace

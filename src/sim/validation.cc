@@ -7,36 +7,13 @@
 #include <functional>
 #include <sstream>
 
+#include "csv_util.h"
+
 namespace frugal::sim {
 namespace {
 
-std::string Normalise(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  std::string out;
-  for (size_t i = b; i < e; ++i) out += static_cast<char>(std::tolower(static_cast<unsigned char>(s[i])));
-  if (out.size() >= 2 && out.front() == '"' && out.back() == '"') out = out.substr(1, out.size() - 2);
-  return out;
-}
-
-std::vector<std::string> SplitCsv(const std::string& line) {
-  std::vector<std::string> fields;
-  std::string cur;
-  bool quoted = false;
-  for (char c : line) {
-    if (c == '"') {
-      quoted = !quoted;
-    } else if (c == ',' && !quoted) {
-      fields.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  fields.push_back(cur);
-  return fields;
-}
+using internal::NormaliseField;
+using internal::SplitCsvLine;
 
 enum Column {
   kParams, kGpus, kGlobalBatch, kMicroBatch, kHidden, kHeads, kLayers, kSeqLen, kTp, kDp, kPp, kTimeMs, kSchedule,
@@ -64,21 +41,20 @@ Result<std::vector<MeasuredRow>> ParseMeasurementsCsv(const std::string& text, c
   auto where = [&source_name](int ln) { return source_name + ":" + std::to_string(ln) + ": "; };
   while (std::getline(in, line)) {
     ++line_no;
-    if (line_no == 1 && line.size() >= 3 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line = line.substr(3);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (Normalise(line).empty()) continue;
-    const std::vector<std::string> fields = SplitCsv(line);
+    internal::CleanLine(&line, line_no == 1);
+    if (NormaliseField(line).empty()) continue;
+    const std::vector<std::string> fields = SplitCsvLine(line);
     if (!header_seen) {
       // The header itself starts with "# GPUs" (or "Parameters"); other
       // '#' lines before it are comments.
       bool is_header = false;
-      for (const std::string& f : fields) is_header = is_header || Normalise(f) == "# gpus";
+      for (const std::string& f : fields) is_header = is_header || NormaliseField(f) == "# gpus";
       if (!is_header) {
-        if (Normalise(line)[0] == '#') continue;
+        if (NormaliseField(line)[0] == '#') continue;
         return Status::Corruption(where(line_no) + "expected the header line starting with '# GPUs' (see docs/planner.md)");
       }
       for (size_t i = 0; i < fields.size(); ++i) {
-        const std::string name = Normalise(fields[i]);
+        const std::string name = NormaliseField(fields[i]);
         int found = -1;
         for (int c = 0; c < kNumColumns; ++c) {
           if (name == kColumnNames[c]) found = c;
@@ -103,7 +79,7 @@ Result<std::vector<MeasuredRow>> ParseMeasurementsCsv(const std::string& text, c
     MeasuredRow row;
     row.line = line_no;
     auto number = [&](int c, double* out) -> Status {
-      const std::string raw = Normalise(fields[column_of[c]]);
+      const std::string raw = NormaliseField(fields[column_of[c]]);
       try {
         size_t used = 0;
         const double v = std::stod(raw, &used);
@@ -149,7 +125,7 @@ Result<std::vector<MeasuredRow>> ParseMeasurementsCsv(const std::string& text, c
                                 std::to_string(tp * dp * pp));
     }
     if (column_of[kSchedule] >= 0) {
-      const std::string sched = Normalise(fields[column_of[kSchedule]]);
+      const std::string sched = NormaliseField(fields[column_of[kSchedule]]);
       const size_t colon = sched.find(':');
       Result<PipelineSchedule> parsed = ParseSchedule(sched.substr(0, colon));
       if (!parsed.ok()) return Status::Corruption(where(line_no) + parsed.status().message());
