@@ -4,8 +4,15 @@
 // frugal_kernels_bench reads, so selection quality is measured on real
 // gradients. Standalone: src/train may replace it later.
 //
-//   frugal_dump_grads --out grads.bin [--data DIR] [--steps 300]
+// With --compress topk|block|randomk it also trains the way the engine will:
+// per tensor, error feedback + that sparsifier at --density, then the sparse
+// SGD-momentum step of frugal_optim on the selected coordinates, and reports
+// the test accuracy; a quick check of what a sparsifier's selection quality
+// costs in training. Dumped gradients are always the raw ones.
+//
+//   frugal_dump_grads [--out grads.bin] [--data DIR] [--steps 300]
 //                     [--dump-every 100] [--batch 64] [--lr 0.01] [--seed 1]
+//                     [--compress none|topk|block|randomk] [--density 0.01]
 #include <torch/torch.h>
 #include <zlib.h>
 
@@ -15,6 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "frugal/compress/error_feedback.h"
+#include "frugal/compress/sparsifier.h"
+#include "frugal/optim/sparse_optimizer.h"
 #include "grad_file.h"
 
 namespace {
@@ -41,9 +51,9 @@ uint32_t BigEndian32(const uint8_t* p) {
 }
 
 // idx3 images -> [n, 784] float in [0, 1]; idx1 labels -> [n] int64.
-Result<std::pair<torch::Tensor, torch::Tensor>> LoadFashionMnist(const std::string& dir) {
-  FRUGAL_ASSIGN_OR_RETURN(auto images, ReadGz(dir + "/train-images-idx3-ubyte.gz"));
-  FRUGAL_ASSIGN_OR_RETURN(auto labels, ReadGz(dir + "/train-labels-idx1-ubyte.gz"));
+Result<std::pair<torch::Tensor, torch::Tensor>> LoadFashionMnist(const std::string& dir, const std::string& split) {
+  FRUGAL_ASSIGN_OR_RETURN(auto images, ReadGz(dir + "/" + split + "-images-idx3-ubyte.gz"));
+  FRUGAL_ASSIGN_OR_RETURN(auto labels, ReadGz(dir + "/" + split + "-labels-idx1-ubyte.gz"));
   if (images.size() < 16 || BigEndian32(images.data()) != 2051) return Status::Corruption("bad idx3 image header");
   if (labels.size() < 8 || BigEndian32(labels.data()) != 2049) return Status::Corruption("bad idx1 label header");
   const int64_t n = BigEndian32(images.data() + 4);
@@ -58,9 +68,9 @@ Result<std::pair<torch::Tensor, torch::Tensor>> LoadFashionMnist(const std::stri
 }
 
 int Run(int argc, char** argv) {
-  std::string out, data = "/usr/share/datasets/fashion-mnist";
+  std::string out, data = "/usr/share/datasets/fashion-mnist", compress = "none";
   int steps = 300, dump_every = 100, batch = 64;
-  double lr = 0.01;
+  double lr = 0.01, density = 0.01;
   uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -75,23 +85,54 @@ int Run(int argc, char** argv) {
     else if (a == "--batch") batch = std::stoi(next());
     else if (a == "--lr") lr = std::stod(next());
     else if (a == "--seed") seed = std::stoull(next());
+    else if (a == "--compress") compress = next();
+    else if (a == "--density") density = std::stod(next());
     else throw std::invalid_argument("unknown flag " + a);
   }
-  if (out.empty() || steps <= 0 || dump_every <= 0 || batch <= 0) {
-    throw std::invalid_argument("usage: frugal_dump_grads --out FILE [--data DIR] [--steps N] [--dump-every N]");
+  if (steps <= 0 || dump_every <= 0 || batch <= 0 || !(density > 0 && density <= 1)) {
+    throw std::invalid_argument(
+        "usage: frugal_dump_grads [--out FILE] [--data DIR] [--steps N] [--dump-every N] "
+        "[--compress none|topk|block|randomk] [--density D]");
   }
   torch::manual_seed(seed);
   torch::set_num_threads(1);
-  auto loaded = LoadFashionMnist(data);
-  if (!loaded.ok()) {
-    std::cerr << "frugal_dump_grads: " << loaded.status().ToString() << "\n";
-    return 1;
+  auto loaded = LoadFashionMnist(data, "train");
+  auto test = LoadFashionMnist(data, "t10k");
+  for (const auto* r : {&loaded, &test}) {
+    if (!r->ok()) {
+      std::cerr << "frugal_dump_grads: " << r->status().ToString() << "\n";
+      return 1;
+    }
   }
   auto [x, y] = loaded.value();
   torch::nn::Sequential mlp(torch::nn::Linear(784, 2048), torch::nn::ReLU(), torch::nn::Linear(2048, 2048),
                             torch::nn::ReLU(), torch::nn::Linear(2048, 10));
   const char* names[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"};
   torch::optim::SGD opt(mlp->parameters(), torch::optim::SGDOptions(lr).momentum(0.9));
+  // The compressed path: per tensor error feedback, sparsifier and sparse optimizer.
+  std::vector<frugal::compress::ErrorFeedback> feedback;
+  std::vector<std::unique_ptr<frugal::compress::Sparsifier>> sparsifiers;
+  std::vector<std::unique_ptr<frugal::optim::SparseOptimizer>> sparse_opts;
+  if (compress != "none") {
+    auto params = mlp->parameters();
+    for (size_t p = 0; p < params.size(); ++p) {
+      const size_t n = static_cast<size_t>(params[p].numel());
+      feedback.emplace_back(n, frugal::compress::ErrorFeedbackOptions{names[p], 0.0f});
+      frugal::compress::SparsifierOptions so;
+      so.tensor_name = names[p];
+      so.seed = seed + p;
+      auto s = frugal::compress::CreateSparsifier(compress, so);
+      if (!s.ok()) throw std::invalid_argument(s.status().message());
+      sparsifiers.push_back(std::move(s).value());
+      frugal::optim::OptimizerOptions oo;
+      oo.lr = lr;
+      oo.momentum = 0.9;
+      sparse_opts.push_back(std::move(frugal::optim::CreateSparseOptimizer(oo, n, names[p]).value()));
+    }
+  }
+  double recent_loss = 0;
+  int recent = 0;
+  size_t sent = 0, total = 0;
   std::vector<frugal::bench::NamedGradient> dumped;
   torch::Tensor perm = torch::randperm(x.size(0));
   for (int step = 1; step <= steps; ++step) {
@@ -101,7 +142,7 @@ int Run(int argc, char** argv) {
     torch::Tensor loss = torch::nn::functional::cross_entropy(mlp->forward(x.index_select(0, idx)),
                                                               y.index_select(0, idx));
     loss.backward();
-    if (step % dump_every == 0) {
+    if (!out.empty() && step % dump_every == 0) {
       auto params = mlp->parameters();
       for (size_t p = 0; p < params.size(); ++p) {
         torch::Tensor g = params[p].grad().contiguous();
@@ -112,14 +153,50 @@ int Run(int argc, char** argv) {
       }
       std::cout << "step " << step << " loss " << loss.item<float>() << " (dumped)\n";
     }
-    opt.step();
+    if (step > steps - 100) {
+      recent_loss += loss.item<double>();
+      ++recent;
+    }
+    if (compress == "none") {
+      opt.step();
+      continue;
+    }
+    torch::NoGradGuard no_grad;
+    auto params = mlp->parameters();
+    for (size_t p = 0; p < params.size(); ++p) {
+      torch::Tensor g = params[p].grad().contiguous();
+      const size_t n = static_cast<size_t>(g.numel());
+      frugal::compress::SparseVector sv;
+      Status st = feedback[p].Compress(frugal::Span<const float>(g.data_ptr<float>(), n), *sparsifiers[p], density, &sv);
+      if (st.ok()) {
+        st = sparse_opts[p]->Step(frugal::Span<float>(params[p].data_ptr<float>(), n), sv.indices, sv.values);
+      }
+      if (!st.ok()) {
+        std::cerr << "frugal_dump_grads: step " << step << ": " << st.ToString() << "\n";
+        return 1;
+      }
+      sent += sv.nnz();
+      total += n;
+    }
   }
-  Status st = frugal::bench::WriteGradFile(out, dumped);
-  if (!st.ok()) {
-    std::cerr << "frugal_dump_grads: " << st.ToString() << "\n";
-    return 1;
+  {
+    torch::NoGradGuard no_grad;
+    auto [tx, ty] = test.value();
+    torch::Tensor pred = mlp->forward(tx).argmax(1);
+    double acc = pred.eq(ty).to(torch::kFloat64).mean().item<double>();
+    std::cout << "compress=" << compress << " density=" << (compress == "none" ? 1.0 : density)
+              << " sent_fraction=" << (total ? static_cast<double>(sent) / static_cast<double>(total) : 1.0)
+              << " steps=" << steps << " mean_train_loss_last_100=" << recent_loss / std::max(recent, 1)
+              << " test_accuracy=" << acc << "\n";
   }
-  std::cout << "wrote " << dumped.size() << " gradients to " << out << "\n";
+  if (!out.empty()) {
+    Status st = frugal::bench::WriteGradFile(out, dumped);
+    if (!st.ok()) {
+      std::cerr << "frugal_dump_grads: " << st.ToString() << "\n";
+      return 1;
+    }
+    std::cout << "wrote " << dumped.size() << " gradients to " << out << "\n";
+  }
   return 0;
 }
 

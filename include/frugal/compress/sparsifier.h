@@ -4,9 +4,11 @@
 // state between calls (the `block` threshold, the `randomk` RNG), which is
 // exposed as a SparsifierState so a checkpoint can save and restore it.
 //
-//   auto s = CreateSparsifier("block", {.tensor_name = "fc1.weight"});
+//   SparsifierOptions options;
+//   options.tensor_name = "fc1.weight";
+//   FRUGAL_ASSIGN_OR_RETURN(auto s, CreateSparsifier("block", options));
 //   SparseVector out;
-//   FRUGAL_RETURN_IF_ERROR((*s)->Sparsify(grad, 0.01, &out));
+//   FRUGAL_RETURN_IF_ERROR(s->Sparsify(grad, 0.01, &out));
 //
 // Kinds:
 //   "topk"    exact top-k by magnitude; ties broken by lower index. Reference.
