@@ -1,6 +1,8 @@
 #include "frugal/sim/planner.h"
 
 #include <algorithm>
+#include <limits>
+#include <numeric>
 
 namespace frugal::sim {
 namespace {
@@ -116,6 +118,42 @@ Result<SearchResult> SearchStrategies(const ModelSpec& model, const std::vector<
   result.by_time = keep(all, [](const Candidate& a, const Candidate& b) { return a.run_hours < b.run_hours; });
   result.by_cost = keep(all, [](const Candidate& a, const Candidate& b) { return a.run_dollars < b.run_dollars; });
   return result;
+}
+
+Result<DataParallelStep> PredictDataParallelStep(const ModelSpec& model, const HardwareSpec& hw,
+                                                 const std::vector<int>& shape, int64_t global_batch) {
+  if (shape.empty() || global_batch <= 0) return Status::InvalidArgument("shape must be non-empty and batch positive");
+  for (int g : shape) {
+    if (g <= 0) return Status::InvalidArgument("every node in the shape needs at least one GPU");
+  }
+  const int gpus = std::accumulate(shape.begin(), shape.end(), 0);
+  HardwareSpec placed = hw;
+  // The all-reduce crosses shape.size() nodes with gpus / nodes GPUs each on
+  // average (the analytic network model assumes equal shares per node).
+  placed.gpus_per_node = std::max(1, gpus / static_cast<int>(shape.size()));
+  DataParallelStep out;
+  out.per_gpu_batch = (global_batch + gpus - 1) / gpus;
+  std::vector<int64_t> candidates = {out.per_gpu_batch};
+  for (int64_t mb = 1; mb < out.per_gpu_batch; mb *= 2) {
+    if (out.per_gpu_batch % mb == 0) candidates.push_back(mb);
+  }
+  std::sort(candidates.rbegin(), candidates.rend());
+  Simulator sim(placed);
+  for (int64_t mb : candidates) {
+    ParallelStrategy s;
+    s.data_parallel = gpus;
+    s.micro_batch = mb;
+    s.global_batch = out.per_gpu_batch * gpus;
+    s.recompute = model.is_transformer ? Recompute::kFull : Recompute::kNone;
+    FRUGAL_ASSIGN_OR_RETURN(MemoryEstimate mem, sim.EstimateMemory(model, s));
+    if (mem.oom()) continue;
+    FRUGAL_ASSIGN_OR_RETURN(IterationPrediction p, sim.Predict(model, s));
+    out.step_s = p.iteration_s;
+    out.micro_batch = mb;
+    return out;
+  }
+  out.step_s = std::numeric_limits<double>::infinity();
+  return out;
 }
 
 }  // namespace frugal::sim

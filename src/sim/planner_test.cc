@@ -166,3 +166,34 @@ TEST(FrugalValidationTest, ErrorsNameTheLine) {
 
 }  // namespace
 }  // namespace frugal::sim
+
+namespace frugal::sim {
+namespace {
+
+TEST(DataParallelStepTest, ScalesAndReportsMemoryLimits) {
+  const HardwareSpec hw = *BuiltinHardware("rtx3090");
+  const ModelSpec resnet = *BuiltinModel("resnet18");
+  Result<DataParallelStep> one = PredictDataParallelStep(resnet, hw, {1}, 512);
+  Result<DataParallelStep> four = PredictDataParallelStep(resnet, hw, {4}, 512);
+  Result<DataParallelStep> spread = PredictDataParallelStep(resnet, hw, {2, 2}, 512);
+  ASSERT_TRUE(one.ok() && four.ok() && spread.ok()) << one.status().ToString();
+  EXPECT_EQ(one->per_gpu_batch, 512);
+  EXPECT_EQ(four->per_gpu_batch, 128);
+  EXPECT_LT(four->step_s, one->step_s);
+  // Two nodes over 10 Gbit/s Ethernet are slower than one node over PCIe.
+  EXPECT_GT(spread->step_s, four->step_s);
+  // GPT-13B does not fit on one 24 GB GPU at any micro-batch.
+  Result<DataParallelStep> big = PredictDataParallelStep(*BuiltinModel("gpt-13b"), hw, {1}, 8);
+  ASSERT_TRUE(big.ok());
+  EXPECT_TRUE(std::isinf(big->step_s));
+  EXPECT_EQ(big->micro_batch, 0);
+  // A model that fits only with gradient accumulation picks a smaller micro-batch.
+  Result<DataParallelStep> acc = PredictDataParallelStep(*BuiltinModel("gpt-350m"), *BuiltinHardware("a100-40g"), {1}, 64);
+  ASSERT_TRUE(acc.ok());
+  EXPECT_GT(acc->micro_batch, 0);
+  EXPECT_LT(acc->micro_batch, 64);
+  EXPECT_FALSE(PredictDataParallelStep(resnet, hw, {}, 8).ok());
+}
+
+}  // namespace
+}  // namespace frugal::sim

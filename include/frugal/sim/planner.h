@@ -50,4 +50,19 @@ struct SearchResult {
 Result<SearchResult> SearchStrategies(const ModelSpec& model, const std::vector<HardwareSpec>& hardware,
                                       const SearchOptions& options);
 
+// Data-parallel step time for the cluster scheduler (its ThroughputModel
+// adapter calls this): `shape` is the GPUs used on each node (e.g. {2, 4}),
+// `global_batch` the samples per optimizer step, split evenly over the GPUs
+// (rounded up). Picks the largest micro-batch (power of two dividing the
+// per-GPU batch, or the whole per-GPU batch) that fits in memory, with
+// gradient accumulation, full recomputation for transformers. The gradient
+// all-reduce spans shape.size() nodes, modelled with equal GPU shares.
+struct DataParallelStep {
+  double step_s = 0;         // +inf when no micro-batch fits in memory.
+  int64_t micro_batch = 0;   // 0 when nothing fits.
+  int64_t per_gpu_batch = 0;
+};
+Result<DataParallelStep> PredictDataParallelStep(const ModelSpec& model, const HardwareSpec& hw,
+                                                 const std::vector<int>& shape, int64_t global_batch);
+
 }  // namespace frugal::sim
