@@ -93,16 +93,21 @@ void RunSimulate(const SimulateFlags& f) {
 
   std::vector<std::string> policies = f.compare ? PolicyNames() : std::vector<std::string>{f.policy};
   if (f.compare && !f.out.empty()) fs::create_directories(f.out);
-  std::vector<std::string> csvs;
-  PrintHeader();
+  std::vector<std::unique_ptr<Policy>> created;
   for (const std::string& name : policies) {
     Result<std::unique_ptr<Policy>> policy = CreatePolicy(name, popts);
     ThrowIfError(policy.status());
-    Simulator sim(catalog, **policy, options);
+    created.push_back(std::move(policy).value());
+  }
+  std::vector<std::string> csvs;
+  for (size_t p = 0; p < created.size(); ++p) {
+    const std::string& name = policies[p];
+    Simulator sim(catalog, *created[p], options);
     auto start = std::chrono::steady_clock::now();
     Result<SimulationResult> result = sim.Run(workload.value());
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ThrowIfError(result.status());
+    if (p == 0) PrintHeader();
     PrintRow(result.value());
     if (f.timing) {
       std::printf(
@@ -184,7 +189,8 @@ void AddClusterCommand(CLI::App& app) {
   cluster->require_subcommand(1);
 
   auto sim_flags = std::make_shared<SimulateFlags>();
-  auto* sim = cluster->add_subcommand("simulate", "Run a scheduling policy on a workload in the trace-driven simulator");
+  auto* sim =
+      cluster->add_subcommand("simulate", "Run a scheduling policy on a workload in the trace-driven simulator");
   AddModelFlags(sim, &sim_flags->model);
   sim->add_option("--workload", sim_flags->workload, "Workload CSV: name,time,application,num_replicas,batch_size")
       ->required();
@@ -196,7 +202,9 @@ void AddClusterCommand(CLI::App& app) {
                   "Per-job results CSV (with --compare: a directory, one <policy>.csv per policy)");
   sim->add_option("--plot", sim_flags->plot, "Write a PNG of the JCT CDFs (needs /usr/bin/python3 + matplotlib)");
   sim->add_flag("--timing", sim_flags->timing, "Print wall time and per-decision times");
-  sim->add_option("--nodes", sim_flags->nodes, "Nodes in the cluster")->capture_default_str()->check(CLI::PositiveNumber);
+  sim->add_option("--nodes", sim_flags->nodes, "Nodes in the cluster")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   sim->add_option("--gpus-per-node", sim_flags->gpus_per_node, "GPUs per node")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -218,12 +226,7 @@ void AddClusterCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   AddConfigOption(sim);
-  sim->callback([sim_flags] {
-    if (!sim_flags->plot.empty() && !sim_flags->compare && sim_flags->out.empty()) {
-      // Fine: a one-policy CDF.
-    }
-    RunSimulate(*sim_flags);
-  });
+  sim->callback([sim_flags] { RunSimulate(*sim_flags); });
 
   auto wl_flags = std::make_shared<WorkloadFlags>();
   auto* wl = cluster->add_subcommand("workload", "Synthesise a workload from the Philly trace");

@@ -218,7 +218,8 @@ Result<std::shared_ptr<const Application>> LoadPolluxApplication(const std::stri
       FRUGAL_ASSIGN_OR_RETURN(double st, t.Number(r, c_s));
       FRUGAL_ASSIGN_OR_RETURN(double sy, t.Number(r, c_y));
       if (n <= 0 || rep < n || lb <= 0 || st <= 0 || sy < 0) {
-        return Status::Corruption(t.Where(r) + ": need 0 < num_nodes <= num_replicas, positive local_bsz and step_time");
+        return Status::Corruption(t.Where(r) +
+                                  ": need 0 < num_nodes <= num_replicas, positive local_bsz and step_time");
       }
       spread[static_cast<int>(n)][static_cast<int>(rep)].push_back({static_cast<double>(lb), st, sy});
     }
@@ -259,7 +260,8 @@ Result<std::shared_ptr<const Application>> LoadPolluxApplication(const std::stri
       FRUGAL_ASSIGN_OR_RETURN(double q, t.Number(r, c_q));
       FRUGAL_ASSIGN_OR_RETURN(double v, t.Number(r, c_v));
       if (p <= 0 || (!prog.empty() && p < prog.back()) || q < 0 || v < 0) {
-        return Status::Corruption(t.Where(r) + ": progress must be positive and non-decreasing, gradient statistics >= 0");
+        return Status::Corruption(t.Where(r) +
+                                  ": progress must be positive and non-decreasing, gradient statistics >= 0");
       }
       prog.push_back(p);
       es.push_back({q, v});

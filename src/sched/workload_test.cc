@@ -112,7 +112,9 @@ TEST(SchedPhillyTest, GeneratesDeterministicWorkloads) {
     EXPECT_NE(catalog->Find(j.application), nullptr);
     EXPECT_GE(j.num_replicas, 1);
     EXPECT_LE(j.num_replicas, 64);
-    if (i > 0) EXPECT_LE((*a)[i - 1].submit_time, j.submit_time);
+    if (i > 0) {
+      EXPECT_LE((*a)[i - 1].submit_time, j.submit_time);
+    }
     apps.insert(j.application);
   }
   EXPECT_GE(apps.size(), 2u);  // The GPU-time mix maps onto several applications.
