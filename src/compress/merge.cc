@@ -55,19 +55,37 @@ Status MergeSparse(Span<const SparseVector* const> inputs, SparseVector* out) {
   }
   for (size_t i = heap.size(); i-- > 0;) SiftDown(heap, i);
   while (!heap.empty()) {
-    Head top = heap[0];
+    const Head top = heap[0];
     const SparseVector& v = *inputs[top.input];
-    float value = v.values[pos[top.input]];
+    size_t p = pos[top.input];
+    const float value = v.values[p];
     if (!out->indices.empty() && out->indices.back() == top.index) {
       out->values.back() += value;
     } else {
       out->indices.push_back(top.index);
       out->values.push_back(value);
     }
-    // Replace the top with the same input's next index: one sift per element.
-    size_t next = ++pos[top.input];
-    if (next < v.nnz()) {
-      heap[0].index = v.indices[next];
+    ++p;
+    // Runs: while this input's next index still comes before every other
+    // input's head (the smaller child of the root), copy it without touching
+    // the heap. Block-sparse inputs are runs of 16, so most elements take
+    // this path; it cannot produce duplicates, the other heads are all larger.
+    if (heap.size() > 1) {
+      Head second = heap[1];
+      if (heap.size() > 2 && Before(heap[2], second)) second = heap[2];
+      while (p < v.nnz() && Before(Head{v.indices[p], top.input}, second)) {
+        out->indices.push_back(v.indices[p]);
+        out->values.push_back(v.values[p]);
+        ++p;
+      }
+    } else {
+      out->indices.insert(out->indices.end(), v.indices.begin() + p, v.indices.end());
+      out->values.insert(out->values.end(), v.values.begin() + p, v.values.end());
+      p = v.nnz();
+    }
+    pos[top.input] = p;
+    if (p < v.nnz()) {
+      heap[0].index = v.indices[p];
     } else {
       heap[0] = heap.back();
       heap.pop_back();

@@ -55,6 +55,42 @@ TEST(Merge, MatchesDenseSum) {
   }
 }
 
+TEST(Merge, BlockStructuredInputsMatchDenseSum) {
+  // Runs of 16 from each input, partly overlapping: exercises the run-copy path.
+  std::mt19937 rng(9);
+  const uint64_t n = 16 * 500 + 7;
+  for (size_t w : {2, 3, 5}) {
+    std::vector<SparseVector> vs(w);
+    std::vector<float> dense(n, 0.0f);
+    std::vector<bool> present(n, false);
+    std::vector<const SparseVector*> ptrs;
+    for (auto& v : vs) {
+      v.dense_size = n;
+      for (uint64_t b = 0; b * 16 < n; ++b) {
+        if (rng() % 4 != 0) continue;
+        for (uint64_t i = 16 * b; i < std::min<uint64_t>(n, 16 * b + 16); ++i) {
+          v.indices.push_back(static_cast<uint32_t>(i));
+          v.values.push_back(static_cast<float>(rng() % 9) - 4.0f);
+          dense[i] += v.values.back();
+          present[i] = true;
+        }
+      }
+      ptrs.push_back(&v);
+    }
+    SparseVector out;
+    ASSERT_TRUE(MergeSparse(ptrs, &out).ok());
+    ASSERT_TRUE(ValidateSparseVector(out).ok());
+    size_t j = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      if (!present[i]) continue;
+      ASSERT_EQ(out.indices[j], i);
+      ASSERT_EQ(out.values[j], dense[i]) << i;
+      ++j;
+    }
+    EXPECT_EQ(j, out.nnz());
+  }
+}
+
 TEST(Merge, SumsDuplicatesInInputOrder) {
   // 1e8 + 1 - 1e8 in fp32 depends on the order: input order gives 0.
   SparseVector a{10, {3}, {1e8f}}, b{10, {3}, {1.0f}}, c{10, {3}, {-1e8f}};
