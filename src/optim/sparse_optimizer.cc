@@ -54,6 +54,16 @@ Status CheckStepArgs(const std::string& name, size_t size, Span<float> params, S
   return Status::Ok();
 }
 
+Status CheckDenseFinite(const std::string& name, Span<const float> grad) {
+  for (size_t i = 0; i < grad.size(); ++i) {
+    if (!std::isfinite(grad[i])) {
+      return Status::InvalidArgument("tensor '" + name + "': gradient has " + (std::isnan(grad[i]) ? "NaN" : "Inf") +
+                                     " at index " + std::to_string(i) + "; step skipped");
+    }
+  }
+  return Status::Ok();
+}
+
 // Adapts a dense gradient to the sparse loop without materialising indices.
 struct AllIndices {
   uint32_t operator[](size_t j) const { return static_cast<uint32_t>(j); }
@@ -286,7 +296,7 @@ class SparseSgd final : public SparseOptimizer {
   Status StepDense(Span<float> params, Span<const float> grad) override {
     if (grad.size() != n_) return Status::InvalidArgument("tensor '" + name_ + "': gradient size differs");
     FRUGAL_RETURN_IF_ERROR(CheckStepArgs(name_, n_, params, Span<const uint32_t>(), Span<const float>()));
-    FRUGAL_RETURN_IF_ERROR(CheckDenseFinite(grad));
+    FRUGAL_RETURN_IF_ERROR(CheckDenseFinite(name_, grad));
     Update(params.data(), AllIndices(), grad.data(), n_);
     return Status::Ok();
   }
@@ -303,16 +313,6 @@ class SparseSgd final : public SparseOptimizer {
   }
 
  private:
-  Status CheckDenseFinite(Span<const float> grad) const {
-    for (size_t i = 0; i < grad.size(); ++i) {
-      if (!std::isfinite(grad[i])) {
-        return Status::InvalidArgument("tensor '" + name_ + "': gradient has " + (std::isnan(grad[i]) ? "NaN" : "Inf") +
-                                       " at index " + std::to_string(i) + "; step skipped");
-      }
-    }
-    return Status::Ok();
-  }
-
   template <typename Indices>
   void Update(float* p, Indices idx, const float* g, size_t count) {
     SgdScalars k;
@@ -352,12 +352,7 @@ class SparseAdam final : public SparseOptimizer {
   Status StepDense(Span<float> params, Span<const float> grad) override {
     if (grad.size() != n_) return Status::InvalidArgument("tensor '" + name_ + "': gradient size differs");
     FRUGAL_RETURN_IF_ERROR(CheckStepArgs(name_, n_, params, Span<const uint32_t>(), Span<const float>()));
-    for (size_t i = 0; i < grad.size(); ++i) {
-      if (!std::isfinite(grad[i])) {
-        return Status::InvalidArgument("tensor '" + name_ + "': gradient has " + (std::isnan(grad[i]) ? "NaN" : "Inf") +
-                                       " at index " + std::to_string(i) + "; step skipped");
-      }
-    }
+    FRUGAL_RETURN_IF_ERROR(CheckDenseFinite(name_, grad));
     Update(params.data(), AllIndices(), grad.data(), n_);
     return Status::Ok();
   }
