@@ -13,6 +13,9 @@
 #include "commands.h"
 #include "frugal/build_config.h"
 #include "frugal/sched/decision_benchmark.h"
+#ifdef FRUGAL_HAVE_SCHED_PLANNER
+#include "frugal/sched/planner_throughput.h"
+#endif
 #include "frugal/sched/policy.h"
 #include "frugal/sched/simulator.h"
 #include "frugal/sched/throughput_model.h"
@@ -28,16 +31,21 @@ using namespace frugal::sched;  // NOLINT: a .cc file, the whole command is abou
 struct ModelFlags {
   std::string traces;
   std::string table;
+  std::string planner_apps;
 };
 
 void AddModelFlags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("--traces", f->traces, "Directory of Pollux-format application traces (one sub-directory per app)");
   cmd->add_option("--table", f->table,
                   "CSV of plain throughput tables: application,total_samples,num_gpus,samples_per_s");
+#ifdef FRUGAL_HAVE_SCHED_PLANNER
+  cmd->add_option("--planner-apps", f->planner_apps,
+                  "CSV of applications timed by the planner: application,model,hardware,total_samples");
+#endif
 }
 
 ApplicationCatalog LoadCatalog(const ModelFlags& f) {
-  if (f.traces.empty() && f.table.empty()) {
+  if (f.traces.empty() && f.table.empty() && f.planner_apps.empty()) {
     throw UsageError("give --traces DIR (e.g. ../shared/data/scheduler/pollux-traces) and/or --table FILE");
   }
   ApplicationCatalog catalog;
@@ -47,6 +55,9 @@ ApplicationCatalog LoadCatalog(const ModelFlags& f) {
     catalog = std::move(loaded).value();
   }
   if (!f.table.empty()) ThrowIfError(LoadThroughputTable(f.table, &catalog));
+#ifdef FRUGAL_HAVE_SCHED_PLANNER
+  if (!f.planner_apps.empty()) ThrowIfError(LoadPlannerApplications(f.planner_apps, &catalog));
+#endif
   return catalog;
 }
 
@@ -68,12 +79,12 @@ struct SimulateFlags {
 };
 
 void PrintHeader() {
-  std::printf("%-9s %10s %10s %10s %10s %8s %9s\n", "policy", "avg_jct_s", "median_s", "p99_s", "makespan_s",
+  std::printf("%-11s %10s %10s %10s %10s %8s %9s\n", "policy", "avg_jct_s", "median_s", "p99_s", "makespan_s",
               "gpu_util", "reallocs");
 }
 
 void PrintRow(const SimulationResult& r) {
-  std::printf("%-9s %10.0f %10.0f %10.0f %10.0f %8.3f %9ld\n", r.policy.c_str(), r.avg_jct, r.median_jct, r.p99_jct,
+  std::printf("%-11s %10.0f %10.0f %10.0f %10.0f %8.3f %9ld\n", r.policy.c_str(), r.avg_jct, r.median_jct, r.p99_jct,
               r.makespan, r.gpu_utilization, r.num_reallocations);
 }
 
@@ -176,7 +187,7 @@ void RunBench(const BenchFlags& f) {
     Result<DecisionTiming> t =
         TimeDecision(catalog, **policy, workload.value(), {f.nodes, f.gpus_per_node}, f.jobs, f.repetitions, 1);
     ThrowIfError(t.status());
-    std::printf("%-9s jobs=%d gpus=%d allocated=%d decision median %.3f ms, max %.3f ms (%d reps)\n", name.c_str(),
+    std::printf("%-11s jobs=%d gpus=%d allocated=%d decision median %.3f ms, max %.3f ms (%d reps)\n", name.c_str(),
                 t->num_jobs, f.nodes * f.gpus_per_node, t->gpus_allocated, 1e3 * t->median, 1e3 * t->max,
                 f.repetitions);
   }
