@@ -270,14 +270,17 @@ void AddCalibrate(CLI::App* plan) {
   auto evals = std::make_shared<int>(300);
   auto params = std::make_shared<std::vector<std::string>>();
   auto write_back = std::make_shared<bool>(false);
+  auto prior = std::make_shared<double>(sim::CalibrationOptions{}.prior_weight);
   auto* cmd = plan->add_subcommand("calibrate", "Fit a hardware description's global efficiency parameters");
   f->Add(cmd);
   cmd->add_option("--out", *out, "Write the calibrated hardware TOML here (default: print it)")->capture_default_str();
+  cmd->add_option("--prior-weight", *prior, "Ridge penalty towards the starting parameters (0: MAPE only)")
+      ->capture_default_str();
   cmd->add_flag("--write-back", *write_back, "Overwrite the --hardware TOML file with the calibrated parameters");
   cmd->add_option("--max-evals", *evals, "Validation runs allowed")->capture_default_str();
   cmd->add_option("--params", *params,
                   "Parameters to fit (default matmul_max matmul_half_dim memory intra_link inter_link)")->capture_default_str();
-  cmd->callback([f, out, evals, params, write_back] {
+  cmd->callback([f, out, evals, params, write_back, prior] {
     if (*write_back) {
       if (!out->empty()) throw UsageError("give either --out or --write-back");
       if (f->hardware.find('/') == std::string::npos && f->hardware.find(".toml") == std::string::npos) {
@@ -294,6 +297,7 @@ void AddCalibrate(CLI::App* plan) {
     v.inter_node_gbps = 0;
     sim::CalibrationOptions c;
     c.max_evaluations = *evals;
+    c.prior_weight = *prior;
     if (!params->empty()) c.parameters = *params;
     const sim::CalibrationResult r = OrThrow(sim::Calibrate(rows, hw, v, c));
     std::fprintf(stderr, "calibrated %s on %zu rows in %d evaluations: MAPE %.2f%% -> %.2f%%\n", hw.name.c_str(),

@@ -250,19 +250,26 @@ Result<CalibrationResult> Calibrate(const std::vector<MeasuredRow>& rows, const 
     for (size_t i = 0; i < n; ++i) h.efficiency.*(params[i]->field) = ToBounded(*params[i], x[i]);
     return h;
   };
+  std::vector<double> start(n);
+  for (size_t i = 0; i < n; ++i) start[i] = ToUnbounded(*params[i], hw.efficiency.*(params[i]->field));
+  double last_mape = 0;
   auto objective = [&](const std::vector<double>& x) {
     ++out.evaluations;
     Result<ValidationReport> r = Validate(rows, apply(x), validation);
     if (!r.ok()) {
       failure = r.status();
+      last_mape = 1e9;
       return 1e9;
     }
-    return r->mape_pct;
+    double penalty = 0;
+    for (size_t i = 0; i < n; ++i) penalty += (x[i] - start[i]) * (x[i] - start[i]);
+    last_mape = r->mape_pct;
+    return r->mape_pct + options.prior_weight * penalty;
   };
 
   // Nelder-Mead with the standard coefficients.
   std::vector<std::vector<double>> simplex(n + 1, std::vector<double>(n));
-  for (size_t i = 0; i < n; ++i) simplex[0][i] = ToUnbounded(*params[i], hw.efficiency.*(params[i]->field));
+  simplex[0] = start;
   for (size_t j = 1; j <= n; ++j) {
     simplex[j] = simplex[0];
     simplex[j][j - 1] += 0.8;
@@ -321,7 +328,8 @@ Result<CalibrationResult> Calibrate(const std::vector<MeasuredRow>& rows, const 
     if (f[j] < f[best]) best = j;
   }
   out.hardware = apply(simplex[best]);
-  out.mape_after_pct = f[best];
+  objective(simplex[best]);
+  out.mape_after_pct = last_mape;
   return out;
 }
 
