@@ -101,6 +101,14 @@ Status SimulationRun::Init(const std::vector<JobSpec>& workload) {
     j.result.application = spec.application;
     j.result.submit_time = spec.submit_time;
     j.result.best_runtime = BestRuntime(j);
+    // A job that cannot run on what it asked for would hold GPUs forever
+    // under the non-elastic policies.
+    if (j.speed->RateAt(CompactShape(spec.num_replicas, options_.cluster.gpus_per_node), 0) <= 0) {
+      return Status::InvalidArgument("job '" + spec.name + "' cannot run on " + std::to_string(spec.num_replicas) +
+                                     " GPUs at batch " + std::to_string(spec.batch_size) + " (at most " +
+                                     std::to_string(j.app->throughput().MaxGpus(spec.batch_size)) +
+                                     " GPUs for this batch, or the model does not fit)");
+    }
     events_.Push(spec.submit_time, EventKind::kArrival, i);
   }
   return Status::Ok();

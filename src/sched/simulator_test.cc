@@ -96,6 +96,10 @@ TEST(SchedSimulatorTest, UserErrorsAreReported) {
   r = RunPolicy(catalog, "fifo", {Spec("big", 0, "toy", 3, 32)}, options);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("asks for 3 GPUs"), std::string::npos);
+  // Batch 1 cannot be split over two GPUs.
+  r = RunPolicy(catalog, "fifo", {Spec("tiny", 0, "toy", 2, 1)}, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("cannot run on 2 GPUs"), std::string::npos) << r.status().message();
 }
 
 // A policy that over-commits: the simulator must refuse, not simulate it.
