@@ -59,7 +59,7 @@ struct JobView {
 
 struct ClusterView {
   ClusterSpec spec;
-  double now = 0;  // Seconds; only for policies that age jobs (none here do).
+  double now = 0;  // Seconds; for policies that age jobs (none of the built-in ones do).
 };
 
 // Tunables; each policy reads the ones it needs.
@@ -67,10 +67,11 @@ struct PolicyOptions {
   // Tiresias: attained GPU-seconds after which a job is demoted from the high
   // to the low priority queue (Pollux artifact: 16 GPU-hours).
   double tiresias_threshold_gpu_seconds = 16 * 3600.0;
-  // AFS-P: a job that has made no progress yet is assumed to have
-  // this many seconds (at one GPU) of work left; see Note [AFS-P estimator].
+  // AFS-P, afs-goodput: a job that has made no progress yet is assumed to
+  // have this many seconds (at one GPU) of work left; see Note [AFS-P
+  // estimator] in src/sched/afs_policy.cc.
   double afsp_prior_seconds = 600;
-  // AFS-L/AFS-P: seconds a job loses when its allocation changes (the
+  // AFS policies: seconds a job loses when its allocation changes (the
   // simulator's re-allocation cost) and the horizon over which a new
   // allocation is expected to last. A running job is only resized when that
   // raises its throughput by more than cost / horizon (0 horizon disables);
@@ -87,7 +88,8 @@ class Policy {
   virtual bool UsesOracle() const { return false; }
   // Returns one placement per job, index-aligned with `jobs`. The result never
   // holds more GPUs on a node than it has, and never gives a job more than its
-  // max_gpus (or, for non-elastic policies, anything but 0 or requested_gpus).
+  // max_gpus (max_gpus_at_max_batch for batch-adaptive policies), or, for
+  // non-elastic policies, anything but 0 or requested_gpus.
   virtual std::vector<Placement> Schedule(const ClusterView& cluster,
                                           const std::vector<JobView>& jobs) const = 0;
   // Batch sizes for the placements Schedule() chose: one per job, each in
