@@ -1,6 +1,7 @@
 #include "frugal/engine/gradient_pipeline.h"
 
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -35,13 +36,17 @@ namespace frugal::engine {
 namespace {
 
 constexpr comm::Tag kControlBit = comm::Tag{1} << 63;
+constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
 
 double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
+// FNV-1a over 32-bit words (the parameters are fp32): a cheap fingerprint
+// for comparing replicas, not a cryptographic hash.
+uint64_t Fnv1a(uint64_t h, const float* data, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
+    uint32_t w;
+    std::memcpy(&w, &data[i], sizeof(w));
+    h ^= w;
     h *= 0x100000001b3ULL;
   }
   return h;
@@ -84,14 +89,14 @@ class GradientPipeline::Impl {
   }
 
   Status Init(std::vector<BucketSpec> specs);
-  Status BeginIteration(int64_t t, const CopyOutFn& copy_out);
+  Status BeginIteration(int64_t t, const CopyOutFn& copy_out, bool want_checksum);
   Span<float> GradBuffer(size_t b, int64_t t) {
     auto& slot = buckets_[b]->grads[static_cast<size_t>(t) % buckets_[b]->grads.size()];
     return Span<float>(slot.data(), slot.size());
   }
   Status Submit(size_t b, int64_t t);
   Status Finish(const CopyOutFn& copy_out);
-  uint64_t Checksum();
+  uint64_t Checksum() const { return last_checksum_; }
   PipelineStats stats() const {
     std::lock_guard<std::mutex> lock(mu_);
     return stats_;
@@ -108,7 +113,7 @@ class GradientPipeline::Impl {
     if (error_.ok()) error_ = s;
     cv_.notify_all();
   }
-  void CopyAll(const CopyOutFn& copy_out, int64_t mark_copied_for);
+  void CopyAll(const CopyOutFn& copy_out, int64_t mark_copied_for, bool want_checksum);
 
   const PipelineOptions options_;
   comm::Transport* const transport_;
@@ -124,6 +129,7 @@ class GradientPipeline::Impl {
   Status error_;            // GUARDED_BY(mu_), sticky
   PipelineStats stats_;     // GUARDED_BY(mu_)
   int64_t next_iteration_ = 0;  // compute thread only
+  uint64_t last_checksum_ = 0;  // compute thread only
 };
 
 Status GradientPipeline::Impl::Init(std::vector<BucketSpec> specs) {
@@ -244,12 +250,17 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
   return Status::Ok();
 }
 
-void GradientPipeline::Impl::CopyAll(const CopyOutFn& copy_out, int64_t mark_copied_for) {
+void GradientPipeline::Impl::CopyAll(const CopyOutFn& copy_out, int64_t mark_copied_for, bool want_checksum) {
+  // The apply rule holds every bucket at this version until copied_for is
+  // raised below, so the checksum describes exactly what was copied.
+  uint64_t h = kFnvOffset;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = *buckets_[i];
     std::lock_guard<std::mutex> lock(b.mu);
     copy_out(i, Span<const float>(b.master.data(), b.master.size()));
+    if (want_checksum) h = Fnv1a(h, b.master.data(), b.master.size());
   }
+  if (want_checksum) last_checksum_ = h;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& b : buckets_) b->copied_for = std::max(b->copied_for, mark_copied_for);
@@ -257,7 +268,7 @@ void GradientPipeline::Impl::CopyAll(const CopyOutFn& copy_out, int64_t mark_cop
   cv_.notify_all();
 }
 
-Status GradientPipeline::Impl::BeginIteration(int64_t t, const CopyOutFn& copy_out) {
+Status GradientPipeline::Impl::BeginIteration(int64_t t, const CopyOutFn& copy_out, bool want_checksum) {
   if (t != next_iteration_) {
     return Status::Internal("BeginIteration(" + std::to_string(t) + ") out of order, expected " +
                             std::to_string(next_iteration_));
@@ -276,7 +287,7 @@ Status GradientPipeline::Impl::BeginIteration(int64_t t, const CopyOutFn& copy_o
     if (!error_.ok()) return error_;
     stats_.wait_s += Seconds(std::chrono::steady_clock::now() - start);
   }
-  CopyAll(copy_out, t);
+  CopyAll(copy_out, t, want_checksum);
   next_iteration_ = t + 1;
   return Status::Ok();
 }
@@ -309,18 +320,10 @@ Status GradientPipeline::Impl::Finish(const CopyOutFn& copy_out) {
     });
     if (!error_.ok()) return error_;
   }
-  CopyAll(copy_out, next_iteration_);
+  CopyAll(copy_out, next_iteration_, true);
   return Status::Ok();
 }
 
-uint64_t GradientPipeline::Impl::Checksum() {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (auto& b : buckets_) {
-    std::lock_guard<std::mutex> lock(b->mu);
-    h = Fnv1a(h, b->master.data(), b->master.size() * sizeof(float));
-  }
-  return h;
-}
 
 GradientPipeline::GradientPipeline(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GradientPipeline::~GradientPipeline() = default;
@@ -335,11 +338,13 @@ Result<std::unique_ptr<GradientPipeline>> GradientPipeline::Create(PipelineOptio
 
 size_t GradientPipeline::num_buckets() const { return impl_->num_buckets(); }
 size_t GradientPipeline::bucket_size(size_t b) const { return impl_->bucket_size(b); }
-Status GradientPipeline::BeginIteration(int64_t t, const CopyOutFn& f) { return impl_->BeginIteration(t, f); }
+Status GradientPipeline::BeginIteration(int64_t t, const CopyOutFn& f, bool want_checksum) {
+  return impl_->BeginIteration(t, f, want_checksum);
+}
 Span<float> GradientPipeline::GradBuffer(size_t b, int64_t t) { return impl_->GradBuffer(b, t); }
 Status GradientPipeline::Submit(size_t b, int64_t t) { return impl_->Submit(b, t); }
 Status GradientPipeline::Finish(const CopyOutFn& f) { return impl_->Finish(f); }
-uint64_t GradientPipeline::Checksum() { return impl_->Checksum(); }
+uint64_t GradientPipeline::Checksum() const { return impl_->Checksum(); }
 PipelineStats GradientPipeline::stats() const { return impl_->stats(); }
 
 comm::Tag GradientTag(int64_t iteration, size_t bucket, size_t num_buckets) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 
 #include <torch/torch.h>
 
@@ -19,7 +20,16 @@ namespace frugal::engine {
 
 namespace {
 
-enum ControlKind : uint32_t { kChecksum = 1, kBatchNorm = 2, kConfig = 3 };
+enum ControlKind : uint32_t { kChecksum = 1, kBatchNorm = 2, kConfig = 3, kInitialParams = 4 };
+
+// LibTorch initialises modules from its process-wide default generator.
+// Workers that run as threads of one process (tests, in-process runs) would
+// otherwise interleave seeding and initialisation; this lock keeps "seed,
+// then build the model" atomic. It guards torch's global, not state of ours.
+std::mutex& TorchInitMutex() {
+  static std::mutex mu;
+  return mu;
+}
 
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -68,6 +78,25 @@ uint64_t BytesU64(const comm::Bytes& b) {
   return v;
 }
 
+comm::LinkCounters Subtract(const comm::LinkCounters& a, const comm::LinkCounters& b) {
+  comm::LinkCounters d;
+  d.bytes_sent = a.bytes_sent - b.bytes_sent;
+  d.bytes_received = a.bytes_received - b.bytes_received;
+  d.messages_sent = a.messages_sent - b.messages_sent;
+  d.messages_received = a.messages_received - b.messages_received;
+  return d;
+}
+
+comm::TransportStats Subtract(const comm::TransportStats& a, const comm::TransportStats& b) {
+  comm::TransportStats d;
+  d.intra_cluster = Subtract(a.intra_cluster, b.intra_cluster);
+  d.inter_cluster = Subtract(a.inter_cluster, b.inter_cluster);
+  for (size_t i = 0; i < a.per_peer.size() && i < b.per_peer.size(); ++i) {
+    d.per_peer.push_back(Subtract(a.per_peer[i], b.per_peer[i]));
+  }
+  return d;
+}
+
 }  // namespace
 
 class Worker::Impl {
@@ -107,7 +136,6 @@ Status Worker::Impl::Init() {
   timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
   device = torch::Device(options.device);
   if (options.threads > 0) torch::set_num_threads(options.threads);
-  torch::manual_seed(options.seed);  // identical initial replicas
 
   // Every worker must run the same configuration.
   {
@@ -124,7 +152,11 @@ Status Worker::Impl::Init() {
   }
 
   FRUGAL_ASSIGN_OR_RETURN(data, train::LoadTrainingData(options));
-  FRUGAL_ASSIGN_OR_RETURN(model, models::CreateModel(options.model, data.train.num_classes));
+  {
+    std::lock_guard<std::mutex> lock(TorchInitMutex());
+    torch::manual_seed(options.seed);
+    FRUGAL_ASSIGN_OR_RETURN(model, models::CreateModel(options.model, data.train.num_classes));
+  }
   model->to(device);
   std::vector<int64_t> batch_sizes(transport->world_size(), options.batch_size);
   FRUGAL_ASSIGN_OR_RETURN(data::BatchPlan p, data::BatchPlan::Create(data.train.size, batch_sizes, options.seed, true));
@@ -160,6 +192,22 @@ Status Worker::Impl::Init() {
     spec.name += (spec.name.empty() ? "" : "+") + name;
     bucket_params.back().push_back(slots.size());
     slots.push_back(slot);
+  }
+
+  // Like DDP, every replica starts from rank 0's parameters, so replicas
+  // agree even if their LibTorch builds initialise differently.
+  for (size_t b = 0; b < specs.size(); ++b) {
+    comm::Bytes mine;
+    if (rank() == 0) {
+      mine.resize(specs[b].initial.size() * sizeof(float));
+      std::memcpy(mine.data(), specs[b].initial.data(), mine.size());
+    }
+    auto got = comm::Broadcast(*transport, ControlTag(b, kInitialParams), 0, std::move(mine), timeout);
+    if (!got.ok()) return got.status().WithContext("receiving the initial parameters");
+    if (got->size() != specs[b].initial.size() * sizeof(float)) {
+      return Status::Corruption("initial parameters of bucket " + specs[b].name + " have the wrong size");
+    }
+    std::memcpy(specs[b].initial.data(), got->data(), got->size());
   }
 
   PipelineOptions po;
@@ -310,6 +358,7 @@ Result<WorkerResult> Worker::Impl::Run() {
   }
 
   WorkerResult result;
+  const comm::TransportStats traffic_at_start = transport->stats();
   double compute_s = 0;
   double last_accuracy = -1;
   uint64_t checksum = 0;
@@ -325,8 +374,9 @@ Result<WorkerResult> Worker::Impl::Run() {
   for (int64_t epoch = 0; t < total_steps; ++epoch) {
     std::vector<int64_t> order = plan->EpochOrder(epoch);
     for (int64_t s = 0; s < plan->steps_per_epoch() && t < total_steps; ++s, ++t) {
-      FRUGAL_RETURN_IF_ERROR(pipeline->BeginIteration(t, copy_out));
-      if (options.checksum_every > 0 && t % options.checksum_every == 0) {
+      const bool check = options.checksum_every > 0 && t % options.checksum_every == 0;
+      FRUGAL_RETURN_IF_ERROR(pipeline->BeginIteration(t, copy_out, check));
+      if (check) {
         FRUGAL_RETURN_IF_ERROR(CompareChecksums(t, &checksum));
       }
       const bool eval_now = t > 0 && (options.eval_every > 0 ? t % options.eval_every == 0 : s == 0);
@@ -457,7 +507,7 @@ Result<WorkerResult> Worker::Impl::Run() {
   result.sparsify_s = st.sparsify_s;
   result.exchange_s = st.exchange_s;
   result.optimizer_s = st.optimizer_s;
-  result.traffic = transport->stats();
+  result.traffic = Subtract(transport->stats(), traffic_at_start);
   return result;
 }
 

@@ -1,1 +1,191 @@
-// placeholder
+// Multi-rank training with N workers as threads over the in-process
+// transport (the same code runs over ZeroMQ in cli_test.cc).
+#include "frugal/engine/worker.h"
+
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "frugal/comm/inproc_transport.h"
+
+namespace frugal::engine {
+namespace {
+
+train::TrainOptions BaseOptions(const std::string& run) {
+  train::TrainOptions o;
+  o.dataset = "synthetic";
+  o.synthetic_train_size = 1024;
+  o.synthetic_test_size = 256;
+  o.batch_size = 16;
+  o.epochs = 1;
+  o.lr = 0.01;
+  o.warmup_steps = 0;
+  o.lr_schedule = "constant";
+  o.quiet = true;
+  o.threads = 1;
+  o.timeout_s = 30;
+  o.checksum_every = 5;
+  o.runs_dir = (std::filesystem::temp_directory_path() / "frugal_worker_test").string();
+  o.run_name = run;
+  return o;
+}
+
+struct RankOutcome {
+  Status status;
+  WorkerResult result;
+  std::vector<float> params;
+};
+
+std::vector<RankOutcome> RunWorkers(const train::TrainOptions& options, std::vector<std::string> clusters) {
+  auto topo = comm::Topology::FromClusterNames(clusters);
+  comm::InProcHub hub(*topo);
+  const int world = static_cast<int>(clusters.size());
+  std::vector<RankOutcome> out(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      auto transport = hub.CreateTransport(r);
+      if (!transport.ok()) {
+        out[r].status = transport.status();
+        return;
+      }
+      auto worker = Worker::Create(options, std::move(*transport));
+      if (!worker.ok()) {
+        out[r].status = worker.status();
+        return;
+      }
+      auto result = (*worker)->Run();
+      if (!result.ok()) {
+        out[r].status = result.status();
+        return;
+      }
+      out[r].result = *result;
+      out[r].params = (*worker)->Parameters();
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+double RelativeDistance(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+// Exactness mode: density 1, fp32 values, staleness 0. N workers with batch b
+// must follow single-process training with batch N*b.
+// Measured here: cnn without momentum 3e-8 relative after 50 steps, mlp with
+// momentum 0.9 2.7e-8. cnn WITH momentum 0.9 drifts to 3e-4 after ~30 steps:
+// LibTorch's CPU convolution rounds differently for batch 8 and batch 16
+// (1e-8 after one step) and momentum amplifies that along the trajectory;
+// the engine is not involved (the merged update is bit-exact). The test uses
+// the cnn (fast) without momentum; the optimizer's momentum path is checked
+// against LibTorch in src/optim.
+TEST(WorkerTest, ExactnessModeMatchesSingleProcessTraining) {
+  train::TrainOptions o = BaseOptions("exact");
+  o.model = "cnn";
+  o.batch_size = 8;
+  o.max_steps = 50;
+  o.momentum = 0.0;
+  o.density = 1.0;
+  o.value_encoding = "fp32";
+  o.staleness = 0;
+  auto ranks = RunWorkers(o, {"local", "local"});
+  for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+
+  train::TrainOptions single = o;
+  single.batch_size = 16;
+  single.run_name = "exact-single";
+  auto trainer = train::Trainer::Create(single);
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  auto result = (*trainer)->Run();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  std::vector<float> reference = (*trainer)->Parameters();
+
+  ASSERT_EQ(ranks[0].params.size(), reference.size());
+  EXPECT_LT(RelativeDistance(ranks[0].params, reference), 1e-5);
+  EXPECT_EQ(ranks[0].params, ranks[1].params);
+  // And training did move the parameters (the comparison is not vacuous).
+  EXPECT_EQ(ranks[0].result.train.steps, 50);
+}
+
+TEST(WorkerTest, SparseStaleTrainingKeepsReplicasIdenticalAndLearns) {
+  train::TrainOptions o = BaseOptions("sparse");
+  o.model = "mlp";
+  o.epochs = 3;
+  o.density = 0.01;
+  o.staleness = 1;
+  o.momentum = 0.9;
+  o.lr = 0.02;
+  auto ranks = RunWorkers(o, {"local", "local", "local"});
+  for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  for (auto& r : ranks) {
+    EXPECT_EQ(r.result.final_checksum, ranks[0].result.final_checksum);
+    EXPECT_EQ(r.params, ranks[0].params);
+  }
+  EXPECT_GT(ranks[0].result.train.final_test_accuracy, 0.9);
+}
+
+// Two clusters of two: only cluster leaders (ranks 0 and 2) cross the slow
+// link, one message per bucket per step each way.
+TEST(WorkerTest, TwoClusterRunSendsOneMessagePerBucketAcrossTheSlowLink) {
+  train::TrainOptions o = BaseOptions("clusters");
+  o.model = "mlp";
+  o.max_steps = 6;
+  o.checksum_every = 0;
+  o.bucket_mb = 8;  // mlp: 3 buckets (fc3+fc2.bias, fc2.weight, fc1)
+  auto ranks = RunWorkers(o, {"a", "a", "b", "b"});
+  for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  // During Run() the only flat control message is the final checksum
+  // all-gather (8 bytes to each of the 2 ranks of the other cluster); mlp has
+  // no batch norm. Everything else on the slow link is gradients, and only
+  // leaders send them: one combined message per bucket per step.
+  for (int r : {0, 2}) {
+    const auto& leader = ranks[r].result.traffic;
+    EXPECT_EQ(leader.inter_cluster.messages_sent, 6u * 3u + 2u) << "rank " << r;
+  }
+  for (int r : {1, 3}) {
+    const auto& member = ranks[r].result.traffic;
+    EXPECT_EQ(member.inter_cluster.messages_sent, 2u) << "rank " << r;
+    EXPECT_EQ(member.inter_cluster.bytes_sent, 16u) << "rank " << r;
+  }
+  // A leader's combined message is the union of two members' sparse
+  // gradients: between one and two times what one member sends its leader.
+  const auto& leader = ranks[0].result.traffic;
+  const auto& member = ranks[1].result.traffic;
+  double leader_grad_bytes = static_cast<double>(leader.inter_cluster.bytes_sent - 16);
+  double member_grad_bytes = static_cast<double>(member.intra_cluster.bytes_sent - 8);
+  EXPECT_GE(leader_grad_bytes, 0.9 * member_grad_bytes);
+  EXPECT_LE(leader_grad_bytes, 2.0 * member_grad_bytes);
+  EXPECT_EQ(ranks[0].result.final_checksum, ranks[3].result.final_checksum);
+}
+
+TEST(WorkerTest, MismatchedConfigurationIsRejected) {
+  auto topo = comm::Topology::SingleCluster(2);
+  comm::InProcHub hub(topo);
+  Status s0, s1;
+  std::thread a([&] {
+    auto w = Worker::Create(BaseOptions("mismatch"), std::move(*hub.CreateTransport(0)));
+    s0 = w.status();
+  });
+  std::thread b([&] {
+    train::TrainOptions o = BaseOptions("mismatch");
+    o.lr = 0.5;
+    auto w = Worker::Create(o, std::move(*hub.CreateTransport(1)));
+    s1 = w.status();
+  });
+  a.join();
+  b.join();
+  EXPECT_EQ(s0.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s0.message().find("different configuration"), std::string::npos) << s0.ToString();
+  EXPECT_FALSE(s1.ok());
+}
+
+}  // namespace
+}  // namespace frugal::engine

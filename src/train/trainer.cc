@@ -156,6 +156,15 @@ Result<double> Trainer::Evaluate() {
   }
 }
 
+std::vector<float> Trainer::Parameters() const {
+  std::vector<float> out;
+  for (const auto& p : impl_->model->parameters()) {
+    torch::Tensor c = p.detach().to(torch::kCPU).contiguous();
+    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  }
+  return out;
+}
+
 void Trainer::Impl::SetLearningRate(double lr) {
   for (auto& group : optimizer->param_groups()) {
     if (options.optimizer == "sgd") {

@@ -83,8 +83,9 @@ class GradientPipeline {
   // Waits until every bucket has applied iteration t-1-s, then calls
   // copy_out for every bucket with the master parameters (under the bucket's
   // lock: the master is exactly the post-(t-1-s) version). Iterations must be
-  // begun in order 0, 1, 2, ...
-  Status BeginIteration(int64_t t, const CopyOutFn& copy_out);
+  // begun in order 0, 1, 2, ... With want_checksum, Checksum() afterwards
+  // fingerprints exactly the copied version (costs one pass over the masters).
+  Status BeginIteration(int64_t t, const CopyOutFn& copy_out, bool want_checksum = false);
 
   // Where the gradient of bucket b for iteration t goes before Submit.
   // REQUIRES: BeginIteration(t) returned Ok.
@@ -96,9 +97,9 @@ class GradientPipeline {
   // every bucket with the final master parameters.
   Status Finish(const CopyOutFn& copy_out);
 
-  // FNV-1a 64 of all master parameters. Call right after BeginIteration or
-  // Finish, when the masters are at a version every worker agrees on.
-  uint64_t Checksum();
+  // FNV-1a 64 of the master parameters copied by the last Finish or
+  // BeginIteration(want_checksum = true): a version every worker agrees on.
+  uint64_t Checksum() const;
 
   PipelineStats stats() const;
 

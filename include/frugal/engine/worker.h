@@ -26,7 +26,8 @@ struct WorkerResult {
   double sparsify_s = 0;
   double exchange_s = 0;
   double optimizer_s = 0;
-  comm::TransportStats traffic;   // bytes per peer and link class
+  comm::TransportStats traffic;   // bytes per peer and link class sent during Run()
+                                  // (excludes the start-up broadcast of parameters)
 };
 
 class Worker {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "frugal/common/status.h"
 #include "frugal/train/lr_schedule.h"
@@ -100,6 +101,9 @@ class Trainer {
 
   // Test-set accuracy of the current parameters.
   Result<double> Evaluate();
+
+  // Flat copy of all trainable parameters, in model->parameters() order.
+  std::vector<float> Parameters() const;
 
   class Impl;
 
