@@ -68,6 +68,65 @@ TEST(RendezvousTest, JoinsAWorldAndRunsAHierarchicalExchange) {
   }
 }
 
+// The multi-host path: ranks listen on a wildcard address and publish a
+// routable host instead.
+TEST(RendezvousTest, WildcardListenWithAdvertisedHost) {
+  auto server = RendezvousServer::Bind("tcp://127.0.0.1:*", 2, FastClose());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Result<std::vector<PeerInfo>> table = Status::Internal("not served");
+  std::thread serve([&] { table = (*server)->Serve(milliseconds(5000)); });
+  std::vector<std::string> errors(2);
+  testing::RunRanks(2, [&](int r) {
+    JoinOptions opts;
+    opts.rendezvous = (*server)->endpoint();
+    opts.rank = r;
+    opts.listen = "tcp://0.0.0.0:*";
+    opts.advertise_host = "127.0.0.1";
+    opts.timeout = milliseconds(5000);
+    opts.zmq = FastClose();
+    auto t = JoinZmqWorld(opts);
+    if (!t.ok()) {
+      errors[r] = t.status().ToString();
+      return;
+    }
+    auto all = [&]() -> Status {
+      FRUGAL_RETURN_IF_ERROR((*t)->Send(1 - r, 3, Bytes{static_cast<uint8_t>(r)}));
+      FRUGAL_ASSIGN_OR_RETURN(Message m, (*t)->Recv(1 - r, 3, milliseconds(5000)));
+      if (m.payload != Bytes{static_cast<uint8_t>(1 - r)}) return Status::Internal("wrong payload");
+      return Status::Ok();
+    }();
+    errors[r] = all.ok() ? "" : all.ToString();
+  });
+  serve.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  EXPECT_EQ((*table)[0].endpoint.rfind("tcp://127.0.0.1:", 0), 0u) << (*table)[0].endpoint;
+}
+
+// Workers may start before the coordinator: the registration waits in the
+// DEALER's queue until the server binds.
+TEST(RendezvousTest, ClientMayStartBeforeTheServer) {
+  // Find a free port: bind, note it, close.
+  std::string endpoint;
+  {
+    auto probe = RendezvousServer::Bind("tcp://127.0.0.1:*", 1, FastClose());
+    ASSERT_TRUE(probe.ok());
+    endpoint = (*probe)->endpoint();
+  }
+  auto client = std::async(std::launch::async, [&] {
+    return RegisterWithRendezvous(endpoint, PeerInfo{-1, "tcp://127.0.0.1:9", "a"}, milliseconds(5000), FastClose());
+  });
+  std::this_thread::sleep_for(milliseconds(150));  // Let the client connect first (not required for success).
+  auto server = RendezvousServer::Bind(endpoint, 1, FastClose());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto table = (*server)->Serve(milliseconds(5000));
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  auto got = client.get();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->rank, 0);
+}
+
 TEST(RendezvousTest, ServerTimesOutNamingMissingRanksAndTellsTheRegistered) {
   auto server = RendezvousServer::Bind("tcp://127.0.0.1:*", 3, FastClose());
   ASSERT_TRUE(server.ok());
