@@ -1,5 +1,7 @@
 #include "frugal/comm/transport.h"
 
+#include <algorithm>
+
 namespace frugal::comm {
 
 LinkCounters& LinkCounters::operator+=(const LinkCounters& o) {
@@ -7,6 +9,8 @@ LinkCounters& LinkCounters::operator+=(const LinkCounters& o) {
   bytes_received += o.bytes_received;
   messages_sent += o.messages_sent;
   messages_received += o.messages_received;
+  send_busy_s += o.send_busy_s;
+  messages_in_flight += o.messages_in_flight;
   return *this;
 }
 
@@ -16,6 +20,8 @@ LinkCounters LinkCounters::Since(const LinkCounters& earlier) const {
   d.bytes_received = bytes_received - earlier.bytes_received;
   d.messages_sent = messages_sent - earlier.messages_sent;
   d.messages_received = messages_received - earlier.messages_received;
+  d.send_busy_s = send_busy_s - earlier.send_busy_s;
+  d.messages_in_flight = messages_in_flight;
   return d;
 }
 
@@ -30,13 +36,37 @@ TransportStats TransportStats::Since(const TransportStats& earlier) const {
   return d;
 }
 
+// Note [Busy time]
+// To estimate a link's throughput the controller needs bytes per second
+// *while the link is in use*, not per wall-clock second (the link idles while
+// the GPU computes). A message is in flight from Send until the receiver's
+// transport acknowledges it (the ZeroMQ backend's I/O thread answers every
+// data message with a header-only ack as soon as it has read it, whether or
+// not the application has called Recv). Each LinkCounters slot (peer, link
+// class) runs a clock while its in-flight count is non-zero; a class's
+// count is the sum over its peers, so its busy time is the union of their
+// busy periods. Each busy period includes one round trip for the ack, so
+// the estimate is low for tiny messages and accurate for gradient-sized ones.
+
 Transport::Transport(int rank, Topology topology) : rank_(rank), topology_(std::move(topology)) {
   stats_.per_peer.resize(topology_.world_size());
+  busy_.resize(topology_.world_size() + 2);
 }
 
 TransportStats Transport::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
-  return stats_;
+  TransportStats snapshot = stats_;
+  const auto now = std::chrono::steady_clock::now();
+  const size_t n = snapshot.per_peer.size();
+  for (size_t slot = 0; slot < busy_.size(); ++slot) {
+    LinkCounters& c = slot < n ? snapshot.per_peer[slot]
+                               : (slot == n ? snapshot.intra_cluster : snapshot.inter_cluster);
+    c.messages_in_flight = busy_[slot].in_flight;
+    if (busy_[slot].in_flight > 0) {
+      c.send_busy_s += std::chrono::duration<double>(now - busy_[slot].since).count();
+    }
+  }
+  return snapshot;
 }
 
 void Transport::CountSent(int dst, size_t bytes) {
@@ -58,6 +88,45 @@ void Transport::CountReceived(int src, size_t bytes) {
   for (LinkCounters* c : {&stats_.per_peer[src], &link}) {
     c->bytes_received += bytes;
     c->messages_received += 1;
+  }
+}
+
+void Transport::TransferStarted(int dst) {
+  if (dst == rank_) return;
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  const size_t n = stats_.per_peer.size();
+  const size_t class_slot = n + (topology_.LinkBetween(rank_, dst) == LinkClass::kIntraCluster ? 0 : 1);
+  const auto now = std::chrono::steady_clock::now();
+  for (size_t slot : {static_cast<size_t>(dst), class_slot}) {
+    if (busy_[slot].in_flight++ == 0) busy_[slot].since = now;
+  }
+}
+
+void Transport::TransferAcknowledged(int dst) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  EndTransfers(dst, 1);
+}
+
+void Transport::TransfersAbandoned(int dst) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  EndTransfers(dst, busy_[dst].in_flight);
+}
+
+// REQUIRES: stats_mu_ held.
+void Transport::EndTransfers(int dst, uint64_t count) {
+  if (dst == rank_ || dst < 0 || dst >= static_cast<int>(stats_.per_peer.size())) return;
+  count = std::min(count, busy_[dst].in_flight);  // A stray ack must not underflow.
+  if (count == 0) return;
+  const size_t n = stats_.per_peer.size();
+  const bool intra = topology_.LinkBetween(rank_, dst) == LinkClass::kIntraCluster;
+  const size_t class_slot = n + (intra ? 0 : 1);
+  const auto now = std::chrono::steady_clock::now();
+  LinkCounters* counters[] = {&stats_.per_peer[dst], intra ? &stats_.intra_cluster : &stats_.inter_cluster};
+  size_t slots[] = {static_cast<size_t>(dst), class_slot};
+  for (int i = 0; i < 2; ++i) {
+    BusyClock& clock = busy_[slots[i]];
+    clock.in_flight -= count;
+    if (clock.in_flight == 0) counters[i]->send_busy_s += std::chrono::duration<double>(now - clock.since).count();
   }
 }
 

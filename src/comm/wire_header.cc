@@ -46,7 +46,7 @@ Result<WireHeader> WireHeader::Decode(const uint8_t* data, size_t size) {
                               std::to_string(kVersion));
   }
   WireHeader h;
-  if (data[5] != static_cast<uint8_t>(WireKind::kData) && data[5] != static_cast<uint8_t>(WireKind::kGoodbye)) {
+  if (data[5] < static_cast<uint8_t>(WireKind::kData) || data[5] > static_cast<uint8_t>(WireKind::kAck)) {
     return Status::Corruption("message header has unknown kind " + std::to_string(data[5]));
   }
   h.kind = static_cast<WireKind>(data[5]);

@@ -12,6 +12,9 @@ namespace frugal::comm {
 enum class WireKind : uint8_t {
   kData = 1,     // A Transport message; the payload frame follows.
   kGoodbye = 2,  // The sender closed its transport; payload frame empty.
+  kAck = 3,      // The sender has read the oldest unacknowledged data message
+                 // we sent it (per-pair FIFO makes a sequence number
+                 // unnecessary); payload frame empty. Note [Busy time].
 };
 
 struct WireHeader {

@@ -114,6 +114,7 @@ class ZmqTransport final : public Transport {
       outgoing_.push_back(Outgoing{dst, tag, std::move(payload)});
     }
     CountSent(dst, size);
+    TransferStarted(dst);
     Wake();
     return Status::Ok();
   }
@@ -216,6 +217,7 @@ class ZmqTransport final : public Transport {
     for (size_t peer = 0; peer < lost_since_.size(); ++peer) {
       if (!lost_since_[peer] || now - *lost_since_[peer] < listener_->options.peer_lost_grace) continue;
       lost_since_[peer].reset();
+      TransfersAbandoned(static_cast<int>(peer));
       mailbox_.MarkClosed(static_cast<int>(peer),
                           "lost its connection and did not reconnect within " +
                               std::to_string(listener_->options.peer_lost_grace.count()) +
@@ -305,26 +307,40 @@ class ZmqTransport final : public Transport {
                                 std::to_string(h.length) + " payload bytes, frame has " +
                                 std::to_string(parts[2].size()));
     }
-    if (h.kind == WireKind::kGoodbye) {
-      mailbox_.MarkClosed(static_cast<int>(h.src), "closed its transport");
-      return Status::Ok();
+    const int src = static_cast<int>(h.src);
+    switch (h.kind) {
+      case WireKind::kGoodbye:
+        mailbox_.MarkClosed(src, "closed its transport");
+        TransfersAbandoned(src);
+        return Status::Ok();
+      case WireKind::kAck:
+        TransferAcknowledged(src);
+        return Status::Ok();
+      case WireKind::kData:
+        break;
     }
     const uint8_t* data = parts[2].data<uint8_t>();
-    mailbox_.Deliver(static_cast<int>(h.src), h.tag, Bytes(data, data + parts[2].size()));
+    mailbox_.Deliver(src, h.tag, Bytes(data, data + parts[2].size()));
+    SendControl(src, WireKind::kAck);
     return Status::Ok();
   }
 
-  void SayGoodbye() {
+  // A header-only message (ack, goodbye) to `peer`.
+  void SendControl(int peer, WireKind kind) {
     WireHeader h;
-    h.kind = WireKind::kGoodbye;
+    h.kind = kind;
     h.src = static_cast<uint32_t>(rank());
     h.world_size = static_cast<uint32_t>(world_size());
+    SendFrames(peer, h, nullptr);
+  }
+
+  void SayGoodbye() {
     for (int peer = 0; peer < world_size(); ++peer) {
       if (peer == rank()) continue;
       if (mailbox_.IsClosed(peer)) {
         dealers_[peer].set(zmq::sockopt::linger, 0);
       } else {
-        SendFrames(peer, h, nullptr);
+        SendControl(peer, WireKind::kGoodbye);
       }
     }
   }

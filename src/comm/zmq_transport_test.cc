@@ -40,6 +40,39 @@ TEST(ZmqTransportTest, MalformedMessageIsAStickyCorruption) {
   EXPECT_EQ(w.ranks[1]->Send(0, 3, Bytes{}).code(), Status::Code::kCorruption);
 }
 
+// Note [Busy time]: a message is in flight until the receiver's transport
+// acknowledges it, which its I/O thread does on arrival, before any Recv.
+TEST(ZmqTransportTest, BusyTimeRunsUntilTheReceiverAcknowledges) {
+  testing::World w = testing::MakeWorld(testing::Backend::kZmq, {"a", "b"});
+  ASSERT_TRUE(w.ranks[0]->Send(1, 1, Bytes(4 << 20, 1)).ok());
+  ASSERT_TRUE(w.ranks[0]->Send(1, 2, Bytes(1 << 20, 2)).ok());
+  TransportStats s;
+  for (int i = 0; i < 2500; ++i) {
+    s = w.ranks[0]->stats();
+    if (s.inter_cluster.messages_in_flight == 0) break;
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  ASSERT_EQ(s.inter_cluster.messages_in_flight, 0u) << "no ack within 5 s";
+  EXPECT_GT(s.inter_cluster.send_busy_s, 0.0);
+  EXPECT_DOUBLE_EQ(s.per_peer[1].send_busy_s, s.inter_cluster.send_busy_s);
+  EXPECT_EQ(s.intra_cluster.send_busy_s, 0.0);
+  // Idle links do not accumulate busy time.
+  std::this_thread::sleep_for(milliseconds(30));
+  EXPECT_DOUBLE_EQ(w.ranks[0]->stats().inter_cluster.send_busy_s, s.inter_cluster.send_busy_s);
+  // The receiver never called Recv; the messages still count as delivered.
+  auto m = w.ranks[1]->Recv(0, 2, milliseconds(5000));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->payload.size(), 1u << 20);
+}
+
+TEST(InProcTransportTest, HasNoBusyTime) {
+  testing::World w = testing::MakeWorld(testing::Backend::kInProc, {"a", "b"});
+  ASSERT_TRUE(w.ranks[0]->Send(1, 1, Bytes(100)).ok());
+  TransportStats s = w.ranks[0]->stats();
+  EXPECT_EQ(s.inter_cluster.send_busy_s, 0.0);
+  EXPECT_EQ(s.inter_cluster.messages_in_flight, 0u);
+}
+
 // Note [Signals] in zmq_socket_setup.cc: a handled signal interrupts
 // zmq_poll with EINTR; the I/O thread must shrug it off.
 TEST(ZmqTransportTest, SignalsDoNotBreakTheIoThread) {

@@ -53,9 +53,18 @@ struct LinkCounters {
   uint64_t bytes_received = 0;
   uint64_t messages_sent = 0;
   uint64_t messages_received = 0;
+  // Seconds during which at least one message sent on this link was in
+  // flight: queued, on the wire, or not yet acknowledged by the receiver's
+  // transport (Note [Busy time] in transport.cc). Over an interval,
+  // delta bytes_sent / delta send_busy_s estimates the link's throughput
+  // while it is in use. Measured by the ZeroMQ backend; always 0 in-process.
+  double send_busy_s = 0;
+  // Messages sent and not yet acknowledged, at the time of the snapshot.
+  uint64_t messages_in_flight = 0;
 
   LinkCounters& operator+=(const LinkCounters& o);
-  // Counters accumulated since `earlier` (a previous snapshot).
+  // Counters accumulated since `earlier` (a previous snapshot);
+  // messages_in_flight is the current value.
   LinkCounters Since(const LinkCounters& earlier) const;
 };
 
@@ -110,14 +119,30 @@ class Transport {
   // For implementations: count one message of `bytes` payload bytes.
   void CountSent(int dst, size_t bytes);
   void CountReceived(int src, size_t bytes);
+  // For backends that learn when a message has arrived (acknowledgements):
+  // a message to `dst` is in flight from TransferStarted until
+  // TransferAcknowledged; TransfersAbandoned ends all of `dst`'s (it left).
+  void TransferStarted(int dst);
+  void TransferAcknowledged(int dst);
+  void TransfersAbandoned(int dst);
   // InvalidArgument naming the bad rank, or Ok.
   Status CheckPeer(int peer, const char* what) const;
 
  private:
   const int rank_;
   const Topology topology_;
+  // Busy-time bookkeeping of one LinkCounters slot.
+  struct BusyClock {
+    uint64_t in_flight = 0;
+    std::chrono::steady_clock::time_point since;  // Start of the current busy period.
+  };
+  void EndTransfers(int dst, uint64_t count);
+
   mutable std::mutex stats_mu_;
-  TransportStats stats_;  // GUARDED_BY(stats_mu_)
+  TransportStats stats_;          // GUARDED_BY(stats_mu_)
+  // GUARDED_BY(stats_mu_). Slots: per peer (index = rank), then
+  // intra-cluster, then inter-cluster.
+  std::vector<BusyClock> busy_;
 };
 
 }  // namespace frugal::comm
