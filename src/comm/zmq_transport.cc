@@ -108,13 +108,14 @@ class ZmqTransport final : public Transport {
       return Status::Unavailable("cannot send tag " + std::to_string(tag) + " to " +
                                  topology().DescribeRank(dst) + ": it " + why);
     }
-    const size_t size = payload->size();
+    // Start the busy clock before the I/O thread can see the message, or its
+    // ack could arrive first.
+    CountSent(dst, payload->size());
+    TransferStarted(dst);
     {
       std::lock_guard<std::mutex> lock(mu_);
       outgoing_.push_back(Outgoing{dst, tag, std::move(payload)});
     }
-    CountSent(dst, size);
-    TransferStarted(dst);
     Wake();
     return Status::Ok();
   }
@@ -249,6 +250,11 @@ class ZmqTransport final : public Transport {
       stopping = stopping_;
     }
     for (Outgoing& out : batch) {
+      if (mailbox_.IsClosed(out.dst)) {
+        // Queued before Send() learned that the peer left; nobody will ack.
+        TransfersAbandoned(out.dst);
+        continue;
+      }
       WireHeader h;
       h.kind = WireKind::kData;
       h.src = static_cast<uint32_t>(rank());
