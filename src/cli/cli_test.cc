@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -107,6 +108,45 @@ TEST(CliTest, TrainConfigValuesAreUsedAndFlagsOverride) {
   EXPECT_NE(r.output.find("model = \"cnn\""), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("epochs = 3"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("lr = 0.25"), std::string::npos) << r.output;
+}
+
+// The distributed engine over real processes on loopback (ZeroMQ).
+TEST(CliTest, TwoWorkerProcessesTrainOnLoopback) {
+  auto runs = std::filesystem::temp_directory_path() / "frugal_cli_runs";
+  RunResult r = Frugal("train --workers 2 --dataset synthetic --synthetic-train-size 512 --epochs 2 "
+                       "--batch-size 16 --lr 0.02 --threads 1 --checksum-every 4 --run-name procs --runs-dir " +
+                       runs.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 workers"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("done: 32 steps"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(runs / "procs" / "metrics.jsonl"));
+  EXPECT_TRUE(std::filesystem::exists(runs / "procs" / "config.toml"));
+}
+
+// A worker killed mid-run: the others must fail with an error naming the
+// lost peer within the timeout, and the launcher must report it; no hang.
+TEST(CliTest, KillingOneWorkerFailsTheRunCleanly) {
+  auto runs = std::filesystem::temp_directory_path() / "frugal_cli_runs";
+  std::string cmd = "train --workers 3 --dataset synthetic --synthetic-train-size 4096 --epochs 100 "
+                    "--batch-size 16 --threads 1 --timeout-s 5 --run-name killme --runs-dir " + runs.string();
+  // Kill rank 1 two seconds in (after start-up), from a background shell.
+  std::string killer = "(sleep 4; pkill -9 -f 'frugal worker .*killme.*--rank 1') >/dev/null 2>&1 & ";
+  std::string full = killer + std::string(FRUGAL_BINARY_DIR) + "/frugal " + cmd + " 2>&1";
+  auto start = std::chrono::steady_clock::now();
+  RunResult r{-1, ""};
+  FILE* p = popen(full.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("worker 1 failed"), std::string::npos) << r.output;
+  // Survivors name the lost peer.
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+  EXPECT_LT(seconds, 60.0) << r.output;  // a generous bound: a hang would be the full 100 epochs
 }
 #endif
 

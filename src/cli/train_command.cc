@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "frugal/comm/rendezvous.h"
+#include "frugal/data/dataset.h"
 #include "frugal/engine/launcher.h"
 #include "frugal/engine/worker.h"
 #include "frugal/train/trainer.h"
@@ -134,6 +135,7 @@ void AddTrainCommand(CLI::App& app) {
     if (ApplyConfigAndMaybePrint(cmd)) return;
     ThrowIfError(flags->options.Validate());
     if (flags->options.workers > 1) {
+      if (flags->options.dataset == "fashion-mnist") ThrowIfError(data::CheckFashionMnistFiles(flags->options.data_dir));
       LaunchLocal(cmd, flags->options, flags->local_clusters);
       return;
     }

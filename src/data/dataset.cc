@@ -41,6 +41,15 @@ float Gaussian(SplitMix64& rng) {
 
 }  // namespace
 
+Status CheckFashionMnistFiles(const std::string& dir) {
+  for (const char* stem : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                           "t10k-labels-idx1-ubyte"}) {
+    Result<std::string> path = FindFile(dir, stem);
+    if (!path.ok()) return path.status();
+  }
+  return Status::Ok();
+}
+
 Result<Dataset> LoadFashionMnist(const std::string& dir, Split split) {
   std::string prefix = split == Split::kTrain ? "train" : "t10k";
   FRUGAL_ASSIGN_OR_RETURN(std::string image_path, FindFile(dir, prefix + "-images-idx3-ubyte"));

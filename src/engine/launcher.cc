@@ -36,7 +36,17 @@ std::string DescribeExit(int status) {
   return "status " + std::to_string(status);
 }
 
-Result<pid_t> Spawn(const std::string& exe, const std::vector<std::string>& args) {
+// The path of this executable, so workers show up as "frugal worker ..." in ps.
+std::string ResolveExecutable(const std::string& exe) {
+  char buf[4096];
+  ssize_t n = readlink(exe.c_str(), buf, sizeof(buf) - 1);
+  if (n <= 0) return exe;
+  buf[n] = '\0';
+  return buf;
+}
+
+Result<pid_t> Spawn(const std::string& exe_in, const std::vector<std::string>& args) {
+  std::string exe = ResolveExecutable(exe_in);
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(exe.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));

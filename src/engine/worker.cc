@@ -484,6 +484,7 @@ Result<WorkerResult> Worker::Impl::Run() {
     last_accuracy = train::EvaluateAccuracy(*model, data.test, device);
     train::ProgressState ps;
     ps.step = total_steps;
+    ps.epoch = std::max<int64_t>(0, result.train.epochs_completed - 1);
     ps.test_accuracy = last_accuracy;
     ps.elapsed_s = elapsed();
     if (!options.quiet) {

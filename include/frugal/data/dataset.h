@@ -40,6 +40,10 @@ inline constexpr float kFashionMnistStd = 0.3530f;
 // corrupt files give a Status naming the file; never a crash.
 Result<Dataset> LoadFashionMnist(const std::string& dir, Split split);
 
+// Cheap check that `dir` holds all four files (does not parse them): lets a
+// launcher fail fast with a clear message before starting workers.
+Status CheckFashionMnistFiles(const std::string& dir);
+
 // A deterministic synthetic 10-class problem shaped like Fashion-MNIST
 // (1x28x28): each class has a fixed random prototype image; a sample is its
 // prototype plus Gaussian noise of standard deviation `noise`. Learnable to

@@ -26,7 +26,7 @@ struct TrainOptions {
   int64_t synthetic_train_size = 4096;                          // samples, dataset = synthetic
   int64_t synthetic_test_size = 1024;
   // Schedule.
-  int64_t epochs = 2;
+  int64_t epochs = 3;
   int64_t max_steps = 0;         // stop after this many steps; 0 = no limit
   int64_t batch_size = 64;       // per worker
   // Optimiser.
@@ -57,7 +57,7 @@ struct TrainOptions {
 
   // Distributed training (the engine; used when workers > 1 or a
   // coordinator is given). See docs/architecture.md.
-  int workers = 1;                  // worker processes (frugal train launches them locally)
+  int workers = 4;                  // worker processes; frugal train starts them locally, 1 = no engine
   double density = 0.01;            // fraction of each gradient bucket sent per step, (0, 1]
   std::string sparsifier = "block"; // block | topk | randomk
   std::string value_encoding = "fp16";  // fp32 | fp16 | bf16 on the wire
