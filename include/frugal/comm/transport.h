@@ -96,15 +96,14 @@ class Transport {
   // transport keeps a reference to `payload` until it is on the wire (the
   // ZeroMQ backend sends it without copying). A send to self is delivered
   // locally and not counted in stats.
-  // REQUIRES: 0 <= dst < world_size().
-  // Errors: Unavailable if `dst` is known to have closed; the sticky error.
+  // Errors: InvalidArgument if `dst` is outside the world; Unavailable if
+  // `dst` is known to have closed; the sticky error.
   virtual Status Send(int dst, Tag tag, SharedBytes payload) = 0;
   Status Send(int dst, Tag tag, Bytes payload) {
     return Send(dst, tag, std::make_shared<const Bytes>(std::move(payload)));
   }
 
   // Waits up to `timeout` for the next message from `src` with `tag`.
-  // REQUIRES: 0 <= src < world_size().
   // Errors: Timeout (nothing arrived), Unavailable (`src` closed and nothing
   // for this tag is queued), InvalidArgument (bad rank), the sticky error.
   virtual Result<Message> Recv(int src, Tag tag, std::chrono::milliseconds timeout) = 0;

@@ -15,8 +15,12 @@
 // Send never blocks on the network. Payloads are sent zero-copy: the
 // zmq message holds a reference to the SharedBytes until ZeroMQ is done.
 // Each message is two frames: a 32-byte header and the payload (wire format
-// in docs/comm.md). Closing a transport sends a "goodbye" to every peer, so
-// peers see Unavailable at once instead of waiting for their timeout.
+// in docs/comm.md). The receiver acknowledges each data message with a
+// header-only ack, which gives the per-link busy time in TransportStats.
+// Closing a transport sends a "goodbye" to every peer, so peers see
+// Unavailable at once instead of waiting for their timeout; a peer whose
+// connection drops without a goodbye (killed process) is declared gone
+// after `peer_lost_grace`.
 //
 // Thread safety: as for Transport. Nothing is process-wide: each transport
 // owns its own ZeroMQ context.
