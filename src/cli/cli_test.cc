@@ -130,7 +130,7 @@ TEST(CliTest, KillingOneWorkerFailsTheRunCleanly) {
   std::string cmd = "train --workers 3 --dataset synthetic --synthetic-train-size 4096 --epochs 100 "
                     "--batch-size 16 --threads 1 --timeout-s 5 --run-name killme --runs-dir " + runs.string();
   // Kill rank 1 two seconds in (after start-up), from a background shell.
-  std::string killer = "(sleep 4; pkill -9 -f 'frugal worker .*killme.*--rank 1') >/dev/null 2>&1 & ";
+  std::string killer = "(sleep 4; pkill -9 -f '[f]rugal worker .*killme.*--rank 1') >/dev/null 2>&1 & ";
   std::string full = killer + std::string(FRUGAL_BINARY_DIR) + "/frugal " + cmd + " 2>&1";
   auto start = std::chrono::steady_clock::now();
   RunResult r{-1, ""};
