@@ -13,8 +13,8 @@
 //     enough blocks were found would favour the front of the tensor). A short
 //     tail block is scored with zeros for the missing values.
 //  2. With the threshold T remembered from the previous call, splits block ids
-//     into `sel` (score >= T) and `cand` (T/2 <= score < T) in one pass over
-//     the scores (1/16 the size of the tensor).
+//     into `sel` (score >= T) and `cand` (T/2 <= score < T), fused into the
+//     scoring pass (block_scan.h), so the tensor is read exactly once.
 //  3. Wants exactly B = ceil(k / 16) blocks. If |sel| >= B, keeps the B best of
 //     sel; otherwise fills the shortfall with the best of cand, and only if cand
 //     is too small as well, with the best of all remaining blocks. "Best of a

@@ -59,7 +59,8 @@ struct SparsifierOptions {
   std::string tensor_name;
   // randomk seed. Default: 1.
   uint64_t seed = 1;
-  // block: force a scan implementation (tests, benchmarks). Default: kAuto.
+  // block: force a scan implementation (tests, benchmarks); a level the CPU
+  // lacks falls back to kAuto. Default: kAuto.
   SimdLevel simd = SimdLevel::kAuto;
 };
 
