@@ -6,8 +6,10 @@
 // --grads: a FRGD file from frugal_dump_grads; without it the Real* and
 // Quality/real benchmarks are skipped and only synthetic data is used.
 // GCC 12's AVX-512 headers trip -W(maybe-)uninitialized false positives.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 

@@ -6,7 +6,9 @@
 #if defined(__x86_64__)
 // GCC 12's AVX-512 headers build masked intrinsics from _mm512_undefined_*(),
 // which -Wmaybe-uninitialized reports as a false positive.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #endif
 
