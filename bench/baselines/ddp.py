@@ -1,0 +1,266 @@
+#!/usr/bin/python3
+"""PyTorch DDP baseline for the time-to-accuracy benchmark (issue 5).
+
+One process per rank, Gloo backend. It reproduces a Frugal run exactly except
+for the gradient exchange: the same network (docs/models.md), Fashion-MNIST
+normalisation and data order/sharding (docs/data.md), per-worker batch, SGD
+with momentum, linear warm-up + cosine schedule over epochs*steps_per_epoch
+(src/train/lr_schedule.cc), and evaluation cadence (before step t when
+t % eval_every == 0, plus once at the end). Rank 0 writes metrics.jsonl with
+the same keys Frugal uses (wall_time_s, step, test_accuracy, iter_s, ...).
+
+    --hook none       plain DDP (fp32 ring allreduce through Gloo)
+    --hook fp16       DDP + fp16_compress_hook
+    --hook powersgd   DDP + PowerSGD hook, rank --powersgd-rank
+
+--time-budget S stops training (all ranks agree, via a one-element allreduce
+per step) once S seconds of training have elapsed; the run then evaluates and
+writes a final record with "stopped_by_budget": true.
+
+Usage (by hand, 2 ranks on loopback):
+    python3 ddp.py --rank 0 --world 2 --master 127.0.0.1:29511 --run-dir /tmp/d &
+    python3 ddp.py --rank 1 --world 2 --master 127.0.0.1:29511 --run-dir /tmp/d
+"""
+import argparse
+import datetime
+import gzip
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import data_order  # noqa: E402
+
+MEAN = 0.2860
+STD = 0.3530
+
+
+def load_idx(path):
+    """Reads an idx file (plain or .gz) into a numpy array, validating sizes."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 8:
+        raise ValueError("%s: not an idx file of unsigned bytes" % path)
+    ndim = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    off = 4 + 4 * ndim
+    count = int(np.prod(dims))
+    if len(raw) - off != count:
+        raise ValueError("%s: payload is %d bytes, header says %d" % (path, len(raw) - off, count))
+    return np.frombuffer(raw, dtype=np.uint8, offset=off).reshape(dims)
+
+
+def find(data_dir, stem):
+    for name in (stem, stem + ".gz"):
+        p = os.path.join(data_dir, name)
+        if os.path.exists(p):
+            return p
+    raise FileNotFoundError("%s: neither %s nor %s.gz exists" % (data_dir, stem, stem))
+
+
+def load_fashion_mnist(data_dir):
+    def images(stem):
+        x = load_idx(find(data_dir, stem)).astype(np.float32)
+        x = (x / 255.0 - MEAN) / STD
+        return torch.from_numpy(x).reshape(-1, 1, 28, 28)
+
+    def labels(stem):
+        return torch.from_numpy(load_idx(find(data_dir, stem)).astype(np.int64))
+
+    return (images("train-images-idx3-ubyte"), labels("train-labels-idx1-ubyte"),
+            images("t10k-images-idx3-ubyte"), labels("t10k-labels-idx1-ubyte"))
+
+
+def build_model(name):
+    if name == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(),
+                             nn.Linear(2048, 10))
+    if name == "cnn":
+        return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                             nn.Linear(3136, 512), nn.ReLU(), nn.Linear(512, 10))
+    raise ValueError("model %r is not supported by the baseline (mlp, cnn)" % name)
+
+
+EXPECTED_PARAMS = {"mlp": 5824522, "cnn": 1630090}
+
+
+def lr_at(step, base_lr, warmup, total):
+    """Linear warm-up then cosine to 0, exactly src/train/lr_schedule.cc."""
+    if step < warmup:
+        return base_lr * (step + 1) / warmup
+    span = max(1, total - warmup)
+    t = min(1.0, (step - warmup) / span)
+    return 0.5 * base_lr * (1.0 + math.cos(math.pi * t))
+
+
+@torch.no_grad()
+def evaluate(model, x, y, batch=1000):
+    model.eval()
+    correct = 0
+    for i in range(0, x.shape[0], batch):
+        correct += (model(x[i:i + batch]).argmax(1) == y[i:i + batch]).sum().item()
+    model.train()
+    return correct / x.shape[0]
+
+
+def tx_bytes(ifname):
+    """Bytes this host has sent on ifname (the namespace's own counter)."""
+    if not ifname:
+        return None
+    try:
+        with open("/sys/class/net/%s/statistics/tx_bytes" % ifname) as f:
+            return int(f.read())
+    except OSError:
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--master", required=True, help="HOST:PORT of rank 0's TCP store")
+    ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
+    ap.add_argument("--hook", default="none", choices=["none", "fp16", "powersgd"])
+    ap.add_argument("--powersgd-rank", type=int, default=4)
+    ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--max-steps", type=int, default=0)
+    ap.add_argument("--batch-size", type=int, default=64, help="per worker")
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--warmup-steps", type=int, default=100)
+    ap.add_argument("--eval-every", type=int, default=0, help="0 = at the start of every epoch after the first")
+    ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--time-budget", type=float, default=0, help="seconds of training; 0 = none")
+    ap.add_argument("--run-dir", required=True, help="rank 0 writes RUN_DIR/metrics.jsonl")
+    ap.add_argument("--timeout-s", type=float, default=300)
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    ifname = os.environ.get("GLOO_SOCKET_IFNAME", "")
+    host, port = args.master.rsplit(":", 1)
+    store = dist.TCPStore(host, int(port), args.world, args.rank == 0,
+                          timeout=datetime.timedelta(seconds=args.timeout_s))
+    dist.init_process_group("gloo", store=store, rank=args.rank, world_size=args.world,
+                            timeout=datetime.timedelta(seconds=args.timeout_s))
+
+    x_train, y_train, x_test, y_test = load_fashion_mnist(args.data_dir)
+    torch.manual_seed(args.seed)
+    model = build_model(args.model)
+    nparams = sum(p.numel() for p in model.parameters())
+    if nparams != EXPECTED_PARAMS[args.model]:
+        raise SystemExit("model %s has %d parameters, docs/models.md says %d" %
+                         (args.model, nparams, EXPECTED_PARAMS[args.model]))
+    # DDP broadcasts rank 0's parameters in its constructor.
+    ddp = nn.parallel.DistributedDataParallel(model)
+    if args.hook == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif args.hook == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                            start_powerSGD_iter=2, use_error_feedback=True, warm_start=True,
+                                            random_seed=args.seed)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
+
+    n = x_train.shape[0]
+    global_batch = args.batch_size * args.world
+    steps_per_epoch = n // global_batch  # drop_last
+    total = args.epochs * steps_per_epoch
+    if args.max_steps > 0:
+        total = min(total, args.max_steps)
+
+    lead = args.rank == 0
+    metrics = None
+    if lead:
+        os.makedirs(args.run_dir, exist_ok=True)
+        metrics = open(os.path.join(args.run_dir, "metrics.jsonl"), "w")
+
+    def write(rec):
+        metrics.write(json.dumps(rec) + "\n")
+        metrics.flush()
+
+    dist.barrier()
+    t0 = time.perf_counter()
+    tx0 = tx_bytes(ifname)
+    elapsed = lambda: time.perf_counter() - t0  # noqa: E731
+    stop = torch.zeros(1)
+    t = 0
+    stopped = False
+    window_start, window_steps, window_loss, window_compute = 0.0, 0, 0.0, 0.0
+    window_tx = tx0
+    epoch = 0
+    while t < total and not stopped:
+        order = data_order.epoch_order(n, args.seed, epoch)
+        for s in range(steps_per_epoch):
+            if t >= total:
+                break
+            if args.time_budget > 0:
+                stop[0] = 1.0 if (lead and elapsed() > args.time_budget) else 0.0
+                dist.all_reduce(stop, op=dist.ReduceOp.MAX)
+                if stop[0] > 0:
+                    stopped = True
+                    break
+            eval_now = t > 0 and (t % args.eval_every == 0 if args.eval_every > 0 else s == 0)
+            if eval_now and lead:
+                acc = evaluate(ddp.module, x_test, y_test)
+                write({"wall_time_s": elapsed(), "step": t, "epoch": epoch, "test_accuracy": acc})
+            begin = s * global_batch + args.rank * args.batch_size
+            idx = torch.from_numpy(order[begin:begin + args.batch_size])
+            for g in opt.param_groups:
+                g["lr"] = lr_at(t, args.lr, args.warmup_steps, total)
+            c0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(ddp(x_train[idx]), y_train[idx])
+            loss.backward()  # DDP allreduces gradients during backward
+            opt.step()
+            lv = loss.item()
+            if not math.isfinite(lv):
+                raise SystemExit("training diverged: loss %s at step %d" % (lv, t))
+            window_compute += time.perf_counter() - c0
+            window_loss += lv
+            window_steps += 1
+            t += 1
+            if lead and (t % args.log_every == 0 or t == total):
+                now = elapsed()
+                tx = tx_bytes(ifname)
+                rec = {"wall_time_s": now, "step": t, "epoch": epoch, "loss": window_loss / window_steps,
+                       "lr": lr_at(t - 1, args.lr, args.warmup_steps, total),
+                       "iter_s": (now - window_start) / window_steps,
+                       "samples_per_s": window_steps * global_batch / max(1e-9, now - window_start),
+                       "step_s": window_compute / window_steps, "workers": args.world}
+                if tx is not None and window_tx is not None:
+                    rec["bytes_sent_iface"] = (tx - window_tx) / window_steps
+                write(rec)
+                window_start, window_steps, window_loss, window_compute, window_tx = now, 0, 0.0, 0.0, tx
+        if not stopped:
+            epoch += 1
+    if lead:
+        acc = evaluate(ddp.module, x_test, y_test)
+        now = elapsed()
+        tx = tx_bytes(ifname)
+        rec = {"wall_time_s": now, "step": t, "test_accuracy": acc, "final": True, "stopped_by_budget": stopped,
+               "total_steps": total, "hook": args.hook, "epochs_completed": epoch}
+        if tx is not None and tx0 is not None and t > 0:
+            rec["bytes_sent_iface_per_step"] = (tx - tx0) / t
+        write(rec)
+        metrics.close()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
