@@ -1,0 +1,83 @@
+// BandwidthController: picks the gradient density and each worker's batch
+// size from measured bandwidth and compute speed (StellaTrain's controller).
+// Runs on rank 0 behind engine::AdaptationPolicy. Torch-free; asks the
+// planner (src/sim, PredictFrugalIteration) for iteration times.
+//
+// Rules, in order (Note [Controller] in bandwidth_controller.cc):
+//  1. Bandwidth: per worker, bytes sent on its limiting link over the time a
+//     message was in flight (idle time excluded); the slowest worker's
+//     estimate is the run's; smoothed (EWMA), except that a sample more than
+//     2x off the estimate replaces it (a step change is followed at once).
+//  2. Batch balance: batch sizes proportional to measured speed
+//     (samples per compute second), the global batch kept.
+//  3. Density: the highest density whose predicted iteration time stays
+//     within `hidden_tolerance` of the compute-bound time, i.e. the most
+//     information that communication can carry while staying hidden behind
+//     compute (staleness 1).
+//  4. Floor: if that density is below `density_floor`, grow the global batch
+//     (up to max_batch_growth) so compute time covers the floor density's
+//     communication; the learning rate scales linearly with the batch
+//     (Goyal et al. 2017).
+//  5. Hysteresis: keep the current density unless the new one differs by
+//     more than `change_ratio`; a change of the bandwidth estimate by more
+//     than 2x since the last decision acts at once.
+//
+// Thread safety: not thread-safe; used by one thread.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "frugal/engine/adaptation.h"
+#include "frugal/sim/hardware.h"
+#include "frugal/sim/workload.h"
+
+namespace frugal::control {
+
+struct ControllerOptions {
+  std::string model = "mlp";          // zoo model, for the planner's workload
+  std::vector<int> cluster_sizes;     // workers per cluster (rank order); empty = one cluster of all
+  int64_t batch_per_worker = 64;      // the configured (initial) batch
+  double bytes_per_value = 2.25;      // wire bytes per selected value (fp16 + block id / 16)
+  int staleness = 1;
+  double min_density = 0.001;
+  double max_density = 0.1;
+  double density_floor = 0.002;       // below this, grow the batch instead
+  double max_batch_growth = 4.0;      // global batch at most this times the configured one
+  double hidden_tolerance = 0.05;     // "hidden" = within 5% of the compute-bound iteration
+  double change_ratio = 1.3;          // hysteresis on density changes
+  double smoothing = 0.5;             // weight of the newest bandwidth sample
+  bool balance_batches = true;
+  int density_candidates = 33;        // geometric grid between min and max density
+};
+
+class BandwidthController : public engine::AdaptationPolicy {
+ public:
+  static Result<std::unique_ptr<BandwidthController>> Create(const ControllerOptions& options);
+
+  engine::Decision Decide(int64_t t, const std::vector<engine::WorkerTelemetry>& telemetry,
+                          const engine::Decision& current) override;
+
+  // Smoothed estimate of the limiting link, Mbit/s (0 before any sample).
+  double bandwidth_mbit() const { return bandwidth_mbit_.value_or(0.0); }
+
+  // Predicted iteration time (s) at density d with the given telemetry-fed
+  // compute time per sample and bandwidth, for `world` workers (split into
+  // options.cluster_sizes when given); exposed for tests and plots.
+  Result<double> PredictIteration(double density, int64_t batch_per_worker, double compute_s_per_sample,
+                                  double bandwidth_mbit, int world) const;
+
+ private:
+  BandwidthController(ControllerOptions options, sim::ModelSpec model, sim::HardwareSpec hw)
+      : options_(std::move(options)), model_(std::move(model)), hw_(std::move(hw)) {}
+
+  ControllerOptions options_;
+  sim::ModelSpec model_;
+  sim::HardwareSpec hw_;
+  std::optional<double> bandwidth_mbit_;
+  double bandwidth_at_last_change_ = 0;
+};
+
+}  // namespace frugal::control

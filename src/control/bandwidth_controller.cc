@@ -1,0 +1,223 @@
+#include "frugal/control/bandwidth_controller.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "frugal/sim/frugal_pipeline.h"
+
+namespace frugal::control {
+
+// Note [Controller]
+// Why "highest hidden density": with staleness 1 an iteration costs
+// max(compute, CPU stages + exchange); while the exchange fits behind
+// compute, a higher density is free in wall time and sends more of each
+// gradient now instead of leaving it in the error-feedback residual (which
+// costs iterations: sparse updates slow convergence). Beyond that point every
+// extra byte lengthens every iteration. So the fastest time to accuracy is
+// at (or very near) the largest density the link can hide, which the planner
+// predicts from the measured bandwidth and compute time. Below the floor the
+// link is too slow to carry even a useful trickle per iteration: a larger
+// batch makes each iteration longer and more valuable (fewer iterations for
+// the same samples), so the same bytes are amortised over more samples.
+//
+// Bandwidth is measured as bytes over busy time: a link that is used only
+// 20% of the time still reports what it carries while in use, so an increase
+// of capacity shows up at the next transfer without a separate probe. To
+// notice an increase when transfers are latency-bound (tiny messages), the
+// density is raised one grid step whenever the link was busy less than half
+// of the window and the prediction allows it.
+
+Result<std::unique_ptr<BandwidthController>> BandwidthController::Create(const ControllerOptions& o) {
+  if (!(o.min_density > 0) || o.max_density > 1 || o.min_density > o.max_density) {
+    return Status::InvalidArgument("controller densities must satisfy 0 < min <= max <= 1");
+  }
+  if (o.batch_per_worker <= 0) return Status::InvalidArgument("batch per worker must be positive");
+  if (o.max_batch_growth < 1) return Status::InvalidArgument("max batch growth must be >= 1");
+  if (o.density_candidates < 2) return Status::InvalidArgument("need at least 2 density candidates");
+  FRUGAL_ASSIGN_OR_RETURN(sim::ModelSpec model, sim::BuiltinModel(o.model));
+  FRUGAL_ASSIGN_OR_RETURN(sim::HardwareSpec hw, sim::BuiltinHardware("cpu-local"));
+  return std::unique_ptr<BandwidthController>(new BandwidthController(o, std::move(model), std::move(hw)));
+}
+
+Result<double> BandwidthController::PredictIteration(double density, int64_t batch_per_worker,
+                                                     double compute_s_per_sample, double bandwidth_mbit,
+                                                     int world) const {
+  sim::FrugalJob job;
+  job.model = model_;
+  job.batch_per_worker = batch_per_worker;
+  job.density = density;
+  job.bytes_per_selected = options_.bytes_per_value;
+  job.staleness = options_.staleness;
+  job.compute_s_per_sample = std::max(compute_s_per_sample, 1e-9);
+  job.shared_cpu = false;  // measured compute already includes the contention it sees
+  const double gbps = std::max(bandwidth_mbit, 1e-3) / 1000.0;
+  std::vector<int> sizes = options_.cluster_sizes;
+  if (sizes.empty()) sizes = {world};
+  job.clusters.clear();
+  for (int n : sizes) job.clusters.push_back(sim::ClusterSpec{n, sizes.size() > 1 ? 1e6 : gbps});
+  job.inter_cluster_gbps = gbps;
+  job.inter_cluster_latency_ms = 0;
+  sim::HardwareSpec hw = hw_;
+  // The measured compute time already contains whatever contention the
+  // worker sees, so the compute stream is modelled as its own resource.
+  hw.is_cpu = false;
+  hw.efficiency.inter_link = 1.0;  // the estimate is already an achieved rate
+  hw.host.cpu_sparsify_gbs = 1e6;  // CPU stages: measured separately, see Decide
+  hw.host.cpu_optimizer_gbs = 1e6;
+  hw.host.pcie_gbs = 1e6;
+  FRUGAL_ASSIGN_OR_RETURN(sim::FrugalPrediction p, sim::PredictFrugalIteration(job, hw));
+  return p.iteration_s;
+}
+
+engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine::WorkerTelemetry>& telemetry,
+                                             const engine::Decision& current) {
+  engine::Decision next = current;
+  next.reason.clear();
+  const int world = static_cast<int>(telemetry.size());
+  if (world == 0) return next;
+  // Batches are always derived from the configured global batch (then
+  // balanced, then grown), never from the previous decision, so growth does
+  // not compound.
+  std::vector<int64_t> batches(world, options_.batch_per_worker);
+
+  // 1. Bandwidth of the slowest worker's limiting link, and how busy it was.
+  double slowest = -1;
+  double busy_fraction = 1;
+  for (const auto& w : telemetry) {
+    if (w.link_busy_s <= 0 || w.link_bytes <= 0) continue;
+    double mbit = w.link_bytes * 8.0 / w.link_busy_s / 1e6;
+    if (slowest < 0 || mbit < slowest) slowest = mbit;
+    if (w.window_s > 0) busy_fraction = std::min(busy_fraction, w.link_busy_s / w.window_s);
+  }
+  if (slowest > 0) {
+    // Smooth noise, but follow a step change (more than 2x) at once.
+    const bool step = bandwidth_mbit_ && (slowest > 2 * *bandwidth_mbit_ || slowest < 0.5 * *bandwidth_mbit_);
+    bandwidth_mbit_ = (bandwidth_mbit_ && !step)
+                          ? options_.smoothing * slowest + (1 - options_.smoothing) * *bandwidth_mbit_
+                          : slowest;
+  }
+  if (!bandwidth_mbit_) {
+    next.reason = "no bandwidth sample yet";
+    return next;
+  }
+  const double bw = *bandwidth_mbit_;
+  next.bandwidth_mbit = bw;
+
+  // 2. Batch sizes proportional to speed, global batch kept.
+  std::vector<double> speed(world, 0);
+  double total_speed = 0;
+  for (int r = 0; r < world; ++r) {
+    const auto& w = telemetry[r];
+    speed[r] = (w.compute_s > 0 && w.samples > 0) ? w.samples / w.compute_s : 0;
+    total_speed += speed[r];
+  }
+  const int64_t global = std::accumulate(batches.begin(), batches.end(), int64_t{0});
+  if (options_.balance_batches && total_speed > 0 && std::all_of(speed.begin(), speed.end(), [](double s) { return s > 0; })) {
+    // Largest-remainder rounding, at least 1 sample each.
+    std::vector<int64_t> balanced(world);
+    std::vector<std::pair<double, int>> remainders;
+    int64_t assigned = 0;
+    for (int r = 0; r < world; ++r) {
+      double exact = static_cast<double>(global) * speed[r] / total_speed;
+      balanced[r] = std::max<int64_t>(1, static_cast<int64_t>(std::floor(exact)));
+      assigned += balanced[r];
+      remainders.push_back({exact - std::floor(exact), -r});
+    }
+    std::sort(remainders.rbegin(), remainders.rend());
+    for (size_t i = 0; assigned < global && i < remainders.size(); ++i, ++assigned) balanced[-remainders[i].second]++;
+    // Only rebalance when some worker is more than 10% off equal shares.
+    bool worth = false;
+    for (int r = 0; r < world; ++r) {
+      worth = worth || std::abs(static_cast<double>(balanced[r] - batches[r])) > 0.1 * static_cast<double>(batches[r]);
+    }
+    if (worth && assigned == global) batches = balanced;
+  }
+  // Compute time per iteration after balancing: the slowest worker sets it.
+  double compute_iter = 0;
+  for (int r = 0; r < world; ++r) {
+    if (speed[r] > 0) compute_iter = std::max(compute_iter, static_cast<double>(batches[r]) / speed[r]);
+  }
+  const int64_t mean_batch = std::max<int64_t>(1, global / world);
+  const double s_per_sample = compute_iter / static_cast<double>(mean_batch);
+
+  // 3. Highest density whose predicted iteration stays hidden.
+  auto predict = [&](double d, int64_t batch) {
+    Result<double> r = PredictIteration(d, batch, s_per_sample, bw, world);
+    return r.ok() ? *r : 1e30;
+  };
+  std::vector<double> grid;
+  for (int i = 0; i < options_.density_candidates; ++i) {
+    double f = static_cast<double>(i) / (options_.density_candidates - 1);
+    grid.push_back(options_.min_density * std::pow(options_.max_density / options_.min_density, f));
+  }
+  const double floor_time = predict(grid.front(), mean_batch);
+  double best = grid.front();
+  for (double d : grid) {
+    if (predict(d, mean_batch) <= floor_time * (1 + options_.hidden_tolerance)) best = d;
+  }
+  std::string why;
+  // Probe upward when the link was mostly idle: the estimate may be low.
+  if (busy_fraction < 0.5 && best <= current.density * 1.01 && best < options_.max_density) {
+    auto it = std::upper_bound(grid.begin(), grid.end(), current.density * 1.01);
+    if (it != grid.end()) {
+      best = *it;
+      why = "link busy " + std::to_string(static_cast<int>(100 * busy_fraction)) + "% of the time: probing upward; ";
+    }
+  }
+
+  // 4. Below the floor: grow the batch so compute covers the floor's traffic.
+  double lr_scale = 1.0;
+  int64_t growth_batch = mean_batch;
+  if (best < options_.density_floor) {
+    double grow = 1.0;
+    while (grow < options_.max_batch_growth) {
+      grow = std::min(options_.max_batch_growth, grow * 1.25);
+      growth_batch = static_cast<int64_t>(std::llround(mean_batch * grow));
+      double hidden = predict(grid.front(), growth_batch) * (1 + options_.hidden_tolerance);
+      if (predict(options_.density_floor, growth_batch) <= hidden) break;
+    }
+    best = options_.density_floor;
+    lr_scale = static_cast<double>(growth_batch) / static_cast<double>(mean_batch);
+    for (auto& b : batches) b = std::max<int64_t>(1, static_cast<int64_t>(std::llround(b * lr_scale)));
+    why += "density would fall below the floor: batch x" + std::to_string(lr_scale).substr(0, 4) +
+           ", lr scaled linearly; ";
+  }
+
+  // 5. Hysteresis.
+  const bool big_bw_change = bandwidth_at_last_change_ > 0 &&
+                             (bw > 2 * bandwidth_at_last_change_ || bw < 0.5 * bandwidth_at_last_change_);
+  const double ratio = best / current.density;
+  if (ratio > options_.change_ratio || ratio < 1 / options_.change_ratio || big_bw_change || lr_scale != current.lr_scale) {
+    if (best != current.density) {
+      char buf[160];
+      std::snprintf(buf, sizeof(buf), "density %.4g -> %.4g: highest hidden at %.1f Mbit/s, compute %.3f s/iter",
+                    current.density, best, bw, compute_iter);
+      why += buf;
+      bandwidth_at_last_change_ = bw;
+    }
+    next.density = best;
+  }
+  if (bandwidth_at_last_change_ == 0) bandwidth_at_last_change_ = bw;
+  // Batch hysteresis: keep the current sizes unless one moves by > 10%.
+  bool batch_change = current.batch_sizes.size() != batches.size();
+  for (size_t r = 0; !batch_change && r < batches.size(); ++r) {
+    batch_change = std::abs(static_cast<double>(batches[r] - current.batch_sizes[r])) >
+                   0.1 * static_cast<double>(current.batch_sizes[r]);
+  }
+  if (batch_change) {
+    std::string sizes;
+    for (int64_t b : batches) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
+    next.reason += "batches " + sizes + " (proportional to speed); ";
+    next.batch_sizes = batches;
+  }
+  next.lr_scale = lr_scale;
+  next.predicted_iteration_s = predict(next.density, mean_batch);
+  next.reason += why;
+  if (next.reason.empty()) next.reason = "unchanged";
+  (void)t;
+  return next;
+}
+
+}  // namespace frugal::control

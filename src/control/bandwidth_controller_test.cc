@@ -1,0 +1,144 @@
+#include "frugal/control/bandwidth_controller.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+namespace frugal::control {
+namespace {
+
+constexpr double kParams = 5824522;  // mlp
+
+// Telemetry of `world` workers over `iters` iterations on a link of `mbit`,
+// at `density`, each worker spending `s_per_sample[r]` per sample.
+std::vector<engine::WorkerTelemetry> Recorded(double mbit, double density, int iters,
+                                              std::vector<double> s_per_sample,
+                                              const std::vector<int64_t>& batches) {
+  int world = static_cast<int>(s_per_sample.size());
+  std::vector<engine::WorkerTelemetry> out(world);
+  for (int r = 0; r < world; ++r) {
+    auto& w = out[r];
+    w.rank = r;
+    w.iterations = iters;
+    w.samples = batches[r] * iters;
+    w.compute_s = s_per_sample[r] * static_cast<double>(w.samples);
+    w.link_bytes = (world - 1) * density * kParams * 2.25 * iters;
+    w.link_busy_s = w.link_bytes * 8 / (mbit * 1e6);
+    w.window_s = std::max(w.compute_s, w.link_busy_s) * 1.05;
+  }
+  return out;
+}
+
+ControllerOptions Options() {
+  ControllerOptions o;
+  o.model = "mlp";
+  o.batch_per_worker = 64;
+  return o;
+}
+
+engine::Decision Start(int world) {
+  engine::Decision d;
+  d.density = 0.01;
+  d.batch_sizes.assign(world, 64);
+  return d;
+}
+
+TEST(BandwidthControllerTest, MoreBandwidthNeverMeansLowerDensity) {
+  double previous = 0;
+  for (double mbit : {25.0, 50.0, 100.0, 250.0, 500.0, 1000.0}) {
+    auto c = BandwidthController::Create(Options());
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    engine::Decision d = Start(4);
+    for (int i = 0; i < 3; ++i) d = (*c)->Decide(5 * i, Recorded(mbit, d.density, 5, {0.002, 0.002, 0.002, 0.002}, d.batch_sizes), d);
+    EXPECT_GE(d.density, previous) << mbit << " Mbit/s: " << d.reason;
+    previous = d.density;
+  }
+  EXPECT_GT(previous, 0.01);
+}
+
+TEST(BandwidthControllerTest, ChosenDensityKeepsCommunicationHidden) {
+  auto c = BandwidthController::Create(Options());
+  engine::Decision d = Start(4);
+  for (int i = 0; i < 4; ++i) d = (*c)->Decide(5 * i, Recorded(100, d.density, 5, {0.002, 0.002, 0.002, 0.002}, d.batch_sizes), d);
+  // At 100 Mbit/s with 0.128 s of compute per iteration, the exchange of
+  // 3 * d * P * 2.25 bytes must fit: d <= 0.128 * 100e6 / 8 / (3 * P * 2.25).
+  double limit = 0.128 * 100e6 / 8 / (3 * kParams * 2.25);
+  EXPECT_LE(d.density, limit * 1.1) << d.reason;
+  EXPECT_GE(d.density, limit * 0.6) << d.reason;
+}
+
+TEST(BandwidthControllerTest, NoOscillationOnAConstantLink) {
+  auto c = BandwidthController::Create(Options());
+  engine::Decision d = Start(4);
+  int changes_after_settling = 0;
+  for (int i = 0; i < 40; ++i) {
+    engine::Decision next = (*c)->Decide(5 * i, Recorded(100, d.density, 5, {0.002, 0.002, 0.002, 0.002}, d.batch_sizes), d);
+    if (i >= 4 && next.density != d.density) ++changes_after_settling;
+    d = next;
+  }
+  EXPECT_EQ(changes_after_settling, 0);  // 180 iterations without a change
+}
+
+TEST(BandwidthControllerTest, SettlesWithinTenIterationsAfterAStepDown) {
+  auto c = BandwidthController::Create(Options());
+  engine::Decision d = Start(4);
+  for (int i = 0; i < 6; ++i) d = (*c)->Decide(5 * i, Recorded(500, d.density, 5, {0.002, 0.002, 0.002, 0.002}, d.batch_sizes), d);
+  const double at_500 = d.density;
+  // The link drops to 50 Mbit/s; decisions every 5 iterations.
+  std::vector<double> after;
+  for (int i = 6; i < 12; ++i) {
+    d = (*c)->Decide(5 * i, Recorded(50, d.density, 5, {0.002, 0.002, 0.002, 0.002}, d.batch_sizes), d);
+    after.push_back(d.density);
+  }
+  // Hidden limit at 50 Mbit/s with 0.128 s of compute (see above).
+  const double limit = 0.128 * 50e6 / 8 / (3 * kParams * 2.25);
+  EXPECT_LT(after[1], at_500 / 2);
+  EXPECT_LE(after[1], limit * 1.1) << "after 10 iterations: " << after[1];
+  EXPECT_GE(after[1], limit * 0.6) << "after 10 iterations: " << after[1];
+  EXPECT_EQ(after[1], after.back());  // and stays there
+}
+
+TEST(BandwidthControllerTest, SlowWorkerGetsAProportionallySmallerBatch) {
+  auto c = BandwidthController::Create(Options());
+  engine::Decision d = Start(4);
+  d = (*c)->Decide(5, Recorded(1000, d.density, 5, {0.002, 0.004, 0.002, 0.002}, d.batch_sizes), d);
+  ASSERT_EQ(d.batch_sizes.size(), 4u);
+  EXPECT_EQ(d.batch_sizes[0] + d.batch_sizes[1] + d.batch_sizes[2] + d.batch_sizes[3], 256);
+  EXPECT_NEAR(static_cast<double>(d.batch_sizes[1]), d.batch_sizes[0] / 2.0, 1.0) << d.reason;
+  EXPECT_EQ(d.lr_scale, 1.0);
+}
+
+TEST(BandwidthControllerTest, BelowTheFloorTheBatchGrowsAndTheLearningRateScales) {
+  auto c = BandwidthController::Create(Options());
+  engine::Decision d = Start(4);
+  for (int i = 0; i < 3; ++i) d = (*c)->Decide(5 * i, Recorded(2, d.density, 5, {0.002, 0.002, 0.002, 0.002}, d.batch_sizes), d);
+  EXPECT_EQ(d.density, Options().density_floor) << d.reason;
+  EXPECT_GT(d.lr_scale, 1.0);
+  EXPECT_LE(d.lr_scale, Options().max_batch_growth);
+  EXPECT_EQ(d.batch_sizes[0], static_cast<int64_t>(std::llround(64 * d.lr_scale)));
+}
+
+TEST(BandwidthControllerTest, DecisionsAreDeterministic) {
+  auto a = BandwidthController::Create(Options());
+  auto b = BandwidthController::Create(Options());
+  engine::Decision da = Start(3), db = Start(3);
+  for (int i = 0; i < 10; ++i) {
+    double mbit = i < 5 ? 300 : 40;
+    da = (*a)->Decide(5 * i, Recorded(mbit, da.density, 5, {0.002, 0.003, 0.002}, da.batch_sizes), da);
+    db = (*b)->Decide(5 * i, Recorded(mbit, db.density, 5, {0.002, 0.003, 0.002}, db.batch_sizes), db);
+    EXPECT_EQ(da.Serialize(), db.Serialize());
+  }
+}
+
+TEST(BandwidthControllerTest, DecisionRoundTripsAndRejectsGarbage) {
+  engine::Decision d = Start(2);
+  d.reason = "x";
+  auto back = engine::Decision::Deserialize(d.Serialize());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->Serialize(), d.Serialize());
+  std::vector<uint8_t> junk = {'{', '"'};
+  EXPECT_EQ(engine::Decision::Deserialize(junk).status().code(), Status::Code::kCorruption);
+}
+
+}  // namespace
+}  // namespace frugal::control

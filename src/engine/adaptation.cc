@@ -1,0 +1,74 @@
+#include "frugal/engine/adaptation.h"
+
+#include <nlohmann/json.hpp>
+
+namespace frugal::engine {
+
+// Control-plane messages are small and rare (one per decision point), so
+// they travel as JSON: easy to log and to extend.
+
+std::vector<uint8_t> WorkerTelemetry::Serialize() const {
+  nlohmann::json j = {{"rank", rank},           {"iterations", iterations}, {"window_s", window_s},
+                      {"samples", samples},     {"compute_s", compute_s},   {"wait_s", wait_s},
+                      {"sparsify_s", sparsify_s}, {"optimizer_s", optimizer_s}, {"link_bytes", link_bytes},
+                      {"link_busy_s", link_busy_s}};
+  std::string s = j.dump();
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+Result<WorkerTelemetry> WorkerTelemetry::Deserialize(const std::vector<uint8_t>& bytes) {
+  try {
+    auto j = nlohmann::json::parse(bytes.begin(), bytes.end());
+    WorkerTelemetry t;
+    t.rank = j.at("rank");
+    t.iterations = j.at("iterations");
+    t.window_s = j.at("window_s");
+    t.samples = j.at("samples");
+    t.compute_s = j.at("compute_s");
+    t.wait_s = j.at("wait_s");
+    t.sparsify_s = j.at("sparsify_s");
+    t.optimizer_s = j.at("optimizer_s");
+    t.link_bytes = j.at("link_bytes");
+    t.link_busy_s = j.at("link_busy_s");
+    return t;
+  } catch (const std::exception& e) {
+    return Status::Corruption(std::string("malformed telemetry message: ") + e.what());
+  }
+}
+
+std::vector<uint8_t> Decision::Serialize() const {
+  nlohmann::json j = {{"effective_iteration", effective_iteration},
+                      {"density", density},
+                      {"batch_sizes", batch_sizes},
+                      {"lr_scale", lr_scale},
+                      {"bandwidth_mbit", bandwidth_mbit},
+                      {"predicted_iteration_s", predicted_iteration_s},
+                      {"reason", reason}};
+  std::string s = j.dump();
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+Result<Decision> Decision::Deserialize(const std::vector<uint8_t>& bytes) {
+  try {
+    auto j = nlohmann::json::parse(bytes.begin(), bytes.end());
+    Decision d;
+    d.effective_iteration = j.at("effective_iteration");
+    d.density = j.at("density");
+    d.batch_sizes = j.at("batch_sizes").get<std::vector<int64_t>>();
+    d.lr_scale = j.at("lr_scale");
+    d.bandwidth_mbit = j.at("bandwidth_mbit");
+    d.predicted_iteration_s = j.at("predicted_iteration_s");
+    d.reason = j.at("reason");
+    if (!(d.density > 0) || d.density > 1 || !(d.lr_scale > 0)) {
+      return Status::Corruption("decision has an out-of-range density or learning-rate scale");
+    }
+    for (int64_t b : d.batch_sizes) {
+      if (b <= 0) return Status::Corruption("decision has a non-positive batch size");
+    }
+    return d;
+  } catch (const std::exception& e) {
+    return Status::Corruption(std::string("malformed decision message: ") + e.what());
+  }
+}
+
+}  // namespace frugal::engine
