@@ -115,7 +115,7 @@ def evaluate(model, x, y, batch=1000):
 
 def tx_bytes(ifname):
     """Bytes this host has sent on ifname (the namespace's own counter)."""
-    if not ifname:
+    if not ifname or ifname == "lo":  # loopback is shared by every rank: not per-host
         return None
     try:
         with open("/sys/class/net/%s/statistics/tx_bytes" % ifname) as f:
