@@ -112,6 +112,11 @@ void Transport::TransfersAbandoned(int dst) {
   EndTransfers(dst, busy_[dst].in_flight);
 }
 
+uint64_t Transport::MessagesInFlight(int dst) const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return dst >= 0 && dst < static_cast<int>(stats_.per_peer.size()) ? busy_[dst].in_flight : 0;
+}
+
 // REQUIRES: stats_mu_ held.
 void Transport::EndTransfers(int dst, uint64_t count) {
   if (dst == rank_ || dst < 0 || dst >= static_cast<int>(stats_.per_peer.size())) return;

@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -35,11 +36,11 @@ namespace frugal::comm {
 // zmq message's free callback drops a heap-held reference, so the buffer
 // lives until ZeroMQ has written it to the socket.
 //
-// Shutdown: the I/O thread flushes queued sends, reads what has arrived (to
-// learn which peers already left), sends a goodbye to every peer still open,
-// and closes its sockets. Destroying the context then waits up to `linger`
-// for ZeroMQ to put the remaining bytes on the wire. Sockets to peers known
-// to be gone get linger 0 so a dead peer does not delay the close.
+// Shutdown (Note [Closing]): the I/O thread flushes queued sends, waits (up
+// to `linger`) until live peers have acknowledged them, sends a goodbye to
+// every peer still open, and closes its sockets. Destroying the context then
+// waits at most 200 ms for ZeroMQ to put the goodbyes on the wire. Sockets
+// to peers known to be gone get linger 0.
 
 struct ZmqListener::Impl {
   ZmqOptions options;
@@ -152,9 +153,19 @@ class ZmqTransport final : public Transport {
         items.push_back({monitors_[peer].handle(), 0, ZMQ_POLLIN, 0});
         monitor_peer.push_back(static_cast<int>(peer));
       }
+      // Set once the destructor asked us to stop: see Note [Closing].
+      std::optional<std::chrono::steady_clock::time_point> drain_deadline;
       while (true) {
         for (auto& item : items) item.revents = 0;
-        PollRetrying(items.data(), items.size(), NextLostDeadline());
+        std::chrono::milliseconds wait = NextLostDeadline();
+        if (drain_deadline) {
+          auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*drain_deadline -
+                                                                            std::chrono::steady_clock::now()) +
+                      std::chrono::milliseconds(1);
+          if (left.count() < 0) left = std::chrono::milliseconds(0);
+          if (wait.count() < 0 || left < wait) wait = left;
+        }
+        PollRetrying(items.data(), items.size(), wait);
         if (items[1].revents & ZMQ_POLLIN) {
           uint64_t count;
           ssize_t n = ::read(wake_fd_, &count, sizeof(count));
@@ -165,8 +176,11 @@ class ZmqTransport final : public Transport {
           if (items[2 + i].revents & ZMQ_POLLIN) ReadMonitor(monitor_peer[i]);
         }
         DeclareLostPeers();
-        bool stopping = FlushOutgoing();
-        if (stopping) break;
+        if (FlushOutgoing()) {
+          const auto now = std::chrono::steady_clock::now();
+          if (!drain_deadline) drain_deadline = now + listener_->options.linger;
+          if (!AwaitingAcks() || now >= *drain_deadline) break;
+        }
       }
       ReadIncoming();
       SayGoodbye();
@@ -180,6 +194,21 @@ class ZmqTransport final : public Transport {
       if (m.handle() != nullptr) m.close();
     }
     router.close();
+  }
+
+  // Note [Closing]
+  // A rank often closes right after its last Send (the leader broadcasts
+  // the final result and returns). Those bytes must still reach the peers,
+  // so closing waits, up to `linger`, until every peer that is still there
+  // has acknowledged every data message (the acks of Note [Busy time] are
+  // sent on arrival, so this does not depend on the peer calling Recv).
+  // Only then do the goodbyes go out. Peers that left or were declared lost
+  // are not waited for.
+  bool AwaitingAcks() const {
+    for (int peer = 0; peer < world_size(); ++peer) {
+      if (peer != rank() && MessagesInFlight(peer) > 0 && !mailbox_.IsClosed(peer)) return true;
+    }
+    return false;
   }
 
   // Note [Lost peers]
@@ -340,13 +369,20 @@ class ZmqTransport final : public Transport {
     SendFrames(peer, h, nullptr);
   }
 
+  // Goodbyes are best effort: data has been acknowledged already (Note
+  // [Closing]), and a peer that misses our goodbye still notices through
+  // lost-peer detection or its timeout. So a peer that is closing at the
+  // same moment, whose ROUTER no longer accepts connections, must not hold
+  // our context termination for the whole linger.
   void SayGoodbye() {
+    const int goodbye_linger_ms = static_cast<int>(std::min<int64_t>(listener_->options.linger.count(), 200));
     for (int peer = 0; peer < world_size(); ++peer) {
       if (peer == rank()) continue;
       if (mailbox_.IsClosed(peer)) {
         dealers_[peer].set(zmq::sockopt::linger, 0);
       } else {
         SendControl(peer, WireKind::kGoodbye);
+        dealers_[peer].set(zmq::sockopt::linger, goodbye_linger_ms);
       }
     }
   }

@@ -65,6 +65,19 @@ TEST(ZmqTransportTest, BusyTimeRunsUntilTheReceiverAcknowledges) {
   EXPECT_EQ(m->payload.size(), 1u << 20);
 }
 
+// Note [Closing]: destroying a transport returns only once live peers have
+// acknowledged what it sent, so the bytes are already in the receiver's
+// mailbox: a Recv with no timeout at all finds them.
+TEST(ZmqTransportTest, CloseWaitsUntilPeersHaveTheData) {
+  testing::World w = testing::MakeWorld(testing::Backend::kZmq, {"a", "b"});
+  Bytes big(8 << 20, 5);
+  ASSERT_TRUE(w.ranks[0]->Send(1, 1, big).ok());
+  w.ranks[0].reset();
+  auto m = w.ranks[1]->Recv(0, 1, milliseconds(0));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->payload, big);
+}
+
 TEST(InProcTransportTest, HasNoBusyTime) {
   testing::World w = testing::MakeWorld(testing::Backend::kInProc, {"a", "b"});
   ASSERT_TRUE(w.ranks[0]->Send(1, 1, Bytes(100)).ok());

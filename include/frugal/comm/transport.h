@@ -124,6 +124,7 @@ class Transport {
   void TransferStarted(int dst);
   void TransferAcknowledged(int dst);
   void TransfersAbandoned(int dst);
+  uint64_t MessagesInFlight(int dst) const;
   // InvalidArgument naming the bad rank, or Ok.
   Status CheckPeer(int peer, const char* what) const;
 

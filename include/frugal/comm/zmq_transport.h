@@ -44,9 +44,11 @@ struct SecurityOptions {
 };
 
 struct ZmqOptions {
-  // How long closing a transport may wait to flush messages still queued
-  // for peers that are alive. Default: 2 s.
-  std::chrono::milliseconds linger{2000};
+  // How long closing a transport may wait for live peers to acknowledge the
+  // messages sent to them (then at most 200 ms more for the goodbyes).
+  // Closing returns as soon as everything is acknowledged; the wait is only
+  // long when a peer is alive but stalled. Default: 5 s.
+  std::chrono::milliseconds linger{5000};
   // How often a DEALER retries a connection to a peer that is not up yet
   // (ZMQ_RECONNECT_IVL). Default: 100 ms.
   std::chrono::milliseconds reconnect_interval{100};
