@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "frugal/comm/rendezvous.h"
+#include "frugal/control/bandwidth_controller.h"
 #include "frugal/data/dataset.h"
 #include "frugal/engine/launcher.h"
 #include "frugal/engine/worker.h"
@@ -22,6 +23,7 @@ namespace {
 struct TrainFlags {
   train::TrainOptions options;
   std::string local_clusters;
+  std::string local_slowdowns;
 };
 
 void BindTrainOptions(CLI::App* cmd, train::TrainOptions& o) {
@@ -72,6 +74,9 @@ void BindTrainOptions(CLI::App* cmd, train::TrainOptions& o) {
   cmd->add_option("--timeout-s", o.timeout_s, "Bound on every network wait, seconds")->group(d);
   cmd->add_option("--checksum-every", o.checksum_every, "Compare replica checksums every N steps (0 = at the end)")->group(d);
   cmd->add_option("--dgc-momentum", o.dgc_momentum, "Error-feedback momentum correction (0 = off)")->group(d);
+  cmd->add_option("--adapt", o.adapt, "on: the bandwidth controller picks density and batch sizes")->group(d);
+  cmd->add_option("--decide-every", o.decide_every, "Steps between controller decisions")->group(d);
+  cmd->add_option("--compute-slowdown", o.compute_slowdown, "Stretch this worker's compute (experiments)")->group(d);
   cmd->add_option("--cluster", o.cluster, "This worker's cluster name")->group(d);
   cmd->add_option("--coordinator", o.coordinator, "Coordinator address tcp://HOST:PORT (frugal worker)")->group(d);
   cmd->add_option("--rank", o.rank, "This worker's rank (-1: assigned)")->group(d);
@@ -95,7 +100,8 @@ std::string DefaultRunName(const std::string& model) {
 
 // frugal train --workers N: write the resolved options to the run directory
 // and start N `frugal worker` processes that read them.
-void LaunchLocal(CLI::App* cmd, train::TrainOptions& o, const std::string& local_clusters) {
+void LaunchLocal(CLI::App* cmd, train::TrainOptions& o, const std::string& local_clusters,
+                 const std::string& local_slowdowns) {
   if (o.run_name.empty()) {
     o.run_name = DefaultRunName(o.model);
     cmd->get_option("--run-name")->add_result(o.run_name);
@@ -118,6 +124,15 @@ void LaunchLocal(CLI::App* cmd, train::TrainOptions& o, const std::string& local
   lo.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
   std::stringstream ss(local_clusters);
   for (std::string c; std::getline(ss, c, ',');) lo.clusters.push_back(c);
+  std::stringstream sl(local_slowdowns);
+  for (std::string v; std::getline(sl, v, ',');) {
+    char* end = nullptr;
+    double x = std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end != '\0' || !(x >= 1.0)) {
+      throw UsageError("--local-slowdowns: '" + v + "' is not a factor >= 1");
+    }
+    lo.slowdowns.push_back(v);
+  }
   ThrowIfError(engine::RunLocalWorkers(lo));
 }
 
@@ -131,12 +146,15 @@ void AddTrainCommand(CLI::App& app) {
   cmd->add_option("--local-clusters", flags->local_clusters,
                   "Comma-separated cluster of each local worker, e.g. a,a,b,b (default: one cluster)")
       ->group("Distributed");
+  cmd->add_option("--local-slowdowns", flags->local_slowdowns,
+                  "Comma-separated --compute-slowdown of each local worker, e.g. 1,2,1,1")
+      ->group("Distributed");
   cmd->callback([cmd, flags] {
     if (ApplyConfigAndMaybePrint(cmd)) return;
     ThrowIfError(flags->options.Validate());
     if (flags->options.workers > 1) {
       if (flags->options.dataset == "fashion-mnist") ThrowIfError(data::CheckFashionMnistFiles(flags->options.data_dir));
-      LaunchLocal(cmd, flags->options, flags->local_clusters);
+      LaunchLocal(cmd, flags->options, flags->local_clusters, flags->local_slowdowns);
       return;
     }
     auto trainer = train::Trainer::Create(flags->options);
@@ -166,7 +184,23 @@ void AddTrainCommand(CLI::App& app) {
     auto transport = comm::JoinZmqWorld(jo);
     if (!transport.ok()) throw RunError(transport.status().WithContext("joining " + o.coordinator).ToString());
     int rank = (*transport)->rank();
-    auto worker = engine::Worker::Create(o, std::move(*transport));
+    std::unique_ptr<engine::AdaptationPolicy> policy;
+    if (o.adapt == "on" && rank == 0) {
+      control::ControllerOptions co;
+      co.model = o.model;
+      co.batch_per_worker = o.batch_size;
+      co.staleness = o.staleness;
+      const comm::Topology& topo = (*transport)->topology();
+      for (int c = 0; c < topo.num_clusters(); ++c) co.cluster_sizes.push_back(static_cast<int>(topo.members(c).size()));
+      // Wire bytes per selected value: the value plus its share of the index
+      // (one u32 per 16-value block, or ~2 bytes of varint otherwise).
+      double value_bytes = o.value_encoding == "fp32" ? 4.0 : 2.0;
+      co.bytes_per_value = value_bytes + (o.sparsifier == "block" ? 0.25 : 2.0);
+      auto controller = control::BandwidthController::Create(co);
+      ThrowIfError(controller.status());
+      policy = std::move(*controller);
+    }
+    auto worker = engine::Worker::Create(o, std::move(*transport), std::move(policy));
     if (!worker.ok()) {
       throw RunError(worker.status().WithContext("worker " + std::to_string(rank)).ToString());
     }

@@ -98,19 +98,19 @@ engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine
                           ? options_.smoothing * slowest + (1 - options_.smoothing) * *bandwidth_mbit_
                           : slowest;
   }
-  if (!bandwidth_mbit_) {
-    next.reason = "no bandwidth sample yet";
-    return next;
-  }
-  const double bw = *bandwidth_mbit_;
-  next.bandwidth_mbit = bw;
-
   // 2. Batch sizes proportional to speed, global batch kept.
   std::vector<double> speed(world, 0);
   double total_speed = 0;
+  if (static_cast<int>(speed_ewma_.size()) != world) speed_ewma_.assign(world, 0.0);
   for (int r = 0; r < world; ++r) {
     const auto& w = telemetry[r];
-    speed[r] = (w.compute_s > 0 && w.samples > 0) ? w.samples / w.compute_s : 0;
+    double sample = (w.compute_s > 0 && w.samples > 0) ? w.samples / w.compute_s : 0;
+    // Compute speed is noisy on shared cores: smooth it like the bandwidth.
+    if (sample > 0) {
+      speed_ewma_[r] = speed_ewma_[r] > 0 ? options_.smoothing * sample + (1 - options_.smoothing) * speed_ewma_[r]
+                                          : sample;
+    }
+    speed[r] = speed_ewma_[r];
     total_speed += speed[r];
   }
   const int64_t global = std::accumulate(batches.begin(), batches.end(), int64_t{0});
@@ -127,10 +127,12 @@ engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine
     }
     std::sort(remainders.rbegin(), remainders.rend());
     for (size_t i = 0; assigned < global && i < remainders.size(); ++i, ++assigned) balanced[-remainders[i].second]++;
-    // Only rebalance when some worker is more than 10% off equal shares.
+    // Only rebalance when some worker is more than `rebalance_threshold`
+    // off equal shares: small speed differences are noise.
     bool worth = false;
     for (int r = 0; r < world; ++r) {
-      worth = worth || std::abs(static_cast<double>(balanced[r] - batches[r])) > 0.1 * static_cast<double>(batches[r]);
+      worth = worth || std::abs(static_cast<double>(balanced[r] - batches[r])) >
+                           options_.rebalance_threshold * static_cast<double>(batches[r]);
     }
     if (worth && assigned == global) batches = balanced;
   }
@@ -140,6 +142,24 @@ engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine
     if (speed[r] > 0) compute_iter = std::max(compute_iter, static_cast<double>(batches[r]) / speed[r]);
   }
   const int64_t mean_batch = std::max<int64_t>(1, global / world);
+  if (!bandwidth_mbit_) {
+    // No transfer was timed yet (or the transport has no busy clock):
+    // balance batches, keep the density.
+    bool change = current.batch_sizes.size() != batches.size();
+    for (size_t r = 0; !change && r < batches.size(); ++r) {
+      change = std::abs(static_cast<double>(batches[r] - current.batch_sizes[r])) >
+               options_.rebalance_threshold * static_cast<double>(current.batch_sizes[r]);
+    }
+    if (change) {
+      next.batch_sizes = batches;
+      next.reason = "batches proportional to speed; no bandwidth sample yet";
+    } else {
+      next.reason = "unchanged (no bandwidth sample yet)";
+    }
+    return next;
+  }
+  const double bw = *bandwidth_mbit_;
+  next.bandwidth_mbit = bw;
   const double s_per_sample = compute_iter / static_cast<double>(mean_batch);
 
   // 3. Highest density whose predicted iteration stays hidden.
@@ -200,11 +220,12 @@ engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine
     next.density = best;
   }
   if (bandwidth_at_last_change_ == 0) bandwidth_at_last_change_ = bw;
-  // Batch hysteresis: keep the current sizes unless one moves by > 10%.
+  // Batch hysteresis: keep the current sizes unless one moves by more than
+  // rebalance_threshold.
   bool batch_change = current.batch_sizes.size() != batches.size();
   for (size_t r = 0; !batch_change && r < batches.size(); ++r) {
     batch_change = std::abs(static_cast<double>(batches[r] - current.batch_sizes[r])) >
-                   0.1 * static_cast<double>(current.batch_sizes[r]);
+                   options_.rebalance_threshold * static_cast<double>(current.batch_sizes[r]);
   }
   if (batch_change) {
     std::string sizes;
@@ -215,6 +236,7 @@ engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine
   next.lr_scale = lr_scale;
   next.predicted_iteration_s = predict(next.density, mean_batch);
   next.reason += why;
+  while (!next.reason.empty() && (next.reason.back() == ' ' || next.reason.back() == ';')) next.reason.pop_back();
   if (next.reason.empty()) next.reason = "unchanged";
   (void)t;
   return next;

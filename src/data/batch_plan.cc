@@ -30,17 +30,19 @@ Result<BatchPlan> BatchPlan::Create(int64_t num_samples, std::vector<int64_t> ba
   return plan;
 }
 
-std::vector<int64_t> BatchPlan::EpochOrder(int64_t epoch) const {
-  std::vector<int64_t> order(num_samples_);
+std::vector<int64_t> ShuffledOrder(int64_t num_samples, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(num_samples);
   std::iota(order.begin(), order.end(), int64_t{0});
   // Fisher-Yates from the back, seeded per epoch (see docs/data.md).
-  SplitMix64 rng(seed_ * 1000003ULL + static_cast<uint64_t>(epoch));
-  for (int64_t i = num_samples_ - 1; i > 0; --i) {
+  SplitMix64 rng(seed * 1000003ULL + static_cast<uint64_t>(epoch));
+  for (int64_t i = num_samples - 1; i > 0; --i) {
     int64_t j = static_cast<int64_t>(rng.Below(static_cast<uint64_t>(i) + 1));
     std::swap(order[i], order[j]);
   }
   return order;
 }
+
+std::vector<int64_t> BatchPlan::EpochOrder(int64_t epoch) const { return ShuffledOrder(num_samples_, seed_, epoch); }
 
 std::vector<int64_t> BatchPlan::Slice(const std::vector<int64_t>& epoch_order, int64_t step,
                                       int rank) const {
@@ -63,6 +65,66 @@ std::vector<int64_t> BatchPlan::Slice(const std::vector<int64_t>& epoch_order, i
   }
   return std::vector<int64_t>(epoch_order.begin() + begin + offset,
                               epoch_order.begin() + begin + offset + count);
+}
+
+namespace {
+
+Status CheckBatchSizes(const std::vector<int64_t>& sizes, int64_t num_samples, int64_t* global) {
+  if (sizes.empty()) return Status::InvalidArgument("no workers");
+  *global = 0;
+  for (int64_t b : sizes) {
+    if (b <= 0) return Status::InvalidArgument("batch size must be positive, got " + std::to_string(b));
+    *global += b;
+  }
+  if (*global > num_samples) {
+    return Status::InvalidArgument("global batch " + std::to_string(*global) + " is larger than the dataset (" +
+                                   std::to_string(num_samples) + " samples)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<BatchCursor> BatchCursor::Create(int64_t num_samples, uint64_t seed, std::vector<int64_t> batch_sizes) {
+  BatchCursor c;
+  c.num_samples_ = num_samples;
+  c.seed_ = seed;
+  FRUGAL_RETURN_IF_ERROR(CheckBatchSizes(batch_sizes, num_samples, &c.global_batch_));
+  c.batch_sizes_ = std::move(batch_sizes);
+  c.order_ = ShuffledOrder(num_samples, seed, 0);
+  return c;
+}
+
+Status BatchCursor::SetBatchSizes(std::vector<int64_t> batch_sizes) {
+  int64_t global = 0;
+  FRUGAL_RETURN_IF_ERROR(CheckBatchSizes(batch_sizes, num_samples_, &global));
+  if (batch_sizes.size() != batch_sizes_.size()) return Status::InvalidArgument("the number of workers changed");
+  batch_sizes_ = std::move(batch_sizes);
+  global_batch_ = global;
+  if (position_ + global_batch_ > num_samples_) {  // the new batch no longer fits this epoch
+    ++epoch_;
+    step_in_epoch_ = 0;
+    position_ = 0;
+    order_ = ShuffledOrder(num_samples_, seed_, epoch_);
+  }
+  return Status::Ok();
+}
+
+std::vector<int64_t> BatchCursor::Slice(int rank) const {
+  int64_t offset = position_;
+  for (int r = 0; r < rank; ++r) offset += batch_sizes_[r];
+  return std::vector<int64_t>(order_.begin() + offset, order_.begin() + offset + batch_sizes_[rank]);
+}
+
+void BatchCursor::Advance() {
+  position_ += global_batch_;
+  ++step_in_epoch_;
+  if (position_ + global_batch_ > num_samples_) {
+    ++epoch_;
+    step_in_epoch_ = 0;
+    position_ = 0;
+    order_ = ShuffledOrder(num_samples_, seed_, epoch_);
+  }
 }
 
 }  // namespace frugal::data

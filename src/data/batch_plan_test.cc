@@ -82,5 +82,47 @@ TEST(BatchPlanTest, RejectsBadArguments) {
   EXPECT_FALSE(BatchPlan::Create(-1, {1}, 0, true).ok());
 }
 
+TEST(BatchCursorTest, FixedSizesGiveBatchPlanSlicesAcrossEpochs) {
+  auto plan = BatchPlan::Create(1000, {16, 16, 32}, 9, true);
+  auto cursor = BatchCursor::Create(1000, 9, {16, 16, 32});
+  ASSERT_TRUE(plan.ok() && cursor.ok());
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    auto order = plan->EpochOrder(epoch);
+    for (int64_t s = 0; s < plan->steps_per_epoch(); ++s) {
+      ASSERT_EQ(cursor->epoch(), epoch);
+      ASSERT_EQ(cursor->step_in_epoch(), s);
+      for (int r = 0; r < 3; ++r) ASSERT_EQ(cursor->Slice(r), plan->Slice(order, s, r));
+      cursor->Advance();
+    }
+  }
+}
+
+TEST(BatchCursorTest, ResizingMidEpochNeverRepeatsASampleWithinTheEpoch) {
+  auto cursor = BatchCursor::Create(500, 3, {10, 10});
+  ASSERT_TRUE(cursor.ok());
+  std::vector<int> seen(500, 0);
+  int64_t step = 0;
+  while (cursor->epoch() == 0) {
+    if (step == 5) ASSERT_TRUE(cursor->SetBatchSizes({4, 16}).ok());
+    if (step == 9) ASSERT_TRUE(cursor->SetBatchSizes({30, 7}).ok());
+    if (cursor->epoch() != 0) break;
+    for (int r = 0; r < 2; ++r) {
+      auto s = cursor->Slice(r);
+      EXPECT_EQ(static_cast<int64_t>(s.size()), cursor->batch_sizes()[r]);
+      for (int64_t i : s) seen[i]++;
+    }
+    cursor->Advance();
+    ++step;
+  }
+  int used = 0;
+  for (int c : seen) {
+    EXPECT_LE(c, 1);
+    used += c;
+  }
+  EXPECT_GT(used, 500 - 37);  // only the final partial batch is dropped
+  EXPECT_FALSE(cursor->SetBatchSizes({0, 1}).ok());
+  EXPECT_FALSE(cursor->SetBatchSizes({1, 1, 1}).ok());
+}
+
 }  // namespace
 }  // namespace frugal::data

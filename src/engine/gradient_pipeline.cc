@@ -4,6 +4,7 @@
 #include <cstring>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -101,6 +102,13 @@ class GradientPipeline::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     return stats_;
   }
+  Status SetFrom(int64_t t, double density, double lr_scale) {
+    if (!(density > 0) || density > 1 || !(lr_scale > 0)) return Status::InvalidArgument("bad density or lr scale");
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!settings_.empty() && t < settings_.rbegin()->first) return Status::Internal("settings must move forward");
+    settings_[t] = Settings{density, lr_scale};
+    return Status::Ok();
+  }
   size_t num_buckets() const { return buckets_.size(); }
   size_t bucket_size(size_t b) const { return buckets_[b]->master.size(); }
 
@@ -114,6 +122,16 @@ class GradientPipeline::Impl {
     cv_.notify_all();
   }
   void CopyAll(const CopyOutFn& copy_out, int64_t mark_copied_for, bool want_checksum);
+  struct Settings {
+    double density;
+    double lr_scale;
+  };
+  Settings SettingsAt(int64_t t) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = settings_.upper_bound(t);
+    if (it == settings_.begin()) return Settings{options_.density, 1.0};
+    return std::prev(it)->second;
+  }
 
   const PipelineOptions options_;
   comm::Transport* const transport_;
@@ -128,6 +146,7 @@ class GradientPipeline::Impl {
   bool finishing_ = false;  // GUARDED_BY(mu_)
   Status error_;            // GUARDED_BY(mu_), sticky
   PipelineStats stats_;     // GUARDED_BY(mu_)
+  std::map<int64_t, Settings> settings_;  // GUARDED_BY(mu_): from iteration -> settings
   int64_t next_iteration_ = 0;  // compute thread only
   uint64_t last_checksum_ = 0;  // compute thread only
 };
@@ -205,7 +224,7 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
   compress::SparseVector mine;
   auto& grad = b.grads[static_cast<size_t>(t) % b.grads.size()];
   FRUGAL_RETURN_IF_ERROR(b.feedback->Compress(Span<const float>(grad.data(), grad.size()), *b.sparsifier,
-                                              options_.density, &mine));
+                                              SettingsAt(t).density, &mine));
   comm::Bytes encoded;
   FRUGAL_RETURN_IF_ERROR(compress::Encode(mine, options_.wire, &encoded));
   auto t1 = Clock::now();
@@ -229,7 +248,7 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
   auto t3 = Clock::now();
   {
     std::lock_guard<std::mutex> lock(b.mu);
-    b.optimizer->set_lr(options_.lr_at(t));
+    b.optimizer->set_lr(options_.lr_at(t) * SettingsAt(t).lr_scale);
     FRUGAL_RETURN_IF_ERROR(b.optimizer->Step(Span<float>(b.master.data(), b.master.size()),
                                              Span<const uint32_t>(update.indices.data(), update.indices.size()),
                                              Span<const float>(update.values.data(), update.values.size())));
@@ -346,6 +365,9 @@ Status GradientPipeline::Submit(size_t b, int64_t t) { return impl_->Submit(b, t
 Status GradientPipeline::Finish(const CopyOutFn& f) { return impl_->Finish(f); }
 uint64_t GradientPipeline::Checksum() const { return impl_->Checksum(); }
 PipelineStats GradientPipeline::stats() const { return impl_->stats(); }
+Status GradientPipeline::SetFrom(int64_t t, double density, double lr_scale) {
+  return impl_->SetFrom(t, density, lr_scale);
+}
 
 comm::Tag GradientTag(int64_t iteration, size_t bucket, size_t num_buckets) {
   return static_cast<comm::Tag>(iteration) * num_buckets + bucket;

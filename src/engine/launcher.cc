@@ -65,6 +65,10 @@ Status RunLocalWorkers(const LocalLaunchOptions& options) {
     return Status::InvalidArgument("--local-clusters names " + std::to_string(options.clusters.size()) +
                                    " clusters for " + std::to_string(options.workers) + " workers");
   }
+  if (!options.slowdowns.empty() && static_cast<int>(options.slowdowns.size()) != options.workers) {
+    return Status::InvalidArgument("--local-slowdowns gives " + std::to_string(options.slowdowns.size()) +
+                                   " factors for " + std::to_string(options.workers) + " workers");
+  }
   CoordinatorOptions co;
   co.world_size = options.workers;
   co.timeout = options.timeout;
@@ -96,6 +100,7 @@ Status RunLocalWorkers(const LocalLaunchOptions& options) {
     args.insert(args.end(), {"--coordinator", endpoint, "--rank", std::to_string(r), "--threads",
                              std::to_string(options.threads_per_worker)});
     if (!options.clusters.empty()) args.insert(args.end(), {"--cluster", options.clusters[r]});
+    if (!options.slowdowns.empty()) args.insert(args.end(), {"--compute-slowdown", options.slowdowns[r]});
     if (r > 0) args.push_back("--quiet");
     auto pid = Spawn(options.executable, args);
     if (!pid.ok()) {

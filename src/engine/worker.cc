@@ -5,12 +5,14 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 
 #include <torch/torch.h>
 
 #include "frugal/comm/collectives.h"
 #include "frugal/common/jsonl_writer.h"
 #include "frugal/data/batch_plan.h"
+#include "frugal/engine/adaptation.h"
 #include "frugal/engine/gradient_pipeline.h"
 #include "frugal/models/model.h"
 #include "frugal/train/progress.h"
@@ -20,7 +22,14 @@ namespace frugal::engine {
 
 namespace {
 
-enum ControlKind : uint32_t { kChecksum = 1, kBatchNorm = 2, kConfig = 3, kInitialParams = 4 };
+enum ControlKind : uint32_t {
+  kChecksum = 1,
+  kBatchNorm = 2,
+  kConfig = 3,
+  kInitialParams = 4,
+  kTelemetry = 5,
+  kDecision = 6,
+};
 
 // LibTorch initialises modules from its process-wide default generator.
 // Workers that run as threads of one process (tests, in-process runs) would
@@ -57,7 +66,7 @@ uint64_t SharedConfigDigest(const train::TrainOptions& o) {
                   std::to_string(o.warmup_steps) + "|" + std::to_string(o.seed) + "|" + std::to_string(o.density) +
                   "|" + o.sparsifier + "|" + o.value_encoding + "|" + std::to_string(o.staleness) + "|" +
                   std::to_string(o.bucket_mb) + "|" + o.exchange + "|" + std::to_string(o.checksum_every) + "|" +
-                  std::to_string(o.dgc_momentum);
+                  std::to_string(o.dgc_momentum) + "|" + o.adapt + "|" + std::to_string(o.decide_every);
   uint64_t h = 0xcbf29ce484222325ULL;
   for (char c : s) {
     h ^= static_cast<uint8_t>(c);
@@ -106,13 +115,17 @@ class Worker::Impl {
   torch::Device device{torch::kCPU};
   train::TrainingData data;
   std::shared_ptr<models::Model> model;
-  std::unique_ptr<data::BatchPlan> plan;
+  std::unique_ptr<data::BatchPlan> plan;      // fixed-size plan: only sizes the run
+  std::unique_ptr<data::BatchCursor> cursor;  // the data position; batch sizes may change
+  std::unique_ptr<AdaptationPolicy> policy;   // rank 0 with --adapt on
+  Decision decision;                          // in force since decision.effective_iteration
   std::unique_ptr<train::LrSchedule> schedule;
   std::unique_ptr<GradientPipeline> pipeline;
   std::unique_ptr<JsonlWriter> metrics;  // rank 0 only
   std::vector<ParamSlot> slots;
   std::vector<std::vector<size_t>> bucket_params;  // slot indices per bucket
   int64_t total_steps = 0;
+  Clock::time_point run_start;
   std::chrono::milliseconds timeout{60000};
 
   // Gradient hand-over state of the iteration in backward (compute thread).
@@ -128,6 +141,24 @@ class Worker::Impl {
   Status SubmitMissing();
   void CopyOut(size_t bucket, Span<const float> master);
   Status CompareChecksums(int64_t t, uint64_t* checksum);
+
+  // Measurements since the last decision point.
+  struct TelemetryWindow {
+    Clock::time_point start;
+    int64_t iterations = 0;
+    int64_t samples = 0;
+    double compute_s = 0;
+    PipelineStats pipeline;
+    comm::TransportStats traffic;
+  };
+  TelemetryWindow StartWindow() const {
+    TelemetryWindow w;
+    w.start = Clock::now();
+    w.pipeline = pipeline->stats();
+    w.traffic = transport->stats();
+    return w;
+  }
+  Status Adapt(int64_t t, TelemetryWindow* window);
   Status AverageBatchNorm(int64_t t);
 };
 
@@ -162,6 +193,13 @@ Status Worker::Impl::Init() {
   FRUGAL_ASSIGN_OR_RETURN(data::BatchPlan p, data::BatchPlan::Create(data.train.size, batch_sizes, options.seed, true));
   plan = std::make_unique<data::BatchPlan>(std::move(p));
   total_steps = options.epochs * plan->steps_per_epoch();
+  FRUGAL_ASSIGN_OR_RETURN(data::BatchCursor c, data::BatchCursor::Create(data.train.size, options.seed, batch_sizes));
+  cursor = std::make_unique<data::BatchCursor>(std::move(c));
+  decision.density = options.density;
+  decision.batch_sizes = batch_sizes;
+  if (options.adapt == "on" && rank() == 0 && policy == nullptr) {
+    return Status::InvalidArgument("--adapt on needs a controller on rank 0");
+  }
   if (options.max_steps > 0) total_steps = std::min(total_steps, options.max_steps);
   FRUGAL_ASSIGN_OR_RETURN(train::LrSchedule sched, train::LrSchedule::Create(train::ScheduleOptions(options, total_steps)));
   schedule = std::make_unique<train::LrSchedule>(sched);
@@ -340,8 +378,72 @@ Status Worker::Impl::AverageBatchNorm(int64_t t) {
   return Status::Ok();
 }
 
+// The decision protocol (docs/architecture.md): at the gate of iteration t
+// every worker all-gathers its telemetry, rank 0's policy decides, rank 0
+// broadcasts the decision, and every worker applies it from iteration t on:
+// the pipeline's density and learning-rate scale for tasks >= t, and the
+// batch sizes of the data cursor from this step. All of it happens before
+// any worker submits a gradient of iteration t, so all switch together.
+Status Worker::Impl::Adapt(int64_t t, TelemetryWindow* window) {
+  const bool multi_cluster = transport->topology().num_clusters() > 1;
+  comm::TransportStats traffic = transport->stats();
+  PipelineStats ps = pipeline->stats();
+  const comm::LinkCounters& now = multi_cluster ? traffic.inter_cluster : traffic.intra_cluster;
+  const comm::LinkCounters& before = multi_cluster ? window->traffic.inter_cluster : window->traffic.intra_cluster;
+  WorkerTelemetry mine;
+  mine.rank = rank();
+  mine.iterations = window->iterations;
+  mine.window_s = Seconds(Clock::now() - window->start);
+  mine.samples = window->samples;
+  mine.compute_s = window->compute_s;
+  mine.wait_s = ps.wait_s - window->pipeline.wait_s;
+  mine.sparsify_s = ps.sparsify_s - window->pipeline.sparsify_s;
+  mine.optimizer_s = ps.optimizer_s - window->pipeline.optimizer_s;
+  mine.link_bytes = static_cast<double>(now.bytes_sent - before.bytes_sent);
+  mine.link_busy_s = now.send_busy_s - before.send_busy_s;
+  auto all = comm::AllGather(*transport, ControlTag(t, kTelemetry), mine.Serialize(), timeout);
+  if (!all.ok()) return all.status().WithContext("gathering telemetry at step " + std::to_string(t));
+  comm::Bytes decided;
+  if (rank() == 0) {
+    std::vector<WorkerTelemetry> telemetry;
+    for (const auto& bytes : *all) {
+      FRUGAL_ASSIGN_OR_RETURN(WorkerTelemetry w, WorkerTelemetry::Deserialize(bytes));
+      telemetry.push_back(w);
+    }
+    Decision d = policy->Decide(t, telemetry, decision);
+    d.effective_iteration = t;
+    decided = d.Serialize();
+  }
+  auto got = comm::Broadcast(*transport, ControlTag(t, kDecision), 0, std::move(decided), timeout);
+  if (!got.ok()) return got.status().WithContext("receiving the controller's decision at step " + std::to_string(t));
+  FRUGAL_ASSIGN_OR_RETURN(Decision d, Decision::Deserialize(*got));
+  if (d.effective_iteration != t) return Status::Corruption("decision for the wrong iteration");
+  if (d.batch_sizes.empty()) d.batch_sizes = decision.batch_sizes;
+  if (static_cast<int>(d.batch_sizes.size()) != transport->world_size()) {
+    return Status::Corruption("decision has " + std::to_string(d.batch_sizes.size()) + " batch sizes for " +
+                              std::to_string(transport->world_size()) + " workers");
+  }
+  FRUGAL_RETURN_IF_ERROR(pipeline->SetFrom(t, d.density, d.lr_scale));
+  FRUGAL_RETURN_IF_ERROR(cursor->SetBatchSizes(d.batch_sizes));
+  decision = d;
+  if (metrics) {
+    FRUGAL_RETURN_IF_ERROR(metrics->Write({{"wall_time_s", Seconds(Clock::now() - run_start)},
+                                           {"step", t},
+                                           {"decision",
+                                            {{"density", d.density},
+                                             {"batch_sizes", d.batch_sizes},
+                                             {"lr_scale", d.lr_scale},
+                                             {"bandwidth_mbit", d.bandwidth_mbit},
+                                             {"predicted_iteration_s", d.predicted_iteration_s},
+                                             {"reason", d.reason}}}}));
+  }
+  *window = StartWindow();
+  return Status::Ok();
+}
+
 Result<WorkerResult> Worker::Impl::Run() {
   const auto start = Clock::now();
+  run_start = start;
   auto elapsed = [&] { return Seconds(Clock::now() - start); };
   const bool lead = rank() == 0;
   const int world = transport->world_size();
@@ -367,19 +469,26 @@ Result<WorkerResult> Worker::Impl::Run() {
   int64_t window_steps = 0;
   double window_start = 0;
   double window_compute = 0;
+  double window_samples = 0;
+  double samples_total = 0;
   PipelineStats window_stats;
+  const bool policy_active = options.adapt == "on";
+  TelemetryWindow telemetry_window = StartWindow();
   comm::TransportStats window_traffic = transport->stats();
 
   int64_t t = 0;
-  for (int64_t epoch = 0; t < total_steps; ++epoch) {
-    std::vector<int64_t> order = plan->EpochOrder(epoch);
-    for (int64_t s = 0; s < plan->steps_per_epoch() && t < total_steps; ++s, ++t) {
+  int64_t evaluated_epoch = 0;
+  while (t < total_steps && cursor->epoch() < options.epochs) {
+    const int64_t epoch = cursor->epoch();
+    {
       const bool check = options.checksum_every > 0 && t % options.checksum_every == 0;
       FRUGAL_RETURN_IF_ERROR(pipeline->BeginIteration(t, copy_out, check));
       if (check) {
         FRUGAL_RETURN_IF_ERROR(CompareChecksums(t, &checksum));
       }
-      const bool eval_now = t > 0 && (options.eval_every > 0 ? t % options.eval_every == 0 : s == 0);
+      const bool eval_now =
+          t > 0 && (options.eval_every > 0 ? t % options.eval_every == 0 : epoch != evaluated_epoch);
+      evaluated_epoch = epoch;
       if (eval_now) {
         FRUGAL_RETURN_IF_ERROR(AverageBatchNorm(t));
         if (lead) {
@@ -395,14 +504,26 @@ Result<WorkerResult> Worker::Impl::Run() {
                {"evaluated_version", t - 1 - options.staleness}}));
         }
       }
+      if (policy_active && t > 0 && t % options.decide_every == 0) {
+        FRUGAL_RETURN_IF_ERROR(Adapt(t, &telemetry_window));
+        if (lead && !options.quiet && !decision.reason.empty() && decision.reason != "unchanged") {
+          progress.Note("decision at step " + std::to_string(t) + ": " + decision.reason);
+        }
+      }
       model->train();
       auto c0 = Clock::now();
       current_iteration = t;
       std::fill(got_grad.begin(), got_grad.end(), false);
       for (size_t b = 0; b < bucket_params.size(); ++b) pending[b] = bucket_params[b].size();
-      train::Batch batch = train::MakeBatch(data.train, plan->Slice(order, s, rank()), device);
+      std::vector<int64_t> indices = cursor->Slice(rank());
+      train::Batch batch = train::MakeBatch(data.train, indices, device);
+      // With unequal batch sizes each worker's mean loss is weighted by its
+      // share of the global batch (times W: the exchange divides by W), so
+      // the update is the mean over all samples of the step.
+      const double weight = static_cast<double>(world) * static_cast<double>(indices.size()) /
+                            static_cast<double>(cursor->global_batch());
       torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(batch.x), batch.y);
-      loss.backward();
+      (weight == 1.0 ? loss : loss * weight).backward();
       for (auto& slot : slots) slot.param.mutable_grad() = torch::Tensor();
       FRUGAL_RETURN_IF_ERROR(hook_error);
       FRUGAL_RETURN_IF_ERROR(SubmitMissing());
@@ -412,9 +533,19 @@ Result<WorkerResult> Worker::Impl::Run() {
                                 ": loss is " + std::to_string(loss_value) + " at step " + std::to_string(t));
       }
       double c = Seconds(Clock::now() - c0);
+      if (options.compute_slowdown > 1.0) {
+        // Emulate a slower device: stretch this step's compute.
+        std::this_thread::sleep_for(std::chrono::duration<double>(c * (options.compute_slowdown - 1.0)));
+        c *= options.compute_slowdown;
+      }
       compute_s += c;
+      telemetry_window.compute_s += c;
+      telemetry_window.samples += static_cast<int64_t>(indices.size());
+      telemetry_window.iterations += 1;
       window_compute += c;
       window_loss += loss_value;
+      window_samples += static_cast<double>(cursor->global_batch());
+      samples_total += static_cast<double>(cursor->global_batch());
       ++window_steps;
 
       const int64_t done = t + 1;
@@ -437,7 +568,7 @@ Result<WorkerResult> Worker::Impl::Run() {
             {"epoch", epoch},
             {"loss", window_loss / steps},
             {"lr", schedule->At(t)},
-            {"samples_per_s", steps * options.batch_size * world / span},
+            {"samples_per_s", window_samples / span},
             {"iter_s", span / steps},
             {"compute_s", window_compute / steps},
             {"wait_s", (ps_now.wait_s - window_stats.wait_s) / steps},
@@ -452,7 +583,9 @@ Result<WorkerResult> Worker::Impl::Run() {
              per_step(traffic.inter_cluster.bytes_received, window_traffic.inter_cluster.bytes_received)},
             {"density", density_now},
             {"staleness", options.staleness},
+            {"batch_sizes", cursor->batch_sizes()},
             {"workers", world}};
+        if (policy_active) rec["bandwidth_mbit"] = decision.bandwidth_mbit;
         FRUGAL_RETURN_IF_ERROR(metrics->Write(rec));
         train::ProgressState ps;
         ps.step = done;
@@ -463,11 +596,18 @@ Result<WorkerResult> Worker::Impl::Run() {
         ps.elapsed_s = elapsed();
         ps.samples_per_s = rec["samples_per_s"];
         char extra[128];
-        std::snprintf(extra, sizeof(extra), "%.1f Mbit/s sent  density %.2g%%", sent_mbit, 100 * density_now);
+        if (policy_active) {
+          std::snprintf(extra, sizeof(extra), "%.1f Mbit/s sent  link ~%.0f Mbit/s  density %.2g%%  batch %lld",
+                        sent_mbit, decision.bandwidth_mbit, 100 * density_now,
+                        static_cast<long long>(cursor->global_batch()));
+        } else {
+          std::snprintf(extra, sizeof(extra), "%.1f Mbit/s sent  density %.2g%%", sent_mbit, 100 * density_now);
+        }
         ps.extra = extra;
         if (!options.quiet) progress.Update(ps);
         result.train.final_loss = ps.loss;
         window_loss = 0;
+        window_samples = 0;
         window_steps = 0;
         window_compute = 0;
         window_start = elapsed();
@@ -475,15 +615,17 @@ Result<WorkerResult> Worker::Impl::Run() {
         window_traffic = traffic;
       }
     }
-    if (t == total_steps) result.train.epochs_completed = epoch + 1;
+    cursor->Advance();
+    ++t;
   }
+  result.train.epochs_completed = cursor->epoch();
   FRUGAL_RETURN_IF_ERROR(pipeline->Finish(copy_out));
-  FRUGAL_RETURN_IF_ERROR(CompareChecksums(total_steps, &checksum));
-  FRUGAL_RETURN_IF_ERROR(AverageBatchNorm(total_steps));
+  FRUGAL_RETURN_IF_ERROR(CompareChecksums(t, &checksum));
+  FRUGAL_RETURN_IF_ERROR(AverageBatchNorm(t));
   if (lead) {
     last_accuracy = train::EvaluateAccuracy(*model, data.test, device);
     train::ProgressState ps;
-    ps.step = total_steps;
+    ps.step = t;
     ps.epoch = std::max<int64_t>(0, result.train.epochs_completed - 1);
     ps.test_accuracy = last_accuracy;
     ps.elapsed_s = elapsed();
@@ -492,16 +634,16 @@ Result<WorkerResult> Worker::Impl::Run() {
       progress.Evaluated(ps);
     }
     FRUGAL_RETURN_IF_ERROR(metrics->Write({{"wall_time_s", ps.elapsed_s},
-                                           {"step", total_steps},
+                                           {"step", t},
                                            {"test_accuracy", last_accuracy},
                                            {"final", true}}));
     result.train.metrics_path = metrics->path();
   }
   PipelineStats st = pipeline->stats();
-  result.train.steps = total_steps;
+  result.train.steps = t;
   result.train.final_test_accuracy = last_accuracy;
   result.train.wall_time_s = elapsed();
-  result.train.samples_per_s = static_cast<double>(total_steps * options.batch_size * world) / result.train.wall_time_s;
+  result.train.samples_per_s = samples_total / result.train.wall_time_s;
   result.final_checksum = checksum;
   result.compute_s = compute_s;
   result.wait_s = st.wait_s;
@@ -516,10 +658,12 @@ Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Worker::~Worker() = default;
 
 Result<std::unique_ptr<Worker>> Worker::Create(const train::TrainOptions& options,
-                                               std::unique_ptr<comm::Transport> transport) {
+                                               std::unique_ptr<comm::Transport> transport,
+                                               std::unique_ptr<AdaptationPolicy> policy) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->transport = std::move(transport);
+  impl->policy = std::move(policy);
   try {
     FRUGAL_RETURN_IF_ERROR(impl->Init());
   } catch (const c10::Error& e) {

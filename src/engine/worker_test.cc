@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -38,7 +39,10 @@ struct RankOutcome {
   std::vector<float> params;
 };
 
-std::vector<RankOutcome> RunWorkers(const train::TrainOptions& options, std::vector<std::string> clusters) {
+using PolicyFactory = std::function<std::unique_ptr<AdaptationPolicy>()>;
+
+std::vector<RankOutcome> RunWorkers(const train::TrainOptions& options, std::vector<std::string> clusters,
+                                    PolicyFactory make_policy = nullptr) {
   auto topo = comm::Topology::FromClusterNames(clusters);
   comm::InProcHub hub(*topo);
   const int world = static_cast<int>(clusters.size());
@@ -51,7 +55,8 @@ std::vector<RankOutcome> RunWorkers(const train::TrainOptions& options, std::vec
         out[r].status = transport.status();
         return;
       }
-      auto worker = Worker::Create(options, std::move(*transport));
+      auto worker = Worker::Create(options, std::move(*transport),
+                                   (r == 0 && make_policy) ? make_policy() : nullptr);
       if (!worker.ok()) {
         out[r].status = worker.status();
         return;
@@ -164,6 +169,63 @@ TEST(WorkerTest, TwoClusterRunSendsOneMessagePerBucketAcrossTheSlowLink) {
   EXPECT_GE(leader_grad_bytes, 0.9 * member_grad_bytes);
   EXPECT_LE(leader_grad_bytes, 2.0 * member_grad_bytes);
   EXPECT_EQ(ranks[0].result.final_checksum, ranks[3].result.final_checksum);
+}
+
+// A scripted controller: changes density, batch sizes and learning-rate
+// scale at fixed steps and records what it saw.
+class ScriptedPolicy : public AdaptationPolicy {
+ public:
+  explicit ScriptedPolicy(std::vector<int64_t>* calls) : calls_(calls) {}
+  Decision Decide(int64_t t, const std::vector<WorkerTelemetry>& telemetry, const Decision& current) override {
+    calls_->push_back(t);
+    Decision d = current;
+    if (telemetry.size() != 3 || telemetry[1].rank != 1 || telemetry[1].samples <= 0) {
+      d.reason = "bad telemetry";
+      d.density = 0.5;  // makes the test fail loudly below
+      return d;
+    }
+    if (t == 6) {
+      d.density = 0.05;
+      d.batch_sizes = {8, 16, 24};
+    } else if (t == 12) {
+      d.density = 0.002;
+      d.batch_sizes = {24, 24, 24};
+      d.lr_scale = 1.5;
+    }
+    return d;
+  }
+
+ private:
+  std::vector<int64_t>* calls_;
+};
+
+TEST(WorkerTest, DecisionsSwitchEveryWorkerAtTheSameIteration) {
+  train::TrainOptions o = BaseOptions("decisions");
+  o.model = "mlp";
+  o.max_steps = 20;
+  o.epochs = 3;
+  o.adapt = "on";
+  o.decide_every = 3;
+  o.checksum_every = 1;  // any divergence after a switch fails the run
+  std::vector<int64_t> calls;
+  auto ranks = RunWorkers(o, {"local", "local", "local"},
+                          [&] { return std::make_unique<ScriptedPolicy>(&calls); });
+  for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(calls, (std::vector<int64_t>{3, 6, 9, 12, 15, 18}));
+  for (auto& r : ranks) {
+    EXPECT_EQ(r.result.final_checksum, ranks[0].result.final_checksum);
+    EXPECT_EQ(r.params, ranks[0].params);
+  }
+  EXPECT_EQ(ranks[0].result.train.steps, 20);
+  // 6 steps at 48, 6 at 48 (rebalanced), 8 at 72 samples.
+  EXPECT_NEAR(ranks[0].result.train.samples_per_s * ranks[0].result.train.wall_time_s, 6 * 48 + 6 * 48 + 8 * 72, 1e-6);
+}
+
+TEST(WorkerTest, AdaptOnWithoutAControllerIsAnError) {
+  train::TrainOptions o = BaseOptions("nopolicy");
+  o.adapt = "on";
+  auto ranks = RunWorkers(o, {"local"});
+  EXPECT_EQ(ranks[0].status.code(), Status::Code::kInvalidArgument) << ranks[0].status.ToString();
 }
 
 TEST(WorkerTest, MismatchedConfigurationIsRejected) {

@@ -56,6 +56,13 @@ void ProgressReporter::Evaluated(const ProgressState& s) {
   std::fflush(out_);
 }
 
+void ProgressReporter::Note(const std::string& text) {
+  if (line_open_) std::fputs("\r\033[K", out_);
+  line_open_ = false;
+  std::fprintf(out_, "%s\n", text.c_str());
+  std::fflush(out_);
+}
+
 void ProgressReporter::Finish() {
   if (line_open_) std::fputs("\n", out_);
   line_open_ = false;

@@ -9,7 +9,8 @@
 //     estimate is the run's; smoothed (EWMA), except that a sample more than
 //     2x off the estimate replaces it (a step change is followed at once).
 //  2. Batch balance: batch sizes proportional to measured speed
-//     (samples per compute second), the global batch kept.
+//     (samples per compute second, smoothed), the global batch kept; only
+//     when some worker's share moves by more than rebalance_threshold.
 //  3. Density: the highest density whose predicted iteration time stays
 //     within `hidden_tolerance` of the compute-bound time, i.e. the most
 //     information that communication can carry while staying hidden behind
@@ -50,6 +51,7 @@ struct ControllerOptions {
   double change_ratio = 1.3;          // hysteresis on density changes
   double smoothing = 0.5;             // weight of the newest bandwidth sample
   bool balance_batches = true;
+  double rebalance_threshold = 0.2;   // change batches only if one moves by more than 20%
   int density_candidates = 33;        // geometric grid between min and max density
 };
 
@@ -78,6 +80,7 @@ class BandwidthController : public engine::AdaptationPolicy {
   sim::HardwareSpec hw_;
   std::optional<double> bandwidth_mbit_;
   double bandwidth_at_last_change_ = 0;
+  std::vector<double> speed_ewma_;  // samples per compute second, per rank
 };
 
 }  // namespace frugal::control

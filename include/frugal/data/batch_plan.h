@@ -22,6 +22,9 @@
 
 namespace frugal::data {
 
+// The shuffled sample order of `epoch` (docs/data.md has the algorithm).
+std::vector<int64_t> ShuffledOrder(int64_t num_samples, uint64_t seed, int64_t epoch);
+
 class BatchPlan {
  public:
   // REQUIRES: num_samples >= 0, every batch size > 0.
@@ -51,6 +54,48 @@ class BatchPlan {
   uint64_t seed_ = 0;
   bool drop_last_ = true;
   int64_t steps_per_epoch_ = 0;
+};
+
+// BatchCursor: the same data order as BatchPlan, but the workers' batch
+// sizes may change between steps (the controller rebalances them). A step
+// consumes the next sum(batch_sizes) samples of the epoch's order; when the
+// next global batch no longer fits, the epoch ends (drop_last) and the next
+// epoch's order starts. With fixed sizes it yields exactly BatchPlan's
+// slices. Every worker holds an identical cursor and applies the same size
+// changes at the same step.
+//
+// Thread safety: not thread-safe.
+class BatchCursor {
+ public:
+  // REQUIRES: every batch size > 0, their sum <= num_samples.
+  static Result<BatchCursor> Create(int64_t num_samples, uint64_t seed, std::vector<int64_t> batch_sizes);
+
+  // From the current step on. Same requirements as Create.
+  Status SetBatchSizes(std::vector<int64_t> batch_sizes);
+  const std::vector<int64_t>& batch_sizes() const { return batch_sizes_; }
+  int64_t global_batch() const { return global_batch_; }
+
+  int64_t epoch() const { return epoch_; }
+  int64_t step_in_epoch() const { return step_in_epoch_; }
+  // Samples of the current epoch consumed before the current step.
+  int64_t position() const { return position_; }
+
+  // Indices of `rank` at the current step. REQUIRES: 0 <= rank < world.
+  std::vector<int64_t> Slice(int rank) const;
+  // Moves to the next step, starting a new epoch when needed.
+  void Advance();
+
+ private:
+  BatchCursor() = default;
+
+  int64_t num_samples_ = 0;
+  uint64_t seed_ = 0;
+  std::vector<int64_t> batch_sizes_;
+  int64_t global_batch_ = 0;
+  int64_t epoch_ = 0;
+  int64_t step_in_epoch_ = 0;
+  int64_t position_ = 0;
+  std::vector<int64_t> order_;
 };
 
 }  // namespace frugal::data

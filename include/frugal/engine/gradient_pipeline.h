@@ -103,6 +103,12 @@ class GradientPipeline {
 
   PipelineStats stats() const;
 
+  // From iteration t on (tasks of iterations >= t), sparsify at `density`
+  // and multiply the learning rate by `lr_scale`. Calls must not go back in
+  // time. The controller's decisions arrive here; every worker makes the
+  // same call with the same t, so all switch at exactly that iteration.
+  Status SetFrom(int64_t t, double density, double lr_scale);
+
   class Impl;
 
  private:

@@ -35,6 +35,9 @@ struct LocalLaunchOptions {
   // Cluster of each local worker (empty: all "local"). Lets one machine
   // exercise the topology-aware exchange.
   std::vector<std::string> clusters;
+  // --compute-slowdown of each local worker (empty: none). Heterogeneous
+  // workers on one machine, for experiments.
+  std::vector<std::string> slowdowns;
   int threads_per_worker = 1;
   std::chrono::milliseconds timeout{60000};
 };

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "frugal/comm/transport.h"
+#include "frugal/engine/adaptation.h"
 #include "frugal/common/status.h"
 #include "frugal/train/trainer.h"
 
@@ -33,8 +34,11 @@ struct WorkerResult {
 class Worker {
  public:
   // Builds model, data and pipeline. The transport is owned by the worker.
+  // With options.adapt == "on", rank 0 needs `policy` (the controller); it is
+  // ignored on other ranks.
   static Result<std::unique_ptr<Worker>> Create(const train::TrainOptions& options,
-                                                std::unique_ptr<comm::Transport> transport);
+                                                std::unique_ptr<comm::Transport> transport,
+                                                std::unique_ptr<AdaptationPolicy> policy = nullptr);
   ~Worker();
 
   Result<WorkerResult> Run();

@@ -30,6 +30,8 @@ class ProgressReporter {
   void Update(const ProgressState& state);
   // Prints an evaluation line that stays on screen.
   void Evaluated(const ProgressState& state);
+  // Prints a line that stays on screen (e.g. a controller decision).
+  void Note(const std::string& text);
   // Ends the in-place line, if any.
   void Finish();
 

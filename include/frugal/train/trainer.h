@@ -68,6 +68,9 @@ struct TrainOptions {
   double timeout_s = 60.0;          // bound on every network wait
   int64_t checksum_every = 100;     // compare replica checksums every N steps (0 = only at the end)
   double dgc_momentum = 0.0;        // error-feedback momentum correction (0 = off)
+  std::string adapt = "off";        // on: the bandwidth controller picks density and batch sizes
+  int64_t decide_every = 5;         // steps between controller decisions
+  double compute_slowdown = 1.0;    // per worker: stretch compute by this factor (experiments)
   // Per worker (not shared through the config):
   std::string cluster = "local";    // this worker's cluster (topology-aware exchange)
   std::string coordinator;          // tcp://HOST:PORT of the coordinator (frugal worker)
