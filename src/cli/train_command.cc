@@ -74,7 +74,7 @@ void BindTrainOptions(CLI::App* cmd, train::TrainOptions& o) {
   cmd->add_option("--timeout-s", o.timeout_s, "Bound on every network wait, seconds")->group(d);
   cmd->add_option("--checksum-every", o.checksum_every, "Compare replica checksums every N steps (0 = at the end)")->group(d);
   cmd->add_option("--dgc-momentum", o.dgc_momentum, "Error-feedback momentum correction (0 = off)")->group(d);
-  cmd->add_option("--adapt", o.adapt, "on: the bandwidth controller picks density and batch sizes")->group(d);
+  cmd->add_option("--adapt", o.adapt, "on: controller picks density and batch sizes; batch: batch sizes only; off")->group(d);
   cmd->add_option("--decide-every", o.decide_every, "Steps between controller decisions")->group(d);
   cmd->add_option("--compute-slowdown", o.compute_slowdown, "Stretch this worker's compute (experiments)")->group(d);
   cmd->add_option("--cluster", o.cluster, "This worker's cluster name")->group(d);
@@ -185,8 +185,9 @@ void AddTrainCommand(CLI::App& app) {
     if (!transport.ok()) throw RunError(transport.status().WithContext("joining " + o.coordinator).ToString());
     int rank = (*transport)->rank();
     std::unique_ptr<engine::AdaptationPolicy> policy;
-    if (o.adapt == "on" && rank == 0) {
+    if (o.adapt != "off" && rank == 0) {
       control::ControllerOptions co;
+      co.adapt_density = o.adapt == "on";
       co.model = o.model;
       co.batch_per_worker = o.batch_size;
       co.staleness = o.staleness;

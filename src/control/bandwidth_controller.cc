@@ -142,8 +142,8 @@ engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine
     if (speed[r] > 0) compute_iter = std::max(compute_iter, static_cast<double>(batches[r]) / speed[r]);
   }
   const int64_t mean_batch = std::max<int64_t>(1, global / world);
-  if (!bandwidth_mbit_) {
-    // No transfer was timed yet (or the transport has no busy clock):
+  if (!bandwidth_mbit_ || !options_.adapt_density) {
+    // No transfer was timed yet, or only batches are adapted (or the transport has no busy clock):
     // balance batches, keep the density.
     bool change = current.batch_sizes.size() != batches.size();
     for (size_t r = 0; !change && r < batches.size(); ++r) {
@@ -152,9 +152,11 @@ engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine
     }
     if (change) {
       next.batch_sizes = batches;
-      next.reason = "batches proportional to speed; no bandwidth sample yet";
+      std::string sizes;
+      for (int64_t b : batches) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
+      next.reason = "batches " + sizes + " (proportional to speed)";
     } else {
-      next.reason = "unchanged (no bandwidth sample yet)";
+      next.reason = "unchanged";
     }
     return next;
   }

@@ -197,8 +197,8 @@ Status Worker::Impl::Init() {
   cursor = std::make_unique<data::BatchCursor>(std::move(c));
   decision.density = options.density;
   decision.batch_sizes = batch_sizes;
-  if (options.adapt == "on" && rank() == 0 && policy == nullptr) {
-    return Status::InvalidArgument("--adapt on needs a controller on rank 0");
+  if (options.adapt != "off" && rank() == 0 && policy == nullptr) {
+    return Status::InvalidArgument("--adapt " + options.adapt + " needs a controller on rank 0");
   }
   if (options.max_steps > 0) total_steps = std::min(total_steps, options.max_steps);
   FRUGAL_ASSIGN_OR_RETURN(train::LrSchedule sched, train::LrSchedule::Create(train::ScheduleOptions(options, total_steps)));
@@ -472,7 +472,7 @@ Result<WorkerResult> Worker::Impl::Run() {
   double window_samples = 0;
   double samples_total = 0;
   PipelineStats window_stats;
-  const bool policy_active = options.adapt == "on";
+  const bool policy_active = options.adapt != "off";
   TelemetryWindow telemetry_window = StartWindow();
   comm::TransportStats window_traffic = transport->stats();
 

@@ -58,7 +58,9 @@ Status TrainOptions::Validate() const {
   if (checksum_every < 0) return Status::InvalidArgument("--checksum-every must be >= 0");
   if (dgc_momentum < 0 || dgc_momentum >= 1) return Status::InvalidArgument("--dgc-momentum must be in [0, 1)");
   if (cluster.empty()) return Status::InvalidArgument("--cluster must not be empty");
-  if (adapt != "on" && adapt != "off") return Status::InvalidArgument("--adapt must be on or off");
+  if (adapt != "on" && adapt != "off" && adapt != "batch") {
+    return Status::InvalidArgument("--adapt must be on, batch or off");
+  }
   if (decide_every <= 0) return Status::InvalidArgument("--decide-every must be > 0");
   if (!(compute_slowdown >= 1.0)) return Status::InvalidArgument("--compute-slowdown must be >= 1");
   LrScheduleOptions lro;

@@ -51,6 +51,7 @@ struct ControllerOptions {
   double change_ratio = 1.3;          // hysteresis on density changes
   double smoothing = 0.5;             // weight of the newest bandwidth sample
   bool balance_batches = true;
+  bool adapt_density = true;          // false: keep the density, balance batches only
   double rebalance_threshold = 0.2;   // change batches only if one moves by more than 20%
   int density_candidates = 33;        // geometric grid between min and max density
 };

@@ -68,7 +68,8 @@ struct TrainOptions {
   double timeout_s = 60.0;          // bound on every network wait
   int64_t checksum_every = 100;     // compare replica checksums every N steps (0 = only at the end)
   double dgc_momentum = 0.0;        // error-feedback momentum correction (0 = off)
-  std::string adapt = "off";        // on: the bandwidth controller picks density and batch sizes
+  std::string adapt = "off";        // on: the controller picks density and batch sizes;
+                                    // batch: only batch sizes (proportional to speed); off
   int64_t decide_every = 5;         // steps between controller decisions
   double compute_slowdown = 1.0;    // per worker: stretch compute by this factor (experiments)
   // Per worker (not shared through the config):
