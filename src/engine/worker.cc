@@ -87,25 +87,6 @@ uint64_t BytesU64(const comm::Bytes& b) {
   return v;
 }
 
-comm::LinkCounters Subtract(const comm::LinkCounters& a, const comm::LinkCounters& b) {
-  comm::LinkCounters d;
-  d.bytes_sent = a.bytes_sent - b.bytes_sent;
-  d.bytes_received = a.bytes_received - b.bytes_received;
-  d.messages_sent = a.messages_sent - b.messages_sent;
-  d.messages_received = a.messages_received - b.messages_received;
-  return d;
-}
-
-comm::TransportStats Subtract(const comm::TransportStats& a, const comm::TransportStats& b) {
-  comm::TransportStats d;
-  d.intra_cluster = Subtract(a.intra_cluster, b.intra_cluster);
-  d.inter_cluster = Subtract(a.inter_cluster, b.inter_cluster);
-  for (size_t i = 0; i < a.per_peer.size() && i < b.per_peer.size(); ++i) {
-    d.per_peer.push_back(Subtract(a.per_peer[i], b.per_peer[i]));
-  }
-  return d;
-}
-
 }  // namespace
 
 class Worker::Impl {
@@ -386,10 +367,9 @@ Status Worker::Impl::AverageBatchNorm(int64_t t) {
 // any worker submits a gradient of iteration t, so all switch together.
 Status Worker::Impl::Adapt(int64_t t, TelemetryWindow* window) {
   const bool multi_cluster = transport->topology().num_clusters() > 1;
-  comm::TransportStats traffic = transport->stats();
+  const comm::TransportStats traffic = transport->stats().Since(window->traffic);
+  const comm::LinkCounters& link = multi_cluster ? traffic.inter_cluster : traffic.intra_cluster;
   PipelineStats ps = pipeline->stats();
-  const comm::LinkCounters& now = multi_cluster ? traffic.inter_cluster : traffic.intra_cluster;
-  const comm::LinkCounters& before = multi_cluster ? window->traffic.inter_cluster : window->traffic.intra_cluster;
   WorkerTelemetry mine;
   mine.rank = rank();
   mine.iterations = window->iterations;
@@ -399,8 +379,8 @@ Status Worker::Impl::Adapt(int64_t t, TelemetryWindow* window) {
   mine.wait_s = ps.wait_s - window->pipeline.wait_s;
   mine.sparsify_s = ps.sparsify_s - window->pipeline.sparsify_s;
   mine.optimizer_s = ps.optimizer_s - window->pipeline.optimizer_s;
-  mine.link_bytes = static_cast<double>(now.bytes_sent - before.bytes_sent);
-  mine.link_busy_s = now.send_busy_s - before.send_busy_s;
+  mine.link_bytes = static_cast<double>(link.bytes_sent);
+  mine.link_busy_s = link.send_busy_s;
   auto all = comm::AllGather(*transport, ControlTag(t, kTelemetry), mine.Serialize(), timeout);
   if (!all.ok()) return all.status().WithContext("gathering telemetry at step " + std::to_string(t));
   comm::Bytes decided;
@@ -650,7 +630,7 @@ Result<WorkerResult> Worker::Impl::Run() {
   result.sparsify_s = st.sparsify_s;
   result.exchange_s = st.exchange_s;
   result.optimizer_s = st.optimizer_s;
-  result.traffic = Subtract(transport->stats(), traffic_at_start);
+  result.traffic = transport->stats().Since(traffic_at_start);
   return result;
 }
 
