@@ -49,6 +49,7 @@ std::string ResolvedConfig(const CLI::App* cmd);
 void AddVersionCommand(CLI::App& app);
 #ifdef FRUGAL_WITH_TORCH
 void AddTrainCommand(CLI::App& app);   // train_command.cc: train, worker
+void AddProfileCommand(CLI::App& app); // profile_command.cc
 #endif
 void AddCoordinatorCommand(CLI::App& app);  // coordinator_command.cc
 #ifdef FRUGAL_HAVE_SIM

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   frugal::cli::AddVersionCommand(app);
 #ifdef FRUGAL_WITH_TORCH
   frugal::cli::AddTrainCommand(app);
+  frugal::cli::AddProfileCommand(app);
 #endif
   frugal::cli::AddCoordinatorCommand(app);
 #ifdef FRUGAL_HAVE_SIM

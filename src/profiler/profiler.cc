@@ -1,0 +1,155 @@
+#include "frugal/profiler/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+
+#include <torch/torch.h>
+
+#include "frugal/compress/sparse_vector.h"
+#include "frugal/compress/sparsifier.h"
+#include "frugal/optim/sparse_optimizer.h"
+#include "frugal/sim/cost_model.h"
+
+namespace frugal::profiler {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void Sync(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+}
+
+// Median wall time of fn over `repeats` runs after `warmup` runs.
+template <typename Fn>
+double MedianSeconds(const torch::Device& device, int warmup, int repeats, Fn fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  Sync(device);
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    auto t0 = Clock::now();
+    fn();
+    Sync(device);
+    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+Result<std::vector<OpTiming>> ProfileOperators(const std::vector<sim::Operator>& ops, const ProfileOptions& o) {
+  if (o.repeats < 1 || o.warmup < 0) return Status::InvalidArgument("--repeats must be >= 1 and --warmup >= 0");
+  std::vector<OpTiming> out;
+  try {
+    torch::Device device(o.device);
+    torch::NoGradGuard no_grad;
+    const auto dtype = (o.fp16 && device.is_cuda()) ? torch::kFloat16 : torch::kFloat32;
+    auto opts = torch::TensorOptions().device(device).dtype(dtype);
+    for (const sim::Operator& op : ops) {
+      OpTiming t;
+      t.key = sim::OperatorKey(op);
+      if (op.kind == sim::OpKind::kTensorParallelAllReduce) continue;
+      if (op.kind == sim::OpKind::kMatmul || op.kind == sim::OpKind::kConv) {
+        // [batch, m, k] x [batch, k, n]; backward: dA = dC W^T, dW = A^T dC.
+        torch::Tensor a = torch::randn({op.batch, op.m, op.k}, opts);
+        torch::Tensor w = torch::randn({op.batch, op.k, op.n}, opts);
+        torch::Tensor dc = torch::randn({op.batch, op.m, op.n}, opts);
+        t.forward_s = MedianSeconds(device, o.warmup, o.repeats, [&] { (void)torch::matmul(a, w); });
+        t.backward_s = MedianSeconds(device, o.warmup, o.repeats, [&] {
+          (void)torch::matmul(dc, w.transpose(1, 2));
+          (void)torch::matmul(a.transpose(1, 2), dc);
+        });
+      } else {
+        // An element-wise kernel that reads and writes as many bytes as the
+        // operator moves: out = relu(in) reads n and writes n elements.
+        const int64_t elem = dtype == torch::kFloat16 ? 2 : 4;
+        auto time_bytes = [&](double bytes) {
+          int64_t n = std::max<int64_t>(1, static_cast<int64_t>(bytes / (2.0 * static_cast<double>(elem))));
+          torch::Tensor in = torch::randn({n}, opts);
+          torch::Tensor res = torch::empty({n}, opts);
+          return MedianSeconds(device, o.warmup, o.repeats, [&] { torch::relu_out(res, in); });
+        };
+        t.forward_s = time_bytes(op.fwd_bytes);
+        t.backward_s = time_bytes(op.bwd_bytes > 0 ? op.bwd_bytes : op.fwd_bytes);
+      }
+      out.push_back(t);
+    }
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("libtorch: ") + e.what_without_backtrace());
+  }
+  return out;
+}
+
+std::string ProfileCsv(const std::vector<OpTiming>& timings, const std::string& comment) {
+  std::string out = "# " + comment + "\nkey,forward_us,backward_us\n";
+  char line[512];
+  for (const auto& t : timings) {
+    std::snprintf(line, sizeof(line), "%s,%.3f,%.3f\n", t.key.c_str(), t.forward_s * 1e6, t.backward_s * 1e6);
+    out += line;
+  }
+  return out;
+}
+
+Result<MachineMeasurement> MeasureMachine(const ProfileOptions& o) {
+  MachineMeasurement m;
+  try {
+    torch::Device device(o.device);
+    torch::NoGradGuard no_grad;
+    const auto dtype = (o.fp16 && device.is_cuda()) ? torch::kFloat16 : torch::kFloat32;
+    auto opts = torch::TensorOptions().device(device).dtype(dtype);
+    for (int64_t n : {512, 1024, 2048}) {
+      torch::Tensor a = torch::randn({n, n}, opts);
+      torch::Tensor b = torch::randn({n, n}, opts);
+      double s = MedianSeconds(device, o.warmup, o.repeats, [&] { (void)torch::matmul(a, b); });
+      m.matmul_tflops = std::max(m.matmul_tflops, 2.0 * n * n * n / s / 1e12);
+    }
+    const int64_t elems = 64 << 20;  // 256 MB of fp32
+    torch::Tensor src = torch::randn({elems}, torch::TensorOptions().device(device));
+    torch::Tensor dst = torch::empty_like(src);
+    double s = MedianSeconds(device, o.warmup, o.repeats, [&] { dst.copy_(src); });
+    m.memory_bandwidth_gbs = 2.0 * static_cast<double>(elems) * 4 / s / 1e9;
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("libtorch: ") + e.what_without_backtrace());
+  }
+  // Frugal's CPU stages on this host: the block sparsifier and sparse SGD.
+  const size_t n = size_t{10} << 20;
+  std::vector<float> grad(n);
+  for (size_t i = 0; i < n; ++i) grad[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+  FRUGAL_ASSIGN_OR_RETURN(auto sparsifier, compress::CreateSparsifier("block"));
+  compress::SparseVector sv;
+  torch::Device cpu(torch::kCPU);
+  double ss = MedianSeconds(cpu, o.warmup, o.repeats, [&] {
+    (void)sparsifier->Sparsify(Span<const float>(grad.data(), n), 0.01, &sv);
+  });
+  m.sparsify_gbs = static_cast<double>(n) * 4 / ss / 1e9;
+  optim::OptimizerOptions oo;
+  oo.momentum = 0.9;
+  FRUGAL_ASSIGN_OR_RETURN(auto opt, optim::CreateSparseOptimizer(oo, n, "probe"));
+  std::vector<float> params(n, 0.0f);
+  double os = MedianSeconds(cpu, o.warmup, o.repeats, [&] {
+    (void)opt->Step(Span<float>(params.data(), n), Span<const uint32_t>(sv.indices.data(), sv.indices.size()),
+                    Span<const float>(sv.values.data(), sv.values.size()));
+  });
+  m.sparse_optimizer_gbs = static_cast<double>(sv.nnz()) * 4 / os / 1e9;
+  return m;
+}
+
+sim::HardwareSpec ApplyMeasurement(sim::HardwareSpec hw, const MachineMeasurement& m, const std::string& name) {
+  hw.name = name;
+  hw.device.name = name;
+  hw.device.peak_tflops_fp32 = m.matmul_tflops;
+  hw.device.peak_tflops_fp16 = std::max(hw.device.peak_tflops_fp16, m.matmul_tflops);
+  hw.device.memory_bandwidth_gbs = m.memory_bandwidth_gbs;
+  // The measured rates are achieved rates: the roofline should not discount
+  // them again for large kernels.
+  hw.efficiency.matmul_max = 1.0;
+  hw.efficiency.memory = 1.0;
+  hw.host.cpu_sparsify_gbs = m.sparsify_gbs;
+  hw.host.cpu_optimizer_gbs = m.sparse_optimizer_gbs;
+  return hw;
+}
+
+}  // namespace frugal::profiler

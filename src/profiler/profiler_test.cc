@@ -1,0 +1,67 @@
+#include "frugal/profiler/profiler.h"
+
+#include <gtest/gtest.h>
+
+#include "frugal/sim/cost_model.h"
+
+namespace frugal::profiler {
+namespace {
+
+TEST(ProfilerTest, TimesEveryOperatorAndTheSimulatorReadsTheResult) {
+  auto model = sim::BuiltinModel("cnn");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  sim::WorkloadOptions w;
+  w.micro_batch = 8;
+  auto workload = sim::BuildWorkload(*model, w);
+  ASSERT_TRUE(workload.ok());
+  std::vector<sim::Operator> ops = sim::DistinctOperators(*workload);
+  ProfileOptions o;
+  o.warmup = 0;
+  o.repeats = 1;
+  auto timings = ProfileOperators(ops, o);
+  ASSERT_TRUE(timings.ok()) << timings.status().ToString();
+  ASSERT_EQ(timings->size(), ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    EXPECT_EQ((*timings)[i].key, sim::OperatorKey(ops[i]));
+    EXPECT_GT((*timings)[i].forward_s, 0);
+    EXPECT_GT((*timings)[i].backward_s, 0);
+  }
+  auto db = sim::ProfileDatabase::ParseCsv(ProfileCsv(*timings, "test"), "profile");
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  EXPECT_EQ(db->size(), ops.size());
+  auto hw = sim::BuiltinHardware("cpu-local");
+  auto cost = sim::CreateProfiledCostModel(*db, sim::CreateRooflineCostModel(*hw, false));
+  EXPECT_NEAR(cost->Seconds(ops[0], sim::Pass::kForward), (*timings)[0].forward_s, 1e-9);
+}
+
+TEST(ProfilerTest, MachineMeasurementBecomesAHardwareDescription) {
+  ProfileOptions o;
+  o.warmup = 0;
+  o.repeats = 1;
+  auto m = MeasureMachine(o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_GT(m->matmul_tflops, 0);
+  EXPECT_GT(m->memory_bandwidth_gbs, 0);
+  EXPECT_GT(m->sparsify_gbs, 0);
+  EXPECT_GT(m->sparse_optimizer_gbs, 0);
+  sim::HardwareSpec hw = ApplyMeasurement(*sim::BuiltinHardware("cpu-local"), *m, "this-machine");
+  EXPECT_EQ(hw.device.peak_tflops_fp32, m->matmul_tflops);
+  auto parsed = sim::ParseHardwareToml(sim::HardwareToToml(hw), "roundtrip");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->name, "this-machine");
+}
+
+TEST(ProfilerTest, BadOptionsAreErrors) {
+  ProfileOptions o;
+  o.repeats = 0;
+  EXPECT_FALSE(ProfileOperators({}, o).ok());
+  o.repeats = 1;
+  o.device = "toaster";
+  sim::Operator op;
+  op.kind = sim::OpKind::kMatmul;
+  op.m = op.n = op.k = 4;
+  EXPECT_FALSE(ProfileOperators({op}, o).ok());
+}
+
+}  // namespace
+}  // namespace frugal::profiler
