@@ -23,10 +23,12 @@ Usage (by hand, 2 ranks on loopback):
 """
 import argparse
 import datetime
+import faulthandler
 import gzip
 import json
 import math
 import os
+import signal
 import sys
 import time
 
@@ -147,6 +149,8 @@ def main():
     ap.add_argument("--run-dir", required=True, help="rank 0 writes RUN_DIR/metrics.jsonl")
     ap.add_argument("--timeout-s", type=float, default=300)
     args = ap.parse_args()
+    # `kill -USR1` prints every thread's Python stack (the harness does it before killing a hung run).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
     torch.set_num_threads(args.threads)
     ifname = os.environ.get("GLOO_SOCKET_IFNAME", "")
@@ -193,6 +197,8 @@ def main():
         metrics.write(json.dumps(rec) + "\n")
         metrics.flush()
 
+    # The budget decision travels on its own group so it never interleaves with DDP's collectives.
+    stop_group = dist.new_group(backend="gloo") if args.time_budget > 0 else None
     dist.barrier()
     t0 = time.perf_counter()
     tx0 = tx_bytes(ifname)
@@ -210,7 +216,7 @@ def main():
                 break
             if args.time_budget > 0:
                 stop[0] = 1.0 if (lead and elapsed() > args.time_budget) else 0.0
-                dist.all_reduce(stop, op=dist.ReduceOp.MAX)
+                dist.all_reduce(stop, op=dist.ReduceOp.MAX, group=stop_group)
                 if stop[0] > 0:
                     stopped = True
                     break

@@ -164,10 +164,21 @@ class Procs:
             self.daemons.add(p.pid)
         return p
 
-    def wait_all(self, deadline):
-        """Waits until every non-daemon process exits or the deadline passes. True if all exited."""
+    def wait_all(self, deadline, progress_file=None, stall_s=None):
+        """Waits until every non-daemon process exits or the deadline passes. True if all exited.
+        With progress_file, also gives up (self.stalled = True) when the file has not changed for stall_s."""
         workers = [p for p, _ in self.procs if p.pid not in self.daemons]
+        started = time.time()
+        self.stalled = False
         while time.time() < deadline:
+            if progress_file and stall_s:
+                try:
+                    last = max(started, os.path.getmtime(progress_file))
+                except OSError:
+                    last = started
+                if time.time() - last > stall_s and any(p.poll() is None for p in workers):
+                    self.stalled = True
+                    return False
             if all(p.poll() is not None for p in workers):
                 return True
             # A failed rank makes the others hang until their timeout: stop early.
@@ -176,6 +187,14 @@ class Procs:
                 return all(p.poll() is not None for p in workers)
             time.sleep(0.5)
         return False
+
+    def signal_all(self, sig):
+        for p, _ in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
 
     def kill_all(self):
         for p, f in self.procs:
@@ -247,8 +266,16 @@ def run_ddp(args, sc, system, tb, run_dir, budget):
             if sc.get("max_steps"):
                 cmd += ["--max-steps", str(sc["max_steps"])]
             procs.start(cmd, os.path.join(run_dir, "rank%d.log" % i), env=env)
-        ok = procs.wait_all(time.time() + budget + args.grace_s + 60)
-        if not ok:
+        ok = procs.wait_all(time.time() + budget + args.grace_s + 60,
+                            progress_file=os.path.join(run_dir, "metrics.jsonl"), stall_s=args.stall_s)
+        if procs.stalled:
+            procs.signal_all(signal.SIGUSR1)  # ddp.py dumps its Python stacks into the rank logs
+            time.sleep(2)
+            log("  %s: no progress for %.0f s (hung), killing it" % (system, args.stall_s))
+            with open(os.path.join(run_dir, "hung.txt"), "w") as f:
+                f.write("no new metrics record for %.0f s; killed by the harness\n" % args.stall_s)
+            ok = True  # not a budget kill: reported as a failure below
+        elif not ok:
             log("  %s: did not stop on its own, killing it" % system)
     finally:
         procs.kill_all()
@@ -308,6 +335,7 @@ def summarise(system, recs, budget, killed, sc):
             continue
         t = first_reaching(curve, target)
         out[key] = t
+        out[key + "_step"] = next((c[1] for c in curve if c[2] >= target), None)
         # Not reached: the training time it had is a lower bound.
         out[key + "_lower_bound"] = t is None
         if t is None:
@@ -320,7 +348,7 @@ def run_system(args, sc, system, tb):
     budget = sc["budgets"].get(system, 300) * args.budget_scale
     run_dir = os.path.join(args.out_dir, "tta-runs", sc["name"], system)
     os.makedirs(run_dir, exist_ok=True)
-    for name in os.listdir(run_dir):  # stale logs of an earlier run
+    for name in [] if args.report_only else os.listdir(run_dir):  # stale logs of an earlier run
         p = os.path.join(run_dir, name)
         if os.path.isfile(p):
             os.remove(p)
@@ -328,27 +356,37 @@ def run_system(args, sc, system, tb):
                                                           (rate or "trace"), budget,
                                                           "namespaces" if tb.use_netns else "loopback"))
     t0 = time.time()
-    try:
-        tb.up(sc, rate)
-        if system.startswith("frugal"):
-            path, killed = run_frugal(args, sc, system, tb, run_dir, budget)
-        else:
-            path, killed = run_ddp(args, sc, system, tb, run_dir, budget)
-    finally:
-        tb.down()
+    path = os.path.join(run_dir, "run", "metrics.jsonl") if system.startswith("frugal") else \
+        os.path.join(run_dir, "metrics.jsonl")
+    killed = False
+    if not args.report_only:
+        try:
+            tb.up(sc, rate)
+            if system.startswith("frugal"):
+                path, killed = run_frugal(args, sc, system, tb, run_dir, budget)
+            else:
+                path, killed = run_ddp(args, sc, system, tb, run_dir, budget)
+        finally:
+            tb.down()
     recs = read_jsonl(path)
     s = summarise(system, recs, budget, killed, sc)
     if not any(r.get("final") for r in recs):
         s["crashed"] = not killed
+        # The most specific message: a C++ exception (what()) on any rank, else the first error line.
         tail = ""
+        candidates = []
         for i in range(sc["workers"]):
             lp = os.path.join(run_dir, "rank%d.log" % i)
             if os.path.exists(lp):
-                lines = [l for l in open(lp, errors="replace").read().splitlines() if l.strip()]
-                err = [l for l in lines if "what()" in l or "Error" in l or "error" in l]
-                if err:
-                    tail = err[0].strip()
-                    break
+                lines = [l.strip() for l in open(lp, errors="replace").read().splitlines() if l.strip()]
+                candidates += ["rank %d: %s" % (i, l) for l in lines if "what()" in l]
+                candidates += ["rank %d: %s" % (i, l) for l in lines if "what()" not in l and
+                               ("Error" in l or "error" in l)]
+        candidates.sort(key=lambda c: 0 if "enforce" in c else 1 if "what()" in c else 2)
+        if candidates:
+            tail = candidates[0]
+        if not tail and os.path.exists(os.path.join(run_dir, "hung.txt")):
+            tail = "hung: " + open(os.path.join(run_dir, "hung.txt")).read().strip()
         s["error"] = tail
         if s["crashed"]:
             log("  %s CRASHED: %s" % (system, tail or "(no message; see %s)" % run_dir))
@@ -376,8 +414,28 @@ def ratio_str(num, num_lb, den, den_lb):
     return "%.1fx" % r
 
 
+def project_ddp(sys_res, sc):
+    """For DDP variants stopped by their budget: projected TTA = (steps ddp_unlimited needed to reach the
+    target) x (this system's measured seconds per step, evaluations included). Plain DDP computes the same
+    numbers at any bandwidth, so only the time per step differs; for the fp16/PowerSGD hooks it assumes
+    their convergence per step matches plain DDP. Marked as a projection everywhere it appears."""
+    ref = next((s for s in sys_res if s["system"] == "ddp_unlimited" and not s["crashed"]), None)
+    for s in sys_res:
+        for key, target in (("tta", sc["target_acc"]), ("tta2", sc.get("second_target"))):
+            s[key + "_projected"] = None
+            if target is None or ref is None or s["crashed"] or not s["system"].startswith("ddp"):
+                continue
+            if not s.get(key + "_lower_bound") or s["system"] == "ddp_unlimited" or s["steps"] == 0:
+                continue
+            hit = next((c for c in ref["curve"] if c[2] >= target), None)
+            if hit is not None:
+                s[key + "_projected"] = hit[1] * s["elapsed_s"] / s["steps"]
+
+
 def write_outputs(args, results):
     os.makedirs(args.out_dir, exist_ok=True)
+    for sc, sys_res in results:
+        project_ddp(sys_res, sc)
     # tta.json in the issue's schema (+ lower_bound flags and notes).
     scen_json = []
     for sc, sys_res in results:
@@ -390,9 +448,11 @@ def write_outputs(args, results):
             "iter_s": by("iter_s"),
             "lower_bound": {s["system"]: bool(s.get("tta_lower_bound")) for s in sys_res if not s["crashed"]},
             "bytes_per_iter": by("bytes_per_iter"),
+            "tta_projected_s": by("tta_projected"),
             "crashed": {s["system"]: s.get("error", "") for s in sys_res if s["crashed"]},
             "second_target": {"target_acc": sc.get("second_target"), "tta_s": by("tta2"),
-                              "lower_bound": {s["system"]: bool(s.get("tta2_lower_bound")) for s in sys_res}},
+                              "lower_bound": {s["system"]: bool(s.get("tta2_lower_bound")) for s in sys_res},
+                              "tta_projected_s": by("tta2_projected")},
             "epochs": sc["epochs"], "eval_every": sc["eval_every"],
             "budget_s": {s["system"]: s["budget_s"] for s in sys_res},
             "netns": args.netns_used})
@@ -411,13 +471,14 @@ def write_outputs(args, results):
     with open(os.path.join(args.out_dir, "tta_summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["scenario", "system", "target_acc", "tta_s", "tta_lower_bound", "second_target", "tta2_s",
-                    "tta2_lower_bound", "iter_s", "bytes_per_iter", "bytes_source", "steps", "final_acc",
+                    "tta2_lower_bound", "tta_step", "iter_s", "bytes_per_iter", "bytes_source", "steps", "final_acc",
                     "best_acc", "budget_s", "crashed", "error"])
         for sc, sys_res in results:
             for s in sys_res:
                 w.writerow([sc["name"], s["system"], sc["target_acc"], fmt(s.get("tta"), 2),
                             int(bool(s.get("tta_lower_bound"))), sc.get("second_target") or "",
-                            fmt(s.get("tta2"), 2), int(bool(s.get("tta2_lower_bound"))), fmt(s["iter_s"], 4),
+                            fmt(s.get("tta2"), 2), int(bool(s.get("tta2_lower_bound"))),
+                            s.get("tta_step") if s.get("tta_step") is not None else "", fmt(s["iter_s"], 4),
                             fmt(s["bytes_per_iter"], 0), s["bytes_src"], s["steps"], fmt(s["final_acc"], 4),
                             fmt(s["best_acc"], 4), s["budget_s"], int(s["crashed"]), s.get("error", "")])
 
@@ -438,18 +499,24 @@ def write_outputs(args, results):
         lines.append("|" + "---|" * (head.count("|") - 1))
         for s in sys_res:
             if s["crashed"]:
-                cols = ["**crashed**: `%s`" % (s.get("error") or "see logs")[:150]] + ["-"] * (
-                    (2 if not t2 else 4) + 5)
+                cols = ["**crashed**: `%s`" % (s.get("error") or "see logs")[:200]] + ["-"] * (head.count("|") - 4)
                 lines.append("| %s | %s | %s |" % (s["system"], " | ".join(cols), s["budget_s"]))
                 continue
             row = [s["system"]]
             for key in ("tta", "tta2") if t2 else ("tta",):
                 lb = s.get(key + "_lower_bound")
-                row.append((">=" if lb else "") + fmt(s.get(key), 1))
+                cell = (">=" if lb else "") + fmt(s.get(key), 1)
+                proj = s.get(key + "_projected")
+                if proj is not None:
+                    cell += " (proj. %.0f)" % proj
+                row.append(cell)
                 if fr is None or s is fr:
                     row.append("1.0x" if s is fr else "-")
                 else:
-                    row.append(ratio_str(s.get(key), lb, fr.get(key), fr.get(key + "_lower_bound")))
+                    r = ratio_str(s.get(key), lb, fr.get(key), fr.get(key + "_lower_bound"))
+                    if proj is not None and fr.get(key) and not fr.get(key + "_lower_bound"):
+                        r += " (proj. %.1fx)" % (proj / fr[key])
+                    row.append(r)
             row += [fmt(s["iter_s"], 3),
                     ("%.2f MB" % (s["bytes_per_iter"] / 1e6) + (" (iface)" if s["bytes_src"] == "interface"
                                                                else " (payload)"))
@@ -458,7 +525,9 @@ def write_outputs(args, results):
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
         lines.append("Speed-up = system TTA / Frugal TTA (>= when the system did not reach the target in its "
-                     "budget, so its TTA is a lower bound). final acc is empty for runs stopped by their budget.")
+                     "budget, so its TTA is a lower bound). proj. = projection for DDP variants stopped by their budget: steps "
+                     "ddp_unlimited needed x this system's measured seconds per step. final acc is empty for runs "
+                     "stopped by their budget.")
         lines.append("")
     with open(os.path.join(args.out_dir, "tta.md"), "w") as f:
         f.write("\n".join(lines))
@@ -476,16 +545,18 @@ def write_outputs(args, results):
                 elif s["crashed"]:
                     ax.plot([], [], label=s["system"] + " (crashed)")
             ax.axhline(sc["target_acc"], color="grey", ls="--", lw=0.8)
-            ax.set_xscale("log")
-            ax.set_xlabel("wall time (s, log)")
+            accs = [c[2] for s in sys_res for c in s["curve"]]
+            if any(c[0] > 0 for s in sys_res for c in s["curve"]):
+                ax.set_xscale("log")
+            ax.set_xlabel("wall time since start of training (s, log)")
             ax.set_ylabel("test accuracy")
-            ax.set_ylim(0.5, 0.95)
+            ax.set_ylim(max(0.0, min([0.5] + accs) - 0.02), max([0.95] + accs))
             ax.set_title(sc["name"])
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(os.path.join(args.out_dir, "tta.png"), dpi=110)
-    except ImportError as e:
+    except Exception as e:  # noqa: BLE001 -- a plot problem must not lose the measurements
         log("no plot: %s" % e)
     log("wrote %s, %s" % (json_path, os.path.join(args.out_dir, "tta.md")))
 
@@ -504,8 +575,12 @@ def main():
     ap.add_argument("--epochs", type=int, help="override the scenarios' epochs")
     ap.add_argument("--frugal-density", type=float)
     ap.add_argument("--log-every", type=int, default=25)
+    ap.add_argument("--stall-s", type=float, default=90,
+                    help="DDP runs whose metrics file does not change for this long are reported as hung")
     ap.add_argument("--grace-s", type=float, default=90, help="startup + final evaluation allowance")
     ap.add_argument("--no-netns", action="store_true", help="run on loopback, unshaped")
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing; rebuild the outputs from OUT_DIR/tta-runs of an earlier run")
     args = ap.parse_args()
     args.frugal = args.frugal or os.path.join(args.build_dir, "frugal")
     args.out_dir = args.out_dir or os.path.join(args.build_dir, "bench")
@@ -538,6 +613,8 @@ def main():
         scens = [dict(s, systems=[x for x in s["systems"] if x in wanted]) for s in scens]
 
     use_netns = False
+    if args.report_only:
+        args.no_netns = True
     if not args.no_netns:
         use_netns, why = Testbed.available()
         if not use_netns:
@@ -561,6 +638,12 @@ def main():
                 fcntl.flock(lock, fcntl.LOCK_EX)
         args.lock = lock
     args.netns_used = use_netns
+    if args.report_only:
+        try:
+            with open(args.json or os.path.join(args.out_dir, "tta.json")) as f:
+                args.netns_used = json.load(f)["scenarios"][0]["netns"]
+        except (OSError, ValueError, KeyError, IndexError):
+            args.netns_used = None
     tb = Testbed(use_netns)
 
     def on_signal(signum, frame):
@@ -569,7 +652,7 @@ def main():
     results = []
     try:
         for sc in scens:
-            if sc["topology"] != "flat" and not use_netns:
+            if sc["topology"] != "flat" and not use_netns and not args.report_only:
                 log("%s: %s topology needs namespaces; skipped" % (sc["name"], sc["topology"]))
                 continue
             res = [run_system(args, sc, system, tb) for system in sc["systems"]]
