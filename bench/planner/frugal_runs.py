@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Validates the planner's model of Frugal's own pipeline against measured
+runs on this machine (issue 6, part 7).
+
+  bench/planner/frugal_runs.py [--steps 40] [--out-dir build/bench/planner]
+
+1. `frugal profile --hardware-out` measures this machine (GEMM rate, memory
+   bandwidth, sparsify and sparse-optimizer throughput) and the mlp's
+   operators.
+2. Runs 12 configurations of `frugal worker` x N on testbed/testbed.sh's
+   `flat` topology: workers 2 and 4; links 100 Mbit/s, 500 Mbit/s and
+   unlimited; density 1% and 10%; batch 32 or 64 (alternating); each for
+   --steps steps, and takes the median iteration time of the second half.
+3. Writes frugal_runs.csv in the `frugal plan frugal-validate` format and
+   runs the validation twice: from the profile alone, and with the measured
+   compute time per sample (the controller's situation).
+Needs root (network namespaces).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TESTBED = os.path.join(ROOT, "testbed", "testbed.sh")
+
+
+def read_jsonl(path):
+    out = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+    return out
+
+
+def run_config(args, workers, rate, density, batch, name):
+    subprocess.run(["bash", TESTBED, "up", "flat", "--hosts", str(workers), "--rate", str(rate)], check=True,
+                   env=dict(os.environ, TESTBED_QUIET="1"))
+    run_dir = os.path.join(args.out_dir, "runs")
+    metrics = os.path.join(run_dir, name, "metrics.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    procs = []
+    try:
+        info = subprocess.run(["bash", TESTBED, "info"], check=True, capture_output=True, text=True).stdout
+        hosts = [l.split() for l in info.splitlines() if l.strip() and not l.startswith("#")]
+        coord = "tcp://%s:29700" % hosts[0][2]
+        procs.append(subprocess.Popen(["ip", "netns", "exec", hosts[0][1], args.frugal, "coordinator", "--listen",
+                                       coord, "--world", str(workers)], stdout=subprocess.DEVNULL))
+        time.sleep(0.3)
+        for i, h in enumerate(hosts):
+            cmd = ["ip", "netns", "exec", h[1], args.frugal, "worker", "--coordinator", coord, "--rank", str(i),
+                   "--listen", "tcp://%s:*" % h[2], "--threads", "1", "--model", "mlp", "--density", str(density),
+                   "--batch-size", str(batch), "--max-steps", str(args.steps), "--epochs", "5", "--log-every", "1",
+                   "--eval-every", "100000", "--checksum-every", "0", "--runs-dir", run_dir, "--run-name", name,
+                   "--timeout-s", "120", "--quiet"]
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.time() + 900
+        while time.time() < deadline and any(p.poll() is None for p in procs[1:]):
+            time.sleep(0.2)
+        if any(p.poll() != 0 for p in procs[1:]):
+            raise RuntimeError("config %s failed" % name)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        subprocess.run(["bash", TESTBED, "down"], capture_output=True)
+    steps = [r for r in read_jsonl(metrics) if "iter_s" in r and r["step"] > args.steps // 2]
+    iter_s = statistics.median(r["iter_s"] for r in steps)
+    compute = statistics.median(r["compute_s"] for r in steps)
+    return iter_s, compute / batch
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--frugal", default=os.path.join(ROOT, "build", "frugal"))
+    ap.add_argument("--out-dir", default=os.path.join(ROOT, "build", "bench", "planner"))
+    ap.add_argument("--steps", type=int, default=40)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("frugal_runs: needs root (network namespaces)")
+    os.makedirs(args.out_dir, exist_ok=True)
+    hw = os.path.join(args.out_dir, "this-machine.toml")
+    ops = os.path.join(args.out_dir, "mlp_ops.csv")
+    subprocess.run([args.frugal, "profile", "--model", "mlp", "--micro-batch", "64", "--out", ops,
+                    "--hardware-out", hw], check=True)
+    rows = []
+    configs = []
+    k = 0
+    for workers in (2, 4):
+        for rate in (100, 500, 0):
+            for density in (0.01, 0.1):
+                configs.append((workers, rate, density, 32 if k % 2 else 64))
+                k += 1
+    for workers, rate, density, batch in configs:
+        name = "w%d-r%d-d%g-b%d" % (workers, rate, density, batch)
+        iter_s, s_per_sample = run_config(args, workers, rate, density, batch, name)
+        print("%-22s iteration %.3f s, compute %.2f ms/sample" % (name, iter_s, 1e3 * s_per_sample), flush=True)
+        rows.append((workers, rate, density, batch, iter_s, s_per_sample))
+    header = "model,clusters,intra mbps,inter mbps,density,batch per worker,iteration time (ms)"
+    plain = os.path.join(args.out_dir, "frugal_runs.csv")
+    fed = os.path.join(args.out_dir, "frugal_runs_with_compute.csv")
+    with open(plain, "w") as f, open(fed, "w") as g:
+        f.write(header + "\n")
+        g.write(header + ",compute ms per sample\n")
+        for workers, rate, density, batch, iter_s, sps in rows:
+            bw = str(rate) if rate else "unlimited"
+            line = "mlp,%d,%s,unlimited,%g,%d,%.2f" % (workers, bw, density, batch, 1e3 * iter_s)
+            f.write(line + "\n")
+            g.write(line + ",%.4f\n" % (1e3 * sps))
+    for path, extra in ((plain, ["--shared-cpu"]), (fed, [])):
+        print("\n$ frugal plan frugal-validate %s --hardware %s %s" % (os.path.basename(path), hw, " ".join(extra)))
+        subprocess.run([args.frugal, "plan", "frugal-validate", path, "--hardware", hw] + extra)
+
+
+if __name__ == "__main__":
+    main()
