@@ -134,6 +134,8 @@ def main():
     ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
     ap.add_argument("--hook", default="none", choices=["none", "fp16", "powersgd"])
     ap.add_argument("--powersgd-rank", type=int, default=4)
+    ap.add_argument("--single-bucket", action="store_true",
+                    help="one DDP gradient bucket for the whole model (default: DDP's 1 MB first bucket + 25 MB)")
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--max-steps", type=int, default=0)
@@ -168,7 +170,15 @@ def main():
         raise SystemExit("model %s has %d parameters, docs/models.md says %d" %
                          (args.model, nparams, EXPECTED_PARAMS[args.model]))
     # DDP broadcasts rank 0's parameters in its constructor.
-    ddp = nn.parallel.DistributedDataParallel(model)
+    ddp_kwargs = {}
+    if args.single_bucket:
+        # One hook call per step. PowerSGD over Gloo in torch 1.13 crashes or hangs with several buckets
+        # (collectives issued from future callbacks of different buckets pair up differently on
+        # different ranks); DDP documents dist._DEFAULT_FIRST_BUCKET_BYTES as the knob for the first bucket.
+        model_mb = nparams * 4 / 2**20 + 1
+        dist._DEFAULT_FIRST_BUCKET_BYTES = int(model_mb * 2**20)
+        ddp_kwargs["bucket_cap_mb"] = model_mb
+    ddp = nn.parallel.DistributedDataParallel(model, **ddp_kwargs)
     if args.hook == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)

@@ -265,6 +265,8 @@ def run_ddp(args, sc, system, tb, run_dir, budget):
                                   str(budget), "--run-dir", run_dir, "--timeout-s", "120"]
             if sc.get("max_steps"):
                 cmd += ["--max-steps", str(sc["max_steps"])]
+            if system == "ddp_powersgd" and args.powersgd_single_bucket:
+                cmd.append("--single-bucket")
             procs.start(cmd, os.path.join(run_dir, "rank%d.log" % i), env=env)
         ok = procs.wait_all(time.time() + budget + args.grace_s + 60,
                             progress_file=os.path.join(run_dir, "metrics.jsonl"), stall_s=args.stall_s)
@@ -471,14 +473,15 @@ def write_outputs(args, results):
     with open(os.path.join(args.out_dir, "tta_summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["scenario", "system", "target_acc", "tta_s", "tta_lower_bound", "second_target", "tta2_s",
-                    "tta2_lower_bound", "tta_step", "iter_s", "bytes_per_iter", "bytes_source", "steps", "final_acc",
+                    "tta2_lower_bound", "tta_step", "tta2_step", "iter_s", "bytes_per_iter", "bytes_source", "steps", "final_acc",
                     "best_acc", "budget_s", "crashed", "error"])
         for sc, sys_res in results:
             for s in sys_res:
                 w.writerow([sc["name"], s["system"], sc["target_acc"], fmt(s.get("tta"), 2),
                             int(bool(s.get("tta_lower_bound"))), sc.get("second_target") or "",
                             fmt(s.get("tta2"), 2), int(bool(s.get("tta2_lower_bound"))),
-                            s.get("tta_step") if s.get("tta_step") is not None else "", fmt(s["iter_s"], 4),
+                            s.get("tta_step") if s.get("tta_step") is not None else "",
+                            s.get("tta2_step") if s.get("tta2_step") is not None else "", fmt(s["iter_s"], 4),
                             fmt(s["bytes_per_iter"], 0), s["bytes_src"], s["steps"], fmt(s["final_acc"], 4),
                             fmt(s["best_acc"], 4), s["budget_s"], int(s["crashed"]), s.get("error", "")])
 
@@ -577,6 +580,8 @@ def main():
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--stall-s", type=float, default=90,
                     help="DDP runs whose metrics file does not change for this long are reported as hung")
+    ap.add_argument("--powersgd-single-bucket", action="store_true",
+                    help="run ddp_powersgd with one DDP bucket (works around its Gloo crash in torch 1.13)")
     ap.add_argument("--grace-s", type=float, default=90, help="startup + final evaluation allowance")
     ap.add_argument("--no-netns", action="store_true", help="run on loopback, unshaped")
     ap.add_argument("--report-only", action="store_true",
