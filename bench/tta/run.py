@@ -265,7 +265,7 @@ def run_ddp(args, sc, system, tb, run_dir, budget):
                                   str(budget), "--run-dir", run_dir, "--timeout-s", "120"]
             if sc.get("max_steps"):
                 cmd += ["--max-steps", str(sc["max_steps"])]
-            if system == "ddp_powersgd" and args.powersgd_single_bucket:
+            if system == "ddp_powersgd" and args.powersgd_buckets == "single":
                 cmd.append("--single-bucket")
             procs.start(cmd, os.path.join(run_dir, "rank%d.log" % i), env=env)
         ok = procs.wait_all(time.time() + budget + args.grace_s + 60,
@@ -543,10 +543,12 @@ def write_outputs(args, results):
         fig, axes = plt.subplots(1, n, figsize=(6.5 * n, 4.5), squeeze=False)
         for ax, (sc, sys_res) in zip(axes[0], results):
             for s in sys_res:
+                color = "C%d" % ALL_SYSTEMS.index(s["system"])  # same colour in every panel
                 if s["curve"]:
-                    ax.plot([c[0] for c in s["curve"]], [c[2] for c in s["curve"]], marker=".", label=s["system"])
+                    ax.plot([c[0] for c in s["curve"]], [c[2] for c in s["curve"]], marker=".", color=color,
+                            label=s["system"])
                 elif s["crashed"]:
-                    ax.plot([], [], label=s["system"] + " (crashed)")
+                    ax.plot([], [], color=color, label=s["system"] + " (crashed)")
             ax.axhline(sc["target_acc"], color="grey", ls="--", lw=0.8)
             accs = [c[2] for s in sys_res for c in s["curve"]]
             if any(c[0] > 0 for s in sys_res for c in s["curve"]):
@@ -580,8 +582,11 @@ def main():
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--stall-s", type=float, default=90,
                     help="DDP runs whose metrics file does not change for this long are reported as hung")
-    ap.add_argument("--powersgd-single-bucket", action="store_true",
-                    help="run ddp_powersgd with one DDP bucket (works around its Gloo crash in torch 1.13)")
+    ap.add_argument("--powersgd-buckets", choices=["single", "default"], default="single",
+                    help="ddp_powersgd with one DDP bucket (default) or DDP's default buckets, with which "
+                         "PowerSGD over Gloo crashes or hangs in torch 1.13")
+    ap.add_argument("--powersgd-single-bucket", action="store_const", const="single", dest="powersgd_buckets",
+                    help=argparse.SUPPRESS)
     ap.add_argument("--grace-s", type=float, default=90, help="startup + final evaluation allowance")
     ap.add_argument("--no-netns", action="store_true", help="run on loopback, unshaped")
     ap.add_argument("--report-only", action="store_true",
