@@ -201,7 +201,7 @@ cmd_up() {
       shape "${PREFIX}ra" wan "$first"
       shape "${PREFIX}rb" wan "$first"
       cp "$trace" "$STATE_DIR/trace.txt"
-      (trace_loop "$STATE_DIR/trace.txt" </dev/null >/dev/null 2>&1 &
+      (trace_loop "$STATE_DIR/trace.txt" </dev/null >/dev/null 2>&1 9>&- &
        echo $! >"$STATE_DIR/trace.pid")
       rate=trace
     fi
@@ -258,8 +258,18 @@ cmd_with() {
   "$@"
 }
 
+# One testbed at a time: its names are fixed. bench/tta/run.py holds the lock
+# itself for a whole benchmark and sets FRUGAL_TESTBED_LOCKED=1.
+take_lock() {
+  [[ -n "${FRUGAL_TESTBED_LOCKED:-}" ]] && return 0
+  command -v flock >/dev/null || return 0
+  exec 9>/run/frugal-testbed.lock
+  flock -n 9 || die "another testbed run is active (/run/frugal-testbed.lock is held); wait for it to finish"
+}
+
 main() {
   local sub=${1:-help}; shift || true
+  case $sub in up|down|with|set-rate) [[ $(id -u) -ne 0 ]] || take_lock ;; esac
   case $sub in
     up) cmd_up "$@" ;;
     down) need_root down; cmd_down ;;

@@ -237,6 +237,7 @@ def run_frugal(args, sc, system, tb, run_dir, budget):
                 cmd += ["--max-steps", str(sc["max_steps"])]
             if args.frugal_density is not None:
                 cmd += ["--density", str(args.frugal_density)]
+            cmd += args.frugal_args.split()
             if i > 0:
                 cmd.append("--quiet")
             procs.start(cmd, os.path.join(run_dir, "rank%d.log" % i))
@@ -579,6 +580,7 @@ def main():
     ap.add_argument("--budget-scale", type=float, default=1.0, help="multiply every time budget")
     ap.add_argument("--epochs", type=int, help="override the scenarios' epochs")
     ap.add_argument("--frugal-density", type=float)
+    ap.add_argument("--frugal-args", default="", help="extra flags for every frugal worker, e.g. '--staleness 0'")
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--stall-s", type=float, default=90,
                     help="DDP runs whose metrics file does not change for this long are reported as hung")
@@ -647,6 +649,7 @@ def main():
                 log("waiting for another testbed run (/run/frugal-testbed.lock)")
                 fcntl.flock(lock, fcntl.LOCK_EX)
         args.lock = lock
+        os.environ["FRUGAL_TESTBED_LOCKED"] = "1"  # testbed.sh: the harness holds the lock
     args.netns_used = use_netns
     if args.report_only:
         try:
