@@ -42,12 +42,16 @@ need_root() {
   command -v tc >/dev/null || die "'tc' not found (apt-get install iproute2)"
 }
 
-# tbf parameters for a rate in Mbit/s: a burst of ~4 ms of traffic (at least
-# 32 KB, so one TSO/GSO segment fits) and a queue of at most 50 ms.
+# tbf parameters for a rate in Mbit/s: a burst of ~4 ms of traffic, at least
+# 128 KB, and a queue of at most 50 ms. The floor matters: tbf drops every
+# packet larger than its burst, and veths carry GSO segments of up to 64 KB;
+# with a 32 KB burst, lowering the rate mid-run (set-rate 500 -> 50) stalled
+# TCP flows whose large segments could never pass (measured: Frugal workers
+# timed out waiting for a message after the switch; fine with 128 KB).
 tbf_args() {
   local mbit=$1
   local burst=$(( mbit * 1000000 / 8 / 250 ))
-  (( burst < 32768 )) && burst=32768
+  (( burst < 131072 )) && burst=131072
   echo "rate ${mbit}mbit burst ${burst} latency 50ms"
 }
 
