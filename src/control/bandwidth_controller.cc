@@ -92,11 +92,20 @@ engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine
     if (w.window_s > 0) busy_fraction = std::min(busy_fraction, w.link_busy_s / w.window_s);
   }
   if (slowest > 0) {
-    // Smooth noise, but follow a step change (more than 2x) at once.
-    const bool step = bandwidth_mbit_ && (slowest > 2 * *bandwidth_mbit_ || slowest < 0.5 * *bandwidth_mbit_);
-    bandwidth_mbit_ = (bandwidth_mbit_ && !step)
-                          ? options_.smoothing * slowest + (1 - options_.smoothing) * *bandwidth_mbit_
-                          : slowest;
+    // Smooth noise (EWMA). A sample more than 2x off the estimate is
+    // followed at once only when the previous sample was off in the same
+    // direction too: one outlier (e.g. the backlog of the old density
+    // draining through a link that just slowed down) does not move the
+    // estimate, a real step change does within two decisions.
+    int side = 0;
+    if (bandwidth_mbit_) side = slowest > 2 * *bandwidth_mbit_ ? 1 : slowest < 0.5 * *bandwidth_mbit_ ? -1 : 0;
+    if (!bandwidth_mbit_ || (side != 0 && side == last_off_side_)) {
+      bandwidth_mbit_ = slowest;
+      last_off_side_ = 0;
+    } else {
+      bandwidth_mbit_ = options_.smoothing * slowest + (1 - options_.smoothing) * *bandwidth_mbit_;
+      last_off_side_ = side;
+    }
   }
   // 2. Batch sizes proportional to speed, global batch kept.
   std::vector<double> speed(world, 0);

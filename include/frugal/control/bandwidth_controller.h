@@ -6,8 +6,9 @@
 // Rules, in order (Note [Controller] in bandwidth_controller.cc):
 //  1. Bandwidth: per worker, bytes sent on its limiting link over the time a
 //     message was in flight (idle time excluded); the slowest worker's
-//     estimate is the run's; smoothed (EWMA), except that a sample more than
-//     2x off the estimate replaces it (a step change is followed at once).
+//     estimate is the run's; smoothed (EWMA), except that two consecutive
+//     samples more than 2x off on the same side replace it (a step change
+//     is followed within two decisions, a single outlier is not).
 //  2. Batch balance: batch sizes proportional to measured speed
 //     (samples per compute second, smoothed), the global batch kept; only
 //     when some worker's share moves by more than rebalance_threshold.
@@ -21,7 +22,7 @@
 //     (Goyal et al. 2017).
 //  5. Hysteresis: keep the current density unless the new one differs by
 //     more than `change_ratio`; a change of the bandwidth estimate by more
-//     than 2x since the last decision acts at once.
+//     than 2x since the last change acts at once.
 //
 // Thread safety: not thread-safe; used by one thread.
 #pragma once
@@ -48,7 +49,7 @@ struct ControllerOptions {
   double density_floor = 0.002;       // below this, grow the batch instead
   double max_batch_growth = 4.0;      // global batch at most this times the configured one
   double hidden_tolerance = 0.05;     // "hidden" = within 5% of the compute-bound iteration
-  double change_ratio = 1.3;          // hysteresis on density changes
+  double change_ratio = 1.6;          // hysteresis on density changes (the grid step is 1.155x)
   double smoothing = 0.5;             // weight of the newest bandwidth sample
   bool balance_batches = true;
   bool adapt_density = true;          // false: keep the density, balance batches only
@@ -82,6 +83,7 @@ class BandwidthController : public engine::AdaptationPolicy {
   std::optional<double> bandwidth_mbit_;
   double bandwidth_at_last_change_ = 0;
   std::vector<double> speed_ewma_;  // samples per compute second, per rank
+  int last_off_side_ = 0;           // +1/-1: the last sample was > 2x above/below the estimate
 };
 
 }  // namespace frugal::control
