@@ -452,6 +452,7 @@ void AddFrugalValidate(CLI::App* plan) {
     std::string file;
     std::string hardware = "cpu-local";
     bool shared_cpu = false;
+    double bytes_per_value = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = plan->add_subcommand("frugal-validate",
@@ -459,8 +460,15 @@ void AddFrugalValidate(CLI::App* plan) {
   cmd->add_option("file", o->file, "Measurements CSV (see docs/planner.md)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--hardware", o->hardware, "Built-in hardware or TOML file")->capture_default_str();
   cmd->add_flag("--shared-cpu", o->shared_cpu, "Compute, sparsifier and optimizer share the CPU cores");
+  cmd->add_option("--bytes-per-value", o->bytes_per_value,
+                  "Wire bytes per selected value of the measured runs (Frugal's default fp16 + block ids: 2.25; "
+                  "0 = the model's default 4.25)");
   cmd->callback([o] {
-    const auto rows = OrThrow(sim::LoadFrugalMeasurementsCsv(o->file));
+    auto rows = OrThrow(sim::LoadFrugalMeasurementsCsv(o->file));
+    if (o->bytes_per_value < 0) throw UsageError("--bytes-per-value must be >= 0");
+    if (o->bytes_per_value > 0) {
+      for (auto& r : rows) r.job.bytes_per_selected = o->bytes_per_value;
+    }
     const sim::HardwareSpec hw = OrThrow(sim::LoadHardware(o->hardware));
     const sim::FrugalValidationReport report = OrThrow(sim::ValidateFrugal(rows, hw, o->shared_cpu));
     std::printf("%5s %-9s %8s %7s %7s %12s %12s %8s  %s\n", "line", "model", "clusters", "density", "batch",
