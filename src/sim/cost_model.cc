@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "frugal/common/file.h"
+
 namespace frugal::sim {
 namespace {
 
@@ -157,11 +159,8 @@ Result<ProfileDatabase> ProfileDatabase::ParseCsv(const std::string& text, const
 }
 
 Result<ProfileDatabase> ProfileDatabase::LoadCsv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot open profile database '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseCsv(ss.str(), path);
+  FRUGAL_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, "profile database"));
+  return ParseCsv(text, path);
 }
 
 }  // namespace frugal::sim

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "frugal/common/file.h"
+
 #include "csv_util.h"
 
 namespace frugal::sim {
@@ -132,11 +134,8 @@ Result<std::vector<FrugalMeasurement>> ParseFrugalMeasurementsCsv(const std::str
 }
 
 Result<std::vector<FrugalMeasurement>> LoadFrugalMeasurementsCsv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot open measurements file '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseFrugalMeasurementsCsv(ss.str(), path);
+  FRUGAL_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, "measurements file"));
+  return ParseFrugalMeasurementsCsv(text, path);
 }
 
 Result<FrugalValidationReport> ValidateFrugal(const std::vector<FrugalMeasurement>& rows, const HardwareSpec& hw,

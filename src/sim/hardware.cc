@@ -8,6 +8,8 @@
 
 #include <toml.hpp>
 
+#include "frugal/common/file.h"
+
 namespace frugal::sim {
 namespace {
 
@@ -227,11 +229,8 @@ Result<HardwareSpec> LoadHardware(const std::string& name_or_path) {
   const bool is_path = name_or_path.find('/') != std::string::npos ||
                        (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".toml");
   if (!is_path) return BuiltinHardware(name_or_path);
-  std::ifstream in(name_or_path);
-  if (!in) return Status::NotFound("cannot open hardware description '" + name_or_path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseHardwareToml(ss.str(), name_or_path);
+  FRUGAL_ASSIGN_OR_RETURN(std::string text, ReadTextFile(name_or_path, "hardware description"));
+  return ParseHardwareToml(text, name_or_path);
 }
 
 std::string HardwareToToml(const HardwareSpec& hw) {

@@ -7,6 +7,8 @@
 #include <functional>
 #include <sstream>
 
+#include "frugal/common/file.h"
+
 #include "csv_util.h"
 
 namespace frugal::sim {
@@ -148,11 +150,8 @@ Result<std::vector<MeasuredRow>> ParseMeasurementsCsv(const std::string& text, c
 }
 
 Result<std::vector<MeasuredRow>> LoadMeasurementsCsv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot open measurements file '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseMeasurementsCsv(ss.str(), path);
+  FRUGAL_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, "measurements file"));
+  return ParseMeasurementsCsv(text, path);
 }
 
 Result<ValidationReport> Validate(const std::vector<MeasuredRow>& rows, const HardwareSpec& hw_in,
