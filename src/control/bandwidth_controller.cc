@@ -248,7 +248,12 @@ engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine
   next.predicted_iteration_s = predict(next.density, mean_batch);
   next.reason += why;
   while (!next.reason.empty() && (next.reason.back() == ' ' || next.reason.back() == ';')) next.reason.pop_back();
-  if (next.reason.empty()) next.reason = "unchanged";
+  // Only a decision that changes something carries a reason (a probe that
+  // the hysteresis held back is not news).
+  if (next.reason.empty() || (next.density == current.density && next.batch_sizes == current.batch_sizes &&
+                              next.lr_scale == current.lr_scale)) {
+    next.reason = "unchanged";
+  }
   (void)t;
   return next;
 }
