@@ -1,0 +1,2 @@
+// Anchor for the precompiled torch/torch.h of executables.
+int main() { return 0; }
