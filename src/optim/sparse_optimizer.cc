@@ -278,18 +278,17 @@ void AdamLoopPlain(const AdamScalars& k, float* p, Indices idx, const float* g, 
   AdamLoop(k, p, idx, g, count, m, v);
 }
 
-class SparseSgd final : public SparseOptimizer {
+// What every sparse optimizer shares: argument checks, the dense path (every
+// index), the learning rate and the names. `Derived::Update(p, idx, g, count)`
+// is a template over the index source (a pointer or AllIndices), hence CRTP.
+template <typename Derived>
+class SparseOptimizerBase : public SparseOptimizer {
  public:
-  SparseSgd(const OptimizerOptions& o, size_t n, std::string name) : o_(o), n_(n), name_(std::move(name)) {
-    if (o.momentum != 0.0) {
-      buf_.assign(n, 0.0f);
-      initialized_.assign((n + 63) / 64, 0);
-    }
-  }
+  SparseOptimizerBase(const OptimizerOptions& o, size_t n, std::string name) : o_(o), n_(n), name_(std::move(name)) {}
 
   Status Step(Span<float> params, Span<const uint32_t> indices, Span<const float> values) override {
     FRUGAL_RETURN_IF_ERROR(CheckStepArgs(name_, n_, params, indices, values));
-    Update(params.data(), indices.data(), values.data(), values.size());
+    self().Update(params.data(), indices.data(), values.data(), values.size());
     return Status::Ok();
   }
 
@@ -297,7 +296,7 @@ class SparseSgd final : public SparseOptimizer {
     if (grad.size() != n_) return Status::InvalidArgument("tensor '" + name_ + "': gradient size differs");
     FRUGAL_RETURN_IF_ERROR(CheckStepArgs(name_, n_, params, Span<const uint32_t>(), Span<const float>()));
     FRUGAL_RETURN_IF_ERROR(CheckDenseFinite(name_, grad));
-    Update(params.data(), AllIndices(), grad.data(), n_);
+    self().Update(params.data(), AllIndices(), grad.data(), n_);
     return Status::Ok();
   }
 
@@ -306,6 +305,24 @@ class SparseSgd final : public SparseOptimizer {
   size_t size() const override { return n_; }
   const std::string& tensor_name() const override { return name_; }
 
+ protected:
+  Derived& self() { return static_cast<Derived&>(*this); }
+
+  OptimizerOptions o_;
+  const size_t n_;
+  const std::string name_;
+  const bool fma_ = HasFma();
+};
+
+class SparseSgd final : public SparseOptimizerBase<SparseSgd> {
+ public:
+  SparseSgd(const OptimizerOptions& o, size_t n, std::string name) : SparseOptimizerBase(o, n, std::move(name)) {
+    if (o.momentum != 0.0) {
+      buf_.assign(n, 0.0f);
+      initialized_.assign((n + 63) / 64, 0);
+    }
+  }
+
   std::vector<uint8_t> SerializeState() const override { return SerializeBuffers(0, 0, {&buf_}, initialized_); }
   Status DeserializeState(Span<const uint8_t> bytes) override {
     uint64_t step = 0;
@@ -313,6 +330,7 @@ class SparseSgd final : public SparseOptimizer {
   }
 
  private:
+  friend class SparseOptimizerBase<SparseSgd>;
   template <typename Indices>
   void Update(float* p, Indices idx, const float* g, size_t count) {
     SgdScalars k;
@@ -330,37 +348,14 @@ class SparseSgd final : public SparseOptimizer {
     }
   }
 
-  bool fma_ = HasFma();
-  OptimizerOptions o_;
-  size_t n_;
-  std::string name_;
   std::vector<float> buf_;
   std::vector<uint64_t> initialized_;  // Which coordinates have a momentum buffer.
 };
 
-class SparseAdam final : public SparseOptimizer {
+class SparseAdam final : public SparseOptimizerBase<SparseAdam> {
  public:
   SparseAdam(const OptimizerOptions& o, size_t n, std::string name)
-      : o_(o), decoupled_(o.kind == "adamw"), n_(n), name_(std::move(name)), m_(n, 0.0f), v_(n, 0.0f) {}
-
-  Status Step(Span<float> params, Span<const uint32_t> indices, Span<const float> values) override {
-    FRUGAL_RETURN_IF_ERROR(CheckStepArgs(name_, n_, params, indices, values));
-    Update(params.data(), indices.data(), values.data(), values.size());
-    return Status::Ok();
-  }
-
-  Status StepDense(Span<float> params, Span<const float> grad) override {
-    if (grad.size() != n_) return Status::InvalidArgument("tensor '" + name_ + "': gradient size differs");
-    FRUGAL_RETURN_IF_ERROR(CheckStepArgs(name_, n_, params, Span<const uint32_t>(), Span<const float>()));
-    FRUGAL_RETURN_IF_ERROR(CheckDenseFinite(name_, grad));
-    Update(params.data(), AllIndices(), grad.data(), n_);
-    return Status::Ok();
-  }
-
-  void set_lr(double lr) override { o_.lr = lr; }
-  double lr() const override { return o_.lr; }
-  size_t size() const override { return n_; }
-  const std::string& tensor_name() const override { return name_; }
+      : SparseOptimizerBase(o, n, std::move(name)), decoupled_(o.kind == "adamw"), m_(n, 0.0f), v_(n, 0.0f) {}
 
   std::vector<uint8_t> SerializeState() const override {
     return SerializeBuffers(decoupled_ ? 2 : 1, step_, {&m_, &v_}, {});
@@ -371,6 +366,7 @@ class SparseAdam final : public SparseOptimizer {
   }
 
  private:
+  friend class SparseOptimizerBase<SparseAdam>;
   template <typename Indices>
   void Update(float* p, Indices idx, const float* g, size_t count) {
     ++step_;
@@ -395,11 +391,7 @@ class SparseAdam final : public SparseOptimizer {
     }
   }
 
-  bool fma_ = HasFma();
-  OptimizerOptions o_;
   bool decoupled_;
-  size_t n_;
-  std::string name_;
   uint64_t step_ = 0;
   std::vector<float> m_, v_;
 };
