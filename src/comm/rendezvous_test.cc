@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <random>
 #include <thread>
 
 #include "frugal/comm/sparse_exchange.h"
@@ -107,13 +108,19 @@ TEST(RendezvousTest, WildcardListenWithAdvertisedHost) {
 // Workers may start before the coordinator: the registration waits in the
 // DEALER's queue until the server binds.
 TEST(RendezvousTest, ClientMayStartBeforeTheServer) {
-  // Find a free port: bind, note it, close.
+  // Find a free port: bind, note it, close. It is taken below the kernel's
+  // ephemeral range (32768-60999 here): a port from that range, once
+  // released, can be handed to another test's "tcp://127.0.0.1:*" bind
+  // running in parallel (seen in CI: "Address already in use", and the other
+  // test's server then received this client's registration).
   std::string endpoint;
-  {
-    auto probe = RendezvousServer::Bind("tcp://127.0.0.1:*", 1, FastClose());
-    ASSERT_TRUE(probe.ok());
-    endpoint = (*probe)->endpoint();
+  for (int attempt = 0; attempt < 200 && endpoint.empty(); ++attempt) {
+    const int port = 21000 + static_cast<int>((std::random_device{}() % 8000));
+    std::string candidate = "tcp://127.0.0.1:" + std::to_string(port);
+    auto probe = RendezvousServer::Bind(candidate, 1, FastClose());
+    if (probe.ok()) endpoint = candidate;
   }
+  ASSERT_FALSE(endpoint.empty()) << "no free port in 21000-28999";
   auto client = std::async(std::launch::async, [&] {
     return RegisterWithRendezvous(endpoint, PeerInfo{-1, "tcp://127.0.0.1:9", "a"}, milliseconds(5000), FastClose());
   });
