@@ -508,10 +508,7 @@ Result<WorkerResult> Worker::Impl::Run() {
       FRUGAL_RETURN_IF_ERROR(hook_error);
       FRUGAL_RETURN_IF_ERROR(SubmitMissing());
       double loss_value = loss.item<double>();
-      if (!std::isfinite(loss_value)) {
-        return Status::Internal("training diverged on " + transport->topology().DescribeRank(rank()) +
-                                ": loss is " + std::to_string(loss_value) + " at step " + std::to_string(t));
-      }
+      FRUGAL_RETURN_IF_ERROR(train::CheckLoss(loss_value, t, transport->topology().DescribeRank(rank())));
       double c = Seconds(Clock::now() - c0);
       if (options.compute_slowdown > 1.0) {
         // Emulate a slower device: stretch this step's compute.

@@ -216,10 +216,7 @@ Result<TrainResult> Trainer::Impl::Run() {
       torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(batch.x), batch.y);
       loss.backward();
       double loss_value = loss.item<double>();
-      if (!std::isfinite(loss_value)) {
-        return Status::Internal("training diverged: loss is " + std::to_string(loss_value) + " at step " +
-                                std::to_string(step) + " (try a smaller --lr)");
-      }
+      FRUGAL_RETURN_IF_ERROR(CheckLoss(loss_value, step, ""));
       optimizer->step();
       ++step;
       window_loss += loss_value;

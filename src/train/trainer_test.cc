@@ -1,10 +1,14 @@
 #include "frugal/train/trainer.h"
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "frugal/train/training_data.h"
 
 namespace frugal::train {
 namespace {
@@ -101,6 +105,19 @@ TEST(TrainerTest, DivergenceIsAnError) {
   auto r = (*t)->Run();
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("diverged"), std::string::npos) << r.status().ToString();
+}
+
+// A finite but exploding loss is a divergence too: a run whose loss reached
+// 4e15 finished "successfully" at 10% accuracy before this check.
+TEST(TrainerTest, CheckLossRejectsNonFiniteAndExploding) {
+  EXPECT_TRUE(CheckLoss(2.3, 5, "").ok());
+  EXPECT_TRUE(CheckLoss(kDivergedLoss, 5, "").ok());
+  Status huge = CheckLoss(4e15, 250, "rank 1");
+  EXPECT_EQ(huge.code(), Status::Code::kInternal);
+  EXPECT_NE(huge.message().find("diverged on rank 1"), std::string::npos) << huge.ToString();
+  EXPECT_NE(huge.message().find("step 250"), std::string::npos) << huge.ToString();
+  EXPECT_FALSE(CheckLoss(std::nan(""), 1, "").ok());
+  EXPECT_FALSE(CheckLoss(-std::numeric_limits<double>::infinity(), 1, "").ok());
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "frugal/train/training_data.h"
 
+#include <cmath>
+#include <string>
+
 namespace frugal::train {
 
 TensorDataset ToTensorDataset(data::Dataset ds) {
@@ -82,6 +85,13 @@ LrScheduleOptions ScheduleOptions(const TrainOptions& o, int64_t total_steps) {
   s.step_size = o.lr_step_size;
   s.gamma = o.lr_gamma;
   return s;
+}
+
+Status CheckLoss(double loss, int64_t step, const std::string& where) {
+  if (std::isfinite(loss) && loss <= kDivergedLoss) return Status::Ok();
+  return Status::Internal("training diverged" + (where.empty() ? std::string() : " on " + where) + ": loss is " +
+                          std::to_string(loss) + " at step " + std::to_string(step) +
+                          " (try a smaller --lr or --momentum)");
 }
 
 }  // namespace frugal::train

@@ -61,7 +61,12 @@ struct TrainOptions {
   double density = 0.01;            // fraction of each gradient bucket sent per step, (0, 1]
   std::string sparsifier = "block"; // block | topk | randomk
   std::string value_encoding = "fp16";  // fp32 | fp16 | bf16 on the wire
-  int staleness = 1;                // 0 or 1: forward t uses parameters after t-1-staleness
+  // 0 or 1: forward t uses the parameters after t-1-staleness. Default 0:
+  // buckets still overlap backward, and 1 (forward overlaps the whole
+  // exchange, StellaTrain's pipeline) diverged on cnn at lr 0.05 momentum
+  // 0.9 density 1% (delay + momentum + sparse updates) and converged slower
+  // on mlp (docs/benchmarks.md, "Staleness").
+  int staleness = 0;
   double bucket_mb = 4.0;           // gradient bucket size (MB of fp32), parameters never split
   int cpu_threads = 1;              // CPU pipeline threads per worker
   std::string exchange = "auto";    // auto | flat | hierarchical

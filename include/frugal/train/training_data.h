@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <torch/torch.h>
@@ -53,5 +54,13 @@ Result<std::unique_ptr<torch::optim::Optimizer>> MakeTorchOptimizer(const TrainO
                                                                     std::vector<torch::Tensor> params);
 
 LrScheduleOptions ScheduleOptions(const TrainOptions& options, int64_t total_steps);
+
+// Internal "training diverged ..." for a loss that is not finite or above
+// kDivergedLoss, else Ok. A cross-entropy loss that large means logits
+// thousands apart: such a run does not recover, and the error stops it
+// instead of letting it finish at chance accuracy. `where` prefixes the
+// message (e.g. the worker's rank).
+constexpr double kDivergedLoss = 1e4;
+Status CheckLoss(double loss, int64_t step, const std::string& where);
 
 }  // namespace frugal::train
