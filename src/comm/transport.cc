@@ -10,6 +10,7 @@ LinkCounters& LinkCounters::operator+=(const LinkCounters& o) {
   messages_sent += o.messages_sent;
   messages_received += o.messages_received;
   send_busy_s += o.send_busy_s;
+  bytes_acked += o.bytes_acked;
   messages_in_flight += o.messages_in_flight;
   return *this;
 }
@@ -21,6 +22,7 @@ LinkCounters LinkCounters::Since(const LinkCounters& earlier) const {
   d.messages_sent = messages_sent - earlier.messages_sent;
   d.messages_received = messages_received - earlier.messages_received;
   d.send_busy_s = send_busy_s - earlier.send_busy_s;
+  d.bytes_acked = bytes_acked - earlier.bytes_acked;
   d.messages_in_flight = messages_in_flight;
   return d;
 }
@@ -91,9 +93,10 @@ void Transport::CountReceived(int src, size_t bytes) {
   }
 }
 
-void Transport::TransferStarted(int dst) {
+void Transport::TransferStarted(int dst, size_t bytes) {
   if (dst == rank_) return;
   std::lock_guard<std::mutex> lock(stats_mu_);
+  busy_[dst].sizes.push_back(bytes);
   const size_t n = stats_.per_peer.size();
   const size_t class_slot = n + (topology_.LinkBetween(rank_, dst) == LinkClass::kIntraCluster ? 0 : 1);
   const auto now = std::chrono::steady_clock::now();
@@ -104,12 +107,12 @@ void Transport::TransferStarted(int dst) {
 
 void Transport::TransferAcknowledged(int dst) {
   std::lock_guard<std::mutex> lock(stats_mu_);
-  EndTransfers(dst, 1);
+  EndTransfers(dst, 1, /*acknowledged=*/true);
 }
 
 void Transport::TransfersAbandoned(int dst) {
   std::lock_guard<std::mutex> lock(stats_mu_);
-  EndTransfers(dst, busy_[dst].in_flight);
+  EndTransfers(dst, busy_[dst].in_flight, /*acknowledged=*/false);
 }
 
 uint64_t Transport::MessagesInFlight(int dst) const {
@@ -118,10 +121,15 @@ uint64_t Transport::MessagesInFlight(int dst) const {
 }
 
 // REQUIRES: stats_mu_ held.
-void Transport::EndTransfers(int dst, uint64_t count) {
+void Transport::EndTransfers(int dst, uint64_t count, bool acknowledged) {
   if (dst == rank_ || dst < 0 || dst >= static_cast<int>(stats_.per_peer.size())) return;
   count = std::min(count, busy_[dst].in_flight);  // A stray ack must not underflow.
   if (count == 0) return;
+  uint64_t bytes = 0;
+  for (uint64_t i = 0; i < count && !busy_[dst].sizes.empty(); ++i) {
+    bytes += busy_[dst].sizes.front();
+    busy_[dst].sizes.pop_front();
+  }
   const size_t n = stats_.per_peer.size();
   const bool intra = topology_.LinkBetween(rank_, dst) == LinkClass::kIntraCluster;
   const size_t class_slot = n + (intra ? 0 : 1);
@@ -131,6 +139,7 @@ void Transport::EndTransfers(int dst, uint64_t count) {
   for (int i = 0; i < 2; ++i) {
     BusyClock& clock = busy_[slots[i]];
     clock.in_flight -= count;
+    if (acknowledged) counters[i]->bytes_acked += bytes;
     if (clock.in_flight == 0) counters[i]->send_busy_s += std::chrono::duration<double>(now - clock.since).count();
   }
 }

@@ -112,7 +112,7 @@ class ZmqTransport final : public Transport {
     // Start the busy clock before the I/O thread can see the message, or its
     // ack could arrive first.
     CountSent(dst, payload->size());
-    TransferStarted(dst);
+    TransferStarted(dst, payload->size());
     {
       std::lock_guard<std::mutex> lock(mu_);
       outgoing_.push_back(Outgoing{dst, tag, std::move(payload)});

@@ -53,6 +53,10 @@ TEST(ZmqTransportTest, BusyTimeRunsUntilTheReceiverAcknowledges) {
     std::this_thread::sleep_for(milliseconds(2));
   }
   ASSERT_EQ(s.inter_cluster.messages_in_flight, 0u) << "no ack within 5 s";
+  // Every message acknowledged: acknowledged bytes are the sent bytes.
+  EXPECT_EQ(s.inter_cluster.bytes_acked, (5u << 20));
+  EXPECT_EQ(s.per_peer[1].bytes_acked, s.inter_cluster.bytes_acked);
+  EXPECT_EQ(s.intra_cluster.bytes_acked, 0u);
   EXPECT_GT(s.inter_cluster.send_busy_s, 0.0);
   EXPECT_DOUBLE_EQ(s.per_peer[1].send_busy_s, s.inter_cluster.send_busy_s);
   EXPECT_EQ(s.intra_cluster.send_busy_s, 0.0);
@@ -83,6 +87,7 @@ TEST(InProcTransportTest, HasNoBusyTime) {
   ASSERT_TRUE(w.ranks[0]->Send(1, 1, Bytes(100)).ok());
   TransportStats s = w.ranks[0]->stats();
   EXPECT_EQ(s.inter_cluster.send_busy_s, 0.0);
+  EXPECT_EQ(s.inter_cluster.bytes_acked, 0u);
   EXPECT_EQ(s.inter_cluster.messages_in_flight, 0u);
 }
 

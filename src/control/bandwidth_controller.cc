@@ -10,7 +10,7 @@
 namespace frugal::control {
 
 // Note [Controller]
-// Why "highest hidden density": with staleness 1 an iteration costs
+// Why "highest hidden density" (staleness 1): with staleness 1 an iteration costs
 // max(compute, CPU stages + exchange); while the exchange fits behind
 // compute, a higher density is free in wall time and sends more of each
 // gradient now instead of leaving it in the error-feedback residual (which
@@ -21,6 +21,17 @@ namespace frugal::control {
 // link is too slow to carry even a useful trickle per iteration: a larger
 // batch makes each iteration longer and more valuable (fewer iterations for
 // the same samples), so the same bytes are amortised over more samples.
+//
+// Note [Density objective]
+// The controller maximises density^a / predicted iteration time: progress
+// per second, with progress per iteration modelled as density^a. On mlp
+// (4 workers, same data order and schedule) the steps to 85% test accuracy
+// were 475 at density 1%, 400 at 5% and ~200 dense (DDP), i.e. a = 0.11 to
+// 0.19; a = 0.15. With staleness 1 the iteration time is flat while the
+// exchange hides behind compute and grows ~linearly beyond, so the optimum
+// is the knee, the highest hidden density. With staleness 0 the exchange of
+// the last bucket is exposed, and the optimum is where the exposed
+// communication costs a/(1-a) ~ 18% of compute.
 //
 // Bandwidth is measured as bytes over busy time: a link that is used only
 // 20% of the time still reports what it carries while in use, so an increase
@@ -92,19 +103,22 @@ engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine
     if (w.window_s > 0) busy_fraction = std::min(busy_fraction, w.link_busy_s / w.window_s);
   }
   if (slowest > 0) {
-    // Smooth noise (EWMA). A sample more than 2x off the estimate is
-    // followed at once only when the previous sample was off in the same
-    // direction too: one outlier (e.g. the backlog of the old density
-    // draining through a link that just slowed down) does not move the
-    // estimate, a real step change does within two decisions.
+    // Smooth noise (EWMA). A sample below half the estimate replaces it at
+    // once (fast decrease: a link that slowed down makes every iteration
+    // wait until the density follows; the acknowledged-bytes measure is not
+    // fooled by the old density's backlog draining through it). A sample
+    // above twice the estimate is followed only when the previous one was
+    // too (slow increase: one lucky window does not raise the density).
     int side = 0;
     if (bandwidth_mbit_) side = slowest > 2 * *bandwidth_mbit_ ? 1 : slowest < 0.5 * *bandwidth_mbit_ ? -1 : 0;
-    if (!bandwidth_mbit_ || (side != 0 && side == last_off_side_)) {
+    if (!bandwidth_mbit_ || side == -1 || (side == 1 && last_off_side_ == 1)) {
       bandwidth_mbit_ = slowest;
       last_off_side_ = 0;
+    } else if (side == 1) {
+      last_off_side_ = 1;  // held back until the next window confirms it
     } else {
       bandwidth_mbit_ = options_.smoothing * slowest + (1 - options_.smoothing) * *bandwidth_mbit_;
-      last_off_side_ = side;
+      last_off_side_ = 0;
     }
   }
   // 2. Batch sizes proportional to speed, global batch kept.
@@ -183,10 +197,14 @@ engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine
     double f = static_cast<double>(i) / (options_.density_candidates - 1);
     grid.push_back(options_.min_density * std::pow(options_.max_density / options_.min_density, f));
   }
-  const double floor_time = predict(grid.front(), mean_batch);
   double best = grid.front();
+  double best_rate = 0;
   for (double d : grid) {
-    if (predict(d, mean_batch) <= floor_time * (1 + options_.hidden_tolerance)) best = d;
+    const double rate = std::pow(d, options_.density_exponent) / predict(d, mean_batch);
+    if (rate > best_rate * (1 + 1e-9)) {
+      best_rate = rate;
+      best = d;
+    }
   }
   std::string why;
   // Probe upward when the link was mostly idle: the estimate may be low.

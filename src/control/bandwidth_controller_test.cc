@@ -92,10 +92,26 @@ TEST(BandwidthControllerTest, SettlesWithinTenIterationsAfterAStepDown) {
   }
   // Hidden limit at 50 Mbit/s with 0.128 s of compute (see above).
   const double limit = 0.128 * 50e6 / 8 / (3 * kParams * 2.25);
-  EXPECT_LT(after[1], at_500 / 2);
-  EXPECT_LE(after[1], limit * 1.1) << "after 10 iterations: " << after[1];
-  EXPECT_GE(after[1], limit * 0.6) << "after 10 iterations: " << after[1];
-  EXPECT_EQ(after[1], after.back());  // and stays there
+  // Fast decrease: the first decision after the drop already picks it.
+  EXPECT_LT(after[0], at_500 / 2);
+  EXPECT_LE(after[0], limit * 1.1) << "after 5 iterations: " << after[0];
+  EXPECT_GE(after[0], limit * 0.6) << "after 5 iterations: " << after[0];
+  EXPECT_EQ(after[0], after.back());  // and stays there
+}
+
+// Slow increase: one window that saw a much faster link does not move the
+// density; a second one in a row does.
+TEST(BandwidthControllerTest, OneFastWindowDoesNotRaiseTheDensity) {
+  auto c = BandwidthController::Create(Options());
+  engine::Decision d = Start(4);
+  for (int i = 0; i < 6; ++i) d = (*c)->Decide(5 * i, Recorded(50, d.density, 5, {0.002, 0.002, 0.002, 0.002}, d.batch_sizes), d);
+  const double at_50 = d.density;
+  d = (*c)->Decide(30, Recorded(500, d.density, 5, {0.002, 0.002, 0.002, 0.002}, d.batch_sizes), d);
+  EXPECT_EQ(d.density, at_50) << d.reason;
+  d = (*c)->Decide(35, Recorded(50, d.density, 5, {0.002, 0.002, 0.002, 0.002}, d.batch_sizes), d);
+  EXPECT_EQ(d.density, at_50) << d.reason;
+  for (int i = 8; i < 10; ++i) d = (*c)->Decide(5 * i, Recorded(500, d.density, 5, {0.002, 0.002, 0.002, 0.002}, d.batch_sizes), d);
+  EXPECT_GT(d.density, 2 * at_50) << d.reason;
 }
 
 TEST(BandwidthControllerTest, SlowWorkerGetsAProportionallySmallerBatch) {

@@ -379,7 +379,7 @@ Status Worker::Impl::Adapt(int64_t t, TelemetryWindow* window) {
   mine.wait_s = ps.wait_s - window->pipeline.wait_s;
   mine.sparsify_s = ps.sparsify_s - window->pipeline.sparsify_s;
   mine.optimizer_s = ps.optimizer_s - window->pipeline.optimizer_s;
-  mine.link_bytes = static_cast<double>(link.bytes_sent);
+  mine.link_bytes = static_cast<double>(link.bytes_acked);  // bytes and busy time of the same transfers
   mine.link_busy_s = link.send_busy_s;
   auto all = comm::AllGather(*transport, ControlTag(t, kTelemetry), mine.Serialize(), timeout);
   if (!all.ok()) return all.status().WithContext("gathering telemetry at step " + std::to_string(t));

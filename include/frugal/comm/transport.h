@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +60,12 @@ struct LinkCounters {
   // delta bytes_sent / delta send_busy_s estimates the link's throughput
   // while it is in use. Measured by the ZeroMQ backend; always 0 in-process.
   double send_busy_s = 0;
+  // Payload bytes of sent messages the receiver has acknowledged. Over an
+  // interval, delta bytes_acked / delta send_busy_s counts the bytes and the
+  // time of the same transfers even when a backlog from before the interval
+  // drains through it (bytes_sent would count them in the interval they were
+  // queued). Always 0 in-process.
+  uint64_t bytes_acked = 0;
   // Messages sent and not yet acknowledged, at the time of the snapshot.
   uint64_t messages_in_flight = 0;
 
@@ -119,9 +126,11 @@ class Transport {
   void CountSent(int dst, size_t bytes);
   void CountReceived(int src, size_t bytes);
   // For backends that learn when a message has arrived (acknowledgements):
-  // a message to `dst` is in flight from TransferStarted until
-  // TransferAcknowledged; TransfersAbandoned ends all of `dst`'s (it left).
-  void TransferStarted(int dst);
+  // a message of `bytes` payload bytes to `dst` is in flight from
+  // TransferStarted until TransferAcknowledged, which acknowledges `dst`'s
+  // oldest message (acks arrive in send order); TransfersAbandoned ends all
+  // of `dst`'s without counting them as acknowledged (it left).
+  void TransferStarted(int dst, size_t bytes);
   void TransferAcknowledged(int dst);
   void TransfersAbandoned(int dst);
   uint64_t MessagesInFlight(int dst) const;
@@ -135,8 +144,9 @@ class Transport {
   struct BusyClock {
     uint64_t in_flight = 0;
     std::chrono::steady_clock::time_point since;  // Start of the current busy period.
+    std::deque<size_t> sizes;                     // Per-peer slots: in-flight payload sizes, oldest first.
   };
-  void EndTransfers(int dst, uint64_t count);
+  void EndTransfers(int dst, uint64_t count, bool acknowledged);
 
   mutable std::mutex stats_mu_;
   TransportStats stats_;          // GUARDED_BY(stats_mu_)

@@ -6,16 +6,16 @@
 // Rules, in order (Note [Controller] in bandwidth_controller.cc):
 //  1. Bandwidth: per worker, bytes sent on its limiting link over the time a
 //     message was in flight (idle time excluded); the slowest worker's
-//     estimate is the run's; smoothed (EWMA), except that two consecutive
-//     samples more than 2x off on the same side replace it (a step change
-//     is followed within two decisions, a single outlier is not).
+//     estimate is the run's; smoothed (EWMA), except that a sample below
+//     half the estimate replaces it at once (fast decrease) and two
+//     consecutive samples above twice the estimate do (slow increase).
 //  2. Batch balance: batch sizes proportional to measured speed
 //     (samples per compute second, smoothed), the global batch kept; only
 //     when some worker's share moves by more than rebalance_threshold.
-//  3. Density: the highest density whose predicted iteration time stays
-//     within `hidden_tolerance` of the compute-bound time, i.e. the most
-//     information that communication can carry while staying hidden behind
-//     compute (staleness 1).
+//  3. Density: the one maximising density^density_exponent / predicted
+//     iteration time. With staleness 1 that is the highest density whose
+//     exchange stays hidden behind compute; with staleness 0, where exposed
+//     communication costs about 18% of compute.
 //  4. Floor: if that density is below `density_floor`, grow the global batch
 //     (up to max_batch_growth) so compute time covers the floor density's
 //     communication; the learning rate scales linearly with the batch
@@ -48,7 +48,11 @@ struct ControllerOptions {
   double max_density = 0.1;
   double density_floor = 0.002;       // below this, grow the batch instead
   double max_batch_growth = 4.0;      // global batch at most this times the configured one
-  double hidden_tolerance = 0.05;     // "hidden" = within 5% of the compute-bound iteration
+  double hidden_tolerance = 0.05;     // floor rule: "covered" = within 5% of the compute-bound iteration
+  // Statistical model: progress per iteration grows as density^exponent
+  // (Note [Density objective] in bandwidth_controller.cc); the controller
+  // maximises density^exponent / predicted iteration time.
+  double density_exponent = 0.15;
   double change_ratio = 1.6;          // hysteresis on density changes (the grid step is 1.155x)
   double smoothing = 0.5;             // weight of the newest bandwidth sample
   bool balance_batches = true;

@@ -24,8 +24,10 @@ struct WorkerTelemetry {
   double sparsify_s = 0;           // CPU: error feedback + sparsify + encode
   double optimizer_s = 0;          // CPU: decode + sparse optimizer
   // The link class whose bandwidth limits this worker (inter-cluster when
-  // the run spans clusters, else intra-cluster): payload bytes sent and the
-  // time during which at least one of its messages was in flight.
+  // the run spans clusters, else intra-cluster): payload bytes of its
+  // messages acknowledged in the window and the time during which at least
+  // one of its messages was in flight (the same transfers, so a backlog
+  // draining into the window does not look like a slow link).
   double link_bytes = 0;
   double link_busy_s = 0;
 
