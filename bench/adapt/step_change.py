@@ -49,6 +49,7 @@ def main():
     ap.add_argument("--switch-step", type=int, default=100)
     ap.add_argument("--decide-every", type=int, default=5)
     ap.add_argument("--timeout-s", type=float, default=900)
+    ap.add_argument("--frugal-args", default="", help="extra flags for every worker, e.g. '--staleness 1'")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("step_change: needs root (network namespaces)")
@@ -73,7 +74,7 @@ def main():
                    "--listen", "tcp://%s:*" % h[2], "--threads", "1", "--model", "mlp", "--adapt", "on",
                    "--decide-every", str(args.decide_every), "--max-steps", str(args.steps), "--epochs", "5",
                    "--log-every", "1", "--eval-every", "100000", "--checksum-every", "50",
-                   "--runs-dir", run_dir, "--run-name", "step", "--timeout-s", "120"]
+                   "--runs-dir", run_dir, "--run-name", "step", "--timeout-s", "120"] + args.frugal_args.split()
             if i > 0:
                 cmd.append("--quiet")
             log = open(os.path.join(args.out_dir, "rank%d.log" % i), "w")

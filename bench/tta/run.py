@@ -7,6 +7,10 @@ fluctuating trace starts at the same second for every system):
 
   frugal         frugal worker processes (topology-aware exchange: --exchange auto)
   frugal_flat    clusters/fluctuating only: Frugal forced to --exchange flat
+  frugal_adapt   Frugal with the bandwidth-adaptive controller (--adapt on, issue 8)
+  frugal_dX      Frugal at fixed density X (e.g. frugal_d0.02): the hindsight sweep
+  frugal_slow    one of four workers 2x slower (--compute-slowdown 2), equal batches
+  frugal_slow_balanced  the same with batch sizes balanced by the controller (--adapt batch)
   ddp            PyTorch DDP over Gloo (bench/baselines/ddp.py)
   ddp_fp16       DDP + fp16 compression hook
   ddp_powersgd   DDP + PowerSGD hook, rank 4
@@ -47,7 +51,24 @@ DDP = os.path.join(ROOT, "bench", "baselines", "ddp.py")
 PY = "/usr/bin/python3"
 
 DDP_HOOKS = {"ddp": "none", "ddp_fp16": "fp16", "ddp_powersgd": "powersgd", "ddp_unlimited": "none"}
-ALL_SYSTEMS = ["frugal", "frugal_flat", "ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"]
+SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
+ALL_SYSTEMS = ["frugal", "frugal_flat", "frugal_adapt", "frugal_slow", "frugal_slow_balanced"] + \
+    ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"]
+SLOW_RANK = 1  # frugal_slow*: this rank runs with --compute-slowdown 2
+
+
+def frugal_variant_args(system, rank):
+    """Extra `frugal worker` flags of a Frugal system variant."""
+    if system == "frugal_flat":
+        return ["--exchange", "flat"]
+    if system == "frugal_adapt":
+        return ["--adapt", "on"]
+    if system.startswith("frugal_d"):
+        return ["--density", system[len("frugal_d"):]]
+    if system.startswith("frugal_slow"):
+        extra = ["--compute-slowdown", "2"] if rank == SLOW_RANK else []
+        return extra + (["--adapt", "batch"] if system == "frugal_slow_balanced" else [])
+    return []
 
 
 def scenario(name, model, topology, rate, target, systems, workers=4, hosts=None, epochs=3, eval_every=25,
@@ -64,7 +85,9 @@ CLUSTER_SYSTEMS = ["frugal", "frugal_flat", "ddp", "ddp_fp16", "ddp_powersgd", "
 # their epochs; shaped DDP runs ~3 s/iteration on mlp at 100 Mbit/s, so it
 # gets a fixed slice and a lower bound.
 FULL_BUDGETS = {"frugal": 900, "frugal_flat": 900, "ddp": 300, "ddp_fp16": 300, "ddp_powersgd": 300,
-                "ddp_unlimited": 900}
+                "ddp_unlimited": 900, "frugal_adapt": 900, "frugal_slow": 900, "frugal_slow_balanced": 900}
+FULL_BUDGETS.update({"frugal_d" + d: 900 for d in SWEEP_DENSITIES})
+ADAPT_SYSTEMS = ["frugal", "frugal_adapt"] + ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_unlimited"]
 SCENARIOS = {
     "mlp-flat-100": scenario("mlp-flat-100", "mlp", "flat", 100, 0.88, FLAT_SYSTEMS, budgets=FULL_BUDGETS,
                              second_target=0.85),
@@ -78,6 +101,14 @@ SCENARIOS = {
                                  budgets=FULL_BUDGETS, second_target=0.85),
     "mlp-fluctuating": scenario("mlp-fluctuating", "mlp", "fluctuating", None, 0.88, CLUSTER_SYSTEMS,
                                 budgets=FULL_BUDGETS, second_target=0.85),
+    # Issue 8: the adaptive controller against the default fixed density, a
+    # fixed-density sweep (best in hindsight) and DDP, on the fluctuating WAN.
+    "mlp-fluctuating-adapt": scenario("mlp-fluctuating-adapt", "mlp", "fluctuating", None, 0.88, ADAPT_SYSTEMS,
+                                      budgets=FULL_BUDGETS, second_target=0.85),
+    # Issue 8: one worker 2x slower; equal vs speed-proportional batch sizes.
+    "mlp-hetero-100": scenario("mlp-hetero-100", "mlp", "flat", 100, 0.88,
+                               ["frugal_slow", "frugal_slow_balanced"], budgets=FULL_BUDGETS,
+                               second_target=0.85),
 }
 QUICK = [scenario("mlp-flat-100-quick", "mlp", "flat", 100, 0.80, FLAT_SYSTEMS, epochs=1, eval_every=25,
                   budgets={"frugal": 200, "ddp": 60, "ddp_fp16": 60, "ddp_powersgd": 60, "ddp_unlimited": 200},
@@ -225,19 +256,17 @@ def run_frugal(args, sc, system, tb, run_dir, budget):
         procs.start(tb.prefix(0) + [args.frugal, "coordinator", "--listen", coord, "--world", str(n)],
                     os.path.join(run_dir, "coordinator.log"), daemon=True)
         time.sleep(0.3)
-        exchange = "flat" if system == "frugal_flat" else "auto"
         for i in range(n):
             cmd = tb.prefix(i) + [args.frugal, "worker", "--coordinator", coord, "--rank", str(i),
                                   "--cluster", tb.hosts[i][2], "--listen", "tcp://%s:*" % tb.hosts[i][1],
                                   "--threads", "1", "--model", sc["model"], "--epochs", str(sc["epochs"]),
                                   "--eval-every", str(sc["eval_every"]), "--log-every", str(args.log_every),
-                                  "--exchange", exchange, "--runs-dir", run_dir, "--run-name", "run",
-                                  "--timeout-s", "120"]
+                                  "--runs-dir", run_dir, "--run-name", "run", "--timeout-s", "120"]
             if sc.get("max_steps"):
                 cmd += ["--max-steps", str(sc["max_steps"])]
             if args.frugal_density is not None:
                 cmd += ["--density", str(args.frugal_density)]
-            cmd += args.frugal_args.split()
+            cmd += args.frugal_args.split() + frugal_variant_args(system, i)
             if i > 0:
                 cmd.append("--quiet")
             procs.start(cmd, os.path.join(run_dir, "rank%d.log" % i))
@@ -494,7 +523,10 @@ def write_outputs(args, results):
             sc["name"], sc["model"], sc["workers"], sc["topology"], rate, sc["epochs"], sc["eval_every"]))
         lines.append("")
         t1, t2 = sc["target_acc"], sc.get("second_target")
-        fr = next((s for s in sys_res if s["system"] == "frugal" and not s["crashed"]), None)
+        # The reference: Frugal at its defaults, else the scenario's first Frugal variant.
+        ok = [s for s in sys_res if not s["crashed"]]
+        fr = next((s for s in ok if s["system"] == "frugal"), next((s for s in ok if s["system"].startswith("frugal")),
+                                                                    None))
         head = "| system | TTA %.0f%% (s) | Frugal speed-up | " % (100 * t1)
         if t2:
             head += "TTA %.0f%% (s) | Frugal speed-up | " % (100 * t2)
