@@ -260,7 +260,10 @@ def run_frugal(args, sc, system, tb, run_dir, budget):
             cmd = tb.prefix(i) + [args.frugal, "worker", "--coordinator", coord, "--rank", str(i),
                                   "--cluster", tb.hosts[i][2], "--listen", "tcp://%s:*" % tb.hosts[i][1],
                                   "--threads", "1", "--model", sc["model"], "--epochs", str(sc["epochs"]),
-                                  "--eval-every", str(sc["eval_every"]), "--log-every", str(args.log_every),
+                                  # Same metrics cadence as ddp.py, so the median "iter" of both
+                                  # excludes the windows that contain an evaluation.
+                                  "--eval-every", str(sc["eval_every"]),
+                                  "--log-every", str(max(1, args.log_every // 5)),
                                   "--runs-dir", run_dir, "--run-name", "run", "--timeout-s", "120"]
             if sc.get("max_steps"):
                 cmd += ["--max-steps", str(sc["max_steps"])]
