@@ -52,7 +52,7 @@ struct ControllerOptions {
   // Statistical model: progress per iteration grows as density^exponent
   // (Note [Density objective] in bandwidth_controller.cc); the controller
   // maximises density^exponent / predicted iteration time.
-  double density_exponent = 0.15;
+  double density_exponent = 0.3;
   double change_ratio = 1.6;          // hysteresis on density changes (the grid step is 1.155x)
   double smoothing = 0.5;             // weight of the newest bandwidth sample
   bool balance_batches = true;
