@@ -158,3 +158,30 @@ TEST(BandwidthControllerTest, DecisionRoundTripsAndRejectsGarbage) {
 
 }  // namespace
 }  // namespace frugal::control
+
+namespace frugal::control {
+namespace {
+
+// A window with only a few milliseconds of transfers is not a bandwidth
+// sample: the estimate stays; the controller probes upward (more traffic
+// makes the next window measurable) instead of reading the round trips as
+// a slow link.
+TEST(BandwidthControllerTest, AWindowWithLittleTrafficIsNotASample) {
+  auto c = BandwidthController::Create(Options());
+  engine::Decision d = Start(4);
+  for (int i = 0; i < 6; ++i) d = (*c)->Decide(5 * i, Recorded(100, d.density, 5, {0.002, 0.002, 0.002, 0.002}, d.batch_sizes), d);
+  const double estimate = (*c)->bandwidth_mbit();
+  const double density = d.density;
+  auto thin = Recorded(100, d.density, 5, {0.002, 0.002, 0.002, 0.002}, d.batch_sizes);
+  for (auto& w : thin) {
+    w.link_bytes = 20000;   // 20 KB ...
+    w.link_busy_s = 0.005;  // ... in 5 ms: "32 Mbit/s", mostly round trips
+  }
+  d = (*c)->Decide(30, thin, d);
+  EXPECT_DOUBLE_EQ((*c)->bandwidth_mbit(), estimate);
+  EXPECT_GT(d.density, density) << d.reason;
+  EXPECT_NE(d.reason.find("probing upward"), std::string::npos) << d.reason;
+}
+
+}  // namespace
+}  // namespace frugal::control

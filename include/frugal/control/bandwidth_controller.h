@@ -55,6 +55,7 @@ struct ControllerOptions {
   double density_exponent = 0.3;
   double change_ratio = 1.6;          // hysteresis on density changes (the grid step is 1.155x)
   double smoothing = 0.5;             // weight of the newest bandwidth sample
+  double min_busy_s = 0.01;           // a worker's window with less link busy time is not a bandwidth sample
   bool balance_batches = true;
   bool adapt_density = true;          // false: keep the density, balance batches only
   double rebalance_threshold = 0.2;   // change batches only if one moves by more than 20%
