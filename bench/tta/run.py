@@ -9,7 +9,7 @@ fluctuating trace starts at the same second for every system):
   frugal_flat    clusters/fluctuating only: Frugal forced to --exchange flat
   frugal_adapt   Frugal with the bandwidth-adaptive controller (--adapt on, issue 8)
   frugal_dX      Frugal at fixed density X (e.g. frugal_d0.02): the hindsight sweep
-  frugal_slow    one of four workers 2x slower (--compute-slowdown 2), equal batches
+  frugal_slow    one of four workers 2x slower (CPU cgroup quota), equal batches
   frugal_slow_balanced  the same with batch sizes balanced by the controller (--adapt batch)
   ddp            PyTorch DDP over Gloo (bench/baselines/ddp.py)
   ddp_fp16       DDP + fp16 compression hook
@@ -49,12 +49,19 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 TESTBED = os.path.join(ROOT, "testbed", "testbed.sh")
 DDP = os.path.join(ROOT, "bench", "baselines", "ddp.py")
 PY = "/usr/bin/python3"
+sys.path.insert(0, os.path.join(ROOT, "bench", "adapt"))
+import hetero  # noqa: E402  (CPU cgroups for the heterogeneous-worker variants)
 
 DDP_HOOKS = {"ddp": "none", "ddp_fp16": "fp16", "ddp_powersgd": "powersgd", "ddp_unlimited": "none"}
 SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
 ALL_SYSTEMS = ["frugal", "frugal_flat", "frugal_adapt", "frugal_slow", "frugal_slow_balanced"] + \
     ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"]
-SLOW_RANK = 1  # frugal_slow*: this rank runs with --compute-slowdown 2
+# frugal_slow*: every worker in its own CPU cgroup (bench/adapt/hetero.py):
+# HETERO_CORES each, rank SLOW_RANK half of that, so each computes at its own
+# fixed speed as on separate devices. (--compute-slowdown sleeps, which on 4
+# workers sharing 2 cores frees CPU for the others and hides the slowness.)
+SLOW_RANK = 1
+HETERO_CORES = 0.45
 
 
 def frugal_variant_args(system, rank):
@@ -65,9 +72,8 @@ def frugal_variant_args(system, rank):
         return ["--adapt", "on"]
     if system.startswith("frugal_d"):
         return ["--density", system[len("frugal_d"):]]
-    if system.startswith("frugal_slow"):
-        extra = ["--compute-slowdown", "2"] if rank == SLOW_RANK else []
-        return extra + (["--adapt", "batch"] if system == "frugal_slow_balanced" else [])
+    if system == "frugal_slow_balanced":
+        return ["--adapt", "batch"]
     return []
 
 
@@ -252,6 +258,8 @@ def run_frugal(args, sc, system, tb, run_dir, budget):
     port = 29500 if tb.use_netns else free_port()
     coord = "tcp://%s:%d" % (tb.hosts[0][1], port)
     procs = Procs()
+    if system.startswith("frugal_slow"):
+        hetero.make_groups([HETERO_CORES / (2 if r == SLOW_RANK else 1) for r in range(n)])
     try:
         procs.start(tb.prefix(0) + [args.frugal, "coordinator", "--listen", coord, "--world", str(n)],
                     os.path.join(run_dir, "coordinator.log"), daemon=True)
@@ -272,13 +280,19 @@ def run_frugal(args, sc, system, tb, run_dir, budget):
             cmd += args.frugal_args.split() + frugal_variant_args(system, i)
             if i > 0:
                 cmd.append("--quiet")
-            procs.start(cmd, os.path.join(run_dir, "rank%d.log" % i))
+            p = procs.start(cmd, os.path.join(run_dir, "rank%d.log" % i))
+            if system.startswith("frugal_slow"):
+                # `ip netns exec` execs the worker, so p.pid is the worker.
+                with open(os.path.join(hetero.CGROUP, "r%d" % i, "cgroup.procs"), "w") as f:
+                    f.write(str(p.pid))
         # Startup (data loading, rendezvous) is not in the budget; training time is.
         ok = procs.wait_all(time.time() + budget + args.grace_s)
         if not ok:
             log("  %s: over budget (%.0f s), stopping it" % (system, budget))
     finally:
         procs.kill_all()
+        if system.startswith("frugal_slow"):
+            hetero.remove_groups(n)
     return os.path.join(run_dir, "run", "metrics.jsonl"), (not ok)
 
 
