@@ -36,10 +36,10 @@ namespace frugal::control {
 //
 // Bandwidth is measured as bytes over busy time: a link that is used only
 // 20% of the time still reports what it carries while in use, so an increase
-// of capacity shows up at the next transfer without a separate probe. To
-// notice an increase when transfers are latency-bound (tiny messages), the
-// density is raised one grid step whenever the link was busy less than half
-// of the window and the prediction allows it.
+// of capacity shows up at the next transfer without a separate probe. When
+// a window carries too little to be measured (less than min_busy_s of
+// transfers: tiny, latency-bound messages), the density is raised by the
+// hysteresis ratio instead, so the next window can be measured.
 
 Result<std::unique_ptr<BandwidthController>> BandwidthController::Create(const ControllerOptions& o) {
   if (!(o.min_density > 0) || o.max_density > 1 || o.min_density > o.max_density) {
@@ -250,7 +250,7 @@ engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine
   if (ratio > options_.change_ratio || ratio < 1 / options_.change_ratio || big_bw_change || lr_scale != current.lr_scale) {
     if (best != current.density) {
       char buf[160];
-      std::snprintf(buf, sizeof(buf), "density %.4g -> %.4g: highest hidden at %.1f Mbit/s, compute %.3f s/iter",
+      std::snprintf(buf, sizeof(buf), "density %.4g -> %.4g: most progress per second at %.1f Mbit/s, compute %.3f s/iter",
                     current.density, best, bw, compute_iter);
       why += buf;
       bandwidth_at_last_change_ = bw;
