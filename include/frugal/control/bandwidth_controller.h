@@ -22,7 +22,9 @@
 //     (Goyal et al. 2017).
 //  5. Hysteresis: keep the current density unless the new one differs by
 //     more than `change_ratio`; a change of the bandwidth estimate by more
-//     than 2x since the last change acts at once.
+//     than 2x since the last change acts at once; no increase within
+//     `increase_cooldown` iterations of a decrease unless the link reads
+//     2x faster than it did then.
 //
 // Thread safety: not thread-safe; used by one thread.
 #pragma once
@@ -54,11 +56,13 @@ struct ControllerOptions {
   // maximises density^exponent / predicted iteration time.
   double density_exponent = 0.3;
   double change_ratio = 1.6;          // hysteresis on density changes (the grid step is 1.155x)
-  double smoothing = 0.5;             // weight of the newest bandwidth sample
+  double smoothing = 0.5;             // weight of the newest bandwidth sample (below the estimate)
+  double smoothing_up = 0.25;         // ... and above it (slow increase)
   double min_busy_s = 0.01;           // a worker's window with less link busy time is not a bandwidth sample
   bool balance_batches = true;
   bool adapt_density = true;          // false: keep the density, balance batches only
   double rebalance_threshold = 0.2;   // change batches only if one moves by more than 20%
+  int64_t increase_cooldown = 100;    // iterations after a decrease without an increase (unless the link reads 2x)
   int density_candidates = 33;        // geometric grid between min and max density
 };
 
@@ -87,6 +91,8 @@ class BandwidthController : public engine::AdaptationPolicy {
   sim::HardwareSpec hw_;
   std::optional<double> bandwidth_mbit_;
   double bandwidth_at_last_change_ = 0;
+  int64_t last_decrease_t_ = -(int64_t{1} << 40);  // iteration of the last density decrease
+  double bandwidth_at_last_decrease_ = 0;
   std::vector<double> speed_ewma_;  // samples per compute second, per rank
   int last_off_side_ = 0;           // +1/-1: the last sample was > 2x above/below the estimate
 };
