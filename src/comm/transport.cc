@@ -47,7 +47,13 @@ TransportStats TransportStats::Since(const TransportStats& earlier) const {
 // not the application has called Recv). Each LinkCounters slot (peer, link
 // class) runs a clock while its in-flight count is non-zero; a class's
 // count is the sum over its peers, so its busy time is the union of their
-// busy periods. Each busy period includes one round trip for the ack, so
+// busy periods. Busy time is credited at acks: each ack adds the busy time
+// since the previous ack (or since the busy period began) together with the
+// acknowledged message's bytes (bytes_acked), so over any interval between
+// two snapshots the bytes and the time belong to the same transfers. (Time
+// credited at the end of a busy period instead read a link as nearly idle
+// in a window that a long transfer spanned into, and as infinitely fast in
+// the next one.) Each busy period includes one round trip for the ack, so
 // the estimate is low for tiny messages and accurate for gradient-sized ones.
 
 Transport::Transport(int rank, Topology topology) : rank_(rank), topology_(std::move(topology)) {
@@ -58,15 +64,11 @@ Transport::Transport(int rank, Topology topology) : rank_(rank), topology_(std::
 TransportStats Transport::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   TransportStats snapshot = stats_;
-  const auto now = std::chrono::steady_clock::now();
   const size_t n = snapshot.per_peer.size();
   for (size_t slot = 0; slot < busy_.size(); ++slot) {
     LinkCounters& c = slot < n ? snapshot.per_peer[slot]
                                : (slot == n ? snapshot.intra_cluster : snapshot.inter_cluster);
     c.messages_in_flight = busy_[slot].in_flight;
-    if (busy_[slot].in_flight > 0) {
-      c.send_busy_s += std::chrono::duration<double>(now - busy_[slot].since).count();
-    }
   }
   return snapshot;
 }
@@ -140,7 +142,11 @@ void Transport::EndTransfers(int dst, uint64_t count, bool acknowledged) {
     BusyClock& clock = busy_[slots[i]];
     clock.in_flight -= count;
     if (acknowledged) counters[i]->bytes_acked += bytes;
-    if (clock.in_flight == 0) counters[i]->send_busy_s += std::chrono::duration<double>(now - clock.since).count();
+    if (acknowledged) {
+      // Credit the busy time up to this ack together with its bytes.
+      counters[i]->send_busy_s += std::chrono::duration<double>(now - clock.since).count();
+    }
+    clock.since = now;
   }
 }
 

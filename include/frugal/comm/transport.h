@@ -56,7 +56,8 @@ struct LinkCounters {
   uint64_t messages_received = 0;
   // Seconds during which at least one message sent on this link was in
   // flight: queued, on the wire, or not yet acknowledged by the receiver's
-  // transport (Note [Busy time] in transport.cc). Over an interval,
+  // transport, credited at each acknowledgement (Note [Busy time] in
+  // transport.cc). Over an interval,
   // delta bytes_sent / delta send_busy_s estimates the link's throughput
   // while it is in use. Measured by the ZeroMQ backend; always 0 in-process.
   double send_busy_s = 0;
@@ -143,7 +144,7 @@ class Transport {
   // Busy-time bookkeeping of one LinkCounters slot.
   struct BusyClock {
     uint64_t in_flight = 0;
-    std::chrono::steady_clock::time_point since;  // Start of the current busy period.
+    std::chrono::steady_clock::time_point since;  // Busy time before this is credited (Note [Busy time]).
     std::deque<size_t> sizes;                     // Per-peer slots: in-flight payload sizes, oldest first.
   };
   void EndTransfers(int dst, uint64_t count, bool acknowledged);
