@@ -177,6 +177,10 @@ TEST(BandwidthControllerTest, AWindowWithLittleTrafficIsNotASample) {
     w.link_bytes = 20000;   // 20 KB ...
     w.link_busy_s = 0.005;  // ... in 5 ms: "32 Mbit/s", mostly round trips
   }
+  // A cluster member whose only traffic on the link is the controller's
+  // telemetry: 500 bytes in 20 ms ("0.2 Mbit/s") is not a sample either.
+  thin[1].link_bytes = 500;
+  thin[1].link_busy_s = 0.02;
   d = (*c)->Decide(30, thin, d);
   EXPECT_DOUBLE_EQ((*c)->bandwidth_mbit(), estimate);
   EXPECT_GT(d.density, density) << d.reason;

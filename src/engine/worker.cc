@@ -384,8 +384,8 @@ Status Worker::Impl::Adapt(int64_t t, TelemetryWindow* window) {
   auto all = comm::AllGather(*transport, ControlTag(t, kTelemetry), mine.Serialize(), timeout);
   if (!all.ok()) return all.status().WithContext("gathering telemetry at step " + std::to_string(t));
   comm::Bytes decided;
+  std::vector<WorkerTelemetry> telemetry;  // rank 0: every worker's, for the metrics record
   if (rank() == 0) {
-    std::vector<WorkerTelemetry> telemetry;
     for (const auto& bytes : *all) {
       FRUGAL_ASSIGN_OR_RETURN(WorkerTelemetry w, WorkerTelemetry::Deserialize(bytes));
       telemetry.push_back(w);
@@ -407,6 +407,17 @@ Status Worker::Impl::Adapt(int64_t t, TelemetryWindow* window) {
   FRUGAL_RETURN_IF_ERROR(cursor->SetBatchSizes(d.batch_sizes));
   decision = d;
   if (metrics) {
+    // What the controller saw: per worker, its limiting link's acknowledged
+    // bytes and busy time, and its compute, over the window.
+    nlohmann::json seen = nlohmann::json::array();
+    for (const auto& w : telemetry) {
+      seen.push_back({{"rank", w.rank},
+                      {"link_bytes", w.link_bytes},
+                      {"link_busy_s", w.link_busy_s},
+                      {"window_s", w.window_s},
+                      {"samples", w.samples},
+                      {"compute_s", w.compute_s}});
+    }
     FRUGAL_RETURN_IF_ERROR(metrics->Write({{"wall_time_s", Seconds(Clock::now() - run_start)},
                                            {"step", t},
                                            {"decision",
@@ -415,7 +426,8 @@ Status Worker::Impl::Adapt(int64_t t, TelemetryWindow* window) {
                                              {"lr_scale", d.lr_scale},
                                              {"bandwidth_mbit", d.bandwidth_mbit},
                                              {"predicted_iteration_s", d.predicted_iteration_s},
-                                             {"reason", d.reason}}}}));
+                                             {"reason", d.reason}}},
+                                           {"telemetry", seen}}));
   }
   *window = StartWindow();
   return Status::Ok();

@@ -24,7 +24,7 @@
 //     more than `change_ratio`; a change of the bandwidth estimate by more
 //     than 2x since the last change acts at once; no increase within
 //     `increase_cooldown` iterations of a decrease unless the link reads
-//     2x faster than it did then.
+//     3x faster than it did then.
 //
 // Thread safety: not thread-safe; used by one thread.
 #pragma once
@@ -58,11 +58,12 @@ struct ControllerOptions {
   double change_ratio = 1.6;          // hysteresis on density changes (the grid step is 1.155x)
   double smoothing = 0.5;             // weight of the newest bandwidth sample (below the estimate)
   double smoothing_up = 0.25;         // ... and above it (slow increase)
-  double min_busy_s = 0.01;           // a worker's window with less link busy time is not a bandwidth sample
+  double min_busy_s = 0.01;           // a worker's window with less link busy time ...
+  double min_bytes = 64 * 1024;       // ... or fewer acknowledged bytes is not a bandwidth sample
   bool balance_batches = true;
   bool adapt_density = true;          // false: keep the density, balance batches only
   double rebalance_threshold = 0.2;   // change batches only if one moves by more than 20%
-  int64_t increase_cooldown = 100;    // iterations after a decrease without an increase (unless the link reads 2x)
+  int64_t increase_cooldown = 100;    // iterations after a decrease without an increase (unless the link reads 3x)
   int density_candidates = 33;        // geometric grid between min and max density
 };
 
