@@ -671,7 +671,10 @@ def main():
         if bad:
             print("run.py: unknown system(s) %s" % ", ".join(bad), file=sys.stderr)
             return 2
-        scens = [dict(s, systems=[x for x in s["systems"] if x in wanted]) for s in scens]
+        # The systems asked for, in the scenario's order, then any others
+        # (e.g. a Frugal variant such as frugal_adapt on a scenario without it).
+        scens = [dict(s, systems=[x for x in s["systems"] if x in wanted] +
+                      [x for x in wanted if x not in s["systems"]]) for s in scens]
 
     use_netns = False
     if args.report_only:
