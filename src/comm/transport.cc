@@ -141,9 +141,9 @@ void Transport::EndTransfers(int dst, uint64_t count, bool acknowledged) {
   for (int i = 0; i < 2; ++i) {
     BusyClock& clock = busy_[slots[i]];
     clock.in_flight -= count;
-    if (acknowledged) counters[i]->bytes_acked += bytes;
     if (acknowledged) {
       // Credit the busy time up to this ack together with its bytes.
+      counters[i]->bytes_acked += bytes;
       counters[i]->send_busy_s += std::chrono::duration<double>(now - clock.since).count();
     }
     clock.since = now;
