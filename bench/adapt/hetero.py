@@ -27,21 +27,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from jsonl_records import read_jsonl  # noqa: E402
+
 CGROUP = "/sys/fs/cgroup/cpu/frugal-hetero"
 PERIOD_US = 100000
-
-
-def read_jsonl(path):
-    out = []
-    if os.path.exists(path):
-        for line in open(path):
-            line = line.strip()
-            if line:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass
-    return out
 
 
 def worker_pids(parent):

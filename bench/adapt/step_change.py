@@ -21,22 +21,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from jsonl_records import read_jsonl  # noqa: E402
 TESTBED = os.path.join(ROOT, "testbed", "testbed.sh")
-
-
-def read_jsonl(path):
-    out = []
-    if not os.path.exists(path):
-        return out
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass  # a line being written
-    return out
 
 
 def main():

@@ -17,7 +17,6 @@ runs on this machine (issue 6, part 7).
 Needs root (network namespaces).
 """
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -27,18 +26,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TESTBED = os.path.join(ROOT, "testbed", "testbed.sh")
-
-
-def read_jsonl(path):
-    out = []
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass
-    return out
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from jsonl_records import read_jsonl  # noqa: E402
 
 
 def run_config(args, workers, rate, density, batch, name):

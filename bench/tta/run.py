@@ -51,6 +51,8 @@ DDP = os.path.join(ROOT, "bench", "baselines", "ddp.py")
 PY = "/usr/bin/python3"
 sys.path.insert(0, os.path.join(ROOT, "bench", "adapt"))
 import hetero  # noqa: E402  (CPU cgroups for the heterogeneous-worker variants)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from jsonl_records import read_jsonl  # noqa: E402
 
 DDP_HOOKS = {"ddp": "none", "ddp_fp16": "fp16", "ddp_powersgd": "powersgd", "ddp_unlimited": "none"}
 SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
@@ -329,21 +331,6 @@ def run_ddp(args, sc, system, tb, run_dir, budget):
     finally:
         procs.kill_all()
     return os.path.join(run_dir, "metrics.jsonl"), (not ok)
-
-
-def read_jsonl(path):
-    recs = []
-    if not os.path.exists(path):
-        return recs
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                try:
-                    recs.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass  # a line cut by a kill
-    return recs
 
 
 def median(xs):
