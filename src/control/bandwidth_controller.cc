@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 
 #include "frugal/sim/frugal_pipeline.h"
@@ -83,61 +84,199 @@ Result<double> BandwidthController::PredictIteration(double density, int64_t bat
   return p.iteration_s;
 }
 
-engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine::WorkerTelemetry>& telemetry,
-                                             const engine::Decision& current) {
-  engine::Decision next = current;
-  next.reason.clear();
-  const int world = static_cast<int>(telemetry.size());
-  if (world == 0) return next;
-  // Batches are always derived from the configured global batch (then
-  // balanced, then grown), never from the previous decision, so growth does
-  // not compound.
-  std::vector<int64_t> batches(world, options_.batch_per_worker);
+namespace {
 
-  // 1. Bandwidth of the slowest worker's limiting link, and how busy it was.
-  // A window with less than min_busy_s of transfers or min_bytes of data
-  // is no sample: its busy time is mostly round trips and ack delays of a
-  // few small messages (a cluster member's only cross-WAN traffic is the
-  // controller's own telemetry: 500 bytes in 20 ms read as 0.2 Mbit/s on a
-  // 40-250 Mbit/s link and sent the density to its floor).
-  double slowest = -1;
-  double busy_fraction = 1;
+// What one telemetry window says about the links (rule 1).
+struct LinkWindow {
+  double slowest_mbit = -1;  // the slowest measurable worker's rate; < 0: no worker could be measured
+  double busy_fraction = 1;  // the least busy link's share of its window
+};
+
+// A window with less than min_busy_s of transfers or min_bytes of data is
+// no sample: its busy time is mostly round trips and ack delays of a few
+// small messages (a cluster member's only cross-WAN traffic is the
+// controller's own telemetry: 500 bytes in 20 ms read as 0.2 Mbit/s on a
+// 40-250 Mbit/s link and sent the density to its floor).
+LinkWindow MeasureLinks(const std::vector<engine::WorkerTelemetry>& telemetry, const ControllerOptions& o) {
+  LinkWindow link;
   for (const auto& w : telemetry) {
     if (w.link_busy_s <= 0 || w.link_bytes <= 0) continue;
-    if (w.window_s > 0) busy_fraction = std::min(busy_fraction, w.link_busy_s / w.window_s);
-    if (w.link_busy_s < options_.min_busy_s || w.link_bytes < options_.min_bytes) continue;
+    if (w.window_s > 0) link.busy_fraction = std::min(link.busy_fraction, w.link_busy_s / w.window_s);
+    if (w.link_busy_s < o.min_busy_s || w.link_bytes < o.min_bytes) continue;
     double mbit = w.link_bytes * 8.0 / w.link_busy_s / 1e6;
-    if (slowest < 0 || mbit < slowest) slowest = mbit;
+    if (link.slowest_mbit < 0 || mbit < link.slowest_mbit) link.slowest_mbit = mbit;
   }
-  if (slowest > 0) {
-    // Smooth noise (EWMA). A sample below half the estimate replaces it at
-    // once (fast decrease: a link that slowed down makes every iteration
-    // wait until the density follows; the acknowledged-bytes measure is not
-    // fooled by the old density's backlog draining through it). A sample
-    // above twice the estimate is followed only when the previous one was
-    // too (slow increase: one lucky window does not raise the density).
-    int side = 0;
-    if (bandwidth_mbit_) side = slowest > 2 * *bandwidth_mbit_ ? 1 : slowest < 0.5 * *bandwidth_mbit_ ? -1 : 0;
-    if (!bandwidth_mbit_ || side == -1 || (side == 1 && last_off_side_ == 1)) {
-      bandwidth_mbit_ = slowest;
-      last_off_side_ = 0;
-    } else if (side == 1) {
-      last_off_side_ = 1;  // held back until the next window confirms it
-    } else {
-      // Upward samples count less: a shaper's token bucket lets a small
-      // transfer through at line rate, so short windows over-read the link
-      // (on the testbed at 50 Mbit/s: 62-133 Mbit/s), and an over-read
-      // costs every iteration until it is corrected.
-      const double w = slowest > *bandwidth_mbit_ ? options_.smoothing_up : options_.smoothing;
-      bandwidth_mbit_ = w * slowest + (1 - w) * *bandwidth_mbit_;
-      last_off_side_ = 0;
+  return link;
+}
+
+// Rule 2: batch sizes proportional to speed with the global batch kept
+// (largest-remainder rounding, at least 1 sample each). Returns `batches`
+// unchanged unless every speed is known and some worker is more than
+// `rebalance_threshold` off its current share: small speed differences are
+// noise.
+std::vector<int64_t> BalanceBatches(const std::vector<int64_t>& batches, const std::vector<double>& speed,
+                                    double rebalance_threshold) {
+  const int world = static_cast<int>(batches.size());
+  double total_speed = 0;
+  for (double s : speed) total_speed += s;
+  if (!(total_speed > 0) || !std::all_of(speed.begin(), speed.end(), [](double s) { return s > 0; })) return batches;
+  const int64_t global = std::accumulate(batches.begin(), batches.end(), int64_t{0});
+  std::vector<int64_t> balanced(world);
+  std::vector<std::pair<double, int>> remainders;
+  int64_t assigned = 0;
+  for (int r = 0; r < world; ++r) {
+    double exact = static_cast<double>(global) * speed[r] / total_speed;
+    balanced[r] = std::max<int64_t>(1, static_cast<int64_t>(std::floor(exact)));
+    assigned += balanced[r];
+    remainders.push_back({exact - std::floor(exact), -r});
+  }
+  std::sort(remainders.rbegin(), remainders.rend());
+  for (size_t i = 0; assigned < global && i < remainders.size(); ++i, ++assigned) balanced[-remainders[i].second]++;
+  bool worth = false;
+  for (int r = 0; r < world; ++r) {
+    worth = worth || std::abs(static_cast<double>(balanced[r] - batches[r])) >
+                         rebalance_threshold * static_cast<double>(batches[r]);
+  }
+  return worth && assigned == global ? balanced : batches;
+}
+
+// Compute time per iteration at these batch sizes: the slowest worker sets it.
+double ComputeIterationSeconds(const std::vector<int64_t>& batches, const std::vector<double>& speed) {
+  double compute_iter = 0;
+  for (size_t r = 0; r < batches.size(); ++r) {
+    if (speed[r] > 0) compute_iter = std::max(compute_iter, static_cast<double>(batches[r]) / speed[r]);
+  }
+  return compute_iter;
+}
+
+// Batch hysteresis: true when some worker's batch moves by more than
+// `threshold` of its current one (or the number of workers changed).
+bool BatchesMoved(const std::vector<int64_t>& batches, const std::vector<int64_t>& current, double threshold) {
+  if (current.size() != batches.size()) return true;
+  for (size_t r = 0; r < batches.size(); ++r) {
+    if (std::abs(static_cast<double>(batches[r] - current[r])) > threshold * static_cast<double>(current[r])) {
+      return true;
     }
   }
-  // 2. Batch sizes proportional to speed, global batch kept.
-  std::vector<double> speed(world, 0);
-  double total_speed = 0;
-  if (static_cast<int>(speed_ewma_.size()) != world) speed_ewma_.assign(world, 0.0);
-  for (int r = 0; r < world; ++r) {
+  return false;
+}
+
+std::string BatchesReason(const std::vector<int64_t>& batches) {
+  std::string sizes;
+  for (int64_t b : batches) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
+  return "batches " + sizes + " (proportional to speed)";
+}
+
+// Iteration time (s) at a density and per-worker batch; 1e30 when the
+// planner cannot predict it.
+using IterationPredictor = std::function<double(double density, int64_t batch_per_worker)>;
+
+// The candidate densities: a geometric grid between min and max density.
+std::vector<double> DensityGrid(const ControllerOptions& o) {
+  std::vector<double> grid;
+  for (int i = 0; i < o.density_candidates; ++i) {
+    double f = static_cast<double>(i) / (o.density_candidates - 1);
+    grid.push_back(o.min_density * std::pow(o.max_density / o.min_density, f));
+  }
+  return grid;
+}
+
+// Rule 3: the density with the most progress per second
+// (Note [Density objective]).
+double MostProgressPerSecond(const std::vector<double>& grid, double exponent, const IterationPredictor& predict,
+                             int64_t batch_per_worker) {
+  double best = grid.front();
+  double best_rate = 0;
+  for (double d : grid) {
+    const double rate = std::pow(d, exponent) / predict(d, batch_per_worker);
+    if (rate > best_rate * (1 + 1e-9)) {
+      best_rate = rate;
+      best = d;
+    }
+  }
+  return best;
+}
+
+// Probe upward when the window had too little traffic to measure the link
+// and it was mostly idle: the estimate may be stale and low. (A measured
+// window needs no probe: bytes over busy time does not depend on how often
+// the link is used.) The probe steps by the hysteresis ratio, so it is not
+// held back by it. Returns the density to propose; appends its reason.
+double ProbeUpward(double best, const LinkWindow& link, double current_density, const std::vector<double>& grid,
+                   const ControllerOptions& o, std::string* why) {
+  if (link.slowest_mbit >= 0 || link.busy_fraction >= 0.5 || best > current_density * 1.01 || best >= o.max_density) {
+    return best;
+  }
+  auto it = std::lower_bound(grid.begin(), grid.end(), current_density * o.change_ratio * 1.001);
+  if (it == grid.end()) return best;
+  *why = "link busy " + std::to_string(static_cast<int>(100 * link.busy_fraction)) + "% of the time: probing upward; ";
+  return *it;
+}
+
+// Rule 4, for a density below the floor: grows the batches until compute
+// covers the floor density's traffic (or max_batch_growth is reached).
+// Returns the growth, which is also the learning-rate scale; appends its
+// reason.
+double GrowBatchesToFloor(const ControllerOptions& o, double lowest_density, int64_t mean_batch,
+                          const IterationPredictor& predict, std::vector<int64_t>* batches, std::string* why) {
+  int64_t growth_batch = mean_batch;
+  double grow = 1.0;
+  while (grow < o.max_batch_growth) {
+    grow = std::min(o.max_batch_growth, grow * 1.25);
+    growth_batch = static_cast<int64_t>(std::llround(mean_batch * grow));
+    double hidden = predict(lowest_density, growth_batch) * (1 + o.hidden_tolerance);
+    if (predict(o.density_floor, growth_batch) <= hidden) break;
+  }
+  const double lr_scale = static_cast<double>(growth_batch) / static_cast<double>(mean_batch);
+  for (auto& b : *batches) b = std::max<int64_t>(1, static_cast<int64_t>(std::llround(b * lr_scale)));
+  *why += "density would fall below the floor: batch x" + std::to_string(lr_scale).substr(0, 4) +
+          ", lr scaled linearly; ";
+  return lr_scale;
+}
+
+// Trims the reason's trailing separators. Only a decision that changes
+// something carries a reason (a probe that the hysteresis held back is not
+// news).
+void FinishReason(const engine::Decision& current, engine::Decision* next) {
+  std::string& reason = next->reason;
+  while (!reason.empty() && (reason.back() == ' ' || reason.back() == ';')) reason.pop_back();
+  if (reason.empty() || (next->density == current.density && next->batch_sizes == current.batch_sizes &&
+                         next->lr_scale == current.lr_scale)) {
+    reason = "unchanged";
+  }
+}
+
+}  // namespace
+
+void BandwidthController::UpdateBandwidthEstimate(double sample_mbit) {
+  // Smooth noise (EWMA). A sample below half the estimate replaces it at
+  // once (fast decrease: a link that slowed down makes every iteration
+  // wait until the density follows; the acknowledged-bytes measure is not
+  // fooled by the old density's backlog draining through it). A sample
+  // above twice the estimate is followed only when the previous one was
+  // too (slow increase: one lucky window does not raise the density).
+  int side = 0;
+  if (bandwidth_mbit_) side = sample_mbit > 2 * *bandwidth_mbit_ ? 1 : sample_mbit < 0.5 * *bandwidth_mbit_ ? -1 : 0;
+  if (!bandwidth_mbit_ || side == -1 || (side == 1 && last_off_side_ == 1)) {
+    bandwidth_mbit_ = sample_mbit;
+    last_off_side_ = 0;
+  } else if (side == 1) {
+    last_off_side_ = 1;  // held back until the next window confirms it
+  } else {
+    // Upward samples count less: a shaper's token bucket lets a small
+    // transfer through at line rate, so short windows over-read the link
+    // (on the testbed at 50 Mbit/s: 62-133 Mbit/s), and an over-read
+    // costs every iteration until it is corrected.
+    const double w = sample_mbit > *bandwidth_mbit_ ? options_.smoothing_up : options_.smoothing;
+    bandwidth_mbit_ = w * sample_mbit + (1 - w) * *bandwidth_mbit_;
+    last_off_side_ = 0;
+  }
+}
+
+std::vector<double> BandwidthController::UpdateSpeeds(const std::vector<engine::WorkerTelemetry>& telemetry) {
+  const size_t world = telemetry.size();
+  if (speed_ewma_.size() != world) speed_ewma_.assign(world, 0.0);
+  for (size_t r = 0; r < world; ++r) {
     const auto& w = telemetry[r];
     double sample = (w.compute_s > 0 && w.samples > 0) ? w.samples / w.compute_s : 0;
     // Compute speed is noisy on shared cores: smooth it like the bandwidth.
@@ -145,112 +284,12 @@ engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine
       speed_ewma_[r] = speed_ewma_[r] > 0 ? options_.smoothing * sample + (1 - options_.smoothing) * speed_ewma_[r]
                                           : sample;
     }
-    speed[r] = speed_ewma_[r];
-    total_speed += speed[r];
   }
-  const int64_t global = std::accumulate(batches.begin(), batches.end(), int64_t{0});
-  if (options_.balance_batches && total_speed > 0 && std::all_of(speed.begin(), speed.end(), [](double s) { return s > 0; })) {
-    // Largest-remainder rounding, at least 1 sample each.
-    std::vector<int64_t> balanced(world);
-    std::vector<std::pair<double, int>> remainders;
-    int64_t assigned = 0;
-    for (int r = 0; r < world; ++r) {
-      double exact = static_cast<double>(global) * speed[r] / total_speed;
-      balanced[r] = std::max<int64_t>(1, static_cast<int64_t>(std::floor(exact)));
-      assigned += balanced[r];
-      remainders.push_back({exact - std::floor(exact), -r});
-    }
-    std::sort(remainders.rbegin(), remainders.rend());
-    for (size_t i = 0; assigned < global && i < remainders.size(); ++i, ++assigned) balanced[-remainders[i].second]++;
-    // Only rebalance when some worker is more than `rebalance_threshold`
-    // off equal shares: small speed differences are noise.
-    bool worth = false;
-    for (int r = 0; r < world; ++r) {
-      worth = worth || std::abs(static_cast<double>(balanced[r] - batches[r])) >
-                           options_.rebalance_threshold * static_cast<double>(batches[r]);
-    }
-    if (worth && assigned == global) batches = balanced;
-  }
-  // Compute time per iteration after balancing: the slowest worker sets it.
-  double compute_iter = 0;
-  for (int r = 0; r < world; ++r) {
-    if (speed[r] > 0) compute_iter = std::max(compute_iter, static_cast<double>(batches[r]) / speed[r]);
-  }
-  const int64_t mean_batch = std::max<int64_t>(1, global / world);
-  if (!bandwidth_mbit_ || !options_.adapt_density) {
-    // No transfer was timed yet, or only batches are adapted (or the transport has no busy clock):
-    // balance batches, keep the density.
-    bool change = current.batch_sizes.size() != batches.size();
-    for (size_t r = 0; !change && r < batches.size(); ++r) {
-      change = std::abs(static_cast<double>(batches[r] - current.batch_sizes[r])) >
-               options_.rebalance_threshold * static_cast<double>(current.batch_sizes[r]);
-    }
-    if (change) {
-      next.batch_sizes = batches;
-      std::string sizes;
-      for (int64_t b : batches) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
-      next.reason = "batches " + sizes + " (proportional to speed)";
-    } else {
-      next.reason = "unchanged";
-    }
-    return next;
-  }
-  const double bw = *bandwidth_mbit_;
-  next.bandwidth_mbit = bw;
-  const double s_per_sample = compute_iter / static_cast<double>(mean_batch);
+  return speed_ewma_;
+}
 
-  // 3. Highest density whose predicted iteration stays hidden.
-  auto predict = [&](double d, int64_t batch) {
-    Result<double> r = PredictIteration(d, batch, s_per_sample, bw, world);
-    return r.ok() ? *r : 1e30;
-  };
-  std::vector<double> grid;
-  for (int i = 0; i < options_.density_candidates; ++i) {
-    double f = static_cast<double>(i) / (options_.density_candidates - 1);
-    grid.push_back(options_.min_density * std::pow(options_.max_density / options_.min_density, f));
-  }
-  double best = grid.front();
-  double best_rate = 0;
-  for (double d : grid) {
-    const double rate = std::pow(d, options_.density_exponent) / predict(d, mean_batch);
-    if (rate > best_rate * (1 + 1e-9)) {
-      best_rate = rate;
-      best = d;
-    }
-  }
-  std::string why;
-  // Probe upward when the window had too little traffic to measure the
-  // link and it was mostly idle: the estimate may be stale and low. (A
-  // measured window needs no probe: bytes over busy time does not depend on
-  // how often the link is used.)
-  // The probe steps by the hysteresis ratio, so it is not held back by it.
-  if (slowest < 0 && busy_fraction < 0.5 && best <= current.density * 1.01 && best < options_.max_density) {
-    auto it = std::lower_bound(grid.begin(), grid.end(), current.density * options_.change_ratio * 1.001);
-    if (it != grid.end()) {
-      best = *it;
-      why = "link busy " + std::to_string(static_cast<int>(100 * busy_fraction)) + "% of the time: probing upward; ";
-    }
-  }
-
-  // 4. Below the floor: grow the batch so compute covers the floor's traffic.
-  double lr_scale = 1.0;
-  int64_t growth_batch = mean_batch;
-  if (best < options_.density_floor) {
-    double grow = 1.0;
-    while (grow < options_.max_batch_growth) {
-      grow = std::min(options_.max_batch_growth, grow * 1.25);
-      growth_batch = static_cast<int64_t>(std::llround(mean_batch * grow));
-      double hidden = predict(grid.front(), growth_batch) * (1 + options_.hidden_tolerance);
-      if (predict(options_.density_floor, growth_batch) <= hidden) break;
-    }
-    best = options_.density_floor;
-    lr_scale = static_cast<double>(growth_batch) / static_cast<double>(mean_batch);
-    for (auto& b : batches) b = std::max<int64_t>(1, static_cast<int64_t>(std::llround(b * lr_scale)));
-    why += "density would fall below the floor: batch x" + std::to_string(lr_scale).substr(0, 4) +
-           ", lr scaled linearly; ";
-  }
-
-  // 5. Hysteresis.
+bool BandwidthController::DensityMayChange(int64_t t, double best, double bw, double lr_scale,
+                                           const engine::Decision& current) const {
   const bool big_bw_change = bandwidth_at_last_change_ > 0 &&
                              (bw > 2 * bandwidth_at_last_change_ || bw < 0.5 * bandwidth_at_last_change_);
   const double ratio = best / current.density;
@@ -261,45 +300,82 @@ engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine
   // that reads fast.
   const bool held = best > current.density && t - last_decrease_t_ < options_.increase_cooldown &&
                     bw < 3 * bandwidth_at_last_decrease_;
-  if (!held && (ratio > options_.change_ratio || ratio < 1 / options_.change_ratio || big_bw_change ||
-                lr_scale != current.lr_scale)) {
+  return !held && (ratio > options_.change_ratio || ratio < 1 / options_.change_ratio || big_bw_change ||
+                   lr_scale != current.lr_scale);
+}
+
+void BandwidthController::RecordDensityChange(int64_t t, double from, double to, double bw) {
+  bandwidth_at_last_change_ = bw;
+  if (to < from) {
+    last_decrease_t_ = t;
+    bandwidth_at_last_decrease_ = bw;
+  }
+}
+
+engine::Decision BandwidthController::Decide(int64_t t, const std::vector<engine::WorkerTelemetry>& telemetry,
+                                             const engine::Decision& current) {
+  engine::Decision next = current;
+  next.reason.clear();
+  const int world = static_cast<int>(telemetry.size());
+  if (world == 0) return next;
+  // 1. Bandwidth of the slowest worker's limiting link, and how busy it was.
+  const LinkWindow link = MeasureLinks(telemetry, options_);
+  if (link.slowest_mbit > 0) UpdateBandwidthEstimate(link.slowest_mbit);
+  // 2. Batch sizes, always derived from the configured global batch (then
+  // balanced, then grown), never from the previous decision, so growth
+  // does not compound.
+  const std::vector<double> speed = UpdateSpeeds(telemetry);
+  std::vector<int64_t> batches(world, options_.batch_per_worker);
+  const int64_t global = std::accumulate(batches.begin(), batches.end(), int64_t{0});
+  if (options_.balance_batches) batches = BalanceBatches(batches, speed, options_.rebalance_threshold);
+  const double compute_iter = ComputeIterationSeconds(batches, speed);
+  const int64_t mean_batch = std::max<int64_t>(1, global / world);
+  if (!bandwidth_mbit_ || !options_.adapt_density) {
+    // No transfer was timed yet, or only batches are adapted (or the
+    // transport has no busy clock): balance batches, keep the density.
+    const bool change = BatchesMoved(batches, current.batch_sizes, options_.rebalance_threshold);
+    if (change) next.batch_sizes = batches;
+    next.reason = change ? BatchesReason(batches) : "unchanged";
+    return next;
+  }
+  const double bw = *bandwidth_mbit_;
+  next.bandwidth_mbit = bw;
+  const double s_per_sample = compute_iter / static_cast<double>(mean_batch);
+  const IterationPredictor predict = [&](double d, int64_t batch) {
+    Result<double> r = PredictIteration(d, batch, s_per_sample, bw, world);
+    return r.ok() ? *r : 1e30;
+  };
+  // 3. The density with the most progress per second (or a probe above it).
+  const std::vector<double> grid = DensityGrid(options_);
+  std::string why;
+  double best = MostProgressPerSecond(grid, options_.density_exponent, predict, mean_batch);
+  best = ProbeUpward(best, link, current.density, grid, options_, &why);
+  // 4. Below the floor: grow the batch so compute covers the floor's traffic.
+  double lr_scale = 1.0;
+  if (best < options_.density_floor) {
+    lr_scale = GrowBatchesToFloor(options_, grid.front(), mean_batch, predict, &batches, &why);
+    best = options_.density_floor;
+  }
+  // 5. Hysteresis.
+  if (DensityMayChange(t, best, bw, lr_scale, current)) {
     if (best != current.density) {
       char buf[160];
       std::snprintf(buf, sizeof(buf), "density %.4g -> %.4g: most progress per second at %.1f Mbit/s, compute %.3f s/iter",
                     current.density, best, bw, compute_iter);
       why += buf;
-      bandwidth_at_last_change_ = bw;
-      if (best < current.density) {
-        last_decrease_t_ = t;
-        bandwidth_at_last_decrease_ = bw;
-      }
+      RecordDensityChange(t, current.density, best, bw);
     }
     next.density = best;
   }
   if (bandwidth_at_last_change_ == 0) bandwidth_at_last_change_ = bw;
-  // Batch hysteresis: keep the current sizes unless one moves by more than
-  // rebalance_threshold.
-  bool batch_change = current.batch_sizes.size() != batches.size();
-  for (size_t r = 0; !batch_change && r < batches.size(); ++r) {
-    batch_change = std::abs(static_cast<double>(batches[r] - current.batch_sizes[r])) >
-                   options_.rebalance_threshold * static_cast<double>(current.batch_sizes[r]);
-  }
-  if (batch_change) {
-    std::string sizes;
-    for (int64_t b : batches) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
-    next.reason += "batches " + sizes + " (proportional to speed); ";
+  if (BatchesMoved(batches, current.batch_sizes, options_.rebalance_threshold)) {
+    next.reason += BatchesReason(batches) + "; ";
     next.batch_sizes = batches;
   }
   next.lr_scale = lr_scale;
   next.predicted_iteration_s = predict(next.density, mean_batch);
   next.reason += why;
-  while (!next.reason.empty() && (next.reason.back() == ' ' || next.reason.back() == ';')) next.reason.pop_back();
-  // Only a decision that changes something carries a reason (a probe that
-  // the hysteresis held back is not news).
-  if (next.reason.empty() || (next.density == current.density && next.batch_sizes == current.batch_sizes &&
-                              next.lr_scale == current.lr_scale)) {
-    next.reason = "unchanged";
-  }
+  FinishReason(current, &next);
   return next;
 }
 

@@ -33,6 +33,7 @@ ControllerOptions Options() {
   ControllerOptions o;
   o.model = "mlp";
   o.batch_per_worker = 64;
+  o.staleness = 1;  // most tests check the staleness-1 rule (the exchange hidden behind compute)
   return o;
 }
 

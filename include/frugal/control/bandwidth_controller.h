@@ -45,7 +45,7 @@ struct ControllerOptions {
   std::vector<int> cluster_sizes;     // workers per cluster (rank order); empty = one cluster of all
   int64_t batch_per_worker = 64;      // the configured (initial) batch
   double bytes_per_value = 2.25;      // wire bytes per selected value (fp16 + block id / 16)
-  int staleness = 1;
+  int staleness = 0;                  // as the engine's default (docs/architecture.md)
   double min_density = 0.001;
   double max_density = 0.1;
   double density_floor = 0.002;       // below this, grow the batch instead
@@ -86,6 +86,15 @@ class BandwidthController : public engine::AdaptationPolicy {
  private:
   BandwidthController(ControllerOptions options, sim::ModelSpec model, sim::HardwareSpec hw)
       : options_(std::move(options)), model_(std::move(model)), hw_(std::move(hw)) {}
+
+  // Rule 1: folds the slowest worker's sample (Mbit/s) into the estimate.
+  void UpdateBandwidthEstimate(double sample_mbit);
+  // Per-rank compute speed (samples per compute second), smoothed.
+  std::vector<double> UpdateSpeeds(const std::vector<engine::WorkerTelemetry>& telemetry);
+  // Rule 5: whether the proposed density (with its lr scale) may replace
+  // the current one at iteration t, the link reading `bw` Mbit/s.
+  bool DensityMayChange(int64_t t, double best, double bw, double lr_scale, const engine::Decision& current) const;
+  void RecordDensityChange(int64_t t, double from, double to, double bw);
 
   ControllerOptions options_;
   sim::ModelSpec model_;
