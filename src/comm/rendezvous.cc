@@ -4,7 +4,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "zmq_socket_setup.h"
+#include "zmq/zmq_socket_setup.h"
 
 namespace frugal::comm {
 
@@ -94,7 +94,7 @@ Result<std::vector<PeerInfo>> RendezvousServer::Serve(std::chrono::milliseconds 
       try {
         if (!zmq::recv_multipart(router, std::back_inserter(parts), zmq::recv_flags::dontwait)) continue;
       } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;  // Note [Signals] in zmq_socket_setup.cc.
+        if (e.num() == EINTR) continue;  // Note [Signals] in zmq/zmq_socket_setup.cc.
         throw;
       }
       if (parts.size() != 2) continue;  // Not a rendezvous client; nothing to answer.

@@ -9,7 +9,7 @@
 //      starts the I/O thread.
 // JoinZmqWorld (rendezvous.h) does both phases plus the rendezvous.
 //
-// Design (Note [ZeroMQ transport] in zmq_transport.cc): each rank binds one
+// Design (Note [ZeroMQ transport] in src/comm/zmq/zmq_transport.cc): each rank binds one
 // ROUTER socket and connects one DEALER per peer. One I/O thread owns all
 // sockets; Send() hands messages to it through a queue and an eventfd, so
 // Send never blocks on the network. Payloads are sent zero-copy: the
