@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "event_queue.h"
@@ -50,7 +51,17 @@ class SimulationRun {
   double PredictFinish(const SimJob& job, double t) const;
   double BestRuntime(const SimJob& job);
   JobView BaseView(const SimJob& job) const;
+  // One scheduling round at time t, in steps: bring the active jobs up to
+  // t, ask the policy (timed), check its answer, apply it.
   Status ScheduleRound(double t);
+  void RetireFinished();  // drops finished jobs from active_, order kept
+  std::vector<JobView> ActiveViews() const;
+  std::vector<Placement> TimedSchedule(const ClusterView& cluster, const std::vector<JobView>& views);
+  Status CheckPlacements(double t, const std::vector<JobView>& views, const std::vector<Placement>& next) const;
+  Status CheckBatchSizes(const std::vector<JobView>& views, const std::vector<int>& batches) const;
+  // Gives job i its placement and (unless nullopt) its batch size; a change
+  // restarts it and reschedules its completion.
+  void ApplyDecision(double t, size_t i, const Placement& placement, std::optional<int> batch);
   void Finish(SimJob& job, double t);
   SimulationResult Summarise();
 
@@ -221,16 +232,12 @@ double SimulationRun::PredictFinish(const SimJob& job, double t) const {
   return time;
 }
 
-Status SimulationRun::ScheduleRound(double t) {
-  ++rounds_;
-  // Drop finished jobs from the active list (order preserved).
+void SimulationRun::RetireFinished() {
   active_.erase(std::remove_if(active_.begin(), active_.end(), [&](size_t i) { return jobs_[i].done; }),
                 active_.end());
-  for (size_t i : active_) Advance(jobs_[i], t);
-  active_.erase(std::remove_if(active_.begin(), active_.end(), [&](size_t i) { return jobs_[i].done; }),
-                active_.end());
-  if (active_.empty()) return Status::Ok();
+}
 
+std::vector<JobView> SimulationRun::ActiveViews() const {
   std::vector<JobView> views(active_.size());
   for (size_t k = 0; k < active_.size(); ++k) {
     const SimJob& j = jobs_[active_[k]];
@@ -243,7 +250,10 @@ Status SimulationRun::ScheduleRound(double t) {
     v.placement = j.placement;
     v.speed = j.speed.get();
   }
-  ClusterView cluster{options_.cluster, t};
+  return views;
+}
+
+std::vector<Placement> SimulationRun::TimedSchedule(const ClusterView& cluster, const std::vector<JobView>& views) {
   auto start = std::chrono::steady_clock::now();
   std::vector<Placement> next = policy_.Schedule(cluster, views);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -253,8 +263,11 @@ Status SimulationRun::ScheduleRound(double t) {
     active_at_slowest_ = static_cast<long>(views.size());
   }
   max_active_ = std::max(max_active_, static_cast<long>(views.size()));
+  return next;
+}
 
-  // A policy that over-commits is a bug; refuse to simulate nonsense.
+Status SimulationRun::CheckPlacements(double t, const std::vector<JobView>& views,
+                                      const std::vector<Placement>& next) const {
   if (next.size() != views.size()) {
     return Status::Internal("policy " + policy_.Name() + " returned " + std::to_string(next.size()) +
                             " placements for " + std::to_string(views.size()) + " jobs");
@@ -276,8 +289,10 @@ Status SimulationRun::ScheduleRound(double t) {
                               " more GPUs than it can use");
     }
   }
+  return Status::Ok();
+}
 
-  std::vector<int> batches = policy_.ChooseBatchSizes(cluster, views, next);
+Status SimulationRun::CheckBatchSizes(const std::vector<JobView>& views, const std::vector<int>& batches) const {
   if (!batches.empty() && batches.size() != views.size()) {
     return Status::Internal("policy " + policy_.Name() + " returned the wrong number of batch sizes");
   }
@@ -288,37 +303,56 @@ Status SimulationRun::ScheduleRound(double t) {
                               std::to_string(views[k].max_batch_size) + "] for job " + jobs_[active_[k]].spec->name);
     }
   }
+  return Status::Ok();
+}
 
+void SimulationRun::ApplyDecision(double t, size_t i, const Placement& placement, std::optional<int> batch) {
+  SimJob& j = jobs_[i];
+  const bool batch_changed = batch && *batch != j.speed->batch();
+  if (batch_changed) {
+    // A new batch size takes effect without a restart (the trainer adapts
+    // it between steps); the completion estimate must be redone.
+    j.speed->set_batch(*batch);
+    j.max_gpus = std::max(1, std::min(j.app->throughput().MaxGpus(*batch), options_.cluster.TotalGpus()));
+  }
+  if (placement == j.placement) {
+    if (batch_changed && !j.placement.empty()) {
+      ++j.version;
+      double finish = PredictFinish(j, t);
+      if (std::isfinite(finish)) events_.Push(finish, EventKind::kCompletion, i, j.version);
+    }
+    return;
+  }
+  if (j.result.start_time >= 0) ++j.result.num_reallocations;
+  j.placement = placement;
+  j.shape = ShapeOf(j.placement);
+  ++j.version;
+  if (j.placement.empty()) {
+    j.restart_left = 0;
+    return;
+  }
+  if (j.result.start_time < 0) j.result.start_time = t;
+  j.result.max_gpus_held = std::max(j.result.max_gpus_held, j.placement.NumGpus());
+  j.restart_left = options_.reallocation_cost;
+  double finish = PredictFinish(j, t);
+  if (std::isfinite(finish)) events_.Push(finish, EventKind::kCompletion, i, j.version);
+}
+
+Status SimulationRun::ScheduleRound(double t) {
+  ++rounds_;
+  RetireFinished();
+  for (size_t i : active_) Advance(jobs_[i], t);
+  RetireFinished();
+  if (active_.empty()) return Status::Ok();
+  const std::vector<JobView> views = ActiveViews();
+  const ClusterView cluster{options_.cluster, t};
+  const std::vector<Placement> next = TimedSchedule(cluster, views);
+  // A policy that over-commits is a bug; refuse to simulate nonsense.
+  FRUGAL_RETURN_IF_ERROR(CheckPlacements(t, views, next));
+  const std::vector<int> batches = policy_.ChooseBatchSizes(cluster, views, next);
+  FRUGAL_RETURN_IF_ERROR(CheckBatchSizes(views, batches));
   for (size_t k = 0; k < next.size(); ++k) {
-    SimJob& j = jobs_[active_[k]];
-    bool batch_changed = !batches.empty() && batches[k] != j.speed->batch();
-    if (batch_changed) {
-      // A new batch size takes effect without a restart (the trainer adapts
-      // it between steps); the completion estimate must be redone.
-      j.speed->set_batch(batches[k]);
-      j.max_gpus = std::max(1, std::min(j.app->throughput().MaxGpus(batches[k]), options_.cluster.TotalGpus()));
-    }
-    if (next[k] == j.placement) {
-      if (batch_changed && !j.placement.empty()) {
-        ++j.version;
-        double finish = PredictFinish(j, t);
-        if (std::isfinite(finish)) events_.Push(finish, EventKind::kCompletion, active_[k], j.version);
-      }
-      continue;
-    }
-    if (j.result.start_time >= 0) ++j.result.num_reallocations;
-    j.placement = next[k];
-    j.shape = ShapeOf(j.placement);
-    ++j.version;
-    if (j.placement.empty()) {
-      j.restart_left = 0;
-      continue;
-    }
-    if (j.result.start_time < 0) j.result.start_time = t;
-    j.result.max_gpus_held = std::max(j.result.max_gpus_held, j.placement.NumGpus());
-    j.restart_left = options_.reallocation_cost;
-    double finish = PredictFinish(j, t);
-    if (std::isfinite(finish)) events_.Push(finish, EventKind::kCompletion, active_[k], j.version);
+    ApplyDecision(t, active_[k], next[k], batches.empty() ? std::nullopt : std::optional<int>(batches[k]));
   }
   return Status::Ok();
 }
