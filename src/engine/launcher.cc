@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -36,30 +38,49 @@ std::string DescribeExit(int status) {
   return "status " + std::to_string(status);
 }
 
-// The path of this executable, so workers show up as "frugal worker ..." in ps.
+// The file behind /proc/self/exe (or any symlink), so workers show up as
+// "frugal worker ..." in ps.
 std::string ResolveExecutable(const std::string& exe) {
-  char buf[4096];
-  ssize_t n = readlink(exe.c_str(), buf, sizeof(buf) - 1);
-  if (n <= 0) return exe;
-  buf[n] = '\0';
+  char buf[PATH_MAX];
+  if (realpath(exe.c_str(), buf) == nullptr) return exe;
   return buf;
 }
 
-Result<pid_t> Spawn(const std::string& exe_in, const std::vector<std::string>& args) {
-  std::string exe = ResolveExecutable(exe_in);
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(exe.c_str()));
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ);
-  if (rc != 0) return Status::IOError("cannot start worker " + exe + ": " + std::strerror(rc));
-  return pid;
-}
+class PosixProcessLauncher final : public ProcessLauncher {
+ public:
+  Result<Id> Spawn(const std::string& executable, const std::vector<std::string>& args) override {
+    std::string exe = ResolveExecutable(executable);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(exe.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    int rc = posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ);
+    if (rc != 0) return Status::IOError("cannot start worker " + exe + ": " + std::strerror(rc));
+    running_.push_back(pid);
+    return Id{pid};
+  }
 
-}  // namespace
+  std::optional<Exit> PollExit() override {
+    for (size_t i = 0; i < running_.size(); ++i) {
+      int status = 0;
+      if (waitpid(running_[i], &status, WNOHANG) != running_[i]) continue;
+      Exit exit{running_[i], WIFEXITED(status) && WEXITSTATUS(status) == 0, DescribeExit(status)};
+      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+      return exit;
+    }
+    return std::nullopt;
+  }
 
-Status RunLocalWorkers(const LocalLaunchOptions& options) {
+  void Kill(Id id) override { kill(static_cast<pid_t>(id), SIGKILL); }
+
+ private:
+  std::vector<pid_t> running_;  // started and not yet reaped
+};
+
+constexpr std::chrono::milliseconds kPollInterval{20};
+
+Status ValidateLocalLaunch(const LocalLaunchOptions& options) {
   if (options.workers < 1) return Status::InvalidArgument("--workers must be >= 1");
   if (!options.clusters.empty() && static_cast<int>(options.clusters.size()) != options.workers) {
     return Status::InvalidArgument("--local-clusters names " + std::to_string(options.clusters.size()) +
@@ -69,12 +90,80 @@ Status RunLocalWorkers(const LocalLaunchOptions& options) {
     return Status::InvalidArgument("--local-slowdowns gives " + std::to_string(options.slowdowns.size()) +
                                    " factors for " + std::to_string(options.workers) + " workers");
   }
+  return Status::Ok();
+}
+
+// argv[1..] of worker `rank`: `worker`, the run's flags, then where and who it is.
+std::vector<std::string> WorkerArgs(const LocalLaunchOptions& options, const std::string& endpoint, int rank) {
+  std::vector<std::string> args = {"worker"};
+  args.insert(args.end(), options.worker_args.begin(), options.worker_args.end());
+  args.insert(args.end(), {"--coordinator", endpoint, "--rank", std::to_string(rank), "--threads",
+                           std::to_string(options.threads_per_worker)});
+  if (!options.clusters.empty()) args.insert(args.end(), {"--cluster", options.clusters[rank]});
+  if (!options.slowdowns.empty()) args.insert(args.end(), {"--compute-slowdown", options.slowdowns[rank]});
+  if (rank > 0) args.push_back("--quiet");
+  return args;
+}
+
+// Collects every worker's exit. After the first failure the rest get the
+// network timeout plus a grace period to fail by themselves, then are killed.
+// `first_failure` is a spawn error (kill at once) or Ok.
+Status Supervise(const LocalLaunchOptions& options, const std::vector<ProcessLauncher::Id>& ids,
+                 Status first_failure, ProcessLauncher& launcher, Clock& clock) {
+  std::vector<bool> done(ids.size(), false);
+  size_t remaining = ids.size();
+  auto deadline = Clock::time_point::max();
+  if (!first_failure.ok()) deadline = clock.Now();
+  while (remaining > 0) {
+    if (std::optional<ProcessLauncher::Exit> exit = launcher.PollExit()) {
+      for (size_t r = 0; r < ids.size(); ++r) {
+        if (ids[r] != exit->id || done[r]) continue;
+        done[r] = true;
+        --remaining;
+        if (!exit->success && first_failure.ok()) {
+          first_failure = Status::Unavailable("worker " + std::to_string(r) + " failed (" + exit->description + ")");
+          deadline = clock.Now() + options.timeout + options.kill_grace;
+        }
+      }
+      continue;
+    }
+    if (clock.Now() > deadline) {
+      for (size_t r = 0; r < ids.size(); ++r) {
+        if (!done[r]) launcher.Kill(ids[r]);
+      }
+      deadline = Clock::time_point::max();
+    }
+    clock.SleepFor(kPollInterval);
+  }
+  return first_failure;
+}
+
+}  // namespace
+
+std::unique_ptr<ProcessLauncher> NewPosixProcessLauncher() { return std::make_unique<PosixProcessLauncher>(); }
+
+Status StartAndSuperviseWorkers(const LocalLaunchOptions& options, const std::string& coordinator_endpoint,
+                                ProcessLauncher& launcher, Clock& clock) {
+  FRUGAL_RETURN_IF_ERROR(ValidateLocalLaunch(options));
+  std::vector<ProcessLauncher::Id> ids;
+  Status spawn_error;
+  for (int r = 0; r < options.workers; ++r) {
+    Result<ProcessLauncher::Id> id = launcher.Spawn(options.executable, WorkerArgs(options, coordinator_endpoint, r));
+    if (!id.ok()) {
+      spawn_error = id.status();
+      break;
+    }
+    ids.push_back(*id);
+  }
+  return Supervise(options, ids, spawn_error, launcher, clock);
+}
+
+Status RunLocalWorkers(const LocalLaunchOptions& options) {
+  FRUGAL_RETURN_IF_ERROR(ValidateLocalLaunch(options));
   CoordinatorOptions co;
   co.world_size = options.workers;
   co.timeout = options.timeout;
 
-  std::vector<pid_t> pids;
-  Status spawn_error;
   Status coordinator_status;
   // The coordinator serves in a thread while this thread supervises.
   std::atomic<bool> bound{false};
@@ -94,55 +183,11 @@ Status RunLocalWorkers(const LocalLaunchOptions& options) {
     coordinator.join();
     return coordinator_status.WithContext("starting the coordinator");
   }
-  for (int r = 0; r < options.workers; ++r) {
-    std::vector<std::string> args = {"worker"};
-    args.insert(args.end(), options.worker_args.begin(), options.worker_args.end());
-    args.insert(args.end(), {"--coordinator", endpoint, "--rank", std::to_string(r), "--threads",
-                             std::to_string(options.threads_per_worker)});
-    if (!options.clusters.empty()) args.insert(args.end(), {"--cluster", options.clusters[r]});
-    if (!options.slowdowns.empty()) args.insert(args.end(), {"--compute-slowdown", options.slowdowns[r]});
-    if (r > 0) args.push_back("--quiet");
-    auto pid = Spawn(options.executable, args);
-    if (!pid.ok()) {
-      spawn_error = pid.status();
-      break;
-    }
-    pids.push_back(*pid);
-  }
-
-  // Supervise: collect exits; after the first failure give the rest the
-  // network timeout plus a grace period to fail by themselves, then kill.
-  Status first_failure = spawn_error;
-  size_t remaining = pids.size();
-  std::vector<bool> done(pids.size(), false);
-  auto deadline = std::chrono::steady_clock::time_point::max();
-  if (!spawn_error.ok()) deadline = std::chrono::steady_clock::now();
-  while (remaining > 0) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      for (size_t r = 0; r < pids.size(); ++r) {
-        if (pids[r] != pid || done[r]) continue;
-        done[r] = true;
-        --remaining;
-        bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        if (!ok && first_failure.ok()) {
-          first_failure = Status::Unavailable("worker " + std::to_string(r) + " failed (" + DescribeExit(status) + ")");
-          deadline = std::chrono::steady_clock::now() + options.timeout + std::chrono::seconds(10);
-        }
-      }
-      continue;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      for (size_t r = 0; r < pids.size(); ++r) {
-        if (!done[r]) kill(pids[r], SIGKILL);
-      }
-      deadline = std::chrono::steady_clock::time_point::max();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  std::unique_ptr<ProcessLauncher> launcher = NewPosixProcessLauncher();
+  SteadyClock clock;
+  Status workers_status = StartAndSuperviseWorkers(options, endpoint, *launcher, clock);
   coordinator.join();
-  if (!first_failure.ok()) return first_failure;
+  if (!workers_status.ok()) return workers_status;
   return coordinator_status.WithContext("coordinator");
 }
 

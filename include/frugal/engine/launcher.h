@@ -5,10 +5,14 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "frugal/common/clock.h"
 #include "frugal/common/status.h"
 
 namespace frugal::engine {
@@ -40,12 +44,55 @@ struct LocalLaunchOptions {
   std::vector<std::string> slowdowns;
   int threads_per_worker = 1;
   std::chrono::milliseconds timeout{60000};
+  // After the first failure the other workers get `timeout` plus this long
+  // to notice and exit by themselves before they are killed.
+  std::chrono::milliseconds kill_grace{10000};
 };
 
-// Runs the coordinator and the worker processes, waits for all of them and
-// fails if any worker fails (naming it and its exit status). When one worker
-// fails the others are given `timeout` plus a grace period to notice and exit
-// by themselves, then they are terminated. Never hangs.
+// The process seam of the launcher: starts, watches and kills the worker
+// processes, so the supervision logic can be tested with a fake
+// (src/engine/launcher_test.cc). Not thread-safe: one supervisor owns it.
+class ProcessLauncher {
+ public:
+  using Id = int64_t;  // a pid for the POSIX launcher
+  struct Exit {
+    Id id = 0;
+    bool success = false;     // exited by itself with code 0
+    std::string description;  // "exit code 3", "signal Killed"
+  };
+
+  virtual ~ProcessLauncher() = default;
+
+  // Starts `executable` with `args` as argv[1..]. Errors: IOError naming the
+  // executable and the reason.
+  virtual Result<Id> Spawn(const std::string& executable, const std::vector<std::string>& args) = 0;
+
+  // The exit of one process started here that has not been reported yet, or
+  // nullopt if none has exited. Does not block.
+  virtual std::optional<Exit> PollExit() = 0;
+
+  // Kills a process started here that has not been reported as exited. Its
+  // exit is still reported by PollExit.
+  virtual void Kill(Id id) = 0;
+};
+
+// posix_spawn, waitpid on its own children only, SIGKILL. The executable is
+// resolved through /proc symlinks, so workers show up as "frugal worker".
+std::unique_ptr<ProcessLauncher> NewPosixProcessLauncher();
+
+// Starts the workers of `options` against the coordinator at
+// `coordinator_endpoint` and waits until all of them have exited, polling
+// `launcher` every few milliseconds of `clock`. Returns Ok if all succeed,
+// else the first failure: the spawn error, or Unavailable "worker N failed
+// (exit code 3)". When a worker fails the others are given `options.timeout`
+// plus `options.kill_grace` to exit by themselves, then are killed; when a
+// spawn fails the workers already started are killed at once.
+Status StartAndSuperviseWorkers(const LocalLaunchOptions& options, const std::string& coordinator_endpoint,
+                                ProcessLauncher& launcher, Clock& clock);
+
+// Runs the coordinator and the worker processes (StartAndSuperviseWorkers
+// with the POSIX launcher and the steady clock), waits for all of them and
+// fails if any worker fails (naming it and its exit status). Never hangs.
 Status RunLocalWorkers(const LocalLaunchOptions& options);
 
 }  // namespace frugal::engine
