@@ -28,82 +28,36 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from jsonl_records import read_jsonl  # noqa: E402
-
-CGROUP = "/sys/fs/cgroup/cpu/frugal-hetero"
-PERIOD_US = 100000
+from harness import CpuGroups, read_jsonl, worker_pids  # noqa: E402
 
 
-def worker_pids(parent):
-    """rank -> pid of the `frugal worker` children of `parent`."""
-    found = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % name) as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            if ppid != parent:
-                continue
-            with open("/proc/%s/cmdline" % name, "rb") as f:
-                argv = f.read().split(b"\0")
-        except (OSError, ValueError, IndexError):
-            continue
-        if b"worker" in argv and b"--rank" in argv:
-            found[int(argv[argv.index(b"--rank") + 1])] = int(name)
-    return found
+def place_workers(proc, groups):
+    """Moves each `frugal worker` child of PROC into its rank's group as soon as it appears."""
+    placed = {}
+    deadline = time.time() + 30
+    while len(placed) < len(groups.quotas) and time.time() < deadline and proc.poll() is None:
+        for r, pid in worker_pids(proc.pid).items():
+            if r not in placed:
+                groups.place(r, pid)
+                placed[r] = pid
+        time.sleep(0.02)
+    if len(placed) < len(groups.quotas):
+        proc.kill()
+        sys.exit("hetero: found only workers %s of %d" % (sorted(placed), len(groups.quotas)))
 
 
-def make_groups(quotas):
-    os.makedirs(CGROUP, exist_ok=True)
-    for r, cores in enumerate(quotas):
-        g = os.path.join(CGROUP, "r%d" % r)
-        os.makedirs(g, exist_ok=True)
-        with open(os.path.join(g, "cpu.cfs_period_us"), "w") as f:
-            f.write(str(PERIOD_US))
-        with open(os.path.join(g, "cpu.cfs_quota_us"), "w") as f:
-            f.write(str(int(cores * PERIOD_US)))
-
-
-def remove_groups(n):
-    for r in range(n):
-        g = os.path.join(CGROUP, "r%d" % r)
-        for _ in range(50):
-            try:
-                if os.path.isdir(g):
-                    os.rmdir(g)
-                break
-            except OSError:  # still has (exiting) tasks
-                time.sleep(0.1)
-    try:
-        os.rmdir(CGROUP)
-    except OSError:
-        pass
-
-
-def run(args, mode, quotas):
+def run(args, mode, groups):
     run_dir = os.path.join(args.out_dir, "runs")
     name = "hetero-" + mode
     metrics = os.path.join(run_dir, name, "metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
-    cmd = [args.frugal, "train", "--workers", str(len(quotas)), "--adapt", mode, "--max-steps", str(args.steps),
-           "--epochs", "1", "--eval-every", "100000", "--checksum-every", "0", "--log-every", "5", "--threads", "1",
-           "--runs-dir", run_dir, "--run-name", name, "--quiet"]
+    cmd = [args.frugal, "train", "--workers", str(len(groups.quotas)), "--adapt", mode,
+           "--max-steps", str(args.steps), "--epochs", "1", "--eval-every", "100000", "--checksum-every", "0",
+           "--log-every", "5", "--threads", "1", "--runs-dir", run_dir, "--run-name", name, "--quiet"]
     log = open(os.path.join(args.out_dir, name + ".log"), "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    placed = {}
-    deadline = time.time() + 30
-    while len(placed) < len(quotas) and time.time() < deadline and proc.poll() is None:
-        for r, pid in worker_pids(proc.pid).items():
-            if r not in placed:
-                with open(os.path.join(CGROUP, "r%d" % r, "cgroup.procs"), "w") as f:
-                    f.write(str(pid))
-                placed[r] = pid
-        time.sleep(0.02)
-    if len(placed) < len(quotas):
-        proc.kill()
-        sys.exit("hetero: found only workers %s of %d" % (sorted(placed), len(quotas)))
+    place_workers(proc, groups)
     try:
         rc = proc.wait(timeout=args.timeout_s)
     except subprocess.TimeoutExpired:
@@ -135,17 +89,14 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("hetero: needs root (CPU cgroups)")
-    if not os.path.isdir(os.path.dirname(CGROUP)):
-        sys.exit("hetero: no cgroup v1 cpu controller at %s" % os.path.dirname(CGROUP))
+    if CpuGroups.available():
+        sys.exit("hetero: " + CpuGroups.available())
     os.makedirs(args.out_dir, exist_ok=True)
     quotas = [args.cpu_per_worker] * 4
     quotas[args.slow_rank] /= args.slow_factor
-    make_groups(quotas)
-    try:
-        equal = run(args, "off", quotas)
-        balanced = run(args, "batch", quotas)
-    finally:
-        remove_groups(len(quotas))
+    with CpuGroups(quotas) as groups:
+        equal = run(args, "off", groups)
+        balanced = run(args, "batch", groups)
     result = {"cpu_quota_cores": quotas, "steps": args.steps, "skip": args.skip, "equal": equal,
               "balanced": balanced, "throughput_ratio": balanced["samples_per_s"] / equal["samples_per_s"]}
     with open(os.path.join(args.out_dir, "hetero.json"), "w") as f:

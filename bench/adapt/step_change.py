@@ -15,18 +15,16 @@ from the switch to the last density change after it). Needs root.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from jsonl_records import read_jsonl  # noqa: E402
-TESTBED = os.path.join(ROOT, "testbed", "testbed.sh")
+from harness import FrugalJob, ProcessGroup, Testbed, read_jsonl  # noqa: E402
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frugal", default=os.path.join(ROOT, "build", "frugal"))
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "build", "bench", "adapt"))
@@ -37,7 +35,48 @@ def main():
     ap.add_argument("--decide-every", type=int, default=5)
     ap.add_argument("--timeout-s", type=float, default=900)
     ap.add_argument("--frugal-args", default="", help="extra flags for every worker, e.g. '--staleness 1'")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+class RateSwitch:
+    """Polled while the run goes: once rank 0 has logged --switch-step, sets the
+    testbed's rate to --low and remembers the wall time of that moment."""
+
+    def __init__(self, args, metrics_path):
+        self.args = args
+        self.metrics_path = metrics_path
+        self.wall = None
+
+    def __call__(self):
+        if self.wall is not None:
+            return
+        recs = read_jsonl(self.metrics_path)
+        steps = [r["step"] for r in recs if "iter_s" in r]
+        if steps and max(steps) >= self.args.switch_step:
+            Testbed.set_rate(self.args.low)
+            self.wall = max(r["wall_time_s"] for r in read_jsonl(self.metrics_path))
+            print("switched %d -> %d Mbit/s at step %d" % (self.args.high, self.args.low, max(steps)), flush=True)
+
+
+def run_workers(args, run_dir, metrics_path):
+    """4 workers with --adapt on in the `flat` testbed, the rate switched mid-run.
+    Returns the switch's wall time (None if it never came); exits if a worker failed."""
+    worker_args = ["--model", "mlp", "--adapt", "on", "--decide-every", str(args.decide_every), "--max-steps",
+                   str(args.steps), "--epochs", "5", "--log-every", "1", "--eval-every", "100000",
+                   "--checksum-every", "50", "--runs-dir", run_dir, "--run-name", "step", "--timeout-s", "120"]
+    worker_args += args.frugal_args.split()
+    switch = RateSwitch(args, metrics_path)
+    with Testbed(quiet=False).up("flat", 4, rate=args.high) as tb, ProcessGroup() as procs:
+        FrugalJob(args.frugal, tb, port=29600).start(procs, lambda rank: worker_args, log_dir=args.out_dir)
+        procs.wait_all(time.time() + args.timeout_s, on_poll=switch, poll_s=0.2)
+        failed = procs.failed()
+    if failed:
+        sys.exit("step_change: workers %s failed; see %s/rank*.log" % (failed, args.out_dir))
+    return switch.wall
+
+
+def main():
+    args = parse_args()
     if os.geteuid() != 0:
         sys.exit("step_change: needs root (network namespaces)")
     os.makedirs(args.out_dir, exist_ok=True)
@@ -45,46 +84,18 @@ def main():
     metrics_path = os.path.join(run_dir, "step", "metrics.jsonl")
     if os.path.exists(metrics_path):
         os.remove(metrics_path)
+    switch_wall = run_workers(args, run_dir, metrics_path)
+    result = summarise(args, read_jsonl(metrics_path), switch_wall)
+    with open(os.path.join(args.out_dir, "step_change.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print("settling iterations after the switch: %s (density changes at %s)" % (
+        result["settling_iterations"], result["density_changes_after_switch"]))
+    plot(args, result)
+    print("wrote %s/step_change.{json,png}" % args.out_dir)
 
-    subprocess.run(["bash", TESTBED, "up", "flat", "--hosts", "4", "--rate", str(args.high)], check=True)
-    procs = []
-    switch_wall = None
-    try:
-        info = subprocess.run(["bash", TESTBED, "info"], check=True, capture_output=True, text=True).stdout
-        hosts = [l.split() for l in info.splitlines() if l.strip() and not l.startswith("#")]
-        coord = "tcp://%s:29600" % hosts[0][2]
-        procs.append(subprocess.Popen(["ip", "netns", "exec", hosts[0][1], args.frugal, "coordinator", "--listen",
-                                       coord, "--world", "4"], stdout=subprocess.DEVNULL))
-        time.sleep(0.3)
-        for i, h in enumerate(hosts):
-            cmd = ["ip", "netns", "exec", h[1], args.frugal, "worker", "--coordinator", coord, "--rank", str(i),
-                   "--listen", "tcp://%s:*" % h[2], "--threads", "1", "--model", "mlp", "--adapt", "on",
-                   "--decide-every", str(args.decide_every), "--max-steps", str(args.steps), "--epochs", "5",
-                   "--log-every", "1", "--eval-every", "100000", "--checksum-every", "50",
-                   "--runs-dir", run_dir, "--run-name", "step", "--timeout-s", "120"] + args.frugal_args.split()
-            if i > 0:
-                cmd.append("--quiet")
-            log = open(os.path.join(args.out_dir, "rank%d.log" % i), "w")
-            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
-        deadline = time.time() + args.timeout_s
-        while time.time() < deadline and any(p.poll() is None for p in procs[1:]):
-            if switch_wall is None:
-                steps = [r["step"] for r in read_jsonl(metrics_path) if "iter_s" in r]
-                if steps and max(steps) >= args.switch_step:
-                    subprocess.run(["bash", TESTBED, "set-rate", str(args.low)], check=True)
-                    switch_wall = max(r["wall_time_s"] for r in read_jsonl(metrics_path))
-                    print("switched %d -> %d Mbit/s at step %d" % (args.high, args.low, max(steps)), flush=True)
-            time.sleep(0.2)
-        failed = [i for i, p in enumerate(procs[1:]) if p.poll() not in (0,)]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        subprocess.run(["bash", TESTBED, "down"], capture_output=True)
-    if failed:
-        sys.exit("step_change: workers %s failed; see %s/rank*.log" % (failed, args.out_dir))
 
-    recs = read_jsonl(metrics_path)
+def summarise(args, recs, switch_wall):
+    """step_change.json: the steps, the decisions and the settling time after the switch."""
     steps = [r for r in recs if "iter_s" in r]
     decisions = [r for r in recs if "decision" in r]
     switch_step = next((r["step"] for r in steps if r["wall_time_s"] >= switch_wall), None) if switch_wall else None
@@ -96,10 +107,11 @@ def main():
               "steps": [{k: r.get(k) for k in ("step", "density", "bandwidth_mbit", "iter_s", "bytes_sent_intra")}
                         for r in steps],
               "decisions": [{"step": d["step"], **d["decision"]} for d in decisions]}
-    with open(os.path.join(args.out_dir, "step_change.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    print("settling iterations after the switch: %s (density changes at %s)" % (settle, changes_after))
+    return result
 
+
+def plot(args, result):
+    switch_step = result["switch_step"]
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -118,7 +130,6 @@ def main():
         ax1.text(switch_step, ax1.get_ylim()[1] * 0.95, " %d -> %d Mbit/s" % (args.high, args.low), color="gray")
     fig.tight_layout()
     fig.savefig(os.path.join(args.out_dir, "step_change.png"), dpi=110)
-    print("wrote %s/step_change.{json,png}" % args.out_dir)
 
 
 if __name__ == "__main__":

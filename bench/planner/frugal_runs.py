@@ -25,43 +25,23 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-TESTBED = os.path.join(ROOT, "testbed", "testbed.sh")
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from jsonl_records import read_jsonl  # noqa: E402
+from harness import FrugalJob, ProcessGroup, Testbed, read_jsonl  # noqa: E402
 
 
 def run_config(args, workers, rate, density, batch, name):
-    subprocess.run(["bash", TESTBED, "up", "flat", "--hosts", str(workers), "--rate", str(rate)], check=True,
-                   env=dict(os.environ, TESTBED_QUIET="1"))
     run_dir = os.path.join(args.out_dir, "runs")
     metrics = os.path.join(run_dir, name, "metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
-    procs = []
-    try:
-        info = subprocess.run(["bash", TESTBED, "info"], check=True, capture_output=True, text=True).stdout
-        hosts = [l.split() for l in info.splitlines() if l.strip() and not l.startswith("#")]
-        coord = "tcp://%s:29700" % hosts[0][2]
-        procs.append(subprocess.Popen(["ip", "netns", "exec", hosts[0][1], args.frugal, "coordinator", "--listen",
-                                       coord, "--world", str(workers)], stdout=subprocess.DEVNULL))
-        time.sleep(0.3)
-        for i, h in enumerate(hosts):
-            cmd = ["ip", "netns", "exec", h[1], args.frugal, "worker", "--coordinator", coord, "--rank", str(i),
-                   "--listen", "tcp://%s:*" % h[2], "--threads", "1", "--model", "mlp", "--density", str(density),
-                   "--batch-size", str(batch), "--max-steps", str(args.steps), "--epochs", "5", "--log-every", "1",
-                   "--eval-every", "100000", "--checksum-every", "0", "--runs-dir", run_dir, "--run-name", name,
-                   "--timeout-s", "120", "--quiet"]
-            procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        deadline = time.time() + 900
-        while time.time() < deadline and any(p.poll() is None for p in procs[1:]):
-            time.sleep(0.2)
-        if any(p.poll() != 0 for p in procs[1:]):
+    worker_args = ["--model", "mlp", "--density", str(density), "--batch-size", str(batch), "--max-steps",
+                   str(args.steps), "--epochs", "5", "--log-every", "1", "--eval-every", "100000",
+                   "--checksum-every", "0", "--runs-dir", run_dir, "--run-name", name, "--timeout-s", "120"]
+    with Testbed().up("flat", workers, rate=rate) as tb, ProcessGroup() as procs:
+        FrugalJob(args.frugal, tb, port=29700, quiet_all=True).start(procs, lambda rank: worker_args)
+        procs.wait_all(time.time() + 900, poll_s=0.2)
+        if procs.failed():
             raise RuntimeError("config %s failed" % name)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        subprocess.run(["bash", TESTBED, "down"], capture_output=True)
     steps = [r for r in read_jsonl(metrics) if "iter_s" in r and r["step"] > args.steps // 2]
     iter_s = statistics.median(r["iter_s"] for r in steps)
     compute = statistics.median(r["compute_s"] for r in steps)

@@ -1,0 +1,145 @@
+"""The time-to-accuracy scenarios and the systems they compare (issue 5).
+
+A system name says what runs: `frugal*` are Frugal variants (see
+frugal_variant_args), `ddp*` PyTorch DDP with a communication hook.
+"""
+from dataclasses import dataclass, field, replace
+from typing import Dict, List, Optional
+
+DDP_HOOKS = {"ddp": "none", "ddp_fp16": "fp16", "ddp_powersgd": "powersgd", "ddp_unlimited": "none"}
+SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
+ALL_SYSTEMS = ["frugal", "frugal_flat", "frugal_adapt", "frugal_slow", "frugal_slow_balanced"] + \
+    ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"]
+# frugal_slow*: every worker in its own CPU cgroup (bench/harness/cgroups.py):
+# HETERO_CORES each, rank SLOW_RANK half of that, so each computes at its own
+# fixed speed as on separate devices. (--compute-slowdown sleeps, which on 4
+# workers sharing 2 cores frees CPU for the others and hides the slowness.)
+SLOW_RANK = 1
+HETERO_CORES = 0.45
+DEFAULT_BUDGET_S = 300
+
+
+def frugal_variant_args(system, rank):
+    """Extra `frugal worker` flags of a Frugal system variant."""
+    if system == "frugal_flat":
+        return ["--exchange", "flat"]
+    if system == "frugal_adapt":
+        return ["--adapt", "on"]
+    if system.startswith("frugal_d"):
+        return ["--density", system[len("frugal_d"):]]
+    if system == "frugal_slow_balanced":
+        return ["--adapt", "batch"]
+    return []
+
+
+def is_frugal(system):
+    return system.startswith("frugal")
+
+
+def slow_worker_quotas(system, workers):
+    """CPU quotas (cores per rank) of a frugal_slow* system; None for the others."""
+    if not system.startswith("frugal_slow"):
+        return None
+    return [HETERO_CORES / (2 if r == SLOW_RANK else 1) for r in range(workers)]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One model on one network, and the systems run on it one after the other.
+    hosts is testbed.sh's --hosts ("4", or "2+2" for two clusters); budgets
+    are seconds of training per system; max_steps (smoke runs) stops early."""
+    name: str
+    model: str
+    topology: str
+    rate_mbit: Optional[int]
+    target_acc: float
+    systems: List[str]
+    workers: int = 4
+    hosts: str = ""
+    epochs: int = 3
+    eval_every: int = 25
+    budgets: Dict[str, float] = field(default_factory=dict)
+    second_target: Optional[float] = None
+    max_steps: Optional[int] = None
+
+    def __post_init__(self):
+        if not self.hosts:
+            w = self.workers
+            object.__setattr__(self, "hosts", str(w) if self.topology == "flat" else "%d+%d" % (w // 2, w // 2))
+
+    def budget(self, system):
+        return self.budgets.get(system, DEFAULT_BUDGET_S)
+
+    def targets(self):
+        """(key, accuracy) of the scenario's targets; the second may be None."""
+        return (("tta", self.target_acc), ("tta2", self.second_target))
+
+    def with_(self, **changes):
+        return replace(self, **changes)
+
+
+FLAT_SYSTEMS = ["frugal", "ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"]
+CLUSTER_SYSTEMS = ["frugal", "frugal_flat", "ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"]
+# Budgets in seconds of training. Frugal and ddp_unlimited are sized to finish
+# their epochs; shaped DDP runs ~3 s/iteration on mlp at 100 Mbit/s, so it
+# gets a fixed slice and a lower bound.
+FULL_BUDGETS = {"frugal": 900, "frugal_flat": 900, "ddp": 300, "ddp_fp16": 300, "ddp_powersgd": 300,
+                "ddp_unlimited": 900, "frugal_adapt": 900, "frugal_slow": 900, "frugal_slow_balanced": 900}
+FULL_BUDGETS.update({"frugal_d" + d: 900 for d in SWEEP_DENSITIES})
+ADAPT_SYSTEMS = ["frugal", "frugal_adapt"] + ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_unlimited"]
+
+
+def _full(name, model, topology, rate, target, systems, second_target):
+    return Scenario(name, model, topology, rate, target, systems, budgets=FULL_BUDGETS,
+                    second_target=second_target)
+
+
+SCENARIOS = {s.name: s for s in [
+    _full("mlp-flat-100", "mlp", "flat", 100, 0.88, FLAT_SYSTEMS, 0.85),
+    _full("mlp-flat-500", "mlp", "flat", 500, 0.88, FLAT_SYSTEMS, 0.85),
+    _full("cnn-flat-100", "cnn", "flat", 100, 0.90, FLAT_SYSTEMS, 0.87),
+    _full("cnn-flat-500", "cnn", "flat", 500, 0.90, FLAT_SYSTEMS, 0.87),
+    _full("mlp-clusters-100", "mlp", "clusters", 100, 0.88, CLUSTER_SYSTEMS, 0.85),
+    _full("mlp-fluctuating", "mlp", "fluctuating", None, 0.88, CLUSTER_SYSTEMS, 0.85),
+    # Issue 8: the adaptive controller against the default fixed density, a
+    # fixed-density sweep (best in hindsight) and DDP, on the fluctuating WAN.
+    _full("mlp-fluctuating-adapt", "mlp", "fluctuating", None, 0.88, ADAPT_SYSTEMS, 0.85),
+    # Issue 8: one worker 2x slower; equal vs speed-proportional batch sizes.
+    _full("mlp-hetero-100", "mlp", "flat", 100, 0.88, ["frugal_slow", "frugal_slow_balanced"], 0.85),
+]}
+QUICK = [Scenario("mlp-flat-100-quick", "mlp", "flat", 100, 0.80, FLAT_SYSTEMS, epochs=1, eval_every=25,
+                  budgets={"frugal": 200, "ddp": 60, "ddp_fp16": 60, "ddp_powersgd": 60, "ddp_unlimited": 200},
+                  second_target=0.75)]
+SMOKE = [Scenario("smoke", "mlp", "flat", 1000, 0.5, ["frugal", "ddp"], workers=2, epochs=1, eval_every=2,
+                  budgets={"frugal": 60, "ddp": 60}, second_target=None, max_steps=4)]
+
+
+class ScenarioError(ValueError):
+    """A --scenarios or --systems value names something unknown; the message says what."""
+
+
+def select(smoke, quick, names, epochs=None, systems=""):
+    """The scenarios a run asked for: SMOKE, QUICK, or the comma list NAMES
+    ("" or "all": every one), with --epochs and --systems applied."""
+    if smoke:
+        scens = list(SMOKE)
+    elif quick:
+        scens = list(QUICK)
+    else:
+        wanted = names.split(",") if names and names != "all" else list(SCENARIOS)
+        unknown = [n for n in wanted if n not in SCENARIOS]
+        if unknown:
+            raise ScenarioError("unknown scenario(s) %s (known: %s)" % (", ".join(unknown), ", ".join(SCENARIOS)))
+        scens = [SCENARIOS[n] for n in wanted]
+    if epochs:
+        scens = [s.with_(epochs=epochs) for s in scens]
+    if systems:
+        wanted = systems.split(",")
+        bad = [w for w in wanted if w not in ALL_SYSTEMS]
+        if bad:
+            raise ScenarioError("unknown system(s) %s" % ", ".join(bad))
+        # The systems asked for, in the scenario's order, then any others
+        # (e.g. a Frugal variant such as frugal_adapt on a scenario without it).
+        scens = [s.with_(systems=[x for x in s.systems if x in wanted] + [x for x in wanted if x not in s.systems])
+                 for s in scens]
+    return scens

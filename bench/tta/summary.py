@@ -1,0 +1,107 @@
+"""What one system's run measured, summarised from its rank-0 metrics.jsonl."""
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+from scenarios import is_frugal
+
+CurvePoint = Tuple[float, int, float]  # (wall time s, step, test accuracy)
+
+
+@dataclass
+class TargetResult:
+    """Time to one target accuracy. lower_bound: not reached, so time is the
+    training time the system had; projected: see project_ddp."""
+    time: Optional[float] = None
+    step: Optional[int] = None
+    lower_bound: bool = False
+    projected: Optional[float] = None
+
+
+@dataclass
+class SystemResult:
+    system: str
+    curve: List[CurvePoint]
+    completed: bool
+    budget_s: float
+    elapsed_s: float
+    steps: int
+    iter_s: Optional[float]
+    bytes_per_iter: Optional[float]
+    bytes_src: str
+    final_acc: Optional[float]
+    best_acc: float
+    crashed: bool = False
+    error: str = ""
+    tta: TargetResult = field(default_factory=TargetResult)
+    tta2: TargetResult = field(default_factory=TargetResult)
+
+    def target(self, key):
+        """The TargetResult of "tta" or "tta2"."""
+        return getattr(self, key)
+
+
+def median(xs):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m])
+
+
+def first_reaching(curve, target):
+    """The first curve point at or above TARGET accuracy, or None."""
+    return next((c for c in curve if c[2] >= target), None)
+
+
+def _bytes_per_iter(system, logs):
+    """Median bytes sent per iteration and where the count comes from."""
+    if is_frugal(system):
+        return [r.get("bytes_sent_intra", 0) + r.get("bytes_sent_inter", 0) for r in logs[1:] or logs], "payload"
+    return [r["bytes_sent_iface"] for r in logs[1:] or logs if "bytes_sent_iface" in r], "interface"
+
+
+def summarise(system, recs, budget, killed, sc):
+    """The SystemResult of SYSTEM's records RECS on scenario SC. killed: the
+    harness stopped it (over budget), so it did not complete."""
+    curve = sorted((r["wall_time_s"], r["step"], r["test_accuracy"]) for r in recs if "test_accuracy" in r)
+    final = [r for r in recs if r.get("final")]
+    logs = [r for r in recs if "iter_s" in r]
+    iters = [r["iter_s"] for r in logs[1:]] or [r["iter_s"] for r in logs]
+    bytes_, bytes_src = _bytes_per_iter(system, logs)
+    completed = bool(final) and not final[0].get("stopped_by_budget", False) and not killed
+    elapsed = max([c[0] for c in curve] + [r["wall_time_s"] for r in recs if "wall_time_s" in r] + [0])
+    out = SystemResult(system=system, curve=curve, completed=completed, budget_s=budget, elapsed_s=elapsed,
+                       steps=max([r.get("step", 0) for r in recs] + [0]), iter_s=median(iters),
+                       bytes_per_iter=median(bytes_) if bytes_ else None, bytes_src=bytes_src,
+                       final_acc=final[0]["test_accuracy"] if completed else None,
+                       best_acc=max([c[2] for c in curve] + [0]))
+    for key, target in sc.targets():
+        if target is None:
+            continue
+        hit = first_reaching(curve, target)
+        res = out.target(key)
+        res.time, res.step = (hit[0], hit[1]) if hit else (None, None)
+        # Not reached: the training time it had is a lower bound.
+        res.lower_bound = hit is None
+        if hit is None:
+            res.time = min(budget, elapsed) if not completed else elapsed
+    return out
+
+
+def project_ddp(sys_res, sc):
+    """For DDP variants stopped by their budget: projected TTA = (steps ddp_unlimited needed to reach the
+    target) x (this system's measured seconds per step, evaluations included). Plain DDP computes the same
+    numbers at any bandwidth, so only the time per step differs; for the fp16/PowerSGD hooks it assumes
+    their convergence per step matches plain DDP. Marked as a projection everywhere it appears."""
+    ref = next((s for s in sys_res if s.system == "ddp_unlimited" and not s.crashed), None)
+    for s in sys_res:
+        for key, target in sc.targets():
+            res = s.target(key)
+            res.projected = None
+            if target is None or ref is None or s.crashed or not s.system.startswith("ddp"):
+                continue
+            if not res.lower_bound or s.system == "ddp_unlimited" or s.steps == 0:
+                continue
+            hit = first_reaching(ref.curve, target)
+            if hit is not None:
+                res.projected = hit[1] * s.elapsed_s / s.steps
