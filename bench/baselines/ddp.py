@@ -31,6 +31,8 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -126,7 +128,7 @@ def tx_bytes(ifname):
         return None
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--world", type=int, required=True)
@@ -150,26 +152,25 @@ def main():
     ap.add_argument("--time-budget", type=float, default=0, help="seconds of training; 0 = none")
     ap.add_argument("--run-dir", required=True, help="rank 0 writes RUN_DIR/metrics.jsonl")
     ap.add_argument("--timeout-s", type=float, default=300)
-    args = ap.parse_args()
-    # `kill -USR1` prints every thread's Python stack (the harness does it before killing a hung run).
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    return ap.parse_args()
 
-    torch.set_num_threads(args.threads)
-    ifname = os.environ.get("GLOO_SOCKET_IFNAME", "")
+
+def init_distributed(args):
     host, port = args.master.rsplit(":", 1)
     store = dist.TCPStore(host, int(port), args.world, args.rank == 0,
                           timeout=datetime.timedelta(seconds=args.timeout_s))
     dist.init_process_group("gloo", store=store, rank=args.rank, world_size=args.world,
                             timeout=datetime.timedelta(seconds=args.timeout_s))
 
-    x_train, y_train, x_test, y_test = load_fashion_mnist(args.data_dir)
+
+def build_ddp(args):
+    """The model wrapped in DDP (which broadcasts rank 0's parameters), with the --hook registered."""
     torch.manual_seed(args.seed)
     model = build_model(args.model)
     nparams = sum(p.numel() for p in model.parameters())
     if nparams != EXPECTED_PARAMS[args.model]:
         raise SystemExit("model %s has %d parameters, docs/models.md says %d" %
                          (args.model, nparams, EXPECTED_PARAMS[args.model]))
-    # DDP broadcasts rank 0's parameters in its constructor.
     ddp_kwargs = {}
     if args.single_bucket:
         # One hook call per step. PowerSGD over Gloo in torch 1.13 crashes or hangs with several buckets
@@ -188,92 +189,140 @@ def main():
                                             start_powerSGD_iter=2, use_error_feedback=True, warm_start=True,
                                             random_seed=args.seed)
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
+    return ddp
 
-    n = x_train.shape[0]
-    global_batch = args.batch_size * args.world
-    steps_per_epoch = n // global_batch  # drop_last
-    total = args.epochs * steps_per_epoch
-    if args.max_steps > 0:
-        total = min(total, args.max_steps)
 
-    lead = args.rank == 0
-    metrics = None
-    if lead:
-        os.makedirs(args.run_dir, exist_ok=True)
-        metrics = open(os.path.join(args.run_dir, "metrics.jsonl"), "w")
+@dataclass
+class Window:
+    """Rank 0's running totals since its last logged record."""
+    start: float
+    tx: Optional[int]
+    steps: int = 0
+    loss: float = 0.0
+    compute: float = 0.0
 
-    def write(rec):
-        metrics.write(json.dumps(rec) + "\n")
-        metrics.flush()
 
-    # The budget decision travels on its own group so it never interleaves with DDP's collectives.
-    stop_group = dist.new_group(backend="gloo") if args.time_budget > 0 else None
-    dist.barrier()
-    t0 = time.perf_counter()
-    tx0 = tx_bytes(ifname)
-    elapsed = lambda: time.perf_counter() - t0  # noqa: E731
-    stop = torch.zeros(1)
-    t = 0
-    stopped = False
-    window_start, window_steps, window_loss, window_compute = 0.0, 0, 0.0, 0.0
-    window_tx = tx0
-    epoch = 0
-    while t < total and not stopped:
-        order = data_order.epoch_order(n, args.seed, epoch)
-        for s in range(steps_per_epoch):
-            if t >= total:
-                break
-            if args.time_budget > 0:
-                stop[0] = 1.0 if (lead and elapsed() > args.time_budget) else 0.0
-                dist.all_reduce(stop, op=dist.ReduceOp.MAX, group=stop_group)
-                if stop[0] > 0:
-                    stopped = True
+class Run:
+    """One rank's training: the loop, the evaluations and (rank 0) metrics.jsonl."""
+
+    def __init__(self, args, ddp, data):
+        self.args = args
+        self.ddp = ddp
+        self.x_train, self.y_train, self.x_test, self.y_test = data
+        self.opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
+        self.n = self.x_train.shape[0]
+        self.global_batch = args.batch_size * args.world
+        self.steps_per_epoch = self.n // self.global_batch  # drop_last
+        self.total = args.epochs * self.steps_per_epoch
+        if args.max_steps > 0:
+            self.total = min(self.total, args.max_steps)
+        self.lead = args.rank == 0
+        self.metrics = None
+        if self.lead:
+            os.makedirs(args.run_dir, exist_ok=True)
+            self.metrics = open(os.path.join(args.run_dir, "metrics.jsonl"), "w")
+        self.ifname = os.environ.get("GLOO_SOCKET_IFNAME", "")
+        self.t, self.epoch, self.stopped = 0, 0, False
+        self.stop = torch.zeros(1)
+
+    def write(self, rec):
+        self.metrics.write(json.dumps(rec) + "\n")
+        self.metrics.flush()
+
+    def elapsed(self):
+        return time.perf_counter() - self.t0
+
+    def train(self):
+        # The budget decision travels on its own group so it never interleaves with DDP's collectives.
+        self.stop_group = dist.new_group(backend="gloo") if self.args.time_budget > 0 else None
+        dist.barrier()
+        self.t0 = time.perf_counter()
+        self.tx0 = tx_bytes(self.ifname)
+        self.window = Window(0.0, self.tx0)
+        while self.t < self.total and not self.stopped:
+            order = data_order.epoch_order(self.n, self.args.seed, self.epoch)
+            for s in range(self.steps_per_epoch):
+                if self.t >= self.total:
                     break
-            eval_now = t > 0 and (t % args.eval_every == 0 if args.eval_every > 0 else s == 0)
-            if eval_now and lead:
-                acc = evaluate(ddp.module, x_test, y_test)
-                write({"wall_time_s": elapsed(), "step": t, "epoch": epoch, "test_accuracy": acc})
-            begin = s * global_batch + args.rank * args.batch_size
-            idx = torch.from_numpy(order[begin:begin + args.batch_size])
-            for g in opt.param_groups:
-                g["lr"] = lr_at(t, args.lr, args.warmup_steps, total)
-            c0 = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(ddp(x_train[idx]), y_train[idx])
-            loss.backward()  # DDP allreduces gradients during backward
-            opt.step()
-            lv = loss.item()
-            if not math.isfinite(lv):
-                raise SystemExit("training diverged: loss %s at step %d" % (lv, t))
-            window_compute += time.perf_counter() - c0
-            window_loss += lv
-            window_steps += 1
-            t += 1
-            if lead and (t % args.log_every == 0 or t == total):
-                now = elapsed()
-                tx = tx_bytes(ifname)
-                rec = {"wall_time_s": now, "step": t, "epoch": epoch, "loss": window_loss / window_steps,
-                       "lr": lr_at(t - 1, args.lr, args.warmup_steps, total),
-                       "iter_s": (now - window_start) / window_steps,
-                       "samples_per_s": window_steps * global_batch / max(1e-9, now - window_start),
-                       "step_s": window_compute / window_steps, "workers": args.world}
-                if tx is not None and window_tx is not None:
-                    rec["bytes_sent_iface"] = (tx - window_tx) / window_steps
-                write(rec)
-                window_start, window_steps, window_loss, window_compute, window_tx = now, 0, 0.0, 0.0, tx
-        if not stopped:
-            epoch += 1
-    if lead:
-        acc = evaluate(ddp.module, x_test, y_test)
-        now = elapsed()
-        tx = tx_bytes(ifname)
-        rec = {"wall_time_s": now, "step": t, "test_accuracy": acc, "final": True, "stopped_by_budget": stopped,
-               "total_steps": total, "hook": args.hook, "epochs_completed": epoch}
-        if tx is not None and tx0 is not None and t > 0:
-            rec["bytes_sent_iface_per_step"] = (tx - tx0) / t
-        write(rec)
-        metrics.close()
+                if self.out_of_budget():
+                    self.stopped = True
+                    break
+                self.step(order, s)
+            if not self.stopped:
+                self.epoch += 1
+
+    def out_of_budget(self):
+        """Whether rank 0 says the time budget is spent (every rank takes part)."""
+        if self.args.time_budget <= 0:
+            return False
+        self.stop[0] = 1.0 if (self.lead and self.elapsed() > self.args.time_budget) else 0.0
+        dist.all_reduce(self.stop, op=dist.ReduceOp.MAX, group=self.stop_group)
+        return self.stop[0] > 0
+
+    def step(self, order, s):
+        """Step s of the epoch: an evaluation when it is due, one SGD step, a log record when due."""
+        args, t = self.args, self.t
+        eval_now = t > 0 and (t % args.eval_every == 0 if args.eval_every > 0 else s == 0)
+        if eval_now and self.lead:
+            acc = evaluate(self.ddp.module, self.x_test, self.y_test)
+            self.write({"wall_time_s": self.elapsed(), "step": t, "epoch": self.epoch, "test_accuracy": acc})
+        begin = s * self.global_batch + args.rank * args.batch_size
+        idx = torch.from_numpy(order[begin:begin + args.batch_size])
+        for g in self.opt.param_groups:
+            g["lr"] = lr_at(t, args.lr, args.warmup_steps, self.total)
+        c0 = time.perf_counter()
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.ddp(self.x_train[idx]), self.y_train[idx])
+        loss.backward()  # DDP allreduces gradients during backward
+        self.opt.step()
+        lv = loss.item()
+        if not math.isfinite(lv):
+            raise SystemExit("training diverged: loss %s at step %d" % (lv, t))
+        self.window.compute += time.perf_counter() - c0
+        self.window.loss += lv
+        self.window.steps += 1
+        self.t += 1
+        if self.lead and (self.t % args.log_every == 0 or self.t == self.total):
+            self.log_window()
+
+    def log_window(self):
+        w, now, tx = self.window, self.elapsed(), tx_bytes(self.ifname)
+        rec = {"wall_time_s": now, "step": self.t, "epoch": self.epoch, "loss": w.loss / w.steps,
+               "lr": lr_at(self.t - 1, self.args.lr, self.args.warmup_steps, self.total),
+               "iter_s": (now - w.start) / w.steps,
+               "samples_per_s": w.steps * self.global_batch / max(1e-9, now - w.start),
+               "step_s": w.compute / w.steps, "workers": self.args.world}
+        if tx is not None and w.tx is not None:
+            rec["bytes_sent_iface"] = (tx - w.tx) / w.steps
+        self.write(rec)
+        self.window = Window(now, tx)
+
+    def finish(self):
+        """Rank 0: the final evaluation and record."""
+        if not self.lead:
+            return
+        acc = evaluate(self.ddp.module, self.x_test, self.y_test)
+        now = self.elapsed()
+        tx = tx_bytes(self.ifname)
+        rec = {"wall_time_s": now, "step": self.t, "test_accuracy": acc, "final": True,
+               "stopped_by_budget": self.stopped, "total_steps": self.total, "hook": self.args.hook,
+               "epochs_completed": self.epoch}
+        if tx is not None and self.tx0 is not None and self.t > 0:
+            rec["bytes_sent_iface_per_step"] = (tx - self.tx0) / self.t
+        self.write(rec)
+        self.metrics.close()
+
+
+def main():
+    args = parse_args()
+    # `kill -USR1` prints every thread's Python stack (the harness does it before killing a hung run).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    torch.set_num_threads(args.threads)
+    init_distributed(args)
+    data = load_fashion_mnist(args.data_dir)
+    run = Run(args, build_ddp(args), data)
+    run.train()
+    run.finish()
     dist.barrier()
     dist.destroy_process_group()
 
