@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "csv_table.h"
+#include "frugal/common/csv.h"
 #include "frugal/sim/planner.h"
 #include "table_model.h"
 

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <memory>
 
-#include "csv_table.h"
+#include "frugal/common/csv.h"
 
 namespace frugal::sched {
 namespace {
@@ -162,32 +164,32 @@ double PolluxConvergenceModel::StepGain(int global_batch, int epoch) const {
   return (st.grad_var + st.grad_sqr) / denom;
 }
 
-Result<std::shared_ptr<const Application>> LoadPolluxApplication(const std::string& dir) {
-  std::string name = fs::path(dir).filename().string();
-  if (name.empty()) name = fs::path(dir).parent_path().filename().string();
+namespace {
 
-  // placements.csv
-  FRUGAL_ASSIGN_OR_RETURN(CsvTable placements, CsvTable::Read((fs::path(dir) / "placements.csv").string()));
+// The step-time samples of placements.csv and scalability.csv.
+struct StepSamples {
+  std::unordered_map<std::string, std::vector<StepSample>> exact;        // shape key -> samples
+  std::map<int, std::map<int, std::vector<StepSample>>> spread;          // nodes -> replicas -> samples
+  int min_local = std::numeric_limits<int>::max();
+  int max_local = 0;
+};
+
+Status ReadPlacements(const std::string& path, StepSamples* out) {
+  FRUGAL_ASSIGN_OR_RETURN(CsvTable placements, CsvTable::Read(path));
   FRUGAL_ASSIGN_OR_RETURN(int c_pl, placements.Column("placement"));
   FRUGAL_ASSIGN_OR_RETURN(int c_lb, placements.Column("local_bsz"));
   FRUGAL_ASSIGN_OR_RETURN(int c_st, placements.Column("step_time"));
   FRUGAL_ASSIGN_OR_RETURN(int c_sy, placements.Column("sync_time"));
-  if (placements.NumRows() == 0) return Status::Corruption(placements.path() + ": no rows");
-  std::unordered_map<std::string, std::vector<StepSample>> exact;
-  std::map<int, std::map<int, std::vector<StepSample>>> spread;
-  int min_local = std::numeric_limits<int>::max(), max_local = 0;
+  if (placements.NumRows() == 0) return Status::Corruption(placements.source() + ": no rows");
   for (size_t r = 0; r < placements.NumRows(); ++r) {
     const std::string& pl = placements.Field(r, c_pl);
     if (pl.empty() || pl.find_first_not_of("123456789") != std::string::npos) {
-      return Status::Corruption(placements.Where(r) + ": placement '" + pl +
-                                "' must be per-node GPU counts, e.g. 1124");
+      return placements.Error(r, "placement '" + pl + "' must be per-node GPU counts, e.g. 1124");
     }
     FRUGAL_ASSIGN_OR_RETURN(long long lb, placements.Integer(r, c_lb));
     FRUGAL_ASSIGN_OR_RETURN(double st, placements.Number(r, c_st));
     FRUGAL_ASSIGN_OR_RETURN(double sy, placements.Number(r, c_sy));
-    if (lb <= 0 || st <= 0 || sy < 0) {
-      return Status::Corruption(placements.Where(r) + ": local_bsz and step_time must be positive");
-    }
+    if (lb <= 0 || st <= 0 || sy < 0) return placements.Error(r, "local_bsz and step_time must be positive");
     Shape shape;
     int replicas = 0;
     for (char ch : pl) {
@@ -196,43 +198,71 @@ Result<std::shared_ptr<const Application>> LoadPolluxApplication(const std::stri
     }
     std::sort(shape.begin(), shape.end());
     StepSample s{static_cast<double>(lb), st, sy};
-    exact[ShapeKey(shape)].push_back(s);
-    spread[static_cast<int>(shape.size())][replicas].push_back(s);
-    min_local = std::min<int>(min_local, lb);
-    max_local = std::max<int>(max_local, lb);
+    out->exact[ShapeKey(shape)].push_back(s);
+    out->spread[static_cast<int>(shape.size())][replicas].push_back(s);
+    out->min_local = std::min<int>(out->min_local, lb);
+    out->max_local = std::max<int>(out->max_local, lb);
   }
+  return Status::Ok();
+}
 
-  // scalability.csv (optional: without it, wide spreads clamp to the widest placement).
-  fs::path scal = fs::path(dir) / "scalability.csv";
-  if (fs::exists(scal)) {
-    FRUGAL_ASSIGN_OR_RETURN(CsvTable t, CsvTable::Read(scal.string()));
-    FRUGAL_ASSIGN_OR_RETURN(int c_n, t.Column("num_nodes"));
-    FRUGAL_ASSIGN_OR_RETURN(int c_r, t.Column("num_replicas"));
-    FRUGAL_ASSIGN_OR_RETURN(int c_l, t.Column("local_bsz"));
-    FRUGAL_ASSIGN_OR_RETURN(int c_s, t.Column("step_time"));
-    FRUGAL_ASSIGN_OR_RETURN(int c_y, t.Column("sync_time"));
-    for (size_t r = 0; r < t.NumRows(); ++r) {
-      FRUGAL_ASSIGN_OR_RETURN(long long n, t.Integer(r, c_n));
-      FRUGAL_ASSIGN_OR_RETURN(long long rep, t.Integer(r, c_r));
-      FRUGAL_ASSIGN_OR_RETURN(long long lb, t.Integer(r, c_l));
-      FRUGAL_ASSIGN_OR_RETURN(double st, t.Number(r, c_s));
-      FRUGAL_ASSIGN_OR_RETURN(double sy, t.Number(r, c_y));
-      if (n <= 0 || rep < n || lb <= 0 || st <= 0 || sy < 0) {
-        return Status::Corruption(t.Where(r) +
-                                  ": need 0 < num_nodes <= num_replicas, positive local_bsz and step_time");
-      }
-      spread[static_cast<int>(n)][static_cast<int>(rep)].push_back({static_cast<double>(lb), st, sy});
+Status ReadScalability(const std::string& path, StepSamples* out) {
+  FRUGAL_ASSIGN_OR_RETURN(CsvTable t, CsvTable::Read(path));
+  FRUGAL_ASSIGN_OR_RETURN(int c_n, t.Column("num_nodes"));
+  FRUGAL_ASSIGN_OR_RETURN(int c_r, t.Column("num_replicas"));
+  FRUGAL_ASSIGN_OR_RETURN(int c_l, t.Column("local_bsz"));
+  FRUGAL_ASSIGN_OR_RETURN(int c_s, t.Column("step_time"));
+  FRUGAL_ASSIGN_OR_RETURN(int c_y, t.Column("sync_time"));
+  for (size_t r = 0; r < t.NumRows(); ++r) {
+    FRUGAL_ASSIGN_OR_RETURN(long long n, t.Integer(r, c_n));
+    FRUGAL_ASSIGN_OR_RETURN(long long rep, t.Integer(r, c_r));
+    FRUGAL_ASSIGN_OR_RETURN(long long lb, t.Integer(r, c_l));
+    FRUGAL_ASSIGN_OR_RETURN(double st, t.Number(r, c_s));
+    FRUGAL_ASSIGN_OR_RETURN(double sy, t.Number(r, c_y));
+    if (n <= 0 || rep < n || lb <= 0 || st <= 0 || sy < 0) {
+      return t.Error(r, "need 0 < num_nodes <= num_replicas, positive local_bsz and step_time");
     }
+    out->spread[static_cast<int>(n)][static_cast<int>(rep)].push_back({static_cast<double>(lb), st, sy});
   }
-  for (auto& kv : exact) kv.second = Normalise(std::move(kv.second));
-  for (auto& level : spread) {
-    for (auto& kv : level.second) kv.second = Normalise(std::move(kv.second));
-  }
+  return Status::Ok();
+}
 
-  // validation-<B>.csv
-  std::map<int, std::vector<PolluxConvergenceModel::EpochStats>> stats;
-  std::vector<double> epoch_end;
-  int num_epochs = std::numeric_limits<int>::max();
+// validation-<B>.csv: per-epoch progress and gradient statistics at batch B.
+struct ValidationTable {
+  int batch = 0;
+  std::vector<double> progress;
+  std::vector<PolluxConvergenceModel::EpochStats> stats;
+};
+
+Result<ValidationTable> ReadValidation(const std::string& path) {
+  ValidationTable v;
+  std::string stem = fs::path(path).stem().string().substr(11);
+  char* end = nullptr;
+  long b = std::strtol(stem.c_str(), &end, 10);
+  if (stem.empty() || *end != '\0' || b <= 0) {
+    return Status::Corruption(path + ": file name must be validation-<batch size>.csv");
+  }
+  v.batch = static_cast<int>(b);
+  FRUGAL_ASSIGN_OR_RETURN(CsvTable t, CsvTable::Read(path));
+  FRUGAL_ASSIGN_OR_RETURN(int c_p, t.Column("progress"));
+  FRUGAL_ASSIGN_OR_RETURN(int c_q, t.Column("grad_sqr"));
+  FRUGAL_ASSIGN_OR_RETURN(int c_v, t.Column("grad_var"));
+  if (t.NumRows() == 0) return Status::Corruption(path + ": no epochs");
+  for (size_t r = 0; r < t.NumRows(); ++r) {
+    FRUGAL_ASSIGN_OR_RETURN(double p, t.Number(r, c_p));
+    FRUGAL_ASSIGN_OR_RETURN(double q, t.Number(r, c_q));
+    FRUGAL_ASSIGN_OR_RETURN(double g, t.Number(r, c_v));
+    if (p <= 0 || (!v.progress.empty() && p < v.progress.back()) || q < 0 || g < 0) {
+      return t.Error(r, "progress must be positive and non-decreasing, gradient statistics >= 0");
+    }
+    v.progress.push_back(p);
+    v.stats.push_back({q, g});
+  }
+  return v;
+}
+
+// The convergence model from all validation-<B>.csv files of `dir`.
+Result<std::shared_ptr<PolluxConvergenceModel>> ReadConvergence(const std::string& dir) {
   std::vector<std::string> files;
   for (const auto& entry : fs::directory_iterator(dir)) {
     std::string f = entry.path().filename().string();
@@ -240,36 +270,16 @@ Result<std::shared_ptr<const Application>> LoadPolluxApplication(const std::stri
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) return Status::Corruption(dir + ": no validation-<B>.csv files");
+  std::map<int, std::vector<PolluxConvergenceModel::EpochStats>> stats;
   std::vector<std::vector<double>> progress_per_file;
+  int num_epochs = std::numeric_limits<int>::max();
   for (const std::string& f : files) {
-    std::string stem = fs::path(f).stem().string().substr(11);
-    char* end = nullptr;
-    long b = std::strtol(stem.c_str(), &end, 10);
-    if (stem.empty() || *end != '\0' || b <= 0) {
-      return Status::Corruption(f + ": file name must be validation-<batch size>.csv");
-    }
-    FRUGAL_ASSIGN_OR_RETURN(CsvTable t, CsvTable::Read(f));
-    FRUGAL_ASSIGN_OR_RETURN(int c_p, t.Column("progress"));
-    FRUGAL_ASSIGN_OR_RETURN(int c_q, t.Column("grad_sqr"));
-    FRUGAL_ASSIGN_OR_RETURN(int c_v, t.Column("grad_var"));
-    if (t.NumRows() == 0) return Status::Corruption(f + ": no epochs");
-    std::vector<double> prog;
-    std::vector<PolluxConvergenceModel::EpochStats> es;
-    for (size_t r = 0; r < t.NumRows(); ++r) {
-      FRUGAL_ASSIGN_OR_RETURN(double p, t.Number(r, c_p));
-      FRUGAL_ASSIGN_OR_RETURN(double q, t.Number(r, c_q));
-      FRUGAL_ASSIGN_OR_RETURN(double v, t.Number(r, c_v));
-      if (p <= 0 || (!prog.empty() && p < prog.back()) || q < 0 || v < 0) {
-        return Status::Corruption(t.Where(r) +
-                                  ": progress must be positive and non-decreasing, gradient statistics >= 0");
-      }
-      prog.push_back(p);
-      es.push_back({q, v});
-    }
-    num_epochs = std::min<int>(num_epochs, static_cast<int>(prog.size()));
-    progress_per_file.push_back(std::move(prog));
-    stats[static_cast<int>(b)] = std::move(es);
+    FRUGAL_ASSIGN_OR_RETURN(ValidationTable v, ReadValidation(f));
+    num_epochs = std::min<int>(num_epochs, static_cast<int>(v.progress.size()));
+    progress_per_file.push_back(std::move(v.progress));
+    stats[v.batch] = std::move(v.stats);
   }
+  std::vector<double> epoch_end;
   for (int e = 0; e < num_epochs; ++e) {
     double m = std::numeric_limits<double>::infinity();
     for (const auto& p : progress_per_file) m = std::min(m, p[e]);
@@ -278,10 +288,27 @@ Result<std::shared_ptr<const Application>> LoadPolluxApplication(const std::stri
     epoch_end.push_back(m);
   }
   int base_batch = stats.begin()->first;
+  return std::make_shared<PolluxConvergenceModel>(std::move(epoch_end), std::move(stats), base_batch);
+}
 
-  auto throughput = std::make_shared<PolluxThroughputModel>(std::move(exact), std::move(spread), min_local,
-                                                            MaxLocalOverride(name, max_local));
-  auto convergence = std::make_shared<PolluxConvergenceModel>(std::move(epoch_end), std::move(stats), base_batch);
+}  // namespace
+
+Result<std::shared_ptr<const Application>> LoadPolluxApplication(const std::string& dir) {
+  std::string name = fs::path(dir).filename().string();
+  if (name.empty()) name = fs::path(dir).parent_path().filename().string();
+  StepSamples samples;
+  FRUGAL_RETURN_IF_ERROR(ReadPlacements((fs::path(dir) / "placements.csv").string(), &samples));
+  // scalability.csv is optional: without it, wide spreads clamp to the widest placement.
+  fs::path scal = fs::path(dir) / "scalability.csv";
+  if (fs::exists(scal)) FRUGAL_RETURN_IF_ERROR(ReadScalability(scal.string(), &samples));
+  for (auto& kv : samples.exact) kv.second = Normalise(std::move(kv.second));
+  for (auto& level : samples.spread) {
+    for (auto& kv : level.second) kv.second = Normalise(std::move(kv.second));
+  }
+  FRUGAL_ASSIGN_OR_RETURN(std::shared_ptr<PolluxConvergenceModel> convergence, ReadConvergence(dir));
+  auto throughput = std::make_shared<PolluxThroughputModel>(std::move(samples.exact), std::move(samples.spread),
+                                                            samples.min_local,
+                                                            MaxLocalOverride(name, samples.max_local));
   return std::shared_ptr<const Application>(std::make_shared<Application>(name, throughput, convergence));
 }
 

@@ -4,7 +4,7 @@
 #include <limits>
 #include <map>
 
-#include "csv_table.h"
+#include "frugal/common/csv.h"
 
 namespace frugal::sched {
 

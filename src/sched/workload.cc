@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "csv_table.h"
+#include "frugal/common/csv.h"
 
 namespace frugal::sched {
 

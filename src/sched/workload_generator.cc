@@ -5,7 +5,7 @@
 #include <ctime>
 #include <limits>
 
-#include "csv_table.h"
+#include "frugal/common/csv.h"
 #include "frugal/common/random.h"
 
 namespace frugal::sched {
