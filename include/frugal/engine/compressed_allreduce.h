@@ -1,0 +1,98 @@
+// CompressedAllReduce: the mean of one dense fp32 buffer over all ranks,
+// computed from block-sparsified, error-fed contributions (torch-free).
+// It is the engine behind the Python DDP comm hook (frugal.sparse_hook): DDP
+// hands over one flat gradient bucket at a time and gets back the averaged
+// bucket. Per call, for bucket index b:
+//   acc = residual(b) + grad            (compress::ErrorFeedback)
+//   sent = sparsify(acc, density)       (compress::Sparsifier, per-bucket state)
+//   encode -> SparseExchange (flat or hierarchical; leaders decode+merge)
+//   grad <- densify(merged) / world_size
+// so what a rank did not send stays in its residual and is sent later, as in
+// the GradientPipeline, but the update is handed back instead of applied by
+// Frugal's optimizer.
+//
+// Buckets are identified by an index chosen by the caller (DDP's
+// GradBucket.index()). Every rank must call Run for the same buckets in the
+// same order, with buffers of the same size (DDP guarantees both). If the size
+// of bucket b changes (DDP rebuilds its buckets after the first iteration),
+// b's residual and sparsifier state start afresh; that loses at most the
+// residual of one step.
+//
+// Messages: tag kHookTagBit | call << 24 | b, in a range disjoint from the
+// engine's gradient tags (iteration * num_buckets + b, far below 2^62) and
+// control tags (bit 63), so a hook and a GradientPipeline may share one
+// transport.
+//
+// Thread safety: Run may be called from several threads for different bucket
+// indices; calls for the same index are serialised. The transport must
+// outlive this object.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "frugal/comm/sparse_exchange.h"
+#include "frugal/comm/transport.h"
+#include "frugal/common/span.h"
+#include "frugal/common/status.h"
+#include "frugal/compress/codec.h"
+
+namespace frugal::engine {
+
+struct CompressedAllReduceOptions {
+  std::string sparsifier = "block";  // topk | block | randomk
+  double density = 0.01;             // fraction of each bucket sent per call, in (0, 1]
+  // fp16 values and block ids: what the CLI's default block sparsifier sends.
+  compress::WireFormat wire{compress::ValueEncoding::kFp16, compress::IndexEncoding::kBlockId};
+  float dgc_momentum = 0.0f;  // error-feedback momentum correction; 0 = off
+  // Algorithm (auto: flat in one cluster, hierarchical across clusters) and
+  // the bound on every wait for a peer. Default timeout: 60 s.
+  comm::ExchangeOptions exchange;
+  uint64_t seed = 1;  // randomk
+};
+
+// Validates the options (the messages users see from Python).
+Status ValidateCompressedAllReduceOptions(const CompressedAllReduceOptions& options);
+
+// Cumulative counters, for reporting.
+struct CompressedAllReduceStats {
+  uint64_t calls = 0;
+  uint64_t sent_values = 0;   // coordinates this rank contributed
+  uint64_t total_values = 0;  // coordinates it could have contributed
+  uint64_t sent_bytes = 0;    // encoded bytes this rank contributed
+  double sparsify_s = 0;
+  double exchange_s = 0;
+};
+
+constexpr comm::Tag kHookTagBit = comm::Tag{1} << 62;
+
+class CompressedAllReduce {
+ public:
+  // REQUIRES: transport != nullptr and outlives the object.
+  static Result<std::unique_ptr<CompressedAllReduce>> Create(const CompressedAllReduceOptions& options,
+                                                             comm::Transport* transport);
+  ~CompressedAllReduce();
+  CompressedAllReduce(const CompressedAllReduce&) = delete;
+  CompressedAllReduce& operator=(const CompressedAllReduce&) = delete;
+
+  // Replaces `data` by the mean over the ranks of the sparsified, error-fed
+  // contributions of bucket `bucket`. On error (non-finite gradient, peer
+  // lost, timeout) `data` is left unchanged and the error names the bucket.
+  // REQUIRES: bucket < 2^24, data.size() < 2^32.
+  Status Run(uint64_t bucket, Span<float> data);
+
+  const CompressedAllReduceOptions& options() const;
+  CompressedAllReduceStats stats() const;
+  int rank() const;
+  int world_size() const;
+
+  class Impl;
+
+ private:
+  explicit CompressedAllReduce(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace frugal::engine

@@ -1,0 +1,178 @@
+#include "frugal/engine/compressed_allreduce.h"
+
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "frugal/comm/inproc_transport.h"
+
+namespace frugal::engine {
+namespace {
+
+float Grad(int rank, int call, size_t i) {
+  return std::sin(0.37f * static_cast<float>(i) + static_cast<float>(rank) * 1.3f + static_cast<float>(call));
+}
+
+// Runs `calls` rounds over the in-process transport; round c hands every rank
+// bucket 0 (n values) and bucket 1 (n/3 + 5 values) with Grad(rank, c, i)
+// (or zeros when c >= nonzero_calls). Returns out[rank][bucket] = the sum of
+// the outputs over all rounds.
+struct Outcome {
+  std::vector<std::vector<std::vector<float>>> sums;  // [rank][bucket][i]
+  std::vector<Status> statuses;
+};
+
+Outcome RunWorld(const std::vector<std::string>& clusters, CompressedAllReduceOptions options, size_t n, int calls,
+                 int nonzero_calls) {
+  const int world = static_cast<int>(clusters.size());
+  auto topo = comm::Topology::FromClusterNames(clusters);
+  comm::InProcHub hub(*topo);
+  const std::vector<size_t> sizes = {n, n / 3 + 5};
+  Outcome out;
+  out.sums.assign(world, {std::vector<float>(sizes[0], 0.0f), std::vector<float>(sizes[1], 0.0f)});
+  out.statuses.resize(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      auto transport = hub.CreateTransport(r);
+      ASSERT_TRUE(transport.ok());
+      auto ar = CompressedAllReduce::Create(options, transport->get());
+      if (!ar.ok()) {
+        out.statuses[r] = ar.status();
+        return;
+      }
+      for (int c = 0; c < calls; ++c) {
+        for (size_t b = 0; b < sizes.size(); ++b) {
+          std::vector<float> data(sizes[b]);
+          for (size_t i = 0; i < data.size(); ++i) data[i] = c < nonzero_calls ? Grad(r, c, i + 1000 * b) : 0.0f;
+          Status s = (*ar)->Run(b, Span<float>(data.data(), data.size()));
+          if (!s.ok()) {
+            out.statuses[r] = s;
+            return;
+          }
+          for (size_t i = 0; i < data.size(); ++i) out.sums[r][b][i] += data[i];
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+float ExactMeanSum(int world, int nonzero_calls, size_t b, size_t i) {
+  double s = 0;
+  for (int c = 0; c < nonzero_calls; ++c) {
+    for (int r = 0; r < world; ++r) s += Grad(r, c, i + 1000 * b);
+  }
+  return static_cast<float>(s / world);
+}
+
+CompressedAllReduceOptions Fp32(double density) {
+  CompressedAllReduceOptions o;
+  o.density = density;
+  o.wire.values = compress::ValueEncoding::kFp32;
+  o.exchange.timeout = std::chrono::milliseconds(10000);
+  return o;
+}
+
+void ExpectMean(const Outcome& out, int world, int nonzero_calls, float tol) {
+  for (int r = 0; r < world; ++r) {
+    ASSERT_TRUE(out.statuses[r].ok()) << out.statuses[r].ToString();
+    for (size_t b = 0; b < out.sums[r].size(); ++b) {
+      for (size_t i = 0; i < out.sums[r][b].size(); ++i) {
+        ASSERT_NEAR(out.sums[r][b][i], ExactMeanSum(world, nonzero_calls, b, i), tol) << "rank " << r << " b " << b;
+        // Every rank decodes the same bytes: bit-identical results.
+        ASSERT_EQ(out.sums[r][b][i], out.sums[0][b][i]);
+      }
+    }
+  }
+}
+
+TEST(CompressedAllReduceTest, DensityOneIsTheMean) {
+  ExpectMean(RunWorld({"local", "local", "local"}, Fp32(1.0), 200, 3, 3), 3, 3, 1e-5f);
+}
+
+TEST(CompressedAllReduceTest, HierarchicalExchangeGivesTheSameMean) {
+  ExpectMean(RunWorld({"a", "a", "b", "b"}, Fp32(1.0), 200, 2, 2), 4, 2, 1e-5f);
+}
+
+// Error feedback: what is not sent stays in the residual and goes out later,
+// so after enough rounds of zero gradients the outputs add up to the mean.
+TEST(CompressedAllReduceTest, ErrorFeedbackEventuallySendsEverything) {
+  ExpectMean(RunWorld({"local", "local"}, Fp32(0.25), 256, 12, 1), 2, 1, 1e-5f);
+}
+
+TEST(CompressedAllReduceTest, SparseCallSendsAboutTheDensity) {
+  auto topo = comm::Topology::FromClusterNames({"local"});
+  comm::InProcHub hub(*topo);
+  auto transport = hub.CreateTransport(0);
+  ASSERT_TRUE(transport.ok());
+  auto ar = CompressedAllReduce::Create(Fp32(0.1), transport->get());
+  ASSERT_TRUE(ar.ok());
+  std::vector<float> data(1600);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = Grad(0, 0, i);
+  ASSERT_TRUE((*ar)->Run(7, Span<float>(data.data(), data.size())).ok());
+  size_t nonzero = 0;
+  for (float v : data) nonzero += v != 0.0f;
+  EXPECT_EQ(nonzero, 160u);
+  // A new size under the same index (DDP's bucket rebuild) starts afresh.
+  std::vector<float> other(48, 1.0f);
+  ASSERT_TRUE((*ar)->Run(7, Span<float>(other.data(), other.size())).ok());
+  EXPECT_EQ((*ar)->stats().calls, 2u);
+}
+
+TEST(CompressedAllReduceTest, RejectsBadOptions) {
+  auto topo = comm::Topology::FromClusterNames({"local"});
+  comm::InProcHub hub(*topo);
+  auto transport = hub.CreateTransport(0);
+  ASSERT_TRUE(transport.ok());
+  CompressedAllReduceOptions o;
+  o.density = 0;
+  auto ar = CompressedAllReduce::Create(o, transport->get());
+  ASSERT_FALSE(ar.ok());
+  EXPECT_NE(ar.status().message().find("density must be in (0, 1]"), std::string::npos);
+  o.density = 0.1;
+  o.sparsifier = "bogus";
+  ar = CompressedAllReduce::Create(o, transport->get());
+  ASSERT_FALSE(ar.ok());
+  EXPECT_NE(ar.status().message().find("bogus"), std::string::npos);
+  o.sparsifier = "topk";  // the default block-id wire format needs whole blocks
+  EXPECT_FALSE(CompressedAllReduce::Create(o, transport->get()).ok());
+  o.wire.indices = compress::IndexEncoding::kDeltaVarint;
+  EXPECT_TRUE(CompressedAllReduce::Create(o, transport->get()).ok());
+}
+
+TEST(CompressedAllReduceTest, NonFiniteGradientIsAnErrorAndLeavesDataAlone) {
+  auto topo = comm::Topology::FromClusterNames({"local"});
+  comm::InProcHub hub(*topo);
+  auto transport = hub.CreateTransport(0);
+  ASSERT_TRUE(transport.ok());
+  auto ar = CompressedAllReduce::Create(Fp32(1.0), transport->get());
+  ASSERT_TRUE(ar.ok());
+  std::vector<float> data(32, 1.0f);
+  data[5] = std::nanf("");
+  Status s = (*ar)->Run(0, Span<float>(data.data(), data.size()));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("bucket 0"), std::string::npos);
+  EXPECT_EQ(data[0], 1.0f);
+}
+
+TEST(CompressedAllReduceTest, SilentPeerTimesOut) {
+  auto topo = comm::Topology::FromClusterNames({"local", "local"});
+  comm::InProcHub hub(*topo);
+  auto t0 = hub.CreateTransport(0);
+  auto t1 = hub.CreateTransport(1);  // never calls Run
+  ASSERT_TRUE(t0.ok() && t1.ok());
+  CompressedAllReduceOptions o = Fp32(1.0);
+  o.exchange.timeout = std::chrono::milliseconds(200);
+  auto ar = CompressedAllReduce::Create(o, t0->get());
+  ASSERT_TRUE(ar.ok());
+  std::vector<float> data(32, 1.0f);
+  Status s = (*ar)->Run(0, Span<float>(data.data(), data.size()));
+  EXPECT_EQ(s.code(), Status::Code::kTimeout) << s.ToString();
+}
+
+}  // namespace
+}  // namespace frugal::engine
