@@ -127,6 +127,14 @@ Result<int> CsvTable::Column(const std::string& name) const {
   return HeaderError("missing column '" + name + "' (header is '" + cols + "')");
 }
 
+int CsvTable::FindColumn(const std::string& name) const {
+  const std::string lowered = Lower(name);
+  for (size_t i = 0; i < header_.size(); ++i) {
+    if (Lower(header_[i]) == lowered) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 Result<std::vector<int>> CsvTable::BindColumns(const std::vector<CsvColumn>& columns) const {
   std::vector<int> index(columns.size(), -1);
   for (size_t i = 0; i < header_.size(); ++i) {

@@ -71,6 +71,8 @@ TEST(CsvTableTest, BindColumnsIgnoresCaseAndChecksTheSet) {
   Result<std::vector<int>> cols = t->BindColumns(known);
   ASSERT_TRUE(cols.ok()) << cols.status().ToString();
   EXPECT_EQ(*cols, (std::vector<int>{1, 0, -1}));
+  EXPECT_EQ(t->FindColumn("Time (MS)"), 0);
+  EXPECT_EQ(t->FindColumn("staleness"), -1);
   auto bind = [&](const std::string& header) { return CsvTable::Parse(header + "\n", "h.csv")->BindColumns(known); };
   ExpectCorruption(bind("model,colour").status(), "h.csv:1: unknown column 'colour'");
   ExpectCorruption(bind("model,Model,time (ms)").status(), "h.csv:1: column 'Model' appears twice");

@@ -1,10 +1,11 @@
 #include "frugal/sim/cost_model.h"
 
 #include <algorithm>
-#include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
+#include "frugal/common/csv.h"
 #include "frugal/common/file.h"
 
 namespace frugal::sim {
@@ -122,39 +123,21 @@ bool ProfileDatabase::Find(const std::string& key, Pass pass, double* seconds) c
 }
 
 Result<ProfileDatabase> ProfileDatabase::ParseCsv(const std::string& text, const std::string& source_name) {
-  ProfileDatabase db;
-  std::istringstream in(text);
-  std::string line;
-  int line_no = 0;
-  bool header_seen = false;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty() || line[0] == '#') continue;
-    if (!header_seen) {
-      if (line != "key,forward_us,backward_us") {
-        return Status::Corruption(source_name + ":" + std::to_string(line_no) +
-                                  ": expected header 'key,forward_us,backward_us'");
-      }
-      header_seen = true;
-      continue;
-    }
-    std::istringstream fields(line);
-    std::string key, fwd, bwd;
-    if (!std::getline(fields, key, ',') || !std::getline(fields, fwd, ',') || !std::getline(fields, bwd)) {
-      return Status::Corruption(source_name + ":" + std::to_string(line_no) + ": expected 3 fields");
-    }
-    try {
-      size_t used = 0;
-      const double f = std::stod(fwd, &used);
-      const double b = std::stod(bwd);
-      if (f < 0 || b < 0) throw std::invalid_argument("negative");
-      db.Put(key, f * 1e-6, b * 1e-6);
-    } catch (const std::exception&) {
-      return Status::Corruption(source_name + ":" + std::to_string(line_no) + ": times must be non-negative numbers");
-    }
+  CsvOptions options;
+  options.hash_comments = true;
+  FRUGAL_ASSIGN_OR_RETURN(CsvTable table, CsvTable::Parse(text, source_name, options));
+  if (table.header() != std::vector<std::string>{"key", "forward_us", "backward_us"}) {
+    return table.HeaderError("expected header 'key,forward_us,backward_us'");
   }
-  if (!header_seen) return Status::Corruption(source_name + ": empty profile database");
+  ProfileDatabase db;
+  for (size_t r = 0; r < table.NumRows(); ++r) {
+    const std::optional<double> forward_us = ParseFiniteNumber(table.Field(r, 1));
+    const std::optional<double> backward_us = ParseFiniteNumber(table.Field(r, 2));
+    if (!forward_us || !backward_us || *forward_us < 0 || *backward_us < 0) {
+      return table.Error(r, "times must be non-negative numbers");
+    }
+    db.Put(table.Field(r, 0), *forward_us * 1e-6, *backward_us * 1e-6);
+  }
   return db;
 }
 

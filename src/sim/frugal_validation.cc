@@ -1,17 +1,16 @@
 #include "frugal/sim/frugal_validation.h"
 
+#include <cctype>
 #include <cmath>
-#include <fstream>
-#include <sstream>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "frugal/common/csv.h"
 #include "frugal/common/file.h"
-
-#include "csv_util.h"
 
 namespace frugal::sim {
 namespace {
-
-using internal::NormaliseField;
 
 enum Column { kModel, kClusters, kIntra, kInter, kDensity, kBatch, kTimeMs, kStaleness, kComputeMs, kNumColumns };
 
@@ -20,115 +19,95 @@ const char* kNames[kNumColumns] = {"model",   "clusters",         "intra mbps", 
 
 bool Optional(int c) { return c == kStaleness || c == kComputeMs; }
 
+std::string Lowered(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+// Field c of row r as a non-negative number (or, when allowed, "unlimited").
+Status NonNegative(const CsvTable& t, size_t r, const std::vector<int>& col, int c, bool allow_unlimited,
+                   double* out) {
+  const std::string& raw = t.Field(r, col[c]);
+  if (allow_unlimited && Lowered(raw) == "unlimited") {
+    *out = kUnlimitedMbps;
+    return Status::Ok();
+  }
+  const std::optional<double> v = ParseFiniteNumber(raw);
+  if (!v || *v < 0) {
+    return t.Error(r, std::string("'") + kNames[c] + "' must be a non-negative number" +
+                          (allow_unlimited ? " or 'unlimited'" : "") + ", got '" + raw + "'");
+  }
+  *out = *v;
+  return Status::Ok();
+}
+
+// "4" or "2+2": workers per cluster, each with `intra_gbps` inside it.
+Result<std::vector<ClusterSpec>> ParseClusters(const std::string& text, double intra_gbps) {
+  std::vector<ClusterSpec> clusters;
+  size_t start = 0;
+  while (true) {
+    const size_t plus = text.find('+', start);
+    const std::string part = text.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
+    const std::optional<double> workers = ParseFiniteNumber(part);
+    if (!workers || *workers < 1 || *workers != std::floor(*workers) || *workers > 1e6) {
+      return Status::InvalidArgument("'clusters' must look like 4 or 2+2, got '" + text + "'");
+    }
+    clusters.push_back(ClusterSpec{static_cast<int>(*workers), intra_gbps});
+    if (plus == std::string::npos) return clusters;
+    start = plus + 1;
+  }
+}
+
+Result<FrugalMeasurement> ParseMeasurement(const CsvTable& t, size_t r, const std::vector<int>& col) {
+  FrugalMeasurement m;
+  m.line = t.Line(r);
+  Result<ModelSpec> spec = BuiltinModel(Lowered(t.Field(r, col[kModel])));
+  if (!spec.ok()) return t.Error(r, spec.status().message());
+  m.job.model = *spec;
+  double intra = 0, inter = 0, batch = 0;
+  FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kIntra, true, &intra));
+  FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kInter, true, &inter));
+  FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kDensity, false, &m.job.density));
+  FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kBatch, false, &batch));
+  FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kTimeMs, false, &m.iteration_ms));
+  if (m.job.density <= 0 || m.job.density > 1) return t.Error(r, "'density' must be in (0, 1]");
+  if (batch < 1 || batch != std::floor(batch)) return t.Error(r, "'batch per worker' must be a positive integer");
+  if (m.iteration_ms <= 0 || intra <= 0 || inter <= 0) {
+    return t.Error(r, "bandwidths and iteration time must be positive");
+  }
+  m.job.batch_per_worker = static_cast<int64_t>(batch);
+  m.job.inter_cluster_gbps = inter / 1000.0;
+  Result<std::vector<ClusterSpec>> clusters = ParseClusters(t.Field(r, col[kClusters]), intra / 1000.0);
+  if (!clusters.ok()) return t.Error(r, clusters.status().message());
+  m.job.clusters = *clusters;
+  if (col[kStaleness] >= 0) {
+    double st = 0;
+    FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kStaleness, false, &st));
+    m.job.staleness = static_cast<int>(st);
+  }
+  if (col[kComputeMs] >= 0) {
+    double ms = 0;
+    FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kComputeMs, false, &ms));
+    m.job.compute_s_per_sample = ms * 1e-3;
+  }
+  return m;
+}
+
 }  // namespace
 
 Result<std::vector<FrugalMeasurement>> ParseFrugalMeasurementsCsv(const std::string& text,
                                                                  const std::string& source_name) {
-  std::istringstream in(text);
-  std::string line;
-  int line_no = 0;
-  std::vector<int> col(kNumColumns, -1);
-  size_t num_fields = 0;
-  bool header_seen = false;
+  CsvOptions options;
+  options.hash_comments = true;
+  FRUGAL_ASSIGN_OR_RETURN(CsvTable table, CsvTable::Parse(text, source_name, options));
+  std::vector<CsvColumn> columns;
+  for (int c = 0; c < kNumColumns; ++c) columns.push_back({kNames[c], Optional(c)});
+  FRUGAL_ASSIGN_OR_RETURN(std::vector<int> col, table.BindColumns(columns));
   std::vector<FrugalMeasurement> rows;
-  auto where = [&source_name](int ln) { return source_name + ":" + std::to_string(ln) + ": "; };
-  while (std::getline(in, line)) {
-    ++line_no;
-    internal::CleanLine(&line, line_no == 1);
-    const std::string norm = NormaliseField(line);
-    if (norm.empty() || norm[0] == '#') continue;
-    const std::vector<std::string> fields = internal::SplitCsvLine(line);
-    if (!header_seen) {
-      for (size_t i = 0; i < fields.size(); ++i) {
-        const std::string name = NormaliseField(fields[i]);
-        int found = -1;
-        for (int c = 0; c < kNumColumns; ++c) {
-          if (name == kNames[c]) found = c;
-        }
-        if (found < 0) return Status::Corruption(where(line_no) + "unknown column '" + fields[i] + "'");
-        if (col[found] >= 0) return Status::Corruption(where(line_no) + "column '" + fields[i] + "' appears twice");
-        col[found] = static_cast<int>(i);
-      }
-      for (int c = 0; c < kNumColumns; ++c) {
-        if (col[c] < 0 && !Optional(c)) return Status::Corruption(where(line_no) + "missing column '" + kNames[c] + "'");
-      }
-      num_fields = fields.size();
-      header_seen = true;
-      continue;
-    }
-    if (fields.size() != num_fields) {
-      return Status::Corruption(where(line_no) + "expected " + std::to_string(num_fields) + " fields, found " +
-                                std::to_string(fields.size()));
-    }
-    auto number = [&](int c, bool allow_unlimited, double* out) -> Status {
-      const std::string raw = NormaliseField(fields[col[c]]);
-      if (allow_unlimited && raw == "unlimited") {
-        *out = kUnlimitedMbps;
-        return Status::Ok();
-      }
-      try {
-        size_t used = 0;
-        const double v = std::stod(raw, &used);
-        if (used != raw.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(raw);
-        *out = v;
-      } catch (const std::exception&) {
-        return Status::Corruption(where(line_no) + "'" + kNames[c] + "' must be a non-negative number" +
-                                  (allow_unlimited ? " or 'unlimited'" : "") + ", got '" + fields[col[c]] + "'");
-      }
-      return Status::Ok();
-    };
-    FrugalMeasurement m;
-    m.line = line_no;
-    const std::string model = NormaliseField(fields[col[kModel]]);
-    Result<ModelSpec> spec = BuiltinModel(model);
-    if (!spec.ok()) return Status::Corruption(where(line_no) + spec.status().message());
-    m.job.model = *spec;
-    double intra = 0, inter = 0, batch = 0;
-    FRUGAL_RETURN_IF_ERROR(number(kIntra, true, &intra));
-    FRUGAL_RETURN_IF_ERROR(number(kInter, true, &inter));
-    FRUGAL_RETURN_IF_ERROR(number(kDensity, false, &m.job.density));
-    FRUGAL_RETURN_IF_ERROR(number(kBatch, false, &batch));
-    FRUGAL_RETURN_IF_ERROR(number(kTimeMs, false, &m.iteration_ms));
-    if (m.job.density <= 0 || m.job.density > 1) return Status::Corruption(where(line_no) + "'density' must be in (0, 1]");
-    if (batch < 1 || batch != std::floor(batch)) {
-      return Status::Corruption(where(line_no) + "'batch per worker' must be a positive integer");
-    }
-    if (m.iteration_ms <= 0 || intra <= 0 || inter <= 0) {
-      return Status::Corruption(where(line_no) + "bandwidths and iteration time must be positive");
-    }
-    m.job.batch_per_worker = static_cast<int64_t>(batch);
-    m.job.inter_cluster_gbps = inter / 1000.0;
-    m.job.clusters.clear();
-    std::stringstream parts(NormaliseField(fields[col[kClusters]]));
-    std::string part;
-    while (std::getline(parts, part, '+')) {
-      int workers = 0;
-      try {
-        size_t used = 0;
-        workers = std::stoi(part, &used);
-        if (used != part.size()) workers = 0;
-      } catch (const std::exception&) {
-        workers = 0;
-      }
-      if (workers <= 0) {
-        return Status::Corruption(where(line_no) + "'clusters' must look like 4 or 2+2, got '" + fields[col[kClusters]] +
-                                  "'");
-      }
-      m.job.clusters.push_back(ClusterSpec{workers, intra / 1000.0});
-    }
-    if (col[kStaleness] >= 0) {
-      double st = 0;
-      FRUGAL_RETURN_IF_ERROR(number(kStaleness, false, &st));
-      m.job.staleness = static_cast<int>(st);
-    }
-    if (col[kComputeMs] >= 0) {
-      double ms = 0;
-      FRUGAL_RETURN_IF_ERROR(number(kComputeMs, false, &ms));
-      m.job.compute_s_per_sample = ms * 1e-3;
-    }
+  for (size_t r = 0; r < table.NumRows(); ++r) {
+    FRUGAL_ASSIGN_OR_RETURN(FrugalMeasurement m, ParseMeasurement(table, r, col));
     rows.push_back(std::move(m));
   }
-  if (!header_seen) return Status::Corruption(source_name + ": no header line");
   if (rows.empty()) return Status::Corruption(source_name + ": no measurement rows");
   return rows;
 }

@@ -1,21 +1,15 @@
 #include "frugal/sim/validation.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <fstream>
 #include <functional>
-#include <sstream>
+#include <optional>
 
+#include "frugal/common/csv.h"
 #include "frugal/common/file.h"
-
-#include "csv_util.h"
 
 namespace frugal::sim {
 namespace {
-
-using internal::NormaliseField;
-using internal::SplitCsvLine;
 
 enum Column {
   kParams, kGpus, kGlobalBatch, kMicroBatch, kHidden, kHeads, kLayers, kSeqLen, kTp, kDp, kPp, kTimeMs, kSchedule,
@@ -30,121 +24,107 @@ const char* kColumnNames[kNumColumns] = {
 
 bool IsOptional(int c) { return c == kParams || c == kSchedule; }
 
+// The fields of one data row, with errors naming its line and column.
+class RowReader {
+ public:
+  RowReader(const CsvTable& table, size_t row, const std::vector<int>& column_of)
+      : table_(table), row_(row), column_of_(column_of) {}
+
+  const std::string& Raw(int c) const { return table_.Field(row_, column_of_[c]); }
+
+  Status Positive(int c, double* out) const {
+    const std::optional<double> v = ParseFiniteNumber(Raw(c));
+    if (!v || *v <= 0) return Error(c, "must be a positive number");
+    *out = *v;
+    return Status::Ok();
+  }
+
+  Status PositiveInteger(int c, int64_t* out) const {
+    double v = 0;
+    FRUGAL_RETURN_IF_ERROR(Positive(c, &v));
+    if (v != std::floor(v)) return Error(c, "must be an integer");
+    *out = static_cast<int64_t>(v);
+    return Status::Ok();
+  }
+
+  // "1f1b", "gpipe", "interleaved:3" ...
+  Status Schedule(MeasuredRow* row) const {
+    const std::string& sched = Raw(kSchedule);
+    const size_t colon = sched.find(':');
+    Result<PipelineSchedule> parsed = ParseSchedule(sched.substr(0, colon));
+    if (!parsed.ok()) return table_.Error(row_, parsed.status().message());
+    row->has_schedule = true;
+    row->schedule = *parsed;
+    if (colon != std::string::npos) {
+      const std::optional<double> chunks = ParseFiniteNumber(sched.substr(colon + 1));
+      if (!chunks || *chunks != std::floor(*chunks) || *chunks <= 0 || *chunks > 1e6) {
+        return table_.Error(row_, "bad chunk count in schedule '" + sched + "'");
+      }
+      row->chunks = static_cast<int>(*chunks);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status Error(int c, const std::string& what) const {
+    return table_.Error(row_, std::string("'") + kColumnNames[c] + "' " + what + ", got '" + Raw(c) + "'");
+  }
+
+  const CsvTable& table_;
+  size_t row_;
+  const std::vector<int>& column_of_;
+};
+
+Result<MeasuredRow> ParseRow(const CsvTable& table, size_t r, const std::vector<int>& column_of) {
+  const RowReader in(table, r, column_of);
+  MeasuredRow row;
+  row.line = table.Line(r);
+  int64_t gpus = 0, heads = 0, layers = 0, tp = 0, dp = 0, pp = 0;
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kGpus, &gpus));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kGlobalBatch, &row.global_batch));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kMicroBatch, &row.micro_batch));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kHidden, &row.hidden));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kHeads, &heads));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kLayers, &layers));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kSeqLen, &row.seq_len));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kTp, &tp));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kDp, &dp));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kPp, &pp));
+  FRUGAL_RETURN_IF_ERROR(in.Positive(kTimeMs, &row.iteration_ms));
+  if (column_of[kParams] >= 0) FRUGAL_RETURN_IF_ERROR(in.Positive(kParams, &row.params_billion));
+  row.gpus = static_cast<int>(gpus);
+  row.heads = static_cast<int>(heads);
+  row.layers = static_cast<int>(layers);
+  row.tensor_parallel = static_cast<int>(tp);
+  row.data_parallel = static_cast<int>(dp);
+  row.pipeline_parallel = static_cast<int>(pp);
+  if (tp * dp * pp != gpus) {
+    return table.Error(r, "# GPUs " + std::to_string(gpus) + " != TP x DP x PP = " + std::to_string(tp * dp * pp));
+  }
+  if (column_of[kSchedule] >= 0) FRUGAL_RETURN_IF_ERROR(in.Schedule(&row));
+  return row;
+}
+
 }  // namespace
 
 Result<std::vector<MeasuredRow>> ParseMeasurementsCsv(const std::string& text, const std::string& source_name) {
-  std::istringstream in(text);
-  std::string line;
-  int line_no = 0;
-  std::vector<int> column_of(kNumColumns, -1);
-  size_t num_fields = 0;
-  bool header_seen = false;
+  // The header itself starts with "# GPUs" (or "Parameters"); other '#'
+  // lines are comments.
+  CsvOptions options;
+  options.hash_comments = true;
+  options.header_field = kColumnNames[kGpus];
+  FRUGAL_ASSIGN_OR_RETURN(CsvTable table, CsvTable::Parse(text, source_name, options));
+  if (table.FindColumn(kColumnNames[kGpus]) < 0) {
+    return table.HeaderError("expected the header line starting with '# GPUs' (see docs/planner.md)");
+  }
+  std::vector<CsvColumn> columns;
+  for (int c = 0; c < kNumColumns; ++c) columns.push_back({kColumnNames[c], IsOptional(c)});
+  FRUGAL_ASSIGN_OR_RETURN(std::vector<int> column_of, table.BindColumns(columns));
   std::vector<MeasuredRow> rows;
-  auto where = [&source_name](int ln) { return source_name + ":" + std::to_string(ln) + ": "; };
-  while (std::getline(in, line)) {
-    ++line_no;
-    internal::CleanLine(&line, line_no == 1);
-    if (NormaliseField(line).empty()) continue;
-    const std::vector<std::string> fields = SplitCsvLine(line);
-    if (!header_seen) {
-      // The header itself starts with "# GPUs" (or "Parameters"); other
-      // '#' lines before it are comments.
-      bool is_header = false;
-      for (const std::string& f : fields) is_header = is_header || NormaliseField(f) == "# gpus";
-      if (!is_header) {
-        if (NormaliseField(line)[0] == '#') continue;
-        return Status::Corruption(where(line_no) + "expected the header line starting with '# GPUs' (see docs/planner.md)");
-      }
-      for (size_t i = 0; i < fields.size(); ++i) {
-        const std::string name = NormaliseField(fields[i]);
-        int found = -1;
-        for (int c = 0; c < kNumColumns; ++c) {
-          if (name == kColumnNames[c]) found = c;
-        }
-        if (found < 0) return Status::Corruption(where(line_no) + "unknown column '" + fields[i] + "'");
-        if (column_of[found] >= 0) return Status::Corruption(where(line_no) + "column '" + fields[i] + "' appears twice");
-        column_of[found] = static_cast<int>(i);
-      }
-      for (int c = 0; c < kNumColumns; ++c) {
-        if (column_of[c] < 0 && !IsOptional(c)) {
-          return Status::Corruption(where(line_no) + "missing column '" + kColumnNames[c] + "'");
-        }
-      }
-      num_fields = fields.size();
-      header_seen = true;
-      continue;
-    }
-    if (fields.size() != num_fields) {
-      return Status::Corruption(where(line_no) + "expected " + std::to_string(num_fields) + " fields, found " +
-                                std::to_string(fields.size()));
-    }
-    MeasuredRow row;
-    row.line = line_no;
-    auto number = [&](int c, double* out) -> Status {
-      const std::string raw = NormaliseField(fields[column_of[c]]);
-      try {
-        size_t used = 0;
-        const double v = std::stod(raw, &used);
-        if (used != raw.size() || !std::isfinite(v) || v <= 0) throw std::invalid_argument(raw);
-        *out = v;
-      } catch (const std::exception&) {
-        return Status::Corruption(where(line_no) + "'" + kColumnNames[c] + "' must be a positive number, got '" +
-                                  fields[column_of[c]] + "'");
-      }
-      return Status::Ok();
-    };
-    auto integer = [&](int c, int64_t* out) -> Status {
-      double v = 0;
-      FRUGAL_RETURN_IF_ERROR(number(c, &v));
-      if (v != std::floor(v)) {
-        return Status::Corruption(where(line_no) + "'" + kColumnNames[c] + "' must be an integer, got '" +
-                                  fields[column_of[c]] + "'");
-      }
-      *out = static_cast<int64_t>(v);
-      return Status::Ok();
-    };
-    int64_t gpus, heads, layers, tp, dp, pp;
-    FRUGAL_RETURN_IF_ERROR(integer(kGpus, &gpus));
-    FRUGAL_RETURN_IF_ERROR(integer(kGlobalBatch, &row.global_batch));
-    FRUGAL_RETURN_IF_ERROR(integer(kMicroBatch, &row.micro_batch));
-    FRUGAL_RETURN_IF_ERROR(integer(kHidden, &row.hidden));
-    FRUGAL_RETURN_IF_ERROR(integer(kHeads, &heads));
-    FRUGAL_RETURN_IF_ERROR(integer(kLayers, &layers));
-    FRUGAL_RETURN_IF_ERROR(integer(kSeqLen, &row.seq_len));
-    FRUGAL_RETURN_IF_ERROR(integer(kTp, &tp));
-    FRUGAL_RETURN_IF_ERROR(integer(kDp, &dp));
-    FRUGAL_RETURN_IF_ERROR(integer(kPp, &pp));
-    FRUGAL_RETURN_IF_ERROR(number(kTimeMs, &row.iteration_ms));
-    if (column_of[kParams] >= 0) FRUGAL_RETURN_IF_ERROR(number(kParams, &row.params_billion));
-    row.gpus = static_cast<int>(gpus);
-    row.heads = static_cast<int>(heads);
-    row.layers = static_cast<int>(layers);
-    row.tensor_parallel = static_cast<int>(tp);
-    row.data_parallel = static_cast<int>(dp);
-    row.pipeline_parallel = static_cast<int>(pp);
-    if (tp * dp * pp != gpus) {
-      return Status::Corruption(where(line_no) + "# GPUs " + std::to_string(gpus) + " != TP x DP x PP = " +
-                                std::to_string(tp * dp * pp));
-    }
-    if (column_of[kSchedule] >= 0) {
-      const std::string sched = NormaliseField(fields[column_of[kSchedule]]);
-      const size_t colon = sched.find(':');
-      Result<PipelineSchedule> parsed = ParseSchedule(sched.substr(0, colon));
-      if (!parsed.ok()) return Status::Corruption(where(line_no) + parsed.status().message());
-      row.has_schedule = true;
-      row.schedule = *parsed;
-      if (colon != std::string::npos) {
-        try {
-          row.chunks = std::stoi(sched.substr(colon + 1));
-        } catch (const std::exception&) {
-          row.chunks = 0;
-        }
-        if (row.chunks <= 0) return Status::Corruption(where(line_no) + "bad chunk count in schedule '" + sched + "'");
-      }
-    }
+  for (size_t r = 0; r < table.NumRows(); ++r) {
+    FRUGAL_ASSIGN_OR_RETURN(MeasuredRow row, ParseRow(table, r, column_of));
     rows.push_back(row);
   }
-  if (!header_seen) return Status::Corruption(source_name + ": no header line starting with '# GPUs'");
   if (rows.empty()) return Status::Corruption(source_name + ": no measurement rows");
   return rows;
 }
@@ -220,6 +200,75 @@ double ToUnbounded(const Param& p, double v) {
 }
 double ToBounded(const Param& p, double x) { return p.lo + (p.hi - p.lo) / (1 + std::exp(-x)); }
 
+using Objective = std::function<double(const std::vector<double>&)>;
+
+// Nelder-Mead with the standard coefficients from `start` (initial steps of
+// 0.8 along each axis) while `keep_going()`, until the vertices' values agree
+// within 1e-4. Returns the best vertex.
+std::vector<double> MinimiseNelderMead(const Objective& objective, const std::vector<double>& start,
+                                       const std::function<bool()>& keep_going) {
+  const size_t n = start.size();
+  std::vector<std::vector<double>> simplex(n + 1, std::vector<double>(n));
+  simplex[0] = start;
+  for (size_t j = 1; j <= n; ++j) {
+    simplex[j] = simplex[0];
+    simplex[j][j - 1] += 0.8;
+  }
+  std::vector<double> f(n + 1);
+  for (size_t j = 0; j <= n; ++j) f[j] = objective(simplex[j]);
+  while (keep_going()) {
+    std::vector<size_t> idx(n + 1);
+    for (size_t j = 0; j <= n; ++j) idx[j] = j;
+    std::sort(idx.begin(), idx.end(), [&f](size_t a, size_t b) { return f[a] < f[b]; });
+    const size_t best = idx[0], worst = idx[n], second = idx[n - 1];
+    if (std::fabs(f[worst] - f[best]) < 1e-4) break;
+    std::vector<double> centroid(n, 0.0);
+    for (size_t j = 0; j <= n; ++j) {
+      if (j == worst) continue;
+      for (size_t i = 0; i < n; ++i) centroid[i] += simplex[j][i] / n;
+    }
+    auto along = [&](double coef) {
+      std::vector<double> x(n);
+      for (size_t i = 0; i < n; ++i) x[i] = centroid[i] + coef * (simplex[worst][i] - centroid[i]);
+      return x;
+    };
+    std::vector<double> xr = along(-1.0);
+    const double fr = objective(xr);
+    if (fr < f[best]) {
+      std::vector<double> xe = along(-2.0);
+      const double fe = objective(xe);
+      if (fe < fr) {
+        simplex[worst] = xe;
+        f[worst] = fe;
+      } else {
+        simplex[worst] = xr;
+        f[worst] = fr;
+      }
+    } else if (fr < f[second]) {
+      simplex[worst] = xr;
+      f[worst] = fr;
+    } else {
+      std::vector<double> xc = along(fr < f[worst] ? -0.5 : 0.5);
+      const double fc = objective(xc);
+      if (fc < std::min(fr, f[worst])) {
+        simplex[worst] = xc;
+        f[worst] = fc;
+      } else {
+        for (size_t j = 0; j <= n; ++j) {
+          if (j == best) continue;
+          for (size_t i = 0; i < n; ++i) simplex[j][i] = simplex[best][i] + 0.5 * (simplex[j][i] - simplex[best][i]);
+          f[j] = objective(simplex[j]);
+        }
+      }
+    }
+  }
+  size_t best = 0;
+  for (size_t j = 1; j <= n; ++j) {
+    if (f[j] < f[best]) best = j;
+  }
+  return simplex[best];
+}
+
 }  // namespace
 
 Result<CalibrationResult> Calibrate(const std::vector<MeasuredRow>& rows, const HardwareSpec& hw,
@@ -266,68 +315,11 @@ Result<CalibrationResult> Calibrate(const std::vector<MeasuredRow>& rows, const 
     return r->mape_pct + options.prior_weight * penalty;
   };
 
-  // Nelder-Mead with the standard coefficients.
-  std::vector<std::vector<double>> simplex(n + 1, std::vector<double>(n));
-  simplex[0] = start;
-  for (size_t j = 1; j <= n; ++j) {
-    simplex[j] = simplex[0];
-    simplex[j][j - 1] += 0.8;
-  }
-  std::vector<double> f(n + 1);
-  for (size_t j = 0; j <= n; ++j) f[j] = objective(simplex[j]);
-  while (out.evaluations < options.max_evaluations) {
-    std::vector<size_t> idx(n + 1);
-    for (size_t j = 0; j <= n; ++j) idx[j] = j;
-    std::sort(idx.begin(), idx.end(), [&f](size_t a, size_t b) { return f[a] < f[b]; });
-    const size_t best = idx[0], worst = idx[n], second = idx[n - 1];
-    if (std::fabs(f[worst] - f[best]) < 1e-4) break;
-    std::vector<double> centroid(n, 0.0);
-    for (size_t j = 0; j <= n; ++j) {
-      if (j == worst) continue;
-      for (size_t i = 0; i < n; ++i) centroid[i] += simplex[j][i] / n;
-    }
-    auto along = [&](double coef) {
-      std::vector<double> x(n);
-      for (size_t i = 0; i < n; ++i) x[i] = centroid[i] + coef * (simplex[worst][i] - centroid[i]);
-      return x;
-    };
-    std::vector<double> xr = along(-1.0);
-    const double fr = objective(xr);
-    if (fr < f[best]) {
-      std::vector<double> xe = along(-2.0);
-      const double fe = objective(xe);
-      if (fe < fr) {
-        simplex[worst] = xe;
-        f[worst] = fe;
-      } else {
-        simplex[worst] = xr;
-        f[worst] = fr;
-      }
-    } else if (fr < f[second]) {
-      simplex[worst] = xr;
-      f[worst] = fr;
-    } else {
-      std::vector<double> xc = along(fr < f[worst] ? -0.5 : 0.5);
-      const double fc = objective(xc);
-      if (fc < std::min(fr, f[worst])) {
-        simplex[worst] = xc;
-        f[worst] = fc;
-      } else {
-        for (size_t j = 0; j <= n; ++j) {
-          if (j == best) continue;
-          for (size_t i = 0; i < n; ++i) simplex[j][i] = simplex[best][i] + 0.5 * (simplex[j][i] - simplex[best][i]);
-          f[j] = objective(simplex[j]);
-        }
-      }
-    }
-  }
+  const std::vector<double> best =
+      MinimiseNelderMead(objective, start, [&] { return out.evaluations < options.max_evaluations; });
   if (!failure.ok() && out.evaluations <= static_cast<int>(n) + 1) return failure;
-  size_t best = 0;
-  for (size_t j = 1; j <= n; ++j) {
-    if (f[j] < f[best]) best = j;
-  }
-  out.hardware = apply(simplex[best]);
-  objective(simplex[best]);
+  out.hardware = apply(best);
+  objective(best);
   out.mape_after_pct = last_mape;
   return out;
 }

@@ -62,6 +62,8 @@ class CsvTable {
   // Index of the column named exactly `name`, or Corruption naming the
   // source and its header.
   Result<int> Column(const std::string& name) const;
+  // Index of the column named `name` ignoring case, or -1.
+  int FindColumn(const std::string& name) const;
   // For a fixed set of known columns: result[i] is the index of
   // columns[i], or -1 when it is optional and absent. Corruption for a
   // header column not in the set, a repeated one or a missing required one.
