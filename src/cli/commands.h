@@ -8,6 +8,7 @@
 // throwing UsageError; main() prints it as one line.
 #pragma once
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -41,7 +42,9 @@ void AddConfigOption(CLI::App* cmd);
 // Call first in the command's callback: applies the --config file (if any)
 // and, with --print-config, prints the resolved options as TOML and returns
 // true (the command should then stop).
-bool ApplyConfigAndMaybePrint(CLI::App* cmd);
+// `resolved`, when given, produces the TOML to print (commands whose options
+// come from a field list print the struct, not the flags).
+bool ApplyConfigAndMaybePrint(CLI::App* cmd, const std::function<std::string()>& resolved = nullptr);
 
 // The command's resolved options (defaults, config file, flags) as TOML.
 std::string ResolvedConfig(const CLI::App* cmd);
@@ -52,6 +55,7 @@ void AddTrainCommand(CLI::App& app);   // train_command.cc: train, worker
 void AddProfileCommand(CLI::App& app); // profile_command.cc
 #endif
 void AddCoordinatorCommand(CLI::App& app);  // coordinator_command.cc
+void AddRunCommand(CLI::App& app);          // run_command.cc: frugal run -- PROGRAM (the Python package's launcher)
 #ifdef FRUGAL_HAVE_SIM
 void AddPlanCommand(CLI::App& app);     // plan_command.cc (planner, issue 6)
 #endif

@@ -117,11 +117,11 @@ std::string ResolvedConfig(const CLI::App* cmd) {
   return out;
 }
 
-bool ApplyConfigAndMaybePrint(CLI::App* cmd) {
+bool ApplyConfigAndMaybePrint(CLI::App* cmd, const std::function<std::string()>& resolved) {
   CLI::Option* config = cmd->get_option("--config");
   if (config->count() > 0) ApplyConfigFile(cmd, config->as<std::string>());
   if (cmd->get_option("--print-config")->count() == 0) return false;
-  std::printf("%s", ResolvedConfig(cmd).c_str());
+  std::printf("%s", (resolved ? resolved() : ResolvedConfig(cmd)).c_str());
   return true;
 }
 

@@ -14,23 +14,24 @@
 namespace frugal::engine {
 namespace {
 
-train::TrainOptions BaseOptions(const std::string& run) {
-  train::TrainOptions o;
-  o.dataset = "synthetic";
+RunConfig BaseOptions(const std::string& run) {
+  RunConfig c;
+  train::TrainOptions& o = c.train;
+  o.dataset = train::DatasetKind::kSynthetic;
   o.synthetic_train_size = 1024;
   o.synthetic_test_size = 256;
   o.batch_size = 16;
   o.epochs = 1;
   o.lr = 0.01;
   o.warmup_steps = 0;
-  o.lr_schedule = "constant";
+  o.lr_schedule = train::LrScheduleKind::kConstant;
   o.quiet = true;
   o.threads = 1;
-  o.timeout_s = 30;
-  o.checksum_every = 5;
+  c.distributed.timeout_s = 30;
+  c.distributed.checksum_every = 5;
   o.runs_dir = (std::filesystem::temp_directory_path() / "frugal_worker_test").string();
   o.run_name = run;
-  return o;
+  return c;
 }
 
 struct RankOutcome {
@@ -41,7 +42,7 @@ struct RankOutcome {
 
 using PolicyFactory = std::function<std::unique_ptr<AdaptationPolicy>()>;
 
-std::vector<RankOutcome> RunWorkers(const train::TrainOptions& options, std::vector<std::string> clusters,
+std::vector<RankOutcome> RunWorkers(const RunConfig& options, std::vector<std::string> clusters,
                                     PolicyFactory make_policy = nullptr) {
   auto topo = comm::Topology::FromClusterNames(clusters);
   comm::InProcHub hub(*topo);
@@ -93,18 +94,18 @@ double RelativeDistance(const std::vector<float>& a, const std::vector<float>& b
 // the cnn (fast) without momentum; the optimizer's momentum path is checked
 // against LibTorch in src/optim.
 TEST(WorkerTest, ExactnessModeMatchesSingleProcessTraining) {
-  train::TrainOptions o = BaseOptions("exact");
-  o.model = "cnn";
-  o.batch_size = 8;
-  o.max_steps = 50;
-  o.momentum = 0.0;
-  o.density = 1.0;
-  o.value_encoding = "fp32";
-  o.staleness = 0;
+  RunConfig o = BaseOptions("exact");
+  o.train.model = "cnn";
+  o.train.batch_size = 8;
+  o.train.max_steps = 50;
+  o.train.momentum = 0.0;
+  o.distributed.density = 1.0;
+  o.distributed.value_encoding = compress::ValueEncoding::kFp32;
+  o.distributed.staleness = 0;
   auto ranks = RunWorkers(o, {"local", "local"});
   for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
 
-  train::TrainOptions single = o;
+  train::TrainOptions single = o.train;
   single.batch_size = 16;
   single.run_name = "exact-single";
   auto trainer = train::Trainer::Create(single);
@@ -121,13 +122,13 @@ TEST(WorkerTest, ExactnessModeMatchesSingleProcessTraining) {
 }
 
 TEST(WorkerTest, SparseStaleTrainingKeepsReplicasIdenticalAndLearns) {
-  train::TrainOptions o = BaseOptions("sparse");
-  o.model = "mlp";
-  o.epochs = 3;
-  o.density = 0.01;
-  o.staleness = 1;
-  o.momentum = 0.9;
-  o.lr = 0.02;
+  RunConfig o = BaseOptions("sparse");
+  o.train.model = "mlp";
+  o.train.epochs = 3;
+  o.distributed.density = 0.01;
+  o.distributed.staleness = 1;
+  o.train.momentum = 0.9;
+  o.train.lr = 0.02;
   auto ranks = RunWorkers(o, {"local", "local", "local"});
   for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   for (auto& r : ranks) {
@@ -140,11 +141,11 @@ TEST(WorkerTest, SparseStaleTrainingKeepsReplicasIdenticalAndLearns) {
 // Two clusters of two: only cluster leaders (ranks 0 and 2) cross the slow
 // link, one message per bucket per step each way.
 TEST(WorkerTest, TwoClusterRunSendsOneMessagePerBucketAcrossTheSlowLink) {
-  train::TrainOptions o = BaseOptions("clusters");
-  o.model = "mlp";
-  o.max_steps = 6;
-  o.checksum_every = 0;
-  o.bucket_mb = 8;  // mlp: 3 buckets (fc3+fc2.bias, fc2.weight, fc1)
+  RunConfig o = BaseOptions("clusters");
+  o.train.model = "mlp";
+  o.train.max_steps = 6;
+  o.distributed.checksum_every = 0;
+  o.distributed.bucket_mb = 8;  // mlp: 3 buckets (fc3+fc2.bias, fc2.weight, fc1)
   auto ranks = RunWorkers(o, {"a", "a", "b", "b"});
   for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   // During Run() the only flat control message is the final checksum
@@ -200,13 +201,13 @@ class ScriptedPolicy : public AdaptationPolicy {
 };
 
 TEST(WorkerTest, DecisionsSwitchEveryWorkerAtTheSameIteration) {
-  train::TrainOptions o = BaseOptions("decisions");
-  o.model = "mlp";
-  o.max_steps = 20;
-  o.epochs = 3;
-  o.adapt = "on";
-  o.decide_every = 3;
-  o.checksum_every = 1;  // any divergence after a switch fails the run
+  RunConfig o = BaseOptions("decisions");
+  o.train.model = "mlp";
+  o.train.max_steps = 20;
+  o.train.epochs = 3;
+  o.distributed.adapt = AdaptMode::kOn;
+  o.distributed.decide_every = 3;
+  o.distributed.checksum_every = 1;  // any divergence after a switch fails the run
   std::vector<int64_t> calls;
   auto ranks = RunWorkers(o, {"local", "local", "local"},
                           [&] { return std::make_unique<ScriptedPolicy>(&calls); });
@@ -222,8 +223,8 @@ TEST(WorkerTest, DecisionsSwitchEveryWorkerAtTheSameIteration) {
 }
 
 TEST(WorkerTest, AdaptOnWithoutAControllerIsAnError) {
-  train::TrainOptions o = BaseOptions("nopolicy");
-  o.adapt = "on";
+  RunConfig o = BaseOptions("nopolicy");
+  o.distributed.adapt = AdaptMode::kOn;
   auto ranks = RunWorkers(o, {"local"});
   EXPECT_EQ(ranks[0].status.code(), Status::Code::kInvalidArgument) << ranks[0].status.ToString();
 }
@@ -237,8 +238,8 @@ TEST(WorkerTest, MismatchedConfigurationIsRejected) {
     s0 = w.status();
   });
   std::thread b([&] {
-    train::TrainOptions o = BaseOptions("mismatch");
-    o.lr = 0.5;
+    RunConfig o = BaseOptions("mismatch");
+    o.train.lr = 0.5;
     auto w = Worker::Create(o, std::move(*hub.CreateTransport(1)));
     s1 = w.status();
   });

@@ -8,7 +8,7 @@ namespace {
 TEST(LrScheduleTest, WarmupThenCosineToFloor) {
   LrScheduleOptions o;
   o.base_lr = 1.0;
-  o.kind = "cosine";
+  o.kind = LrScheduleKind::kCosine;
   o.warmup_steps = 10;
   o.total_steps = 110;
   auto s = LrSchedule::Create(o);
@@ -24,7 +24,7 @@ TEST(LrScheduleTest, WarmupThenCosineToFloor) {
 TEST(LrScheduleTest, StepDecay) {
   LrScheduleOptions o;
   o.base_lr = 2.0;
-  o.kind = "step";
+  o.kind = LrScheduleKind::kStep;
   o.warmup_steps = 0;
   o.step_size = 5;
   o.gamma = 0.5;
@@ -37,9 +37,11 @@ TEST(LrScheduleTest, StepDecay) {
 
 TEST(LrScheduleTest, RejectsBadOptions) {
   LrScheduleOptions o;
-  o.kind = "linear";
+  o.kind = LrScheduleKind::kStep;
+  o.step_size = 0;
   EXPECT_FALSE(LrSchedule::Create(o).ok());
-  o.kind = "constant";
+  o.step_size = 10;
+  o.kind = LrScheduleKind::kConstant;
   o.base_lr = -1;
   EXPECT_FALSE(LrSchedule::Create(o).ok());
 }

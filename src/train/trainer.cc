@@ -10,66 +10,39 @@
 #include "frugal/common/jsonl_writer.h"
 #include "frugal/data/batch_plan.h"
 #include "frugal/models/model.h"
-#include "frugal/train/progress.h"
+#include "frugal/train/run_reporter.h"
+#include "frugal/train/train_fields.h"
 #include "frugal/train/training_data.h"
 
 namespace frugal::train {
 
+// Ranges, finiteness and bounds of every number come from the field list
+// (train_fields.h); the rest are the checks that need the zoo, the device
+// parser or several fields at once.
 Status TrainOptions::Validate() const {
+  Status range;
+  VisitFields(const_cast<TrainOptions&>(*this), [&](const Field& f, const auto& value) {
+    if (range.ok()) range = CheckField(f, value);
+  });
+  FRUGAL_RETURN_IF_ERROR(range);
+  if (run_name.find('/') != std::string::npos || run_name == "." || run_name == "..") {
+    return Status::InvalidArgument("--run-name '" + run_name + "' must be a plain name (no '/'): runs go to " +
+                                   runs_dir + "/<run-name>");
+  }
   bool known_model = false;
-  for (const auto& n : models::ModelNames()) known_model = known_model || n == model;
-  if (!known_model) return Status::InvalidArgument("--model: unknown model '" + model + "' (known: mlp, cnn, resnet18)");
-  if (dataset != "fashion-mnist" && dataset != "synthetic") {
-    return Status::InvalidArgument("--dataset: unknown dataset '" + dataset + "' (known: fashion-mnist, synthetic)");
+  std::string names;
+  for (const auto& n : models::ModelNames()) {
+    known_model = known_model || n == model;
+    names += (names.empty() ? "" : ", ") + n;
   }
-  if (epochs <= 0) return Status::InvalidArgument("--epochs must be > 0, got " + std::to_string(epochs));
-  if (max_steps < 0) return Status::InvalidArgument("--max-steps must be >= 0");
-  if (batch_size <= 0) return Status::InvalidArgument("--batch-size must be > 0, got " + std::to_string(batch_size));
-  if (synthetic_train_size <= 0 || synthetic_test_size <= 0) return Status::InvalidArgument("synthetic sizes must be > 0");
-  if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw") {
-    return Status::InvalidArgument("--optimizer: unknown optimizer '" + optimizer + "' (known: sgd, adam, adamw)");
-  }
-  if (!(lr > 0) || !std::isfinite(lr)) return Status::InvalidArgument("--lr must be a positive number");
-  if (momentum < 0 || momentum >= 1) return Status::InvalidArgument("--momentum must be in [0, 1)");
+  if (!known_model) return Status::InvalidArgument("--model: unknown model '" + model + "' (known: " + names + ")");
   if (nesterov && (momentum <= 0 || dampening != 0)) {
     return Status::InvalidArgument("--nesterov needs --momentum > 0 and --dampening 0");
   }
-  if (weight_decay < 0) return Status::InvalidArgument("--weight-decay must be >= 0");
-  if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1) return Status::InvalidArgument("--beta1/--beta2 must be in [0, 1)");
-  if (!(eps > 0)) return Status::InvalidArgument("--eps must be > 0");
-  if (eval_every < 0) return Status::InvalidArgument("--eval-every must be >= 0");
-  if (log_every <= 0) return Status::InvalidArgument("--log-every must be > 0");
-  if (threads < 0) return Status::InvalidArgument("--threads must be >= 0");
-  if (workers < 1) return Status::InvalidArgument("--workers must be >= 1");
-  if (!(density > 0) || density > 1) return Status::InvalidArgument("--density must be in (0, 1]");
-  if (sparsifier != "block" && sparsifier != "topk" && sparsifier != "randomk") {
-    return Status::InvalidArgument("--sparsifier: unknown sparsifier '" + sparsifier + "' (known: block, topk, randomk)");
+  if (optimizer != OptimizerKind::kSgd && (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)) {
+    return Status::InvalidArgument("--beta1/--beta2 must be in [0, 1)");
   }
-  if (value_encoding != "fp32" && value_encoding != "fp16" && value_encoding != "bf16") {
-    return Status::InvalidArgument("--value-encoding must be fp32, fp16 or bf16");
-  }
-  if (staleness != 0 && staleness != 1) return Status::InvalidArgument("--staleness must be 0 or 1");
-  if (!(bucket_mb > 0)) return Status::InvalidArgument("--bucket-mb must be > 0");
-  if (cpu_threads < 1) return Status::InvalidArgument("--cpu-threads must be >= 1");
-  if (exchange != "auto" && exchange != "flat" && exchange != "hierarchical") {
-    return Status::InvalidArgument("--exchange must be auto, flat or hierarchical");
-  }
-  if (!(timeout_s > 0)) return Status::InvalidArgument("--timeout-s must be > 0");
-  if (checksum_every < 0) return Status::InvalidArgument("--checksum-every must be >= 0");
-  if (dgc_momentum < 0 || dgc_momentum >= 1) return Status::InvalidArgument("--dgc-momentum must be in [0, 1)");
-  if (cluster.empty()) return Status::InvalidArgument("--cluster must not be empty");
-  if (adapt != "on" && adapt != "off" && adapt != "batch") {
-    return Status::InvalidArgument("--adapt must be on, batch or off");
-  }
-  if (decide_every <= 0) return Status::InvalidArgument("--decide-every must be > 0");
-  if (!(compute_slowdown >= 1.0)) return Status::InvalidArgument("--compute-slowdown must be >= 1");
-  LrScheduleOptions lro;
-  lro.base_lr = lr;
-  lro.kind = lr_schedule;
-  lro.warmup_steps = warmup_steps;
-  lro.step_size = lr_step_size;
-  lro.gamma = lr_gamma;
-  Result<LrSchedule> sched = LrSchedule::Create(lro);
+  Result<LrSchedule> sched = LrSchedule::Create(ScheduleOptions(*this, 1));
   if (!sched.ok()) return sched.status().WithContext("--lr-schedule");
   try {
     torch::Device d(device);
@@ -89,7 +62,7 @@ class Trainer::Impl {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<data::BatchPlan> plan;
   std::unique_ptr<LrSchedule> schedule;
-  std::unique_ptr<JsonlWriter> metrics;
+  std::unique_ptr<RunReporter> reporter;
   int64_t total_steps = 0;
 
   Result<TrainResult> Run();
@@ -138,7 +111,12 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options) {
 
     std::string run_name = options.run_name.empty() ? DefaultRunName(options.model) : options.run_name;
     std::string path = (std::filesystem::path(options.runs_dir) / run_name / "metrics.jsonl").string();
-    FRUGAL_ASSIGN_OR_RETURN(impl->metrics, JsonlWriter::Open(path, /*truncate=*/true));
+    RunReporterOptions ro;
+    ro.metrics_path = path;
+    ro.log_every = options.log_every;
+    ro.total_steps = impl->total_steps;
+    ro.quiet = options.quiet;
+    FRUGAL_ASSIGN_OR_RETURN(impl->reporter, RunReporter::Create(ro));
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("libtorch: ") + e.what_without_backtrace());
   }
@@ -172,9 +150,9 @@ std::vector<float> Trainer::Parameters() const {
 
 void Trainer::Impl::SetLearningRate(double lr) {
   for (auto& group : optimizer->param_groups()) {
-    if (options.optimizer == "sgd") {
+    if (options.optimizer == OptimizerKind::kSgd) {
       static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);
-    } else if (options.optimizer == "adam") {
+    } else if (options.optimizer == OptimizerKind::kAdam) {
       static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
     } else {
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
@@ -183,29 +161,19 @@ void Trainer::Impl::SetLearningRate(double lr) {
 }
 
 Result<TrainResult> Trainer::Impl::Run() {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-
-  ProgressReporter progress(stdout, options.log_every, options.quiet ? 0 : -1);
+  RunReporter& report = *reporter;
   TrainResult result;
-  result.metrics_path = metrics->path();
+  result.metrics_path = report.metrics_path();
   if (!options.quiet) {
     std::printf("frugal train: model %s (%lld parameters), %s: %lld train / %lld test samples, %lld steps, device %s\n",
                 options.model.c_str(), static_cast<long long>(models::CountParameters(*model)),
                 data.train.name.c_str(), static_cast<long long>(data.train.size),
                 static_cast<long long>(data.test.size), static_cast<long long>(total_steps),
                 device.str().c_str());
-    std::printf("metrics: %s\n", metrics->path().c_str());
+    std::printf("metrics: %s\n", report.metrics_path().c_str());
   }
 
   int64_t step = 0;
-  double window_loss = 0;
-  int64_t window_steps = 0;
-  int64_t window_samples = 0;
-  double window_start = 0;
-  double last_accuracy = -1;
-
   for (int64_t epoch = 0; step < total_steps; ++epoch) {
     std::vector<int64_t> order = plan->EpochOrder(epoch);
     model->train();
@@ -219,49 +187,31 @@ Result<TrainResult> Trainer::Impl::Run() {
       FRUGAL_RETURN_IF_ERROR(CheckLoss(loss_value, step, ""));
       optimizer->step();
       ++step;
-      window_loss += loss_value;
-      ++window_steps;
-      window_samples += batch.x.size(0);
+      report.AddStep(loss_value, static_cast<double>(batch.x.size(0)), 0.0);
 
       bool end_of_epoch = (s + 1 == plan->steps_per_epoch()) || step == total_steps;
       bool evaluate = options.eval_every > 0 ? (step % options.eval_every == 0 || step == total_steps) : end_of_epoch;
-      bool log = step % options.log_every == 0 || evaluate || step == total_steps;
-
-      ProgressState ps;
-      ps.step = step;
-      ps.total_steps = total_steps;
-      ps.epoch = epoch;
-      ps.loss = window_loss / std::max<int64_t>(1, window_steps);
-      ps.elapsed_s = elapsed();
-      ps.samples_per_s = window_samples / std::max(1e-9, ps.elapsed_s - window_start);
-      ps.test_accuracy = last_accuracy;
+      bool log = report.WindowDue(step) || evaluate;
+      nlohmann::json extra = nlohmann::json::object();
       if (evaluate) {
-        last_accuracy = EvaluateAccuracy(*model, data.test, device);
+        double accuracy = EvaluateAccuracy(*model, data.test, device);
         model->train();
-        ps.test_accuracy = last_accuracy;
-        ps.elapsed_s = elapsed();
-        if (!options.quiet) progress.Evaluated(ps);
+        FRUGAL_RETURN_IF_ERROR(report.Evaluated(step, epoch, accuracy, /*record=*/false));
+        extra["test_accuracy"] = accuracy;
       }
-      if (!options.quiet) progress.Update(ps);
       if (log) {
-        nlohmann::json rec = {{"wall_time_s", ps.elapsed_s}, {"step", step},         {"epoch", epoch},
-                              {"loss", ps.loss},             {"lr", schedule->At(step - 1)},
-                              {"samples_per_s", ps.samples_per_s}};
-        if (evaluate) rec["test_accuracy"] = last_accuracy;
-        FRUGAL_RETURN_IF_ERROR(metrics->Write(rec));
-        result.final_loss = ps.loss;
-        window_loss = 0;
-        window_steps = 0;
-        window_samples = 0;
-        window_start = elapsed();
+        FRUGAL_RETURN_IF_ERROR(report.CloseWindow(step, epoch, schedule->At(step - 1), extra));
+        result.final_loss = report.last_loss();
+      } else {
+        report.Redraw(step, epoch);
       }
     }
     result.epochs_completed = epoch + 1;
   }
-  if (!options.quiet) progress.Finish();
+  report.Finish();
   result.steps = step;
-  result.final_test_accuracy = last_accuracy;
-  result.wall_time_s = elapsed();
+  result.final_test_accuracy = report.last_accuracy();
+  result.wall_time_s = report.Elapsed();
   result.samples_per_s = static_cast<double>(step * options.batch_size) / result.wall_time_s;
   return result;
 }

@@ -15,7 +15,7 @@ namespace {
 
 TrainOptions SyntheticOptions(const std::string& run) {
   TrainOptions o;
-  o.dataset = "synthetic";
+  o.dataset = DatasetKind::kSynthetic;
   o.synthetic_train_size = 1024;
   o.synthetic_test_size = 256;
   o.epochs = 2;
@@ -67,7 +67,7 @@ TEST(TrainerTest, SeededRunsAreReproducible) {
   TrainOptions o = SyntheticOptions("repro");
   o.epochs = 1;
   o.model = "cnn";
-  o.optimizer = "adamw";
+  o.optimizer = OptimizerKind::kAdamW;
   o.lr = 1e-3;
   o.weight_decay = 0.01;
   auto a = Trainer::Create(o);
@@ -90,7 +90,7 @@ TEST(TrainerTest, BadOptionsNameTheOption) {
   o.device = "toaster";
   EXPECT_NE(Trainer::Create(o).status().message().find("--device"), std::string::npos);
   o = SyntheticOptions("bad");
-  o.dataset = "fashion-mnist";
+  o.dataset = DatasetKind::kFashionMnist;
   o.data_dir = "/nonexistent";
   EXPECT_EQ(Trainer::Create(o).status().code(), Status::Code::kNotFound);
 }
@@ -99,7 +99,7 @@ TEST(TrainerTest, DivergenceIsAnError) {
   TrainOptions o = SyntheticOptions("diverge");
   o.lr = 1e12;
   o.warmup_steps = 0;
-  o.lr_schedule = "constant";
+  o.lr_schedule = LrScheduleKind::kConstant;
   auto t = Trainer::Create(o);
   ASSERT_TRUE(t.ok());
   auto r = (*t)->Run();

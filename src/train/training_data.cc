@@ -21,7 +21,7 @@ TensorDataset ToTensorDataset(data::Dataset ds) {
 
 Result<TrainingData> LoadTrainingData(const TrainOptions& options) {
   TrainingData out;
-  if (options.dataset == "synthetic") {
+  if (options.dataset == DatasetKind::kSynthetic) {
     out.train = ToTensorDataset(data::MakeSynthetic(options.synthetic_train_size, options.seed));
     out.test = ToTensorDataset(data::MakeSynthetic(options.synthetic_test_size, options.seed + 7919));
     return out;
@@ -61,17 +61,17 @@ double EvaluateAccuracy(torch::nn::Module& model, const TensorDataset& ds, const
 Result<std::unique_ptr<torch::optim::Optimizer>> MakeTorchOptimizer(const TrainOptions& o,
                                                                     std::vector<torch::Tensor> params) {
   std::unique_ptr<torch::optim::Optimizer> opt;
-  if (o.optimizer == "sgd") {
+  if (o.optimizer == OptimizerKind::kSgd) {
     opt = std::make_unique<torch::optim::SGD>(
         params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).dampening(o.dampening).nesterov(o.nesterov).weight_decay(o.weight_decay));
-  } else if (o.optimizer == "adam") {
+  } else if (o.optimizer == OptimizerKind::kAdam) {
     opt = std::make_unique<torch::optim::Adam>(
         params, torch::optim::AdamOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay));
-  } else if (o.optimizer == "adamw") {
+  } else if (o.optimizer == OptimizerKind::kAdamW) {
     opt = std::make_unique<torch::optim::AdamW>(
         params, torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay));
   } else {
-    return Status::InvalidArgument("unknown optimizer '" + o.optimizer + "'");
+    return Status::InvalidArgument(std::string("unknown optimizer '") + NameOf(o.optimizer) + "'");
   }
   return opt;
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "frugal/common/span.h"
+#include "frugal/common/enum_names.h"
 #include "frugal/common/status.h"
 #include "frugal/compress/sparse_vector.h"
 
@@ -72,3 +73,9 @@ uint16_t FloatToBf16(float f);
 float Bf16ToFloat(uint16_t h);
 
 }  // namespace frugal::compress
+
+template <>
+struct frugal::EnumNames<frugal::compress::ValueEncoding> {
+  static constexpr std::pair<compress::ValueEncoding, const char*> kTable[] = {
+      {compress::ValueEncoding::kFp32, "fp32"}, {compress::ValueEncoding::kFp16, "fp16"}, {compress::ValueEncoding::kBf16, "bf16"}};
+};

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "frugal/common/span.h"
+#include "frugal/common/enum_names.h"
 #include "frugal/common/status.h"
 #include "frugal/compress/sparse_vector.h"
 
@@ -82,6 +83,9 @@ class Sparsifier {
   virtual const char* kind() const = 0;
 };
 
+// The sparsifiers by name; CreateSparsifier takes NameOf(kind).
+enum class SparsifierKind { kBlock, kTopk, kRandomk };
+
 // "topk", "block" or "randomk"; anything else is InvalidArgument listing them.
 Result<std::unique_ptr<Sparsifier>> CreateSparsifier(const std::string& kind,
                                                      const SparsifierOptions& options = {});
@@ -94,3 +98,11 @@ const char* SimdLevelName(SimdLevel level);
 Status CheckFinite(Span<const float> values, const std::string& tensor_name, const char* what = "gradient");
 
 }  // namespace frugal::compress
+
+template <>
+struct frugal::EnumNames<frugal::compress::SparsifierKind> {
+  static constexpr std::pair<compress::SparsifierKind, const char*> kTable[] = {
+      {compress::SparsifierKind::kBlock, "block"},
+      {compress::SparsifierKind::kTopk, "topk"},
+      {compress::SparsifierKind::kRandomk, "randomk"}};
+};

@@ -9,9 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "frugal/common/enum_names.h"
 #include "frugal/common/status.h"
 
 namespace frugal::engine {
+
+// What a run lets its controller change: nothing (off), density and batch
+// sizes (on), or only the batch sizes, in proportion to speed (batch).
+enum class AdaptMode { kOff, kOn, kBatch };
 
 // One worker's measurements over the window since the previous decision point.
 struct WorkerTelemetry {
@@ -60,3 +65,9 @@ class AdaptationPolicy {
 };
 
 }  // namespace frugal::engine
+
+template <>
+struct frugal::EnumNames<frugal::engine::AdaptMode> {
+  static constexpr std::pair<engine::AdaptMode, const char*> kTable[] = {
+      {engine::AdaptMode::kOff, "off"}, {engine::AdaptMode::kOn, "on"}, {engine::AdaptMode::kBatch, "batch"}};
+};

@@ -15,6 +15,7 @@
 #include "frugal/comm/transport.h"
 #include "frugal/engine/adaptation.h"
 #include "frugal/common/status.h"
+#include "frugal/engine/run_config.h"
 #include "frugal/train/trainer.h"
 
 namespace frugal::engine {
@@ -33,10 +34,11 @@ struct WorkerResult {
 
 class Worker {
  public:
-  // Builds model, data and pipeline. The transport is owned by the worker.
-  // With options.adapt == "on", rank 0 needs `policy` (the controller); it is
-  // ignored on other ranks.
-  static Result<std::unique_ptr<Worker>> Create(const train::TrainOptions& options,
+  // Validates the configuration, checks that every worker runs the same one
+  // (SharedDigest), builds model, data and the Replica. The transport is
+  // owned by the worker. With adapt on or batch, rank 0 needs `policy` (the
+  // controller); it is ignored on other ranks.
+  static Result<std::unique_ptr<Worker>> Create(const RunConfig& config,
                                                 std::unique_ptr<comm::Transport> transport,
                                                 std::unique_ptr<AdaptationPolicy> policy = nullptr);
   ~Worker();

@@ -6,13 +6,16 @@
 #include <cstdint>
 #include <string>
 
+#include "frugal/common/enum_names.h"
 #include "frugal/common/status.h"
 
 namespace frugal::train {
 
+enum class LrScheduleKind { kConstant, kCosine, kStep };
+
 struct LrScheduleOptions {
   double base_lr = 0.05;
-  std::string kind = "cosine";  // "constant", "cosine" or "step"
+  LrScheduleKind kind = LrScheduleKind::kCosine;
   int64_t warmup_steps = 100;   // linear ramp from base_lr/warmup_steps to base_lr
   int64_t total_steps = 0;      // cosine: decays to min_lr at total_steps
   double min_lr = 0.0;          // cosine floor
@@ -32,3 +35,11 @@ class LrSchedule {
 };
 
 }  // namespace frugal::train
+
+template <>
+struct frugal::EnumNames<frugal::train::LrScheduleKind> {
+  static constexpr std::pair<train::LrScheduleKind, const char*> kTable[] = {
+      {train::LrScheduleKind::kConstant, "constant"},
+      {train::LrScheduleKind::kCosine, "cosine"},
+      {train::LrScheduleKind::kStep, "step"}};
+};

@@ -10,18 +10,24 @@
 #include <string>
 #include <vector>
 
+#include "frugal/common/enum_names.h"
 #include "frugal/common/status.h"
 #include "frugal/train/lr_schedule.h"
 
 namespace frugal::train {
 
-// Every option of a training run, with its default. The CLI exposes each one
-// as --kebab-case-name and as a TOML key of the same name (snake_case ->
-// kebab-case in flags).
+enum class DatasetKind { kFashionMnist, kSynthetic };
+enum class OptimizerKind { kSgd, kAdam, kAdamW };
+
+// The options of the training loop itself (model, data, schedule,
+// optimizer, output, execution), each default written once here. The
+// distributed engine adds its own (engine::RunConfig). The front ends (CLI
+// flags, TOML, Python keywords), validation and the cross-worker digest are
+// all generated from the one field list in engine/run_config.h.
 struct TrainOptions {
   // Model and data.
-  std::string model = "mlp";                                    // mlp | cnn | resnet18
-  std::string dataset = "fashion-mnist";                        // fashion-mnist | synthetic
+  std::string model = "mlp";                                    // a zoo name: mlp | cnn | resnet18
+  DatasetKind dataset = DatasetKind::kFashionMnist;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";   // idx files, gzipped or not
   int64_t synthetic_train_size = 4096;                          // samples, dataset = synthetic
   int64_t synthetic_test_size = 1024;
@@ -30,7 +36,7 @@ struct TrainOptions {
   int64_t max_steps = 0;         // stop after this many steps; 0 = no limit
   int64_t batch_size = 64;       // per worker
   // Optimiser.
-  std::string optimizer = "sgd"; // sgd | adam | adamw
+  OptimizerKind optimizer = OptimizerKind::kSgd;
   double lr = 0.05;
   double momentum = 0.9;         // sgd
   double dampening = 0.0;        // sgd
@@ -40,7 +46,7 @@ struct TrainOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   // Learning-rate schedule (see lr_schedule.h).
-  std::string lr_schedule = "cosine";  // constant | cosine | step
+  LrScheduleKind lr_schedule = LrScheduleKind::kCosine;
   int64_t warmup_steps = 100;
   int64_t lr_step_size = 1000;         // step schedule
   double lr_gamma = 0.1;               // step schedule
@@ -55,36 +61,8 @@ struct TrainOptions {
   std::string device = "cpu";  // any torch::Device string: cpu, cuda, cuda:1, ...
   bool quiet = false;       // no progress output (metrics are still written)
 
-  // Distributed training (the engine; used when workers > 1 or a
-  // coordinator is given). See docs/architecture.md.
-  int workers = 4;                  // worker processes; frugal train starts them locally, 1 = no engine
-  double density = 0.01;            // fraction of each gradient bucket sent per step, (0, 1]
-  std::string sparsifier = "block"; // block | topk | randomk
-  std::string value_encoding = "fp16";  // fp32 | fp16 | bf16 on the wire
-  // 0 or 1: forward t uses the parameters after t-1-staleness. Default 0:
-  // buckets still overlap backward, and 1 (forward overlaps the whole
-  // exchange, StellaTrain's pipeline) diverged on cnn at lr 0.05 momentum
-  // 0.9 density 1% (delay + momentum + sparse updates) and converged slower
-  // on mlp (docs/benchmarks.md, "Staleness").
-  int staleness = 0;
-  double bucket_mb = 4.0;           // gradient bucket size (MB of fp32), parameters never split
-  int cpu_threads = 1;              // CPU pipeline threads per worker
-  std::string exchange = "auto";    // auto | flat | hierarchical
-  double timeout_s = 60.0;          // bound on every network wait
-  int64_t checksum_every = 100;     // compare replica checksums every N steps (0 = only at the end)
-  double dgc_momentum = 0.0;        // error-feedback momentum correction (0 = off)
-  std::string adapt = "off";        // on: the controller picks density and batch sizes;
-                                    // batch: only batch sizes (proportional to speed); off
-  int64_t decide_every = 5;         // steps between controller decisions
-  double compute_slowdown = 1.0;    // per worker: stretch compute by this factor (experiments)
-  // Per worker (not shared through the config):
-  std::string cluster = "local";    // this worker's cluster (topology-aware exchange)
-  std::string coordinator;          // tcp://HOST:PORT of the coordinator (frugal worker)
-  int rank = -1;                    // -1: assigned by the coordinator
-  std::string listen = "tcp://127.0.0.1:*";  // where this worker receives peers' messages
-  std::string advertise_host;       // host peers should connect to, if listen is a wildcard
-
-  // Checks every value; the message names the offending option.
+  // Checks what the field list cannot: that the model exists, the device
+  // parses, the schedule is consistent. The message names the option.
   Status Validate() const;
 };
 
@@ -122,3 +100,14 @@ class Trainer {
 };
 
 }  // namespace frugal::train
+
+template <>
+struct frugal::EnumNames<frugal::train::DatasetKind> {
+  static constexpr std::pair<train::DatasetKind, const char*> kTable[] = {
+      {train::DatasetKind::kFashionMnist, "fashion-mnist"}, {train::DatasetKind::kSynthetic, "synthetic"}};
+};
+template <>
+struct frugal::EnumNames<frugal::train::OptimizerKind> {
+  static constexpr std::pair<train::OptimizerKind, const char*> kTable[] = {
+      {train::OptimizerKind::kSgd, "sgd"}, {train::OptimizerKind::kAdam, "adam"}, {train::OptimizerKind::kAdamW, "adamw"}};
+};

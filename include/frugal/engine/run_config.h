@@ -1,0 +1,145 @@
+// engine::RunConfig: every option of a (distributed) training run, as typed
+// per-module structs, and the one field list from which the CLI flags, TOML
+// reading and writing, Python keywords, validation and the cross-worker
+// digest are all generated (common/field_list.h). Torch-free.
+//
+//   RunConfig c;                          // every default, written once
+//   SetOption(&c, "density", "0.04");     // TOML / Python / tests
+//   Validate(c);                          // at the edge, once
+//   ToToml(c);                            // runs/<run>/config.toml
+//   SharedDigest(c);                      // what every worker must agree on
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "frugal/comm/sparse_exchange.h"
+#include "frugal/common/field_list.h"
+#include "frugal/compress/codec.h"
+#include "frugal/compress/sparsifier.h"
+#include "frugal/engine/adaptation.h"
+#include "frugal/train/train_fields.h"
+
+template <>
+struct frugal::EnumNames<frugal::comm::ExchangeAlgorithm> {
+  static constexpr std::pair<comm::ExchangeAlgorithm, const char*> kTable[] = {
+      {comm::ExchangeAlgorithm::kAuto, "auto"},
+      {comm::ExchangeAlgorithm::kFlat, "flat"},
+      {comm::ExchangeAlgorithm::kHierarchical, "hierarchical"}};
+};
+
+namespace frugal::engine {
+
+// The engine's options: compression, pipeline, exchange, control.
+struct DistributedOptions {
+  int workers = 4;  // worker processes `frugal train` starts; 1 = no engine
+  // Compression (compress).
+  double density = 0.01;  // fraction of each gradient bucket sent per step, (0, 1]
+  compress::SparsifierKind sparsifier = compress::SparsifierKind::kBlock;
+  compress::ValueEncoding value_encoding = compress::ValueEncoding::kFp16;
+  double dgc_momentum = 0.0;  // error-feedback momentum correction (0 = off)
+  // Pipeline. staleness 0 or 1: forward t uses the parameters after
+  // t-1-staleness. Default 0: buckets still overlap backward, and 1 (forward
+  // overlaps the whole exchange, StellaTrain's pipeline) diverged on cnn at
+  // lr 0.05 momentum 0.9 density 1% and converged slower on mlp
+  // (docs/benchmarks.md, "Staleness").
+  int staleness = 0;
+  double bucket_mb = 4.0;  // gradient bucket size (MB of fp32), parameters never split
+  int cpu_threads = 1;     // CPU pipeline threads per worker
+  // Exchange (comm).
+  comm::ExchangeAlgorithm exchange = comm::ExchangeAlgorithm::kAuto;
+  double timeout_s = 60.0;        // bound on every network wait
+  int64_t checksum_every = 100;   // compare replica checksums every N steps (0 = only at the end)
+  // Control.
+  AdaptMode adapt = AdaptMode::kOff;
+  int64_t decide_every = 5;       // steps between controller decisions
+  double compute_slowdown = 1.0;  // stretch this worker's compute by this factor (experiments)
+};
+
+// Who this worker is; never shared through the config digest.
+struct WorkerIdentity {
+  std::string cluster = "local";             // this worker's cluster (topology-aware exchange)
+  std::string coordinator;                   // tcp://HOST:PORT of the coordinator (frugal worker)
+  int rank = -1;                             // -1: assigned by the coordinator
+  std::string listen = "tcp://127.0.0.1:*";  // where this worker receives peers' messages
+  std::string advertise_host;                // host peers connect to, if listen is a wildcard
+};
+
+struct RunConfig {
+  train::TrainOptions train;
+  DistributedOptions distributed;
+  WorkerIdentity worker;
+};
+
+inline constexpr int kMaxLocalWorkers = 256;
+
+template <class V>
+void VisitFields(DistributedOptions& o, V&& visit) {
+  const char* d = "Distributed";
+  visit(Field("workers", d, "Worker processes (train: started on this machine)")
+            .PerWorker().Min(1).Max(kMaxLocalWorkers, "frugal train starts every worker on this machine"),
+        o.workers);
+  visit(Field("density", d, "Fraction of each gradient bucket sent per step").Positive().Max(1), o.density);
+  visit(Field("sparsifier", d, "block, topk or randomk"), o.sparsifier);
+  visit(Field("value_encoding", d, "Gradient values on the wire: fp32, fp16, bf16"), o.value_encoding);
+  visit(Field("staleness", d, "0 or 1: forward t uses the parameters after t-1-staleness").Min(0).Max(1), o.staleness);
+  visit(Field("bucket_mb", d, "Gradient bucket size in MB of fp32").Positive().Max(4096), o.bucket_mb);
+  visit(Field("cpu_threads", d, "CPU pipeline threads per worker").PerWorker().Min(1).Max(256), o.cpu_threads);
+  visit(Field("exchange", d, "auto, flat or hierarchical"), o.exchange);
+  visit(Field("timeout_s", d, "Bound on every network wait, seconds").PerWorker().Positive().Max(86400), o.timeout_s);
+  visit(Field("checksum_every", d, "Compare replica checksums every N steps (0 = at the end)").NonNegative(),
+        o.checksum_every);
+  visit(Field("dgc_momentum", d, "Error-feedback momentum correction (0 = off)").UnitInterval(), o.dgc_momentum);
+  visit(Field("adapt", d, "on: controller picks density and batch sizes; batch: batch sizes only; off"), o.adapt);
+  visit(Field("decide_every", d, "Steps between controller decisions").Min(1), o.decide_every);
+  visit(Field("compute_slowdown", d, "Stretch this worker's compute (experiments)").PerWorker().Min(1).Max(1000),
+        o.compute_slowdown);
+}
+
+template <class V>
+void VisitFields(WorkerIdentity& o, V&& visit) {
+  const char* d = "Distributed";
+  visit(Field("cluster", d, "This worker's cluster name").PerWorker().NonEmpty(), o.cluster);
+  visit(Field("coordinator", d, "Coordinator address tcp://HOST:PORT (frugal worker)").PerWorker(), o.coordinator);
+  visit(Field("rank", d, "This worker's rank (-1: assigned)").PerWorker().Min(-1).Max(65535), o.rank);
+  visit(Field("listen", d, "Where this worker receives, e.g. tcp://0.0.0.0:*").PerWorker().NonEmpty(), o.listen);
+  visit(Field("advertise_host", d, "Host peers connect to when --listen is a wildcard").PerWorker(), o.advertise_host);
+}
+
+template <class V>
+void VisitFields(RunConfig& c, V&& visit) {
+  train::VisitFields(c.train, visit);
+  VisitFields(c.distributed, visit);
+  VisitFields(c.worker, visit);
+}
+
+// Every field's range (numbers finite and in range), then the cross-field
+// checks. The message names the option, as users type it (--flag).
+Status Validate(const RunConfig& config);
+
+// Sets the option `key` (snake_case or kebab-case) from its text form.
+// Unknown keys and unparsable values are InvalidArgument naming them.
+Status SetOption(RunConfig* config, const std::string& key, const std::string& text);
+// Whether `key` names an option.
+bool HasOption(const std::string& key);
+
+// Every option as `key = value` TOML lines, in field-list order.
+std::string ToToml(const RunConfig& config);
+
+// Digest of every kShared field (exact: doubles by their bits). Workers
+// whose digests differ run different configurations.
+uint64_t SharedDigest(const RunConfig& config);
+// The kShared keys, in field-list order (tests, docs).
+std::vector<std::string> SharedKeys();
+
+// Module options derived from the configuration.
+compress::WireFormat WireFormatOf(const DistributedOptions& o);
+// Wire bytes per selected value: the value plus its share of the index (one
+// u32 per 16-value block, or ~2 bytes of varint otherwise). The controller's
+// traffic model uses it.
+double WireBytesPerValue(const DistributedOptions& o);
+std::chrono::milliseconds TimeoutOf(const DistributedOptions& o);
+
+}  // namespace frugal::engine

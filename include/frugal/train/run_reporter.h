@@ -1,0 +1,94 @@
+// RunReporter: what a training loop reports, in one place for the
+// single-process Trainer and the distributed Worker: the metrics window
+// (mean loss, samples/s since the last record), runs/<run>/metrics.jsonl,
+// and the progress line. Torch-free.
+//
+// Per step: AddStep(loss, samples, compute_s); when WindowDue(step),
+// CloseWindow(...) writes one record and redraws the progress line.
+// Evaluations, decisions and the final record go through Evaluated, Note and
+// Write. A reporter that is not the lead (ranks > 0) prints and writes
+// nothing but still keeps the window, so every rank can read it.
+//
+// Thread safety: one thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "frugal/common/jsonl_writer.h"
+#include "frugal/common/status.h"
+#include "frugal/train/progress.h"
+
+namespace frugal::train {
+
+struct RunReporterOptions {
+  std::string metrics_path;  // lead only; truncated at Create
+  int64_t log_every = 50;
+  int64_t total_steps = 0;
+  bool quiet = false;        // no progress output (metrics are still written)
+  bool lead = true;          // writes metrics and progress
+};
+
+class RunReporter {
+ public:
+  static Result<std::unique_ptr<RunReporter>> Create(const RunReporterOptions& options);
+
+  double Elapsed() const;  // seconds since Create
+  const std::string& metrics_path() const { return options_.metrics_path; }
+  bool lead() const { return options_.lead; }
+  bool printing() const { return options_.lead && !options_.quiet; }
+
+  void AddStep(double loss, double samples, double compute_s);
+  // Whether a record is due after `steps_done` steps.
+  bool WindowDue(int64_t steps_done) const;
+
+  struct Window {
+    int64_t steps = 0;
+    double loss = 0;       // mean over the window's steps
+    double samples = 0;
+    double compute_s = 0;  // mean per step
+    double span_s = 0;     // wall time of the window
+  };
+  Window window() const;
+
+  // Writes {wall_time_s, step, epoch, loss, lr, samples_per_s} + `extra`,
+  // updates the progress line (with `progress_extra` appended) and starts a
+  // new window.
+  Status CloseWindow(int64_t step, int64_t epoch, double lr, const nlohmann::json& extra = nlohmann::json::object(),
+                     const std::string& progress_extra = "");
+  // A progress-line redraw without a record (terminals redraw every step).
+  void Redraw(int64_t step, int64_t epoch);
+  // Prints the evaluation line; with `record`, also writes
+  // {wall_time_s, step, epoch, test_accuracy} + `extra`.
+  Status Evaluated(int64_t step, int64_t epoch, double accuracy, bool record,
+                   const nlohmann::json& extra = nlohmann::json::object());
+  void Note(const std::string& text);
+  Status Write(const nlohmann::json& record);
+  void Finish();  // ends the in-place progress line
+
+  double last_loss() const { return last_loss_; }
+  double last_accuracy() const { return last_accuracy_; }
+
+ private:
+  explicit RunReporter(const RunReporterOptions& options);
+  ProgressState State(int64_t step, int64_t epoch) const;
+
+  RunReporterOptions options_;
+  std::chrono::steady_clock::time_point start_;
+  std::unique_ptr<JsonlWriter> metrics_;  // lead only
+  ProgressReporter progress_;
+  double window_start_s_ = 0;
+  int64_t window_steps_ = 0;
+  double window_loss_ = 0;
+  double window_samples_ = 0;
+  double window_compute_ = 0;
+  double last_loss_ = 0;
+  double last_samples_per_s_ = 0;
+  double last_accuracy_ = -1;
+};
+
+}  // namespace frugal::train

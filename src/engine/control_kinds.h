@@ -1,0 +1,19 @@
+// Kinds of the engine's control messages (ControlTag(iteration, kind)); one
+// list, so the parts of a worker never reuse a tag. docs/architecture.md
+// ("Message protocol") describes each payload.
+#pragma once
+
+#include <cstdint>
+
+namespace frugal::engine {
+
+enum ControlKind : uint32_t {
+  kChecksum = 1,       // all-gather: 8-byte parameter checksum
+  kBatchNorm = 2,      // all-gather: fp32 buffers to average
+  kConfig = 3,         // all-gather: 8-byte digest of the shared configuration
+  kInitialParams = 4,  // broadcast from rank 0: fp32 initial parameters of one bucket
+  kTelemetry = 5,      // all-gather: WorkerTelemetry
+  kDecision = 6,       // broadcast from rank 0: Decision
+};
+
+}  // namespace frugal::engine

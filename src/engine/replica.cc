@@ -1,0 +1,299 @@
+#include "frugal/engine/replica.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "control_kinds.h"
+#include "frugal/comm/collectives.h"
+
+namespace frugal::engine {
+
+namespace {
+
+comm::Bytes U64Bytes(uint64_t v) {
+  comm::Bytes b(8);
+  std::memcpy(b.data(), &v, 8);
+  return b;
+}
+
+uint64_t BytesU64(const comm::Bytes& b) {
+  uint64_t v = 0;
+  if (b.size() == 8) std::memcpy(&v, b.data(), 8);
+  return v;
+}
+
+std::string Describe(comm::Transport& transport, int rank) { return transport.topology().DescribeRank(rank); }
+
+}  // namespace
+
+BucketLayout BucketLayout::Pack(const std::vector<std::pair<std::string, size_t>>& named_numels,
+                                size_t bucket_floats) {
+  BucketLayout layout;
+  layout.slots.resize(named_numels.size());
+  for (size_t k = named_numels.size(); k-- > 0;) {
+    const auto& [name, n] = named_numels[k];
+    if (layout.bucket_sizes.empty() || (layout.bucket_sizes.back() > 0 && layout.bucket_sizes.back() + n > bucket_floats)) {
+      layout.bucket_sizes.push_back(0);
+      layout.bucket_params.emplace_back();
+      layout.bucket_names.emplace_back();
+    }
+    ParamSlot& slot = layout.slots[k];
+    slot.name = name;
+    slot.bucket = layout.bucket_sizes.size() - 1;
+    slot.offset = layout.bucket_sizes.back();
+    slot.numel = n;
+    layout.bucket_sizes.back() += n;
+    std::string& bname = layout.bucket_names.back();
+    bname += (bname.empty() ? "" : "+") + name;
+    layout.bucket_params.back().push_back(k);
+  }
+  return layout;
+}
+
+Status CheckSameConfiguration(comm::Transport& transport, uint64_t digest, std::chrono::milliseconds timeout) {
+  auto digests = comm::AllGather(transport, ControlTag(0, kConfig), U64Bytes(digest), timeout);
+  if (!digests.ok()) return digests.status().WithContext("exchanging run configuration");
+  for (int r = 0; r < transport.world_size(); ++r) {
+    if (BytesU64((*digests)[r]) != digest) {
+      return Status::InvalidArgument("worker " + Describe(transport, r) + " runs a different configuration than " +
+                                     Describe(transport, transport.rank()) +
+                                     " (start every worker with the same config file and flags)");
+    }
+  }
+  return Status::Ok();
+}
+
+class Replica::Impl {
+ public:
+  ReplicaOptions options;
+  comm::Transport* transport = nullptr;
+  std::vector<torch::Tensor> params;  // per slot
+  BucketLayout layout;
+  std::unique_ptr<GradientPipeline> pipeline;
+
+  // Gradient hand-over state of the iteration in backward.
+  int64_t current_iteration = -1;
+  std::vector<size_t> pending;  // params still missing per bucket
+  std::vector<bool> got_grad;   // per slot
+  Status hook_error;
+
+  Status Init(std::vector<std::pair<std::string, torch::Tensor>> named);
+  Result<std::vector<BucketSpec>> InitialBuckets();
+  Status BroadcastInitial(std::vector<BucketSpec>* specs);
+  void OnGradient(size_t slot_index, const torch::Tensor& grad);
+  void CopyOut(size_t bucket, Span<const float> master);
+  engine::CopyOutFn MakeCopyOut() {
+    return [this](size_t b, Span<const float> m) { CopyOut(b, m); };
+  }
+};
+
+Status Replica::Impl::Init(std::vector<std::pair<std::string, torch::Tensor>> named) {
+  if (named.empty()) return Status::InvalidArgument("the model has no parameters to train");
+  std::set<const void*> seen;
+  std::vector<std::pair<std::string, size_t>> numels;
+  const torch::Device device = named.front().second.device();
+  for (auto& [name, p] : named) {
+    if (!p.defined()) return Status::InvalidArgument("parameter '" + name + "' is undefined");
+    if (p.scalar_type() != torch::kFloat32) {
+      return Status::InvalidArgument("parameter '" + name + "' is " + std::string(c10::toString(p.scalar_type())) +
+                                     "; Frugal trains float32 parameters");
+    }
+    if (p.device() != device) {
+      return Status::InvalidArgument("parameter '" + name + "' is on " + p.device().str() + " but '" +
+                                     named.front().first + "' is on " + device.str() +
+                                     "; move the whole model to one device first");
+    }
+    if (!p.requires_grad()) return Status::InvalidArgument("parameter '" + name + "' does not require grad");
+    if (!seen.insert(p.unsafeGetTensorImpl()).second) {
+      return Status::InvalidArgument("parameter '" + name + "' is listed twice (shared parameters are passed once)");
+    }
+    params.push_back(p);
+    numels.emplace_back(name, static_cast<size_t>(p.numel()));
+  }
+  if (!(options.bucket_mb > 0)) return Status::InvalidArgument("bucket_mb must be > 0");
+  layout = BucketLayout::Pack(numels, static_cast<size_t>(options.bucket_mb * 1024 * 1024 / sizeof(float)));
+  FRUGAL_ASSIGN_OR_RETURN(std::vector<BucketSpec> specs, InitialBuckets());
+  FRUGAL_RETURN_IF_ERROR(BroadcastInitial(&specs));
+  FRUGAL_ASSIGN_OR_RETURN(pipeline, GradientPipeline::Create(options.pipeline, std::move(specs), transport));
+  pending.assign(layout.bucket_params.size(), 0);
+  got_grad.assign(layout.slots.size(), true);
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].register_hook([this, i](torch::Tensor grad) { OnGradient(i, grad); });
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<BucketSpec>> Replica::Impl::InitialBuckets() {
+  std::vector<BucketSpec> specs(layout.bucket_sizes.size());
+  for (size_t b = 0; b < specs.size(); ++b) {
+    specs[b].name = layout.bucket_names[b];
+    specs[b].initial.resize(layout.bucket_sizes[b]);
+    for (size_t i : layout.bucket_params[b]) {
+      const ParamSlot& slot = layout.slots[i];
+      torch::Tensor cpu = params[i].detach().to(torch::kCPU).contiguous();
+      std::memcpy(specs[b].initial.data() + slot.offset, cpu.data_ptr<float>(), slot.numel * sizeof(float));
+    }
+  }
+  return specs;
+}
+
+// Like DDP, every replica starts from rank 0's parameters, so replicas agree
+// even if their LibTorch builds (or the user's seeds) initialise differently.
+Status Replica::Impl::BroadcastInitial(std::vector<BucketSpec>* specs) {
+  for (size_t b = 0; b < specs->size(); ++b) {
+    BucketSpec& spec = (*specs)[b];
+    comm::Bytes mine;
+    if (transport->rank() == 0) {
+      mine.resize(spec.initial.size() * sizeof(float));
+      std::memcpy(mine.data(), spec.initial.data(), mine.size());
+    }
+    auto got = comm::Broadcast(*transport, ControlTag(b, kInitialParams), 0, std::move(mine), options.timeout);
+    if (!got.ok()) return got.status().WithContext("receiving the initial parameters");
+    if (got->size() != spec.initial.size() * sizeof(float)) {
+      return Status::Corruption("initial parameters of bucket " + spec.name + " have the wrong size (" +
+                                std::to_string(got->size() / sizeof(float)) + " values, expected " +
+                                std::to_string(spec.initial.size()) + "): do all workers build the same model?");
+    }
+    std::memcpy(spec.initial.data(), got->data(), got->size());
+  }
+  return Status::Ok();
+}
+
+void Replica::Impl::OnGradient(size_t i, const torch::Tensor& grad) {
+  if (current_iteration < 0 || !hook_error.ok() || got_grad[i]) return;
+  const ParamSlot& slot = layout.slots[i];
+  Span<float> buf = pipeline->GradBuffer(slot.bucket, current_iteration);
+  torch::Tensor g = grad.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  std::memcpy(buf.data() + slot.offset, g.data_ptr<float>(), slot.numel * sizeof(float));
+  got_grad[i] = true;
+  if (--pending[slot.bucket] == 0) {
+    Status s = pipeline->Submit(slot.bucket, current_iteration);
+    if (!s.ok()) hook_error = s;
+  }
+}
+
+void Replica::Impl::CopyOut(size_t bucket, Span<const float> master) {
+  torch::NoGradGuard no_grad;
+  for (size_t i : layout.bucket_params[bucket]) {
+    const ParamSlot& slot = layout.slots[i];
+    torch::Tensor src = torch::from_blob(const_cast<float*>(master.data() + slot.offset), params[i].sizes(),
+                                         torch::kFloat32);
+    params[i].copy_(src);
+  }
+}
+
+Replica::Replica(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Replica::~Replica() = default;
+
+Result<std::unique_ptr<Replica>> Replica::Create(const ReplicaOptions& options,
+                                                 std::vector<std::pair<std::string, torch::Tensor>> params,
+                                                 comm::Transport* transport) {
+  if (transport == nullptr) return Status::InvalidArgument("Replica needs a transport");
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->transport = transport;
+  try {
+    FRUGAL_RETURN_IF_ERROR(impl->Init(std::move(params)));
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("libtorch: ") + e.what_without_backtrace());
+  }
+  return std::unique_ptr<Replica>(new Replica(std::move(impl)));
+}
+
+Status Replica::BeginIteration(int64_t t, bool check_replicas) {
+  Impl& m = *impl_;
+  if (t != m.current_iteration + 1) {
+    return Status::InvalidArgument("iterations must be begun in order: expected " +
+                                   std::to_string(m.current_iteration + 1) + ", got " + std::to_string(t));
+  }
+  FRUGAL_RETURN_IF_ERROR(m.hook_error);
+  FRUGAL_RETURN_IF_ERROR(m.pipeline->BeginIteration(t, m.MakeCopyOut(), check_replicas));
+  if (check_replicas) FRUGAL_RETURN_IF_ERROR(CheckReplicas(t).status());
+  m.current_iteration = t;
+  std::fill(m.got_grad.begin(), m.got_grad.end(), false);
+  for (size_t b = 0; b < m.layout.bucket_params.size(); ++b) m.pending[b] = m.layout.bucket_params[b].size();
+  return Status::Ok();
+}
+
+Status Replica::EndBackward() {
+  Impl& m = *impl_;
+  if (m.current_iteration < 0) return Status::InvalidArgument("EndBackward before BeginIteration");
+  // The gradients are in the pipeline's buffers; the tensors' .grad would
+  // only accumulate across iterations.
+  for (auto& p : m.params) p.mutable_grad() = torch::Tensor();
+  FRUGAL_RETURN_IF_ERROR(m.hook_error);
+  for (size_t i = 0; i < m.layout.slots.size(); ++i) {
+    if (m.got_grad[i]) continue;
+    const ParamSlot& slot = m.layout.slots[i];
+    Span<float> buf = m.pipeline->GradBuffer(slot.bucket, m.current_iteration);
+    std::fill(buf.data() + slot.offset, buf.data() + slot.offset + slot.numel, 0.0f);
+    m.got_grad[i] = true;
+    if (--m.pending[slot.bucket] == 0) FRUGAL_RETURN_IF_ERROR(m.pipeline->Submit(slot.bucket, m.current_iteration));
+  }
+  return Status::Ok();
+}
+
+Status Replica::Finish() {
+  FRUGAL_RETURN_IF_ERROR(impl_->hook_error);
+  return impl_->pipeline->Finish(impl_->MakeCopyOut());
+}
+
+Result<uint64_t> Replica::CheckReplicas(int64_t t) {
+  comm::Transport& tr = *impl_->transport;
+  const uint64_t checksum = impl_->pipeline->Checksum();
+  auto all = comm::AllGather(tr, ControlTag(t, kChecksum), U64Bytes(checksum), impl_->options.timeout);
+  if (!all.ok()) return all.status().WithContext("comparing replica checksums at step " + std::to_string(t));
+  for (int r = 0; r < tr.world_size(); ++r) {
+    if (BytesU64((*all)[r]) != checksum) {
+      return Status::Internal("replicas diverged at step " + std::to_string(t) + ": " + Describe(tr, r) +
+                              " has parameter checksum " + std::to_string(BytesU64((*all)[r])) + ", " +
+                              Describe(tr, tr.rank()) + " has " + std::to_string(checksum));
+    }
+  }
+  return checksum;
+}
+
+// Note [Batch-norm statistics]: running means/variances are not gradients and
+// are not exchanged every step; each replica tracks its own shard. Before
+// every evaluation (and at the end) the float buffers are averaged across
+// workers (an all-gather of the concatenated buffers, summed in rank order
+// so every replica gets identical values); integer counters are left alone.
+Status Replica::AverageBuffers(int64_t t, const std::vector<torch::Tensor>& buffers) {
+  comm::Transport& tr = *impl_->transport;
+  if (buffers.empty() || tr.world_size() == 1) return Status::Ok();
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> flat_parts;
+  for (const auto& b : buffers) {
+    if (!b.is_floating_point()) return Status::InvalidArgument("AverageBuffers: only floating-point buffers");
+    flat_parts.push_back(b.detach().to(torch::kCPU, torch::kFloat32).flatten());
+  }
+  torch::Tensor flat = torch::cat(flat_parts).contiguous();
+  comm::Bytes mine(flat.numel() * sizeof(float));
+  std::memcpy(mine.data(), flat.data_ptr<float>(), mine.size());
+  auto all = comm::AllGather(tr, ControlTag(t, kBatchNorm), std::move(mine), impl_->options.timeout);
+  if (!all.ok()) return all.status().WithContext("averaging batch-norm statistics");
+  torch::Tensor sum = torch::zeros_like(flat);
+  for (auto& part : *all) {
+    if (part.size() != static_cast<size_t>(flat.numel()) * sizeof(float)) {
+      return Status::Corruption("batch-norm statistics of a peer have the wrong size");
+    }
+    sum += torch::from_blob(part.data(), {flat.numel()}, torch::kFloat32);
+  }
+  sum /= static_cast<double>(tr.world_size());
+  int64_t offset = 0;
+  for (const auto& b : buffers) {
+    torch::Tensor target = b;
+    target.copy_(sum.slice(0, offset, offset + b.numel()).view(b.sizes()));
+    offset += b.numel();
+  }
+  return Status::Ok();
+}
+
+int64_t Replica::iteration() const { return impl_->current_iteration; }
+size_t Replica::num_buckets() const { return impl_->layout.bucket_sizes.size(); }
+const BucketLayout& Replica::layout() const { return impl_->layout; }
+GradientPipeline& Replica::pipeline() { return *impl_->pipeline; }
+comm::Transport& Replica::transport() { return *impl_->transport; }
+
+}  // namespace frugal::engine

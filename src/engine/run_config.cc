@@ -1,0 +1,103 @@
+#include "frugal/engine/run_config.h"
+
+namespace frugal::engine {
+
+namespace {
+
+std::string Snake(std::string key) {
+  for (char& c : key) c = c == '-' ? '_' : c;
+  return key;
+}
+
+// TOML text of a value: strings quoted and escaped, the rest bare.
+template <class T>
+std::string TomlValue(const T& v) {
+  std::string text = FieldToText(v);
+  if constexpr (std::is_same_v<T, std::string> || std::is_enum_v<T>) {
+    std::string q = "\"";
+    for (char c : text) {
+      if (c == '"' || c == '\\') q += '\\';
+      q += c;
+    }
+    return q + "\"";
+  } else {
+    return text;
+  }
+}
+
+}  // namespace
+
+Status Validate(const RunConfig& config) {
+  RunConfig& c = const_cast<RunConfig&>(config);  // the visitors only read
+  Status first;
+  VisitFields(c.distributed, [&](const Field& f, const auto& v) {
+    if (first.ok()) first = CheckField(f, v);
+  });
+  VisitFields(c.worker, [&](const Field& f, const auto& v) {
+    if (first.ok()) first = CheckField(f, v);
+  });
+  FRUGAL_RETURN_IF_ERROR(first);
+  return config.train.Validate();
+}
+
+Status SetOption(RunConfig* config, const std::string& key, const std::string& text) {
+  const std::string want = Snake(key);
+  Status result = Status::InvalidArgument("unknown option '" + key + "'");
+  VisitFields(*config, [&](const Field& f, auto& value) {
+    if (want == f.key) result = FieldFromText(f, text, &value);
+  });
+  return result;
+}
+
+bool HasOption(const std::string& key) {
+  const std::string want = Snake(key);
+  bool found = false;
+  RunConfig c;
+  VisitFields(c, [&](const Field& f, const auto&) { found = found || want == f.key; });
+  return found;
+}
+
+std::string ToToml(const RunConfig& config) {
+  std::string out;
+  VisitFields(const_cast<RunConfig&>(config), [&](const Field& f, const auto& value) {
+    out += std::string(f.key) + " = " + TomlValue(value) + "\n";
+  });
+  return out;
+}
+
+uint64_t SharedDigest(const RunConfig& config) {
+  std::string text;
+  VisitFields(const_cast<RunConfig&>(config), [&](const Field& f, const auto& value) {
+    if (f.scope == FieldScope::kShared) text += std::string(f.key) + "=" + FieldDigestText(value) + "\n";
+  });
+  return Fnv1a64(text);
+}
+
+std::vector<std::string> SharedKeys() {
+  std::vector<std::string> keys;
+  RunConfig c;
+  VisitFields(c, [&](const Field& f, const auto&) {
+    if (f.scope == FieldScope::kShared) keys.push_back(f.key);
+  });
+  return keys;
+}
+
+compress::WireFormat WireFormatOf(const DistributedOptions& o) {
+  compress::WireFormat w;
+  w.values = o.value_encoding;
+  w.indices = o.sparsifier == compress::SparsifierKind::kBlock ? compress::IndexEncoding::kBlockId
+                                                                : compress::IndexEncoding::kDeltaVarint;
+  return w;
+}
+
+double WireBytesPerValue(const DistributedOptions& o) {
+  const compress::WireFormat w = WireFormatOf(o);
+  const double value_bytes = w.values == compress::ValueEncoding::kFp32 ? 4.0 : 2.0;
+  return value_bytes + (w.indices == compress::IndexEncoding::kBlockId ? 0.25 : 2.0);
+}
+
+std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
+  return std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+}
+
+}  // namespace frugal::engine

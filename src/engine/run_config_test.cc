@@ -1,0 +1,152 @@
+#include "frugal/engine/run_config.h"
+
+#include <cmath>
+#include <set>
+#include <type_traits>
+
+#include <gtest/gtest.h>
+
+namespace frugal::engine {
+namespace {
+
+// Changes one value to a different one of the same type; doubles by one ulp,
+// so the digest must be exact.
+template <class T>
+void Perturb(T& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    v = !v;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    v += "x";
+  } else if constexpr (std::is_enum_v<T>) {
+    const auto& table = EnumNames<T>::kTable;
+    const size_t n = std::size(table);
+    for (size_t i = 0; i < n; ++i) {
+      if (table[i].first == v) {
+        v = table[(i + 1) % n].first;
+        return;
+      }
+    }
+  } else if constexpr (std::is_floating_point_v<T>) {
+    v = std::nextafter(v, INFINITY);
+  } else {
+    v = v + 1;
+  }
+}
+
+// Calls f(field, perturbed copy) for every field of the list.
+template <class F>
+void ForEachPerturbation(F&& f) {
+  RunConfig probe;
+  size_t count = 0;
+  VisitFields(probe, [&](const Field&, const auto&) { ++count; });
+  for (size_t k = 0; k < count; ++k) {
+    RunConfig c;
+    size_t i = 0;
+    const Field* changed = nullptr;
+    Field copy("", "", "");
+    VisitFields(c, [&](const Field& field, auto& value) {
+      if (i++ == k) {
+        Perturb(value);
+        copy = field;
+        changed = &copy;
+      }
+    });
+    f(*changed, c);
+  }
+}
+
+TEST(RunConfigTest, DigestCoversEverySharedFieldExactlyAndNoPerWorkerField) {
+  const uint64_t base = SharedDigest(RunConfig{});
+  int shared = 0, per_worker = 0;
+  ForEachPerturbation([&](const Field& f, const RunConfig& changed) {
+    if (f.scope == FieldScope::kShared) {
+      ++shared;
+      EXPECT_NE(SharedDigest(changed), base) << f.key << " is shared but not in the digest";
+    } else {
+      ++per_worker;
+      EXPECT_EQ(SharedDigest(changed), base) << f.key << " is per-worker but changes the digest";
+    }
+  });
+  // The fields the hand-kept digest used to miss are shared.
+  std::vector<std::string> keys = SharedKeys();
+  std::set<std::string> set(keys.begin(), keys.end());
+  for (const char* k : {"dampening", "beta1", "beta2", "eps", "lr_step_size", "lr_gamma", "eval_every"}) {
+    EXPECT_TRUE(set.count(k)) << k;
+  }
+  EXPECT_GT(shared, 30);
+  EXPECT_GT(per_worker, 10);
+}
+
+TEST(RunConfigTest, LrOfOneEMinusSevenAndTwoEMinusSevenDiffer) {
+  RunConfig a, b;
+  a.train.lr = 1e-7;
+  b.train.lr = 2e-7;
+  EXPECT_NE(SharedDigest(a), SharedDigest(b));
+}
+
+TEST(RunConfigTest, TomlRoundTripsEveryField) {
+  // Every field perturbed, written, read back: the same configuration.
+  ForEachPerturbation([&](const Field& f, const RunConfig& changed) {
+    RunConfig read;
+    std::string toml = ToToml(changed);
+    size_t pos = 0;
+    while (pos < toml.size()) {
+      size_t end = toml.find('\n', pos);
+      std::string line = toml.substr(pos, end - pos);
+      pos = end + 1;
+      size_t eq = line.find(" = ");
+      std::string key = line.substr(0, eq), value = line.substr(eq + 3);
+      if (!value.empty() && value.front() == '"') value = value.substr(1, value.size() - 2);
+      ASSERT_TRUE(SetOption(&read, key, value).ok()) << key << " = " << value;
+    }
+    EXPECT_EQ(ToToml(read), toml) << f.key;
+    EXPECT_EQ(SharedDigest(read), SharedDigest(changed)) << f.key;
+  });
+}
+
+TEST(RunConfigTest, ValidationNamesTheOptionAndRejectsNan) {
+  RunConfig c;
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).ToString();
+  c.distributed.density = std::nan("");
+  Status s = Validate(c);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(s.message(), "--density must be in (0, 1], got nan");
+  c = RunConfig{};
+  c.train.momentum = std::nan("");
+  EXPECT_NE(Validate(c).message().find("--momentum"), std::string::npos);
+  c = RunConfig{};
+  c.distributed.workers = 1000;
+  EXPECT_NE(Validate(c).message().find("on this machine"), std::string::npos) << Validate(c).message();
+  c = RunConfig{};
+  c.train.run_name = "../escape";
+  EXPECT_NE(Validate(c).message().find("--run-name"), std::string::npos);
+  c = RunConfig{};
+  c.train.synthetic_train_size = int64_t{1} << 40;
+  EXPECT_NE(Validate(c).message().find("in memory"), std::string::npos);
+  c = RunConfig{};
+  c.train.model = "nosuch";
+  EXPECT_NE(Validate(c).message().find("nosuch"), std::string::npos);
+}
+
+TEST(RunConfigTest, SetOptionAcceptsKebabCaseAndNamesUnknownKeys) {
+  RunConfig c;
+  ASSERT_TRUE(SetOption(&c, "value-encoding", "bf16").ok());
+  EXPECT_EQ(c.distributed.value_encoding, compress::ValueEncoding::kBf16);
+  Status s = SetOption(&c, "no_such", "1");
+  EXPECT_NE(s.message().find("no_such"), std::string::npos);
+  EXPECT_FALSE(SetOption(&c, "sparsifier", "nope").ok());
+  EXPECT_TRUE(HasOption("lr-gamma"));
+  EXPECT_FALSE(HasOption("lr-gammas"));
+}
+
+TEST(RunConfigTest, WireBytesFollowTheEncoding) {
+  DistributedOptions d;
+  EXPECT_DOUBLE_EQ(WireBytesPerValue(d), 2.25);
+  d.value_encoding = compress::ValueEncoding::kFp32;
+  d.sparsifier = compress::SparsifierKind::kTopk;
+  EXPECT_DOUBLE_EQ(WireBytesPerValue(d), 6.0);
+  EXPECT_EQ(WireFormatOf(d).indices, compress::IndexEncoding::kDeltaVarint);
+}
+
+}  // namespace
+}  // namespace frugal::engine

@@ -1,0 +1,117 @@
+#include "frugal/train/run_reporter.h"
+
+#include <algorithm>
+
+namespace frugal::train {
+
+RunReporter::RunReporter(const RunReporterOptions& options)
+    : options_(options),
+      start_(std::chrono::steady_clock::now()),
+      progress_(stdout, options.log_every, (options.quiet || !options.lead) ? 0 : -1) {}
+
+Result<std::unique_ptr<RunReporter>> RunReporter::Create(const RunReporterOptions& options) {
+  std::unique_ptr<RunReporter> r(new RunReporter(options));
+  if (options.lead) {
+    FRUGAL_ASSIGN_OR_RETURN(r->metrics_, JsonlWriter::Open(options.metrics_path, /*truncate=*/true));
+  }
+  return r;
+}
+
+double RunReporter::Elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void RunReporter::AddStep(double loss, double samples, double compute_s) {
+  window_loss_ += loss;
+  window_samples_ += samples;
+  window_compute_ += compute_s;
+  ++window_steps_;
+}
+
+bool RunReporter::WindowDue(int64_t steps_done) const {
+  return steps_done % options_.log_every == 0 || steps_done == options_.total_steps;
+}
+
+RunReporter::Window RunReporter::window() const {
+  Window w;
+  w.steps = window_steps_;
+  const double steps = static_cast<double>(std::max<int64_t>(1, window_steps_));
+  w.loss = window_loss_ / steps;
+  w.samples = window_samples_;
+  w.compute_s = window_compute_ / steps;
+  w.span_s = std::max(1e-9, Elapsed() - window_start_s_);
+  return w;
+}
+
+ProgressState RunReporter::State(int64_t step, int64_t epoch) const {
+  ProgressState ps;
+  ps.step = step;
+  ps.total_steps = options_.total_steps;
+  ps.epoch = epoch;
+  ps.loss = last_loss_;
+  ps.test_accuracy = last_accuracy_;
+  ps.elapsed_s = Elapsed();
+  ps.samples_per_s = last_samples_per_s_;
+  return ps;
+}
+
+Status RunReporter::CloseWindow(int64_t step, int64_t epoch, double lr, const nlohmann::json& extra,
+                                const std::string& progress_extra) {
+  const Window w = window();
+  last_loss_ = w.loss;
+  last_samples_per_s_ = w.samples / w.span_s;
+  if (metrics_) {
+    nlohmann::json rec = {{"wall_time_s", Elapsed()}, {"step", step},   {"epoch", epoch},
+                          {"loss", w.loss},           {"lr", lr},       {"samples_per_s", last_samples_per_s_}};
+    for (const auto& [k, v] : extra.items()) rec[k] = v;
+    FRUGAL_RETURN_IF_ERROR(metrics_->Write(rec));
+  }
+  if (printing()) {
+    ProgressState ps = State(step, epoch);
+    ps.extra = progress_extra;
+    progress_.Update(ps);
+  }
+  window_start_s_ = Elapsed();
+  window_steps_ = 0;
+  window_loss_ = 0;
+  window_samples_ = 0;
+  window_compute_ = 0;
+  return Status::Ok();
+}
+
+void RunReporter::Redraw(int64_t step, int64_t epoch) {
+  if (!printing()) return;
+  ProgressState ps = State(step, epoch);
+  const Window w = window();
+  if (w.steps > 0) {
+    ps.loss = w.loss;
+    ps.samples_per_s = w.samples / w.span_s;
+  }
+  progress_.Update(ps);
+}
+
+Status RunReporter::Evaluated(int64_t step, int64_t epoch, double accuracy, bool record, const nlohmann::json& extra) {
+  last_accuracy_ = accuracy;
+  if (printing()) progress_.Evaluated(State(step, epoch));
+  if (record && metrics_) {
+    nlohmann::json rec = {{"wall_time_s", Elapsed()}, {"step", step}, {"epoch", epoch}, {"test_accuracy", accuracy}};
+    for (const auto& [k, v] : extra.items()) rec[k] = v;
+    FRUGAL_RETURN_IF_ERROR(metrics_->Write(rec));
+  }
+  return Status::Ok();
+}
+
+void RunReporter::Note(const std::string& text) {
+  if (printing()) progress_.Note(text);
+}
+
+Status RunReporter::Write(const nlohmann::json& record) {
+  if (!metrics_) return Status::Ok();
+  return metrics_->Write(record);
+}
+
+void RunReporter::Finish() {
+  if (printing()) progress_.Finish();
+}
+
+}  // namespace frugal::train
