@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "frugal/sim/cost_model.h"
 #include "frugal/sim/event_engine.h"
@@ -23,7 +26,21 @@ double ComputeSeconds(const Workload& w, const OperatorCostModel& cost) {
 // Union density of n independent selections at density d each.
 double UnionDensity(double d, int n) { return 1.0 - std::pow(1.0 - d, n); }
 
-}  // namespace
+Status CheckJob(const FrugalJob& job) {
+  if (job.clusters.empty()) return Status::InvalidArgument("the topology needs at least one cluster");
+  if (job.density <= 0 || job.density > 1) return Status::InvalidArgument("density must be in (0, 1]");
+  if (job.batch_per_worker <= 0) return Status::InvalidArgument("batch per worker must be positive");
+  if (job.staleness < 0) return Status::InvalidArgument("staleness must not be negative");
+  for (const ClusterSpec& c : job.clusters) {
+    if (c.workers <= 0 || c.intra_gbps <= 0) {
+      return Status::InvalidArgument("every cluster needs a positive worker count and bandwidth");
+    }
+  }
+  if (job.clusters.size() > 1 && job.inter_cluster_gbps <= 0) {
+    return Status::InvalidArgument("inter-cluster bandwidth must be positive");
+  }
+  return Status::Ok();
+}
 
 // Note [Sparse exchange cost]
 // Topology-aware exchange as in Frugal's engine: workers of a cluster gather
@@ -33,21 +50,94 @@ double UnionDensity(double d, int n) { return 1.0 - std::pow(1.0 - d, n); }
 // the global merged update is broadcast inside the cluster. Merged densities
 // assume independent selections (an upper bound on the volume: real top-k
 // selections overlap). The slowest cluster sets the pace.
-Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const HardwareSpec& hw) {
-  if (job.clusters.empty()) return Status::InvalidArgument("the topology needs at least one cluster");
-  if (job.density <= 0 || job.density > 1) return Status::InvalidArgument("density must be in (0, 1]");
-  if (job.batch_per_worker <= 0) return Status::InvalidArgument("batch per worker must be positive");
-  if (job.staleness < 0) return Status::InvalidArgument("staleness must not be negative");
-  int total_workers = 0;
+double ExchangeSeconds(const FrugalJob& job, const HardwareSpec& hw, double params, double merged) {
+  const double chunk = job.density * params * job.bytes_per_selected;
+  const int num_clusters = static_cast<int>(job.clusters.size());
+  double exchange = 0;
   for (const ClusterSpec& c : job.clusters) {
-    if (c.workers <= 0 || c.intra_gbps <= 0) {
-      return Status::InvalidArgument("every cluster needs a positive worker count and bandwidth");
+    const double intra = c.intra_gbps * 1e9 / 8.0 * hw.efficiency.inter_link;
+    double t = (c.workers - 1) * chunk / intra;
+    if (num_clusters > 1) {
+      const double cluster_chunk = UnionDensity(job.density, c.workers) * params * job.bytes_per_selected;
+      const double inter = job.inter_cluster_gbps * 1e9 / 8.0 * hw.efficiency.inter_link;
+      t += (num_clusters - 1) * cluster_chunk / inter + job.inter_cluster_latency_ms * 1e-3;
+      if (c.workers > 1) t += merged * params * job.bytes_per_selected / intra;
     }
-    total_workers += c.workers;
+    exchange = std::max(exchange, t);
   }
-  if (job.clusters.size() > 1 && job.inter_cluster_gbps <= 0) {
-    return Status::InvalidArgument("inter-cluster bandwidth must be positive");
+  return exchange;
+}
+
+// Plays the worker pipeline (compute, copy to host, sparsify, exchange,
+// optimizer, copy back) for a number of iterations with the stage times of
+// `stages` and the copies' `d2h` and `h2d` seconds; returns the steady-state
+// time between iterations, measured over the second half.
+Result<double> SteadyStateIterationSeconds(const FrugalJob& job, bool shared, const FrugalPrediction& stages,
+                                           double d2h, double h2d) {
+  constexpr int kIterations = 24;
+  TaskGraph g;
+  const ResourceId gpu = g.AddResource(shared ? "cpu" : "gpu");
+  const ResourceId to_host = g.AddResource("pcie_d2h");
+  const ResourceId sparsify = shared ? gpu : g.AddResource("cpu_sparsify");
+  const ResourceId net = g.AddResource("network");
+  const ResourceId optimizer = shared ? gpu : g.AddResource("cpu_optimizer");
+  const ResourceId to_device = g.AddResource("pcie_h2d");
+  std::vector<TaskId> exchange_task(kIterations), update(kIterations);
+  // Optimizer and update copy of iteration i; on a shared CPU they are added
+  // to the stream `staleness` iterations late, after that iteration's sparsify.
+  auto add_update = [&](int i) {
+    const TaskId o = g.AddTask(optimizer, stages.optimizer_s, 4);
+    g.AddDependency(exchange_task[i], o);
+    update[i] = g.AddTask(to_device, h2d, 5);
+    g.AddDependency(o, update[i]);
+  };
+  for (int i = 0; i < kIterations; ++i) {
+    const TaskId c = g.AddTask(gpu, stages.gpu_s, 0);
+    if (i - 1 - job.staleness >= 0) g.AddDependency(update[i - 1 - job.staleness], c);
+    const TaskId d = g.AddTask(to_host, d2h, 1);
+    g.AddDependency(c, d);
+    const TaskId s = g.AddTask(sparsify, stages.sparsify_s, 2);
+    g.AddDependency(d, s);
+    exchange_task[i] = g.AddTask(net, stages.exchange_s, 3);
+    g.AddDependency(s, exchange_task[i]);
+    if (!shared) {
+      add_update(i);
+    } else if (i - job.staleness >= 0) {
+      add_update(i - job.staleness);
+    }
   }
+  if (shared) {
+    for (int i = std::max(0, kIterations - job.staleness); i < kIterations; ++i) add_update(i);
+  }
+  FRUGAL_ASSIGN_OR_RETURN(EngineResult run, RunTaskGraph(g));
+  const int half = kIterations / 2;
+  return (run.tasks[update[kIterations - 1]].end - run.tasks[update[half - 1]].end) / (kIterations - half);
+}
+
+// The slowest stage's name.
+std::string Bottleneck(const FrugalPrediction& p, double d2h, double h2d) {
+  const std::pair<const char*, double> stages[] = {{"gpu", p.gpu_s},
+                                                   {"copy", std::max(d2h, h2d)},
+                                                   {"sparsify", p.sparsify_s},
+                                                   {"exchange", p.exchange_s},
+                                                   {"optimizer", p.optimizer_s}};
+  std::string bottleneck;
+  double worst = -1;
+  for (const auto& [name, secs] : stages) {
+    if (secs > worst) {
+      worst = secs;
+      bottleneck = name;
+    }
+  }
+  return bottleneck;
+}
+
+}  // namespace
+
+Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const HardwareSpec& hw) {
+  FRUGAL_RETURN_IF_ERROR(CheckJob(job));
+  int total_workers = 0;
+  for (const ClusterSpec& c : job.clusters) total_workers += c.workers;
   WorkloadOptions wopt;
   wopt.micro_batch = job.batch_per_worker;
   FRUGAL_ASSIGN_OR_RETURN(Workload w, BuildWorkload(job.model, wopt));
@@ -67,76 +157,11 @@ Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const Hard
   out.copy_s = d2h + h2d;
   out.sparsify_s = grad_bytes / (hw.host.cpu_sparsify_gbs * 1e9);
   out.optimizer_s = merged * params * 4.0 / (hw.host.cpu_optimizer_gbs * 1e9);
-
-  const double chunk = job.density * params * job.bytes_per_selected;
-  const int num_clusters = static_cast<int>(job.clusters.size());
-  double exchange = 0;
-  for (const ClusterSpec& c : job.clusters) {
-    const double intra = c.intra_gbps * 1e9 / 8.0 * hw.efficiency.inter_link;
-    double t = (c.workers - 1) * chunk / intra;
-    if (num_clusters > 1) {
-      const double cluster_chunk = UnionDensity(job.density, c.workers) * params * job.bytes_per_selected;
-      const double inter = job.inter_cluster_gbps * 1e9 / 8.0 * hw.efficiency.inter_link;
-      t += (num_clusters - 1) * cluster_chunk / inter + job.inter_cluster_latency_ms * 1e-3;
-      if (c.workers > 1) t += merged * params * job.bytes_per_selected / intra;
-    }
-    exchange = std::max(exchange, t);
-  }
-  out.exchange_s = exchange;
-
-  // Play the pipeline for a number of iterations; measure the second half.
-  constexpr int kIterations = 24;
-  TaskGraph g;
+  out.exchange_s = ExchangeSeconds(job, hw, params, merged);
   const bool shared = job.shared_cpu || hw.is_cpu;
-  const ResourceId gpu = g.AddResource(shared ? "cpu" : "gpu");
-  const ResourceId to_host = g.AddResource("pcie_d2h");
-  const ResourceId sparsify = shared ? gpu : g.AddResource("cpu_sparsify");
-  const ResourceId net = g.AddResource("network");
-  const ResourceId optimizer = shared ? gpu : g.AddResource("cpu_optimizer");
-  const ResourceId to_device = g.AddResource("pcie_h2d");
-  std::vector<TaskId> exchange_task(kIterations), update(kIterations);
-  // Optimizer and update copy of iteration i; on a shared CPU they are added
-  // to the stream `staleness` iterations late, after that iteration's sparsify.
-  auto add_update = [&](int i) {
-    const TaskId o = g.AddTask(optimizer, out.optimizer_s, 4);
-    g.AddDependency(exchange_task[i], o);
-    update[i] = g.AddTask(to_device, h2d, 5);
-    g.AddDependency(o, update[i]);
-  };
-  for (int i = 0; i < kIterations; ++i) {
-    const TaskId c = g.AddTask(gpu, out.gpu_s, 0);
-    if (i - 1 - job.staleness >= 0) g.AddDependency(update[i - 1 - job.staleness], c);
-    const TaskId d = g.AddTask(to_host, d2h, 1);
-    g.AddDependency(c, d);
-    const TaskId s = g.AddTask(sparsify, out.sparsify_s, 2);
-    g.AddDependency(d, s);
-    exchange_task[i] = g.AddTask(net, out.exchange_s, 3);
-    g.AddDependency(s, exchange_task[i]);
-    if (!shared) {
-      add_update(i);
-    } else if (i - job.staleness >= 0) {
-      add_update(i - job.staleness);
-    }
-  }
-  if (shared) {
-    for (int i = std::max(0, kIterations - job.staleness); i < kIterations; ++i) add_update(i);
-  }
-  FRUGAL_ASSIGN_OR_RETURN(EngineResult run, RunTaskGraph(g));
-  const int half = kIterations / 2;
-  out.iteration_s = (run.tasks[update[kIterations - 1]].end - run.tasks[update[half - 1]].end) / (kIterations - half);
+  FRUGAL_ASSIGN_OR_RETURN(out.iteration_s, SteadyStateIterationSeconds(job, shared, out, d2h, h2d));
   out.samples_per_s = out.iteration_s > 0 ? job.batch_per_worker * total_workers / out.iteration_s : 0.0;
-  const std::pair<const char*, double> stages[] = {{"gpu", out.gpu_s},
-                                                   {"copy", std::max(d2h, h2d)},
-                                                   {"sparsify", out.sparsify_s},
-                                                   {"exchange", out.exchange_s},
-                                                   {"optimizer", out.optimizer_s}};
-  double worst = -1;
-  for (const auto& [name, secs] : stages) {
-    if (secs > worst) {
-      worst = secs;
-      out.bottleneck = name;
-    }
-  }
+  out.bottleneck = Bottleneck(out, d2h, h2d);
   return out;
 }
 
