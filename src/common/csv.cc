@@ -127,6 +127,13 @@ Result<int> CsvTable::Column(const std::string& name) const {
   return HeaderError("missing column '" + name + "' (header is '" + cols + "')");
 }
 
+Status CsvTable::Columns(std::initializer_list<std::pair<const char*, int*>> columns) const {
+  for (const auto& [name, index] : columns) {
+    FRUGAL_ASSIGN_OR_RETURN(*index, Column(name));
+  }
+  return Status::Ok();
+}
+
 int CsvTable::FindColumn(const std::string& name) const {
   const std::string lowered = Lower(name);
   for (size_t i = 0; i < header_.size(); ++i) {

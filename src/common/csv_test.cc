@@ -38,6 +38,11 @@ TEST(CsvTableTest, ErrorsNameSourceAndLine) {
   Result<CsvTable> t = CsvTable::Parse("\na,b\n1,x\n2.5,nan\ninf,1e999\n", "t.csv");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   ExpectCorruption(t->Column("c").status(), "t.csv:2: missing column 'c' (header is 'a,b')");
+  int a = -1, b = -1, c = -1;
+  EXPECT_TRUE(t->Columns({{"b", &b}, {"a", &a}}).ok());
+  EXPECT_EQ(a, 0);
+  EXPECT_EQ(b, 1);
+  ExpectCorruption(t->Columns({{"a", &a}, {"c", &c}}), "t.csv:2: missing column 'c'");
   ExpectCorruption(t->Number(0, 1).status(), "t.csv:3: column 'b': 'x' is not a finite number");
   ExpectCorruption(t->Integer(1, 0).status(), "t.csv:4: column 'a': '2.5' is not an integer");
   ExpectCorruption(t->Number(1, 1).status(), "t.csv:4: column 'b': 'nan' is not a finite number");

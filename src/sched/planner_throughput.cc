@@ -19,10 +19,9 @@ double PlannerThroughputModel::StepTime(const Shape& shape, int global_batch) co
 
 Status LoadPlannerApplications(const std::string& path, ApplicationCatalog* catalog) {
   FRUGAL_ASSIGN_OR_RETURN(CsvTable t, CsvTable::Read(path));
-  FRUGAL_ASSIGN_OR_RETURN(int c_app, t.Column("application"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_model, t.Column("model"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_hw, t.Column("hardware"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_total, t.Column("total_samples"));
+  int c_app, c_model, c_hw, c_total;
+  FRUGAL_RETURN_IF_ERROR(t.Columns({{"application", &c_app}, {"model", &c_model}, {"hardware", &c_hw},
+                                    {"total_samples", &c_total}}));
   if (t.NumRows() == 0) return Status::Corruption(path + ": no rows");
   for (size_t r = 0; r < t.NumRows(); ++r) {
     const std::string& name = t.Field(r, c_app);

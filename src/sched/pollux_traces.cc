@@ -176,10 +176,9 @@ struct StepSamples {
 
 Status ReadPlacements(const std::string& path, StepSamples* out) {
   FRUGAL_ASSIGN_OR_RETURN(CsvTable placements, CsvTable::Read(path));
-  FRUGAL_ASSIGN_OR_RETURN(int c_pl, placements.Column("placement"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_lb, placements.Column("local_bsz"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_st, placements.Column("step_time"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_sy, placements.Column("sync_time"));
+  int c_pl, c_lb, c_st, c_sy;
+  FRUGAL_RETURN_IF_ERROR(placements.Columns({{"placement", &c_pl}, {"local_bsz", &c_lb}, {"step_time", &c_st},
+                                             {"sync_time", &c_sy}}));
   if (placements.NumRows() == 0) return Status::Corruption(placements.source() + ": no rows");
   for (size_t r = 0; r < placements.NumRows(); ++r) {
     const std::string& pl = placements.Field(r, c_pl);
@@ -208,11 +207,9 @@ Status ReadPlacements(const std::string& path, StepSamples* out) {
 
 Status ReadScalability(const std::string& path, StepSamples* out) {
   FRUGAL_ASSIGN_OR_RETURN(CsvTable t, CsvTable::Read(path));
-  FRUGAL_ASSIGN_OR_RETURN(int c_n, t.Column("num_nodes"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_r, t.Column("num_replicas"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_l, t.Column("local_bsz"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_s, t.Column("step_time"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_y, t.Column("sync_time"));
+  int c_n, c_r, c_l, c_s, c_y;
+  FRUGAL_RETURN_IF_ERROR(t.Columns({{"num_nodes", &c_n}, {"num_replicas", &c_r}, {"local_bsz", &c_l},
+                                    {"step_time", &c_s}, {"sync_time", &c_y}}));
   for (size_t r = 0; r < t.NumRows(); ++r) {
     FRUGAL_ASSIGN_OR_RETURN(long long n, t.Integer(r, c_n));
     FRUGAL_ASSIGN_OR_RETURN(long long rep, t.Integer(r, c_r));
@@ -244,9 +241,8 @@ Result<ValidationTable> ReadValidation(const std::string& path) {
   }
   v.batch = static_cast<int>(b);
   FRUGAL_ASSIGN_OR_RETURN(CsvTable t, CsvTable::Read(path));
-  FRUGAL_ASSIGN_OR_RETURN(int c_p, t.Column("progress"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_q, t.Column("grad_sqr"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_v, t.Column("grad_var"));
+  int c_p, c_q, c_v;
+  FRUGAL_RETURN_IF_ERROR(t.Columns({{"progress", &c_p}, {"grad_sqr", &c_q}, {"grad_var", &c_v}}));
   if (t.NumRows() == 0) return Status::Corruption(path + ": no epochs");
   for (size_t r = 0; r < t.NumRows(); ++r) {
     FRUGAL_ASSIGN_OR_RETURN(double p, t.Number(r, c_p));

@@ -35,10 +35,9 @@ double TableThroughputModel::StepTime(const Shape& shape, int global_batch) cons
 
 Status LoadThroughputTable(const std::string& path, ApplicationCatalog* catalog) {
   FRUGAL_ASSIGN_OR_RETURN(CsvTable t, CsvTable::Read(path));
-  FRUGAL_ASSIGN_OR_RETURN(int c_app, t.Column("application"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_tot, t.Column("total_samples"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_n, t.Column("num_gpus"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_s, t.Column("samples_per_s"));
+  int c_app, c_tot, c_n, c_s;
+  FRUGAL_RETURN_IF_ERROR(t.Columns({{"application", &c_app}, {"total_samples", &c_tot}, {"num_gpus", &c_n},
+                                    {"samples_per_s", &c_s}}));
   struct Entry {
     double total = 0;
     std::vector<std::pair<int, double>> points;

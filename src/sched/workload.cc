@@ -10,11 +10,9 @@ namespace frugal::sched {
 
 Result<std::vector<JobSpec>> LoadWorkload(const std::string& path) {
   FRUGAL_ASSIGN_OR_RETURN(CsvTable t, CsvTable::Read(path));
-  FRUGAL_ASSIGN_OR_RETURN(int c_name, t.Column("name"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_time, t.Column("time"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_app, t.Column("application"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_rep, t.Column("num_replicas"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_bsz, t.Column("batch_size"));
+  int c_name, c_time, c_app, c_rep, c_bsz;
+  FRUGAL_RETURN_IF_ERROR(t.Columns({{"name", &c_name}, {"time", &c_time}, {"application", &c_app},
+                                    {"num_replicas", &c_rep}, {"batch_size", &c_bsz}}));
   std::vector<JobSpec> jobs;
   jobs.reserve(t.NumRows());
   for (size_t r = 0; r < t.NumRows(); ++r) {

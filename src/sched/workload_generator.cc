@@ -47,10 +47,9 @@ double RunTime(const Application& app, int batch, int gpus, int gpus_per_node) {
 
 Result<std::vector<PhillyJob>> LoadPhillyTrace(const std::string& path) {
   FRUGAL_ASSIGN_OR_RETURN(CsvTable t, CsvTable::Read(path));
-  FRUGAL_ASSIGN_OR_RETURN(int c_ts, t.Column("timestamp"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_du, t.Column("duration"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_ng, t.Column("num_gpus"));
-  FRUGAL_ASSIGN_OR_RETURN(int c_gt, t.Column("gpu_time"));
+  int c_ts, c_du, c_ng, c_gt;
+  FRUGAL_RETURN_IF_ERROR(t.Columns({{"timestamp", &c_ts}, {"duration", &c_du}, {"num_gpus", &c_ng},
+                                    {"gpu_time", &c_gt}}));
   std::vector<PhillyJob> jobs;
   jobs.reserve(t.NumRows());
   for (size_t r = 0; r < t.NumRows(); ++r) {

@@ -12,8 +12,10 @@
 // Thread safety: an immutable value once parsed.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "frugal/common/status.h"
@@ -62,6 +64,9 @@ class CsvTable {
   // Index of the column named exactly `name`, or Corruption naming the
   // source and its header.
   Result<int> Column(const std::string& name) const;
+  // Several columns by exact name: sets each pair's int to its column's
+  // index; Corruption (as Column) for the first missing one.
+  Status Columns(std::initializer_list<std::pair<const char*, int*>> columns) const;
   // Index of the column named `name` ignoring case, or -1.
   int FindColumn(const std::string& name) const;
   // For a fixed set of known columns: result[i] is the index of
