@@ -35,5 +35,15 @@ TEST(StatusTest, AssignOrReturnPropagates) {
   EXPECT_EQ(s.message(), "odd: 3");
 }
 
+TEST(StatusTest, ResultFromOkStatusIsAnInternalError) {
+  Result<int> r = Status::Ok();
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInternal);
+  EXPECT_EQ(r.status().message(), "Result constructed from an Ok status without a value");
+  Result<int> v = 7;
+  EXPECT_TRUE(v.ok());
+  EXPECT_EQ(*v, 7);
+}
+
 }  // namespace
 }  // namespace frugal

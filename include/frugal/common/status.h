@@ -2,6 +2,9 @@
 // corrupt file, unreachable peer, timeout) without exceptions crossing module
 // boundaries. Modelled on leveldb's Status.
 //
+// Both are [[nodiscard]]: dropping one is a compiler warning. Where ignoring
+// an error is right, say so with `.IgnoreError()` and a comment why.
+//
 // Thread safety: value types; distinct objects may be used concurrently.
 #pragma once
 
@@ -12,7 +15,7 @@
 
 namespace frugal {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code {
     kOk = 0,
@@ -45,6 +48,10 @@ class Status {
   // Returns a copy whose message is "context: message". Ok stays Ok.
   Status WithContext(const std::string& context) const;
 
+  // Drops the status on purpose (best-effort cleanup, an error already
+  // reported another way).
+  void IgnoreError() const {}
+
  private:
   Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}
 
@@ -52,12 +59,16 @@ class Status {
   std::string message_;
 };
 
-// Either a value or a non-Ok Status.
+// Either a value or a non-Ok Status. A Result made from an Ok Status has no
+// value to give, so it holds Internal "Result constructed from an Ok status
+// without a value" instead: ok() is true exactly when a value is there.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
-  Result(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Status status)                          // NOLINT: implicit by design
+      : status_(status.ok() ? Status::Internal("Result constructed from an Ok status without a value")
+                            : std::move(status)) {}
 
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
