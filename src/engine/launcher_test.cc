@@ -107,12 +107,20 @@ std::vector<Clock::time_point> KillTimes(const FakeLauncher& launcher) {
   return out;
 }
 
-TEST(LauncherTest, AllWorkersSucceed) {
+class LauncherTest : public ::testing::Test {
+ protected:
+  Status Supervise(const LocalLaunchOptions& options) {
+    return StartAndSuperviseWorkers(options, "tcp://h:1", launcher, clock);
+  }
+
   ManualClock clock;
-  FakeLauncher launcher(clock);
+  FakeLauncher launcher{clock};
+};
+
+TEST_F(LauncherTest, AllWorkersSucceed) {
   for (int r = 0; r < 3; ++r) launcher.ExitAfter(r, milliseconds(500 * (r + 1)), 0);
   const Clock::time_point start = clock.Now();
-  Status st = StartAndSuperviseWorkers(Options(3), "tcp://127.0.0.1:5555", launcher, clock);
+  Status st = Supervise(Options(3));
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_TRUE(launcher.kills().empty());
   // Returns right after the last exit.
@@ -120,15 +128,13 @@ TEST(LauncherTest, AllWorkersSucceed) {
   EXPECT_LE(clock.Now() - start, milliseconds(1520));
 }
 
-TEST(LauncherTest, WorkersGetTheirRankAndTheCoordinator) {
-  ManualClock clock;
-  FakeLauncher launcher(clock);
+TEST_F(LauncherTest, WorkersGetTheirRankAndTheCoordinator) {
   LocalLaunchOptions o = Options(2);
   o.threads_per_worker = 4;
   o.clusters = {"a", "b"};
   o.slowdowns = {"1", "2.5"};
   for (int r = 0; r < 2; ++r) launcher.ExitAfter(r, milliseconds(10), 0);
-  ASSERT_TRUE(StartAndSuperviseWorkers(o, "tcp://h:1", launcher, clock).ok());
+  ASSERT_TRUE(Supervise(o).ok());
   ASSERT_EQ(launcher.started().size(), 2u);
   EXPECT_EQ(launcher.started()[0].executable, "/opt/frugal");
   EXPECT_THAT(launcher.started()[0].args,
@@ -141,13 +147,11 @@ TEST(LauncherTest, WorkersGetTheirRankAndTheCoordinator) {
 
 // The others hang: they are killed once the timeout plus the grace period
 // after the failure has passed, not before.
-TEST(LauncherTest, FailedWorkerIsReportedAndTheRestKilledAfterTheGracePeriod) {
-  ManualClock clock;
-  FakeLauncher launcher(clock);
+TEST_F(LauncherTest, FailedWorkerIsReportedAndTheRestKilledAfterTheGracePeriod) {
   launcher.ExitAfter(1, milliseconds(700), 3);
   const LocalLaunchOptions o = Options(3);
   const Clock::time_point failed_at = clock.Now() + milliseconds(700);
-  Status st = StartAndSuperviseWorkers(o, "tcp://h:1", launcher, clock);
+  Status st = Supervise(o);
   EXPECT_EQ(st.code(), Status::Code::kUnavailable);
   EXPECT_EQ(st.message(), "worker 1 failed (exit code 3)");
   ASSERT_EQ(launcher.kills().size(), 2u);
@@ -162,36 +166,30 @@ TEST(LauncherTest, FailedWorkerIsReportedAndTheRestKilledAfterTheGracePeriod) {
 
 // The others notice the lost peer and exit by themselves within the grace
 // period: nobody is killed, and the first failure is the one reported.
-TEST(LauncherTest, OthersExitingByThemselvesAreNotKilled) {
-  ManualClock clock;
-  FakeLauncher launcher(clock);
+TEST_F(LauncherTest, OthersExitingByThemselvesAreNotKilled) {
   launcher.ExitAfter(2, milliseconds(100), 1);
   launcher.ExitAfter(0, milliseconds(2000), 4);  // "Unavailable: rank 2 ..."
   launcher.ExitAfter(1, milliseconds(3500), 4);
-  Status st = StartAndSuperviseWorkers(Options(3), "tcp://h:1", launcher, clock);
+  Status st = Supervise(Options(3));
   EXPECT_EQ(st.message(), "worker 2 failed (exit code 1)");
   EXPECT_TRUE(launcher.kills().empty());
 }
 
-TEST(LauncherTest, KilledBySignalIsAFailure) {
-  ManualClock clock;
-  FakeLauncher launcher(clock);
+TEST_F(LauncherTest, KilledBySignalIsAFailure) {
   // Killed from outside (the OOM killer, say) while the other one succeeds.
   launcher.ExitAfter(0, milliseconds(50), 0);
   launcher.KilledAfter(1, milliseconds(50));
-  Status st = StartAndSuperviseWorkers(Options(2), "tcp://h:1", launcher, clock);
+  Status st = Supervise(Options(2));
   EXPECT_EQ(st.message(), "worker 1 failed (signal Killed)");
   EXPECT_TRUE(launcher.kills().empty());
 }
 
 // A worker that cannot be started: the spawn error is returned, no later
 // worker is started and the ones already running are killed at once.
-TEST(LauncherTest, SpawnFailureKillsTheStartedWorkersAtOnce) {
-  ManualClock clock;
-  FakeLauncher launcher(clock);
+TEST_F(LauncherTest, SpawnFailureKillsTheStartedWorkersAtOnce) {
   launcher.FailSpawn(2);
   const Clock::time_point start = clock.Now();
-  Status st = StartAndSuperviseWorkers(Options(4), "tcp://h:1", launcher, clock);
+  Status st = Supervise(Options(4));
   EXPECT_EQ(st.code(), Status::Code::kIOError);
   EXPECT_THAT(st.message(), HasSubstr("cannot start worker /opt/frugal"));
   EXPECT_EQ(launcher.started().size(), 2u);
@@ -199,17 +197,15 @@ TEST(LauncherTest, SpawnFailureKillsTheStartedWorkersAtOnce) {
   for (Clock::time_point t : KillTimes(launcher)) EXPECT_LE(t - start, milliseconds(40));
 }
 
-TEST(LauncherTest, RejectsInconsistentOptions) {
-  ManualClock clock;
-  FakeLauncher launcher(clock);
+TEST_F(LauncherTest, RejectsInconsistentOptions) {
   LocalLaunchOptions o = Options(0);
-  EXPECT_EQ(StartAndSuperviseWorkers(o, "e", launcher, clock).message(), "--workers must be >= 1");
+  EXPECT_EQ(Supervise(o).message(), "--workers must be >= 1");
   o = Options(3);
   o.clusters = {"a", "b"};
-  EXPECT_EQ(StartAndSuperviseWorkers(o, "e", launcher, clock).message(), "--local-clusters names 2 clusters for 3 workers");
+  EXPECT_EQ(Supervise(o).message(), "--local-clusters names 2 clusters for 3 workers");
   o = Options(2);
   o.slowdowns = {"1"};
-  EXPECT_EQ(StartAndSuperviseWorkers(o, "e", launcher, clock).message(), "--local-slowdowns gives 1 factors for 2 workers");
+  EXPECT_EQ(Supervise(o).message(), "--local-slowdowns gives 1 factors for 2 workers");
   EXPECT_TRUE(launcher.started().empty());
   EXPECT_EQ(RunLocalWorkers(Options(0)).message(), "--workers must be >= 1");
 }
