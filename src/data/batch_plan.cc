@@ -127,4 +127,17 @@ void BatchCursor::Advance() {
   }
 }
 
+Status BatchCursor::Seek(int64_t epoch, int64_t step_in_epoch, int64_t position) {
+  if (epoch < 0 || step_in_epoch < 0 || position < 0 || position + global_batch_ > num_samples_) {
+    return Status::InvalidArgument("data position (epoch " + std::to_string(epoch) + ", sample " +
+                                   std::to_string(position) + ") does not fit a global batch of " +
+                                   std::to_string(global_batch_) + " in " + std::to_string(num_samples_) + " samples");
+  }
+  if (epoch != epoch_) order_ = ShuffledOrder(num_samples_, seed_, epoch);
+  epoch_ = epoch;
+  step_in_epoch_ = step_in_epoch;
+  position_ = position;
+  return Status::Ok();
+}
+
 }  // namespace frugal::data

@@ -14,6 +14,7 @@ enum ControlKind : uint32_t {
   kInitialParams = 4,  // broadcast from rank 0: fp32 initial parameters of one bucket
   kTelemetry = 5,      // all-gather: WorkerTelemetry
   kDecision = 6,       // broadcast from rank 0: Decision
+  kCheckpoint = 7,     // all-gather: 1 byte, "my checkpoint file of step t is written"
 };
 
 }  // namespace frugal::engine

@@ -11,6 +11,7 @@
 #include "frugal/compress/error_feedback.h"
 #include "frugal/compress/merge.h"
 #include "frugal/compress/sparsifier.h"
+#include "frugal/engine/checkpoint.h"
 
 namespace frugal::engine {
 
@@ -111,8 +112,11 @@ class GradientPipeline::Impl {
   }
   size_t num_buckets() const { return buckets_.size(); }
   size_t bucket_size(size_t b) const { return buckets_[b]->master.size(); }
+  Result<std::vector<uint8_t>> SaveState();
+  Status LoadState(const std::vector<uint8_t>& bytes, bool residuals);
 
  private:
+  Status Drain();
   void ThreadMain();
   Status RunTask(const Task& task);
   Result<comm::Bytes> Combine(std::vector<comm::Bytes> parts);
@@ -325,21 +329,92 @@ Status GradientPipeline::Impl::Submit(size_t b, int64_t t) {
   return Status::Ok();
 }
 
+// Waits until every submitted task is applied.
+Status GradientPipeline::Impl::Drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.notify_all();
+  cv_.wait(lock, [&] {
+    if (!error_.ok()) return true;
+    for (auto& b : buckets_) {
+      if (b->applied < b->submitted) return false;
+    }
+    return true;
+  });
+  return error_;
+}
+
 Status GradientPipeline::Impl::Finish(const CopyOutFn& copy_out) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     finishing_ = true;
-    cv_.notify_all();
-    cv_.wait(lock, [&] {
-      if (!error_.ok()) return true;
-      for (auto& b : buckets_) {
-        if (b->applied < b->submitted) return false;
-      }
-      return true;
-    });
-    if (!error_.ok()) return error_;
   }
+  FRUGAL_RETURN_IF_ERROR(Drain());
   CopyAll(copy_out, next_iteration_, true);
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> GradientPipeline::Impl::SaveState() {
+  FRUGAL_RETURN_IF_ERROR(Drain());
+  if (next_iteration_ == 0) return Status::Internal("SaveState before the first BeginIteration");
+  ByteWriter w;
+  w.I64(next_iteration_ - 1);  // t: the iteration just begun, whose gradients are not submitted yet
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    w.U64(settings_.size());
+    for (const auto& [t, st] : settings_) {
+      w.I64(t);
+      w.F64(st.density);
+      w.F64(st.lr_scale);
+    }
+  }
+  w.U64(buckets_.size());
+  for (auto& bp : buckets_) {
+    Bucket& b = *bp;
+    std::lock_guard<std::mutex> lock(b.mu);
+    w.Floats(b.master.data(), b.master.size());
+    w.Bytes(b.feedback->Serialize());
+    w.Bytes(b.sparsifier->state().Serialize());
+    w.Bytes(b.optimizer->SerializeState());
+  }
+  return w.Take();
+}
+
+Status GradientPipeline::Impl::LoadState(const std::vector<uint8_t>& bytes, bool residuals) {
+  if (next_iteration_ != 0) return Status::Internal("LoadState after the run started");
+  ByteReader r(bytes, "pipeline state");
+  FRUGAL_ASSIGN_OR_RETURN(int64_t t, r.I64());
+  FRUGAL_ASSIGN_OR_RETURN(uint64_t num_settings, r.U64());
+  std::map<int64_t, Settings> settings;
+  for (uint64_t i = 0; i < num_settings; ++i) {
+    FRUGAL_ASSIGN_OR_RETURN(int64_t from, r.I64());
+    FRUGAL_ASSIGN_OR_RETURN(double density, r.F64());
+    FRUGAL_ASSIGN_OR_RETURN(double lr_scale, r.F64());
+    settings[from] = Settings{density, lr_scale};
+  }
+  FRUGAL_ASSIGN_OR_RETURN(uint64_t n, r.U64());
+  if (t < 0 || n != buckets_.size()) {
+    return Status::Corruption("pipeline state has " + std::to_string(n) + " buckets, this model has " +
+                              std::to_string(buckets_.size()) + " (same model and --bucket-mb?)");
+  }
+  for (auto& bp : buckets_) {
+    Bucket& b = *bp;
+    FRUGAL_RETURN_IF_ERROR(r.Floats(b.master.data(), b.master.size()));
+    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> feedback, r.Bytes());
+    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> sparsifier, r.Bytes());
+    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> optimizer, r.Bytes());
+    if (residuals) {
+      FRUGAL_RETURN_IF_ERROR(b.feedback->Deserialize(Span<const uint8_t>(feedback.data(), feedback.size())));
+      FRUGAL_ASSIGN_OR_RETURN(compress::SparsifierState st,
+                              compress::SparsifierState::Deserialize(Span<const uint8_t>(sparsifier.data(), sparsifier.size())));
+      FRUGAL_RETURN_IF_ERROR(b.sparsifier->RestoreState(st));
+    }
+    FRUGAL_RETURN_IF_ERROR(b.optimizer->DeserializeState(Span<const uint8_t>(optimizer.data(), optimizer.size())));
+    b.applied = b.processed = b.submitted = b.copied_for = t - 1;
+  }
+  if (!r.done()) return Status::Corruption("pipeline state: trailing bytes");
+  std::lock_guard<std::mutex> lock(mu_);
+  settings_ = std::move(settings);
+  next_iteration_ = t;
   return Status::Ok();
 }
 
@@ -365,6 +440,10 @@ Status GradientPipeline::Submit(size_t b, int64_t t) { return impl_->Submit(b, t
 Status GradientPipeline::Finish(const CopyOutFn& f) { return impl_->Finish(f); }
 uint64_t GradientPipeline::Checksum() const { return impl_->Checksum(); }
 PipelineStats GradientPipeline::stats() const { return impl_->stats(); }
+Result<std::vector<uint8_t>> GradientPipeline::SaveState() { return impl_->SaveState(); }
+Status GradientPipeline::LoadState(const std::vector<uint8_t>& bytes, bool residuals) {
+  return impl_->LoadState(bytes, residuals);
+}
 Status GradientPipeline::SetFrom(int64_t t, double density, double lr_scale) {
   return impl_->SetFrom(t, density, lr_scale);
 }

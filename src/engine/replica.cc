@@ -6,6 +6,7 @@
 
 #include "control_kinds.h"
 #include "frugal/comm/collectives.h"
+#include "frugal/engine/checkpoint.h"
 
 namespace frugal::engine {
 
@@ -74,6 +75,7 @@ class Replica::Impl {
 
   // Gradient hand-over state of the iteration in backward.
   int64_t current_iteration = -1;
+  int64_t keep_params_at = -1;  // after LoadState: BeginIteration of this t keeps the loaded parameters
   std::vector<size_t> pending;  // params still missing per bucket
   std::vector<bool> got_grad;   // per slot
   Status hook_error;
@@ -208,7 +210,8 @@ Status Replica::BeginIteration(int64_t t, bool check_replicas) {
                                    std::to_string(m.current_iteration + 1) + ", got " + std::to_string(t));
   }
   FRUGAL_RETURN_IF_ERROR(m.hook_error);
-  FRUGAL_RETURN_IF_ERROR(m.pipeline->BeginIteration(t, m.MakeCopyOut(), check_replicas));
+  const CopyOutFn keep = [](size_t, Span<const float>) {};
+  FRUGAL_RETURN_IF_ERROR(m.pipeline->BeginIteration(t, t == m.keep_params_at ? keep : m.MakeCopyOut(), check_replicas));
   if (check_replicas) FRUGAL_RETURN_IF_ERROR(CheckReplicas(t).status());
   m.current_iteration = t;
   std::fill(m.got_grad.begin(), m.got_grad.end(), false);
@@ -287,6 +290,36 @@ Status Replica::AverageBuffers(int64_t t, const std::vector<torch::Tensor>& buff
     target.copy_(sum.slice(0, offset, offset + b.numel()).view(b.sizes()));
     offset += b.numel();
   }
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> Replica::SavePipelineState() { return impl_->pipeline->SaveState(); }
+
+std::vector<uint8_t> Replica::SaveParameters() const {
+  ByteWriter w;
+  for (const auto& p : impl_->params) {
+    torch::Tensor c = p.detach().to(torch::kCPU).contiguous();
+    w.Floats(c.data_ptr<float>(), static_cast<size_t>(c.numel()));
+  }
+  return w.Take();
+}
+
+Status Replica::LoadState(const std::vector<uint8_t>& pipeline_state, const std::vector<uint8_t>& parameters,
+                          bool residuals) {
+  Impl& m = *impl_;
+  if (m.current_iteration >= 0) return Status::Internal("Replica::LoadState after the run started");
+  FRUGAL_RETURN_IF_ERROR(m.pipeline->LoadState(pipeline_state, residuals));
+  ByteReader r(parameters, "checkpoint parameters");
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    torch::Tensor cpu = torch::empty(m.params[i].sizes(), torch::kFloat32);
+    FRUGAL_RETURN_IF_ERROR(r.Floats(cpu.data_ptr<float>(), static_cast<size_t>(cpu.numel())));
+    m.params[i].copy_(cpu);
+  }
+  if (!r.done()) return Status::Corruption("checkpoint parameters: more values than this model has");
+  FRUGAL_ASSIGN_OR_RETURN(int64_t t, ByteReader(pipeline_state, "pipeline state").I64());
+  m.current_iteration = t - 1;
+  m.keep_params_at = t;
   return Status::Ok();
 }
 

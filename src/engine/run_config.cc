@@ -36,6 +36,9 @@ Status Validate(const RunConfig& config) {
   VisitFields(c.worker, [&](const Field& f, const auto& v) {
     if (first.ok()) first = CheckField(f, v);
   });
+  VisitFields(c.checkpoint, [&](const Field& f, const auto& v) {
+    if (first.ok()) first = CheckField(f, v);
+  });
   FRUGAL_RETURN_IF_ERROR(first);
   return config.train.Validate();
 }
@@ -80,6 +83,11 @@ std::vector<std::string> SharedKeys() {
     if (f.scope == FieldScope::kShared) keys.push_back(f.key);
   });
   return keys;
+}
+
+std::string CheckpointDirOf(const RunConfig& config) {
+  if (!config.checkpoint.checkpoint_dir.empty()) return config.checkpoint.checkpoint_dir;
+  return config.train.runs_dir + "/" + config.train.run_name + "/checkpoints";
 }
 
 compress::WireFormat WireFormatOf(const DistributedOptions& o) {

@@ -1,6 +1,7 @@
 #include "frugal/engine/worker.h"
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -8,6 +9,9 @@
 #include <torch/torch.h>
 
 #include "adaptation_protocol.h"
+#include "control_kinds.h"
+#include "frugal/comm/collectives.h"
+#include "frugal/engine/checkpoint.h"
 #include "frugal/data/batch_plan.h"
 #include "frugal/engine/replica.h"
 #include "frugal/models/model.h"
@@ -73,6 +77,7 @@ class Worker::Impl {
   std::unique_ptr<AdaptationProtocol> protocol;  // with adapt on or batch
   std::unique_ptr<train::RunReporter> reporter;
   int64_t total_steps = 0;
+  int64_t start_step = 0;  // > 0 when resumed from a checkpoint
   std::chrono::milliseconds timeout{60000};
   // Metrics window counters at the last record.
   PipelineStats window_stats;
@@ -84,6 +89,9 @@ class Worker::Impl {
   Status PlanSteps();
   Status BuildReplica();
   Status OpenReporter();
+  Status SaveCheckpoint(int64_t t);
+  Status Resume(const std::string& step_dir);
+  std::vector<torch::Tensor> Buffers(bool floating_only) const;
   Result<WorkerResult> Run();
   Status Gate(int64_t t, int64_t* evaluated_epoch);
   Result<double> ComputeStep(int64_t t, int64_t* samples);
@@ -107,6 +115,7 @@ Status Worker::Impl::Init() {
   FRUGAL_RETURN_IF_ERROR(BuildModel());
   FRUGAL_RETURN_IF_ERROR(PlanSteps());
   FRUGAL_RETURN_IF_ERROR(BuildReplica());
+  if (!config.checkpoint.resume_from.empty()) FRUGAL_RETURN_IF_ERROR(Resume(config.checkpoint.resume_from));
   if (dist.adapt != AdaptMode::kOff) {
     Decision initial;
     initial.density = dist.density;
@@ -179,7 +188,87 @@ Status Worker::Impl::OpenReporter() {
   ro.total_steps = total_steps;
   ro.quiet = options.quiet;
   ro.lead = rank() == 0;
+  ro.append = start_step > 0;
   FRUGAL_ASSIGN_OR_RETURN(reporter, train::RunReporter::Create(ro));
+  return Status::Ok();
+}
+
+std::vector<torch::Tensor> Worker::Impl::Buffers(bool floating_only) const {
+  std::vector<torch::Tensor> out;
+  for (auto& b : model->buffers()) {
+    if (!floating_only || b.is_floating_point()) out.push_back(b);
+  }
+  return out;
+}
+
+// Note [Checkpoints]: at the gate of iteration t every rank writes its own
+// file (masters and optimizer state are replicated, but error-feedback
+// residuals and sparsifier states are per rank): the pipeline's state after
+// t-1, the parameters forward t uses, the model's buffers and the data
+// position. Once every rank has written (an all-gather), rank 0 marks the
+// step complete and prunes old ones. Resuming with the same world size is
+// bit-exact; with another, ranks beyond the old world start with empty
+// residuals (their share of unsent gradient is lost, as when a worker
+// leaves) and the data position, counted in samples, carries over.
+Status Worker::Impl::SaveCheckpoint(int64_t t) {
+  const std::string dir = CheckpointStepDir(CheckpointDirOf(config), t);
+  CheckpointSections sections;
+  sections["config"] = [&] {
+    std::string text = ToToml(config);
+    return std::vector<uint8_t>(text.begin(), text.end());
+  }();
+  FRUGAL_ASSIGN_OR_RETURN(sections["pipeline"], replica->SavePipelineState());
+  sections["parameters"] = replica->SaveParameters();
+  ByteWriter meta;
+  for (int64_t v : {t, static_cast<int64_t>(transport->world_size()), static_cast<int64_t>(rank()), cursor->epoch(),
+                    cursor->step_in_epoch(), cursor->position()}) {
+    meta.I64(v);
+  }
+  sections["meta"] = meta.Take();
+  ByteWriter buffers;
+  for (const torch::Tensor& b : Buffers(false)) {
+    torch::Tensor c = b.detach().to(torch::kCPU).contiguous();
+    const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+    buffers.Bytes(std::vector<uint8_t>(p, p + c.numel() * c.element_size()));
+  }
+  sections["buffers"] = buffers.Take();
+  FRUGAL_RETURN_IF_ERROR(WriteCheckpointFile(CheckpointRankFile(dir, rank()), sections));
+  auto all = comm::AllGather(*transport, ControlTag(t, kCheckpoint), comm::Bytes(1, 1), timeout);
+  if (!all.ok()) return all.status().WithContext("completing the checkpoint of step " + std::to_string(t));
+  if (rank() == 0) {
+    FRUGAL_RETURN_IF_ERROR(MarkCheckpointComplete(dir, transport->world_size()));
+    FRUGAL_RETURN_IF_ERROR(PruneCheckpoints(CheckpointDirOf(config), config.checkpoint.keep_checkpoints));
+  }
+  return Status::Ok();
+}
+
+Status Worker::Impl::Resume(const std::string& step_dir) {
+  FRUGAL_ASSIGN_OR_RETURN(int old_world, CheckpointWorld(step_dir));
+  const bool own = rank() < old_world;
+  const std::string path = CheckpointRankFile(step_dir, own ? rank() : 0);
+  FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, ReadCheckpointFile(path));
+  for (const char* name : {"pipeline", "parameters", "meta", "buffers"}) {
+    if (!s.count(name)) return Status::Corruption("checkpoint " + path + " has no '" + name + "' section");
+  }
+  FRUGAL_RETURN_IF_ERROR(replica->LoadState(s["pipeline"], s["parameters"], /*residuals=*/own));
+  ByteReader meta(s["meta"], "checkpoint " + path + " meta");
+  int64_t v[6];
+  for (int64_t& x : v) {
+    FRUGAL_ASSIGN_OR_RETURN(x, meta.I64());
+  }
+  FRUGAL_RETURN_IF_ERROR(cursor->Seek(v[3], v[4], v[5]));
+  ByteReader buffers(s["buffers"], "checkpoint " + path + " buffers");
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor& b : Buffers(false)) {
+    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, buffers.Bytes());
+    if (bytes.size() != static_cast<size_t>(b.numel() * b.element_size())) {
+      return Status::Corruption("checkpoint " + path + ": a model buffer has the wrong size (same model?)");
+    }
+    torch::Tensor cpu = torch::empty(b.sizes(), b.options().device(torch::kCPU));
+    std::memcpy(cpu.data_ptr(), bytes.data(), bytes.size());
+    b.copy_(cpu);
+  }
+  start_step = v[0];
   return Status::Ok();
 }
 
@@ -197,11 +286,7 @@ void Worker::Impl::PrintHeader() const {
 // Rank 0 evaluates; every rank first averages its batch-norm statistics
 // (Note [Batch-norm statistics] in replica.cc).
 Status Worker::Impl::Evaluate(int64_t t, int64_t epoch) {
-  std::vector<torch::Tensor> buffers;
-  for (auto& b : model->buffers()) {
-    if (b.is_floating_point()) buffers.push_back(b);
-  }
-  FRUGAL_RETURN_IF_ERROR(replica->AverageBuffers(t, buffers));
+  FRUGAL_RETURN_IF_ERROR(replica->AverageBuffers(t, Buffers(true)));
   if (rank() != 0) return Status::Ok();
   const double accuracy = train::EvaluateAccuracy(*model, data.test, device);
   return reporter->Evaluated(t, epoch, accuracy, /*record=*/true, {{"evaluated_version", t - 1 - dist.staleness}});
@@ -214,6 +299,8 @@ Status Worker::Impl::Gate(int64_t t, int64_t* evaluated_epoch) {
   const int64_t epoch = cursor->epoch();
   const bool check = dist.checksum_every > 0 && t % dist.checksum_every == 0;
   FRUGAL_RETURN_IF_ERROR(replica->BeginIteration(t, check));
+  const int64_t every = config.checkpoint.checkpoint_every;
+  if (every > 0 && t > start_step && t % every == 0) FRUGAL_RETURN_IF_ERROR(SaveCheckpoint(t));
   const bool eval_now = t > 0 && (options.eval_every > 0 ? t % options.eval_every == 0 : epoch != *evaluated_epoch);
   *evaluated_epoch = epoch;
   if (eval_now) FRUGAL_RETURN_IF_ERROR(Evaluate(t, epoch));
@@ -291,8 +378,8 @@ Result<WorkerResult> Worker::Impl::Run() {
   window_stats = replica->pipeline().stats();
   double compute_s = 0;
   double samples_total = 0;
-  int64_t t = 0;
-  int64_t evaluated_epoch = 0;
+  int64_t t = start_step;
+  int64_t evaluated_epoch = cursor->epoch();
   while (t < total_steps && cursor->epoch() < options.epochs) {
     const int64_t epoch = cursor->epoch();
     FRUGAL_RETURN_IF_ERROR(Gate(t, &evaluated_epoch));
@@ -318,11 +405,7 @@ Result<WorkerResult> Worker::Impl::Conclude(int64_t t, double compute_s, double 
   result.train.final_loss = reporter->last_loss();
   FRUGAL_RETURN_IF_ERROR(replica->Finish());
   FRUGAL_ASSIGN_OR_RETURN(result.final_checksum, replica->CheckReplicas(t));
-  std::vector<torch::Tensor> buffers;
-  for (auto& b : model->buffers()) {
-    if (b.is_floating_point()) buffers.push_back(b);
-  }
-  FRUGAL_RETURN_IF_ERROR(replica->AverageBuffers(t, buffers));
+  FRUGAL_RETURN_IF_ERROR(replica->AverageBuffers(t, Buffers(true)));
   double accuracy = -1;
   if (rank() == 0) {
     accuracy = train::EvaluateAccuracy(*model, data.test, device);

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "frugal/comm/inproc_transport.h"
+#include "frugal/engine/checkpoint.h"
 
 namespace frugal::engine {
 namespace {
@@ -248,6 +249,72 @@ TEST(WorkerTest, MismatchedConfigurationIsRejected) {
   EXPECT_EQ(s0.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(s0.message().find("different configuration"), std::string::npos) << s0.ToString();
   EXPECT_FALSE(s1.ok());
+}
+
+// Checkpoints (Note [Checkpoints] in worker.cc): a run resumed from the
+// checkpoint of step 10 ends bit-identical to the run that wrote it, with
+// staleness 1 (an update in flight at the checkpoint) and sparse updates
+// (residuals matter).
+RunConfig CheckpointOptions(const std::string& run) {
+  RunConfig o = BaseOptions(run);
+  o.train.model = "mlp";
+  o.train.max_steps = 20;
+  o.train.momentum = 0.9;
+  o.distributed.density = 0.05;
+  o.distributed.staleness = 1;
+  o.checkpoint.checkpoint_every = 10;
+  o.checkpoint.checkpoint_dir =
+      (std::filesystem::temp_directory_path() / "frugal_worker_test" / run / "checkpoints").string();
+  std::filesystem::remove_all(o.checkpoint.checkpoint_dir);
+  return o;
+}
+
+TEST(WorkerTest, ResumeFromACheckpointIsBitExact) {
+  RunConfig o = CheckpointOptions("ckpt");
+  auto full = RunWorkers(o, {"local", "local"});
+  for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  const std::string step10 = CheckpointStepDir(o.checkpoint.checkpoint_dir, 10);
+  ASSERT_TRUE(std::filesystem::exists(step10 + "/COMPLETE"));
+
+  RunConfig resumed = o;
+  resumed.train.run_name = "ckpt-resumed";
+  resumed.checkpoint.resume_from = step10;
+  auto again = RunWorkers(resumed, {"local", "local"});
+  for (auto& r : again) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(again[0].result.train.steps, 20);
+  EXPECT_EQ(again[0].result.final_checksum, full[0].result.final_checksum);
+  EXPECT_EQ(again[0].params, full[0].params);
+  EXPECT_EQ(again[1].params, full[1].params);
+}
+
+TEST(WorkerTest, ResumeWithAnotherWorldSizeKeepsReplicasIdentical) {
+  RunConfig o = CheckpointOptions("ckpt-elastic");
+  auto full = RunWorkers(o, {"local", "local"});
+  for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  RunConfig resumed = o;
+  resumed.train.run_name = "ckpt-elastic-3";
+  resumed.checkpoint.resume_from = CheckpointStepDir(o.checkpoint.checkpoint_dir, 10);
+  auto three = RunWorkers(resumed, {"local", "local", "local"});
+  for (auto& r : three) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(three[0].result.train.steps, 20);
+  EXPECT_EQ(three[1].params, three[0].params);
+  EXPECT_EQ(three[2].params, three[0].params);
+}
+
+TEST(WorkerTest, TruncatedCheckpointIsAClearError) {
+  RunConfig o = CheckpointOptions("ckpt-bad");
+  o.train.max_steps = 12;
+  auto full = RunWorkers(o, {"local", "local"});
+  for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  const std::string step10 = CheckpointStepDir(o.checkpoint.checkpoint_dir, 10);
+  const std::string file = CheckpointRankFile(step10, 1);
+  std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+  RunConfig resumed = o;
+  resumed.train.run_name = "ckpt-bad-resumed";
+  resumed.checkpoint.resume_from = step10;
+  auto again = RunWorkers(resumed, {"local", "local"});
+  EXPECT_EQ(again[1].status.code(), Status::Code::kCorruption) << again[1].status.ToString();
+  EXPECT_NE(again[1].status.message().find(file), std::string::npos) << again[1].status.ToString();
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ RunReporter::RunReporter(const RunReporterOptions& options)
 Result<std::unique_ptr<RunReporter>> RunReporter::Create(const RunReporterOptions& options) {
   std::unique_ptr<RunReporter> r(new RunReporter(options));
   if (options.lead) {
-    FRUGAL_ASSIGN_OR_RETURN(r->metrics_, JsonlWriter::Open(options.metrics_path, /*truncate=*/true));
+    FRUGAL_ASSIGN_OR_RETURN(r->metrics_, JsonlWriter::Open(options.metrics_path, /*truncate=*/!options.append));
   }
   return r;
 }

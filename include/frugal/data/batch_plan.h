@@ -84,6 +84,11 @@ class BatchCursor {
   std::vector<int64_t> Slice(int rank) const;
   // Moves to the next step, starting a new epoch when needed.
   void Advance();
+  // Moves to a saved position (epoch, step_in_epoch, position), e.g. a
+  // checkpoint's. The position counts samples, so a run resumed with other
+  // batch sizes (or another world size) neither skips nor repeats a sample
+  // of the epoch. InvalidArgument if the current batch does not fit there.
+  Status Seek(int64_t epoch, int64_t step_in_epoch, int64_t position);
 
  private:
   BatchCursor() = default;

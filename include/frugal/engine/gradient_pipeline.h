@@ -109,6 +109,20 @@ class GradientPipeline {
   // same call with the same t, so all switch at exactly that iteration.
   Status SetFrom(int64_t t, double density, double lr_scale);
 
+  // The pipeline's run state as bytes: the iteration it is at, the
+  // controller's settings, and per bucket the master parameters, the
+  // error-feedback residual, the sparsifier state and the optimizer state.
+  // REQUIRES: on the compute thread, right after BeginIteration(t) and
+  // before any Submit of t. It first waits until every submitted iteration
+  // (t-1 with staleness 1) is applied, so the state is "after t-1".
+  Result<std::vector<uint8_t>> SaveState();
+  // Restores SaveState's bytes; the next BeginIteration is then the saved t.
+  // With residuals = false the error-feedback residuals and sparsifier
+  // states start empty (an elastic restart with another world size, where
+  // this rank's residual does not exist). REQUIRES: before the first
+  // BeginIteration. Corruption on malformed bytes or another bucket layout.
+  Status LoadState(const std::vector<uint8_t>& bytes, bool residuals = true);
+
   class Impl;
 
  private:

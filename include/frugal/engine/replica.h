@@ -95,6 +95,16 @@ class Replica {
   // must not be passed. All ranks call it with the same t and shapes.
   Status AverageBuffers(int64_t t, const std::vector<torch::Tensor>& buffers);
 
+  // Run state for a checkpoint: the pipeline's state after iteration t-1
+  // (GradientPipeline::SaveState) and the parameters the forward of t uses
+  // (version t-1-staleness). REQUIRES: right after BeginIteration(t).
+  Result<std::vector<uint8_t>> SavePipelineState();
+  std::vector<uint8_t> SaveParameters() const;
+  // Restores both; the next BeginIteration is the saved t and keeps the
+  // saved parameters. residuals = false: see GradientPipeline::LoadState.
+  // REQUIRES: before the first BeginIteration.
+  Status LoadState(const std::vector<uint8_t>& pipeline_state, const std::vector<uint8_t>& parameters, bool residuals);
+
   int64_t iteration() const;  // the iteration begun last
   size_t num_buckets() const;
   const BucketLayout& layout() const;

@@ -67,10 +67,19 @@ struct WorkerIdentity {
   std::string advertise_host;                // host peers connect to, if listen is a wildcard
 };
 
+// Checkpoints of a distributed run (engine/checkpoint.h).
+struct CheckpointOptions {
+  int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = none
+  std::string checkpoint_dir;    // empty = <runs_dir>/<run_name>/checkpoints
+  int keep_checkpoints = 3;      // newest complete checkpoints kept
+  std::string resume_from;       // a step directory to continue from (frugal train --resume finds it)
+};
+
 struct RunConfig {
   train::TrainOptions train;
   DistributedOptions distributed;
   WorkerIdentity worker;
+  CheckpointOptions checkpoint;
 };
 
 inline constexpr int kMaxLocalWorkers = 256;
@@ -109,11 +118,25 @@ void VisitFields(WorkerIdentity& o, V&& visit) {
 }
 
 template <class V>
+void VisitFields(CheckpointOptions& o, V&& visit) {
+  const char* c = "Checkpoints";
+  visit(Field("checkpoint_every", c, "Write a checkpoint every N steps (0 = never)").NonNegative(), o.checkpoint_every);
+  visit(Field("checkpoint_dir", c, "Checkpoint directory (default: <runs-dir>/<run-name>/checkpoints)").PerWorker(),
+        o.checkpoint_dir);
+  visit(Field("keep_checkpoints", c, "Newest checkpoints kept").PerWorker().Min(1).Max(1000), o.keep_checkpoints);
+  visit(Field("resume_from", c, "Checkpoint step directory to continue from").PerWorker(), o.resume_from);
+}
+
+template <class V>
 void VisitFields(RunConfig& c, V&& visit) {
   train::VisitFields(c.train, visit);
   VisitFields(c.distributed, visit);
   VisitFields(c.worker, visit);
+  VisitFields(c.checkpoint, visit);
 }
+
+// Where a run's checkpoints go: checkpoint_dir, or <runs_dir>/<run_name>/checkpoints.
+std::string CheckpointDirOf(const RunConfig& config);
 
 // Every field's range (numbers finite and in range), then the cross-field
 // checks. The message names the option, as users type it (--flag).

@@ -26,7 +26,8 @@
 namespace frugal::train {
 
 struct RunReporterOptions {
-  std::string metrics_path;  // lead only; truncated at Create
+  std::string metrics_path;  // lead only; truncated at Create unless append
+  bool append = false;       // a resumed run continues its metrics file
   int64_t log_every = 50;
   int64_t total_steps = 0;
   bool quiet = false;        // no progress output (metrics are still written)

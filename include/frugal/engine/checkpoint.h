@@ -1,0 +1,68 @@
+// Checkpoint files: named byte sections in one file, written atomically
+// (temporary file, fsync, rename) with a trailing FNV-1a checksum, so a
+// crash leaves either the old file or the new one, and a corrupt or
+// truncated file is detected and named. Torch-free.
+//
+// Layout of a run's checkpoints (docs/architecture.md, "Checkpoints"):
+//   <dir>/step-<t>/rank-<r>.ckpt   one per rank (residuals differ per rank)
+//   <dir>/step-<t>/COMPLETE        written by rank 0 once every rank wrote
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "frugal/common/status.h"
+
+namespace frugal::engine {
+
+using CheckpointSections = std::map<std::string, std::vector<uint8_t>>;
+
+Status WriteCheckpointFile(const std::string& path, const CheckpointSections& sections);
+// Corruption naming the file for a bad magic, checksum or truncation.
+Result<CheckpointSections> ReadCheckpointFile(const std::string& path);
+
+std::string CheckpointStepDir(const std::string& dir, int64_t step);
+std::string CheckpointRankFile(const std::string& step_dir, int rank);
+// Marks a step directory complete (every rank's file is written).
+Status MarkCheckpointComplete(const std::string& step_dir, int world);
+// Complete step directories under `dir`, newest first.
+std::vector<std::string> CompleteCheckpoints(const std::string& dir);
+// The world size a complete step directory was written by.
+Result<int> CheckpointWorld(const std::string& step_dir);
+// Removes all but the newest `keep` complete step directories.
+Status PruneCheckpoints(const std::string& dir, int keep);
+
+// Little-endian byte writer/reader for section payloads.
+class ByteWriter {
+ public:
+  void U64(uint64_t v);
+  void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
+  void F64(double v);
+  void Bytes(const std::vector<uint8_t>& b);
+  void Floats(const float* data, size_t n);
+  std::vector<uint8_t> Take() { return std::move(out_); }
+
+ private:
+  std::vector<uint8_t> out_;
+};
+
+class ByteReader {
+ public:
+  ByteReader(const std::vector<uint8_t>& in, std::string what) : in_(in), what_(std::move(what)) {}
+  Result<uint64_t> U64();
+  Result<int64_t> I64();
+  Result<double> F64();
+  Result<std::vector<uint8_t>> Bytes();
+  Status Floats(float* data, size_t n);  // a length-prefixed block that must hold exactly n floats
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  Status Need(size_t n) const;
+  const std::vector<uint8_t>& in_;
+  std::string what_;
+  size_t pos_ = 0;
+};
+
+}  // namespace frugal::engine

@@ -1,0 +1,91 @@
+#include "frugal/engine/checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace frugal::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempDir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / "frugal_checkpoint_test" / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+TEST(CheckpointTest, SectionsRoundTrip) {
+  std::string path = TempDir("rt") + "/a.ckpt";
+  CheckpointSections in{{"alpha", {1, 2, 3}}, {"empty", {}}, {"beta", std::vector<uint8_t>(1000, 7)}};
+  ASSERT_TRUE(WriteCheckpointFile(path, in).ok());
+  auto out = ReadCheckpointFile(path);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(*out, in);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST(CheckpointTest, TruncatedOrFlippedFilesAreCorruptionNamingTheFile) {
+  std::string path = TempDir("bad") + "/a.ckpt";
+  ASSERT_TRUE(WriteCheckpointFile(path, {{"x", std::vector<uint8_t>(100, 1)}}).ok());
+  const auto size = fs::file_size(path);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put(static_cast<char>(0x55));
+  }
+  auto flipped = ReadCheckpointFile(path);
+  EXPECT_EQ(flipped.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(flipped.status().message().find(path), std::string::npos);
+  ASSERT_TRUE(WriteCheckpointFile(path, {{"x", std::vector<uint8_t>(100, 1)}}).ok());
+  for (uintmax_t cut : {uintmax_t{0}, uintmax_t{5}, size / 2, size - 1}) {
+    ASSERT_TRUE(WriteCheckpointFile(path, {{"x", std::vector<uint8_t>(100, 1)}}).ok());
+    fs::resize_file(path, cut);
+    EXPECT_EQ(ReadCheckpointFile(path).status().code(), Status::Code::kCorruption) << cut;
+  }
+  EXPECT_EQ(ReadCheckpointFile(path + ".missing").status().code(), Status::Code::kNotFound);
+}
+
+TEST(CheckpointTest, CompleteStepsNewestFirstAndPruned) {
+  std::string dir = TempDir("steps");
+  for (int64_t step : {10, 30, 20}) {
+    std::string sd = CheckpointStepDir(dir, step);
+    ASSERT_TRUE(WriteCheckpointFile(CheckpointRankFile(sd, 0), {{"x", {1}}}).ok());
+    ASSERT_TRUE(MarkCheckpointComplete(sd, 2).ok());
+  }
+  // A step without COMPLETE (a crash mid-checkpoint) is not offered.
+  ASSERT_TRUE(WriteCheckpointFile(CheckpointRankFile(CheckpointStepDir(dir, 40), 0), {{"x", {1}}}).ok());
+  auto all = CompleteCheckpoints(dir);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0], CheckpointStepDir(dir, 30));
+  EXPECT_EQ(all[2], CheckpointStepDir(dir, 10));
+  EXPECT_EQ(*CheckpointWorld(all[0]), 2);
+  ASSERT_TRUE(PruneCheckpoints(dir, 2).ok());
+  EXPECT_EQ(CompleteCheckpoints(dir).size(), 2u);
+  EXPECT_FALSE(fs::exists(CheckpointStepDir(dir, 10)));
+}
+
+TEST(CheckpointTest, ByteReaderRejectsTruncation) {
+  ByteWriter w;
+  w.I64(-5);
+  w.F64(0.25);
+  float f[3] = {1, 2, 3};
+  w.Floats(f, 3);
+  std::vector<uint8_t> bytes = w.Take();
+  ByteReader r(bytes, "t");
+  EXPECT_EQ(*r.I64(), -5);
+  EXPECT_EQ(*r.F64(), 0.25);
+  float g[2];
+  EXPECT_EQ(r.Floats(g, 2).code(), Status::Code::kCorruption);  // sized for 3
+  bytes.resize(bytes.size() - 1);
+  ByteReader short_reader(bytes, "t");
+  (void)short_reader.I64();
+  (void)short_reader.F64();
+  float h[3];
+  EXPECT_FALSE(short_reader.Floats(h, 3).ok());
+}
+
+}  // namespace
+}  // namespace frugal::engine
