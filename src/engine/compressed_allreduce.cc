@@ -15,6 +15,9 @@ namespace frugal::engine {
 namespace {
 
 constexpr uint64_t kMaxBuckets = uint64_t{1} << 24;
+// Call numbers wrap after 2^30 calls of one bucket; by then the tag is long
+// out of use.
+constexpr uint64_t kMaxCalls = (uint64_t{1} << 30) - 1;
 
 double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -37,6 +40,7 @@ Status ValidateCompressedAllReduceOptions(const CompressedAllReduceOptions& o) {
     return Status::InvalidArgument("dgc_momentum must be in [0, 1), got " + std::to_string(o.dgc_momentum));
   }
   if (o.exchange.timeout.count() <= 0) return Status::InvalidArgument("timeout must be > 0");
+  if (o.instance >= 256) return Status::InvalidArgument("instance must be < 256");
   FRUGAL_RETURN_IF_ERROR(compress::CreateSparsifier(o.sparsifier).status());  // names the known kinds
   if (o.wire.indices == compress::IndexEncoding::kBlockId && o.sparsifier != "block") {
     return Status::InvalidArgument("the block-id index encoding needs the block sparsifier, not '" + o.sparsifier +
@@ -112,7 +116,7 @@ Status CompressedAllReduce::Impl::RunLocked(BucketState& state, uint64_t bucket,
   FRUGAL_RETURN_IF_ERROR(compress::Encode(mine, options.wire, &encoded));
   const size_t sent_bytes = encoded.size();
   auto t1 = Clock::now();
-  const comm::Tag tag = kHookTagBit | (state.calls << 24) | bucket;
+  const comm::Tag tag = kHookTagBit | (comm::Tag{options.instance} << 54) | ((state.calls & kMaxCalls) << 24) | bucket;
   ++state.calls;
   FRUGAL_ASSIGN_OR_RETURN(comm::Bytes merged, exchange->Run(tag, std::move(encoded)));
   auto t2 = Clock::now();

@@ -104,6 +104,41 @@ TEST(CompressedAllReduceTest, ErrorFeedbackEventuallySendsEverything) {
   ExpectMean(RunWorld({"local", "local"}, Fp32(0.25), 256, 12, 1), 2, 1, 1e-5f);
 }
 
+// Two objects on one transport (two DDP models) keep their messages apart.
+TEST(CompressedAllReduceTest, InstancesShareATransport) {
+  auto topo = comm::Topology::FromClusterNames({"local", "local"});
+  comm::InProcHub hub(*topo);
+  std::vector<std::vector<float>> got(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto transport = hub.CreateTransport(r);
+      ASSERT_TRUE(transport.ok());
+      CompressedAllReduceOptions a = Fp32(1.0), b = Fp32(1.0);
+      b.instance = 1;
+      auto x = CompressedAllReduce::Create(a, transport->get());
+      auto y = CompressedAllReduce::Create(b, transport->get());
+      ASSERT_TRUE(x.ok() && y.ok());
+      // Rank 0 runs x then y, rank 1 y then x: with one tag space they would cross.
+      std::vector<float> dx(16, 1.0f + r), dy(16, 10.0f + r);
+      if (r == 0) {
+        std::thread other([&] { ASSERT_TRUE((*y)->Run(0, Span<float>(dy.data(), dy.size())).ok()); });
+        ASSERT_TRUE((*x)->Run(0, Span<float>(dx.data(), dx.size())).ok());
+        other.join();
+      } else {
+        ASSERT_TRUE((*y)->Run(0, Span<float>(dy.data(), dy.size())).ok());
+        ASSERT_TRUE((*x)->Run(0, Span<float>(dx.data(), dx.size())).ok());
+      }
+      got[r] = {dx[0], dy[0]};
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(got[r][0], 1.5f);
+    EXPECT_EQ(got[r][1], 10.5f);
+  }
+}
+
 TEST(CompressedAllReduceTest, SparseCallSendsAboutTheDensity) {
   auto topo = comm::Topology::FromClusterNames({"local"});
   comm::InProcHub hub(*topo);

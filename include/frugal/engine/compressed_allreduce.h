@@ -18,10 +18,11 @@
 // b's residual and sparsifier state start afresh; that loses at most the
 // residual of one step.
 //
-// Messages: tag kHookTagBit | call << 24 | b, in a range disjoint from the
-// engine's gradient tags (iteration * num_buckets + b, far below 2^62) and
-// control tags (bit 63), so a hook and a GradientPipeline may share one
-// transport.
+// Messages: tag kHookTagBit | instance << 54 | call << 24 | b, in a range
+// disjoint from the engine's gradient tags (iteration * num_buckets + b, far
+// below 2^54) and control tags (bit 63), so a hook and a GradientPipeline may
+// share one transport; objects sharing a transport need distinct
+// `instance` numbers (the same on every rank).
 //
 // Thread safety: Run may be called from several threads for different bucket
 // indices; calls for the same index are serialised. The transport must
@@ -51,6 +52,8 @@ struct CompressedAllReduceOptions {
   // the bound on every wait for a peer. Default timeout: 60 s.
   comm::ExchangeOptions exchange;
   uint64_t seed = 1;  // randomk
+  // Distinguishes the messages of objects sharing one transport, < 256.
+  uint32_t instance = 0;
 };
 
 // Validates the options (the messages users see from Python).

@@ -1,0 +1,32 @@
+"""Frugal for PyTorch: data-parallel training over slow networks.
+
+Two ways in (docs/python.md):
+
+* ``frugal.DistributedModel(module, optimizer="sgd", lr=..., density=...)``:
+  the full Frugal pipeline. Gradients leave through autograd hooks, are
+  error-fed, block-sparsified, exchanged and applied by Frugal's CPU sparse
+  optimizer to a master copy; ``loss.backward(); model.step()``.
+* ``ddp.register_comm_hook(frugal.hook_state(), frugal.sparse_hook)``:
+  a DDP communication hook that exchanges block-sparse, error-fed gradients
+  over Frugal's transport instead of DDP's dense all-reduce.
+
+Start the processes with ``frugal run --workers N -- python3 script.py``
+(or torchrun); ``frugal.init()`` joins the world they form.
+"""
+
+import torch  # noqa: F401  (loads LibTorch before the extension)
+
+from . import _C
+from ._world import init, get_world, is_initialized
+from ._hook import HookState, hook_state, sparse_hook
+from ._model import DistributedModel
+
+__all__ = [
+    "init",
+    "get_world",
+    "is_initialized",
+    "DistributedModel",
+    "HookState",
+    "hook_state",
+    "sparse_hook",
+]

@@ -1,0 +1,125 @@
+"""frugal.init(): joining the world that ``frugal run`` (or torchrun) set up."""
+
+import os
+import socket
+
+import torch
+
+from . import _C
+
+_default_world = None
+
+# Set by `frugal run` for each process it starts.
+_FRUGAL_VARS = ("FRUGAL_COORDINATOR", "FRUGAL_RANK", "FRUGAL_WORLD_SIZE", "FRUGAL_CLUSTER", "FRUGAL_LISTEN",
+                "FRUGAL_ADVERTISE_HOST", "FRUGAL_TIMEOUT_S", "FRUGAL_THREADS")
+
+
+def _env_int(env, name, default=None):
+    value = env.get(name)
+    if value is None or value == "":
+        if default is None:
+            raise ValueError(f"{name} is not set")
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not an integer") from None
+
+
+def _env_float(env, name, default):
+    value = env.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a number") from None
+
+
+def _join_frugal(env, timeout_s):
+    world = _C.join_world(
+        env["FRUGAL_COORDINATOR"],
+        rank=_env_int(env, "FRUGAL_RANK", -1),
+        cluster=env.get("FRUGAL_CLUSTER") or "local",
+        listen=env.get("FRUGAL_LISTEN") or "tcp://127.0.0.1:*",
+        advertise_host=env.get("FRUGAL_ADVERTISE_HOST", ""),
+        timeout_s=timeout_s,
+    )
+    expected = env.get("FRUGAL_WORLD_SIZE")
+    if expected and int(expected) != world.world_size:
+        raise RuntimeError(f"FRUGAL_WORLD_SIZE={expected} but the coordinator formed a world of {world.world_size}")
+    return world
+
+
+def _join_torchrun(env, timeout_s):
+    # torchrun gives RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. torch's own
+    # store (init_process_group) may own MASTER_PORT, so Frugal's rendezvous
+    # uses MASTER_PORT + FRUGAL_PORT_OFFSET (default 1), served by rank 0.
+    rank = _env_int(env, "RANK")
+    world_size = _env_int(env, "WORLD_SIZE")
+    port = _env_int(env, "MASTER_PORT") + _env_int(env, "FRUGAL_PORT_OFFSET", 1)
+    host = env["MASTER_ADDR"]
+    loopback = host in ("127.0.0.1", "localhost", "::1")
+    if loopback:
+        listen, advertise = "tcp://127.0.0.1:*", ""
+    else:
+        listen = "tcp://0.0.0.0:*"
+        advertise = env.get("FRUGAL_ADVERTISE_HOST") or socket.gethostbyname(socket.gethostname())
+    serve_address = f"tcp://{'127.0.0.1' if loopback else '0.0.0.0'}:{port}"
+    world = _C.join_world(
+        f"tcp://{host}:{port}",
+        rank=rank,
+        cluster=env.get("FRUGAL_CLUSTER") or "local",
+        listen=listen,
+        advertise_host=advertise,
+        timeout_s=timeout_s,
+        serve_world=world_size if rank == 0 else 0,
+        serve_address=serve_address,
+    )
+    if world.world_size != world_size:
+        raise RuntimeError(f"WORLD_SIZE={world_size} but the rendezvous formed a world of {world.world_size}")
+    return world
+
+
+def init(timeout_s=None):
+    """Joins this process's Frugal world and returns it (a ``frugal._C.World``).
+
+    Reads, in this order of preference:
+
+    * ``FRUGAL_COORDINATOR``, ``FRUGAL_RANK``, ``FRUGAL_CLUSTER``, ... as set
+      by ``frugal run``;
+    * torchrun's ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``
+      (rank 0 serves Frugal's rendezvous on MASTER_PORT + 1);
+    * neither: a world of one process (no network).
+
+    Every wait is bounded by ``timeout_s`` (default: ``FRUGAL_TIMEOUT_S`` or
+    60 s). Calling it again returns the same world.
+    """
+    global _default_world
+    if _default_world is not None:
+        return _default_world
+    env = os.environ
+    if timeout_s is None:
+        timeout_s = _env_float(env, "FRUGAL_TIMEOUT_S", 60.0)
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    if env.get("FRUGAL_COORDINATOR"):
+        world = _join_frugal(env, timeout_s)
+    elif all(env.get(k) for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
+        world = _join_torchrun(env, timeout_s)
+    else:
+        world = _C.single_world()
+    threads = env.get("FRUGAL_THREADS")
+    if threads:
+        torch.set_num_threads(_env_int(env, "FRUGAL_THREADS"))
+    _default_world = world
+    return world
+
+
+def get_world():
+    """The world ``init()`` joined (joins it first if needed)."""
+    return init()
+
+
+def is_initialized():
+    return _default_world is not None

@@ -1,0 +1,193 @@
+// frugal._C.Replica: engine::Replica (one rank's model replica inside
+// Frugal's pipeline) for frugal.DistributedModel. Options arrive as Python
+// keyword arguments and are validated here, with the keyword names in the
+// messages; below this edge the engine's own checks hold.
+#include <sstream>
+
+#include "bindings.h"
+#include "frugal/engine/replica.h"
+
+namespace frugal::python {
+
+namespace {
+
+using engine::Replica;
+using engine::ReplicaOptions;
+
+struct PyReplicaOptions {
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double density = 0.01;
+  std::string sparsifier = "block";
+  std::string value_encoding = "fp16";
+  int staleness = 0;
+  double bucket_mb = 4.0;
+  int cpu_threads = 1;
+  std::string exchange = "auto";
+  double dgc_momentum = 0.0;
+  double timeout_s = 60.0;
+  uint64_t seed = 1;
+};
+
+void Require(bool ok, const std::string& msg) {
+  if (!ok) throw py::value_error(msg);
+}
+
+std::string Num(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+ReplicaOptions ToEngine(const PyReplicaOptions& p) {
+  Require(p.optimizer == "sgd" || p.optimizer == "adam" || p.optimizer == "adamw",
+          "optimizer must be 'sgd', 'adam' or 'adamw', got '" + p.optimizer + "'");
+  Require(p.lr >= 0, "lr must be >= 0, got " + Num(p.lr));
+  Require(p.density > 0 && p.density <= 1, "density must be in (0, 1], got " + Num(p.density));
+  Require(p.sparsifier == "block" || p.sparsifier == "topk" || p.sparsifier == "randomk",
+          "sparsifier must be 'block', 'topk' or 'randomk', got '" + p.sparsifier + "'");
+  Require(p.staleness == 0 || p.staleness == 1, "staleness must be 0 or 1, got " + std::to_string(p.staleness));
+  Require(p.bucket_mb > 0, "bucket_mb must be > 0, got " + Num(p.bucket_mb));
+  Require(p.cpu_threads >= 1, "cpu_threads must be >= 1, got " + std::to_string(p.cpu_threads));
+  Require(p.timeout_s > 0, "timeout_s must be > 0, got " + Num(p.timeout_s));
+  Require(p.dgc_momentum >= 0 && p.dgc_momentum < 1, "dgc_momentum must be in [0, 1), got " + Num(p.dgc_momentum));
+  ReplicaOptions o;
+  engine::PipelineOptions& po = o.pipeline;
+  po.sparsifier = p.sparsifier;
+  po.density = p.density;
+  auto values = compress::ParseValueEncoding(p.value_encoding);
+  Require(values.ok(), "value_encoding must be 'fp32', 'fp16' or 'bf16', got '" + p.value_encoding + "'");
+  po.wire.values = *values;
+  po.wire.indices = p.sparsifier == "block" ? compress::IndexEncoding::kBlockId : compress::IndexEncoding::kDeltaVarint;
+  po.staleness = p.staleness;
+  po.cpu_threads = p.cpu_threads;
+  po.dgc_momentum = static_cast<float>(p.dgc_momentum);
+  po.optimizer.kind = p.optimizer;
+  po.optimizer.lr = p.lr;
+  po.optimizer.momentum = p.momentum;
+  po.optimizer.dampening = p.dampening;
+  po.optimizer.nesterov = p.nesterov;
+  po.optimizer.weight_decay = p.weight_decay;
+  po.optimizer.beta1 = p.beta1;
+  po.optimizer.beta2 = p.beta2;
+  po.optimizer.eps = p.eps;
+  if (p.exchange == "auto") {
+    po.exchange.algorithm = comm::ExchangeAlgorithm::kAuto;
+  } else if (p.exchange == "flat") {
+    po.exchange.algorithm = comm::ExchangeAlgorithm::kFlat;
+  } else if (p.exchange == "hierarchical") {
+    po.exchange.algorithm = comm::ExchangeAlgorithm::kHierarchical;
+  } else {
+    throw py::value_error("exchange must be 'auto', 'flat' or 'hierarchical', got '" + p.exchange + "'");
+  }
+  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(p.timeout_s * 1000));
+  po.exchange.timeout = o.timeout;
+  po.seed = p.seed;
+  const double lr = p.lr;  // constant; DistributedModel.set_lr changes it through SetFrom
+  po.lr_at = [lr](int64_t) { return lr; };
+  o.bucket_mb = p.bucket_mb;
+  return o;
+}
+
+std::unique_ptr<Replica> Create(World& world, std::vector<std::pair<std::string, torch::Tensor>> params,
+                                const PyReplicaOptions& p) {
+  ReplicaOptions options = ToEngine(p);
+  Result<std::unique_ptr<Replica>> replica = Status::Internal("not created");
+  {
+    py::gil_scoped_release release;  // the initial broadcast waits for the peers
+    replica = Replica::Create(options, std::move(params), world.transport_ptr());
+  }
+  ThrowIfError(replica.status());
+  return std::move(*replica);
+}
+
+// Runs `f` (returning a Status) without the GIL; LibTorch errors become
+// RuntimeError.
+template <typename F>
+void NoGil(F&& f) {
+  Status s;
+  {
+    py::gil_scoped_release release;
+    try {
+      s = f();
+    } catch (const c10::Error& e) {
+      s = Status::Internal(std::string("libtorch: ") + e.what_without_backtrace());
+    }
+  }
+  ThrowIfError(s);
+}
+
+}  // namespace
+
+void BindReplica(py::module_& m) {
+  py::class_<PyReplicaOptions>(m, "ReplicaOptions")
+      .def(py::init<>())
+      .def_readwrite("optimizer", &PyReplicaOptions::optimizer)
+      .def_readwrite("lr", &PyReplicaOptions::lr)
+      .def_readwrite("momentum", &PyReplicaOptions::momentum)
+      .def_readwrite("dampening", &PyReplicaOptions::dampening)
+      .def_readwrite("nesterov", &PyReplicaOptions::nesterov)
+      .def_readwrite("weight_decay", &PyReplicaOptions::weight_decay)
+      .def_readwrite("beta1", &PyReplicaOptions::beta1)
+      .def_readwrite("beta2", &PyReplicaOptions::beta2)
+      .def_readwrite("eps", &PyReplicaOptions::eps)
+      .def_readwrite("density", &PyReplicaOptions::density)
+      .def_readwrite("sparsifier", &PyReplicaOptions::sparsifier)
+      .def_readwrite("value_encoding", &PyReplicaOptions::value_encoding)
+      .def_readwrite("staleness", &PyReplicaOptions::staleness)
+      .def_readwrite("bucket_mb", &PyReplicaOptions::bucket_mb)
+      .def_readwrite("cpu_threads", &PyReplicaOptions::cpu_threads)
+      .def_readwrite("exchange", &PyReplicaOptions::exchange)
+      .def_readwrite("dgc_momentum", &PyReplicaOptions::dgc_momentum)
+      .def_readwrite("timeout_s", &PyReplicaOptions::timeout_s)
+      .def_readwrite("seed", &PyReplicaOptions::seed)
+      .def("validate", [](const PyReplicaOptions& p) { ToEngine(p); }, "Raises ValueError on a bad option");
+
+  py::class_<Replica>(m, "Replica", "One rank's model replica inside Frugal's pipeline (engine::Replica)")
+      .def(py::init(&Create), py::arg("world"), py::arg("params"), py::arg("options"), py::keep_alive<1, 2>())
+      .def("begin_iteration",
+           [](Replica& r, int64_t t, bool check) { NoGil([&] { return r.BeginIteration(t, check); }); },
+           py::arg("t"), py::arg("check_replicas") = false)
+      .def("end_backward", [](Replica& r) { NoGil([&] { return r.EndBackward(); }); })
+      .def("finish", [](Replica& r) { NoGil([&] { return r.Finish(); }); })
+      .def("check_replicas", [](Replica& r, int64_t t) {
+        uint64_t checksum = 0;
+        NoGil([&] {
+          auto c = r.CheckReplicas(t);
+          if (c.ok()) checksum = *c;
+          return c.status();
+        });
+        return checksum;
+      }, py::arg("t"))
+      .def("average_buffers", [](Replica& r, int64_t t, std::vector<torch::Tensor> buffers) {
+        NoGil([&] { return r.AverageBuffers(t, buffers); });
+      }, py::arg("t"), py::arg("buffers"))
+      .def("set_from", [](Replica& r, int64_t t, double density, double lr_scale) {
+        ThrowIfError(r.pipeline().SetFrom(t, density, lr_scale));
+      }, py::arg("t"), py::arg("density"), py::arg("lr_scale"),
+         "From iteration t on, sparsify at `density` and scale the learning rate by `lr_scale`")
+      .def_property_readonly("iteration", &Replica::iteration)
+      .def_property_readonly("num_buckets", &Replica::num_buckets)
+      .def_property_readonly("bucket_names", [](Replica& r) { return r.layout().bucket_names; })
+      .def("stats", [](Replica& r) {
+        auto s = r.pipeline().stats();
+        py::dict d;
+        d["sparsify_s"] = s.sparsify_s;
+        d["exchange_s"] = s.exchange_s;
+        d["optimizer_s"] = s.optimizer_s;
+        d["wait_s"] = s.wait_s;
+        d["tasks"] = s.tasks;
+        d["sent_values"] = s.sent_values;
+        d["total_values"] = s.total_values;
+        return d;
+      });
+}
+
+}  // namespace frugal::python

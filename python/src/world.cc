@@ -1,0 +1,85 @@
+// frugal._C.World: joining a world through the rendezvous (what `frugal
+// worker` does), or a world of one without any network.
+#include <chrono>
+#include <thread>
+
+#include "bindings.h"
+#include "frugal/comm/inproc_transport.h"
+#include "frugal/comm/rendezvous.h"
+
+namespace frugal::python {
+
+namespace {
+
+std::chrono::milliseconds Millis(double seconds) {
+  if (!(seconds > 0)) throw py::value_error("timeout_s must be > 0, got " + std::to_string(seconds));
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+std::unique_ptr<World> Single() {
+  auto topo = comm::Topology::FromClusterNames({"local"});
+  ThrowIfError(topo.status());
+  comm::InProcHub hub(*topo);  // the transport keeps the hub's state alive
+  auto transport = hub.CreateTransport(0);
+  ThrowIfError(transport.status());
+  return std::make_unique<World>(std::move(*transport));
+}
+
+// Registers with `rendezvous`; with serve_world > 0 this process first binds
+// the rendezvous server at `serve_address` and serves it on a thread (the
+// torchrun fallback: rank 0 is the coordinator).
+std::unique_ptr<World> Join(const std::string& rendezvous, int rank, const std::string& cluster,
+                            const std::string& listen, const std::string& advertise_host, double timeout_s,
+                            int serve_world, const std::string& serve_address) {
+  comm::JoinOptions jo;
+  jo.rendezvous = rendezvous;
+  jo.rank = rank;
+  jo.cluster = cluster;
+  jo.listen = listen;
+  jo.advertise_host = advertise_host;
+  jo.timeout = Millis(timeout_s);
+  if (rendezvous.empty()) throw py::value_error("no coordinator address to join");
+  if (cluster.empty()) throw py::value_error("the cluster name must not be empty");
+  std::unique_ptr<comm::RendezvousServer> server;
+  if (serve_world > 0) {
+    auto bound = comm::RendezvousServer::Bind(serve_address, serve_world);
+    ThrowIfError(bound.status().WithContext("serving the rendezvous at " + serve_address));
+    server = std::move(*bound);
+  }
+  Result<std::unique_ptr<comm::Transport>> transport = Status::Internal("not joined");
+  {
+    py::gil_scoped_release release;
+    Status served;
+    std::thread serving;
+    if (server) serving = std::thread([&] { served = server->Serve(jo.timeout).status(); });
+    transport = comm::JoinZmqWorld(jo);
+    if (serving.joinable()) serving.join();
+    if (transport.ok() && !served.ok()) transport = served;
+  }
+  ThrowIfError(transport.status().WithContext("joining " + rendezvous));
+  return std::make_unique<World>(std::move(*transport));
+}
+
+}  // namespace
+
+void BindWorld(py::module_& m) {
+  py::class_<World>(m, "World", "One rank's membership of a Frugal world (its transport)")
+      .def_property_readonly("rank", [](World& w) { return w.transport().rank(); })
+      .def_property_readonly("world_size", [](World& w) { return w.transport().world_size(); })
+      .def_property_readonly("cluster", [](World& w) { return w.transport().cluster(); })
+      .def("bytes_sent", [](World& w) {
+        auto s = w.transport().stats();
+        return s.intra_cluster.bytes_sent + s.inter_cluster.bytes_sent;
+      }, "Payload bytes this rank has sent so far")
+      .def("__repr__", [](World& w) {
+        return "<frugal.World rank " + std::to_string(w.transport().rank()) + " of " +
+               std::to_string(w.transport().world_size()) + ", cluster " + w.transport().cluster() + ">";
+      });
+  m.def("single_world", &Single, "A world of one rank, without network");
+  m.def("join_world", &Join, py::arg("rendezvous"), py::arg("rank") = -1, py::arg("cluster") = "local",
+        py::arg("listen") = "tcp://127.0.0.1:*", py::arg("advertise_host") = "", py::arg("timeout_s") = 60.0,
+        py::arg("serve_world") = 0, py::arg("serve_address") = "",
+        "Registers with the coordinator at `rendezvous` and connects to every peer");
+}
+
+}  // namespace frugal::python

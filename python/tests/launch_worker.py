@@ -1,0 +1,34 @@
+"""One rank of test_launcher. argv: OUT_DIR MODE
+  env:  reports its environment and the world frugal.init() joined;
+  kill: exchanges buckets; rank 1 kills itself (SIGKILL) at call 5, the
+        others report the exception they get."""
+
+import os
+import signal
+import sys
+import time
+
+import torch
+
+import frugal
+from worker_common import write_result
+
+mode = sys.argv[2]
+world = frugal.init()
+if mode == "env":
+    keys = ["FRUGAL_COORDINATOR", "FRUGAL_RANK", "FRUGAL_WORLD_SIZE", "FRUGAL_CLUSTER", "RANK", "WORLD_SIZE",
+            "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS"]
+    write_result(world.rank, env={k: os.environ.get(k) for k in keys}, joined_rank=world.rank,
+                 world_size=world.world_size, cluster=world.cluster)
+elif mode == "kill":
+    engine = frugal._C.CompressedAllReduce(world, density=1.0, timeout_s=float(os.environ["FRUGAL_TIMEOUT_S"]))
+    t0 = time.time()
+    try:
+        for call in range(1000):
+            if world.rank == 1 and call == 5:
+                os.kill(os.getpid(), signal.SIGKILL)
+            engine.run(0, torch.ones(1000))
+        write_result(world.rank, error=None)
+    except Exception as e:  # noqa: BLE001 (the test inspects it)
+        write_result(world.rank, error=type(e).__name__, message=str(e), seconds=time.time() - t0)
+        sys.exit(1)

@@ -1,0 +1,185 @@
+"""The Python API in one process (a world of one): arguments are checked
+with clear Python exceptions, state_dict round-trips."""
+
+import pytest
+import torch
+
+import frugal
+from worker_common import TwoTower, blobs
+
+needs_replica = pytest.mark.skipif(not frugal._C.HAVE_REPLICA, reason="built without the engine's Replica")
+
+
+def test_init_without_launcher_is_a_world_of_one():
+    world = frugal.init()
+    assert (world.rank, world.world_size) == (0, 1)
+    assert frugal.init() is world
+    assert frugal.is_initialized()
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(density=0), "density must be in (0, 1], got 0"),
+    (dict(density=1.5), "density must be in (0, 1]"),
+    (dict(optimizer="rmsprop"), "optimizer must be 'sgd', 'adam' or 'adamw', got 'rmsprop'"),
+    (dict(sparsifier="magic"), "sparsifier must be"),
+    (dict(value_encoding="int8"), "value_encoding must be"),
+    (dict(staleness=2), "staleness must be 0 or 1"),
+    (dict(lr=-1.0), "lr must be >= 0"),
+    (dict(bucket_mb=0), "bucket_mb must be > 0"),
+    (dict(exchange="ring"), "exchange must be"),
+    (dict(timeout_s=0), "timeout_s must be > 0"),
+])
+@needs_replica
+def test_bad_arguments_raise_value_error(kwargs, message):
+    with pytest.raises(ValueError) as e:
+        frugal.DistributedModel(TwoTower(), **kwargs)
+    assert message in str(e.value)
+
+
+@needs_replica
+def test_wrong_types_raise():
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        frugal.DistributedModel("not a model")
+    with pytest.raises(TypeError, match="density"):
+        frugal.DistributedModel(TwoTower(), density="high")
+
+
+@needs_replica
+def test_parameter_on_another_device_is_a_value_error():
+    net = TwoTower()
+    net.elsewhere = torch.nn.Parameter(torch.zeros(3, device="meta"))
+    with pytest.raises(ValueError, match="is on meta but .* is on cpu; move the whole model to one device"):
+        frugal.DistributedModel(net)
+
+
+@needs_replica
+def test_non_float32_parameter_is_a_value_error():
+    with pytest.raises(ValueError, match="Frugal trains float32 parameters"):
+        frugal.DistributedModel(TwoTower().double())
+
+
+@needs_replica
+def test_a_module_is_wrapped_once():
+    net = TwoTower()
+    frugal.DistributedModel(net, density=1.0)
+    with pytest.raises(ValueError, match="already wrapped"):
+        frugal.DistributedModel(net)
+
+
+def train(model, steps, rank=0):
+    x, y = blobs(128, rank)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for t in range(steps):
+        i = (t * 32) % 128
+        loss_fn(model(x[i:i + 32]), y[i:i + 32]).backward()
+        model.step()
+
+
+@needs_replica
+def test_training_in_one_process_reduces_the_loss():
+    torch.manual_seed(0)
+    net = TwoTower()
+    model = frugal.DistributedModel(net, lr=0.1, momentum=0.9, density=1.0, value_encoding="fp32")
+    x, y = blobs(128, 0)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    before = loss_fn(net(x), y).item()
+    train(model, 30)
+    model.finish()
+    assert loss_fn(net(x), y).item() < 0.5 * before
+    assert all(p.grad is None for p in net.parameters())  # gradients went to the pipeline
+    with pytest.raises(RuntimeError, match="finished"):
+        model.step()
+
+
+@needs_replica
+def test_state_dict_round_trip():
+    torch.manual_seed(1)
+    net = TwoTower()
+    model = frugal.DistributedModel(net, lr=0.05, density=0.5)
+    train(model, 5)
+    model.finish()
+    state = model.state_dict()
+    assert set(state) == set(net.state_dict())  # no "module." prefix: loads into a plain module
+    buf = __import__("io").BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    restored = TwoTower()
+    restored.load_state_dict(torch.load(buf))
+    model2 = frugal.DistributedModel(restored, lr=0.05, density=0.5)
+    for k, v in model2.state_dict().items():
+        assert torch.equal(v, state[k]), k
+    train(model2, 3)  # continues from the checkpoint
+    model2.finish()
+    with pytest.raises(NotImplementedError, match="load the checkpoint into the module before wrapping"):
+        model2.load_state_dict(state)
+
+
+@needs_replica
+def test_set_lr_applies_from_the_current_iteration():
+    net = TwoTower()
+    model = frugal.DistributedModel(net, lr=0.1, density=1.0, value_encoding="fp32")
+    train(model, 2)
+    model.set_lr(1e-30)  # numerically frozen from the next step on
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    train(model, 3)
+    model.finish()
+    for k, v in net.state_dict().items():
+        assert torch.allclose(v, before[k], atol=1e-20), k
+    with pytest.raises(ValueError, match="lr must be > 0"):
+        model.set_lr(0)
+
+
+def test_hook_engine_in_a_world_of_one_is_the_identity():
+    engine = frugal._C.CompressedAllReduce(frugal.init(), density=1.0, value_encoding="fp32")
+    t = torch.randn(100)
+    expected = t.clone()
+    engine.run(0, t)
+    assert torch.equal(t, expected)
+    # A non-contiguous fp64 bucket goes through a float32 copy.
+    d = torch.randn(10, 4, dtype=torch.float64).t()
+    expected = d.clone()
+    engine.run(1, d)
+    assert torch.allclose(d, expected)
+    assert engine.stats()["calls"] == 2
+
+
+@pytest.mark.parametrize("kwargs,exc,message", [
+    (dict(density=0.0), ValueError, "density must be in (0, 1]"),
+    (dict(sparsifier="bogus"), ValueError, "bogus"),
+    (dict(value_encoding="fp8"), ValueError, "value_encoding must be"),
+    (dict(exchange="ring"), ValueError, "exchange must be"),
+])
+def test_hook_state_bad_arguments(kwargs, exc, message):
+    with pytest.raises(exc) as e:
+        frugal.hook_state(**kwargs)
+    assert message in str(e.value)
+
+
+def test_hook_rejects_a_bad_state_and_bucket():
+    with pytest.raises(TypeError, match="frugal.hook_state"):
+        frugal.sparse_hook(object(), None)
+    engine = frugal._C.CompressedAllReduce(frugal.init(), density=1.0)
+    with pytest.raises(ValueError, match="not floating point"):
+        engine.run(0, torch.zeros(4, dtype=torch.int64))
+    with pytest.raises(ValueError, match="non-finite|NaN|finite"):
+        engine.run(0, torch.tensor([1.0, float("nan")]))
+
+
+def test_status_codes_become_python_exceptions():
+    for code, exc in [("invalid_argument", ValueError), ("not_found", FileNotFoundError),
+                      ("timeout", TimeoutError), ("unavailable", ConnectionError), ("internal", RuntimeError)]:
+        with pytest.raises(exc, match="boom"):
+            frugal._C._raise_status(code, "boom")
+
+
+def test_init_rejects_bad_environment(monkeypatch):
+    from frugal import _world
+    monkeypatch.setattr(_world, "_default_world", None)
+    monkeypatch.setenv("FRUGAL_COORDINATOR", "tcp://127.0.0.1:1")
+    monkeypatch.setenv("FRUGAL_RANK", "one")
+    with pytest.raises(ValueError, match="FRUGAL_RANK='one' is not an integer"):
+        frugal.init()
+    monkeypatch.setenv("FRUGAL_RANK", "0")
+    monkeypatch.setenv("FRUGAL_TIMEOUT_S", "0.3")
+    with pytest.raises(TimeoutError):  # nobody serves that coordinator
+        frugal.init()

@@ -1,0 +1,21 @@
+"""frugal.sparse_hook inside PyTorch DDP (gloo), over processes started by
+`frugal run`: at density 1 it computes DDP's own all-reduce; at 0.1 it sends
+a fraction of the values."""
+
+import pytest
+import torch.distributed as dist
+
+from conftest import run_workers
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+
+
+def test_hook_matches_ddp_allreduce_at_density_one_and_sends_a_fraction_below(tmp_path):
+    proc, results = run_workers(2, "ddp_worker.py", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for r in results:
+        assert r is not None, proc.stderr
+        assert r["max_diff"] < 1e-6, r
+        assert r["dense_calls"] >= 3 and r["dense_sent"] == r["dense_total"]
+        assert 0 < r["sparse_sent"] < 0.5 * r["sparse_total"], r
+        assert r["sparse_grad_norm"] > 0

@@ -1,0 +1,56 @@
+"""`frugal run`: the environment it sets up, and supervision of a failed
+worker."""
+
+import subprocess
+import sys
+
+from conftest import frugal_binary, run_workers
+
+
+def test_run_sets_up_ranks_and_torch_variables(tmp_path):
+    proc, results = run_workers(2, "launch_worker.py", "env", tmp_path=tmp_path,
+                                extra=("--local-clusters", "a,b"))
+    assert proc.returncode == 0, proc.stderr
+    for r, res in enumerate(results):
+        assert res is not None, proc.stderr
+        assert (res["joined_rank"], res["world_size"]) == (r, 2)
+        assert res["cluster"] == "ab"[r]
+        env = res["env"]
+        assert env["FRUGAL_RANK"] == env["RANK"] == str(r)
+        assert env["FRUGAL_WORLD_SIZE"] == env["WORLD_SIZE"] == "2"
+        assert env["FRUGAL_COORDINATOR"].startswith("tcp://127.0.0.1:")
+        assert env["MASTER_ADDR"] == "127.0.0.1" and int(env["MASTER_PORT"]) > 0
+    assert results[0]["env"]["MASTER_PORT"] == results[1]["env"]["MASTER_PORT"]
+
+
+def test_killed_worker_fails_the_others_cleanly(tmp_path):
+    proc, results = run_workers(3, "launch_worker.py", "kill", tmp_path=tmp_path, timeout_s=8)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "worker 1 failed (signal Killed)" in proc.stderr
+    assert results[1] is None  # it was killed before writing anything
+    for r in (0, 2):
+        res = results[r]
+        assert res is not None, proc.stderr
+        assert res["error"] in ("ConnectionError", "TimeoutError"), res
+        assert "rank 1" in res["message"], res
+        assert res["seconds"] < 8 + 4, res  # within the network timeout
+
+
+def test_run_usage_errors():
+    binary = frugal_binary()
+    p = subprocess.run([binary, "run", "--workers", "2"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "needs a program" in p.stderr
+    p = subprocess.run([binary, "run", "--workers", "0", "--", sys.executable, "-c", "pass"], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 2 and "--workers must be >= 1" in p.stderr
+    p = subprocess.run([binary, "run", "--workers", "1", "--timeout-s", "5", "--", "/nonexistent/prog"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "cannot start /nonexistent/prog" in p.stderr
+
+
+def test_a_failing_program_fails_the_run():
+    p = subprocess.run([frugal_binary(), "run", "--workers", "2", "--timeout-s", "5", "--", sys.executable, "-c",
+                        "import os, sys; sys.exit(3 if os.environ['FRUGAL_RANK'] == '1' else 0)"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1
+    assert "worker 1 failed (exit code 3)" in p.stderr

@@ -1,0 +1,273 @@
+// `frugal run`: a torchrun-style launcher for the user's own training
+// program (a Python script using the frugal package, or anything else that
+// joins through the FRUGAL_* environment).
+//
+//   frugal run --workers 4 -- /usr/bin/python3 train.py --epochs 2
+//
+// Local form (no --coordinator): runs the coordinator in this process on
+// loopback and N child processes, rank r with FRUGAL_RANK=r. Multi-host form:
+// `frugal coordinator --listen tcp://IP:PORT --world W` on one host and
+// `frugal run --workers N --coordinator tcp://IP:PORT --cluster NAME
+// --listen tcp://0.0.0.0:* --advertise-host MYIP -- ...` on each; ranks are
+// then assigned by the coordinator. Either way the children are supervised
+// as `frugal train` supervises its workers: the first failure is reported
+// ("worker 1 failed (exit code 1)"), the others get --timeout-s plus a grace
+// period to notice and exit, then are killed; exit code 1.
+//
+// The launch and supervision below duplicate the shape of
+// engine::RunLocalWorkers, which only starts `frugal worker` processes; they
+// move there once LocalLaunchOptions can take an arbitrary argv and extra
+// environment per rank.
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "commands.h"
+#include "frugal/engine/launcher.h"
+
+extern char** environ;
+
+namespace frugal::cli {
+
+namespace {
+
+struct RunFlags {
+  int workers = 1;
+  std::string coordinator;  // empty: run one in this process
+  std::string cluster = "local";
+  std::string local_clusters;
+  std::string listen = "tcp://127.0.0.1:*";
+  std::string advertise_host;
+  double timeout_s = 60;
+  int threads = 0;
+  std::vector<std::string> command;
+};
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+// This process's environment with `overrides` replacing or adding entries.
+std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& overrides) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    std::string key = entry.substr(0, entry.find('='));
+    if (overrides.count(key) == 0) env.push_back(entry);
+  }
+  for (const auto& [k, v] : overrides) env.push_back(k + "=" + v);
+  return env;
+}
+
+Result<pid_t> Spawn(const std::vector<std::string>& command, const std::vector<std::string>& env) {
+  std::vector<char*> argv;
+  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, command[0].c_str(), nullptr, nullptr, argv.data(), envp.data());
+  if (rc != 0) return Status::IOError("cannot start " + command[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string c; std::getline(ss, c, ',');) out.push_back(c);
+  return out;
+}
+
+// Waits for every child; after the first failure the rest get `grace` to
+// exit by themselves, then SIGKILL. Never hangs.
+Status Supervise(const std::vector<pid_t>& pids, std::chrono::milliseconds grace) {
+  Status first_failure;
+  size_t remaining = pids.size();
+  std::vector<bool> done(pids.size(), false);
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  while (remaining > 0) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (size_t r = 0; r < pids.size(); ++r) {
+        if (pids[r] != pid || done[r]) continue;
+        done[r] = true;
+        --remaining;
+        bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!ok && first_failure.ok()) {
+          first_failure = Status::Unavailable("worker " + std::to_string(r) + " failed (" + DescribeExit(status) + ")");
+          deadline = std::chrono::steady_clock::now() + grace;
+        }
+      }
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (size_t r = 0; r < pids.size(); ++r) {
+        if (!done[r]) kill(pids[r], SIGKILL);
+      }
+      deadline = std::chrono::steady_clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return first_failure;
+}
+
+// A free TCP port on loopback for torch.distributed's store (MASTER_PORT),
+// as torchrun picks one; 0 if none could be found.
+int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// Whether `program` can be started: a path to an executable, or a name
+// found on PATH (as posix_spawnp searches it).
+bool IsStartable(const std::string& program) {
+  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path != nullptr ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(ss, dir, ':');) {
+    if (access(((dir.empty() ? "." : dir) + "/" + program).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+void CheckFlags(const RunFlags& f, const std::vector<std::string>& clusters) {
+  if (f.command.empty()) throw UsageError("frugal run needs a program: frugal run --workers N -- PROGRAM ARGS...");
+  if (!IsStartable(f.command[0])) throw UsageError("cannot start " + f.command[0] + ": not an executable program");
+  if (f.workers < 1) throw UsageError("--workers must be >= 1");
+  if (!(f.timeout_s > 0)) throw UsageError("--timeout-s must be > 0");
+  if (!clusters.empty() && static_cast<int>(clusters.size()) != f.workers) {
+    throw UsageError("--local-clusters names " + std::to_string(clusters.size()) + " clusters for " +
+                     std::to_string(f.workers) + " workers");
+  }
+  if (!f.coordinator.empty() && !clusters.empty()) {
+    throw UsageError("--local-clusters is for the local form; with --coordinator give --cluster");
+  }
+}
+
+void Run(const RunFlags& f) {
+  const std::vector<std::string> clusters = SplitCommas(f.local_clusters);
+  CheckFlags(f, clusters);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
+  const bool local = f.coordinator.empty();
+
+  // The coordinator serves on its own thread. Its state is shared with that
+  // thread so that, once every child has exited, the launcher can leave
+  // without waiting out the coordinator's timeout (children that never
+  // joined, or failed before joining).
+  struct CoordinatorState {
+    std::atomic<bool> bound{false};
+    std::atomic<bool> done{false};
+    std::string endpoint;
+    Status status;
+  };
+  auto cs = std::make_shared<CoordinatorState>();
+  std::string endpoint = f.coordinator;
+  if (local) {
+    engine::CoordinatorOptions co;
+    co.world_size = f.workers;
+    co.timeout = timeout;
+    std::thread([cs, co] {
+      Status s = engine::RunCoordinator(co, [&](const std::string& ep) {
+        cs->endpoint = ep;
+        cs->bound = true;
+      }, false);
+      cs->status = s;
+      cs->done = true;
+      cs->bound = true;  // also on a bind failure
+    }).detach();
+    while (!cs->bound) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (cs->endpoint.empty()) {
+      while (!cs->done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ThrowIfError(cs->status.WithContext("starting the coordinator"));
+    }
+    endpoint = cs->endpoint;
+  }
+
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  int threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, cores / static_cast<unsigned>(f.workers)));
+  // Locally, torch.distributed's env:// variables too, so an unchanged DDP
+  // script (the frugal.sparse_hook way in) starts as under torchrun.
+  const int master_port = local ? FreeLoopbackPort() : 0;
+  std::vector<pid_t> pids;
+  Status spawn_error;
+  for (int r = 0; r < f.workers; ++r) {
+    std::map<std::string, std::string> env = {
+        {"FRUGAL_COORDINATOR", endpoint},
+        {"FRUGAL_RANK", local ? std::to_string(r) : "-1"},
+        {"FRUGAL_LOCAL_RANK", std::to_string(r)},
+        {"FRUGAL_CLUSTER", clusters.empty() ? f.cluster : clusters[r]},
+        {"FRUGAL_LISTEN", f.listen},
+        {"FRUGAL_TIMEOUT_S", std::to_string(f.timeout_s)},
+        {"FRUGAL_THREADS", std::to_string(threads)},
+    };
+    if (local) {
+      env["FRUGAL_WORLD_SIZE"] = std::to_string(f.workers);
+      env["RANK"] = env["LOCAL_RANK"] = std::to_string(r);
+      env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(f.workers);
+      env["MASTER_ADDR"] = "127.0.0.1";
+      if (master_port > 0) env["MASTER_PORT"] = std::to_string(master_port);
+    }
+    if (!f.advertise_host.empty()) env["FRUGAL_ADVERTISE_HOST"] = f.advertise_host;
+    // Workers sharing the cores should not each start one thread per core.
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) env["OMP_NUM_THREADS"] = std::to_string(threads);
+    auto pid = Spawn(f.command, ChildEnvironment(env));
+    if (!pid.ok()) {
+      spawn_error = pid.status();
+      break;
+    }
+    pids.push_back(*pid);
+  }
+  Status failure = Supervise(pids, timeout + std::chrono::seconds(10));
+  ThrowIfError(spawn_error);
+  ThrowIfError(failure);
+  // Every child succeeded; a coordinator still waiting means some never
+  // joined a world, which is their business (a program may not use Frugal).
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app) {
+  auto f = std::make_shared<RunFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run your own training program on N workers (frugal run --workers N -- python3 train.py ...)");
+  cmd->option_defaults()->always_capture_default();
+  cmd->add_option("--workers", f->workers, "Processes to start on this machine");
+  cmd->add_option("--coordinator", f->coordinator,
+                  "Coordinator of a multi-host run, tcp://HOST:PORT (default: one in this process, loopback)");
+  cmd->add_option("--cluster", f->cluster, "Cluster name of the workers started here");
+  cmd->add_option("--local-clusters", f->local_clusters, "Comma-separated cluster of each local worker, e.g. a,a,b,b");
+  cmd->add_option("--listen", f->listen, "Where each worker receives, e.g. tcp://0.0.0.0:*");
+  cmd->add_option("--advertise-host", f->advertise_host, "Host peers connect to when --listen is a wildcard");
+  cmd->add_option("--timeout-s", f->timeout_s, "Bound on every network wait, seconds");
+  cmd->add_option("--threads", f->threads, "Torch threads per worker (0 = cores / workers)");
+  cmd->add_option("command", f->command, "The program and its arguments, after --")->expected(-1);
+  cmd->callback([f] { Run(*f); });
+}
+
+}  // namespace frugal::cli
