@@ -123,6 +123,27 @@ TEST(CliTest, TwoWorkerProcessesTrainOnLoopback) {
   EXPECT_TRUE(std::filesystem::exists(runs / "procs" / "config.toml"));
 }
 
+// --resume continues a run from its newest intact checkpoint: a damaged
+// newest one is named and skipped.
+TEST(CliTest, ResumeSkipsADamagedCheckpointAndFinishesTheRun) {
+  auto runs = std::filesystem::temp_directory_path() / "frugal_cli_runs";
+  std::filesystem::remove_all(runs / "resumable");
+  RunResult r = Frugal("train --workers 2 --dataset synthetic --synthetic-train-size 512 --epochs 2 "
+                       "--batch-size 16 --threads 1 --checkpoint-every 10 --run-name resumable --runs-dir " +
+                       runs.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto ckpts = runs / "resumable" / "checkpoints";
+  ASSERT_TRUE(std::filesystem::exists(ckpts / "step-30" / "COMPLETE")) << r.output;
+  std::filesystem::resize_file(ckpts / "step-30" / "rank-0.ckpt", 64);
+  r = Frugal("train --resume " + (runs / "resumable").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipping checkpoint"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resuming from " + (ckpts / "step-20").string()), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("done: 32 steps"), std::string::npos) << r.output;
+  r = Frugal("train --resume " + (runs / "no-such-run").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
 // A worker killed mid-run: the others must fail with an error naming the
 // lost peer within the timeout, and the launcher must report it; no hang.
 TEST(CliTest, KillingOneWorkerFailsTheRunCleanly) {

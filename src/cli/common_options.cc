@@ -46,7 +46,7 @@ bool LooksLikeTomlScalar(const std::string& v) {
 // Options that are not run settings and are never read from or written to a config.
 bool IsMetaOption(const CLI::Option* opt) {
   const std::string& name = opt->get_single_name();
-  return name == "help" || name == "config" || name == "print-config" || name == "local-clusters" || name == "local-slowdowns" ||
+  return name == "help" || name == "config" || name == "print-config" || name == "local-clusters" || name == "local-slowdowns" || name == "resume" ||
          opt->get_lnames().empty();
 }
 

@@ -13,6 +13,7 @@
 #include "frugal/comm/rendezvous.h"
 #include "frugal/control/bandwidth_controller.h"
 #include "frugal/data/dataset.h"
+#include "frugal/engine/checkpoint.h"
 #include "frugal/engine/launcher.h"
 #include "frugal/engine/run_config.h"
 #include "frugal/engine/worker.h"
@@ -26,7 +27,32 @@ struct TrainFlags {
   engine::RunConfig config;
   std::string local_clusters;
   std::string local_slowdowns;
+  std::string resume;  // a run directory to continue
 };
+
+// --resume runs/<run>: the run's own config.toml (flags still override), and
+// its newest checkpoint whose every rank file reads back intact; a corrupt
+// one is reported and the previous one used.
+void PrepareResume(CLI::App* cmd, const std::string& run_dir) {
+  const std::string config_path = (std::filesystem::path(run_dir) / "config.toml").string();
+  if (!std::filesystem::exists(config_path)) {
+    throw UsageError("--resume " + run_dir + ": not a run directory (no config.toml)");
+  }
+  CLI::Option* config = cmd->get_option("--config");
+  if (config->count() == 0) config->add_result(config_path);
+}
+
+std::string NewestIntactCheckpoint(const engine::RunConfig& config) {
+  const std::string dir = engine::CheckpointDirOf(config);
+  for (const std::string& step : engine::CompleteCheckpoints(dir)) {
+    auto world = engine::CheckpointWorld(step);
+    Status bad = world.status();
+    for (int r = 0; bad.ok() && r < *world; ++r) bad = engine::ReadCheckpointFile(engine::CheckpointRankFile(step, r)).status();
+    if (bad.ok()) return step;
+    std::fprintf(stderr, "frugal: skipping checkpoint %s: %s\n", step.c_str(), bad.message().c_str());
+  }
+  throw UsageError("no intact checkpoint in " + dir + " (write them with --checkpoint-every N)");
+}
 
 void BindTrainOptions(CLI::App* cmd, engine::RunConfig& config) {
   cmd->option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -149,9 +175,22 @@ void AddTrainCommand(CLI::App& app) {
   cmd->add_option("--local-slowdowns", flags->local_slowdowns,
                   "Comma-separated --compute-slowdown of each local worker, e.g. 1,2,1,1")
       ->group("Distributed");
+  cmd->add_option("--resume", flags->resume,
+                  "Continue the run in this directory (runs/<run>) from its newest intact checkpoint; "
+                  "flags override its config, e.g. --workers for an elastic restart")
+      ->group("Checkpoints");
   cmd->callback([cmd, flags] {
     engine::RunConfig& config = flags->config;
+    if (!flags->resume.empty()) PrepareResume(cmd, flags->resume);
     if (ResolveConfig(cmd, config)) return;
+    if (!flags->resume.empty()) {
+      config.checkpoint.resume_from = NewestIntactCheckpoint(config);
+      std::printf("resuming from %s\n", config.checkpoint.resume_from.c_str());
+    }
+    const bool checkpoints = config.checkpoint.checkpoint_every > 0 || !config.checkpoint.resume_from.empty();
+    if (checkpoints && config.distributed.workers == 1) {
+      throw UsageError("checkpoints are written by the distributed engine: use --workers 2 or more");
+    }
     if (config.distributed.workers > 1) {
       if (config.train.dataset == train::DatasetKind::kFashionMnist) {
         ThrowIfError(data::CheckFashionMnistFiles(config.train.data_dir));
