@@ -112,11 +112,13 @@ class GradientPipeline::Impl {
   }
   size_t num_buckets() const { return buckets_.size(); }
   size_t bucket_size(size_t b) const { return buckets_[b]->master.size(); }
-  Result<std::vector<uint8_t>> SaveState();
+  Result<std::vector<uint8_t>> SaveState(StateParts parts);
   Status LoadState(const std::vector<uint8_t>& bytes, bool residuals);
+  Status LoadLocalState(const std::vector<uint8_t>& bytes);
 
  private:
   Status Drain();
+  Status LoadParts(const std::vector<uint8_t>& bytes, bool want_shared, bool want_local);
   void ThreadMain();
   Status RunTask(const Task& task);
   Result<comm::Bytes> Combine(std::vector<comm::Bytes> parts);
@@ -353,12 +355,18 @@ Status GradientPipeline::Impl::Finish(const CopyOutFn& copy_out) {
   return Status::Ok();
 }
 
-Result<std::vector<uint8_t>> GradientPipeline::Impl::SaveState() {
+// Note [Pipeline state]: t, which parts follow (shared: the controller's
+// settings, master parameters and optimizer state, equal on every rank;
+// local: error-feedback residuals and sparsifier states, this rank's own),
+// then per bucket the parts present.
+Result<std::vector<uint8_t>> GradientPipeline::Impl::SaveState(StateParts parts) {
   FRUGAL_RETURN_IF_ERROR(Drain());
   if (next_iteration_ == 0) return Status::Internal("SaveState before the first BeginIteration");
+  const bool shared = parts != StateParts::kLocal, local = parts != StateParts::kShared;
   ByteWriter w;
   w.I64(next_iteration_ - 1);  // t: the iteration just begun, whose gradients are not submitted yet
-  {
+  w.U64((shared ? 1 : 0) | (local ? 2 : 0));
+  if (shared) {
     std::lock_guard<std::mutex> lock(mu_);
     w.U64(settings_.size());
     for (const auto& [t, st] : settings_) {
@@ -371,51 +379,82 @@ Result<std::vector<uint8_t>> GradientPipeline::Impl::SaveState() {
   for (auto& bp : buckets_) {
     Bucket& b = *bp;
     std::lock_guard<std::mutex> lock(b.mu);
-    w.Floats(b.master.data(), b.master.size());
-    w.Bytes(b.feedback->Serialize());
-    w.Bytes(b.sparsifier->state().Serialize());
-    w.Bytes(b.optimizer->SerializeState());
+    if (shared) w.Floats(b.master.data(), b.master.size());
+    if (local) {
+      w.Bytes(b.feedback->Serialize());
+      w.Bytes(b.sparsifier->state().Serialize());
+    }
+    if (shared) w.Bytes(b.optimizer->SerializeState());
   }
   return w.Take();
 }
 
-Status GradientPipeline::Impl::LoadState(const std::vector<uint8_t>& bytes, bool residuals) {
-  if (next_iteration_ != 0) return Status::Internal("LoadState after the run started");
+Status GradientPipeline::Impl::LoadParts(const std::vector<uint8_t>& bytes, bool want_shared, bool want_local) {
   ByteReader r(bytes, "pipeline state");
   FRUGAL_ASSIGN_OR_RETURN(int64_t t, r.I64());
-  FRUGAL_ASSIGN_OR_RETURN(uint64_t num_settings, r.U64());
+  FRUGAL_ASSIGN_OR_RETURN(uint64_t parts, r.U64());
+  const bool shared = (parts & 1) != 0, local = (parts & 2) != 0;
+  if (t < 0 || (want_shared && !shared)) return Status::Corruption("pipeline state: no shared part");
+  if (!want_shared && t != next_iteration_) {
+    return Status::Corruption("pipeline state of step " + std::to_string(t) + " mixed with step " +
+                              std::to_string(next_iteration_));
+  }
   std::map<int64_t, Settings> settings;
-  for (uint64_t i = 0; i < num_settings; ++i) {
-    FRUGAL_ASSIGN_OR_RETURN(int64_t from, r.I64());
-    FRUGAL_ASSIGN_OR_RETURN(double density, r.F64());
-    FRUGAL_ASSIGN_OR_RETURN(double lr_scale, r.F64());
-    settings[from] = Settings{density, lr_scale};
+  if (shared) {
+    FRUGAL_ASSIGN_OR_RETURN(uint64_t num_settings, r.U64());
+    for (uint64_t i = 0; i < num_settings; ++i) {
+      FRUGAL_ASSIGN_OR_RETURN(int64_t from, r.I64());
+      FRUGAL_ASSIGN_OR_RETURN(double density, r.F64());
+      FRUGAL_ASSIGN_OR_RETURN(double lr_scale, r.F64());
+      settings[from] = Settings{density, lr_scale};
+    }
   }
   FRUGAL_ASSIGN_OR_RETURN(uint64_t n, r.U64());
-  if (t < 0 || n != buckets_.size()) {
+  if (n != buckets_.size()) {
     return Status::Corruption("pipeline state has " + std::to_string(n) + " buckets, this model has " +
                               std::to_string(buckets_.size()) + " (same model and --bucket-mb?)");
   }
   for (auto& bp : buckets_) {
     Bucket& b = *bp;
-    FRUGAL_RETURN_IF_ERROR(r.Floats(b.master.data(), b.master.size()));
-    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> feedback, r.Bytes());
-    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> sparsifier, r.Bytes());
-    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> optimizer, r.Bytes());
-    if (residuals) {
-      FRUGAL_RETURN_IF_ERROR(b.feedback->Deserialize(Span<const uint8_t>(feedback.data(), feedback.size())));
-      FRUGAL_ASSIGN_OR_RETURN(compress::SparsifierState st,
-                              compress::SparsifierState::Deserialize(Span<const uint8_t>(sparsifier.data(), sparsifier.size())));
-      FRUGAL_RETURN_IF_ERROR(b.sparsifier->RestoreState(st));
+    if (shared) {
+      std::vector<float> master(b.master.size());
+      FRUGAL_RETURN_IF_ERROR(r.Floats(master.data(), master.size()));
+      if (want_shared) b.master = std::move(master);
     }
-    FRUGAL_RETURN_IF_ERROR(b.optimizer->DeserializeState(Span<const uint8_t>(optimizer.data(), optimizer.size())));
-    b.applied = b.processed = b.submitted = b.copied_for = t - 1;
+    if (local) {
+      FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> feedback, r.Bytes());
+      FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> sparsifier, r.Bytes());
+      if (want_local) {
+        FRUGAL_RETURN_IF_ERROR(b.feedback->Deserialize(Span<const uint8_t>(feedback.data(), feedback.size())));
+        FRUGAL_ASSIGN_OR_RETURN(compress::SparsifierState st, compress::SparsifierState::Deserialize(
+                                                                  Span<const uint8_t>(sparsifier.data(), sparsifier.size())));
+        FRUGAL_RETURN_IF_ERROR(b.sparsifier->RestoreState(st));
+      }
+    }
+    if (shared) {
+      FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> optimizer, r.Bytes());
+      if (want_shared) {
+        FRUGAL_RETURN_IF_ERROR(b.optimizer->DeserializeState(Span<const uint8_t>(optimizer.data(), optimizer.size())));
+      }
+    }
+    if (want_shared) b.applied = b.processed = b.submitted = b.copied_for = t - 1;
   }
   if (!r.done()) return Status::Corruption("pipeline state: trailing bytes");
-  std::lock_guard<std::mutex> lock(mu_);
-  settings_ = std::move(settings);
-  next_iteration_ = t;
+  if (want_shared) {
+    std::lock_guard<std::mutex> lock(mu_);
+    settings_ = std::move(settings);
+    next_iteration_ = t;
+  }
   return Status::Ok();
+}
+
+Status GradientPipeline::Impl::LoadState(const std::vector<uint8_t>& bytes, bool residuals) {
+  if (next_iteration_ != 0) return Status::Internal("LoadState after the run started");
+  return LoadParts(bytes, /*want_shared=*/true, residuals);
+}
+
+Status GradientPipeline::Impl::LoadLocalState(const std::vector<uint8_t>& bytes) {
+  return LoadParts(bytes, /*want_shared=*/false, /*want_local=*/true);
 }
 
 
@@ -440,10 +479,11 @@ Status GradientPipeline::Submit(size_t b, int64_t t) { return impl_->Submit(b, t
 Status GradientPipeline::Finish(const CopyOutFn& f) { return impl_->Finish(f); }
 uint64_t GradientPipeline::Checksum() const { return impl_->Checksum(); }
 PipelineStats GradientPipeline::stats() const { return impl_->stats(); }
-Result<std::vector<uint8_t>> GradientPipeline::SaveState() { return impl_->SaveState(); }
+Result<std::vector<uint8_t>> GradientPipeline::SaveState(StateParts parts) { return impl_->SaveState(parts); }
 Status GradientPipeline::LoadState(const std::vector<uint8_t>& bytes, bool residuals) {
   return impl_->LoadState(bytes, residuals);
 }
+Status GradientPipeline::LoadLocalState(const std::vector<uint8_t>& bytes) { return impl_->LoadLocalState(bytes); }
 Status GradientPipeline::SetFrom(int64_t t, double density, double lr_scale) {
   return impl_->SetFrom(t, density, lr_scale);
 }

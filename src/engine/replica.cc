@@ -293,7 +293,13 @@ Status Replica::AverageBuffers(int64_t t, const std::vector<torch::Tensor>& buff
   return Status::Ok();
 }
 
-Result<std::vector<uint8_t>> Replica::SavePipelineState() { return impl_->pipeline->SaveState(); }
+Result<std::vector<uint8_t>> Replica::SavePipelineState(GradientPipeline::StateParts parts) {
+  return impl_->pipeline->SaveState(parts);
+}
+
+Status Replica::LoadLocalState(const std::vector<uint8_t>& local_state) {
+  return impl_->pipeline->LoadLocalState(local_state);
+}
 
 std::vector<uint8_t> Replica::SaveParameters() const {
   ByteWriter w;

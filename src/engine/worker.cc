@@ -202,10 +202,11 @@ std::vector<torch::Tensor> Worker::Impl::Buffers(bool floating_only) const {
 }
 
 // Note [Checkpoints]: at the gate of iteration t every rank writes its own
-// file (masters and optimizer state are replicated, but error-feedback
-// residuals and sparsifier states are per rank): the pipeline's state after
-// t-1, the parameters forward t uses, the model's buffers and the data
-// position. Once every rank has written (an all-gather), rank 0 marks the
+// file. Rank 0's holds the pipeline's whole state after t-1 (Note [Pipeline
+// state]), the parameters forward t uses, the model's buffers and the data
+// position; the other ranks' hold only what is theirs alone, their
+// error-feedback residuals and sparsifier states (masters and optimizer
+// state are replicated, so writing them once is enough). Once every rank has written (an all-gather), rank 0 marks the
 // step complete and prunes old ones. Resuming with the same world size is
 // bit-exact; with another, ranks beyond the old world start with empty
 // residuals (their share of unsent gradient is lost, as when a worker
@@ -217,8 +218,11 @@ Status Worker::Impl::SaveCheckpoint(int64_t t) {
     std::string text = ToToml(config);
     return std::vector<uint8_t>(text.begin(), text.end());
   }();
-  FRUGAL_ASSIGN_OR_RETURN(sections["pipeline"], replica->SavePipelineState());
-  sections["parameters"] = replica->SaveParameters();
+  const bool lead = rank() == 0;
+  using Parts = GradientPipeline::StateParts;
+  FRUGAL_ASSIGN_OR_RETURN(sections[lead ? "pipeline" : "local"],
+                          replica->SavePipelineState(lead ? Parts::kAll : Parts::kLocal));
+  if (lead) sections["parameters"] = replica->SaveParameters();
   ByteWriter meta;
   for (int64_t v : {t, static_cast<int64_t>(transport->world_size()), static_cast<int64_t>(rank()), cursor->epoch(),
                     cursor->step_in_epoch(), cursor->position()}) {
@@ -227,6 +231,7 @@ Status Worker::Impl::SaveCheckpoint(int64_t t) {
   sections["meta"] = meta.Take();
   ByteWriter buffers;
   for (const torch::Tensor& b : Buffers(false)) {
+    if (!lead) break;
     torch::Tensor c = b.detach().to(torch::kCPU).contiguous();
     const auto* p = static_cast<const uint8_t*>(c.data_ptr());
     buffers.Bytes(std::vector<uint8_t>(p, p + c.numel() * c.element_size()));
@@ -244,13 +249,19 @@ Status Worker::Impl::SaveCheckpoint(int64_t t) {
 
 Status Worker::Impl::Resume(const std::string& step_dir) {
   FRUGAL_ASSIGN_OR_RETURN(int old_world, CheckpointWorld(step_dir));
-  const bool own = rank() < old_world;
-  const std::string path = CheckpointRankFile(step_dir, own ? rank() : 0);
+  const bool own = rank() < old_world;  // else: a new rank of an elastic restart, with no residual
+  const std::string path = CheckpointRankFile(step_dir, 0);
   FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, ReadCheckpointFile(path));
   for (const char* name : {"pipeline", "parameters", "meta", "buffers"}) {
     if (!s.count(name)) return Status::Corruption("checkpoint " + path + " has no '" + name + "' section");
   }
-  FRUGAL_RETURN_IF_ERROR(replica->LoadState(s["pipeline"], s["parameters"], /*residuals=*/own));
+  FRUGAL_RETURN_IF_ERROR(replica->LoadState(s["pipeline"], s["parameters"], /*residuals=*/own && rank() == 0));
+  if (own && rank() != 0) {
+    const std::string mine = CheckpointRankFile(step_dir, rank());
+    FRUGAL_ASSIGN_OR_RETURN(CheckpointSections local, ReadCheckpointFile(mine));
+    if (!local.count("local")) return Status::Corruption("checkpoint " + mine + " has no 'local' section");
+    FRUGAL_RETURN_IF_ERROR(replica->LoadLocalState(local["local"]).WithContext("checkpoint " + mine));
+  }
   ByteReader meta(s["meta"], "checkpoint " + path + " meta");
   int64_t v[6];
   for (int64_t& x : v) {

@@ -115,13 +115,21 @@ class GradientPipeline {
   // REQUIRES: on the compute thread, right after BeginIteration(t) and
   // before any Submit of t. It first waits until every submitted iteration
   // (t-1 with staleness 1) is applied, so the state is "after t-1".
-  Result<std::vector<uint8_t>> SaveState();
+  // kShared: settings, masters, optimizer state (equal on every rank);
+  // kLocal: residuals and sparsifier states (this rank's own).
+  enum class StateParts { kAll, kShared, kLocal };
+  Result<std::vector<uint8_t>> SaveState(StateParts parts = StateParts::kAll);
   // Restores SaveState's bytes; the next BeginIteration is then the saved t.
   // With residuals = false the error-feedback residuals and sparsifier
   // states start empty (an elastic restart with another world size, where
   // this rank's residual does not exist). REQUIRES: before the first
   // BeginIteration. Corruption on malformed bytes or another bucket layout.
+  // The bytes must hold the shared part; their local part is used when
+  // present and residuals is true.
   Status LoadState(const std::vector<uint8_t>& bytes, bool residuals = true);
+  // After LoadState: this rank's residuals and sparsifier states from a
+  // kLocal (or kAll) state of the same step.
+  Status LoadLocalState(const std::vector<uint8_t>& bytes);
 
   class Impl;
 

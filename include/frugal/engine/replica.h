@@ -98,12 +98,15 @@ class Replica {
   // Run state for a checkpoint: the pipeline's state after iteration t-1
   // (GradientPipeline::SaveState) and the parameters the forward of t uses
   // (version t-1-staleness). REQUIRES: right after BeginIteration(t).
-  Result<std::vector<uint8_t>> SavePipelineState();
+  Result<std::vector<uint8_t>> SavePipelineState(
+      GradientPipeline::StateParts parts = GradientPipeline::StateParts::kAll);
   std::vector<uint8_t> SaveParameters() const;
   // Restores both; the next BeginIteration is the saved t and keeps the
   // saved parameters. residuals = false: see GradientPipeline::LoadState.
   // REQUIRES: before the first BeginIteration.
   Status LoadState(const std::vector<uint8_t>& pipeline_state, const std::vector<uint8_t>& parameters, bool residuals);
+  // After LoadState: this rank's residuals from its own (kLocal) state.
+  Status LoadLocalState(const std::vector<uint8_t>& local_state);
 
   int64_t iteration() const;  // the iteration begun last
   size_t num_buckets() const;
