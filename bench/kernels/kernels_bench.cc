@@ -95,16 +95,22 @@ std::unique_ptr<frugal::compress::Sparsifier> MakeSparsifier(const std::string& 
   return std::move(frugal::compress::CreateSparsifier(kind, o).value());
 }
 
-void RunBlock(benchmark::State& state, const std::vector<float>& g, double d, frugal::compress::SimdLevel simd) {
-  auto s = MakeSparsifier("block", simd);
+// `kind` in steady state (3 calls first calibrate block's threshold).
+void RunSparsifier(benchmark::State& state, const char* kind, const std::vector<float>& g, double d,
+                   frugal::compress::SimdLevel simd) {
+  auto s = MakeSparsifier(kind, simd);
   SparseVector out;
-  for (int i = 0; i < 3; ++i) Check(s->Sparsify(g, d, &out), state);  // calibrate the threshold
+  for (int i = 0; i < 3; ++i) Check(s->Sparsify(g, d, &out), state);
   for (auto _ : state) {
     Check(s->Sparsify(g, d, &out), state);
     benchmark::DoNotOptimize(out.values.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * g.size() * sizeof(float)));
   state.counters["nnz"] = static_cast<double>(out.nnz());
+}
+
+void RunBlock(benchmark::State& state, const std::vector<float>& g, double d, frugal::compress::SimdLevel simd) {
+  RunSparsifier(state, "block", g, d, simd);
 }
 
 void BM_Block(benchmark::State& state) {
@@ -118,6 +124,22 @@ void BM_BlockAvx2(benchmark::State& state) {
 }
 void BM_RealBlock(benchmark::State& state) {
   RunBlock(state, RealFlat(), Density(state.range(0)), frugal::compress::SimdLevel::kAuto);
+}
+
+void BM_SampledTopk(benchmark::State& state) {
+  RunSparsifier(state, "sampled_topk", Synthetic(state.range(0)), Density(state.range(1)),
+                frugal::compress::SimdLevel::kAuto);
+}
+void BM_SampledTopkScalar(benchmark::State& state) {
+  RunSparsifier(state, "sampled_topk", Synthetic(state.range(0)), Density(state.range(1)),
+                frugal::compress::SimdLevel::kScalar);
+}
+void BM_SampledTopkAvx2(benchmark::State& state) {
+  RunSparsifier(state, "sampled_topk", Synthetic(state.range(0)), Density(state.range(1)),
+                frugal::compress::SimdLevel::kAvx2);
+}
+void BM_RealSampledTopk(benchmark::State& state) {
+  RunSparsifier(state, "sampled_topk", RealFlat(), Density(state.range(0)), frugal::compress::SimdLevel::kAuto);
 }
 
 void BM_ExactTopk(benchmark::State& state) {
@@ -261,6 +283,7 @@ void QualityOn(benchmark::State& state, const std::vector<std::pair<std::string,
                double d) {
   double block_mass = 0, topk_mass = 0, worst = 1.0;
   double eq_block_mass = 0, eq_topk_mass = 0;
+  double sampled_mass = 0, topk_d_mass = 0;
   using frugal::compress::IndexEncoding;
   using frugal::compress::ValueEncoding;
   for (auto _ : state) {
@@ -286,6 +309,10 @@ void QualityOn(benchmark::State& state, const std::vector<std::pair<std::string,
       Check(block_eq->Sparsify(*g, eq_density, &b_eq), state);
       eq_block_mass += L1(b_eq);
       eq_topk_mass += L1(t_d);
+      SparseVector st;
+      Check(MakeSparsifier("sampled_topk", frugal::compress::SimdLevel::kAuto)->Sparsify(*g, d, &st), state);
+      sampled_mass += L1(st);
+      topk_d_mass += L1(t_d);
       if (tensors.size() > 1) {
         std::cerr << "quality d=" << d << " " << name << " n=" << g->size() << " nnz=" << b.nnz()
                   << " block/topk mass = " << ratio << "\n";
@@ -295,6 +322,7 @@ void QualityOn(benchmark::State& state, const std::vector<std::pair<std::string,
   state.counters["mass_captured"] = topk_mass > 0 ? block_mass / topk_mass : 1.0;
   state.counters["worst_tensor"] = worst;
   state.counters["mass_captured_equal_bytes"] = eq_topk_mass > 0 ? eq_block_mass / eq_topk_mass : 1.0;
+  state.counters["sampled_topk_mass_captured"] = topk_d_mass > 0 ? sampled_mass / topk_d_mass : 1.0;
   state.counters["tensors"] = static_cast<double>(tensors.size());
 }
 
@@ -327,6 +355,11 @@ void RegisterAll(bool have_real) {
     benchmark::RegisterBenchmark("BlockAvx2", BM_BlockAvx2)->Args({10000000, 1000})->Unit(ms);
   }
   benchmark::RegisterBenchmark("ExactTopk", BM_ExactTopk)->Args({10000000, 1000})->Unit(ms);
+  benchmark::RegisterBenchmark("SampledTopk", BM_SampledTopk)->Apply(sizes_densities)->Unit(ms);
+  benchmark::RegisterBenchmark("SampledTopkScalar", BM_SampledTopkScalar)->Args({10000000, 1000})->Unit(ms);
+  if (frugal::compress::DetectSimdLevel() != frugal::compress::SimdLevel::kScalar) {
+    benchmark::RegisterBenchmark("SampledTopkAvx2", BM_SampledTopkAvx2)->Args({10000000, 1000})->Unit(ms);
+  }
   auto* sum = benchmark::RegisterBenchmark("PlainSum", BM_PlainSum)->Unit(ms);
   for (int64_t n : kSizes) sum->Arg(n);
   benchmark::RegisterBenchmark("SparseSgd", BM_SparseSgd)->Apply(sizes_densities)->Unit(ms);
@@ -337,6 +370,7 @@ void RegisterAll(bool have_real) {
   if (have_real) {
     benchmark::RegisterBenchmark("RealBlock", BM_RealBlock)->Apply(densities)->Unit(ms);
     benchmark::RegisterBenchmark("RealTorchTopk", BM_RealTorchTopk)->Apply(densities)->Unit(ms);
+    benchmark::RegisterBenchmark("RealSampledTopk", BM_RealSampledTopk)->Apply(densities)->Unit(ms);
     benchmark::RegisterBenchmark("QualityReal", BM_QualityReal)->Apply(densities)->Iterations(1);
   }
 }

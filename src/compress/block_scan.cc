@@ -3,6 +3,8 @@
 #include <cfloat>
 #include <cmath>
 
+#include "sparsifier_impl.h"
+
 #if defined(__x86_64__)
 // GCC 12's AVX-512 headers build masked intrinsics from _mm512_undefined_*(),
 // which -Wmaybe-uninitialized reports as a false positive.
@@ -149,20 +151,11 @@ __attribute__((target("avx512f,avx2"))) BlockSplit ScoreSplitAvx512(const float*
 #endif  // __x86_64__
 
 ScoreSplitFn GetScoreSplitFn(SimdLevel level) {
-  SimdLevel best = DetectSimdLevel();
-  if (level == SimdLevel::kAuto) level = best;
-  switch (level) {
-    case SimdLevel::kScalar:
-      return &ScoreSplitScalar;
 #if defined(__x86_64__)
-    case SimdLevel::kAvx2:
-      return best == SimdLevel::kScalar ? nullptr : &ScoreSplitAvx2;
-    case SimdLevel::kAvx512:
-      return best == SimdLevel::kAvx512 ? &ScoreSplitAvx512 : nullptr;
+  return PickSimdKernel<ScoreSplitFn>(level, &ScoreSplitScalar, &ScoreSplitAvx2, &ScoreSplitAvx512);
+#else
+  return PickSimdKernel<ScoreSplitFn>(level, &ScoreSplitScalar, nullptr, nullptr);
 #endif
-    default:
-      return nullptr;
-  }
 }
 
 }  // namespace frugal::compress::internal

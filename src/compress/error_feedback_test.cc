@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 
 namespace frugal::compress {
 namespace {
@@ -20,8 +21,9 @@ std::vector<float> Gradient(size_t n, uint32_t seed) {
 bool SameBits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
 TEST(ErrorFeedback, ConservesExactly) {
-  const size_t n = 10007;
-  for (const char* kind : {"topk", "block", "randomk"}) {
+  // 70001 values: large enough for sampled_topk to sample rather than select exactly.
+  for (const char* kind : {"topk", "block", "randomk", "sampled_topk"}) {
+    const size_t n = std::string(kind) == "sampled_topk" ? 70001 : 10007;
     auto sparsifier = std::move(CreateSparsifier(kind).value());
     ErrorFeedback ef(n, {"w", 0.0f});
     for (int step = 0; step < 20; ++step) {

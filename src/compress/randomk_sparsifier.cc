@@ -6,18 +6,6 @@
 namespace frugal::compress::internal {
 namespace {
 
-uint64_t SplitMix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// Uniform in [0, bound) by multiply-shift (Lemire); the bias is below 2^-32.
-uint64_t Below(uint64_t* state, uint64_t bound) {
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(SplitMix64(state)) * bound) >> 64);
-}
-
 class RandomkSparsifier final : public Sparsifier {
  public:
   explicit RandomkSparsifier(const SparsifierOptions& options) : options_(options), rng_(options.seed) {}

@@ -104,7 +104,8 @@ Result<std::unique_ptr<Sparsifier>> CreateSparsifier(const std::string& kind, co
   if (kind == "topk") return internal::MakeTopkSparsifier(options);
   if (kind == "block") return internal::MakeBlockSparsifier(options);
   if (kind == "randomk") return internal::MakeRandomkSparsifier(options);
-  return Status::InvalidArgument("unknown sparsifier '" + kind + "' (expected topk, block or randomk)");
+  if (kind == "sampled_topk") return internal::MakeSampledTopkSparsifier(options);
+  return Status::InvalidArgument("unknown sparsifier '" + kind + "' (expected " + EnumChoices<SparsifierKind>() + ")");
 }
 
 namespace internal {
@@ -119,6 +120,13 @@ Status CheckSparsifyArgs(size_t n, double density, const std::string& tensor_nam
                                    " elements exceed the 2^32 limit of u32 indices");
   }
   return Status::Ok();
+}
+
+SimdLevel SupportedOrAuto(SimdLevel level) {
+  const SimdLevel best = DetectSimdLevel();
+  const bool supported = level == SimdLevel::kScalar || level == best ||
+                         (level == SimdLevel::kAvx2 && best == SimdLevel::kAvx512);
+  return supported ? level : SimdLevel::kAuto;
 }
 
 void SelectLargest(const float* keys, Span<const uint32_t> ids, size_t count, std::vector<float>* scratch,

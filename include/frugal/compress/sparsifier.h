@@ -16,8 +16,14 @@
 //             remembered per-tensor threshold; see Note [Block sparsifier] in
 //             src/compress/block_sparsifier.cc. Output is whole blocks.
 //   "randomk" k uniformly random coordinates (ablations).
+//   "sampled_topk" the same coordinates as "topk", bit for bit, at about the
+//             cost of one streaming pass: a threshold estimated from a random
+//             sample narrows the search to ~1.4 k candidates, corrected
+//             exactly; see Note [Sampled top-k] in
+//             src/compress/sampled_topk_sparsifier.cc.
 //
-// Every kind returns k = TargetCount(n, density) coordinates for topk/randomk;
+// Every kind returns k = TargetCount(n, density) coordinates for
+// topk/randomk/sampled_topk;
 // block returns ceil(k / 16) whole blocks (so up to k + 15 values, or fewer
 // when the short tail block is among them).
 //
@@ -42,9 +48,10 @@ namespace frugal::compress {
 // Per-tensor state carried between calls. Plain fields so callers can inspect
 // them; Serialize/Deserialize give a versioned byte form for checkpoints.
 struct SparsifierState {
-  std::string kind;          // "topk", "block" or "randomk".
-  double threshold = 0.0;    // block: current L1 threshold (0 = not yet calibrated).
-  uint64_t rng_state = 0;    // randomk: generator state.
+  std::string kind;          // "topk", "block", "randomk" or "sampled_topk".
+  double threshold = 0.0;    // block: current L1 threshold (0 = not yet calibrated);
+                             // sampled_topk: last call's k-th magnitude (informational).
+  uint64_t rng_state = 0;    // randomk, sampled_topk: generator state.
   uint64_t calls = 0;        // Sparsify calls so far.
 
   std::vector<uint8_t> Serialize() const;
@@ -58,9 +65,9 @@ enum class SimdLevel { kAuto, kScalar, kAvx2, kAvx512 };
 struct SparsifierOptions {
   // Used in error messages ("tensor 'fc1.weight': ..."). Default: "".
   std::string tensor_name;
-  // randomk seed. Default: 1.
+  // randomk / sampled_topk seed. Default: 1.
   uint64_t seed = 1;
-  // block: force a scan implementation (tests, benchmarks); a level the CPU
+  // block, sampled_topk: force a scan implementation (tests, benchmarks); a level the CPU
   // lacks falls back to kAuto. Default: kAuto.
   SimdLevel simd = SimdLevel::kAuto;
 };
@@ -84,9 +91,10 @@ class Sparsifier {
 };
 
 // The sparsifiers by name; CreateSparsifier takes NameOf(kind).
-enum class SparsifierKind { kBlock, kTopk, kRandomk };
+enum class SparsifierKind { kBlock, kTopk, kRandomk, kSampledTopk };
 
-// "topk", "block" or "randomk"; anything else is InvalidArgument listing them.
+// "topk", "block", "randomk" or "sampled_topk"; anything else is
+// InvalidArgument listing them.
 Result<std::unique_ptr<Sparsifier>> CreateSparsifier(const std::string& kind,
                                                      const SparsifierOptions& options = {});
 
@@ -104,5 +112,6 @@ struct frugal::EnumNames<frugal::compress::SparsifierKind> {
   static constexpr std::pair<compress::SparsifierKind, const char*> kTable[] = {
       {compress::SparsifierKind::kBlock, "block"},
       {compress::SparsifierKind::kTopk, "topk"},
-      {compress::SparsifierKind::kRandomk, "randomk"}};
+      {compress::SparsifierKind::kRandomk, "randomk"},
+      {compress::SparsifierKind::kSampledTopk, "sampled_topk"}};
 };
