@@ -5,7 +5,7 @@ import weakref
 import torch
 
 from . import _C
-from ._world import init
+from ._world import default_timeout_s, init
 
 
 # world -> how many hook states it has: each gets its own message space on
@@ -28,7 +28,7 @@ class HookState:
 
 
 def hook_state(process_group=None, *, density=0.01, sparsifier="block", value_encoding="fp16", exchange="auto",
-               dgc_momentum=0.0, timeout_s=60.0, world=None):
+               dgc_momentum=0.0, timeout_s=None, world=None):
     """State for ``ddp.register_comm_hook(state, frugal.sparse_hook)``.
 
     Each DDP gradient bucket is added to its error-feedback residual,
@@ -42,6 +42,8 @@ def hook_state(process_group=None, *, density=0.01, sparsifier="block", value_en
     is initialised) must have the same ranks as Frugal's world.
     """
     world = world if world is not None else init()
+    if timeout_s is None:
+        timeout_s = default_timeout_s()
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         group_rank = torch.distributed.get_rank(process_group)
         group_size = torch.distributed.get_world_size(process_group)

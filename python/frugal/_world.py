@@ -11,7 +11,7 @@ _default_world = None
 
 # Set by `frugal run` for each process it starts.
 _FRUGAL_VARS = ("FRUGAL_COORDINATOR", "FRUGAL_RANK", "FRUGAL_WORLD_SIZE", "FRUGAL_CLUSTER", "FRUGAL_LISTEN",
-                "FRUGAL_ADVERTISE_HOST", "FRUGAL_TIMEOUT_S", "FRUGAL_THREADS")
+                "FRUGAL_ADVERTISE_HOST", "FRUGAL_TIMEOUT_S", "FRUGAL_RENDEZVOUS_TIMEOUT_S", "FRUGAL_THREADS")
 
 
 def _env_int(env, name, default=None):
@@ -37,13 +37,15 @@ def _env_float(env, name, default):
 
 
 def _join_frugal(env, timeout_s):
+    # Starting Python and importing torch can take long on a busy machine:
+    # the rendezvous has its own, longer bound.
     world = _C.join_world(
         env["FRUGAL_COORDINATOR"],
         rank=_env_int(env, "FRUGAL_RANK", -1),
         cluster=env.get("FRUGAL_CLUSTER") or "local",
         listen=env.get("FRUGAL_LISTEN") or "tcp://127.0.0.1:*",
         advertise_host=env.get("FRUGAL_ADVERTISE_HOST", ""),
-        timeout_s=timeout_s,
+        timeout_s=_env_float(env, "FRUGAL_RENDEZVOUS_TIMEOUT_S", max(timeout_s, 120.0)),
     )
     expected = env.get("FRUGAL_WORLD_SIZE")
     if expected and int(expected) != world.world_size:
@@ -72,7 +74,7 @@ def _join_torchrun(env, timeout_s):
         cluster=env.get("FRUGAL_CLUSTER") or "local",
         listen=listen,
         advertise_host=advertise,
-        timeout_s=timeout_s,
+        timeout_s=_env_float(env, "FRUGAL_RENDEZVOUS_TIMEOUT_S", max(timeout_s, 120.0)),
         serve_world=world_size if rank == 0 else 0,
         serve_address=serve_address,
     )
@@ -92,8 +94,11 @@ def init(timeout_s=None):
       (rank 0 serves Frugal's rendezvous on MASTER_PORT + 1);
     * neither: a world of one process (no network).
 
-    Every wait is bounded by ``timeout_s`` (default: ``FRUGAL_TIMEOUT_S`` or
-    60 s). Calling it again returns the same world.
+    Joining waits at most ``FRUGAL_RENDEZVOUS_TIMEOUT_S`` (default: the
+    larger of 120 s and ``timeout_s``) for the other processes to start;
+    ``timeout_s`` (default: ``FRUGAL_TIMEOUT_S`` or 60 s) is the default bound
+    of the network waits of the models and hooks built on this world.
+    Calling it again returns the same world.
     """
     global _default_world
     if _default_world is not None:
@@ -114,6 +119,11 @@ def init(timeout_s=None):
         torch.set_num_threads(_env_int(env, "FRUGAL_THREADS"))
     _default_world = world
     return world
+
+
+def default_timeout_s():
+    """FRUGAL_TIMEOUT_S (set by frugal run --timeout-s), else 60 s."""
+    return _env_float(os.environ, "FRUGAL_TIMEOUT_S", 60.0)
 
 
 def get_world():

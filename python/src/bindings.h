@@ -15,7 +15,7 @@ namespace frugal::python {
 
 namespace py = pybind11;
 
-// InvalidArgument -> ValueError, NotFound -> FileNotFoundError, Timeout ->
+// InvalidArgument, Corruption -> ValueError, NotFound -> FileNotFoundError, Timeout ->
 // TimeoutError, Unavailable -> ConnectionError, anything else ->
 // RuntimeError; the message is the Status's. No-op for Ok.
 void ThrowIfError(const Status& status);

@@ -2,6 +2,7 @@
 // Frugal's pipeline) for frugal.DistributedModel. Options arrive as Python
 // keyword arguments and are validated here, with the keyword names in the
 // messages; below this edge the engine's own checks hold.
+#include <cstring>
 #include <sstream>
 
 #include "bindings.h"
@@ -124,6 +125,20 @@ void NoGil(F&& f) {
   ThrowIfError(s);
 }
 
+torch::Tensor ToTensor(const std::vector<uint8_t>& bytes) {
+  torch::Tensor t = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  if (!bytes.empty()) std::memcpy(t.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::vector<uint8_t> FromTensor(const torch::Tensor& t, const char* what) {
+  if (!t.defined() || t.scalar_type() != torch::kUInt8 || t.dim() != 1) {
+    throw py::value_error(std::string(what) + " must be a 1-D uint8 tensor (from DistributedModel.state_dict())");
+  }
+  torch::Tensor c = t.to(torch::kCPU).contiguous();
+  return std::vector<uint8_t>(c.data_ptr<uint8_t>(), c.data_ptr<uint8_t>() + c.numel());
+}
+
 }  // namespace
 
 void BindReplica(py::module_& m) {
@@ -173,6 +188,22 @@ void BindReplica(py::module_& m) {
         ThrowIfError(r.pipeline().SetFrom(t, density, lr_scale));
       }, py::arg("t"), py::arg("density"), py::arg("lr_scale"),
          "From iteration t on, sparsify at `density` and scale the learning rate by `lr_scale`")
+      .def("save_state", [](Replica& r) {
+        std::vector<uint8_t> pipeline;
+        NoGil([&] {
+          auto s = r.SavePipelineState();  // drains the pipeline
+          if (s.ok()) pipeline = std::move(*s);
+          return s.status();
+        });
+        return py::make_tuple(ToTensor(pipeline), ToTensor(r.SaveParameters()));
+      }, "(pipeline state, parameters) as uint8 tensors; right after begin_iteration or finish")
+      .def("load_state", [](Replica& r, const torch::Tensor& pipeline, const torch::Tensor& parameters,
+                            bool residuals) {
+        std::vector<uint8_t> p = FromTensor(pipeline, "_frugal.pipeline");
+        std::vector<uint8_t> q = FromTensor(parameters, "_frugal.parameters");
+        NoGil([&] { return r.LoadState(p, q, residuals); });
+      }, py::arg("pipeline"), py::arg("parameters"), py::arg("residuals") = true,
+         "Restores save_state's tensors; before the first begin_iteration")
       .def_property_readonly("iteration", &Replica::iteration)
       .def_property_readonly("num_buckets", &Replica::num_buckets)
       .def_property_readonly("bucket_names", [](Replica& r) { return r.layout().bucket_names; })

@@ -7,6 +7,7 @@ void ThrowIfError(const Status& status) {
   const std::string& msg = status.message();
   switch (status.code()) {
     case Status::Code::kInvalidArgument:
+    case Status::Code::kCorruption:  // a malformed checkpoint is bad input too
       throw py::value_error(msg);
     case Status::Code::kNotFound:
       PyErr_SetString(PyExc_FileNotFoundError, msg.c_str());

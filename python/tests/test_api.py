@@ -1,6 +1,8 @@
 """The Python API in one process (a world of one): arguments are checked
 with clear Python exceptions, state_dict round-trips."""
 
+import io
+
 import pytest
 import torch
 
@@ -91,27 +93,71 @@ def test_training_in_one_process_reduces_the_loss():
         model.step()
 
 
+def train_from(model, steps):
+    """Batches chosen by the model's iteration, so a resumed run sees the
+    same data as an uninterrupted one."""
+    x, y = blobs(128, 0)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for _ in range(steps):
+        i = (model.iteration * 32) % 128
+        loss_fn(model(x[i:i + 32]), y[i:i + 32]).backward()
+        model.step()
+
+
+OPTIONS = dict(lr=0.05, momentum=0.9, density=0.25, staleness=1)
+
+
 @needs_replica
-def test_state_dict_round_trip():
+def test_state_dict_round_trip_continues_bit_exactly():
     torch.manual_seed(1)
     net = TwoTower()
-    model = frugal.DistributedModel(net, lr=0.05, density=0.5)
-    train(model, 5)
-    model.finish()
+    model = frugal.DistributedModel(net, **OPTIONS)
+    train_from(model, 5)
     state = model.state_dict()
-    assert set(state) == set(net.state_dict())  # no "module." prefix: loads into a plain module
-    buf = __import__("io").BytesIO()
+    state = {k: v.clone() for k, v in state.items()}
+    assert {k for k in state if not k.startswith("_frugal.")} == set(net.state_dict())
+    buf = io.BytesIO()
     torch.save(state, buf)
-    buf.seek(0)
+    train_from(model, 4)
+    model.finish()
+    expected = {k: v.clone() for k, v in net.state_dict().items()}
+
+    torch.manual_seed(2)  # other initial values: the checkpoint must override them
     restored = TwoTower()
-    restored.load_state_dict(torch.load(buf))
-    model2 = frugal.DistributedModel(restored, lr=0.05, density=0.5)
-    for k, v in model2.state_dict().items():
-        assert torch.equal(v, state[k]), k
-    train(model2, 3)  # continues from the checkpoint
+    model2 = frugal.DistributedModel(restored, **OPTIONS)
+    buf.seek(0)
+    model2.load_state_dict(torch.load(buf))
+    assert model2.iteration == 5
+    train_from(model2, 4)
     model2.finish()
-    with pytest.raises(NotImplementedError, match="load the checkpoint into the module before wrapping"):
-        model2.load_state_dict(state)
+    for k, v in restored.state_dict().items():
+        assert torch.equal(v, expected[k]), k
+    # The plain part loads into a plain module.
+    plain = TwoTower()
+    plain.load_state_dict(model2.module.state_dict())
+    plain.load_state_dict(state, strict=False)
+
+
+@needs_replica
+def test_load_state_dict_errors():
+    model = frugal.DistributedModel(TwoTower(), **OPTIONS)
+    with pytest.raises(ValueError, match="no Frugal state"):
+        model.load_state_dict(TwoTower().state_dict())
+    good = frugal.DistributedModel(TwoTower(), **OPTIONS)
+    train_from(good, 1)
+    state = good.state_dict()
+    bad = dict(state)
+    bad["_frugal.pipeline"] = state["_frugal.pipeline"][:20]
+    with pytest.raises(ValueError):
+        model.load_state_dict(bad)
+    other = frugal.DistributedModel(TwoTower(), **OPTIONS)
+    train_from(other, 1)
+    with pytest.raises(RuntimeError, match="before the first forward"):
+        other.load_state_dict(state)
+    x, _ = blobs(4, 0)
+    other(x)
+    with pytest.raises(RuntimeError, match="between step"):
+        other.state_dict()
 
 
 @needs_replica
@@ -180,6 +226,6 @@ def test_init_rejects_bad_environment(monkeypatch):
     with pytest.raises(ValueError, match="FRUGAL_RANK='one' is not an integer"):
         frugal.init()
     monkeypatch.setenv("FRUGAL_RANK", "0")
-    monkeypatch.setenv("FRUGAL_TIMEOUT_S", "0.3")
+    monkeypatch.setenv("FRUGAL_RENDEZVOUS_TIMEOUT_S", "0.3")
     with pytest.raises(TimeoutError):  # nobody serves that coordinator
         frugal.init()

@@ -49,6 +49,7 @@ struct RunFlags {
   std::string listen = "tcp://127.0.0.1:*";
   std::string advertise_host;
   double timeout_s = 60;
+  double rendezvous_timeout_s = 120;
   int threads = 0;
   std::vector<std::string> command;
 };
@@ -161,6 +162,7 @@ void CheckFlags(const RunFlags& f, const std::vector<std::string>& clusters) {
   if (!IsStartable(f.command[0])) throw UsageError("cannot start " + f.command[0] + ": not an executable program");
   if (f.workers < 1) throw UsageError("--workers must be >= 1");
   if (!(f.timeout_s > 0)) throw UsageError("--timeout-s must be > 0");
+  if (!(f.rendezvous_timeout_s > 0)) throw UsageError("--rendezvous-timeout-s must be > 0");
   if (!clusters.empty() && static_cast<int>(clusters.size()) != f.workers) {
     throw UsageError("--local-clusters names " + std::to_string(clusters.size()) + " clusters for " +
                      std::to_string(f.workers) + " workers");
@@ -191,7 +193,7 @@ void Run(const RunFlags& f) {
   if (local) {
     engine::CoordinatorOptions co;
     co.world_size = f.workers;
-    co.timeout = timeout;
+    co.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.rendezvous_timeout_s * 1000));
     std::thread([cs, co] {
       Status s = engine::RunCoordinator(co, [&](const std::string& ep) {
         cs->endpoint = ep;
@@ -224,6 +226,7 @@ void Run(const RunFlags& f) {
         {"FRUGAL_CLUSTER", clusters.empty() ? f.cluster : clusters[r]},
         {"FRUGAL_LISTEN", f.listen},
         {"FRUGAL_TIMEOUT_S", std::to_string(f.timeout_s)},
+        {"FRUGAL_RENDEZVOUS_TIMEOUT_S", std::to_string(f.rendezvous_timeout_s)},
         {"FRUGAL_THREADS", std::to_string(threads)},
     };
     if (local) {
@@ -265,6 +268,8 @@ void AddRunCommand(CLI::App& app) {
   cmd->add_option("--listen", f->listen, "Where each worker receives, e.g. tcp://0.0.0.0:*");
   cmd->add_option("--advertise-host", f->advertise_host, "Host peers connect to when --listen is a wildcard");
   cmd->add_option("--timeout-s", f->timeout_s, "Bound on every network wait, seconds");
+  cmd->add_option("--rendezvous-timeout-s", f->rendezvous_timeout_s,
+                  "How long workers may take to start and join (imports included), seconds");
   cmd->add_option("--threads", f->threads, "Torch threads per worker (0 = cores / workers)");
   cmd->add_option("command", f->command, "The program and its arguments, after --")->expected(-1);
   cmd->callback([f] { Run(*f); });
