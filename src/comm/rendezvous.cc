@@ -1,9 +1,12 @@
 #include "frugal/comm/rendezvous.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "zmq/rate_limited_log.h"
+#include "zmq/zap_handler.h"
 #include "zmq/zmq_socket_setup.h"
 
 namespace frugal::comm {
@@ -14,6 +17,9 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 constexpr int kProtocolVersion = 1;
+// A registration or a table is a few hundred bytes per rank; anything much
+// larger is not ours, and ZeroMQ drops the connection before buffering it.
+constexpr int64_t kMaxMessageBytes = 1 << 20;
 
 std::chrono::milliseconds Remaining(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -22,7 +28,9 @@ std::chrono::milliseconds Remaining(Clock::time_point deadline) {
 
 std::string ToFrame(const json& j) { return j.dump(); }
 
-json PeerToJson(const PeerInfo& p) { return json{{"rank", p.rank}, {"endpoint", p.endpoint}, {"cluster", p.cluster}}; }
+json PeerToJson(const PeerInfo& p) {
+  return json{{"rank", p.rank}, {"endpoint", p.endpoint}, {"cluster", p.cluster}, {"public_key", p.public_key}};
+}
 
 }  // namespace
 
@@ -30,7 +38,8 @@ struct RendezvousServer::Impl {
   int world_size = 0;
   ZmqOptions options;
   zmq::context_t context{1};
-  zmq::socket_t router;  // After context: closed before it.
+  std::unique_ptr<ZapHandler> zap;  // kCurve only. After context: stopped before it.
+  zmq::socket_t router;             // After context: closed before it.
   std::string endpoint;
 };
 
@@ -41,12 +50,17 @@ const std::string& RendezvousServer::endpoint() const { return impl_->endpoint; 
 Result<std::unique_ptr<RendezvousServer>> RendezvousServer::Bind(const std::string& address, int world_size,
                                                                  ZmqOptions options) {
   if (world_size < 1) return Status::InvalidArgument("rendezvous: world size must be at least 1");
+  FRUGAL_RETURN_IF_ERROR(ValidateSecurity(options.security));
   auto impl = std::make_unique<Impl>();
   impl->world_size = world_size;
   impl->options = options;
+  if (options.security.mechanism == SecurityOptions::Mechanism::kCurve) {
+    FRUGAL_ASSIGN_OR_RETURN(impl->zap, ZapHandler::Start(impl->context, options.security, options.log));
+  }
   try {
     impl->router = zmq::socket_t(impl->context, zmq::socket_type::router);
     FRUGAL_RETURN_IF_ERROR(ConfigureSocket(impl->router, SocketRole::kListener, options));
+    impl->router.set(zmq::sockopt::maxmsgsize, kMaxMessageBytes);
     impl->router.bind(address);
     impl->endpoint = impl->router.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -65,6 +79,7 @@ Result<std::vector<PeerInfo>> RendezvousServer::Serve(std::chrono::milliseconds 
   zmq::socket_t& router = impl_->router;
   std::vector<Registration> regs;
   std::vector<bool> taken(n, false);
+  RateLimitedLog log(impl_->options.log);
 
   auto reply = [&](const zmq::message_t& id, const json& body) {
     zmq::message_t id_frame(id.data(), id.size());
@@ -97,26 +112,40 @@ Result<std::vector<PeerInfo>> RendezvousServer::Serve(std::chrono::milliseconds 
         if (e.num() == EINTR) continue;  // Note [Signals] in zmq/zmq_socket_setup.cc.
         throw;
       }
-      if (parts.size() != 2) continue;  // Not a rendezvous client; nothing to answer.
+      const std::string from = parts.empty() ? std::string("unknown address") : PeerAddressOf(parts.back());
+      if (parts.size() != 2) {  // Not a rendezvous client (Note [Strangers] in zmq_transport.cc).
+        log.Report("rendezvous at " + impl_->endpoint + " dropped a message of " + std::to_string(parts.size()) +
+                   " frames from " + from);
+        continue;
+      }
       json req = json::parse(parts[1].to_string(), nullptr, /*allow_exceptions=*/false);
-      auto reject = [&](const std::string& why) { reply(parts[0], json{{"error", why}}); };
+      auto reject = [&](const std::string& why) {
+        log.Report("rendezvous at " + impl_->endpoint + " rejected a registration from " + from + ": " + why);
+        reply(parts[0], json{{"error", why}});
+      };
       if (req.is_discarded() || !req.is_object() || !req.contains("rank") || !req["rank"].is_number_integer() ||
           !req.contains("endpoint") || !req["endpoint"].is_string() || !req.contains("cluster") ||
           !req["cluster"].is_string()) {
         reject("malformed registration; expected {\"rank\", \"endpoint\", \"cluster\"}");
         continue;
       }
-      PeerInfo info{req["rank"].get<int>(), req["endpoint"].get<std::string>(), req["cluster"].get<std::string>()};
-      if (info.rank < -1 || info.rank >= n) {
-        reject("rank " + std::to_string(info.rank) + " is outside the world of " + std::to_string(n) + " ranks");
+      const json& rank = req["rank"];
+      const bool in_range = rank.is_number_unsigned() ? rank.get<uint64_t>() < static_cast<uint64_t>(n)
+                                                      : rank.get<int64_t>() >= -1 && rank.get<int64_t>() < n;
+      if (!in_range) {
+        reject("rank " + rank.dump() + " is outside the world of " + std::to_string(n) + " ranks");
         continue;
       }
+      // With CURVE the key is the one ZAP admitted on this connection: a
+      // rank cannot claim another's key.
+      PeerInfo info{rank.get<int>(), req["endpoint"].get<std::string>(), req["cluster"].get<std::string>(),
+                    PeerKeyOf(parts[1])};
       if (info.rank >= 0 && taken[info.rank]) {
         reject("rank " + std::to_string(info.rank) + " is already registered");
         continue;
       }
-      if (info.endpoint.empty() || info.cluster.empty()) {
-        reject("registration needs a non-empty endpoint and cluster");
+      if (info.endpoint.empty() || info.cluster.empty() || info.endpoint.size() > 256 || info.cluster.size() > 256) {
+        reject("registration needs an endpoint and a cluster name of 1 to 256 characters");
         continue;
       }
       if (info.rank >= 0) taken[info.rank] = true;
@@ -144,58 +173,121 @@ Result<std::vector<PeerInfo>> RendezvousServer::Serve(std::chrono::milliseconds 
   }
 }
 
-Result<WorldTable> RegisterWithRendezvous(const std::string& server, const PeerInfo& self,
-                                          std::chrono::milliseconds timeout, ZmqOptions options) {
-  const std::string where = "rendezvous server at " + server;
+namespace {
+
+// Note [Server key]
+// A CURVE client must know the server's public key before it connects. A
+// worker is given the job's allow-list, which holds the coordinator's key
+// among others; rather than asking for one more flag, it connects once per
+// candidate key and sends its registration on each. Only the connection
+// with the right key completes the handshake (the server cannot decrypt the
+// others' HELLO); as soon as one does, the others are closed so they stop
+// retrying. With SecurityOptions::server_key set there is one candidate.
+std::vector<std::string> ServerKeyCandidates(const SecurityOptions& security) {
+  if (security.mechanism != SecurityOptions::Mechanism::kCurve) return {""};
+  if (!security.server_key.empty()) return {security.server_key};
+  std::vector<std::string> keys = security.authorized_keys;
+  if (std::find(keys.begin(), keys.end(), security.keys.public_key) == keys.end()) {
+    keys.push_back(security.keys.public_key);
+  }
+  return keys;
+}
+
+// Sends `request` to `server` and returns the first answer.
+Result<std::string> ExchangeRegistration(const std::string& server, const std::string& request,
+                                         std::chrono::milliseconds timeout, const ZmqOptions& options,
+                                         const std::string& where) {
+  const std::vector<std::string> keys = ServerKeyCandidates(options.security);
+  const bool watch_handshakes = keys.size() > 1;
   zmq::context_t context(1);
-  zmq::socket_t dealer;
-  std::string answer;
+  std::vector<zmq::socket_t> dealers(keys.size());
+  std::vector<zmq::socket_t> monitors(keys.size());
   try {
-    dealer = zmq::socket_t(context, zmq::socket_type::dealer);
-    FRUGAL_RETURN_IF_ERROR(ConfigureSocket(dealer, SocketRole::kConnector, options));
-    // Nothing left to flush once we have the answer or gave up.
-    dealer.set(zmq::sockopt::linger, 0);
-    dealer.connect(server);
-    json req{{"rank", self.rank}, {"endpoint", self.endpoint}, {"cluster", self.cluster}};
-    zmq::message_t request(ToFrame(req));
-    SendRetrying(dealer, request, zmq::send_flags::none);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      dealers[i] = zmq::socket_t(context, zmq::socket_type::dealer);
+      FRUGAL_RETURN_IF_ERROR(ConfigureSocket(dealers[i], SocketRole::kConnector, options, keys[i]));
+      // Nothing left to flush once we have the answer or gave up.
+      dealers[i].set(zmq::sockopt::linger, 0);
+      dealers[i].set(zmq::sockopt::maxmsgsize, kMaxMessageBytes);
+      if (watch_handshakes) {
+        const std::string monitor = "inproc://frugal-rendezvous-monitor-" + std::to_string(i);
+        if (zmq_socket_monitor(dealers[i].handle(), monitor.c_str(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0) {
+          throw zmq::error_t();
+        }
+        monitors[i] = zmq::socket_t(context, zmq::socket_type::pair);
+        monitors[i].set(zmq::sockopt::linger, 0);
+        monitors[i].connect(monitor);
+      }
+      dealers[i].connect(server);
+      zmq::message_t frame(request);
+      SendRetrying(dealers[i], frame, zmq::send_flags::none);
+    }
     const auto deadline = Clock::now() + timeout;
-    zmq::message_t msg;
     while (true) {
       auto left = Remaining(deadline);
       if (left.count() == 0) {
-        return Status::Timeout("no answer from " + where + " within " + std::to_string(timeout.count()) + " ms");
+        std::string why = "no answer from " + where + " within " + std::to_string(timeout.count()) + " ms";
+        if (options.security.mechanism == SecurityOptions::Mechanism::kCurve) {
+          why += " (with CURVE: is the server's key on the authorised list, and ours on the server's?)";
+        }
+        return Status::Timeout(why);
       }
-      zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
-      if (PollRetrying(&item, 1, left) == 0) continue;
-      try {
-        if (dealer.recv(msg, zmq::recv_flags::dontwait)) break;
-      } catch (const zmq::error_t& e) {
-        if (e.num() != EINTR) throw;
+      std::vector<zmq::pollitem_t> items;
+      std::vector<std::pair<size_t, bool>> owner;  // (candidate, is monitor) of items[k].
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (dealers[i].handle() == nullptr) continue;
+        items.push_back({dealers[i].handle(), 0, ZMQ_POLLIN, 0});
+        owner.emplace_back(i, false);
+        if (monitors[i].handle() != nullptr) {
+          items.push_back({monitors[i].handle(), 0, ZMQ_POLLIN, 0});
+          owner.emplace_back(i, true);
+        }
+      }
+      if (PollRetrying(items.data(), items.size(), left) == 0) continue;
+      for (size_t k = 0; k < items.size(); ++k) {
+        if ((items[k].revents & ZMQ_POLLIN) == 0) continue;
+        const size_t i = owner[k].first;
+        if (owner[k].second) {
+          // The handshake with keys[i] succeeded: it is the server's key.
+          for (size_t j = 0; j < keys.size(); ++j) {
+            if (j == i) continue;
+            if (monitors[j].handle() != nullptr) monitors[j].close();
+            if (dealers[j].handle() != nullptr) dealers[j].close();
+          }
+          monitors[i].close();
+          break;  // The item list is stale now.
+        }
+        zmq::message_t msg;
+        try {
+          if (dealers[i].recv(msg, zmq::recv_flags::dontwait)) return msg.to_string();
+        } catch (const zmq::error_t& e) {
+          if (e.num() != EINTR) throw;
+        }
       }
     }
-    answer = msg.to_string();
   } catch (const zmq::error_t& e) {
     return ZmqError(where, e);
   }
+}
 
+Result<WorldTable> ParseTable(const std::string& answer, const std::string& where) {
   json rep = json::parse(answer, nullptr, /*allow_exceptions=*/false);
   if (rep.is_discarded() || !rep.is_object()) return Status::Corruption(where + " sent a reply that is not JSON");
-  if (rep.contains("error") && rep["error"].is_string()) {
-    const std::string msg = rep["error"].get<std::string>();
-    // The server's own timeout is a timeout for this rank too.
-    if (rep.value("code", "") == "timeout") return Status::Timeout(where + ": " + msg);
-    return Status::InvalidArgument(where + " rejected the registration: " + msg);
-  }
   WorldTable table;
   try {
+    if (rep.contains("error") && rep["error"].is_string()) {
+      const std::string msg = rep["error"].get<std::string>();
+      // The server's own timeout is a timeout for this rank too.
+      if (rep.contains("code") && rep["code"] == "timeout") return Status::Timeout(where + ": " + msg);
+      return Status::InvalidArgument(where + " rejected the registration: " + msg);
+    }
     if (rep.value("version", 0) != kProtocolVersion) {
-      return Status::Corruption(where + " speaks rendezvous version " + std::to_string(rep.value("version", 0)));
+      return Status::Corruption(where + " speaks rendezvous version " + rep.value("version", json()).dump());
     }
     table.rank = rep.at("rank").get<int>();
     for (const json& p : rep.at("peers")) {
-      table.peers.push_back(
-          PeerInfo{p.at("rank").get<int>(), p.at("endpoint").get<std::string>(), p.at("cluster").get<std::string>()});
+      table.peers.push_back(PeerInfo{p.at("rank").get<int>(), p.at("endpoint").get<std::string>(),
+                                     p.at("cluster").get<std::string>(), p.value("public_key", std::string())});
     }
   } catch (const json::exception& e) {
     return Status::Corruption(where + " sent a malformed table: " + e.what());
@@ -204,6 +296,18 @@ Result<WorldTable> RegisterWithRendezvous(const std::string& server, const PeerI
     return Status::Corruption(where + " assigned rank " + std::to_string(table.rank) + " outside its table");
   }
   return table;
+}
+
+}  // namespace
+
+Result<WorldTable> RegisterWithRendezvous(const std::string& server, const PeerInfo& self,
+                                          std::chrono::milliseconds timeout, ZmqOptions options) {
+  FRUGAL_RETURN_IF_ERROR(ValidateSecurity(options.security));
+  const std::string where = "rendezvous server at " + server;
+  const std::string request =
+      ToFrame(json{{"rank", self.rank}, {"endpoint", self.endpoint}, {"cluster", self.cluster}});
+  FRUGAL_ASSIGN_OR_RETURN(std::string answer, ExchangeRegistration(server, request, timeout, options, where));
+  return ParseTable(answer, where);
 }
 
 Result<std::unique_ptr<Transport>> JoinZmqWorld(const JoinOptions& options) {
@@ -221,7 +325,7 @@ Result<std::unique_ptr<Transport>> JoinZmqWorld(const JoinOptions& options) {
   }
   FRUGAL_ASSIGN_OR_RETURN(
       WorldTable table,
-      RegisterWithRendezvous(options.rendezvous, PeerInfo{options.rank, endpoint, options.cluster}, options.timeout,
+      RegisterWithRendezvous(options.rendezvous, PeerInfo{options.rank, endpoint, options.cluster, ""}, options.timeout,
                              options.zmq));
   return ConnectZmqTransport(std::move(listener), table.rank, table.peers);
 }

@@ -122,7 +122,7 @@ TEST(RendezvousTest, ClientMayStartBeforeTheServer) {
   }
   ASSERT_FALSE(endpoint.empty()) << "no free port in 21000-28999";
   auto client = std::async(std::launch::async, [&] {
-    return RegisterWithRendezvous(endpoint, PeerInfo{-1, "tcp://127.0.0.1:9", "a"}, milliseconds(5000), FastClose());
+    return RegisterWithRendezvous(endpoint, PeerInfo{-1, "tcp://127.0.0.1:9", "a", ""}, milliseconds(5000), FastClose());
   });
   std::this_thread::sleep_for(milliseconds(150));  // Let the client connect first (not required for success).
   auto server = RendezvousServer::Bind(endpoint, 1, FastClose());
@@ -139,7 +139,7 @@ TEST(RendezvousTest, ServerTimesOutNamingMissingRanksAndTellsTheRegistered) {
   ASSERT_TRUE(server.ok());
   Result<std::vector<PeerInfo>> table = Status::Internal("not served");
   std::thread serve([&] { table = (*server)->Serve(milliseconds(300)); });
-  auto client = RegisterWithRendezvous((*server)->endpoint(), PeerInfo{1, "tcp://127.0.0.1:1", "a"},
+  auto client = RegisterWithRendezvous((*server)->endpoint(), PeerInfo{1, "tcp://127.0.0.1:1", "a", ""},
                                        milliseconds(5000), FastClose());
   serve.join();
   ASSERT_FALSE(table.ok());
@@ -158,7 +158,7 @@ TEST(RendezvousTest, RejectsDuplicateAndOutOfRangeRanks) {
   const std::string ep = (*server)->endpoint();
   auto register_rank0 = [&](const std::string& endpoint) {
     return std::async(std::launch::async, [&, endpoint] {
-      return RegisterWithRendezvous(ep, PeerInfo{0, endpoint, "a"}, milliseconds(5000), FastClose());
+      return RegisterWithRendezvous(ep, PeerInfo{0, endpoint, "a", ""}, milliseconds(5000), FastClose());
     });
   };
   // Two ranks claim rank 0: whichever arrives second is rejected at once,
@@ -169,9 +169,9 @@ TEST(RendezvousTest, RejectsDuplicateAndOutOfRangeRanks) {
          dup.wait_for(milliseconds(5)) != std::future_status::ready) {
   }
   auto out_of_range =
-      RegisterWithRendezvous(ep, PeerInfo{7, "tcp://127.0.0.1:3", "a"}, milliseconds(5000), FastClose());
+      RegisterWithRendezvous(ep, PeerInfo{7, "tcp://127.0.0.1:3", "a", ""}, milliseconds(5000), FastClose());
   EXPECT_EQ(out_of_range.status().code(), Status::Code::kInvalidArgument);
-  auto second = RegisterWithRendezvous(ep, PeerInfo{-1, "tcp://127.0.0.1:4", "b"}, milliseconds(5000), FastClose());
+  auto second = RegisterWithRendezvous(ep, PeerInfo{-1, "tcp://127.0.0.1:4", "b", ""}, milliseconds(5000), FastClose());
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second->rank, 1);
   auto a = first.get();
@@ -191,7 +191,7 @@ TEST(RendezvousTest, ClientTimesOutWhenNoServerAnswers) {
   // A server that never calls Serve.
   auto server = RendezvousServer::Bind("tcp://127.0.0.1:*", 2, FastClose());
   ASSERT_TRUE(server.ok());
-  auto r = RegisterWithRendezvous((*server)->endpoint(), PeerInfo{0, "tcp://x:1", "a"}, milliseconds(200));
+  auto r = RegisterWithRendezvous((*server)->endpoint(), PeerInfo{0, "tcp://x:1", "a", ""}, milliseconds(200));
   EXPECT_EQ(r.status().code(), Status::Code::kTimeout);
   EXPECT_NE(r.status().message().find((*server)->endpoint()), std::string::npos);
 }

@@ -9,7 +9,13 @@ namespace frugal::comm::testing {
 
 std::string BackendName(Backend b) { return b == Backend::kInProc ? "InProc" : "Zmq"; }
 
-World MakeWorld(Backend backend, const std::vector<std::string>& cluster_of_rank) {
+ZmqOptions FastZmqOptions() {
+  ZmqOptions options;
+  options.linger = std::chrono::milliseconds(300);
+  return options;
+}
+
+World MakeWorld(Backend backend, const std::vector<std::string>& cluster_of_rank, ZmqOptions options) {
   World world;
   Result<Topology> topo = Topology::FromClusterNames(cluster_of_rank);
   EXPECT_TRUE(topo.ok()) << topo.status().ToString();
@@ -26,15 +32,13 @@ World MakeWorld(Backend backend, const std::vector<std::string>& cluster_of_rank
   }
   // ZeroMQ: bind every rank first (ephemeral ports), then connect with the
   // table, as a rendezvous would.
-  ZmqOptions options;
-  options.linger = std::chrono::milliseconds(300);
   std::vector<std::unique_ptr<ZmqListener>> listeners;
   std::vector<PeerInfo> peers;
   for (int r = 0; r < topo->world_size(); ++r) {
     auto l = ZmqListener::Bind("tcp://127.0.0.1:*", options);
     EXPECT_TRUE(l.ok()) << l.status().ToString();
     if (!l.ok()) return world;
-    peers.push_back(PeerInfo{r, (*l)->endpoint(), cluster_of_rank[r]});
+    peers.push_back(PeerInfo{r, (*l)->endpoint(), cluster_of_rank[r], options.security.keys.public_key});
     world.endpoints.push_back((*l)->endpoint());
     listeners.push_back(std::move(l).value());
   }

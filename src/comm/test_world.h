@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "frugal/comm/transport.h"
+#include "frugal/comm/zmq_transport.h"
 
 namespace frugal::comm::testing {
 
@@ -24,8 +25,13 @@ struct World {
 inline std::string EndpointOf(const World& w, int rank) { return w.endpoints.at(rank); }
 
 // One transport per entry of `cluster_of_rank`. ZeroMQ ranks listen on
-// tcp://127.0.0.1 with ephemeral ports.
-World MakeWorld(Backend backend, const std::vector<std::string>& cluster_of_rank);
+// ZmqOptions for tests: linger 300 ms.
+ZmqOptions FastZmqOptions();
+
+// One transport per entry of `cluster_of_rank`. ZeroMQ ranks listen on
+// tcp://127.0.0.1 with ephemeral ports, with `zmq`; with CURVE every rank
+// uses zmq.security's key pair.
+World MakeWorld(Backend backend, const std::vector<std::string>& cluster_of_rank, ZmqOptions zmq = FastZmqOptions());
 
 // Runs fn(rank) on world_size threads and joins them.
 void RunRanks(int world_size, const std::function<void(int)>& fn);

@@ -15,7 +15,8 @@
 // Send never blocks on the network. Payloads are sent zero-copy: the
 // zmq message holds a reference to the SharedBytes until ZeroMQ is done.
 // Each message is two frames: a 32-byte header and the payload (wire format
-// in docs/comm.md). The receiver acknowledges each data message with a
+// in docs/comm.md). A message that does not parse (a stranger, a port
+// scanner, another protocol) is dropped and logged, never fatal. The receiver acknowledges each data message with a
 // header-only ack, which gives the per-link busy time in TransportStats.
 // Closing a transport sends a "goodbye" to every peer, so peers see
 // Unavailable at once instead of waiting for their timeout; a peer whose
@@ -27,21 +28,15 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "frugal/comm/security.h"
 #include "frugal/comm/transport.h"
 
 namespace frugal::comm {
-
-// Socket security. Today only plain TCP; the seam where CurveZMQ keys (our
-// secret key, the peers' public keys) will go. Every socket the backend
-// creates passes through one setup function that applies these options.
-struct SecurityOptions {
-  enum class Mechanism { kNone };
-  Mechanism mechanism = Mechanism::kNone;
-};
 
 struct ZmqOptions {
   // How long closing a transport may wait for live peers to acknowledge the
@@ -57,7 +52,13 @@ struct ZmqOptions {
   // Unavailable immediately instead of running into their timeout.
   // Default: 1 s.
   std::chrono::milliseconds peer_lost_grace{1000};
+  // Who may connect and whether bytes are encrypted (security.h). Default:
+  // plain TCP.
   SecurityOptions security;
+  // Where the backend reports what it drops or refuses: messages that do
+  // not parse, strangers, rejected keys; rate-limited (10 lines, then one
+  // summary per 10 s). Default (empty): stderr, "frugal: comm: ...".
+  std::function<void(const std::string& line)> log;
 };
 
 // One rank's entry in the world table.
@@ -65,6 +66,10 @@ struct PeerInfo {
   int rank = -1;
   std::string endpoint;  // e.g. "tcp://10.0.0.5:41000"; what peers connect to.
   std::string cluster;   // Cluster name; see topology.h.
+  // Z85 CURVE public key the rank's listener authenticated with (filled by
+  // the rendezvous server from the connection, not from the rank's claim);
+  // empty without CURVE. Needed to connect to that rank with kCurve.
+  std::string public_key;
 };
 
 // Phase 1: a bound receive socket that is not yet a Transport.

@@ -57,4 +57,25 @@ Result<WireHeader> WireHeader::Decode(const uint8_t* data, size_t size) {
   return h;
 }
 
+Result<WireHeader> DecodeMessage(size_t frame_count, const uint8_t* header, size_t header_size, size_t payload_size,
+                                 int self, int world_size) {
+  if (frame_count != 3) return Status::Corruption("expected 3 frames, got " + std::to_string(frame_count));
+  FRUGAL_ASSIGN_OR_RETURN(WireHeader h, WireHeader::Decode(header, header_size));
+  if (h.world_size != static_cast<uint32_t>(world_size)) {
+    return Status::Corruption("sender believes the world has " + std::to_string(h.world_size) + " ranks, this rank " +
+                              std::to_string(world_size));
+  }
+  if (h.src >= h.world_size || static_cast<int64_t>(h.src) == self) {
+    return Status::Corruption("impossible sender rank " + std::to_string(h.src));
+  }
+  if (h.length != payload_size) {
+    return Status::Corruption("header from rank " + std::to_string(h.src) + " announces " + std::to_string(h.length) +
+                              " payload bytes, frame has " + std::to_string(payload_size));
+  }
+  if (h.kind != WireKind::kData && h.length != 0) {
+    return Status::Corruption("control message from rank " + std::to_string(h.src) + " carries a payload");
+  }
+  return h;
+}
+
 }  // namespace frugal::comm

@@ -33,4 +33,13 @@ struct WireHeader {
   static Result<WireHeader> Decode(const uint8_t* data, size_t size);
 };
 
+// Checks a message received by rank `self` of a world of `world_size` ranks:
+// frames [routing id][header][payload] (`frame_count` of them; `header` and
+// `payload_size` describe frames 1 and 2). Returns the header, or Corruption
+// with the reason: wrong frame count, malformed header, a sender outside the
+// world or equal to `self`, another world size, a length that does not match
+// the payload. Input is untrusted (Note [Strangers] in zmq_transport.cc).
+Result<WireHeader> DecodeMessage(size_t frame_count, const uint8_t* header, size_t header_size, size_t payload_size,
+                                 int self, int world_size);
+
 }  // namespace frugal::comm

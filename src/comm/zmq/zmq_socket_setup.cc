@@ -35,7 +35,33 @@ void SendRetrying(zmq::socket_t& socket, zmq::message_t& msg, zmq::send_flags fl
   }
 }
 
-Status ConfigureSocket(zmq::socket_t& socket, SocketRole role, const ZmqOptions& options) {
+std::string PeerAddressOf(const zmq::message_t& msg) {
+  const char* v = zmq_msg_gets(msg.handle(), "Peer-Address");
+  return v != nullptr && *v != '\0' ? std::string(v) : std::string("unknown address");
+}
+
+std::string PeerKeyOf(const zmq::message_t& msg) {
+  const char* v = zmq_msg_gets(msg.handle(), "User-Id");
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+// Note [No ZMTP 1.0]
+// libzmq accepts unversioned (ZMTP 1.0) peers, so random bytes sent to a
+// listening port arrive as messages, and in libzmq 4.3.4 a ZMTP 1.0 peer
+// whose routing id is already taken makes the ROUTER abort the process
+// ("Resource temporarily unavailable (src/zmtp_engine.cpp:446)": the
+// engine asserts on EAGAIN), which random bytes hit within a few hundred
+// connections. libzmq refuses ZMTP 1.0 and 2.0 peers on a socket with a
+// ZAP domain, so every listening socket gets one. With the NULL mechanism
+// and no ZAP handler in the context, ZMTP 3 peers are admitted as before
+// (ZMQ_ZAP_ENFORCE_DOMAIN is off); with CURVE the ZapHandler answers.
+Status ConfigureSocket(zmq::socket_t& socket, SocketRole role, const ZmqOptions& options,
+                       const std::string& server_key) {
+  const SecurityOptions& security = options.security;
+  if (security.mechanism == SecurityOptions::Mechanism::kCurve && role == SocketRole::kConnector &&
+      server_key.empty()) {
+    return Status::InvalidArgument("CURVE: no public key known for the server to connect to");
+  }
   try {
     // No high-water mark: the exchange bounds how much is in flight (one
     // message per peer per bucket), and dropping or blocking would be worse
@@ -45,9 +71,24 @@ Status ConfigureSocket(zmq::socket_t& socket, SocketRole role, const ZmqOptions&
     socket.set(zmq::sockopt::linger, static_cast<int>(options.linger.count()));
     if (role == SocketRole::kConnector) {
       socket.set(zmq::sockopt::reconnect_ivl, static_cast<int>(options.reconnect_interval.count()));
+    } else {
+      // Note [No ZMTP 1.0]: a ZAP domain makes libzmq refuse pre-3.0 peers.
+      socket.set(zmq::sockopt::zap_domain, "frugal");
     }
     switch (options.security.mechanism) {
       case SecurityOptions::Mechanism::kNone:
+        break;
+      case SecurityOptions::Mechanism::kCurve:
+        // A plaintext or ZMTP 1.0 peer fails the handshake: nothing it
+        // sends reaches the application.
+        if (role == SocketRole::kListener) {
+          socket.set(zmq::sockopt::curve_server, 1);
+          socket.set(zmq::sockopt::curve_secretkey, security.keys.secret_key);
+        } else {
+          socket.set(zmq::sockopt::curve_serverkey, server_key);
+          socket.set(zmq::sockopt::curve_publickey, security.keys.public_key);
+          socket.set(zmq::sockopt::curve_secretkey, security.keys.secret_key);
+        }
         break;
     }
   } catch (const zmq::error_t& e) {

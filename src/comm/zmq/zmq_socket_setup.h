@@ -1,5 +1,5 @@
 // The one place where ZeroMQ sockets get their options: buffering, linger,
-// reconnect and (later) security. Both the transport and the rendezvous use
+// reconnect and security (SecurityOptions, security.h). Both the transport and the rendezvous use
 // it, so a new SecurityOptions mechanism is added here once.
 #pragma once
 
@@ -15,9 +15,21 @@ enum class SocketRole {
   kConnector,  // Connects to a listener (CurveZMQ client side).
 };
 
-// Applies `options` to a fresh socket before bind/connect. Errors: the
-// ZeroMQ error as a Status.
-Status ConfigureSocket(zmq::socket_t& socket, SocketRole role, const ZmqOptions& options);
+// Applies `options` to a fresh socket before bind/connect. A kCurve
+// connector needs `server_key`, the Z85 public key of the listener it
+// connects to; a kCurve listener needs a ZapHandler in its context
+// (zap_handler.h). Errors: InvalidArgument (no server key), the ZeroMQ
+// error as a Status.
+Status ConfigureSocket(zmq::socket_t& socket, SocketRole role, const ZmqOptions& options,
+                       const std::string& server_key = "");
+
+// The address of the connection a received message came from
+// ("Peer-Address" property), or "unknown address".
+std::string PeerAddressOf(const zmq::message_t& msg);
+
+// The ZAP user id of the connection a message came from: the Z85 public key
+// the ZapHandler admitted; empty without CURVE.
+std::string PeerKeyOf(const zmq::message_t& msg);
 
 // zmq_poll that treats a signal (EINTR) as a spurious wake-up: returns 0
 // and lets the caller's loop poll again. Other errors throw zmq::error_t.

@@ -13,7 +13,9 @@
 #include <zmq_addon.hpp>
 
 #include "mailbox.h"
+#include "rate_limited_log.h"
 #include "wire_header.h"
+#include "zap_handler.h"
 #include "zmq_socket_setup.h"
 
 namespace frugal::comm {
@@ -36,6 +38,10 @@ namespace frugal::comm {
 // zmq message's free callback drops a heap-held reference, so the buffer
 // lives until ZeroMQ has written it to the socket.
 //
+// Untrusted input (Note [Strangers]): the ROUTER accepts connections from
+// anyone who can reach the port. A message that does not parse is dropped
+// and logged with the connection's address; it never fails the transport.
+//
 // Shutdown (Note [Closing]): the I/O thread flushes queued sends, waits (up
 // to `linger`) until live peers have acknowledged them, sends a goodbye to
 // every peer still open, and closes its sockets. Destroying the context then
@@ -45,7 +51,8 @@ namespace frugal::comm {
 struct ZmqListener::Impl {
   ZmqOptions options;
   zmq::context_t context{1};
-  zmq::socket_t router;  // Declared after context: closed before it.
+  std::unique_ptr<ZapHandler> zap;  // kCurve only. After context: stopped before it.
+  zmq::socket_t router;             // Declared after context: closed before it.
   std::string endpoint;
 };
 
@@ -54,8 +61,12 @@ ZmqListener::~ZmqListener() = default;
 const std::string& ZmqListener::endpoint() const { return impl_->endpoint; }
 
 Result<std::unique_ptr<ZmqListener>> ZmqListener::Bind(const std::string& address, ZmqOptions options) {
+  FRUGAL_RETURN_IF_ERROR(ValidateSecurity(options.security));
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  if (options.security.mechanism == SecurityOptions::Mechanism::kCurve) {
+    FRUGAL_ASSIGN_OR_RETURN(impl->zap, ZapHandler::Start(impl->context, options.security, options.log));
+  }
   try {
     impl->router = zmq::socket_t(impl->context, zmq::socket_type::router);
     FRUGAL_RETURN_IF_ERROR(ConfigureSocket(impl->router, SocketRole::kListener, options));
@@ -82,6 +93,7 @@ class ZmqTransport final : public Transport {
         monitors_(std::move(monitors)),
         lost_since_(dealers_.size()),
         wake_fd_(wake_fd),
+        drops_(listener_->options.log),
         mailbox_(rank, std::move(topology)) {
     io_thread_ = std::thread([this] { IoLoop(); });
   }
@@ -319,29 +331,32 @@ class ZmqTransport final : public Transport {
         throw;
       }
       Status st = HandleIncoming(parts);
-      if (!st.ok()) mailbox_.Fail(st.WithContext(topology().DescribeRank(rank()) + " received a bad message"));
+      if (!st.ok()) {
+        drops_.Report(topology().DescribeRank(rank()) + " dropped a message from " +
+                      (parts.empty() ? std::string("unknown address") : PeerAddressOf(parts.back())) + ": " +
+                      st.message());
+      }
     }
   }
 
+  // Note [Strangers]
+  // Anyone who can reach the listening port can connect and send: a port
+  // scanner, a health check speaking HTTP, a worker of another job. libzmq
+  // even accepts unversioned (ZMTP 1.0) peers, so random bytes arrive as
+  // messages with any number of frames. Such a message names no peer we can
+  // blame, and failing the transport would let one packet stop a run; so
+  // HandleIncoming only checks and reports, and the caller drops what does
+  // not parse. On plain TCP a stranger who forges a well-formed header can
+  // still inject data; CURVE (security.h) closes that door.
+
+  // Delivers a well-formed message; returns why a message is malformed
+  // without acting on it (Note [Strangers]).
   Status HandleIncoming(std::vector<zmq::message_t>& parts) {
     // [routing id][header][payload]
-    if (parts.size() != 3) {
-      return Status::Corruption("expected 3 frames, got " + std::to_string(parts.size()));
-    }
-    FRUGAL_ASSIGN_OR_RETURN(WireHeader h,
-                            WireHeader::Decode(parts[1].data<uint8_t>(), parts[1].size()));
-    if (h.world_size != static_cast<uint32_t>(world_size())) {
-      return Status::Corruption("sender believes the world has " + std::to_string(h.world_size) +
-                                " ranks, this rank " + std::to_string(world_size()));
-    }
-    if (h.src >= h.world_size || static_cast<int>(h.src) == rank()) {
-      return Status::Corruption("impossible sender rank " + std::to_string(h.src));
-    }
-    if (h.length != parts[2].size()) {
-      return Status::Corruption("header from " + topology().DescribeRank(h.src) + " announces " +
-                                std::to_string(h.length) + " payload bytes, frame has " +
-                                std::to_string(parts[2].size()));
-    }
+    const uint8_t* header = parts.size() > 1 ? parts[1].data<uint8_t>() : nullptr;
+    const size_t header_size = parts.size() > 1 ? parts[1].size() : 0;
+    FRUGAL_ASSIGN_OR_RETURN(WireHeader h, DecodeMessage(parts.size(), header, header_size,
+                                                        parts.size() > 2 ? parts[2].size() : 0, rank(), world_size()));
     const int src = static_cast<int>(h.src);
     switch (h.kind) {
       case WireKind::kGoodbye:
@@ -392,6 +407,7 @@ class ZmqTransport final : public Transport {
   std::vector<zmq::socket_t> monitors_;          // PAIR sockets reading the dealers' monitors. I/O thread only.
   std::vector<std::optional<std::chrono::steady_clock::time_point>> lost_since_;  // I/O thread only.
   const int wake_fd_;
+  RateLimitedLog drops_;  // Messages dropped by ReadIncoming.
   Mailbox mailbox_;
   std::mutex mu_;
   std::deque<Outgoing> outgoing_;  // GUARDED_BY(mu_)
@@ -430,7 +446,8 @@ Result<std::unique_ptr<Transport>> ConnectZmqTransport(std::unique_ptr<ZmqListen
     if (r == rank) continue;
     try {
       dealers[r] = zmq::socket_t(impl->context, zmq::socket_type::dealer);
-      FRUGAL_RETURN_IF_ERROR(ConfigureSocket(dealers[r], SocketRole::kConnector, impl->options));
+      Status configured = ConfigureSocket(dealers[r], SocketRole::kConnector, impl->options, peers[r].public_key);
+      if (!configured.ok()) return configured.WithContext("connecting to " + topology.DescribeRank(r));
       // See Note [Lost peers]. inproc names are per context, so rank numbers
       // are unique enough.
       const std::string monitor_endpoint = "inproc://frugal-peer-monitor-" + std::to_string(r);
