@@ -91,7 +91,7 @@ void VisitFields(DistributedOptions& o, V&& visit) {
             .PerWorker().Min(1).Max(kMaxLocalWorkers, "frugal train starts every worker on this machine"),
         o.workers);
   visit(Field("density", d, "Fraction of each gradient bucket sent per step").Positive().Max(1), o.density);
-  visit(Field("sparsifier", d, "block, topk or randomk"), o.sparsifier);
+  visit(Field("sparsifier", d, "block, sampled_topk (exact top-k, fast), topk or randomk"), o.sparsifier);
   visit(Field("value_encoding", d, "Gradient values on the wire: fp32, fp16, bf16"), o.value_encoding);
   visit(Field("staleness", d, "0 or 1: forward t uses the parameters after t-1-staleness").Min(0).Max(1), o.staleness);
   visit(Field("bucket_mb", d, "Gradient bucket size in MB of fp32").Positive().Max(4096), o.bucket_mb);
