@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "frugal/comm/security.h"
 #include "frugal/common/status.h"
 
 namespace frugal::cli {
@@ -55,6 +56,9 @@ void AddTrainCommand(CLI::App& app);   // train_command.cc: train, worker
 void AddProfileCommand(CLI::App& app); // profile_command.cc
 #endif
 void AddCoordinatorCommand(CLI::App& app);  // coordinator_command.cc
+void AddKeysCommand(CLI::App& app);         // keys_command.cc: frugal keys generate
+// --key/--authorized-keys/--insecure -> SecurityOptions (keys_command.cc): CURVE with keys; plain TCP with --insecure or on a loopback `address`; otherwise UsageError saying how to make keys.
+comm::SecurityOptions ResolveSecurity(const std::string& key_file, const std::string& authorized_keys_file, bool insecure, const std::string& address);
 void AddRunCommand(CLI::App& app);          // run_command.cc: frugal run -- PROGRAM (the Python package's launcher)
 #ifdef FRUGAL_HAVE_SIM
 void AddPlanCommand(CLI::App& app);     // plan_command.cc (planner, issue 6)

@@ -1,23 +1,61 @@
 // `frugal coordinator`: the rendezvous point of a multi-host run.
+#include <cstdio>
+
 #include "commands.h"
+#include "frugal/comm/rendezvous.h"
 #include "frugal/engine/launcher.h"
 
 namespace frugal::cli {
 
+namespace {
+
+struct CoordinatorFlags {
+  engine::CoordinatorOptions options;
+  double timeout_s = 600.0;
+  std::string key;
+  std::string authorized_keys;
+  bool insecure = false;
+};
+
+// engine::RunCoordinator with socket security: bind, serve, print the table.
+void Serve(const CoordinatorFlags& flags, const comm::SecurityOptions& security) {
+  comm::ZmqOptions zmq;
+  zmq.security = security;
+  auto server = comm::RendezvousServer::Bind(flags.options.listen, flags.options.world_size, zmq);
+  if (!server.ok()) {
+    if (server.status().code() == Status::Code::kIOError) throw UsageError(server.status().message());
+    ThrowIfError(server.status());
+  }
+  std::printf("coordinator listening on %s (%s)\n", (*server)->endpoint().c_str(),
+              security.mechanism == comm::SecurityOptions::Mechanism::kCurve ? "CURVE" : "plain TCP");
+  std::fflush(stdout);
+  auto table = (*server)->Serve(flags.options.timeout);
+  ThrowIfError(table.status());
+  for (const auto& p : *table) {
+    std::printf("rank %d  cluster %s  %s%s%s\n", p.rank, p.cluster.c_str(), p.endpoint.c_str(),
+                p.public_key.empty() ? "" : "  key ", comm::KeyFingerprint(p.public_key).c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
 void AddCoordinatorCommand(CLI::App& app) {
-  auto opts = std::make_shared<engine::CoordinatorOptions>();
-  auto timeout_s = std::make_shared<double>(600.0);
+  auto flags = std::make_shared<CoordinatorFlags>();
   CLI::App* cmd = app.add_subcommand("coordinator", "Rendezvous point of a multi-host run (frugal worker --coordinator)");
   cmd->option_defaults()->always_capture_default();
-  cmd->add_option("--listen", opts->listen, "Address to bind, e.g. tcp://10.0.0.1:29500")->required();
-  cmd->add_option("--world", opts->world_size, "Number of workers")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--timeout-s", *timeout_s, "How long to wait for all workers")->check(CLI::PositiveNumber);
-  cmd->callback([opts, timeout_s] {
-    opts->timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
-    Status s = engine::RunCoordinator(
-        *opts, [](const std::string& ep) { std::printf("coordinator listening on %s\n", ep.c_str()); }, true);
-    if (s.code() == Status::Code::kIOError) throw UsageError(s.message());
-    ThrowIfError(s);
+  cmd->add_option("--listen", flags->options.listen, "Address to bind, e.g. tcp://10.0.0.1:29500")->required();
+  cmd->add_option("--world", flags->options.world_size, "Number of workers")
+      ->required()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--timeout-s", flags->timeout_s, "How long to wait for all workers")->check(CLI::Range(0.001, 86400.0));
+  cmd->add_option("--key", flags->key, "This process's CurveZMQ key pair (frugal keys generate --out FILE)");
+  cmd->add_option("--authorized-keys", flags->authorized_keys,
+                  "Public keys allowed to join, one per line (the .pub lines of every site)");
+  cmd->add_flag("--insecure", flags->insecure, "Plain TCP without keys: anyone who can reach the port can join");
+  cmd->callback([flags] {
+    flags->options.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags->timeout_s * 1000));
+    Serve(*flags, ResolveSecurity(flags->key, flags->authorized_keys, flags->insecure, flags->options.listen));
   });
 }
 

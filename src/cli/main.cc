@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   frugal::cli::AddProfileCommand(app);
 #endif
   frugal::cli::AddCoordinatorCommand(app);
+  frugal::cli::AddKeysCommand(app);
   frugal::cli::AddRunCommand(app);
 #ifdef FRUGAL_HAVE_SIM
   frugal::cli::AddPlanCommand(app);

@@ -5,11 +5,40 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "frugal/common/status.h"
 
 namespace frugal::comm::testing {
+
+// Collects the lines a ZmqOptions::log sink is given. Thread-safe.
+class LogCapture {
+ public:
+  std::function<void(const std::string&)> Sink() {
+    return [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mu_);
+      lines_.push_back(line);
+    };
+  }
+  // Lines containing `needle`.
+  size_t Count(const std::string& needle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (const auto& l : lines_) n += l.find(needle) != std::string::npos;
+    return n;
+  }
+  std::vector<std::string> lines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
 
 // Connects to tcp://HOST:PORT over plain TCP, writes `bytes`, closes.
 // Errors are ignored: the other side may hang up at any time.

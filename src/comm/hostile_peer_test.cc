@@ -22,27 +22,10 @@ namespace {
 
 using std::chrono::milliseconds;
 
-struct LogLines {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  std::function<void(const std::string&)> Sink() {
-    return [this](const std::string& line) {
-      std::lock_guard<std::mutex> lock(mu);
-      lines.push_back(line);
-    };
-  }
-  size_t Count(const std::string& needle) {
-    std::lock_guard<std::mutex> lock(mu);
-    size_t n = 0;
-    for (const auto& l : lines) n += l.find(needle) != std::string::npos;
-    return n;
-  }
-};
-
 TEST(HostilePeerTest, StrangersDoNotDisturbAWorld) {
   constexpr int kRanks = 3;
   constexpr int kIterations = 40;
-  LogLines server_log, rank_log;
+  testing::LogCapture server_log, rank_log;
   ZmqOptions server_zmq = testing::FastZmqOptions();
   server_zmq.log = server_log.Sink();
   auto server = RendezvousServer::Bind("tcp://127.0.0.1:*", kRanks, server_zmq);
@@ -108,7 +91,7 @@ TEST(HostilePeerTest, StrangersDoNotDisturbAWorld) {
 // The rendezvous answers malformed registrations with an error and keeps
 // serving: one by one they do not count, and a real rank still gets in.
 TEST(HostilePeerTest, RendezvousRejectsMalformedRegistrations) {
-  LogLines log;
+  testing::LogCapture log;
   ZmqOptions zmq = testing::FastZmqOptions();
   zmq.log = log.Sink();
   auto server = RendezvousServer::Bind("tcp://127.0.0.1:*", 1, zmq);

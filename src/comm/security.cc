@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <sstream>
 #include <zmq.h>
 
@@ -41,6 +42,21 @@ std::string Trim(const std::string& s) {
 }
 
 bool IsZ85Key(const std::string& z85) { return z85.size() == kZ85KeyChars && !Z85ToKey(z85).empty(); }
+
+// Calls fn(line, line_number) for every line of `text` that is neither
+// blank nor a '#' comment, trimmed; stops at the first error.
+Status ForEachEntry(const std::string& text, const std::function<Status(const std::string&, int)>& fn) {
+  std::istringstream in(text);
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    line = Trim(line);
+    if (line.empty() || line[0] == '#') continue;
+    FRUGAL_RETURN_IF_ERROR(fn(line, line_no));
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -97,13 +113,7 @@ Result<CurveKeyPair> ReadKeyPairFile(const std::string& path) {
   FRUGAL_RETURN_IF_ERROR(CheckMode(path, S_IRWXG | S_IRWXO, "group or others can read this secret key"));
   FRUGAL_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, "key file"));
   CurveKeyPair keys;
-  std::istringstream in(text);
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    line = Trim(line);
-    if (line.empty() || line[0] == '#') continue;
+  FRUGAL_RETURN_IF_ERROR(ForEachEntry(text, [&](const std::string& line, int line_no) {
     const size_t eq = line.find('=');
     const std::string where = path + ":" + std::to_string(line_no);
     if (eq == std::string::npos) return Status::InvalidArgument(where + ": expected key = \"Z85\"");
@@ -114,7 +124,8 @@ Result<CurveKeyPair> ReadKeyPairFile(const std::string& path) {
     if (key == "public-key") keys.public_key = value;
     else if (key == "secret-key") keys.secret_key = value;
     else return Status::InvalidArgument(where + ": unknown entry '" + key + "'");
-  }
+    return Status::Ok();
+  }));
   if (keys.public_key.empty() || keys.secret_key.empty()) {
     return Status::InvalidArgument(path + ": needs both public-key and secret-key (frugal keys generate --out FILE)");
   }
@@ -129,20 +140,15 @@ Result<std::vector<std::string>> ReadAuthorizedKeysFile(const std::string& path)
   FRUGAL_RETURN_IF_ERROR(CheckMode(path, S_IWGRP | S_IWOTH, "group or others can write this allow-list"));
   FRUGAL_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, "authorized keys file"));
   std::vector<std::string> keys;
-  std::istringstream in(text);
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    line = Trim(line);
-    if (line.empty() || line[0] == '#') continue;
+  FRUGAL_RETURN_IF_ERROR(ForEachEntry(text, [&](const std::string& line, int line_no) {
     const std::string key = line.substr(0, line.find_first_of(" \t"));
     if (!IsZ85Key(key)) {
       return Status::InvalidArgument(path + ":" + std::to_string(line_no) +
                                      ": expected a 40-character Z85 public key (a line of a .pub file)");
     }
     keys.push_back(key);
-  }
+    return Status::Ok();
+  }));
   if (keys.empty()) return Status::InvalidArgument(path + ": no public keys");
   return keys;
 }

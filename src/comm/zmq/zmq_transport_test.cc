@@ -12,6 +12,7 @@
 #include <zmq.hpp>
 
 #include "frugal/comm/sparse_exchange.h"
+#include "hostile_peer.h"
 #include "test_combine.h"
 #include "test_world.h"
 
@@ -24,13 +25,9 @@ using std::chrono::milliseconds;
 // dropped and logged with the sender's address; the transport carries on
 // (Note [Strangers]).
 TEST(ZmqTransportTest, MalformedMessageIsDroppedAndLogged) {
-  auto lines = std::make_shared<std::vector<std::string>>();
-  auto mu = std::make_shared<std::mutex>();
+  testing::LogCapture log;
   ZmqOptions zmq = testing::FastZmqOptions();
-  zmq.log = [lines, mu](const std::string& line) {
-    std::lock_guard<std::mutex> lock(*mu);
-    lines->push_back(line);
-  };
+  zmq.log = log.Sink();
   testing::World w = testing::MakeWorld(testing::Backend::kZmq, {"a", "a"}, zmq);
   ASSERT_EQ(w.ranks.size(), 2u);
   ASSERT_TRUE(w.ranks[0]->Send(1, 1, Bytes{1}).ok());
@@ -44,20 +41,12 @@ TEST(ZmqTransportTest, MalformedMessageIsDroppedAndLogged) {
   raw.send(zmq::str_buffer("one"), zmq::send_flags::sndmore);
   raw.send(zmq::str_buffer("two"), zmq::send_flags::sndmore);
   raw.send(zmq::str_buffer("three"), zmq::send_flags::none);
-  for (int i = 0; i < 500; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(*mu);
-      if (lines->size() >= 2) break;
-    }
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  {
-    std::lock_guard<std::mutex> lock(*mu);
-    ASSERT_EQ(lines->size(), 2u);
-    EXPECT_NE((*lines)[0].find("dropped a message from 127.0.0.1"), std::string::npos) << (*lines)[0];
-    EXPECT_NE((*lines)[0].find("header"), std::string::npos) << (*lines)[0];
-    EXPECT_NE((*lines)[1].find("expected 3 frames, got 4"), std::string::npos) << (*lines)[1];
-  }
+  for (int i = 0; i < 500 && log.lines().size() < 2; ++i) std::this_thread::sleep_for(milliseconds(10));
+  const std::vector<std::string> lines = log.lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("dropped a message from 127.0.0.1"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("header"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("expected 3 frames, got 4"), std::string::npos) << lines[1];
   ASSERT_TRUE(w.ranks[1]->Send(0, 3, Bytes{3}).ok());
   ASSERT_TRUE(w.ranks[0]->Send(1, 2, Bytes{2}).ok());
   auto r = w.ranks[1]->Recv(0, 2, milliseconds(5000));

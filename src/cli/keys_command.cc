@@ -1,0 +1,62 @@
+// `frugal keys generate`: CurveZMQ key pairs for multi-host runs
+// (docs/security.md), and the --key / --authorized-keys / --insecure
+// resolution shared by the commands that open network ports.
+#include <cstdio>
+
+#include "commands.h"
+#include "frugal/comm/security.h"
+
+namespace frugal::cli {
+
+namespace {
+
+bool IsLoopback(const std::string& address) {
+  return address.rfind("tcp://127.", 0) == 0 || address.rfind("tcp://localhost:", 0) == 0 ||
+         address.rfind("tcp://[::1]:", 0) == 0 || address.rfind("ipc://", 0) == 0 ||
+         address.rfind("inproc://", 0) == 0;
+}
+
+}  // namespace
+
+comm::SecurityOptions ResolveSecurity(const std::string& key_file, const std::string& authorized_keys_file,
+                                      bool insecure, const std::string& address) {
+  if (insecure) {
+    if (!key_file.empty() || !authorized_keys_file.empty()) {
+      throw UsageError("--insecure cannot be combined with --key/--authorized-keys");
+    }
+    return {};
+  }
+  if (key_file.empty() && authorized_keys_file.empty()) {
+    if (IsLoopback(address)) return {};  // One machine: nobody else can connect.
+    throw UsageError("a multi-host run needs keys: run 'frugal keys generate --out site.key' on each site, "
+                     "collect the .pub lines into one authorized_keys file, and pass --key site.key "
+                     "--authorized-keys authorized_keys (or --insecure for plain TCP on a trusted network)");
+  }
+  if (key_file.empty() || authorized_keys_file.empty()) {
+    throw UsageError("--key and --authorized-keys go together");
+  }
+  auto security = comm::CurveSecurityFromFiles(key_file, authorized_keys_file);
+  if (!security.ok()) throw UsageError(security.status().message());
+  return *security;
+}
+
+void AddKeysCommand(CLI::App& app) {
+  CLI::App* keys = app.add_subcommand("keys", "CurveZMQ keys for multi-host runs (docs/security.md)");
+  keys->require_subcommand(1);
+  auto out = std::make_shared<std::string>();
+  auto name = std::make_shared<std::string>();
+  CLI::App* gen = keys->add_subcommand(
+      "generate", "Write a key pair to FILE (mode 0600) and its public key to FILE.pub (for authorized_keys)");
+  gen->add_option("--out", *out, "Secret key file to create")->required();
+  gen->add_option("--name", *name, "Name written after the public key in FILE.pub (default: FILE)");
+  gen->callback([out, name] {
+    auto keys = comm::GenerateCurveKeyPair();
+    ThrowIfError(keys.status());
+    Status written = comm::WriteKeyPairFiles(*out, *keys, name->empty() ? *out : *name);
+    if (!written.ok()) throw UsageError(written.message());
+    std::printf("wrote %s (secret, mode 0600) and %s.pub\npublic key %s\n", out->c_str(), out->c_str(),
+                keys->public_key.c_str());
+  });
+}
+
+}  // namespace frugal::cli
