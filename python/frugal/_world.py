@@ -9,11 +9,6 @@ from . import _C
 
 _default_world = None
 
-# Set by `frugal run` for each process it starts.
-_FRUGAL_VARS = ("FRUGAL_COORDINATOR", "FRUGAL_RANK", "FRUGAL_WORLD_SIZE", "FRUGAL_CLUSTER", "FRUGAL_LISTEN",
-                "FRUGAL_ADVERTISE_HOST", "FRUGAL_TIMEOUT_S", "FRUGAL_RENDEZVOUS_TIMEOUT_S", "FRUGAL_THREADS")
-
-
 def _env_int(env, name, default=None):
     value = env.get(name)
     if value is None or value == "":

@@ -14,6 +14,8 @@ PYTHON = sys.executable
 
 def frugal_binary():
     path = os.environ.get("FRUGAL_BINARY")
+    if path and not os.path.exists(path):  # ctest names it: missing is a build failure, not a skip
+        pytest.fail(f"FRUGAL_BINARY={path} does not exist")
     if not path:
         try:
             from frugal import _build_info

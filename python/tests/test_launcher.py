@@ -54,3 +54,28 @@ def test_a_failing_program_fails_the_run():
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1
     assert "worker 1 failed (exit code 3)" in p.stderr
+
+
+def test_init_falls_back_to_torchrun_variables(tmp_path):
+    # What torchrun sets; rank 0 then serves Frugal's rendezvous on MASTER_PORT + 1.
+    import os
+    import socket
+    from conftest import HERE, PYTHON
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for r in range(2):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FRUGAL_")}
+        env.update(RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port - 1),
+                   FRUGAL_TIMEOUT_S="20")
+        procs.append(subprocess.Popen([PYTHON, os.path.join(HERE, "launch_worker.py"), str(tmp_path), "env"], env=env,
+                                      stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    import json
+    for r in range(2):
+        res = json.load(open(tmp_path / f"rank{r}.json"))
+        assert (res["joined_rank"], res["world_size"]) == (r, 2)
+        assert res["env"]["FRUGAL_COORDINATOR"] is None
