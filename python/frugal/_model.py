@@ -46,7 +46,7 @@ class DistributedModel(torch.nn.Module):
       optimizer: 'sgd', 'adam' or 'adamw'; lr, momentum, dampening, nesterov,
         weight_decay, beta1, beta2, eps as in torch.optim.
       density: fraction of each bucket sent per step, in (0, 1].
-      sparsifier: 'block' (cache-line blocks), 'topk' or 'randomk'.
+      sparsifier: 'block' (cache-line blocks), 'topk', 'sampled_topk' or 'randomk'.
       value_encoding: 'fp16', 'bf16' or 'fp32' on the wire.
       staleness: 0 or 1. bucket_mb: gradient bucket size.
       cpu_threads: threads of the CPU pipeline. exchange: 'auto', 'flat' or

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "bindings.h"
+#include "frugal/compress/sparsifier.h"
 #include "frugal/engine/replica.h"
 
 namespace frugal::python {
@@ -52,8 +53,9 @@ ReplicaOptions ToEngine(const PyReplicaOptions& p) {
           "optimizer must be 'sgd', 'adam' or 'adamw', got '" + p.optimizer + "'");
   Require(p.lr >= 0, "lr must be >= 0, got " + Num(p.lr));
   Require(p.density > 0 && p.density <= 1, "density must be in (0, 1], got " + Num(p.density));
-  Require(p.sparsifier == "block" || p.sparsifier == "topk" || p.sparsifier == "randomk",
-          "sparsifier must be 'block', 'topk' or 'randomk', got '" + p.sparsifier + "'");
+  if (auto s = compress::CreateSparsifier(p.sparsifier); !s.ok()) {
+    throw py::value_error("sparsifier: " + s.status().message());  // lists the known kinds
+  }
   Require(p.staleness == 0 || p.staleness == 1, "staleness must be 0 or 1, got " + std::to_string(p.staleness));
   Require(p.bucket_mb > 0, "bucket_mb must be > 0, got " + Num(p.bucket_mb));
   Require(p.cpu_threads >= 1, "cpu_threads must be >= 1, got " + std::to_string(p.cpu_threads));
