@@ -148,6 +148,7 @@ void RunWorker(const engine::RunConfig& config) {
   jo.listen = id.listen;
   jo.advertise_host = id.advertise_host;
   jo.timeout = engine::TimeoutOf(config.distributed);
+  jo.zmq.security = ResolveSecurity(id.key, id.authorized_keys, id.insecure, id.coordinator);
   auto transport = comm::JoinZmqWorld(jo);
   if (!transport.ok()) throw RunError(transport.status().WithContext("joining " + id.coordinator).ToString());
   const int rank = (*transport)->rank();

@@ -72,6 +72,14 @@ class Replica::Impl {
   std::vector<torch::Tensor> params;  // per slot
   BucketLayout layout;
   std::unique_ptr<GradientPipeline> pipeline;
+  std::vector<unsigned> hooks;  // per param: its gradient hook, removed when the replica goes
+  bool finished = false;
+
+  // The tensors outlive the replica (they are the user's module's), so the
+  // hooks, which point at this object, must go with it.
+  ~Impl() {
+    for (size_t i = 0; i < hooks.size(); ++i) params[i].remove_hook(hooks[i]);
+  }
 
   // Gradient hand-over state of the iteration in backward.
   int64_t current_iteration = -1;
@@ -121,7 +129,7 @@ Status Replica::Impl::Init(std::vector<std::pair<std::string, torch::Tensor>> na
   pending.assign(layout.bucket_params.size(), 0);
   got_grad.assign(layout.slots.size(), true);
   for (size_t i = 0; i < params.size(); ++i) {
-    params[i].register_hook([this, i](torch::Tensor grad) { OnGradient(i, grad); });
+    hooks.push_back(params[i].register_hook([this, i](torch::Tensor grad) { OnGradient(i, grad); }));
   }
   return Status::Ok();
 }
@@ -163,7 +171,7 @@ Status Replica::Impl::BroadcastInitial(std::vector<BucketSpec>* specs) {
 }
 
 void Replica::Impl::OnGradient(size_t i, const torch::Tensor& grad) {
-  if (current_iteration < 0 || !hook_error.ok() || got_grad[i]) return;
+  if (finished || current_iteration < 0 || !hook_error.ok() || got_grad[i]) return;
   const ParamSlot& slot = layout.slots[i];
   Span<float> buf = pipeline->GradBuffer(slot.bucket, current_iteration);
   torch::Tensor g = grad.detach().to(torch::kCPU, torch::kFloat32).contiguous();
@@ -205,6 +213,7 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ReplicaOptions& options,
 
 Status Replica::BeginIteration(int64_t t, bool check_replicas) {
   Impl& m = *impl_;
+  if (m.finished) return Status::InvalidArgument("the replica is finished");
   if (t != m.current_iteration + 1) {
     return Status::InvalidArgument("iterations must be begun in order: expected " +
                                    std::to_string(m.current_iteration + 1) + ", got " + std::to_string(t));
@@ -222,6 +231,7 @@ Status Replica::BeginIteration(int64_t t, bool check_replicas) {
 Status Replica::EndBackward() {
   Impl& m = *impl_;
   if (m.current_iteration < 0) return Status::InvalidArgument("EndBackward before BeginIteration");
+  if (m.finished) return Status::InvalidArgument("the replica is finished");
   // The gradients are in the pipeline's buffers; the tensors' .grad would
   // only accumulate across iterations.
   for (auto& p : m.params) p.mutable_grad() = torch::Tensor();
@@ -238,6 +248,7 @@ Status Replica::EndBackward() {
 }
 
 Status Replica::Finish() {
+  impl_->finished = true;  // a later backward no longer reaches the pipeline
   FRUGAL_RETURN_IF_ERROR(impl_->hook_error);
   return impl_->pipeline->Finish(impl_->MakeCopyOut());
 }

@@ -65,6 +65,11 @@ struct WorkerIdentity {
   int rank = -1;                             // -1: assigned by the coordinator
   std::string listen = "tcp://127.0.0.1:*";  // where this worker receives peers' messages
   std::string advertise_host;                // host peers connect to, if listen is a wildcard
+  // Transport security (docs/security.md): CURVE with a key pair and an
+  // allow-list; plain TCP only on loopback or with insecure.
+  std::string key;              // CurveZMQ key pair file (frugal keys generate)
+  std::string authorized_keys;  // public keys allowed to connect, one per line
+  bool insecure = false;        // plain TCP to a non-loopback coordinator
 };
 
 // Checkpoints of a distributed run (engine/checkpoint.h).
@@ -115,6 +120,10 @@ void VisitFields(WorkerIdentity& o, V&& visit) {
   visit(Field("rank", d, "This worker's rank (-1: assigned)").PerWorker().Min(-1).Max(65535), o.rank);
   visit(Field("listen", d, "Where this worker receives, e.g. tcp://0.0.0.0:*").PerWorker().NonEmpty(), o.listen);
   visit(Field("advertise_host", d, "Host peers connect to when --listen is a wildcard").PerWorker(), o.advertise_host);
+  const char* sec = "Security";
+  visit(Field("key", sec, "CurveZMQ key pair file (frugal keys generate)").PerWorker(), o.key);
+  visit(Field("authorized_keys", sec, "Public keys allowed to connect, one per line").PerWorker(), o.authorized_keys);
+  visit(Field("insecure", sec, "Plain TCP without keys to a non-loopback coordinator").PerWorker(), o.insecure);
 }
 
 template <class V>
