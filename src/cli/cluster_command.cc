@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "input_checks.h"
 #include "frugal/build_config.h"
 #include "frugal/sched/decision_benchmark.h"
 #ifdef FRUGAL_HAVE_SCHED_PLANNER
@@ -27,6 +28,18 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace frugal::sched;  // NOLINT: a .cc file, the whole command is about sched.
+
+// Bounds of the simulated cluster: 65536 GPUs is beyond the largest
+// clusters scheduled by one scheduler today and keeps a simulation within
+// minutes; jobs: the Philly trace holds about 100k.
+constexpr double kMaxNodes = 16384, kMaxGpusPerNode = 1024, kMaxGpus = 65536, kMaxJobs = 1000000;
+
+void CheckClusterSize(int nodes, int gpus_per_node) {
+  if (static_cast<double>(nodes) * gpus_per_node > kMaxGpus) {
+    throw UsageError("--nodes x --gpus-per-node must be at most 65536 GPUs, got " +
+                     std::to_string(static_cast<long long>(nodes) * gpus_per_node));
+  }
+}
 
 struct ModelFlags {
   std::string traces;
@@ -89,6 +102,9 @@ void PrintRow(const SimulationResult& r) {
 }
 
 void RunSimulate(const SimulateFlags& f) {
+  CheckClusterSize(f.nodes, f.gpus_per_node);
+  if (!f.out.empty() && !f.compare) CheckWritable(f.out, "--out");
+  if (!f.plot.empty()) CheckWritable(f.plot, "--plot");
   ApplicationCatalog catalog = LoadCatalog(f.model);
   Result<std::vector<JobSpec>> workload = LoadWorkload(f.workload);
   ThrowIfError(workload.status());
@@ -157,6 +173,7 @@ struct WorkloadFlags {
 };
 
 void RunWorkload(const WorkloadFlags& f) {
+  CheckWritable(f.out, "--out");
   ApplicationCatalog catalog = LoadCatalog(f.model);
   Result<std::vector<PhillyJob>> trace = LoadPhillyTrace(f.from);
   ThrowIfError(trace.status());
@@ -177,6 +194,7 @@ struct BenchFlags {
 };
 
 void RunBench(const BenchFlags& f) {
+  CheckClusterSize(f.nodes, f.gpus_per_node);
   ApplicationCatalog catalog = LoadCatalog(f.model);
   Result<std::vector<JobSpec>> workload = LoadWorkload(f.workload);
   ThrowIfError(workload.status());
@@ -193,12 +211,7 @@ void RunBench(const BenchFlags& f) {
   }
 }
 
-}  // namespace
-
-void AddClusterCommand(CLI::App& app) {
-  auto* cluster = app.add_subcommand("cluster", "Elastic GPU-cluster scheduling: simulate policies on traces");
-  cluster->require_subcommand(1);
-
+void AddSimulate(CLI::App* cluster) {
   auto sim_flags = std::make_shared<SimulateFlags>();
   auto* sim =
       cluster->add_subcommand("simulate", "Run a scheduling policy on a workload in the trace-driven simulator");
@@ -215,64 +228,88 @@ void AddClusterCommand(CLI::App& app) {
   sim->add_flag("--timing", sim_flags->timing, "Print wall time and per-decision times");
   sim->add_option("--nodes", sim_flags->nodes, "Nodes in the cluster")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Bounded(1, kMaxNodes));
   sim->add_option("--gpus-per-node", sim_flags->gpus_per_node, "GPUs per node")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Bounded(1, kMaxGpusPerNode));
   sim->add_option("--interval", sim_flags->interval, "Seconds between scheduling rounds")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Bounded(1, 86400, "every round is a full scheduling decision"));
   sim->add_option("--realloc-cost", sim_flags->realloc_cost, "Seconds a job pauses when its placement changes")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(Bounded(0, 86400));
   sim->add_option("--tiresias-threshold", sim_flags->tiresias_threshold,
                   "Tiresias: GPU-seconds of attained service before demotion")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Bounded(0, 1e12));
   sim->add_option("--afsp-prior", sim_flags->afsp_prior,
                   "AFS-P: assumed remaining work of a new job, in seconds at one GPU")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Bounded(0, 1e9));
   sim->add_option("--stickiness-horizon", sim_flags->stickiness_horizon,
                   "AFS: seconds a new allocation is expected to last; a running job is resized only if that gains "
                   "more than cost / horizon in throughput (0 disables)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(Bounded(0, 1e9));
   AddConfigOption(sim);
-  sim->callback([sim_flags] { RunSimulate(*sim_flags); });
+  sim->callback([sim, sim_flags] {
+    if (ApplyConfigAndMaybePrint(sim)) return;
+    RunSimulate(*sim_flags);
+  });
+}
 
+void AddWorkload(CLI::App* cluster) {
   auto wl_flags = std::make_shared<WorkloadFlags>();
   auto* wl = cluster->add_subcommand("workload", "Synthesise a workload from the Philly trace");
   AddModelFlags(wl, &wl_flags->model);
   wl->add_option("--from", wl_flags->from, "philly.csv (timestamp,duration,num_gpus,gpu_time,cluster)")->required();
   wl->add_option("--out", wl_flags->out, "Workload CSV to write")->required();
-  wl->add_option("--jobs", wl_flags->gen.num_jobs, "Number of jobs")->capture_default_str()->check(CLI::PositiveNumber);
+  wl->add_option("--jobs", wl_flags->gen.num_jobs, "Number of jobs")
+      ->capture_default_str()
+      ->check(Bounded(1, kMaxJobs));
   wl->add_option("--gpus", wl_flags->gen.cluster_gpus, "GPUs in the target cluster")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Bounded(1, kMaxGpus));
   wl->add_option("--gpus-per-node", wl_flags->gen.gpus_per_node, "GPUs per node")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Bounded(1, kMaxGpusPerNode));
   wl->add_option("--load", wl_flags->gen.load, "Offered load: requested GPU-time / (GPUs x span)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Bounded(1e-3, 100));
   wl->add_option("--seed", wl_flags->gen.seed, "Seed for the window of the trace")->capture_default_str();
   AddConfigOption(wl);
-  wl->callback([wl_flags] { RunWorkload(*wl_flags); });
+  wl->callback([wl, wl_flags] {
+    if (ApplyConfigAndMaybePrint(wl)) return;
+    RunWorkload(*wl_flags);
+  });
+}
 
+void AddBench(CLI::App* cluster) {
   auto bench_flags = std::make_shared<BenchFlags>();
   auto* bench = cluster->add_subcommand("bench", "Time one scheduling decision with many active jobs");
   AddModelFlags(bench, &bench_flags->model);
   bench->add_option("--workload", bench_flags->workload, "Workload CSV whose first --jobs jobs are made active")
       ->required();
   bench->add_option("--policy", bench_flags->policy, "Policy name or 'all'")->capture_default_str();
-  bench->add_option("--jobs", bench_flags->jobs, "Active jobs")->capture_default_str()->check(CLI::PositiveNumber);
-  bench->add_option("--nodes", bench_flags->nodes, "Nodes")->capture_default_str()->check(CLI::PositiveNumber);
+  bench->add_option("--jobs", bench_flags->jobs, "Active jobs")->capture_default_str()->check(Bounded(1, kMaxJobs));
+  bench->add_option("--nodes", bench_flags->nodes, "Nodes")->capture_default_str()->check(Bounded(1, kMaxNodes));
   bench->add_option("--gpus-per-node", bench_flags->gpus_per_node, "GPUs per node")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Bounded(1, kMaxGpusPerNode));
   bench->add_option("--repetitions", bench_flags->repetitions, "Timed decisions")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Bounded(1, 10000));
   bench->callback([bench_flags] { RunBench(*bench_flags); });
+}
+
+}  // namespace
+
+void AddClusterCommand(CLI::App& app) {
+  auto* cluster = app.add_subcommand("cluster", "Elastic GPU-cluster scheduling: simulate policies on traces");
+  cluster->require_subcommand(1);
+  AddSimulate(cluster);
+  AddWorkload(cluster);
+  AddBench(cluster);
 }
 
 }  // namespace frugal::cli

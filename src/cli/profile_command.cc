@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "commands.h"
+#include "input_checks.h"
 #include "frugal/profiler/profiler.h"
 #include "frugal/sim/cost_model.h"
 
@@ -22,15 +23,21 @@ void AddProfileCommand(CLI::App& app) {
       "profile", "Time a model's operators on this machine's LibTorch device (for frugal plan --profile-db)");
   cmd->option_defaults()->always_capture_default();
   cmd->add_option("--model", f->model, "Built-in model (mlp, cnn, resnet18, gpt-*)");
-  cmd->add_option("--micro-batch", f->micro_batch, "Micro-batch size of the timed operators");
-  cmd->add_option("--tp", f->tp, "Tensor parallelism of the operator shapes");
+  // Every operator's tensors are allocated at this micro-batch: the bound
+  // keeps a typo from asking LibTorch for terabytes.
+  cmd->add_option("--micro-batch", f->micro_batch, "Micro-batch size of the timed operators")
+      ->check(Bounded(1, 1 << 16, "the timed tensors must fit in memory"));
+  cmd->add_option("--tp", f->tp, "Tensor parallelism of the operator shapes")->check(Bounded(1, 1024));
   cmd->add_option("--out", f->out, "Profile database CSV to write");
   cmd->add_option("--hardware-out", f->hardware_out,
                   "Also measure peak GEMM rate, memory bandwidth and Frugal's CPU stages and write a hardware TOML");
   cmd->add_option("--device", f->options.device, "LibTorch device");
-  cmd->add_option("--repeats", f->options.repeats, "Timed runs per operator (median kept)");
-  cmd->add_option("--warmup", f->options.warmup, "Untimed runs per operator");
+  cmd->add_option("--repeats", f->options.repeats, "Timed runs per operator (median kept)")
+      ->check(Bounded(1, 10000));
+  cmd->add_option("--warmup", f->options.warmup, "Untimed runs per operator")->check(Bounded(0, 10000));
   cmd->callback([f] {
+    CheckWritable(f->out, "--out");
+    if (!f->hardware_out.empty()) CheckWritable(f->hardware_out, "--hardware-out");
     auto model = sim::BuiltinModel(f->model);
     ThrowIfError(model.status());
     sim::WorkloadOptions w;

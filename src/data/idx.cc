@@ -34,7 +34,12 @@ Result<std::vector<uint8_t>> ReadPlainFile(const std::string& path) {
   uint8_t buf[1 << 16];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) out.insert(out.end(), buf, buf + n);
-  if (std::ferror(f.get())) return Status::IOError(path + ": read failed");
+  if (std::ferror(f.get())) {
+    // fopen opens a directory on Linux; reading it fails with EISDIR. That is
+    // the user's mistake (a wrong path), not an I/O fault.
+    if (errno == EISDIR) return Status::InvalidArgument(path + ": is a directory, not an idx file");
+    return Status::IOError(path + ": read failed");
+  }
   return out;
 }
 

@@ -38,10 +38,34 @@ double MedianSeconds(const torch::Device& device, int warmup, int repeats, Fn fn
   return times[times.size() / 2];
 }
 
+// The device string as LibTorch reads it; a typo or a missing GPU is the
+// user's mistake (InvalidArgument), not a LibTorch fault.
+Status CheckDevice(const std::string& name) {
+  try {
+    const torch::Device device(name);
+    if (device.is_cuda() && !torch::cuda::is_available()) {
+      return Status::InvalidArgument("--device " + name + ": CUDA is not available on this machine");
+    }
+  } catch (const c10::Error&) {
+    return Status::InvalidArgument("--device: '" + name + "' is not a device (try cpu or cuda:0)");
+  }
+  return Status::Ok();
+}
+
+// Bound on timed and untimed runs: each one runs every operator once.
+constexpr int kMaxRuns = 10000;
+
+Status CheckOptions(const ProfileOptions& o) {
+  if (o.repeats < 1 || o.warmup < 0 || o.repeats > kMaxRuns || o.warmup > kMaxRuns) {
+    return Status::InvalidArgument("--repeats must be in [1, 10000] and --warmup in [0, 10000]");
+  }
+  return CheckDevice(o.device);
+}
+
 }  // namespace
 
 Result<std::vector<OpTiming>> ProfileOperators(const std::vector<sim::Operator>& ops, const ProfileOptions& o) {
-  if (o.repeats < 1 || o.warmup < 0) return Status::InvalidArgument("--repeats must be >= 1 and --warmup >= 0");
+  FRUGAL_RETURN_IF_ERROR(CheckOptions(o));
   std::vector<OpTiming> out;
   try {
     torch::Device device(o.device);
@@ -94,6 +118,7 @@ std::string ProfileCsv(const std::vector<OpTiming>& timings, const std::string& 
 }
 
 Result<MachineMeasurement> MeasureMachine(const ProfileOptions& o) {
+  FRUGAL_RETURN_IF_ERROR(CheckOptions(o));
   MachineMeasurement m;
   try {
     torch::Device device(o.device);

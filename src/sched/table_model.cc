@@ -50,8 +50,14 @@ Status LoadThroughputTable(const std::string& path, ApplicationCatalog* catalog)
     FRUGAL_ASSIGN_OR_RETURN(double total, t.Number(r, c_tot));
     FRUGAL_ASSIGN_OR_RETURN(long long n, t.Integer(r, c_n));
     FRUGAL_ASSIGN_OR_RETURN(double sps, t.Number(r, c_s));
-    if (total <= 0 || n <= 0 || sps <= 0) {
-      return Status::Corruption(t.Where(r) + ": total_samples, num_gpus and samples_per_s must be positive");
+    // Bounds far beyond real jobs (ImageNet x 1e6 samples, 65536 GPUs), so a
+    // typo is named here instead of stalling the simulation.
+    if (total <= 0 || n <= 0 || sps <= 0 || total > 1e15 || n > 65536 || sps < 1e-6 || sps > 1e12) {
+      return Status::Corruption(t.Where(r) + ": total_samples must be in (0, 1e15], num_gpus in [1, 65536] and "
+                                "samples_per_s in [1e-6, 1e12]");
+    }
+    if (total / sps > 1e8 * n) {
+      return Status::Corruption(t.Where(r) + ": total_samples / samples_per_s is over 1e8 s (three years) per GPU");
     }
     auto [it, inserted] = apps.try_emplace(name);
     if (inserted) {

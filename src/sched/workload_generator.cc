@@ -61,12 +61,15 @@ Result<std::vector<PhillyJob>> LoadPhillyTrace(const std::string& path) {
     FRUGAL_ASSIGN_OR_RETURN(j.duration, t.Number(r, c_du));
     FRUGAL_ASSIGN_OR_RETURN(long long g, t.Integer(r, c_ng));
     FRUGAL_ASSIGN_OR_RETURN(j.gpu_time, t.Number(r, c_gt));
-    if (j.duration < 0 || g <= 0 || j.gpu_time < 0) {
-      return Status::Corruption(t.Where(r) + ": duration and gpu_time must be >= 0, num_gpus > 0");
+    // Bounds: three years of run time, 65536 GPUs, far beyond the trace's jobs.
+    if (j.duration < 0 || g <= 0 || j.gpu_time < 0 || j.duration > 1e8 || g > 65536 || j.gpu_time > 1e8 * g) {
+      return Status::Corruption(t.Where(r) + ": duration must be in [0, 1e8] s, num_gpus in [1, 65536] and "
+                                "gpu_time in [0, 1e8 x num_gpus] s");
     }
     j.num_gpus = static_cast<int>(g);
     if (j.duration > 0 && j.gpu_time > 0) jobs.push_back(j);
   }
+  if (jobs.empty()) return Status::Corruption(path + ": no jobs with positive duration and gpu_time");
   std::stable_sort(jobs.begin(), jobs.end(),
                    [](const PhillyJob& a, const PhillyJob& b) { return a.submit_time < b.submit_time; });
   return jobs;

@@ -133,8 +133,16 @@ Result<ProfileDatabase> ProfileDatabase::ParseCsv(const std::string& text, const
   for (size_t r = 0; r < table.NumRows(); ++r) {
     const std::optional<double> forward_us = ParseFiniteNumber(table.Field(r, 1));
     const std::optional<double> backward_us = ParseFiniteNumber(table.Field(r, 2));
-    if (!forward_us || !backward_us || *forward_us < 0 || *backward_us < 0) {
-      return table.Error(r, "times must be non-negative numbers");
+    // 1e10 us (about 3 hours) per operator is far beyond any kernel; a larger
+    // value is a unit mistake, not a measurement.
+    constexpr double kMaxUs = 1e10;
+    if (!forward_us || !backward_us || *forward_us < 0 || *backward_us < 0 || *forward_us > kMaxUs ||
+        *backward_us > kMaxUs) {
+      return table.Error(r, "times must be numbers in [0, 1e10] microseconds");
+    }
+    const std::string& key = table.Field(r, 0);
+    if (key.empty() || !std::all_of(key.begin(), key.end(), [](char c) { return c >= ' ' && c < 127; })) {
+      return table.Error(r, "operator key must be printable ASCII (as frugal plan ops writes it)");
     }
     db.Put(table.Field(r, 0), *forward_us * 1e-6, *backward_us * 1e-6);
   }

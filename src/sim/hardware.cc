@@ -1,9 +1,12 @@
 #include "frugal/sim/hardware.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <toml.hpp>
@@ -91,33 +94,40 @@ std::vector<HardwareSpec> Builtins() {
 }
 
 // The TOML schema: (table, key) -> field. One place, so parse and write agree.
+// Each value must be finite and in [lo, hi] (and above lo when lo_open):
+// rates and sizes the cost model divides by are positive, fractions of a peak
+// are at most 1, and the upper bounds sit far above any real machine, so that
+// a typo (1e308) is named instead of turning predictions into inf or 0.
 struct Field {
   const char* table;
   const char* key;
   std::function<double&(HardwareSpec&)> ref;
+  double lo = 0;
+  double hi = 0;
+  bool lo_open = true;
 };
 
 std::vector<Field> Schema() {
   return {
-      {"device", "peak_tflops_fp16", [](HardwareSpec& h) -> double& { return h.device.peak_tflops_fp16; }},
-      {"device", "peak_tflops_fp32", [](HardwareSpec& h) -> double& { return h.device.peak_tflops_fp32; }},
-      {"device", "memory_gb", [](HardwareSpec& h) -> double& { return h.device.memory_gb; }},
-      {"device", "memory_bandwidth_gbs", [](HardwareSpec& h) -> double& { return h.device.memory_bandwidth_gbs; }},
-      {"efficiency", "matmul_max", [](HardwareSpec& h) -> double& { return h.efficiency.matmul_max; }},
-      {"efficiency", "matmul_half_dim", [](HardwareSpec& h) -> double& { return h.efficiency.matmul_half_dim; }},
-      {"efficiency", "memory", [](HardwareSpec& h) -> double& { return h.efficiency.memory; }},
-      {"efficiency", "intra_link", [](HardwareSpec& h) -> double& { return h.efficiency.intra_link; }},
-      {"efficiency", "inter_link", [](HardwareSpec& h) -> double& { return h.efficiency.inter_link; }},
-      {"efficiency", "kernel_overhead_us", [](HardwareSpec& h) -> double& { return h.efficiency.kernel_overhead_us; }},
-      {"efficiency", "reserved_memory_gb", [](HardwareSpec& h) -> double& { return h.efficiency.reserved_memory_gb; }},
-      {"node", "intra_link_gbs", [](HardwareSpec& h) -> double& { return h.intra_link_gbs; }},
-      {"node", "intra_latency_us", [](HardwareSpec& h) -> double& { return h.intra_latency_us; }},
-      {"network", "inter_node_gbps", [](HardwareSpec& h) -> double& { return h.inter_node_gbps; }},
-      {"network", "inter_latency_us", [](HardwareSpec& h) -> double& { return h.inter_latency_us; }},
-      {"host", "cpu_sparsify_gbs", [](HardwareSpec& h) -> double& { return h.host.cpu_sparsify_gbs; }},
-      {"host", "cpu_optimizer_gbs", [](HardwareSpec& h) -> double& { return h.host.cpu_optimizer_gbs; }},
-      {"host", "pcie_gbs", [](HardwareSpec& h) -> double& { return h.host.pcie_gbs; }},
-      {"cost", "price_per_gpu_hour", [](HardwareSpec& h) -> double& { return h.price_per_gpu_hour; }},
+      {"device", "peak_tflops_fp16", [](HardwareSpec& h) -> double& { return h.device.peak_tflops_fp16; }, 0, 100000, true},
+      {"device", "peak_tflops_fp32", [](HardwareSpec& h) -> double& { return h.device.peak_tflops_fp32; }, 0, 100000, true},
+      {"device", "memory_gb", [](HardwareSpec& h) -> double& { return h.device.memory_gb; }, 0, 100000, true},
+      {"device", "memory_bandwidth_gbs", [](HardwareSpec& h) -> double& { return h.device.memory_bandwidth_gbs; }, 0, 1e+06, true},
+      {"efficiency", "matmul_max", [](HardwareSpec& h) -> double& { return h.efficiency.matmul_max; }, 0, 1, true},
+      {"efficiency", "matmul_half_dim", [](HardwareSpec& h) -> double& { return h.efficiency.matmul_half_dim; }, 0, 100000, false},
+      {"efficiency", "memory", [](HardwareSpec& h) -> double& { return h.efficiency.memory; }, 0, 1, true},
+      {"efficiency", "intra_link", [](HardwareSpec& h) -> double& { return h.efficiency.intra_link; }, 0, 1, true},
+      {"efficiency", "inter_link", [](HardwareSpec& h) -> double& { return h.efficiency.inter_link; }, 0, 1, true},
+      {"efficiency", "kernel_overhead_us", [](HardwareSpec& h) -> double& { return h.efficiency.kernel_overhead_us; }, 0, 1e+06, false},
+      {"efficiency", "reserved_memory_gb", [](HardwareSpec& h) -> double& { return h.efficiency.reserved_memory_gb; }, 0, 100000, false},
+      {"node", "intra_link_gbs", [](HardwareSpec& h) -> double& { return h.intra_link_gbs; }, 0, 100000, true},
+      {"node", "intra_latency_us", [](HardwareSpec& h) -> double& { return h.intra_latency_us; }, 0, 1e+07, false},
+      {"network", "inter_node_gbps", [](HardwareSpec& h) -> double& { return h.inter_node_gbps; }, 0, 1e+07, true},
+      {"network", "inter_latency_us", [](HardwareSpec& h) -> double& { return h.inter_latency_us; }, 0, 1e+07, false},
+      {"host", "cpu_sparsify_gbs", [](HardwareSpec& h) -> double& { return h.host.cpu_sparsify_gbs; }, 0, 100000, true},
+      {"host", "cpu_optimizer_gbs", [](HardwareSpec& h) -> double& { return h.host.cpu_optimizer_gbs; }, 0, 100000, true},
+      {"host", "pcie_gbs", [](HardwareSpec& h) -> double& { return h.host.pcie_gbs; }, 0, 100000, true},
+      {"cost", "price_per_gpu_hour", [](HardwareSpec& h) -> double& { return h.price_per_gpu_hour; }, 0, 1e+06, false},
   };
 }
 
@@ -146,82 +156,131 @@ std::vector<std::string> BuiltinHardwareNames() {
   return names;
 }
 
-Result<HardwareSpec> ParseHardwareToml(const std::string& text, const std::string& source_name) {
-  toml::value root;
+namespace {
+
+// Bound on GPUs per node: the largest NVLink/NVSwitch domains sold hold a few
+// hundred GPUs; beyond that the per-GPU share of a node's NIC is meaningless.
+constexpr int64_t kMaxGpusPerNode = 1024;
+
+// "file:line: " of a value of the parsed document.
+std::string At(const std::string& source, const toml::value& v) {
+  return source + ":" + std::to_string(v.location().line()) + ": ";
+}
+
+Result<toml::value> ParseDocument(const std::string& text, const std::string& source) {
   try {
     std::istringstream in(text);
-    root = toml::parse(in, source_name);
+    return toml::parse(in, source);
+  } catch (const toml::exception& e) {
+    // toml11 explains over several lines; keep the first, after its "[error] " tag.
+    std::string what = e.what();
+    what = what.substr(0, what.find('\n'));
+    if (what.rfind("[error] ", 0) == 0) what = what.substr(8);
+    return Status::InvalidArgument(source + ":" + std::to_string(e.location().line()) + ": " + what);
   } catch (const std::exception& e) {
-    return Status::InvalidArgument(std::string("hardware description: ") + e.what());
+    std::string what = e.what();
+    return Status::InvalidArgument(source + ": " + what.substr(0, what.find('\n')));
   }
+}
+
+Status ParseGpusPerNode(const std::string& source, const std::string& key, const toml::value& v, HardwareSpec* hw) {
+  if (!v.is_integer() || v.as_integer() <= 0 || v.as_integer() > kMaxGpusPerNode) {
+    return Status::InvalidArgument(At(source, v) + "'" + key + "' must be an integer in [1, " +
+                                   std::to_string(kMaxGpusPerNode) + "]");
+  }
+  hw->gpus_per_node = static_cast<int>(v.as_integer());
+  return Status::Ok();
+}
+
+Status ParseField(const std::string& source, const Field& f, const toml::value& v, HardwareSpec* hw) {
+  const std::string full = std::string(f.table) + "." + f.key;
+  if (!v.is_floating() && !v.is_integer()) return Status::InvalidArgument(At(source, v) + "'" + full + "' must be a number");
+  const double x = v.is_floating() ? v.as_floating() : static_cast<double>(v.as_integer());
+  if (!std::isfinite(x) || x < f.lo || (f.lo_open && x <= f.lo) || x > f.hi) {
+    char range[96];
+    std::snprintf(range, sizeof range, "%s%g, %g]", f.lo_open ? "(" : "[", f.lo, f.hi);
+    return Status::InvalidArgument(At(source, v) + "'" + full + "' must be a finite number in " + range + ", got " +
+                                   toml::format(v));
+  }
+  f.ref(*hw) = x;
+  return Status::Ok();
+}
+
+// One [table] of the file; `seen` collects the "table.key" names given.
+Status ParseTable(const std::string& source, const std::string& key, const toml::value& value,
+                  const std::vector<Field>& schema, HardwareSpec* hw, std::set<std::string>* seen) {
+  for (const auto& [sub, v] : value.as_table()) {
+    const std::string full = key + "." + sub;
+    seen->insert(full);
+    if (key == "node" && sub == "gpus_per_node") {
+      FRUGAL_RETURN_IF_ERROR(ParseGpusPerNode(source, full, v, hw));
+      continue;
+    }
+    auto f = std::find_if(schema.begin(), schema.end(), [&](const Field& x) { return key == x.table && sub == x.key; });
+    if (f == schema.end()) return Status::InvalidArgument(At(source, v) + "unknown key '" + full + "'");
+    FRUGAL_RETURN_IF_ERROR(ParseField(source, *f, v, hw));
+  }
+  return Status::Ok();
+}
+
+// Without `base`, nothing falls back to a default: a file cut short, or one
+// missing a key, would otherwise predict with made-up figures.
+Status CheckComplete(const std::string& text, const std::string& source, const toml::table& top,
+                     const std::vector<Field>& schema, const std::set<std::string>& seen) {
+  std::vector<std::pair<std::string, std::string>> required;  // In the order of the file HardwareToToml writes.
+  for (const Field& f : schema) {
+    if (std::string(f.table) == "node" && required.back().first != "node") required.emplace_back("node", "gpus_per_node");
+    required.emplace_back(f.table, f.key);
+  }
+  for (const auto& [table, key] : required) {
+    if (seen.count(table + "." + key) > 0 || (table == "node" && key == "gpus_per_node" && seen.count(key) > 0)) {
+      continue;
+    }
+    auto it = top.find(table);
+    const int line = it != top.end() ? static_cast<int>(it->second.location().line())
+                                     : static_cast<int>(std::count(text.begin(), text.end(), '\n')) + 1;
+    return Status::InvalidArgument(source + ":" + std::to_string(line) + ": missing key '" + table + "." + key +
+                                   "' (a description without base = \"<built-in>\" gives every key; "
+                                   "see docs/planner.md)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<HardwareSpec> ParseHardwareToml(const std::string& text, const std::string& source_name) {
+  FRUGAL_ASSIGN_OR_RETURN(toml::value root, ParseDocument(text, source_name));
   if (!root.is_table()) return Status::InvalidArgument(source_name + ": not a TOML table");
   HardwareSpec hw;
   const toml::table& top = root.as_table();
   auto it = top.find("base");
-  if (it != top.end()) {
-    if (!it->second.is_string()) return Status::InvalidArgument(source_name + ": 'base' must be a string");
+  const bool has_base = it != top.end();
+  if (has_base) {
+    if (!it->second.is_string()) return Status::InvalidArgument(At(source_name, it->second) + "'base' must be a string");
     FRUGAL_ASSIGN_OR_RETURN(hw, BuiltinHardware(it->second.as_string().str));
   }
   hw.name = source_name;
   const std::vector<Field> schema = Schema();
+  std::set<std::string> seen;
   for (const auto& [key, value] : top) {
+    seen.insert(key);
     if (key == "base") continue;
     if (key == "name") {
-      if (!value.is_string()) return Status::InvalidArgument(source_name + ": 'name' must be a string");
+      if (!value.is_string()) return Status::InvalidArgument(At(source_name, value) + "'name' must be a string");
       hw.name = value.as_string().str;
-      continue;
-    }
-    if (key == "gpus_per_node" || key == "is_cpu") {
-      // Accepted at top level for convenience; see below for [node].
-    } else if (!value.is_table()) {
-      return Status::InvalidArgument(source_name + ": unknown key '" + key + "'");
-    }
-    if (key == "is_cpu") {
-      if (!value.is_boolean()) return Status::InvalidArgument(source_name + ": 'is_cpu' must be true or false");
+    } else if (key == "is_cpu") {
+      if (!value.is_boolean()) return Status::InvalidArgument(At(source_name, value) + "'is_cpu' must be true or false");
       hw.is_cpu = value.as_boolean();
-      continue;
-    }
-    if (key == "gpus_per_node") {
-      if (!value.is_integer() || value.as_integer() <= 0) {
-        return Status::InvalidArgument(source_name + ": 'gpus_per_node' must be a positive integer");
-      }
-      hw.gpus_per_node = static_cast<int>(value.as_integer());
-      continue;
-    }
-    for (const auto& [sub, v] : value.as_table()) {
-      const std::string full = key + "." + sub;
-      if (key == "node" && sub == "gpus_per_node") {
-        if (!v.is_integer() || v.as_integer() <= 0) {
-          return Status::InvalidArgument(source_name + ": '" + full + "' must be a positive integer");
-        }
-        hw.gpus_per_node = static_cast<int>(v.as_integer());
-        continue;
-      }
-      bool found = false;
-      for (const Field& f : schema) {
-        if (key != f.table || sub != f.key) continue;
-        found = true;
-        if (v.is_floating()) {
-          f.ref(hw) = v.as_floating();
-        } else if (v.is_integer()) {
-          f.ref(hw) = static_cast<double>(v.as_integer());
-        } else {
-          return Status::InvalidArgument(source_name + ": '" + full + "' must be a number");
-        }
-        if (f.ref(hw) < 0) return Status::InvalidArgument(source_name + ": '" + full + "' must not be negative");
-      }
-      if (!found) return Status::InvalidArgument(source_name + ": unknown key '" + full + "'");
+    } else if (key == "gpus_per_node") {  // Accepted at top level for convenience, as in [node].
+      FRUGAL_RETURN_IF_ERROR(ParseGpusPerNode(source_name, key, value, &hw));
+    } else if (!value.is_table()) {
+      return Status::InvalidArgument(At(source_name, value) + "unknown key '" + key + "'");
+    } else {
+      FRUGAL_RETURN_IF_ERROR(ParseTable(source_name, key, value, schema, &hw, &seen));
     }
   }
+  if (!has_base) FRUGAL_RETURN_IF_ERROR(CheckComplete(text, source_name, top, schema, seen));
   if (hw.device.name.empty()) hw.device.name = hw.name;
-  if (hw.device.peak_tflops_fp16 <= 0 || hw.device.memory_bandwidth_gbs <= 0 || hw.device.memory_gb <= 0) {
-    return Status::InvalidArgument(source_name + ": device.peak_tflops_fp16, device.memory_gb and "
-                                   "device.memory_bandwidth_gbs must be positive (or set base = \"a100-80g\")");
-  }
-  if (hw.efficiency.matmul_max <= 0 || hw.efficiency.matmul_max > 1 || hw.efficiency.memory <= 0 ||
-      hw.efficiency.memory > 1 || hw.efficiency.intra_link <= 0 || hw.efficiency.inter_link <= 0) {
-    return Status::InvalidArgument(source_name + ": efficiency fractions must be in (0, 1]");
-  }
   return hw;
 }
 

@@ -39,10 +39,13 @@ class RowReader {
     return Status::Ok();
   }
 
-  Status PositiveInteger(int c, int64_t* out) const {
+  // At most `max`: the bounds sit far above any published configuration, so
+  // that a typo is named instead of simulated (or overflowing an int).
+  Status PositiveInteger(int c, int64_t* out, double max) const {
     double v = 0;
     FRUGAL_RETURN_IF_ERROR(Positive(c, &v));
     if (v != std::floor(v)) return Error(c, "must be an integer");
+    if (v > max) return Error(c, "must be at most " + std::to_string(static_cast<int64_t>(max)));
     *out = static_cast<int64_t>(v);
     return Status::Ok();
   }
@@ -80,16 +83,16 @@ Result<MeasuredRow> ParseRow(const CsvTable& table, size_t r, const std::vector<
   MeasuredRow row;
   row.line = table.Line(r);
   int64_t gpus = 0, heads = 0, layers = 0, tp = 0, dp = 0, pp = 0;
-  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kGpus, &gpus));
-  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kGlobalBatch, &row.global_batch));
-  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kMicroBatch, &row.micro_batch));
-  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kHidden, &row.hidden));
-  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kHeads, &heads));
-  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kLayers, &layers));
-  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kSeqLen, &row.seq_len));
-  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kTp, &tp));
-  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kDp, &dp));
-  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kPp, &pp));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kGpus, &gpus, 1 << 20));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kGlobalBatch, &row.global_batch, 1e9));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kMicroBatch, &row.micro_batch, 1 << 20));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kHidden, &row.hidden, 1 << 20));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kHeads, &heads, 10000));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kLayers, &layers, 10000));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kSeqLen, &row.seq_len, 1 << 24));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kTp, &tp, 1024));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kDp, &dp, 1 << 20));
+  FRUGAL_RETURN_IF_ERROR(in.PositiveInteger(kPp, &pp, 1024));
   FRUGAL_RETURN_IF_ERROR(in.Positive(kTimeMs, &row.iteration_ms));
   if (column_of[kParams] >= 0) FRUGAL_RETURN_IF_ERROR(in.Positive(kParams, &row.params_billion));
   row.gpus = static_cast<int>(gpus);

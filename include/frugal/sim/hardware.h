@@ -66,9 +66,12 @@ Result<HardwareSpec> BuiltinHardware(const std::string& name);
 std::vector<std::string> BuiltinHardwareNames();
 
 // `name_or_path`: a built-in name, or a path to a TOML file (contains '/' or
-// ends in .toml). Missing keys in a file keep the built-in defaults of
-// `base = "<builtin>"` when given, else the struct defaults. Unknown keys and
-// wrong types are errors naming the key.
+// ends in .toml). A file with `base = "<builtin>"` keeps that built-in's value
+// for every key it omits; a file without `base` must give every key (a file
+// cut short is an error, never silently defaulted). Every number must be
+// finite and within its key's range (rates and sizes positive, efficiency
+// fractions in (0, 1], gpus_per_node in [1, 1024]). Errors are
+// InvalidArgument "file:line: ..." naming the key (NotFound for a missing file).
 Result<HardwareSpec> LoadHardware(const std::string& name_or_path);
 Result<HardwareSpec> ParseHardwareToml(const std::string& text, const std::string& source_name);
 std::string HardwareToToml(const HardwareSpec& hw);

@@ -1,0 +1,46 @@
+// Parts shared by the `frugal plan` subcommands (plan_command.cc,
+// plan_search_command.cc): model flags, JSON output, list parsing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "frugal/sim/simulator.h"
+#include "frugal/sim/workload.h"
+
+namespace frugal::cli {
+
+template <typename T>
+T OrThrow(Result<T> r) {
+  ThrowIfError(r.status());
+  return std::move(r).value();
+}
+
+// Model flags shared by run, search, frugal and ops: a built-in name, or a custom GPT.
+struct ModelFlags {
+  std::string name = "gpt-1.3b";
+  int layers = 0;
+  int64_t hidden = 0;
+  int heads = 0;
+  int64_t seq_len = 0;
+  int64_t vocab = 0;
+
+  void Add(CLI::App* cmd);
+  sim::ModelSpec Resolve() const;
+};
+
+nlohmann::json ToJson(const sim::ParallelStrategy& s, const sim::IterationPrediction& p);
+
+// "a,b,,c" -> {a, b, c}; UsageError naming `flag` when nothing is left.
+std::vector<std::string> SplitList(const std::string& text, const std::string& flag);
+
+void AddSearch(CLI::App* plan);          // plan_search_command.cc
+void AddFrugal(CLI::App* plan);          // plan_search_command.cc
+void AddFrugalValidate(CLI::App* plan);  // plan_search_command.cc
+
+}  // namespace frugal::cli
