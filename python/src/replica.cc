@@ -2,12 +2,14 @@
 // Frugal's pipeline) for frugal.DistributedModel. Options arrive as Python
 // keyword arguments and are validated here, with the keyword names in the
 // messages; below this edge the engine's own checks hold.
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
 #include "bindings.h"
 #include "frugal/compress/sparsifier.h"
 #include "frugal/engine/replica.h"
+#include "frugal/engine/run_config.h"
 
 namespace frugal::python {
 
@@ -38,65 +40,52 @@ struct PyReplicaOptions {
   uint64_t seed = 1;
 };
 
-void Require(bool ok, const std::string& msg) {
-  if (!ok) throw py::value_error(msg);
+// The keywords are the run configuration's field names (engine/run_config.h):
+// they are set and validated through its field list, so Python takes the
+// same values, ranges and names as `frugal train`; messages name the
+// keyword instead of the flag.
+std::string KeywordMessage(std::string msg) {
+  std::vector<std::pair<std::string, std::string>> names;  // flag, keyword
+  engine::RunConfig probe;
+  engine::VisitFields(probe, [&](const Field& f, const auto&) { names.emplace_back(f.Flag(), f.key); });
+  // Longest first, so --lr-schedule is not read as --lr.
+  std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  for (const auto& [flag, key] : names) {
+    for (size_t pos; (pos = msg.find(flag)) != std::string::npos;) msg.replace(pos, flag.size(), key);
+  }
+  return msg;
 }
 
-std::string Num(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
+template <class T>
+void Set(engine::RunConfig* c, const char* key, const T& value) {
+  Status s = engine::SetOption(c, key, FieldToText(value));
+  if (!s.ok()) throw py::value_error(KeywordMessage(s.message()));
 }
 
 ReplicaOptions ToEngine(const PyReplicaOptions& p) {
-  Require(p.optimizer == "sgd" || p.optimizer == "adam" || p.optimizer == "adamw",
-          "optimizer must be 'sgd', 'adam' or 'adamw', got '" + p.optimizer + "'");
-  Require(p.lr >= 0, "lr must be >= 0, got " + Num(p.lr));
-  Require(p.density > 0 && p.density <= 1, "density must be in (0, 1], got " + Num(p.density));
-  if (auto s = compress::CreateSparsifier(p.sparsifier); !s.ok()) {
-    throw py::value_error("sparsifier: " + s.status().message());  // lists the known kinds
-  }
-  Require(p.staleness == 0 || p.staleness == 1, "staleness must be 0 or 1, got " + std::to_string(p.staleness));
-  Require(p.bucket_mb > 0, "bucket_mb must be > 0, got " + Num(p.bucket_mb));
-  Require(p.cpu_threads >= 1, "cpu_threads must be >= 1, got " + std::to_string(p.cpu_threads));
-  Require(p.timeout_s > 0, "timeout_s must be > 0, got " + Num(p.timeout_s));
-  Require(p.dgc_momentum >= 0 && p.dgc_momentum < 1, "dgc_momentum must be in [0, 1), got " + Num(p.dgc_momentum));
-  ReplicaOptions o;
-  engine::PipelineOptions& po = o.pipeline;
-  po.sparsifier = p.sparsifier;
-  po.density = p.density;
-  auto values = compress::ParseValueEncoding(p.value_encoding);
-  Require(values.ok(), "value_encoding must be 'fp32', 'fp16' or 'bf16', got '" + p.value_encoding + "'");
-  po.wire.values = *values;
-  po.wire.indices = p.sparsifier == "block" ? compress::IndexEncoding::kBlockId : compress::IndexEncoding::kDeltaVarint;
-  po.staleness = p.staleness;
-  po.cpu_threads = p.cpu_threads;
-  po.dgc_momentum = static_cast<float>(p.dgc_momentum);
-  po.optimizer.kind = p.optimizer;
-  po.optimizer.lr = p.lr;
-  po.optimizer.momentum = p.momentum;
-  po.optimizer.dampening = p.dampening;
-  po.optimizer.nesterov = p.nesterov;
-  po.optimizer.weight_decay = p.weight_decay;
-  po.optimizer.beta1 = p.beta1;
-  po.optimizer.beta2 = p.beta2;
-  po.optimizer.eps = p.eps;
-  if (p.exchange == "auto") {
-    po.exchange.algorithm = comm::ExchangeAlgorithm::kAuto;
-  } else if (p.exchange == "flat") {
-    po.exchange.algorithm = comm::ExchangeAlgorithm::kFlat;
-  } else if (p.exchange == "hierarchical") {
-    po.exchange.algorithm = comm::ExchangeAlgorithm::kHierarchical;
-  } else {
-    throw py::value_error("exchange must be 'auto', 'flat' or 'hierarchical', got '" + p.exchange + "'");
-  }
-  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(p.timeout_s * 1000));
-  po.exchange.timeout = o.timeout;
-  po.seed = p.seed;
+  engine::RunConfig c;
+  Set(&c, "optimizer", p.optimizer);
+  Set(&c, "lr", p.lr);
+  Set(&c, "momentum", p.momentum);
+  Set(&c, "dampening", p.dampening);
+  Set(&c, "nesterov", p.nesterov);
+  Set(&c, "weight_decay", p.weight_decay);
+  Set(&c, "beta1", p.beta1);
+  Set(&c, "beta2", p.beta2);
+  Set(&c, "eps", p.eps);
+  Set(&c, "density", p.density);
+  Set(&c, "sparsifier", p.sparsifier);
+  Set(&c, "value_encoding", p.value_encoding);
+  Set(&c, "staleness", p.staleness);
+  Set(&c, "bucket_mb", p.bucket_mb);
+  Set(&c, "cpu_threads", p.cpu_threads);
+  Set(&c, "exchange", p.exchange);
+  Set(&c, "dgc_momentum", p.dgc_momentum);
+  Set(&c, "timeout_s", p.timeout_s);
+  Set(&c, "seed", p.seed);
+  if (Status s = engine::Validate(c); !s.ok()) throw py::value_error(KeywordMessage(s.message()));
   const double lr = p.lr;  // constant; DistributedModel.set_lr changes it through SetFrom
-  po.lr_at = [lr](int64_t) { return lr; };
-  o.bucket_mb = p.bucket_mb;
-  return o;
+  return engine::MakeReplicaOptions(c, [lr](int64_t) { return lr; });
 }
 
 std::unique_ptr<Replica> Create(World& world, std::vector<std::pair<std::string, torch::Tensor>> params,

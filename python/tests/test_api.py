@@ -22,14 +22,15 @@ def test_init_without_launcher_is_a_world_of_one():
 @pytest.mark.parametrize("kwargs,message", [
     (dict(density=0), "density must be in (0, 1], got 0"),
     (dict(density=1.5), "density must be in (0, 1]"),
-    (dict(optimizer="rmsprop"), "optimizer must be 'sgd', 'adam' or 'adamw', got 'rmsprop'"),
+    (dict(optimizer="rmsprop"), "optimizer: unknown value 'rmsprop' (known: sgd, adam, adamw)"),
     (dict(sparsifier="magic"), "magic"),
-    (dict(value_encoding="int8"), "value_encoding must be"),
-    (dict(staleness=2), "staleness must be 0 or 1"),
-    (dict(lr=-1.0), "lr must be >= 0"),
-    (dict(bucket_mb=0), "bucket_mb must be > 0"),
-    (dict(exchange="ring"), "exchange must be"),
-    (dict(timeout_s=0), "timeout_s must be > 0"),
+    (dict(value_encoding="int8"), "value_encoding: unknown value 'int8'"),
+    (dict(staleness=2), "staleness must be in [0, 1], got 2"),
+    (dict(lr=-1.0), "lr must be > 0, got -1"),
+    (dict(momentum=float("nan")), "momentum must be in [0, 1), got nan"),
+    (dict(bucket_mb=0), "bucket_mb must be in (0, 4096], got 0"),
+    (dict(exchange="ring"), "exchange: unknown value 'ring'"),
+    (dict(timeout_s=0), "timeout_s must be in (0, 86400], got 0"),
 ])
 @needs_replica
 def test_bad_arguments_raise_value_error(kwargs, message):

@@ -28,6 +28,35 @@ std::string Describe(comm::Transport& transport, int rank) { return transport.to
 
 }  // namespace
 
+ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(int64_t)> lr_at) {
+  const train::TrainOptions& t = config.train;
+  const DistributedOptions& d = config.distributed;
+  ReplicaOptions ro;
+  ro.bucket_mb = d.bucket_mb;
+  ro.timeout = TimeoutOf(d);
+  PipelineOptions& po = ro.pipeline;
+  po.sparsifier = NameOf(d.sparsifier);
+  po.density = d.density;
+  po.wire = WireFormatOf(d);
+  po.staleness = d.staleness;
+  po.cpu_threads = d.cpu_threads;
+  po.dgc_momentum = static_cast<float>(d.dgc_momentum);
+  po.optimizer.kind = NameOf(t.optimizer);
+  po.optimizer.lr = t.lr;
+  po.optimizer.weight_decay = t.weight_decay;
+  po.optimizer.momentum = t.momentum;
+  po.optimizer.dampening = t.dampening;
+  po.optimizer.nesterov = t.nesterov;
+  po.optimizer.beta1 = t.beta1;
+  po.optimizer.beta2 = t.beta2;
+  po.optimizer.eps = t.eps;
+  po.exchange.timeout = ro.timeout;
+  po.exchange.algorithm = d.exchange;
+  po.seed = t.seed;
+  po.lr_at = std::move(lr_at);
+  return ro;
+}
+
 BucketLayout BucketLayout::Pack(const std::vector<std::pair<std::string, size_t>>& named_numels,
                                 size_t bucket_floats) {
   BucketLayout layout;

@@ -150,30 +150,8 @@ Status Worker::Impl::PlanSteps() {
 }
 
 Status Worker::Impl::BuildReplica() {
-  ReplicaOptions ro;
-  ro.bucket_mb = dist.bucket_mb;
-  ro.timeout = timeout;
-  PipelineOptions& po = ro.pipeline;
-  po.sparsifier = NameOf(dist.sparsifier);
-  po.density = dist.density;
-  po.wire = WireFormatOf(dist);
-  po.staleness = dist.staleness;
-  po.cpu_threads = dist.cpu_threads;
-  po.dgc_momentum = static_cast<float>(dist.dgc_momentum);
-  po.optimizer.kind = NameOf(options.optimizer);
-  po.optimizer.lr = options.lr;
-  po.optimizer.weight_decay = options.weight_decay;
-  po.optimizer.momentum = options.momentum;
-  po.optimizer.dampening = options.dampening;
-  po.optimizer.nesterov = options.nesterov;
-  po.optimizer.beta1 = options.beta1;
-  po.optimizer.beta2 = options.beta2;
-  po.optimizer.eps = options.eps;
-  po.exchange.timeout = timeout;
-  po.exchange.algorithm = dist.exchange;
-  po.seed = options.seed;
   const train::LrSchedule* sch = schedule.get();
-  po.lr_at = [sch](int64_t t) { return sch->At(t); };
+  ReplicaOptions ro = MakeReplicaOptions(config, [sch](int64_t t) { return sch->At(t); });
   std::vector<std::pair<std::string, torch::Tensor>> params;
   for (const auto& item : model->named_parameters(/*recurse=*/true)) params.emplace_back(item.key(), item.value());
   FRUGAL_ASSIGN_OR_RETURN(replica, Replica::Create(ro, std::move(params), transport.get()));

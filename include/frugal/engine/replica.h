@@ -32,6 +32,7 @@
 #include "frugal/comm/transport.h"
 #include "frugal/common/status.h"
 #include "frugal/engine/gradient_pipeline.h"
+#include "frugal/engine/run_config.h"
 
 namespace frugal::engine {
 
@@ -40,6 +41,11 @@ struct ReplicaOptions {
   double bucket_mb = 4.0;                    // bucket capacity in MB of fp32; a parameter is never split
   std::chrono::milliseconds timeout{60000};  // bound on every control message wait
 };
+
+// The replica's options from a run configuration (the C++ worker and the
+// Python DistributedModel both build them here); lr_at gives the learning
+// rate of iteration t. REQUIRES: Validate(config) is Ok.
+ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(int64_t)> lr_at);
 
 // Where one parameter lives inside the flat buckets.
 struct ParamSlot {
