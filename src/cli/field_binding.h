@@ -20,7 +20,8 @@ struct FlagBinder {
     const std::string flag = f.Flag();
     if constexpr (std::is_same_v<T, bool>) {
       cmd->add_flag(flag + ",!--no-" + flag.substr(2), value, f.help)->group(f.group);
-    } else if constexpr (std::is_enum_v<T>) {
+    } else if constexpr (std::is_enum_v<T> || std::is_unsigned_v<T>) {
+      // Parsed by the field list: enum names, and no silent wrap of "-1".
       Field field = f;
       cmd->add_option_function<std::string>(
              flag,

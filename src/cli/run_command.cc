@@ -33,6 +33,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "frugal/engine/run_config.h"
 #include "frugal/engine/launcher.h"
 
 extern char** environ;
@@ -160,7 +161,11 @@ bool IsStartable(const std::string& program) {
 void CheckFlags(const RunFlags& f, const std::vector<std::string>& clusters) {
   if (f.command.empty()) throw UsageError("frugal run needs a program: frugal run --workers N -- PROGRAM ARGS...");
   if (!IsStartable(f.command[0])) throw UsageError("cannot start " + f.command[0] + ": not an executable program");
-  if (f.workers < 1) throw UsageError("--workers must be >= 1");
+  if (f.workers < 1 || f.workers > engine::kMaxLocalWorkers) {
+    throw UsageError("--workers must be in [1, " + std::to_string(engine::kMaxLocalWorkers) + "], got " +
+                     std::to_string(f.workers) + " (frugal run starts every worker on this machine)");
+  }
+  if (f.threads < 0 || f.threads > 1024) throw UsageError("--threads must be in [0, 1024], got " + std::to_string(f.threads));
   if (!(f.timeout_s > 0)) throw UsageError("--timeout-s must be > 0");
   if (!(f.rendezvous_timeout_s > 0)) throw UsageError("--rendezvous-timeout-s must be > 0");
   if (!clusters.empty() && static_cast<int>(clusters.size()) != f.workers) {

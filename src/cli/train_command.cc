@@ -96,6 +96,10 @@ void LaunchLocal(engine::RunConfig& config, const std::string& local_clusters, c
   lo.timeout = engine::TimeoutOf(config.distributed);
   std::stringstream ss(local_clusters);
   for (std::string c; std::getline(ss, c, ',');) lo.clusters.push_back(c);
+  if (!lo.clusters.empty() && static_cast<int>(lo.clusters.size()) != lo.workers) {
+    throw UsageError("--local-clusters names " + std::to_string(lo.clusters.size()) + " clusters for " +
+                     std::to_string(lo.workers) + " workers");
+  }
   std::stringstream sl(local_slowdowns);
   for (std::string v; std::getline(sl, v, ',');) {
     char* end = nullptr;
@@ -187,6 +191,9 @@ void AddTrainCommand(CLI::App& app) {
     if (!flags->resume.empty()) {
       config.checkpoint.resume_from = NewestIntactCheckpoint(config);
       std::printf("resuming from %s\n", config.checkpoint.resume_from.c_str());
+    }
+    if (config.distributed.workers == 1 && !(flags->local_clusters.empty() && flags->local_slowdowns.empty())) {
+      throw UsageError("--local-clusters and --local-slowdowns describe several local workers: use --workers 2 or more");
     }
     const bool checkpoints = config.checkpoint.checkpoint_every > 0 || !config.checkpoint.resume_from.empty();
     if (checkpoints && config.distributed.workers == 1) {
