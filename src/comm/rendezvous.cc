@@ -69,107 +69,142 @@ Result<std::unique_ptr<RendezvousServer>> RendezvousServer::Bind(const std::stri
   return std::unique_ptr<RendezvousServer>(new RendezvousServer(std::move(impl)));
 }
 
+namespace {
+
+struct Registration {
+  zmq::message_t id;
+  PeerInfo info;  // info.rank = -1 until assigned.
+};
+
+void Reply(zmq::socket_t& router, const zmq::message_t& id, const json& body) {
+  zmq::message_t id_frame(id.data(), id.size());
+  SendRetrying(router, id_frame, zmq::send_flags::sndmore);
+  zmq::message_t body_frame(ToFrame(body));
+  SendRetrying(router, body_frame, zmq::send_flags::none);
+}
+
+std::string TimeoutMessage(const std::string& endpoint, size_t registered, const std::vector<bool>& taken,
+                           std::chrono::milliseconds timeout) {
+  const int n = static_cast<int>(taken.size());
+  std::string missing;
+  int unassigned = n - static_cast<int>(registered);
+  for (int r = 0; r < n; ++r) {
+    if (!taken[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return "rendezvous at " + endpoint + ": only " + std::to_string(registered) + " of " + std::to_string(n) +
+         " ranks registered within " + std::to_string(timeout.count()) + " ms; " + std::to_string(unassigned) +
+         " missing (free ranks: " + missing + ")";
+}
+
+// Waits up to `left` for one message; false when none arrived (or a signal
+// interrupted the receive) and the caller should poll again.
+bool ReceiveMessage(zmq::socket_t& router, std::chrono::milliseconds left, std::vector<zmq::message_t>* parts) {
+  zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
+  if (PollRetrying(&item, 1, left) == 0) return false;
+  try {
+    if (!zmq::recv_multipart(router, std::back_inserter(*parts), zmq::recv_flags::dontwait)) return false;
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return false;  // Note [Signals] in zmq/zmq_socket_setup.cc.
+    throw;
+  }
+  return true;
+}
+
+// Parses the registration in `body`; on failure returns false and sets `why`
+// to the reason sent back to the client.
+bool ParseRegistration(const zmq::message_t& body, const std::vector<bool>& taken, PeerInfo* info, std::string* why) {
+  const int n = static_cast<int>(taken.size());
+  json req = json::parse(body.to_string(), nullptr, /*allow_exceptions=*/false);
+  if (req.is_discarded() || !req.is_object() || !req.contains("rank") || !req["rank"].is_number_integer() ||
+      !req.contains("endpoint") || !req["endpoint"].is_string() || !req.contains("cluster") ||
+      !req["cluster"].is_string()) {
+    *why = "malformed registration; expected {\"rank\", \"endpoint\", \"cluster\"}";
+    return false;
+  }
+  const json& rank = req["rank"];
+  const bool in_range = rank.is_number_unsigned() ? rank.get<uint64_t>() < static_cast<uint64_t>(n)
+                                                  : rank.get<int64_t>() >= -1 && rank.get<int64_t>() < n;
+  if (!in_range) {
+    *why = "rank " + rank.dump() + " is outside the world of " + std::to_string(n) + " ranks";
+    return false;
+  }
+  // With CURVE the key is the one ZAP admitted on this connection: a
+  // rank cannot claim another's key.
+  *info = PeerInfo{rank.get<int>(), req["endpoint"].get<std::string>(), req["cluster"].get<std::string>(),
+                   PeerKeyOf(body)};
+  if (info->rank >= 0 && taken[info->rank]) {
+    *why = "rank " + std::to_string(info->rank) + " is already registered";
+    return false;
+  }
+  if (info->endpoint.empty() || info->cluster.empty() || info->endpoint.size() > 256 || info->cluster.size() > 256) {
+    *why = "registration needs an endpoint and a cluster name of 1 to 256 characters";
+    return false;
+  }
+  return true;
+}
+
+// Ranks that asked for any rank get the free ones in arrival order; returns
+// the table indexed by rank.
+std::vector<PeerInfo> AssignRanks(std::vector<Registration>* regs, std::vector<bool>* taken) {
+  int next_free = 0;
+  for (Registration& r : *regs) {
+    if (r.info.rank >= 0) continue;
+    while ((*taken)[next_free]) ++next_free;
+    r.info.rank = next_free;
+    (*taken)[next_free] = true;
+  }
+  std::vector<PeerInfo> table(taken->size());
+  for (const Registration& r : *regs) table[r.info.rank] = r.info;
+  return table;
+}
+
+}  // namespace
+
 Result<std::vector<PeerInfo>> RendezvousServer::Serve(std::chrono::milliseconds timeout) {
-  struct Registration {
-    zmq::message_t id;
-    PeerInfo info;  // info.rank = -1 until assigned.
-  };
   const int n = impl_->world_size;
   const auto deadline = Clock::now() + timeout;
+  const std::string& endpoint = impl_->endpoint;
   zmq::socket_t& router = impl_->router;
   std::vector<Registration> regs;
   std::vector<bool> taken(n, false);
   RateLimitedLog log(impl_->options.log);
 
-  auto reply = [&](const zmq::message_t& id, const json& body) {
-    zmq::message_t id_frame(id.data(), id.size());
-    SendRetrying(router, id_frame, zmq::send_flags::sndmore);
-    zmq::message_t body_frame(ToFrame(body));
-    SendRetrying(router, body_frame, zmq::send_flags::none);
-  };
-
   try {
     while (static_cast<int>(regs.size()) < n) {
       auto left = Remaining(deadline);
       if (left.count() == 0) {
-        std::string missing;
-        int unassigned = n - static_cast<int>(regs.size());
-        for (int r = 0; r < n; ++r) {
-          if (!taken[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        }
-        std::string msg = "rendezvous at " + impl_->endpoint + ": only " + std::to_string(regs.size()) + " of " +
-                          std::to_string(n) + " ranks registered within " + std::to_string(timeout.count()) +
-                          " ms; " + std::to_string(unassigned) + " missing (free ranks: " + missing + ")";
-        for (const Registration& r : regs) reply(r.id, json{{"error", msg}, {"code", "timeout"}});
+        std::string msg = TimeoutMessage(endpoint, regs.size(), taken, timeout);
+        for (const Registration& r : regs) Reply(router, r.id, json{{"error", msg}, {"code", "timeout"}});
         return Status::Timeout(msg);
       }
-      zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
-      if (PollRetrying(&item, 1, left) == 0) continue;
       std::vector<zmq::message_t> parts;
-      try {
-        if (!zmq::recv_multipart(router, std::back_inserter(parts), zmq::recv_flags::dontwait)) continue;
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;  // Note [Signals] in zmq/zmq_socket_setup.cc.
-        throw;
-      }
+      if (!ReceiveMessage(router, left, &parts)) continue;
       const std::string from = parts.empty() ? std::string("unknown address") : PeerAddressOf(parts.back());
       if (parts.size() != 2) {  // Not a rendezvous client (Note [Strangers] in zmq_transport.cc).
-        log.Report("rendezvous at " + impl_->endpoint + " dropped a message of " + std::to_string(parts.size()) +
+        log.Report("rendezvous at " + endpoint + " dropped a message of " + std::to_string(parts.size()) +
                    " frames from " + from);
         continue;
       }
-      json req = json::parse(parts[1].to_string(), nullptr, /*allow_exceptions=*/false);
-      auto reject = [&](const std::string& why) {
-        log.Report("rendezvous at " + impl_->endpoint + " rejected a registration from " + from + ": " + why);
-        reply(parts[0], json{{"error", why}});
-      };
-      if (req.is_discarded() || !req.is_object() || !req.contains("rank") || !req["rank"].is_number_integer() ||
-          !req.contains("endpoint") || !req["endpoint"].is_string() || !req.contains("cluster") ||
-          !req["cluster"].is_string()) {
-        reject("malformed registration; expected {\"rank\", \"endpoint\", \"cluster\"}");
-        continue;
-      }
-      const json& rank = req["rank"];
-      const bool in_range = rank.is_number_unsigned() ? rank.get<uint64_t>() < static_cast<uint64_t>(n)
-                                                      : rank.get<int64_t>() >= -1 && rank.get<int64_t>() < n;
-      if (!in_range) {
-        reject("rank " + rank.dump() + " is outside the world of " + std::to_string(n) + " ranks");
-        continue;
-      }
-      // With CURVE the key is the one ZAP admitted on this connection: a
-      // rank cannot claim another's key.
-      PeerInfo info{rank.get<int>(), req["endpoint"].get<std::string>(), req["cluster"].get<std::string>(),
-                    PeerKeyOf(parts[1])};
-      if (info.rank >= 0 && taken[info.rank]) {
-        reject("rank " + std::to_string(info.rank) + " is already registered");
-        continue;
-      }
-      if (info.endpoint.empty() || info.cluster.empty() || info.endpoint.size() > 256 || info.cluster.size() > 256) {
-        reject("registration needs an endpoint and a cluster name of 1 to 256 characters");
+      PeerInfo info;
+      std::string why;
+      if (!ParseRegistration(parts[1], taken, &info, &why)) {
+        log.Report("rendezvous at " + endpoint + " rejected a registration from " + from + ": " + why);
+        Reply(router, parts[0], json{{"error", why}});
         continue;
       }
       if (info.rank >= 0) taken[info.rank] = true;
       regs.push_back(Registration{std::move(parts[0]), std::move(info)});
     }
 
-    // Ranks that asked for any rank get the free ones in arrival order.
-    int next_free = 0;
-    for (Registration& r : regs) {
-      if (r.info.rank >= 0) continue;
-      while (taken[next_free]) ++next_free;
-      r.info.rank = next_free;
-      taken[next_free] = true;
-    }
-    std::vector<PeerInfo> table(n);
-    for (const Registration& r : regs) table[r.info.rank] = r.info;
+    std::vector<PeerInfo> table = AssignRanks(&regs, &taken);
     json peers = json::array();
     for (const PeerInfo& p : table) peers.push_back(PeerToJson(p));
     for (const Registration& r : regs) {
-      reply(r.id, json{{"version", kProtocolVersion}, {"rank", r.info.rank}, {"peers", peers}});
+      Reply(router, r.id, json{{"version", kProtocolVersion}, {"rank", r.info.rank}, {"peers", peers}});
     }
     return table;
   } catch (const zmq::error_t& e) {
-    return ZmqError("rendezvous at " + impl_->endpoint, e);
+    return ZmqError("rendezvous at " + endpoint, e);
   }
 }
 

@@ -51,9 +51,7 @@ class BlockSparsifier final : public Sparsifier {
     FRUGAL_RETURN_IF_ERROR(CheckSparsifyArgs(n, density, options_.tensor_name));
     out->Clear(n);
     const size_t k = TargetCount(n, density);
-    const size_t full_blocks = n / kBlockSize;
-    const size_t tail = n % kBlockSize;
-    const size_t num_blocks = full_blocks + (tail ? 1 : 0);
+    const size_t num_blocks = n / kBlockSize + (n % kBlockSize ? 1 : 0);
     // Grow-only scratch: resizing down and up again would re-zero megabytes.
     if (scores_.size() < num_blocks) {
       scores_.resize(num_blocks);
@@ -61,72 +59,18 @@ class BlockSparsifier final : public Sparsifier {
       cand_.resize(num_blocks);
     }
 
-    // Steps 1 and 2 of the Note in one pass; a NaN or Inf anywhere makes its
-    // block's score non-finite, which the pass reports.
     const float hi = static_cast<float>(threshold_);
-    const float lo = hi * kCandidateFraction;
-    BlockSplit split = split_fn_(grad.data(), full_blocks, hi, lo, scores_.data(), sel_.data(), cand_.data());
-    if (tail) {
-      const float s = ShortBlockScore(grad.data() + full_blocks * kBlockSize, tail);
-      scores_[full_blocks] = s;
-      if (s >= hi) sel_[split.num_sel++] = static_cast<uint32_t>(full_blocks);
-      else if (s >= lo) cand_[split.num_cand++] = static_cast<uint32_t>(full_blocks);
-      split.finite &= s <= FLT_MAX;
-    }
-    if (!split.finite) {
-      FRUGAL_RETURN_IF_ERROR(CheckFinite(grad, options_.tensor_name));
-      // Only finite values whose block sum overflowed: clamp and redo the split.
-      split = BlockSplit();
-      for (size_t b = 0; b < num_blocks; ++b) {
-        const float s = std::min(scores_[b], FLT_MAX);
-        scores_[b] = s;
-        if (s >= hi) sel_[split.num_sel++] = static_cast<uint32_t>(b);
-        else if (s >= lo) cand_[split.num_cand++] = static_cast<uint32_t>(b);
-      }
-    }
+    BlockSplit split;
+    FRUGAL_RETURN_IF_ERROR(ScoreAndSplit(grad, hi, &split));
     ++calls_;
     const size_t want = std::min(num_blocks, (k + kBlockSize - 1) / kBlockSize);
     if (want == 0) return Status::Ok();
 
-    const float* scores = scores_.data();
-    Span<const uint32_t> sel(sel_.data(), split.num_sel);
-    Span<const uint32_t> cand(cand_.data(), split.num_cand);
-    if (sel.size() >= want) {
-      SelectLargest(scores, sel, want, &scratch_, &chosen_);
-    } else {
-      const size_t shortfall = want - sel.size();
-      if (cand.size() < shortfall) {
-        // T was far too high for this gradient: fall back to every block below T.
-        size_t m = 0;
-        for (size_t b = 0; b < num_blocks; ++b) {
-          cand_[m] = static_cast<uint32_t>(b);
-          m += scores[b] < hi;
-        }
-        cand = Span<const uint32_t>(cand_.data(), m);
-      }
-      SelectLargest(scores, cand, shortfall, &scratch_, &fill_);
-      chosen_.resize(want);
-      std::merge(sel.begin(), sel.end(), fill_.begin(), fill_.end(), chosen_.begin());
-    }
+    ChooseBlocks(num_blocks, want, hi, split);
     float weakest = FLT_MAX;
-    for (uint32_t b : chosen_) weakest = std::min(weakest, scores[b]);
+    for (uint32_t b : chosen_) weakest = std::min(weakest, scores_[b]);
     threshold_ = weakest;
-
-    // Whole blocks out: sizes known up front, values copied a line at a time.
-    size_t total = chosen_.size() * kBlockSize;
-    if (!chosen_.empty() && tail && chosen_.back() == full_blocks) total -= kBlockSize - tail;
-    out->indices.resize(total);
-    out->values.resize(total);
-    uint32_t* idx = out->indices.data();
-    float* val = out->values.data();
-    for (uint32_t b : chosen_) {
-      const size_t start = size_t{b} * kBlockSize;
-      const size_t len = std::min(kBlockSize, n - start);
-      for (size_t i = 0; i < len; ++i) idx[i] = static_cast<uint32_t>(start + i);
-      std::memcpy(val, grad.data() + start, len * sizeof(float));
-      idx += len;
-      val += len;
-    }
+    CopyChosenBlocks(grad, out);
     return Status::Ok();
   }
 
@@ -147,6 +91,83 @@ class BlockSparsifier final : public Sparsifier {
   const char* kind() const override { return "block"; }
 
  private:
+  // Steps 1 and 2 of the Note in one pass: fills scores_, and sel_/cand_ with
+  // the block ids at or above `hi` and in [hi/2, hi). A NaN or Inf anywhere
+  // makes its block's score non-finite, which the pass reports.
+  Status ScoreAndSplit(Span<const float> grad, float hi, BlockSplit* out_split) {
+    const size_t n = grad.size();
+    const size_t full_blocks = n / kBlockSize;
+    const size_t tail = n % kBlockSize;
+    const size_t num_blocks = full_blocks + (tail ? 1 : 0);
+    const float lo = hi * kCandidateFraction;
+    BlockSplit split = split_fn_(grad.data(), full_blocks, hi, lo, scores_.data(), sel_.data(), cand_.data());
+    if (tail) {
+      const float s = ShortBlockScore(grad.data() + full_blocks * kBlockSize, tail);
+      scores_[full_blocks] = s;
+      if (s >= hi) sel_[split.num_sel++] = static_cast<uint32_t>(full_blocks);
+      else if (s >= lo) cand_[split.num_cand++] = static_cast<uint32_t>(full_blocks);
+      split.finite &= s <= FLT_MAX;
+    }
+    if (!split.finite) {
+      FRUGAL_RETURN_IF_ERROR(CheckFinite(grad, options_.tensor_name));
+      // Only finite values whose block sum overflowed: clamp and redo the split.
+      split = BlockSplit();
+      for (size_t b = 0; b < num_blocks; ++b) {
+        const float s = std::min(scores_[b], FLT_MAX);
+        scores_[b] = s;
+        if (s >= hi) sel_[split.num_sel++] = static_cast<uint32_t>(b);
+        else if (s >= lo) cand_[split.num_cand++] = static_cast<uint32_t>(b);
+      }
+    }
+    *out_split = split;
+    return Status::Ok();
+  }
+
+  // Step 3 of the Note: sets chosen_ to the `want` best blocks, ascending.
+  void ChooseBlocks(size_t num_blocks, size_t want, float hi, const BlockSplit& split) {
+    const float* scores = scores_.data();
+    Span<const uint32_t> sel(sel_.data(), split.num_sel);
+    Span<const uint32_t> cand(cand_.data(), split.num_cand);
+    if (sel.size() >= want) {
+      SelectLargest(scores, sel, want, &scratch_, &chosen_);
+      return;
+    }
+    const size_t shortfall = want - sel.size();
+    if (cand.size() < shortfall) {
+      // T was far too high for this gradient: fall back to every block below T.
+      size_t m = 0;
+      for (size_t b = 0; b < num_blocks; ++b) {
+        cand_[m] = static_cast<uint32_t>(b);
+        m += scores[b] < hi;
+      }
+      cand = Span<const uint32_t>(cand_.data(), m);
+    }
+    SelectLargest(scores, cand, shortfall, &scratch_, &fill_);
+    chosen_.resize(want);
+    std::merge(sel.begin(), sel.end(), fill_.begin(), fill_.end(), chosen_.begin());
+  }
+
+  // Whole blocks out: sizes known up front, values copied a line at a time.
+  void CopyChosenBlocks(Span<const float> grad, SparseVector* out) const {
+    const size_t n = grad.size();
+    const size_t full_blocks = n / kBlockSize;
+    const size_t tail = n % kBlockSize;
+    size_t total = chosen_.size() * kBlockSize;
+    if (!chosen_.empty() && tail && chosen_.back() == full_blocks) total -= kBlockSize - tail;
+    out->indices.resize(total);
+    out->values.resize(total);
+    uint32_t* idx = out->indices.data();
+    float* val = out->values.data();
+    for (uint32_t b : chosen_) {
+      const size_t start = size_t{b} * kBlockSize;
+      const size_t len = std::min(kBlockSize, n - start);
+      for (size_t i = 0; i < len; ++i) idx[i] = static_cast<uint32_t>(start + i);
+      std::memcpy(val, grad.data() + start, len * sizeof(float));
+      idx += len;
+      val += len;
+    }
+  }
+
   SparsifierOptions options_;
   ScoreSplitFn split_fn_;
   double threshold_ = 0.0;

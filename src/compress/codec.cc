@@ -277,14 +277,22 @@ Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* ou
 
 namespace {
 
-Status DecodeImpl(Span<const uint8_t> bytes, const DecodeLimits& limits, SparseVector* out) {
-  Reader r(bytes);
+struct WireHeader {
+  ValueEncoding values;
+  IndexEncoding indices;
+  uint64_t dense_size;
+  uint64_t nnz;
+  uint64_t index_count;
+};
+
+// Reads the fixed header and checks every field against the format and `limits`.
+Status ReadHeader(Reader* r, size_t total_bytes, const DecodeLimits& limits, WireHeader* h) {
   uint32_t magic;
   uint8_t version, value_enc, index_enc, reserved;
   uint64_t dense_size, nnz, index_count;
-  if (!r.ReadU32(&magic) || !r.ReadU8(&version) || !r.ReadU8(&value_enc) || !r.ReadU8(&index_enc) ||
-      !r.ReadU8(&reserved) || !r.ReadU64(&dense_size) || !r.ReadU64(&nnz) || !r.ReadU64(&index_count)) {
-    return Status::Corruption("header truncated: " + std::to_string(bytes.size()) + " bytes, need " +
+  if (!r->ReadU32(&magic) || !r->ReadU8(&version) || !r->ReadU8(&value_enc) || !r->ReadU8(&index_enc) ||
+      !r->ReadU8(&reserved) || !r->ReadU64(&dense_size) || !r->ReadU64(&nnz) || !r->ReadU64(&index_count)) {
+    return Status::Corruption("header truncated: " + std::to_string(total_bytes) + " bytes, need " +
                               std::to_string(kHeaderSize));
   }
   if (magic != kMagic) return Status::Corruption("bad magic (not a Frugal sparse vector)");
@@ -302,100 +310,135 @@ Status DecodeImpl(Span<const uint8_t> bytes, const DecodeLimits& limits, SparseV
   if (nnz > limits.max_nnz) {
     return Status::Corruption("nnz " + std::to_string(nnz) + " exceeds limit " + std::to_string(limits.max_nnz));
   }
-  auto values = static_cast<ValueEncoding>(value_enc);
-  auto indices = static_cast<IndexEncoding>(index_enc);
-  const uint64_t value_bytes = nnz * ValueBytes(values);  // nnz <= 2^32: no overflow.
-  if (value_bytes > r.left()) return Status::Corruption("value section truncated");
+  h->values = static_cast<ValueEncoding>(value_enc);
+  h->indices = static_cast<IndexEncoding>(index_enc);
+  h->dense_size = dense_size;
+  h->nnz = nnz;
+  h->index_count = index_count;
+  return Status::Ok();
+}
 
-  out->dense_size = dense_size;
-  switch (indices) {
-    case IndexEncoding::kAbsoluteU32: {
-      if (index_count != nnz) return Status::Corruption("u32 index count differs from nnz");
-      if (nnz * 4 > r.left() - value_bytes) return Status::Corruption("index section truncated");
-      out->indices.resize(nnz);
-      for (uint64_t j = 0; j < nnz; ++j) {
-        uint32_t i = 0;
-        r.ReadU32(&i);
-        if (i >= dense_size) return Status::Corruption("index " + std::to_string(i) + " out of range");
-        if (j > 0 && i <= out->indices[j - 1]) {
-          return Status::Corruption("indices not strictly increasing at position " + std::to_string(j));
-        }
-        out->indices[j] = i;
-      }
-      break;
-    }
-    case IndexEncoding::kDeltaVarint: {
-      if (index_count != nnz) return Status::Corruption("varint index count differs from nnz");
-      uint64_t length;
-      if (!r.ReadU64(&length)) return Status::Corruption("varint section length truncated");
-      if (r.left() < value_bytes || length > r.left() - value_bytes) {
-        return Status::Corruption("varint section truncated");
-      }
-      if (nnz > length) return Status::Corruption("varint section too short for nnz");
-      size_t before = r.left();
-      out->indices.resize(nnz);
-      uint64_t prev = 0;
-      for (uint64_t j = 0; j < nnz; ++j) {
-        uint32_t d;
-        FRUGAL_RETURN_IF_ERROR(r.ReadVarint(&d));
-        if (before - r.left() > length) return Status::Corruption("varint runs past its section");
-        if (j > 0 && d == 0) return Status::Corruption("zero index gap at position " + std::to_string(j));
-        uint64_t i = (j == 0) ? d : prev + d;
-        if (i >= dense_size) return Status::Corruption("index " + std::to_string(i) + " out of range");
-        out->indices[j] = static_cast<uint32_t>(i);
-        prev = i;
-      }
-      if (before - r.left() != length) return Status::Corruption("varint section has trailing bytes");
-      break;
-    }
-    case IndexEncoding::kBlockId: {
-      const uint64_t num_blocks = (dense_size + kBlockSize - 1) / kBlockSize;
-      if (index_count > num_blocks) return Status::Corruption("more block ids than blocks");
-      if (index_count * 4 > r.left() - value_bytes) return Status::Corruption("block id section truncated");
-      // Count elements first so indices is allocated once and only when nnz agrees.
-      uint64_t elements = index_count * kBlockSize;
-      const uint64_t tail = dense_size % kBlockSize;
-      std::vector<uint32_t> ids(index_count);
-      for (uint64_t b = 0; b < index_count; ++b) {
-        r.ReadU32(&ids[b]);
-        if (ids[b] >= num_blocks) return Status::Corruption("block id " + std::to_string(ids[b]) + " out of range");
-        if (b > 0 && ids[b] <= ids[b - 1]) return Status::Corruption("block ids not strictly increasing");
-      }
-      if (index_count > 0 && tail != 0 && ids.back() == num_blocks - 1) elements -= kBlockSize - tail;
-      if (elements != nnz) {
-        return Status::Corruption("blocks cover " + std::to_string(elements) + " elements but nnz is " +
-                                  std::to_string(nnz));
-      }
-      out->indices.resize(nnz);
-      size_t j = 0;
-      for (uint32_t id : ids) {
-        uint64_t start = uint64_t{id} * kBlockSize;
-        uint64_t end = std::min<uint64_t>(start + kBlockSize, dense_size);
-        for (uint64_t i = start; i < end; ++i) out->indices[j++] = static_cast<uint32_t>(i);
-      }
-      break;
-    }
-  }
-  if (r.left() != value_bytes) {
-    return Status::Corruption(std::to_string(r.left() - std::min<uint64_t>(r.left(), value_bytes)) +
-                              " trailing bytes after the value section");
-  }
-  out->values.resize(nnz);
+// REQUIRES: value_bytes <= r->left() (the value section follows the indices).
+Status DecodeAbsoluteIndices(Reader* r, const WireHeader& h, uint64_t value_bytes, SparseVector* out) {
+  const uint64_t nnz = h.nnz;
+  if (h.index_count != nnz) return Status::Corruption("u32 index count differs from nnz");
+  if (nnz * 4 > r->left() - value_bytes) return Status::Corruption("index section truncated");
+  out->indices.resize(nnz);
   for (uint64_t j = 0; j < nnz; ++j) {
+    uint32_t i = 0;
+    r->ReadU32(&i);
+    if (i >= h.dense_size) return Status::Corruption("index " + std::to_string(i) + " out of range");
+    if (j > 0 && i <= out->indices[j - 1]) {
+      return Status::Corruption("indices not strictly increasing at position " + std::to_string(j));
+    }
+    out->indices[j] = i;
+  }
+  return Status::Ok();
+}
+
+Status DecodeVarintIndices(Reader* r, const WireHeader& h, uint64_t value_bytes, SparseVector* out) {
+  const uint64_t nnz = h.nnz;
+  if (h.index_count != nnz) return Status::Corruption("varint index count differs from nnz");
+  uint64_t length;
+  if (!r->ReadU64(&length)) return Status::Corruption("varint section length truncated");
+  if (r->left() < value_bytes || length > r->left() - value_bytes) {
+    return Status::Corruption("varint section truncated");
+  }
+  if (nnz > length) return Status::Corruption("varint section too short for nnz");
+  size_t before = r->left();
+  out->indices.resize(nnz);
+  uint64_t prev = 0;
+  for (uint64_t j = 0; j < nnz; ++j) {
+    uint32_t d;
+    FRUGAL_RETURN_IF_ERROR(r->ReadVarint(&d));
+    if (before - r->left() > length) return Status::Corruption("varint runs past its section");
+    if (j > 0 && d == 0) return Status::Corruption("zero index gap at position " + std::to_string(j));
+    uint64_t i = (j == 0) ? d : prev + d;
+    if (i >= h.dense_size) return Status::Corruption("index " + std::to_string(i) + " out of range");
+    out->indices[j] = static_cast<uint32_t>(i);
+    prev = i;
+  }
+  if (before - r->left() != length) return Status::Corruption("varint section has trailing bytes");
+  return Status::Ok();
+}
+
+// REQUIRES: value_bytes <= r->left().
+Status DecodeBlockIndices(Reader* r, const WireHeader& h, uint64_t value_bytes, SparseVector* out) {
+  const uint64_t dense_size = h.dense_size;
+  const uint64_t index_count = h.index_count;
+  const uint64_t num_blocks = (dense_size + kBlockSize - 1) / kBlockSize;
+  if (index_count > num_blocks) return Status::Corruption("more block ids than blocks");
+  if (index_count * 4 > r->left() - value_bytes) return Status::Corruption("block id section truncated");
+  // Count elements first so indices is allocated once and only when nnz agrees.
+  uint64_t elements = index_count * kBlockSize;
+  const uint64_t tail = dense_size % kBlockSize;
+  std::vector<uint32_t> ids(index_count);
+  for (uint64_t b = 0; b < index_count; ++b) {
+    r->ReadU32(&ids[b]);
+    if (ids[b] >= num_blocks) return Status::Corruption("block id " + std::to_string(ids[b]) + " out of range");
+    if (b > 0 && ids[b] <= ids[b - 1]) return Status::Corruption("block ids not strictly increasing");
+  }
+  if (index_count > 0 && tail != 0 && ids.back() == num_blocks - 1) elements -= kBlockSize - tail;
+  if (elements != h.nnz) {
+    return Status::Corruption("blocks cover " + std::to_string(elements) + " elements but nnz is " +
+                              std::to_string(h.nnz));
+  }
+  out->indices.resize(h.nnz);
+  size_t j = 0;
+  for (uint32_t id : ids) {
+    uint64_t start = uint64_t{id} * kBlockSize;
+    uint64_t end = std::min<uint64_t>(start + kBlockSize, dense_size);
+    for (uint64_t i = start; i < end; ++i) out->indices[j++] = static_cast<uint32_t>(i);
+  }
+  return Status::Ok();
+}
+
+Status DecodeIndices(Reader* r, const WireHeader& h, uint64_t value_bytes, SparseVector* out) {
+  switch (h.indices) {
+    case IndexEncoding::kAbsoluteU32:
+      return DecodeAbsoluteIndices(r, h, value_bytes, out);
+    case IndexEncoding::kDeltaVarint:
+      return DecodeVarintIndices(r, h, value_bytes, out);
+    case IndexEncoding::kBlockId:
+      return DecodeBlockIndices(r, h, value_bytes, out);
+  }
+  return Status::Ok();
+}
+
+// REQUIRES: r->left() == h.nnz * ValueBytes(h.values).
+Status DecodeValues(Reader* r, const WireHeader& h, SparseVector* out) {
+  out->values.resize(h.nnz);
+  for (uint64_t j = 0; j < h.nnz; ++j) {
     float f;
-    if (values == ValueEncoding::kFp32) {
+    if (h.values == ValueEncoding::kFp32) {
       uint32_t u = 0;
-      r.ReadU32(&u);
+      r->ReadU32(&u);
       f = BitsFloat(u);
     } else {
-      uint16_t h = 0;
-      r.ReadU16(&h);
-      f = values == ValueEncoding::kFp16 ? HalfToFloat(h) : Bf16ToFloat(h);
+      uint16_t half = 0;
+      r->ReadU16(&half);
+      f = h.values == ValueEncoding::kFp16 ? HalfToFloat(half) : Bf16ToFloat(half);
     }
     if (!std::isfinite(f)) return Status::Corruption("value " + std::to_string(j) + " is not finite");
     out->values[j] = f;
   }
   return Status::Ok();
+}
+
+Status DecodeImpl(Span<const uint8_t> bytes, const DecodeLimits& limits, SparseVector* out) {
+  Reader r(bytes);
+  WireHeader h;
+  FRUGAL_RETURN_IF_ERROR(ReadHeader(&r, bytes.size(), limits, &h));
+  const uint64_t value_bytes = h.nnz * ValueBytes(h.values);  // nnz <= 2^32: no overflow.
+  if (value_bytes > r.left()) return Status::Corruption("value section truncated");
+
+  out->dense_size = h.dense_size;
+  FRUGAL_RETURN_IF_ERROR(DecodeIndices(&r, h, value_bytes, out));
+  if (r.left() != value_bytes) {
+    return Status::Corruption(std::to_string(r.left() - std::min<uint64_t>(r.left(), value_bytes)) +
+                              " trailing bytes after the value section");
+  }
+  return DecodeValues(&r, h, out);
 }
 
 }  // namespace
