@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "input_checks.h"
 #include "frugal/comm/rendezvous.h"
 #include "frugal/engine/launcher.h"
 
@@ -48,7 +49,7 @@ void AddCoordinatorCommand(CLI::App& app) {
   cmd->add_option("--world", flags->options.world_size, "Number of workers")
       ->required()
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--timeout-s", flags->timeout_s, "How long to wait for all workers")->check(CLI::Range(0.001, 86400.0));
+  cmd->add_option("--timeout-s", flags->timeout_s, "How long to wait for all workers")->check(Bounded(0.001, 86400));
   cmd->add_option("--key", flags->key, "This process's CurveZMQ key pair (frugal keys generate --out FILE)");
   cmd->add_option("--authorized-keys", flags->authorized_keys,
                   "Public keys allowed to join, one per line (the .pub lines of every site)");
