@@ -42,7 +42,7 @@ def test_run_usage_errors():
     assert p.returncode == 2 and "needs a program" in p.stderr
     p = subprocess.run([binary, "run", "--workers", "0", "--", sys.executable, "-c", "pass"], capture_output=True,
                        text=True, timeout=30)
-    assert p.returncode == 2 and "--workers must be >= 1" in p.stderr
+    assert p.returncode == 2 and "--workers must be in [1, 256], got 0" in p.stderr
     p = subprocess.run([binary, "run", "--workers", "1", "--timeout-s", "5", "--", "/nonexistent/prog"],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "cannot start /nonexistent/prog" in p.stderr
