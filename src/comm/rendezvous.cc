@@ -54,18 +54,10 @@ Result<std::unique_ptr<RendezvousServer>> RendezvousServer::Bind(const std::stri
   auto impl = std::make_unique<Impl>();
   impl->world_size = world_size;
   impl->options = options;
-  if (options.security.mechanism == SecurityOptions::Mechanism::kCurve) {
-    FRUGAL_ASSIGN_OR_RETURN(impl->zap, ZapHandler::Start(impl->context, options.security, options.log));
-  }
-  try {
-    impl->router = zmq::socket_t(impl->context, zmq::socket_type::router);
-    FRUGAL_RETURN_IF_ERROR(ConfigureSocket(impl->router, SocketRole::kListener, options));
-    impl->router.set(zmq::sockopt::maxmsgsize, kMaxMessageBytes);
-    impl->router.bind(address);
-    impl->endpoint = impl->router.get(zmq::sockopt::last_endpoint);
-  } catch (const zmq::error_t& e) {
-    return ZmqError("rendezvous: cannot listen on " + address, e);
-  }
+  FRUGAL_RETURN_IF_ERROR(BindListener(
+      impl->context, address, options, "rendezvous: cannot listen on " + address,
+      [](zmq::socket_t& router) { router.set(zmq::sockopt::maxmsgsize, kMaxMessageBytes); }, &impl->zap,
+      &impl->router, &impl->endpoint));
   return std::unique_ptr<RendezvousServer>(new RendezvousServer(std::move(impl)));
 }
 

@@ -2,6 +2,8 @@
 
 #include <cerrno>
 
+#include "zap_handler.h"
+
 namespace frugal::comm {
 
 Status ZmqError(const std::string& what, const zmq::error_t& e) {
@@ -93,6 +95,24 @@ Status ConfigureSocket(zmq::socket_t& socket, SocketRole role, const ZmqOptions&
     }
   } catch (const zmq::error_t& e) {
     return ZmqError("configuring socket", e);
+  }
+  return Status::Ok();
+}
+
+Status BindListener(zmq::context_t& context, const std::string& address, const ZmqOptions& options,
+                    const std::string& what, const std::function<void(zmq::socket_t&)>& tune,
+                    std::unique_ptr<ZapHandler>* zap, zmq::socket_t* router, std::string* endpoint) {
+  if (options.security.mechanism == SecurityOptions::Mechanism::kCurve) {
+    FRUGAL_ASSIGN_OR_RETURN(*zap, ZapHandler::Start(context, options.security, options.log));
+  }
+  try {
+    *router = zmq::socket_t(context, zmq::socket_type::router);
+    FRUGAL_RETURN_IF_ERROR(ConfigureSocket(*router, SocketRole::kListener, options));
+    tune(*router);
+    router->bind(address);
+    *endpoint = router->get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return ZmqError(what, e);
   }
   return Status::Ok();
 }

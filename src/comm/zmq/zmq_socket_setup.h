@@ -4,6 +4,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
 #include <zmq.hpp>
 
 #include "frugal/comm/zmq_transport.h"
@@ -22,6 +25,16 @@ enum class SocketRole {
 // error as a Status.
 Status ConfigureSocket(zmq::socket_t& socket, SocketRole role, const ZmqOptions& options,
                        const std::string& server_key = "");
+
+class ZapHandler;
+
+// A listening ROUTER socket, as the transport and the rendezvous both need
+// one: with kCurve, the ZapHandler is started first (into *zap); then the
+// listener options, `tune` for the caller's own ones, bind, and the bound
+// endpoint. Errors name `what` ("cannot listen on ADDRESS").
+Status BindListener(zmq::context_t& context, const std::string& address, const ZmqOptions& options,
+                    const std::string& what, const std::function<void(zmq::socket_t&)>& tune,
+                    std::unique_ptr<ZapHandler>* zap, zmq::socket_t* router, std::string* endpoint);
 
 // The address of the connection a received message came from
 // ("Peer-Address" property), or "unknown address".

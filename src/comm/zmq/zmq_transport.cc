@@ -64,18 +64,9 @@ Result<std::unique_ptr<ZmqListener>> ZmqListener::Bind(const std::string& addres
   FRUGAL_RETURN_IF_ERROR(ValidateSecurity(options.security));
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  if (options.security.mechanism == SecurityOptions::Mechanism::kCurve) {
-    FRUGAL_ASSIGN_OR_RETURN(impl->zap, ZapHandler::Start(impl->context, options.security, options.log));
-  }
-  try {
-    impl->router = zmq::socket_t(impl->context, zmq::socket_type::router);
-    FRUGAL_RETURN_IF_ERROR(ConfigureSocket(impl->router, SocketRole::kListener, options));
-    impl->router.set(zmq::sockopt::linger, 0);
-    impl->router.bind(address);
-    impl->endpoint = impl->router.get(zmq::sockopt::last_endpoint);
-  } catch (const zmq::error_t& e) {
-    return ZmqError("cannot listen on " + address, e);
-  }
+  FRUGAL_RETURN_IF_ERROR(BindListener(
+      impl->context, address, options, "cannot listen on " + address,
+      [](zmq::socket_t& router) { router.set(zmq::sockopt::linger, 0); }, &impl->zap, &impl->router, &impl->endpoint));
   return std::unique_ptr<ZmqListener>(new ZmqListener(std::move(impl)));
 }
 
