@@ -3,6 +3,7 @@
 // world in place through engine::CompressedAllReduce.
 #include "bindings.h"
 #include "frugal/engine/compressed_allreduce.h"
+#include "frugal/engine/run_config.h"
 
 namespace frugal::python {
 
@@ -14,22 +15,22 @@ using engine::CompressedAllReduceOptions;
 std::unique_ptr<CompressedAllReduce> Create(World& world, double density, const std::string& sparsifier,
                                             const std::string& value_encoding, const std::string& exchange,
                                             double dgc_momentum, double timeout_s, uint64_t seed, uint32_t instance) {
+  // Names and the wire format come from the run configuration's tables, as
+  // for frugal train and DistributedModel.
+  auto kind = ParseEnum<compress::SparsifierKind>(sparsifier);
+  if (!kind) {
+    throw py::value_error("sparsifier must be one of " + EnumChoices<compress::SparsifierKind>() + ", got '" +
+                          sparsifier + "'");
+  }
+  auto values = ParseEnum<compress::ValueEncoding>(value_encoding);
+  if (!values) throw py::value_error("value_encoding must be fp32, fp16 or bf16, got '" + value_encoding + "'");
+  auto algorithm = ParseEnum<comm::ExchangeAlgorithm>(exchange);
+  if (!algorithm) throw py::value_error("exchange must be auto, flat or hierarchical, got '" + exchange + "'");
   CompressedAllReduceOptions o;
   o.density = density;
   o.sparsifier = sparsifier;
-  auto values = compress::ParseValueEncoding(value_encoding);
-  if (!values.ok()) throw py::value_error("value_encoding must be fp32, fp16 or bf16, got '" + value_encoding + "'");
-  o.wire.values = *values;
-  o.wire.indices = sparsifier == "block" ? compress::IndexEncoding::kBlockId : compress::IndexEncoding::kDeltaVarint;
-  if (exchange == "auto") {
-    o.exchange.algorithm = comm::ExchangeAlgorithm::kAuto;
-  } else if (exchange == "flat") {
-    o.exchange.algorithm = comm::ExchangeAlgorithm::kFlat;
-  } else if (exchange == "hierarchical") {
-    o.exchange.algorithm = comm::ExchangeAlgorithm::kHierarchical;
-  } else {
-    throw py::value_error("exchange must be auto, flat or hierarchical, got '" + exchange + "'");
-  }
+  o.wire = engine::WireFormatOf(*kind, *values);
+  o.exchange.algorithm = *algorithm;
   if (!(timeout_s > 0)) throw py::value_error("timeout_s must be > 0");
   o.exchange.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   o.dgc_momentum = static_cast<float>(dgc_momentum);

@@ -90,14 +90,6 @@ std::string CheckpointDirOf(const RunConfig& config) {
   return config.train.runs_dir + "/" + config.train.run_name + "/checkpoints";
 }
 
-compress::WireFormat WireFormatOf(const DistributedOptions& o) {
-  compress::WireFormat w;
-  w.values = o.value_encoding;
-  w.indices = o.sparsifier == compress::SparsifierKind::kBlock ? compress::IndexEncoding::kBlockId
-                                                                : compress::IndexEncoding::kDeltaVarint;
-  return w;
-}
-
 double WireBytesPerValue(const DistributedOptions& o) {
   const compress::WireFormat w = WireFormatOf(o);
   const double value_bytes = w.values == compress::ValueEncoding::kFp32 ? 4.0 : 2.0;

@@ -166,8 +166,19 @@ uint64_t SharedDigest(const RunConfig& config);
 // The kShared keys, in field-list order (tests, docs).
 std::vector<std::string> SharedKeys();
 
-// Module options derived from the configuration.
-compress::WireFormat WireFormatOf(const DistributedOptions& o);
+// Module options derived from the configuration. The wire format: block
+// ids for the block sparsifier, delta varints for coordinate lists.
+// (Inline: the Python DDP hook uses it without the engine library.)
+inline compress::WireFormat WireFormatOf(compress::SparsifierKind sparsifier, compress::ValueEncoding values) {
+  compress::WireFormat w;
+  w.values = values;
+  w.indices = sparsifier == compress::SparsifierKind::kBlock ? compress::IndexEncoding::kBlockId
+                                                              : compress::IndexEncoding::kDeltaVarint;
+  return w;
+}
+inline compress::WireFormat WireFormatOf(const DistributedOptions& o) {
+  return WireFormatOf(o.sparsifier, o.value_encoding);
+}
 // Wire bytes per selected value: the value plus its share of the index (one
 // u32 per 16-value block, or ~2 bytes of varint otherwise). The controller's
 // traffic model uses it.
