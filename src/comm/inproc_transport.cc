@@ -53,6 +53,8 @@ class InProcTransport final : public Transport {
     return Message{src, tag, std::move(payload)};
   }
 
+  void Abort(Status why) override { state_->mailboxes[rank()]->Fail(std::move(why)); }
+
  private:
   std::shared_ptr<InProcHub::State> state_;
 };

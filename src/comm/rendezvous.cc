@@ -5,6 +5,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "rendezvous_wire.h"
 #include "zmq/rate_limited_log.h"
 #include "zmq/zap_handler.h"
 #include "zmq/zmq_socket_setup.h"
@@ -13,24 +14,17 @@ namespace frugal::comm {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
+using wire::Clock;
+using wire::kMaxMessageBytes;
+using wire::PeerToJson;
+using wire::ReceiveMessage;
+using wire::Remaining;
+using wire::Reply;
 
 constexpr int kProtocolVersion = 1;
-// A registration or a table is a few hundred bytes per rank; anything much
-// larger is not ours, and ZeroMQ drops the connection before buffering it.
-constexpr int64_t kMaxMessageBytes = 1 << 20;
-
-std::chrono::milliseconds Remaining(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return left.count() > 0 ? left : std::chrono::milliseconds(0);
-}
 
 std::string ToFrame(const json& j) { return j.dump(); }
-
-json PeerToJson(const PeerInfo& p) {
-  return json{{"rank", p.rank}, {"endpoint", p.endpoint}, {"cluster", p.cluster}, {"public_key", p.public_key}};
-}
 
 }  // namespace
 
@@ -68,12 +62,6 @@ struct Registration {
   PeerInfo info;  // info.rank = -1 until assigned.
 };
 
-void Reply(zmq::socket_t& router, const zmq::message_t& id, const json& body) {
-  zmq::message_t id_frame(id.data(), id.size());
-  SendRetrying(router, id_frame, zmq::send_flags::sndmore);
-  zmq::message_t body_frame(ToFrame(body));
-  SendRetrying(router, body_frame, zmq::send_flags::none);
-}
 
 std::string TimeoutMessage(const std::string& endpoint, size_t registered, const std::vector<bool>& taken,
                            std::chrono::milliseconds timeout) {
@@ -88,19 +76,6 @@ std::string TimeoutMessage(const std::string& endpoint, size_t registered, const
          " missing (free ranks: " + missing + ")";
 }
 
-// Waits up to `left` for one message; false when none arrived (or a signal
-// interrupted the receive) and the caller should poll again.
-bool ReceiveMessage(zmq::socket_t& router, std::chrono::milliseconds left, std::vector<zmq::message_t>* parts) {
-  zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
-  if (PollRetrying(&item, 1, left) == 0) return false;
-  try {
-    if (!zmq::recv_multipart(router, std::back_inserter(*parts), zmq::recv_flags::dontwait)) return false;
-  } catch (const zmq::error_t& e) {
-    if (e.num() == EINTR) return false;  // Note [Signals] in zmq/zmq_socket_setup.cc.
-    throw;
-  }
-  return true;
-}
 
 // Parses the registration in `body`; on failure returns false and sets `why`
 // to the reason sent back to the client.
@@ -202,100 +177,7 @@ Result<std::vector<PeerInfo>> RendezvousServer::Serve(std::chrono::milliseconds 
 
 namespace {
 
-// Note [Server key]
-// A CURVE client must know the server's public key before it connects. A
-// worker is given the job's allow-list, which holds the coordinator's key
-// among others; rather than asking for one more flag, it connects once per
-// candidate key and sends its registration on each. Only the connection
-// with the right key completes the handshake (the server cannot decrypt the
-// others' HELLO); as soon as one does, the others are closed so they stop
-// retrying. With SecurityOptions::server_key set there is one candidate.
-std::vector<std::string> ServerKeyCandidates(const SecurityOptions& security) {
-  if (security.mechanism != SecurityOptions::Mechanism::kCurve) return {""};
-  if (!security.server_key.empty()) return {security.server_key};
-  std::vector<std::string> keys = security.authorized_keys;
-  if (std::find(keys.begin(), keys.end(), security.keys.public_key) == keys.end()) {
-    keys.push_back(security.keys.public_key);
-  }
-  return keys;
-}
 
-// Sends `request` to `server` and returns the first answer.
-Result<std::string> ExchangeRegistration(const std::string& server, const std::string& request,
-                                         std::chrono::milliseconds timeout, const ZmqOptions& options,
-                                         const std::string& where) {
-  const std::vector<std::string> keys = ServerKeyCandidates(options.security);
-  const bool watch_handshakes = keys.size() > 1;
-  zmq::context_t context(1);
-  std::vector<zmq::socket_t> dealers(keys.size());
-  std::vector<zmq::socket_t> monitors(keys.size());
-  try {
-    for (size_t i = 0; i < keys.size(); ++i) {
-      dealers[i] = zmq::socket_t(context, zmq::socket_type::dealer);
-      FRUGAL_RETURN_IF_ERROR(ConfigureSocket(dealers[i], SocketRole::kConnector, options, keys[i]));
-      // Nothing left to flush once we have the answer or gave up.
-      dealers[i].set(zmq::sockopt::linger, 0);
-      dealers[i].set(zmq::sockopt::maxmsgsize, kMaxMessageBytes);
-      if (watch_handshakes) {
-        const std::string monitor = "inproc://frugal-rendezvous-monitor-" + std::to_string(i);
-        if (zmq_socket_monitor(dealers[i].handle(), monitor.c_str(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0) {
-          throw zmq::error_t();
-        }
-        monitors[i] = zmq::socket_t(context, zmq::socket_type::pair);
-        monitors[i].set(zmq::sockopt::linger, 0);
-        monitors[i].connect(monitor);
-      }
-      dealers[i].connect(server);
-      zmq::message_t frame(request);
-      SendRetrying(dealers[i], frame, zmq::send_flags::none);
-    }
-    const auto deadline = Clock::now() + timeout;
-    while (true) {
-      auto left = Remaining(deadline);
-      if (left.count() == 0) {
-        std::string why = "no answer from " + where + " within " + std::to_string(timeout.count()) + " ms";
-        if (options.security.mechanism == SecurityOptions::Mechanism::kCurve) {
-          why += " (with CURVE: is the server's key on the authorised list, and ours on the server's?)";
-        }
-        return Status::Timeout(why);
-      }
-      std::vector<zmq::pollitem_t> items;
-      std::vector<std::pair<size_t, bool>> owner;  // (candidate, is monitor) of items[k].
-      for (size_t i = 0; i < keys.size(); ++i) {
-        if (dealers[i].handle() == nullptr) continue;
-        items.push_back({dealers[i].handle(), 0, ZMQ_POLLIN, 0});
-        owner.emplace_back(i, false);
-        if (monitors[i].handle() != nullptr) {
-          items.push_back({monitors[i].handle(), 0, ZMQ_POLLIN, 0});
-          owner.emplace_back(i, true);
-        }
-      }
-      if (PollRetrying(items.data(), items.size(), left) == 0) continue;
-      for (size_t k = 0; k < items.size(); ++k) {
-        if ((items[k].revents & ZMQ_POLLIN) == 0) continue;
-        const size_t i = owner[k].first;
-        if (owner[k].second) {
-          // The handshake with keys[i] succeeded: it is the server's key.
-          for (size_t j = 0; j < keys.size(); ++j) {
-            if (j == i) continue;
-            if (monitors[j].handle() != nullptr) monitors[j].close();
-            if (dealers[j].handle() != nullptr) dealers[j].close();
-          }
-          monitors[i].close();
-          break;  // The item list is stale now.
-        }
-        zmq::message_t msg;
-        try {
-          if (dealers[i].recv(msg, zmq::recv_flags::dontwait)) return msg.to_string();
-        } catch (const zmq::error_t& e) {
-          if (e.num() != EINTR) throw;
-        }
-      }
-    }
-  } catch (const zmq::error_t& e) {
-    return ZmqError(where, e);
-  }
-}
 
 Result<WorldTable> ParseTable(const std::string& answer, const std::string& where) {
   json rep = json::parse(answer, nullptr, /*allow_exceptions=*/false);
@@ -333,7 +215,7 @@ Result<WorldTable> RegisterWithRendezvous(const std::string& server, const PeerI
   const std::string where = "rendezvous server at " + server;
   const std::string request =
       ToFrame(json{{"rank", self.rank}, {"endpoint", self.endpoint}, {"cluster", self.cluster}});
-  FRUGAL_ASSIGN_OR_RETURN(std::string answer, ExchangeRegistration(server, request, timeout, options, where));
+  FRUGAL_ASSIGN_OR_RETURN(std::string answer, wire::RequestReply(server, request, timeout, options, where));
   return ParseTable(answer, where);
 }
 

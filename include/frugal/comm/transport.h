@@ -116,6 +116,12 @@ class Transport {
   // for this tag is queued), InvalidArgument (bad rank), the sticky error.
   virtual Result<Message> Recv(int src, Tag tag, std::chrono::milliseconds timeout) = 0;
 
+  // Makes `why` this transport's sticky error: every Recv waiting now and
+  // every later Send and Recv return it at once. For a caller that has
+  // learnt from elsewhere that the world is gone (the coordinator declared a
+  // peer dead, a new membership generation) and must stop waiting on it.
+  virtual void Abort(Status why) = 0;
+
   // A snapshot of the byte counters, counted on both ends: the sender counts
   // bytes_sent to the receiver, the receiver bytes_received from the sender.
   TransportStats stats() const;

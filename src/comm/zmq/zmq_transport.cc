@@ -131,6 +131,8 @@ class ZmqTransport final : public Transport {
     return Message{src, tag, std::move(payload)};
   }
 
+  void Abort(Status why) override { mailbox_.Fail(std::move(why)); }
+
  private:
   struct Outgoing {
     int dst;

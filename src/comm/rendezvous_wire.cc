@@ -1,0 +1,150 @@
+#include "rendezvous_wire.h"
+
+#include <algorithm>
+#include <zmq_addon.hpp>
+
+#include "zmq/zmq_socket_setup.h"
+
+namespace frugal::comm::wire {
+
+using nlohmann::json;
+
+namespace {
+
+std::string ToFrame(const json& j) { return j.dump(); }
+
+}  // namespace
+
+namespace {
+
+// Note [Server key]
+// A CURVE client must know the server's public key before it connects. A
+// worker is given the job's allow-list, which holds the coordinator's key
+// among others; rather than asking for one more flag, it connects once per
+// candidate key and sends its registration on each. Only the connection
+// with the right key completes the handshake (the server cannot decrypt the
+// others' HELLO); as soon as one does, the others are closed so they stop
+// retrying. With SecurityOptions::server_key set there is one candidate.
+std::vector<std::string> ServerKeyCandidates(const SecurityOptions& security) {
+  if (security.mechanism != SecurityOptions::Mechanism::kCurve) return {""};
+  if (!security.server_key.empty()) return {security.server_key};
+  std::vector<std::string> keys = security.authorized_keys;
+  if (std::find(keys.begin(), keys.end(), security.keys.public_key) == keys.end()) {
+    keys.push_back(security.keys.public_key);
+  }
+  return keys;
+}
+
+}  // namespace
+
+std::chrono::milliseconds Remaining(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return left.count() > 0 ? left : std::chrono::milliseconds(0);
+}
+
+
+json PeerToJson(const PeerInfo& p) {
+  return json{{"rank", p.rank}, {"endpoint", p.endpoint}, {"cluster", p.cluster}, {"public_key", p.public_key}};
+}
+
+void Reply(zmq::socket_t& router, const zmq::message_t& id, const json& body) {
+  zmq::message_t id_frame(id.data(), id.size());
+  SendRetrying(router, id_frame, zmq::send_flags::sndmore);
+  zmq::message_t body_frame(ToFrame(body));
+  SendRetrying(router, body_frame, zmq::send_flags::none);
+}
+
+// Waits up to `left` for one message; false when none arrived (or a signal
+// interrupted the receive) and the caller should poll again.
+bool ReceiveMessage(zmq::socket_t& router, std::chrono::milliseconds left, std::vector<zmq::message_t>* parts) {
+  zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
+  if (PollRetrying(&item, 1, left) == 0) return false;
+  try {
+    if (!zmq::recv_multipart(router, std::back_inserter(*parts), zmq::recv_flags::dontwait)) return false;
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return false;  // Note [Signals] in zmq/zmq_socket_setup.cc.
+    throw;
+  }
+  return true;
+}
+
+Result<std::string> RequestReply(const std::string& server, const std::string& request,
+                                 std::chrono::milliseconds timeout, const ZmqOptions& options, const std::string& where,
+                                 std::string* server_key) {
+  const std::vector<std::string> keys = ServerKeyCandidates(options.security);
+  const bool watch_handshakes = keys.size() > 1;
+  zmq::context_t context(1);
+  std::vector<zmq::socket_t> dealers(keys.size());
+  std::vector<zmq::socket_t> monitors(keys.size());
+  try {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      dealers[i] = zmq::socket_t(context, zmq::socket_type::dealer);
+      FRUGAL_RETURN_IF_ERROR(ConfigureSocket(dealers[i], SocketRole::kConnector, options, keys[i]));
+      // Nothing left to flush once we have the answer or gave up.
+      dealers[i].set(zmq::sockopt::linger, 0);
+      dealers[i].set(zmq::sockopt::maxmsgsize, kMaxMessageBytes);
+      if (watch_handshakes) {
+        const std::string monitor = "inproc://frugal-request-monitor-" + std::to_string(i);
+        if (zmq_socket_monitor(dealers[i].handle(), monitor.c_str(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0) {
+          throw zmq::error_t();
+        }
+        monitors[i] = zmq::socket_t(context, zmq::socket_type::pair);
+        monitors[i].set(zmq::sockopt::linger, 0);
+        monitors[i].connect(monitor);
+      }
+      dealers[i].connect(server);
+      zmq::message_t frame(request);
+      SendRetrying(dealers[i], frame, zmq::send_flags::none);
+    }
+    const auto deadline = Clock::now() + timeout;
+    while (true) {
+      auto left = Remaining(deadline);
+      if (left.count() == 0) {
+        std::string why = "no answer from " + where + " within " + std::to_string(timeout.count()) + " ms";
+        if (options.security.mechanism == SecurityOptions::Mechanism::kCurve) {
+          why += " (with CURVE: is the server's key on the authorised list, and ours on the server's?)";
+        }
+        return Status::Timeout(why);
+      }
+      std::vector<zmq::pollitem_t> items;
+      std::vector<std::pair<size_t, bool>> owner;  // (candidate, is monitor) of items[k].
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (dealers[i].handle() == nullptr) continue;
+        items.push_back({dealers[i].handle(), 0, ZMQ_POLLIN, 0});
+        owner.emplace_back(i, false);
+        if (monitors[i].handle() != nullptr) {
+          items.push_back({monitors[i].handle(), 0, ZMQ_POLLIN, 0});
+          owner.emplace_back(i, true);
+        }
+      }
+      if (PollRetrying(items.data(), items.size(), left) == 0) continue;
+      for (size_t k = 0; k < items.size(); ++k) {
+        if ((items[k].revents & ZMQ_POLLIN) == 0) continue;
+        const size_t i = owner[k].first;
+        if (owner[k].second) {
+          // The handshake with keys[i] succeeded: it is the server's key.
+          for (size_t j = 0; j < keys.size(); ++j) {
+            if (j == i) continue;
+            if (monitors[j].handle() != nullptr) monitors[j].close();
+            if (dealers[j].handle() != nullptr) dealers[j].close();
+          }
+          monitors[i].close();
+          break;  // The item list is stale now.
+        }
+        zmq::message_t msg;
+        try {
+          if (dealers[i].recv(msg, zmq::recv_flags::dontwait)) {
+            if (server_key != nullptr) *server_key = keys[i];
+            return msg.to_string();
+          }
+        } catch (const zmq::error_t& e) {
+          if (e.num() != EINTR) throw;
+        }
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    return ZmqError(where, e);
+  }
+}
+
+}  // namespace frugal::comm::wire

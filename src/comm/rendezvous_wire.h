@@ -1,0 +1,43 @@
+// Internals shared by the rendezvous (rendezvous.cc) and the elastic
+// membership service (membership_*.cc): JSON frames over a ROUTER socket
+// and one request/reply exchange from a DEALER, with every wait bounded.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "frugal/comm/zmq_transport.h"
+
+namespace frugal::comm::wire {
+
+using Clock = std::chrono::steady_clock;
+
+// A registration or a table is a few hundred bytes per rank; anything much
+// larger is not ours, and ZeroMQ drops the connection before buffering it.
+inline constexpr int64_t kMaxMessageBytes = 1 << 20;
+
+// Time left until `deadline`, never negative.
+std::chrono::milliseconds Remaining(Clock::time_point deadline);
+
+nlohmann::json PeerToJson(const PeerInfo& p);
+
+// Sends `body` as one JSON frame to the client whose routing id is `id`.
+void Reply(zmq::socket_t& router, const zmq::message_t& id, const nlohmann::json& body);
+
+// Waits up to `left` for one message on `router`; false when none arrived
+// (or a signal interrupted the receive) and the caller should poll again.
+bool ReceiveMessage(zmq::socket_t& router, std::chrono::milliseconds left, std::vector<zmq::message_t>* parts);
+
+// Sends `request` to the ROUTER at `server` and returns the first answer,
+// trying every candidate server key under CURVE (Note [Server key]); the key
+// that answered goes to `server_key` when given. Errors: Timeout naming
+// `where`, the ZeroMQ error.
+Result<std::string> RequestReply(const std::string& server, const std::string& request,
+                                 std::chrono::milliseconds timeout, const ZmqOptions& options, const std::string& where,
+                                 std::string* server_key = nullptr);
+
+}  // namespace frugal::comm::wire
