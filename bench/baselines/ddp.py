@@ -12,6 +12,10 @@ the same keys Frugal uses (wall_time_s, step, test_accuracy, iter_s, ...).
     --hook none       plain DDP (fp32 ring allreduce through Gloo)
     --hook fp16       DDP + fp16_compress_hook
     --hook powersgd   DDP + PowerSGD hook, rank --powersgd-rank
+    --hook localsgd   PyTorch's post-local SGD: post_localSGD_hook + PostLocalSGDOptimizer with a
+                      PeriodicModelAverager: after --localsgd-warmup steps of ordinary DDP, each rank
+                      steps on its own gradient and the parameters are averaged every
+                      --localsgd-period steps (one rank per host, so no intra-host gradient allreduce)
 
 --time-budget S stops training (all ranks agree, via a one-element allreduce
 per step) once S seconds of training have elapsed; the run then evaluates and
@@ -134,8 +138,11 @@ def parse_args():
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--master", required=True, help="HOST:PORT of rank 0's TCP store")
     ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
-    ap.add_argument("--hook", default="none", choices=["none", "fp16", "powersgd"])
+    ap.add_argument("--hook", default="none", choices=["none", "fp16", "powersgd", "localsgd"])
     ap.add_argument("--powersgd-rank", type=int, default=4)
+    ap.add_argument("--localsgd-period", type=int, default=4, help="--hook localsgd: steps between averagings")
+    ap.add_argument("--localsgd-warmup", type=int, default=0,
+                    help="--hook localsgd: steps of ordinary DDP (gradient allreduce) before local SGD starts")
     ap.add_argument("--single-bucket", action="store_true",
                     help="one DDP gradient bucket for the whole model (default: DDP's 1 MB first bucket + 25 MB)")
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
@@ -189,7 +196,27 @@ def build_ddp(args):
                                             start_powerSGD_iter=2, use_error_feedback=True, warm_start=True,
                                             random_seed=args.seed)
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    elif args.hook == "localsgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook
+        # Every rank is its own host here: post_local_gradient_allreduce=False skips the intra-host
+        # subgroup allreduce (its default subgroup is one per machine's CUDA devices, none on CPU).
+        state = post_localSGD_hook.PostLocalSGDState(process_group=None, subgroup=None,
+                                                     start_localSGD_iter=args.localsgd_warmup,
+                                                     post_local_gradient_allreduce=False)
+        ddp.register_comm_hook(state, post_localSGD_hook.post_localSGD_hook)
     return ddp
+
+
+def make_optimizer(args, ddp):
+    """SGD with momentum; for --hook localsgd wrapped in PostLocalSGDOptimizer, which averages the
+    parameters every --localsgd-period steps after --localsgd-warmup (the hook's start_localSGD_iter)."""
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
+    if args.hook != "localsgd":
+        return opt
+    from torch.distributed.algorithms.model_averaging import averagers
+    from torch.distributed.optim import PostLocalSGDOptimizer
+    averager = averagers.PeriodicModelAverager(period=args.localsgd_period, warmup_steps=args.localsgd_warmup)
+    return PostLocalSGDOptimizer(optim=opt, averager=averager)
 
 
 @dataclass
@@ -209,7 +236,7 @@ class Run:
         self.args = args
         self.ddp = ddp
         self.x_train, self.y_train, self.x_test, self.y_test = data
-        self.opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
+        self.opt = make_optimizer(args, ddp)
         self.n = self.x_train.shape[0]
         self.global_batch = args.batch_size * args.world
         self.steps_per_epoch = self.n // self.global_batch  # drop_last
@@ -298,7 +325,11 @@ class Run:
         self.window = Window(now, tx)
 
     def finish(self):
-        """Rank 0: the final evaluation and record."""
+        """The final evaluation and record (rank 0). Local SGD first averages the replicas once more (every
+        rank takes part), so the final model is the average, as after a sync step of the other systems."""
+        if self.args.hook == "localsgd":
+            from torch.distributed.algorithms.model_averaging import utils as averaging
+            averaging.average_parameters(self.ddp.module.parameters(), dist.group.WORLD)
         if not self.lead:
             return
         acc = evaluate(self.ddp.module, self.x_test, self.y_test)

@@ -6,8 +6,8 @@ import json
 import os
 import time
 
-from scenarios import ALL_SYSTEMS
-from summary import project_ddp
+from scenarios import ALL_SYSTEMS, POWERSGD_RANKS
+from summary import best_powersgd, project_ddp
 
 
 def log(msg):
@@ -48,9 +48,30 @@ def scenario_json(sc, sys_res, netns):
         "second_target": {"target_acc": sc.second_target, "tta_s": by(lambda s: s.tta2.time),
                           "lower_bound": {s.system: bool(s.tta2.lower_bound) for s in sys_res},
                           "tta_projected_s": by(lambda s: s.tta2.projected)},
+        "best_powersgd": best_powersgd_json(sys_res),
         "epochs": sc.epochs, "eval_every": sc.eval_every,
         "budget_s": {s.system: s.budget_s for s in sys_res},
         "netns": netns}
+
+
+def best_powersgd_json(sys_res):
+    """{system, rank, reached_target} of the best PowerSGD rank, or None."""
+    best = best_powersgd(sys_res)
+    if best is None:
+        return None
+    return {"system": best.system, "rank": POWERSGD_RANKS[best.system], "reached_target": not best.tta.lower_bound}
+
+
+def best_powersgd_line(sys_res):
+    """The markdown sentence naming the best PowerSGD rank, or None."""
+    best = best_powersgd(sys_res)
+    if best is None:
+        return None
+    ran = sorted(POWERSGD_RANKS[s.system] for s in sys_res if s.system in POWERSGD_RANKS and not s.crashed)
+    how = ("first to the target, in %.1f s" % best.tta.time if not best.tta.lower_bound else
+           "none reached the target; best accuracy %.4f" % best.best_acc)
+    return "Best PowerSGD rank (of %s): %d (`%s`, %s)." % (", ".join(map(str, ran)), POWERSGD_RANKS[best.system],
+                                                          best.system, how)
 
 
 def write_curves_csv(path, results):
@@ -128,7 +149,8 @@ def scenario_markdown(sc, sys_res):
               "budget, so its TTA is a lower bound). proj. = projection for DDP variants stopped by their budget: "
               "steps ddp_unlimited needed x this system's measured seconds per step. final acc is empty for runs "
               "stopped by their budget.", ""]
-    return lines
+    best = best_powersgd_line(sys_res)
+    return lines + ([best, ""] if best else [])
 
 
 def write_plot(path, results):

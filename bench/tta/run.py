@@ -13,7 +13,10 @@ fluctuating trace starts at the same second for every system):
   frugal_slow_balanced  the same with batch sizes balanced by the controller (--adapt batch)
   ddp            PyTorch DDP over Gloo (bench/baselines/ddp.py)
   ddp_fp16       DDP + fp16 compression hook
-  ddp_powersgd   DDP + PowerSGD hook, rank 4
+  ddp_powersgd   DDP + PowerSGD hook, rank 4 (ddp_powersgd1, ddp_powersgd8: ranks 1 and 8; the
+                 report names the best rank per scenario)
+  ddp_localsgd4, ddp_localsgd16  PyTorch post-local SGD (PostLocalSGDOptimizer +
+                 PeriodicModelAverager), parameters averaged every 4 or 16 steps
   ddp_unlimited  DDP on the same hosts with no rate limit (datacenter reference)
 
 Each system gets a time budget (seconds of training); one that does not reach

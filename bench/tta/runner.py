@@ -8,7 +8,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/, for harness
 from harness import PY, ROOT, CpuGroups, FrugalJob, ProcessGroup, free_port, read_jsonl  # noqa: E402
 from report import fmt, log  # noqa: E402
-from scenarios import DDP_HOOKS, frugal_variant_args, is_frugal, slow_worker_quotas  # noqa: E402
+from scenarios import DDP_SYSTEMS, frugal_variant_args, is_frugal, is_powersgd, slow_worker_quotas  # noqa: E402
 from summary import summarise  # noqa: E402
 
 DDP = os.path.join(ROOT, "bench", "baselines", "ddp.py")
@@ -52,13 +52,13 @@ def run_frugal(args, sc, system, tb, run_dir, budget):
 def ddp_command(args, sc, system, tb, rank, port, budget, run_dir):
     cmd = tb.prefix(rank) + ["env", "GLOO_SOCKET_IFNAME=" + tb.ifname(rank), PY, DDP, "--rank", str(rank),
                              "--world", str(sc.workers), "--master", "%s:%d" % (tb.hosts[0].address, port),
-                             "--model", sc.model, "--hook", DDP_HOOKS[system], "--epochs", str(sc.epochs),
+                             "--model", sc.model] + DDP_SYSTEMS[system] + ["--epochs", str(sc.epochs),
                              "--eval-every", str(sc.eval_every), "--log-every", str(max(1, args.log_every // 5)),
                              "--threads", "1", "--time-budget", str(budget), "--run-dir", run_dir,
                              "--timeout-s", "120"]
     if sc.max_steps:
         cmd += ["--max-steps", str(sc.max_steps)]
-    if system == "ddp_powersgd" and args.powersgd_buckets == "single":
+    if is_powersgd(system) and args.powersgd_buckets == "single":
         cmd.append("--single-bucket")
     return cmd
 

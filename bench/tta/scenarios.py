@@ -6,10 +6,19 @@ frugal_variant_args), `ddp*` PyTorch DDP with a communication hook.
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional
 
-DDP_HOOKS = {"ddp": "none", "ddp_fp16": "fp16", "ddp_powersgd": "powersgd", "ddp_unlimited": "none"}
+# The stock DDP systems: bench/baselines/ddp.py's flags for each. PowerSGD at
+# ranks 1, 4 (ddp_powersgd) and 8, so the report can name the best rank per
+# scenario; PyTorch's post-local SGD averaging every 4 and 16 steps.
+POWERSGD_RANKS = {"ddp_powersgd1": 1, "ddp_powersgd": 4, "ddp_powersgd8": 8}
+LOCALSGD_PERIODS = {"ddp_localsgd4": 4, "ddp_localsgd16": 16}
+DDP_SYSTEMS = {"ddp": ["--hook", "none"], "ddp_fp16": ["--hook", "fp16"], "ddp_unlimited": ["--hook", "none"]}
+DDP_SYSTEMS.update({name: ["--hook", "powersgd", "--powersgd-rank", str(r)] for name, r in POWERSGD_RANKS.items()})
+DDP_SYSTEMS.update({name: ["--hook", "localsgd", "--localsgd-period", str(p)] for name, p in LOCALSGD_PERIODS.items()})
+STOCK_SYSTEMS = ["ddp_powersgd1", "ddp_powersgd", "ddp_powersgd8", "ddp_localsgd4", "ddp_localsgd16"]
 SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
 ALL_SYSTEMS = ["frugal", "frugal_flat", "frugal_adapt", "frugal_slow", "frugal_slow_balanced"] + \
-    ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"]
+    ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"] + \
+    [s for s in STOCK_SYSTEMS if s != "ddp_powersgd"]
 # frugal_slow*: every worker in its own CPU cgroup (bench/harness/cgroups.py):
 # HETERO_CORES each, rank SLOW_RANK half of that, so each computes at its own
 # fixed speed as on separate devices. (--compute-slowdown sleeps, which on 4
@@ -34,6 +43,14 @@ def frugal_variant_args(system, rank):
 
 def is_frugal(system):
     return system.startswith("frugal")
+
+
+def is_powersgd(system):
+    return system in POWERSGD_RANKS
+
+
+def is_localsgd(system):
+    return system in LOCALSGD_PERIODS
 
 
 def slow_worker_quotas(system, workers):
@@ -78,14 +95,16 @@ class Scenario:
         return replace(self, **changes)
 
 
-FLAT_SYSTEMS = ["frugal", "ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"]
-CLUSTER_SYSTEMS = ["frugal", "frugal_flat", "ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"]
+FLAT_SYSTEMS = ["frugal", "ddp", "ddp_fp16"] + STOCK_SYSTEMS + ["ddp_unlimited"]
+CLUSTER_SYSTEMS = ["frugal", "frugal_flat", "ddp", "ddp_fp16"] + STOCK_SYSTEMS + ["ddp_unlimited"]
 # Budgets in seconds of training. Frugal and ddp_unlimited are sized to finish
 # their epochs; shaped DDP runs ~3 s/iteration on mlp at 100 Mbit/s, so it
 # gets a fixed slice and a lower bound.
 FULL_BUDGETS = {"frugal": 900, "frugal_flat": 900, "ddp": 300, "ddp_fp16": 300, "ddp_powersgd": 300,
                 "ddp_unlimited": 900, "frugal_adapt": 900, "frugal_slow": 900, "frugal_slow_balanced": 900}
 FULL_BUDGETS.update({"frugal_d" + d: 900 for d in SWEEP_DENSITIES})
+# Local SGD sends a full model every 4 or 16 steps: it can finish its epochs.
+FULL_BUDGETS.update({"ddp_powersgd1": 300, "ddp_powersgd8": 300, "ddp_localsgd4": 900, "ddp_localsgd16": 900})
 ADAPT_SYSTEMS = ["frugal", "frugal_adapt"] + ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_unlimited"]
 
 
@@ -107,11 +126,15 @@ SCENARIOS = {s.name: s for s in [
     # Issue 8: one worker 2x slower; equal vs speed-proportional batch sizes.
     _full("mlp-hetero-100", "mlp", "flat", 100, 0.88, ["frugal_slow", "frugal_slow_balanced"], 0.85),
 ]}
-QUICK = [Scenario("mlp-flat-100-quick", "mlp", "flat", 100, 0.80, FLAT_SYSTEMS, epochs=1, eval_every=25,
+QUICK = [Scenario("mlp-flat-100-quick", "mlp", "flat", 100, 0.80, ["frugal", "ddp", "ddp_fp16", "ddp_powersgd",
+                                                                   "ddp_unlimited"], epochs=1, eval_every=25,
                   budgets={"frugal": 200, "ddp": 60, "ddp_fp16": 60, "ddp_powersgd": 60, "ddp_unlimited": 200},
                   second_target=0.75)]
-SMOKE = [Scenario("smoke", "mlp", "flat", 1000, 0.5, ["frugal", "ddp"], workers=2, epochs=1, eval_every=2,
-                  budgets={"frugal": 60, "ddp": 60}, second_target=None, max_steps=4)]
+# The smoke run covers one system of each stock kind (the ranks and periods
+# differ only in a number), to keep the ctest short.
+SMOKE = [Scenario("smoke", "mlp", "flat", 1000, 0.5, ["frugal", "ddp", "ddp_powersgd1", "ddp_localsgd4"], workers=2,
+                  epochs=1, eval_every=2, budgets={"frugal": 60, "ddp": 60, "ddp_powersgd1": 60, "ddp_localsgd4": 60},
+                  second_target=None, max_steps=4)]
 
 
 class ScenarioError(ValueError):

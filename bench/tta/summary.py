@@ -2,7 +2,7 @@
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
-from scenarios import is_frugal
+from scenarios import POWERSGD_RANKS, is_frugal, is_localsgd
 
 CurvePoint = Tuple[float, int, float]  # (wall time s, step, test accuracy)
 
@@ -92,16 +92,30 @@ def project_ddp(sys_res, sc):
     """For DDP variants stopped by their budget: projected TTA = (steps ddp_unlimited needed to reach the
     target) x (this system's measured seconds per step, evaluations included). Plain DDP computes the same
     numbers at any bandwidth, so only the time per step differs; for the fp16/PowerSGD hooks it assumes
-    their convergence per step matches plain DDP. Marked as a projection everywhere it appears."""
+    their convergence per step matches plain DDP. Local SGD is not projected: its steps cost differently
+    (a full exchange every H steps) and converge differently. Marked as a projection everywhere it appears."""
     ref = next((s for s in sys_res if s.system == "ddp_unlimited" and not s.crashed), None)
     for s in sys_res:
         for key, target in sc.targets():
             res = s.target(key)
             res.projected = None
-            if target is None or ref is None or s.crashed or not s.system.startswith("ddp"):
+            if target is None or ref is None or s.crashed or not s.system.startswith("ddp") or \
+                    is_localsgd(s.system):
                 continue
             if not res.lower_bound or s.system == "ddp_unlimited" or s.steps == 0:
                 continue
             hit = first_reaching(ref.curve, target)
             if hit is not None:
                 res.projected = hit[1] * s.elapsed_s / s.steps
+
+
+def best_powersgd(sys_res, key="tta"):
+    """The PowerSGD system (one per rank) that reached target KEY first, else the one with the best accuracy;
+    None when the scenario ran no PowerSGD system that finished without crashing."""
+    runs = [s for s in sys_res if s.system in POWERSGD_RANKS and not s.crashed]
+    if not runs:
+        return None
+    reached = [s for s in runs if not s.target(key).lower_bound and s.target(key).time is not None]
+    if reached:
+        return min(reached, key=lambda s: s.target(key).time)
+    return max(runs, key=lambda s: s.best_acc)
