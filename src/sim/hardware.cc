@@ -209,7 +209,10 @@ Status ParseField(const std::string& source, const Field& f, const toml::value& 
 // One [table] of the file; `seen` collects the "table.key" names given.
 Status ParseTable(const std::string& source, const std::string& key, const toml::value& value,
                   const std::vector<Field>& schema, HardwareSpec* hw, std::set<std::string>* seen) {
-  for (const auto& [sub, v] : value.as_table()) {
+  for (const auto& entry : value.as_table()) {
+    // Not a structured binding: C++17 lambdas cannot capture one (clang refuses).
+    const std::string& sub = entry.first;
+    const toml::value& v = entry.second;
     const std::string full = key + "." + sub;
     seen->insert(full);
     if (key == "node" && sub == "gpus_per_node") {
