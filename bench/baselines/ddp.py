@@ -2,9 +2,10 @@
 """PyTorch DDP baseline for the time-to-accuracy benchmark (issue 5).
 
 One process per rank, Gloo backend. It reproduces a Frugal run exactly except
-for the gradient exchange: the same network (docs/models.md), Fashion-MNIST
-normalisation and data order/sharding (docs/data.md), per-worker batch, SGD
-with momentum, linear warm-up + cosine schedule over epochs*steps_per_epoch
+for the gradient exchange: the same network (docs/models.md; gpt-tiny from
+gpt_tiny.py), Fashion-MNIST normalisation or gpt-tiny's text windows and data
+order/sharding (docs/data.md), per-worker batch, SGD with momentum or AdamW
+(--optimizer), linear warm-up + cosine schedule over epochs*steps_per_epoch
 (src/train/lr_schedule.cc), and evaluation cadence (before step t when
 t % eval_every == 0, plus once at the end). Rank 0 writes metrics.jsonl with
 the same keys Frugal uses (wall_time_s, step, test_accuracy, iter_s, ...).
@@ -46,6 +47,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import data_order  # noqa: E402
+import gpt_tiny  # noqa: E402
 
 MEAN = 0.2860
 STD = 0.3530
@@ -96,10 +98,12 @@ def build_model(name):
         return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                              nn.Linear(3136, 512), nn.ReLU(), nn.Linear(512, 10))
-    raise ValueError("model %r is not supported by the baseline (mlp, cnn)" % name)
+    if name == "gpt-tiny":
+        return gpt_tiny.GptTiny()
+    raise ValueError("model %r is not supported by the baseline (mlp, cnn, gpt-tiny)" % name)
 
 
-EXPECTED_PARAMS = {"mlp": 5824522, "cnn": 1630090}
+EXPECTED_PARAMS = {"mlp": 5824522, "cnn": 1630090, "gpt-tiny": gpt_tiny.EXPECTED_PARAMS}
 
 
 def lr_at(step, base_lr, warmup, total):
@@ -113,12 +117,17 @@ def lr_at(step, base_lr, warmup, total):
 
 @torch.no_grad()
 def evaluate(model, x, y, batch=1000):
+    """The evaluation record's fields: test_accuracy, and for text (uint8 windows) val_loss and bits_per_char,
+    as Frugal's train::EvaluateModel."""
+    if x.dtype == torch.uint8:
+        acc, loss = gpt_tiny.evaluate_lm(model, x, y)
+        return {"test_accuracy": acc, "val_loss": loss, "bits_per_char": loss / math.log(2)}
     model.eval()
     correct = 0
     for i in range(0, x.shape[0], batch):
         correct += (model(x[i:i + batch]).argmax(1) == y[i:i + batch]).sum().item()
     model.train()
-    return correct / x.shape[0]
+    return {"test_accuracy": correct / x.shape[0]}
 
 
 def tx_bytes(ifname):
@@ -137,7 +146,7 @@ def parse_args():
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--master", required=True, help="HOST:PORT of rank 0's TCP store")
-    ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
+    ap.add_argument("--model", default="mlp", choices=["mlp", "cnn", "gpt-tiny"])
     ap.add_argument("--hook", default="none", choices=["none", "fp16", "powersgd", "localsgd"])
     ap.add_argument("--powersgd-rank", type=int, default=4)
     ap.add_argument("--localsgd-period", type=int, default=4, help="--hook localsgd: steps between averagings")
@@ -146,6 +155,12 @@ def parse_args():
     ap.add_argument("--single-bucket", action="store_true",
                     help="one DDP gradient bucket for the whole model (default: DDP's 1 MB first bucket + 25 MB)")
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--text-file", default=gpt_tiny.BIBLE_KJV_PATH, help="gpt-tiny's corpus (as frugal --text-file)")
+    ap.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"])
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.999)
+    ap.add_argument("--eps", type=float, default=1e-8)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--max-steps", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=64, help="per worker")
@@ -208,9 +223,13 @@ def build_ddp(args):
 
 
 def make_optimizer(args, ddp):
-    """SGD with momentum; for --hook localsgd wrapped in PostLocalSGDOptimizer, which averages the
+    """SGD with momentum, or AdamW (as frugal --optimizer); for --hook localsgd wrapped in PostLocalSGDOptimizer, which averages the
     parameters every --localsgd-period steps after --localsgd-warmup (the hook's start_localSGD_iter)."""
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
+    if args.optimizer == "adamw":
+        opt = torch.optim.AdamW(ddp.parameters(), lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
+                                weight_decay=args.weight_decay)
+    else:
+        opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
     if args.hook != "localsgd":
         return opt
     from torch.distributed.algorithms.model_averaging import averagers
@@ -291,15 +310,19 @@ class Run:
         args, t = self.args, self.t
         eval_now = t > 0 and (t % args.eval_every == 0 if args.eval_every > 0 else s == 0)
         if eval_now and self.lead:
-            acc = evaluate(self.ddp.module, self.x_test, self.y_test)
-            self.write({"wall_time_s": self.elapsed(), "step": t, "epoch": self.epoch, "test_accuracy": acc})
+            rec = {"wall_time_s": self.elapsed(), "step": t, "epoch": self.epoch}
+            rec.update(evaluate(self.ddp.module, self.x_test, self.y_test))
+            self.write(rec)
         begin = s * self.global_batch + args.rank * args.batch_size
         idx = torch.from_numpy(order[begin:begin + args.batch_size])
         for g in self.opt.param_groups:
             g["lr"] = lr_at(t, args.lr, args.warmup_steps, self.total)
         c0 = time.perf_counter()
         self.opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(self.ddp(self.x_train[idx]), self.y_train[idx])
+        x, y = self.x_train[idx], self.y_train[idx]
+        if x.dtype == torch.uint8:  # text windows: byte ids
+            x, y = x.long(), y.long()
+        loss = F.cross_entropy(self.ddp(x), y)
         loss.backward()  # DDP allreduces gradients during backward
         self.opt.step()
         lv = loss.item()
@@ -332,14 +355,15 @@ class Run:
             averaging.average_parameters(self.ddp.module.parameters(), dist.group.WORLD)
         if not self.lead:
             return
-        acc = evaluate(self.ddp.module, self.x_test, self.y_test)
+        fields = evaluate(self.ddp.module, self.x_test, self.y_test)
         now = self.elapsed()
         tx = tx_bytes(self.ifname)
-        rec = {"wall_time_s": now, "step": self.t, "test_accuracy": acc, "final": True,
+        rec = {"wall_time_s": now, "step": self.t, "final": True,
                "stopped_by_budget": self.stopped, "total_steps": self.total, "hook": self.args.hook,
                "epochs_completed": self.epoch}
         if tx is not None and self.tx0 is not None and self.t > 0:
             rec["bytes_sent_iface_per_step"] = (tx - self.tx0) / self.t
+        rec.update(fields)
         self.write(rec)
         self.metrics.close()
 
@@ -350,7 +374,7 @@ def main():
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     torch.set_num_threads(args.threads)
     init_distributed(args)
-    data = load_fashion_mnist(args.data_dir)
+    data = gpt_tiny.load_text(args.text_file) if args.model == "gpt-tiny" else load_fashion_mnist(args.data_dir)
     run = Run(args, build_ddp(args), data)
     run.train()
     run.finish()
