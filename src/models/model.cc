@@ -1,5 +1,7 @@
 #include "frugal/models/model.h"
 
+#include "gpt_tiny.h"
+
 namespace frugal::models {
 
 namespace {
@@ -111,16 +113,19 @@ class ResNet18 : public Model {
 }  // namespace
 
 const std::vector<std::string>& ModelNames() {
-  static const std::vector<std::string> kNames = {"mlp", "cnn", "resnet18"};
+  static const std::vector<std::string> kNames = {"mlp", "cnn", "resnet18", "gpt-tiny"};
   return kNames;
 }
+
+int64_t SequenceLength(const std::string& name) { return name == "gpt-tiny" ? kGptTinyContext : 0; }
 
 Result<std::shared_ptr<Model>> CreateModel(const std::string& name, int64_t num_classes) {
   if (num_classes <= 0) return Status::InvalidArgument("num_classes must be positive");
   if (name == "mlp") return std::shared_ptr<Model>(std::make_shared<Mlp>(num_classes));
   if (name == "cnn") return std::shared_ptr<Model>(std::make_shared<Cnn>(num_classes));
   if (name == "resnet18") return std::shared_ptr<Model>(std::make_shared<ResNet18>(num_classes));
-  return Status::InvalidArgument("unknown model '" + name + "' (known: mlp, cnn, resnet18)");
+  if (name == "gpt-tiny") return MakeGptTiny(num_classes);
+  return Status::InvalidArgument("unknown model '" + name + "' (known: mlp, cnn, resnet18, gpt-tiny)");
 }
 
 int64_t CountParameters(const torch::nn::Module& module) {

@@ -13,16 +13,23 @@
 
 namespace frugal::data {
 
+// An image dataset (images, labels), or a text dataset (sequence_length > 0:
+// tokens only; see text_corpus.h).
 struct Dataset {
   std::string name;
   int64_t size = 0;  // number of samples
   int64_t channels = 0;
   int64_t height = 0;
   int64_t width = 0;
-  int64_t num_classes = 0;
+  int64_t num_classes = 0;      // text: the vocabulary (256 bytes)
   std::vector<float> images;    // size * channels * height * width, normalised
   std::vector<int64_t> labels;  // size, each in [0, num_classes)
+  // Text: sample i's inputs are tokens[i*T, i*T+T) and its targets
+  // tokens[i*T+1, i*T+T+1), T = sequence_length; tokens has size*T+1 bytes.
+  int64_t sequence_length = 0;  // 0: an image dataset
+  std::vector<uint8_t> tokens;
 
+  bool is_text() const { return sequence_length > 0; }
   int64_t sample_numel() const { return channels * height * width; }
 };
 
