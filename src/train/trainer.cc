@@ -36,6 +36,11 @@ Status TrainOptions::Validate() const {
     names += (names.empty() ? "" : ", ") + n;
   }
   if (!known_model) return Status::InvalidArgument("--model: unknown model '" + model + "' (known: " + names + ")");
+  const bool language_model = models::SequenceLength(model) > 0;
+  if (language_model != (dataset == DatasetKind::kText)) {
+    return Status::InvalidArgument(language_model ? "--model " + model + " needs --dataset text"
+                                                  : std::string("--dataset text needs a language model (gpt-tiny)"));
+  }
   if (nesterov && (momentum <= 0 || dampening != 0)) {
     return Status::InvalidArgument("--nesterov needs --momentum > 0 and --dampening 0");
   }
@@ -194,10 +199,12 @@ Result<TrainResult> Trainer::Impl::Run() {
       bool log = report.WindowDue(step) || evaluate;
       nlohmann::json extra = nlohmann::json::object();
       if (evaluate) {
-        double accuracy = EvaluateAccuracy(*model, data.test, device);
+        const Evaluation eval = EvaluateModel(*model, data.test, device);
         model->train();
-        FRUGAL_RETURN_IF_ERROR(report.Evaluated(step, epoch, accuracy, /*record=*/false));
-        extra["test_accuracy"] = accuracy;
+        FRUGAL_RETURN_IF_ERROR(report.Evaluated(step, epoch, eval.accuracy, /*record=*/false));
+        extra = eval.Fields();
+        extra["test_accuracy"] = eval.accuracy;
+        result.final_val_loss = eval.text ? eval.loss : -1;
       }
       if (log) {
         FRUGAL_RETURN_IF_ERROR(report.CloseWindow(step, epoch, schedule->At(step - 1), extra));

@@ -2,16 +2,26 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
+
+#include "frugal/data/text_corpus.h"
 
 namespace frugal::train {
 
 TensorDataset ToTensorDataset(data::Dataset ds) {
   TensorDataset out;
   auto storage = std::make_shared<data::Dataset>(std::move(ds));
-  out.images = torch::from_blob(storage->images.data(),
-                                {storage->size, storage->channels, storage->height, storage->width},
-                                torch::kFloat32);
-  out.labels = torch::from_blob(storage->labels.data(), {storage->size}, torch::kInt64);
+  if (storage->is_text()) {
+    // Windows of T bytes at stride T; the targets are the same view shifted by one byte.
+    const int64_t n = storage->size, t = storage->sequence_length;
+    out.images = torch::from_blob(storage->tokens.data(), {n, t}, torch::kUInt8);
+    out.labels = torch::from_blob(storage->tokens.data() + 1, {n, t}, torch::kUInt8);
+  } else {
+    out.images = torch::from_blob(storage->images.data(),
+                                  {storage->size, storage->channels, storage->height, storage->width},
+                                  torch::kFloat32);
+    out.labels = torch::from_blob(storage->labels.data(), {storage->size}, torch::kInt64);
+  }
   out.name = storage->name;
   out.size = storage->size;
   out.num_classes = storage->num_classes;
@@ -24,6 +34,17 @@ Result<TrainingData> LoadTrainingData(const TrainOptions& options) {
   if (options.dataset == DatasetKind::kSynthetic) {
     out.train = ToTensorDataset(data::MakeSynthetic(options.synthetic_train_size, options.seed));
     out.test = ToTensorDataset(data::MakeSynthetic(options.synthetic_test_size, options.seed + 7919));
+    return out;
+  }
+  if (options.dataset == DatasetKind::kText) {
+    // One read and decode of the corpus for both splits.
+    FRUGAL_ASSIGN_OR_RETURN(std::string text, data::ReadTextCorpus(options.text_file));
+    const int64_t context = models::SequenceLength(options.model);
+    for (auto [split, dest] : {std::pair{data::Split::kTrain, &out.train}, std::pair{data::Split::kTest, &out.test}}) {
+      Result<data::Dataset> ds = data::MakeTextDataset(text, split, context);
+      if (!ds.ok()) return ds.status().WithContext(options.text_file);
+      *dest = ToTensorDataset(std::move(*ds));
+    }
     return out;
   }
   FRUGAL_ASSIGN_OR_RETURN(data::Dataset train, data::LoadFashionMnist(options.data_dir, data::Split::kTrain));
@@ -39,23 +60,52 @@ Batch MakeBatch(const TensorDataset& ds, const std::vector<int64_t>& indices, co
   Batch b;
   b.x = ds.images.index_select(0, idx).to(device);
   b.y = ds.labels.index_select(0, idx).to(device);
+  if (b.x.scalar_type() == torch::kUInt8) {  // text: byte ids
+    b.x = b.x.to(torch::kLong);
+    b.y = b.y.to(torch::kLong);
+  }
   return b;
 }
 
-double EvaluateAccuracy(torch::nn::Module& model, const TensorDataset& ds, const torch::Device& device) {
+double Evaluation::bits_per_char() const { return loss / std::log(2.0); }
+
+nlohmann::json Evaluation::Fields() const {
+  if (!text) return nlohmann::json::object();
+  return {{"val_loss", loss}, {"bits_per_char", bits_per_char()}};
+}
+
+Evaluation EvaluateModel(torch::nn::Module& model, const TensorDataset& ds, const torch::Device& device) {
   torch::NoGradGuard no_grad;
   model.eval();
   auto* classifier = dynamic_cast<models::Model*>(&model);
-  constexpr int64_t kEvalBatch = 1000;
-  int64_t correct = 0;
-  for (int64_t begin = 0; begin < ds.size; begin += kEvalBatch) {
-    int64_t end = std::min(ds.size, begin + kEvalBatch);
-    torch::Tensor x = ds.images.slice(0, begin, end).to(device);
-    torch::Tensor y = ds.labels.slice(0, begin, end).to(device);
-    torch::Tensor pred = classifier->forward(x).argmax(1);
-    correct += pred.eq(y).sum().item<int64_t>();
+  const bool text = ds.storage && ds.storage->is_text();
+  // Text batches are small: attention holds batch x heads x T x T scores per layer.
+  const int64_t eval_batch = text ? 64 : 1000;
+  int64_t correct = 0, predictions = 0;
+  double loss_sum = 0;
+  for (int64_t begin = 0; begin < ds.size; begin += eval_batch) {
+    const int64_t end = std::min(ds.size, begin + eval_batch);
+    std::vector<int64_t> idx(static_cast<size_t>(end - begin));
+    for (int64_t i = begin; i < end; ++i) idx[static_cast<size_t>(i - begin)] = i;
+    const Batch b = MakeBatch(ds, idx, device);
+    torch::Tensor logits = classifier->forward(b.x);
+    correct += logits.argmax(1).eq(b.y).sum().item<int64_t>();
+    predictions += b.y.numel();
+    loss_sum += torch::nn::functional::cross_entropy(
+                    logits, b.y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                    .item<double>();
   }
-  return ds.size > 0 ? static_cast<double>(correct) / static_cast<double>(ds.size) : 0.0;
+  Evaluation e;
+  e.text = text;
+  if (predictions > 0) {
+    e.accuracy = static_cast<double>(correct) / static_cast<double>(predictions);
+    e.loss = loss_sum / static_cast<double>(predictions);
+  }
+  return e;
+}
+
+double EvaluateAccuracy(torch::nn::Module& model, const TensorDataset& ds, const torch::Device& device) {
+  return EvaluateModel(model, ds, device).accuracy;
 }
 
 Result<std::unique_ptr<torch::optim::Optimizer>> MakeTorchOptimizer(const TrainOptions& o,

@@ -16,9 +16,12 @@ inline constexpr double kMaxSyntheticSamples = 1e6;  // x 784 floats = 3 GB
 template <class V>
 void VisitFields(TrainOptions& o, V&& visit) {
   const char* md = "Model and data";
-  visit(Field("model", md, "Model: mlp, cnn or resnet18"), o.model);
-  visit(Field("dataset", md, "Dataset: fashion-mnist or synthetic"), o.dataset);
+  visit(Field("model", md, "Model: mlp, cnn, resnet18 or gpt-tiny"), o.model);
+  visit(Field("dataset", md, "Dataset: fashion-mnist, synthetic or text (gpt-tiny)"), o.dataset);
   visit(Field("data_dir", md, "Directory of the Fashion-MNIST idx files").PerWorker().NonEmpty(), o.data_dir);
+  visit(Field("text_file", md, "Text corpus of --dataset text: bible-kjv-text's data file or plain text")
+            .PerWorker().NonEmpty(),
+        o.text_file);
   visit(Field("synthetic_train_size", md, "Training samples of the synthetic dataset")
             .Min(1).Max(kMaxSyntheticSamples, "the synthetic set is held in memory"),
         o.synthetic_train_size);

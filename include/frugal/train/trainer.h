@@ -16,7 +16,7 @@
 
 namespace frugal::train {
 
-enum class DatasetKind { kFashionMnist, kSynthetic };
+enum class DatasetKind { kFashionMnist, kSynthetic, kText };
 enum class OptimizerKind { kSgd, kAdam, kAdamW };
 
 // The options of the training loop itself (model, data, schedule,
@@ -26,9 +26,10 @@ enum class OptimizerKind { kSgd, kAdam, kAdamW };
 // all generated from the one field list in engine/run_config.h.
 struct TrainOptions {
   // Model and data.
-  std::string model = "mlp";                                    // a zoo name: mlp | cnn | resnet18
-  DatasetKind dataset = DatasetKind::kFashionMnist;
+  std::string model = "mlp";                                    // a zoo name: mlp | cnn | resnet18 | gpt-tiny
+  DatasetKind dataset = DatasetKind::kFashionMnist;             // text: for gpt-tiny (byte-level corpus)
   std::string data_dir = "/usr/share/datasets/fashion-mnist";   // idx files, gzipped or not
+  std::string text_file = "/usr/lib/bible.data";                // dataset = text: bible-kjv-text's file, or plain text
   int64_t synthetic_train_size = 4096;                          // samples, dataset = synthetic
   int64_t synthetic_test_size = 1024;
   // Schedule.
@@ -69,7 +70,8 @@ struct TrainOptions {
 struct TrainResult {
   int64_t steps = 0;
   int64_t epochs_completed = 0;
-  double final_test_accuracy = 0;  // on the whole test set
+  double final_test_accuracy = 0;  // on the whole test set (text: next-byte accuracy)
+  double final_val_loss = -1;      // text: validation loss (nats per byte) of the last evaluation; else -1
   double final_loss = 0;           // mean training loss of the last logged window
   double wall_time_s = 0;
   double samples_per_s = 0;
@@ -104,7 +106,9 @@ class Trainer {
 template <>
 struct frugal::EnumNames<frugal::train::DatasetKind> {
   static constexpr std::pair<train::DatasetKind, const char*> kTable[] = {
-      {train::DatasetKind::kFashionMnist, "fashion-mnist"}, {train::DatasetKind::kSynthetic, "synthetic"}};
+      {train::DatasetKind::kFashionMnist, "fashion-mnist"},
+      {train::DatasetKind::kSynthetic, "synthetic"},
+      {train::DatasetKind::kText, "text"}};
 };
 template <>
 struct frugal::EnumNames<frugal::train::OptimizerKind> {

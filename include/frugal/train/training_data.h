@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "frugal/common/status.h"
@@ -17,11 +18,13 @@
 
 namespace frugal::train {
 
-// A dataset and a zero-copy tensor view of it.
+// A dataset and a zero-copy tensor view of it. Text (storage->is_text()):
+// images are the input windows [N, T] and labels the targets [N, T], both
+// uint8 views of storage->tokens; MakeBatch hands them out as int64.
 struct TensorDataset {
   std::shared_ptr<const data::Dataset> storage;
-  torch::Tensor images;  // [N, C, H, W] float, views storage->images
-  torch::Tensor labels;  // [N] int64, views storage->labels
+  torch::Tensor images;  // [N, C, H, W] float, views storage->images (text: [N, T] uint8)
+  torch::Tensor labels;  // [N] int64, views storage->labels (text: [N, T] uint8)
   std::string name;
   int64_t size = 0;
   int64_t num_classes = 0;
@@ -45,8 +48,23 @@ struct Batch {
 // Gathers `indices` into one batch on `device`.
 Batch MakeBatch(const TensorDataset& ds, const std::vector<int64_t>& indices, const torch::Device& device);
 
-// Fraction of `ds` classified correctly (model in eval mode, no grad).
-// Leaves the model in eval mode.
+// What one pass over an evaluation set measured. For text every position is
+// a prediction: accuracy is next-byte accuracy and loss the validation loss.
+struct Evaluation {
+  double accuracy = 0;  // fraction of predictions that are right
+  double loss = 0;      // mean cross-entropy per prediction, nats
+  bool text = false;
+  // Text: loss in bits per character (byte), loss / ln 2.
+  double bits_per_char() const;
+  // The metrics.jsonl fields besides test_accuracy: for text
+  // {"val_loss", "bits_per_char"}, else none.
+  nlohmann::json Fields() const;
+};
+
+// Evaluates `ds` (model in eval mode, no grad). Leaves the model in eval mode.
+Evaluation EvaluateModel(torch::nn::Module& model, const TensorDataset& ds, const torch::Device& device);
+
+// EvaluateModel(...).accuracy.
 double EvaluateAccuracy(torch::nn::Module& model, const TensorDataset& ds, const torch::Device& device);
 
 // LibTorch's dense optimiser for options.optimizer.
