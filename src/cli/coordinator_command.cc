@@ -45,7 +45,9 @@ void AddCoordinatorCommand(CLI::App& app) {
   auto flags = std::make_shared<CoordinatorFlags>();
   CLI::App* cmd = app.add_subcommand("coordinator", "Rendezvous point of a multi-host run (frugal worker --coordinator)");
   cmd->option_defaults()->always_capture_default();
-  cmd->add_option("--listen", flags->options.listen, "Address to bind, e.g. tcp://10.0.0.1:29500")->required();
+  cmd->add_option("--listen", flags->options.listen, "Address to bind, e.g. tcp://10.0.0.1:29500")
+      ->required()
+      ->check(TcpEndpoint(/*listening=*/true));
   cmd->add_option("--world", flags->options.world_size, "Number of workers")
       ->required()
       ->check(CLI::Range(1, 4096));

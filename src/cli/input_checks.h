@@ -20,4 +20,20 @@ CLI::Validator Bounded(double lo, double hi, const std::string& why = "");
 // there, so that a typo does not cost the run.
 void CheckWritable(const std::string& path, const std::string& flag);
 
+// "" when `endpoint` is tcp://HOST:PORT with PORT in [1, 65535] (or '*', an
+// ephemeral port, when `listening`; a listener's HOST may be '*' too), else
+// what is wrong with it. HOST is a name, an IPv4 address, a bracketed IPv6
+// address or (listening) an interface name: ZeroMQ resolves it later.
+std::string EndpointProblem(const std::string& endpoint, bool listening);
+// A CLI11 check of the same.
+CLI::Validator TcpEndpoint(bool listening);
+
+// The flags of `frugal worker` that say who it is, checked before it waits
+// for a coordinator: --coordinator and --listen are TCP endpoints, and
+// --rank is inside the world when --workers was given (on the command line
+// or in --config; without it the world size comes from the coordinator).
+// Throws UsageError naming the flag.
+void CheckWorkerFlags(const CLI::App* cmd, const std::string& coordinator, const std::string& listen, int rank,
+                      int workers);
+
 }  // namespace frugal::cli

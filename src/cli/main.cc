@@ -1,6 +1,7 @@
 // frugal: command-line front end. See commands.h for the conventions.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "commands.h"
 
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   frugal::cli::AddProfileCommand(app);
 #endif
   frugal::cli::AddCoordinatorCommand(app);
+  frugal::cli::AddJobCommand(app);
   frugal::cli::AddKeysCommand(app);
   frugal::cli::AddRunCommand(app);
 #ifdef FRUGAL_HAVE_SIM
@@ -30,6 +32,15 @@ int main(int argc, char** argv) {
     }
     if (!known) {
       std::fprintf(stderr, "frugal: error: unknown command '%s'\nRun with --help for usage.\n", argv[1]);
+      return 2;
+    }
+  }
+  // ... and an unknown option before the command as "a subcommand is required" too.
+  if (argc > 1 && argv[1][0] == '-') {
+    const std::string flag = std::string(argv[1]).substr(0, std::string(argv[1]).find('='));
+    if (app.get_option_no_throw(flag) == nullptr) {
+      std::fprintf(stderr, "frugal: error: unknown option '%s' (options go after the command: frugal COMMAND %s)\n"
+                   "Run with --help for usage.\n", flag.c_str(), flag.c_str());
       return 2;
     }
   }

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "field_binding.h"
+#include "input_checks.h"
 #include "frugal/comm/rendezvous.h"
 #include "frugal/control/bandwidth_controller.h"
 #include "frugal/data/dataset.h"
@@ -220,6 +221,8 @@ void AddTrainCommand(CLI::App& app) {
   BindTrainOptions(wcmd, wflags->config);
   wcmd->callback([wcmd, wflags] {
     if (ResolveConfig(wcmd, wflags->config)) return;
+    const engine::RunConfig& c = wflags->config;
+    CheckWorkerFlags(wcmd, c.worker.coordinator, c.worker.listen, c.worker.rank, c.distributed.workers);
     RunWorker(wflags->config);
   });
 }
