@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "event_queue.h"
+#include "frugal/sched/decision.h"
 #include "model_speed.h"
 
 namespace frugal::sched {
@@ -52,13 +53,13 @@ class SimulationRun {
   double BestRuntime(const SimJob& job);
   JobView BaseView(const SimJob& job) const;
   // One scheduling round at time t, in steps: bring the active jobs up to
-  // t, ask the policy (timed), check its answer, apply it.
+  // t, ask the policy through DecideRound (the code path the live cluster
+  // service shares), apply its answer.
   Status ScheduleRound(double t);
   void RetireFinished();  // drops finished jobs from active_, order kept
   std::vector<JobView> ActiveViews() const;
-  std::vector<Placement> TimedSchedule(const ClusterView& cluster, const std::vector<JobView>& views);
-  Status CheckPlacements(double t, const std::vector<JobView>& views, const std::vector<Placement>& next) const;
-  Status CheckBatchSizes(const std::vector<JobView>& views, const std::vector<int>& batches) const;
+  // Bookkeeping of the decision's wall time (SimulationResult's decision_*).
+  void RecordDecision(double seconds, size_t num_views);
   // Gives job i its placement and (unless nullopt) its batch size; a change
   // restarts it and reschedules its completion.
   void ApplyDecision(double t, size_t i, const Placement& placement, std::optional<int> batch);
@@ -253,57 +254,13 @@ std::vector<JobView> SimulationRun::ActiveViews() const {
   return views;
 }
 
-std::vector<Placement> SimulationRun::TimedSchedule(const ClusterView& cluster, const std::vector<JobView>& views) {
-  auto start = std::chrono::steady_clock::now();
-  std::vector<Placement> next = policy_.Schedule(cluster, views);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  decision_total_ += secs;
-  if (secs > decision_max_) {
-    decision_max_ = secs;
-    active_at_slowest_ = static_cast<long>(views.size());
+void SimulationRun::RecordDecision(double seconds, size_t num_views) {
+  decision_total_ += seconds;
+  if (seconds > decision_max_) {
+    decision_max_ = seconds;
+    active_at_slowest_ = static_cast<long>(num_views);
   }
-  max_active_ = std::max(max_active_, static_cast<long>(views.size()));
-  return next;
-}
-
-Status SimulationRun::CheckPlacements(double t, const std::vector<JobView>& views,
-                                      const std::vector<Placement>& next) const {
-  if (next.size() != views.size()) {
-    return Status::Internal("policy " + policy_.Name() + " returned " + std::to_string(next.size()) +
-                            " placements for " + std::to_string(views.size()) + " jobs");
-  }
-  std::vector<int> used(options_.cluster.num_nodes, 0);
-  for (size_t k = 0; k < next.size(); ++k) {
-    for (const NodeShare& s : next[k].shares()) {
-      if (s.node < 0 || s.node >= options_.cluster.num_nodes) {
-        return Status::Internal("policy " + policy_.Name() + " used node " + std::to_string(s.node));
-      }
-      used[s.node] += s.gpus;
-      if (used[s.node] > options_.cluster.gpus_per_node) {
-        return Status::Internal("policy " + policy_.Name() + " over-committed node " + std::to_string(s.node) +
-                                " at t=" + std::to_string(t));
-      }
-    }
-    if (next[k].NumGpus() > std::max(views[k].max_gpus_at_max_batch, views[k].requested_gpus)) {
-      return Status::Internal("policy " + policy_.Name() + " gave job " + jobs_[active_[k]].spec->name +
-                              " more GPUs than it can use");
-    }
-  }
-  return Status::Ok();
-}
-
-Status SimulationRun::CheckBatchSizes(const std::vector<JobView>& views, const std::vector<int>& batches) const {
-  if (!batches.empty() && batches.size() != views.size()) {
-    return Status::Internal("policy " + policy_.Name() + " returned the wrong number of batch sizes");
-  }
-  for (size_t k = 0; k < batches.size(); ++k) {
-    if (batches[k] < views[k].min_batch_size || batches[k] > views[k].max_batch_size) {
-      return Status::Internal("policy " + policy_.Name() + " chose batch " + std::to_string(batches[k]) +
-                              " outside [" + std::to_string(views[k].min_batch_size) + ", " +
-                              std::to_string(views[k].max_batch_size) + "] for job " + jobs_[active_[k]].spec->name);
-    }
-  }
-  return Status::Ok();
+  max_active_ = std::max(max_active_, static_cast<long>(num_views));
 }
 
 void SimulationRun::ApplyDecision(double t, size_t i, const Placement& placement, std::optional<int> batch) {
@@ -346,11 +303,13 @@ Status SimulationRun::ScheduleRound(double t) {
   if (active_.empty()) return Status::Ok();
   const std::vector<JobView> views = ActiveViews();
   const ClusterView cluster{options_.cluster, t};
-  const std::vector<Placement> next = TimedSchedule(cluster, views);
-  // A policy that over-commits is a bug; refuse to simulate nonsense.
-  FRUGAL_RETURN_IF_ERROR(CheckPlacements(t, views, next));
-  const std::vector<int> batches = policy_.ChooseBatchSizes(cluster, views, next);
-  FRUGAL_RETURN_IF_ERROR(CheckBatchSizes(views, batches));
+  // A policy that over-commits is a bug; DecideRound refuses it and the
+  // simulation stops rather than simulate nonsense.
+  Result<RoundDecision> decision = DecideRound(policy_, cluster, views);
+  FRUGAL_RETURN_IF_ERROR(decision.status());
+  RecordDecision(decision->decision_seconds, views.size());
+  const std::vector<Placement>& next = decision->placements;
+  const std::vector<int>& batches = decision->batch_sizes;
   for (size_t k = 0; k < next.size(); ++k) {
     ApplyDecision(t, active_[k], next[k], batches.empty() ? std::nullopt : std::optional<int>(batches[k]));
   }

@@ -1,0 +1,32 @@
+// One scheduling decision: the single code path shared by the trace-driven
+// simulator (src/sched/simulator.cc) and the live cluster service
+// (src/cluster/cluster_manager.cc). Both build a ClusterView and JobViews
+// from their own state and call DecideRound(); neither calls Policy::Schedule
+// directly, so a policy behaves the same on traces and on live events.
+//
+// Thread safety: a free function; the policy is only read.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frugal/common/status.h"
+#include "frugal/sched/cluster.h"
+#include "frugal/sched/policy.h"
+
+namespace frugal::sched {
+
+struct RoundDecision {
+  std::vector<Placement> placements;  // One per job, index-aligned with the views.
+  std::vector<int> batch_sizes;       // Empty: keep every job's batch.
+  double decision_seconds = 0;        // Wall time inside Policy::Schedule.
+};
+
+// Asks `policy` for the placements (and batch sizes) of `jobs` on `cluster`
+// and checks its answer: one placement per job, node ids inside the cluster,
+// no node over-committed, no job above max(max_gpus_at_max_batch,
+// requested_gpus), batch sizes in each job's range. A policy that breaks
+// these is a bug: Internal error naming the policy and the job id.
+Result<RoundDecision> DecideRound(const Policy& policy, const ClusterView& cluster, const std::vector<JobView>& jobs);
+
+}  // namespace frugal::sched
