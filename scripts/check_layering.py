@@ -31,12 +31,13 @@ DEPENDS = {
     "comm": ["common"],
     "sim": ["common"],
     "sched": ["common", "sim"],
+    "cluster": ["common", "sched"],
     "models": ["common"],
     "train": ["models", "data"],
     "engine": ["train", "compress", "optim", "comm"],
     "control": ["engine", "sim"],
     "profiler": ["sim", "compress", "optim"],
-    "cli": ["engine", "control", "profiler", "train", "sim", "sched"],
+    "cli": ["engine", "control", "profiler", "train", "sim", "sched", "cluster"],
 }
 
 # Seam-only arrows: (from, to) -> which files on each side may use the arrow.
@@ -57,7 +58,7 @@ SEAMS = {
 }
 
 # Modules that build without LibTorch (the "LibTorch?" column says "no").
-TORCH_FREE = {"common", "data", "compress", "optim", "comm", "sim", "sched", "control"}
+TORCH_FREE = {"common", "data", "compress", "optim", "comm", "sim", "sched", "cluster", "control"}
 
 # Files of torch-free modules that may include LibTorch: tests that compare
 # with LibTorch's own implementation, built only with FRUGAL_WITH_TORCH=ON

@@ -310,6 +310,9 @@ void AddClusterCommand(CLI::App& app) {
   AddSimulate(cluster);
   AddWorkload(cluster);
   AddBench(cluster);
+#ifdef FRUGAL_HAVE_CLUSTER
+  AddClusterServiceCommands(cluster);
+#endif
 }
 
 }  // namespace frugal::cli

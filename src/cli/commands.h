@@ -66,5 +66,9 @@ void AddPlanCommand(CLI::App& app);     // plan_command.cc (planner, issue 6)
 #ifdef FRUGAL_HAVE_SCHED
 void AddClusterCommand(CLI::App& app);  // cluster_command.cc (scheduler, issue 7)
 #endif
+#ifdef FRUGAL_HAVE_CLUSTER
+// cluster_serve_command.cc: serve, agent, submit, jobs, status, cancel, nodes, events (issue 17).
+void AddClusterServiceCommands(CLI::App* cluster);
+#endif
 
 }  // namespace frugal::cli

@@ -1,0 +1,47 @@
+// Agent: `frugal cluster agent` on each host. Every heartbeat_s it reports
+// its slots, its running tasks, the tasks that exited and the new records of
+// their metrics.jsonl to the server, and makes the host run exactly the tasks
+// the server lists in its reply: it starts the missing ones (a `frugal`
+// process each, in its own process group) and stops the others (SIGTERM to
+// the group, SIGKILL after stop_grace_s). See Note [Generations] in
+// src/cluster/cluster_manager.cc.
+//
+// When the server does not answer, the agent keeps its tasks running and
+// retries; a restarted server re-adopts them from the next heartbeat.
+//
+// Thread safety: one thread drives an Agent. Ownership: owns the client.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "frugal/cluster/client.h"
+#include "frugal/common/status.h"
+
+namespace frugal::cluster {
+
+struct AgentOptions {
+  std::string node;            // Host name the server knows this node by (default: hostname).
+  int slots = 1;               // Worker slots (GPUs; CPU slots on a machine without one).
+  std::string frugal_binary;   // The `frugal` executable tasks run.
+  std::string work_dir = ".";  // Task configs and logs; runs go to <work_dir>/runs.
+  double heartbeat_s = 1;
+  double stop_grace_s = 15;    // SIGTERM -> SIGKILL.
+};
+
+class Agent {
+ public:
+  virtual ~Agent() = default;
+  // InvalidArgument for bad options (missing binary, slots out of range).
+  static Result<std::unique_ptr<Agent>> Create(std::unique_ptr<ClusterClient> client, AgentOptions options);
+  // One heartbeat and the reconciliation it asks for. Unavailable if the
+  // server did not answer (tasks keep running).
+  virtual Status RunOnce() = 0;
+  // Heartbeats until `stop` is set, then stops every task (waiting up to
+  // stop_grace_s). Returns only on stop.
+  virtual void Run(const std::atomic<bool>& stop) = 0;
+  virtual void StopAll() = 0;
+};
+
+}  // namespace frugal::cluster

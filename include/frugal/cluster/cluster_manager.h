@@ -1,0 +1,99 @@
+// ClusterManager: the live elastic scheduler's state machine. It owns the
+// nodes, jobs and allocations (mirrored, write-through, in a StateStore),
+// takes the agents' heartbeats and the users' submissions, and every round
+// asks the scheduling policy for new placements through sched::DecideRound,
+// the same call the trace-driven simulator makes (docs/cluster.md).
+//
+// Thread safety: every public method takes the manager's one mutex, so the
+// HTTP handlers and the ticker thread may call it concurrently. Errors from
+// the store are returned to the caller of the method that hit them.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "frugal/cluster/job_controller.h"
+#include "frugal/cluster/state_store.h"
+#include "frugal/cluster/types.h"
+#include "frugal/common/status.h"
+#include "frugal/sched/policy.h"
+
+namespace frugal::cluster {
+
+// Wall-clock time in Unix seconds: the manager's timestamps outlive the
+// process, so they cannot come from a steady clock. Tests pass a manual one.
+class WallClock {
+ public:
+  virtual ~WallClock() = default;
+  virtual double Now() const = 0;
+};
+// std::chrono::system_clock.
+const WallClock& SystemWallClock();
+
+class ManualWallClock final : public WallClock {
+ public:
+  explicit ManualWallClock(double start = 1.7e9) : now_(start) {}
+  double Now() const override { return now_; }
+  void Advance(double seconds) { now_ += seconds; }
+
+ private:
+  double now_;
+};
+
+struct ManagerOptions {
+  std::string policy = "afs-p";          // Any of sched::PolicyNames().
+  sched::PolicyOptions policy_options;   // Defaults: the simulator's.
+  double round_interval_s = 5;           // Seconds between scheduling rounds (and on every submit/exit/node change).
+  double node_timeout_s = 10;            // A node silent this long is marked down.
+  int max_restarts = 3;                  // Failed generations restarted from a checkpoint before the job fails.
+};
+
+// Per-job throughput the policy sees: measured samples/s by worker count.
+struct ThroughputTable {
+  std::map<int, double> samples_per_s;
+};
+
+class ClusterManager {
+ public:
+  // Reads the state back from `store` (an empty store is a new cluster);
+  // nodes that were up get a grace period of node_timeout_s to heartbeat.
+  // Errors: unknown policy, store errors.
+  static Result<std::unique_ptr<ClusterManager>> Open(std::unique_ptr<StateStore> store,
+                                                      std::unique_ptr<JobController> controller,
+                                                      const WallClock& clock, ManagerOptions options);
+  ~ClusterManager();
+
+  // InvalidArgument for a submission the cluster can never run.
+  Result<int64_t> Submit(const JobSubmission& job);
+  // NotFound for an unknown id; InvalidArgument if the job already ended.
+  Status Cancel(int64_t job_id);
+  // Registers the node on its first report; returns what it must run.
+  Result<AgentReply> Heartbeat(const AgentReport& report);
+  // Marks silent nodes down and runs a scheduling round when one is due.
+  Status Tick();
+  // A scheduling round now.
+  Status RunRound();
+
+  std::vector<NodeRecord> Nodes() const;
+  std::vector<JobRecord> Jobs() const;
+  Result<JobRecord> Job(int64_t job_id) const;
+  std::map<int64_t, ThroughputTable> Throughputs() const;
+  // Active jobs in the order the policy is shown them (submission order).
+  std::vector<int64_t> QueueOrder() const;
+  Result<std::vector<EventRecord>> Events(int64_t after_id, int limit) const;
+  Result<std::vector<AllocationRecord>> Allocations() const;
+  Result<std::vector<MetricSample>> Samples(int64_t job_id) const;
+  const std::string& policy_name() const { return options_.policy; }
+  long rounds() const;
+
+ private:
+  class Impl;
+  explicit ClusterManager(std::unique_ptr<Impl> impl, ManagerOptions options);
+  std::unique_ptr<Impl> impl_;
+  ManagerOptions options_;
+};
+
+}  // namespace frugal::cluster

@@ -1,0 +1,137 @@
+// Value types of the live cluster service (docs/cluster.md): what the
+// server stores about nodes, jobs, allocations and events, what an agent
+// reports, and the tasks the server asks an agent to run.
+//
+// Thread safety: plain value types.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "frugal/sched/cluster.h"
+
+namespace frugal::cluster {
+
+// A host running `frugal cluster agent`; `slots` are its GPUs (CPU slots on
+// a machine without one).
+struct NodeRecord {
+  int64_t id = 0;
+  std::string name;
+  int slots = 0;
+  bool up = false;
+  double last_heartbeat = 0;  // Unix seconds; not persisted (a restarted server grants a grace period).
+};
+
+enum class JobState { kQueued, kRunning, kFinished, kFailed, kCancelled };
+const char* JobStateName(JobState s);
+std::optional<JobState> ParseJobState(const std::string& name);
+inline bool IsTerminal(JobState s) { return s == JobState::kFinished || s == JobState::kFailed || s == JobState::kCancelled; }
+
+// What a user submits: a `frugal train` configuration (TOML text; the
+// server never interprets its options, `frugal train` validates them) and the
+// range of worker counts the job may run with.
+struct JobSubmission {
+  std::string name;
+  std::string config_toml;
+  int min_workers = 1;
+  int max_workers = 1;
+  int max_steps = 0;  // From the configuration, for progress; 0 = unknown.
+};
+
+// One share of a job's placement, by node id (not the scheduler's index).
+struct NodeSlots {
+  int64_t node_id = 0;
+  int slots = 0;
+  bool operator==(const NodeSlots& o) const { return node_id == o.node_id && slots == o.slots; }
+};
+
+struct JobRecord {
+  int64_t id = 0;
+  JobSubmission spec;
+  JobState state = JobState::kQueued;
+  double submit_time = 0;
+  double start_time = -1;
+  double finish_time = -1;
+  // Bumped on every placement change; a task belongs to one generation and
+  // is stopped when the job moves on (Note [Generations] in cluster_manager.cc).
+  int64_t generation = 0;
+  std::vector<NodeSlots> placement;  // Empty while queued.
+  double progress = 0;               // Samples trained so far (from metrics.jsonl).
+  double attained_service = 0;       // Slot-seconds held.
+  int last_step = 0;
+  int restarts = 0;                  // Failed generations restarted from a checkpoint.
+  std::string message;               // Why it failed, or the last notable change.
+
+  int Workers() const {
+    int n = 0;
+    for (const NodeSlots& s : placement) n += s.slots;
+    return n;
+  }
+};
+
+// One allocation interval of a job on a node (the dashboard's timeline).
+struct AllocationRecord {
+  int64_t job_id = 0;
+  int64_t node_id = 0;
+  int slots = 0;
+  int64_t generation = 0;
+  double start = 0;
+  double end = -1;  // -1 while open.
+};
+
+struct EventRecord {
+  int64_t id = 0;
+  double time = 0;
+  std::string kind;  // "submit", "resize", "finish", "node-down", ...
+  int64_t job_id = 0;
+  int64_t node_id = 0;
+  std::string message;
+};
+
+// One metrics.jsonl record of a job, as the agent forwards it.
+struct MetricSample {
+  int64_t job_id = 0;
+  int step = 0;
+  double time = 0;            // Server time when received.
+  int workers = 0;
+  int global_batch = 0;
+  double loss = -1;           // -1: not in this record.
+  double accuracy = -1;       // test_accuracy; -1: not an evaluation record.
+  double samples_per_s = -1;
+};
+
+// A process the server wants an agent to run: `frugal <args...>`. With
+// `resume_run` set, the agent replaces the args by `train --resume <dir>`
+// plus `resume_args` when that run directory holds a complete checkpoint.
+struct TaskSpec {
+  std::string task_id;  // "job-<id>-g<generation>"
+  int64_t job_id = 0;
+  int64_t generation = 0;
+  int workers = 0;
+  std::vector<std::string> args;
+  std::string config_toml;      // Written by the agent to <work>/<task_id>.toml; "{config}" in args names it.
+  std::string resume_run;       // Run directory name, relative to the agent's runs dir.
+  std::vector<std::string> resume_args;
+};
+
+struct TaskExit {
+  std::string task_id;
+  int exit_code = 0;  // 128 + signal for a signalled process.
+};
+
+struct AgentReport {
+  std::string node;
+  int slots = 0;
+  std::vector<std::string> running;  // task ids alive on the node
+  std::vector<TaskExit> exited;      // since the last acknowledged report
+  std::vector<MetricSample> samples; // new metrics.jsonl records (job_id set)
+};
+
+struct AgentReply {
+  int64_t node_id = 0;
+  std::vector<TaskSpec> tasks;  // Everything the node should run now; the rest is stopped.
+};
+
+}  // namespace frugal::cluster

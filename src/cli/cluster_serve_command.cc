@@ -1,0 +1,318 @@
+// `frugal cluster serve|agent|submit|jobs|status|cancel|nodes|events`: the
+// live elastic cluster service (issue 17, docs/cluster.md). Thin: flags ->
+// options -> frugal::cluster classes.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <toml.hpp>
+
+#include "commands.h"
+#include "input_checks.h"
+#include "frugal/cluster/agent.h"
+#include "frugal/cluster/client.h"
+#include "frugal/cluster/cluster_manager.h"
+#include "frugal/cluster/http_server.h"
+#include "frugal/sched/policy.h"
+
+namespace frugal::cli {
+namespace {
+
+using nlohmann::json;
+
+// Set by SIGINT/SIGTERM. A signal handler can only reach a global; nothing
+// else in the process reads it.
+std::atomic<bool> g_stop{false};
+void OnStopSignal(int) { g_stop = true; }
+void InstallStopHandlers() {
+  g_stop = false;
+  struct sigaction sa = {};
+  sa.sa_handler = OnStopSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+std::string ReadToken(const std::string& path) {
+  if (path.empty()) return "";
+  std::ifstream in(path);
+  if (!in) throw UsageError("--token-file " + path + ": cannot read it");
+  std::string token;
+  std::getline(in, token);
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.size() < 16) throw UsageError("--token-file " + path + ": the token must be at least 16 characters");
+  return token;
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  return host.rfind("127.", 0) == 0 || host == "localhost" || host == "::1";
+}
+
+struct ClientFlags {
+  std::string server = "127.0.0.1:8470";
+  std::string token_file;
+  double timeout_s = 10;
+};
+
+void AddClientFlags(CLI::App* cmd, ClientFlags* f) {
+  cmd->add_option("--server", f->server, "Cluster server, http://HOST:PORT or HOST:PORT")->capture_default_str();
+  cmd->add_option("--token-file", f->token_file, "File holding the server's bearer token (first line)");
+  cmd->add_option("--timeout-s", f->timeout_s, "Bound on each request, seconds")
+      ->capture_default_str()
+      ->check(Bounded(0.1, 3600));
+}
+
+std::unique_ptr<cluster::ClusterClient> MakeClient(const ClientFlags& f) {
+  auto client = cluster::ClusterClient::Create(f.server, ReadToken(f.token_file), f.timeout_s);
+  ThrowIfError(client.status());
+  return std::move(*client);
+}
+
+// ---- serve ------------------------------------------------------------------
+
+struct ServeFlags {
+  std::string listen = "127.0.0.1:8470";
+  std::string state;
+  std::string policy = "afs-p";
+  std::string token_file;
+  bool insecure = false;
+  double round_s = 5;
+  double node_timeout_s = 10;
+  int checkpoint_every = 20;
+  int max_restarts = 3;
+};
+
+void RunServe(const ServeFlags& f) {
+  const size_t colon = f.listen.rfind(':');
+  if (colon == std::string::npos) throw UsageError("--listen must be HOST:PORT, got '" + f.listen + "'");
+  cluster::ServerOptions so;
+  so.host = f.listen.substr(0, colon);
+  try {
+    so.port = std::stoi(f.listen.substr(colon + 1));
+  } catch (const std::exception&) {
+    so.port = -1;
+  }
+  if (so.port < 0 || so.port > 65535) throw UsageError("--listen port must be in [0, 65535], got '" + f.listen + "'");
+  so.token = ReadToken(f.token_file);
+  if (so.token.empty() && !f.insecure && !IsLoopbackHost(so.host)) {
+    throw UsageError("serving on " + so.host + " needs --token-file FILE (a random line, e.g. from "
+                     "'head -c 24 /dev/urandom | base64'; agents and clients pass the same file), or --insecure "
+                     "on a trusted network");
+  }
+  auto store = cluster::StateStore::Open(f.state);
+  ThrowIfError(store.status());
+  cluster::ManagerOptions mo;
+  mo.policy = f.policy;
+  mo.round_interval_s = f.round_s;
+  mo.node_timeout_s = f.node_timeout_s;
+  mo.max_restarts = f.max_restarts;
+  cluster::RestartControllerOptions co;
+  co.checkpoint_every = f.checkpoint_every;
+  auto manager = cluster::ClusterManager::Open(std::move(*store), cluster::NewRestartJobController(co),
+                                               cluster::SystemWallClock(), mo);
+  if (!manager.ok()) throw UsageError(manager.status().message());
+  InstallStopHandlers();
+  auto server = cluster::ClusterServer::Start(**manager, so);
+  if (!server.ok()) throw RunError(server.status().message());
+  std::printf("frugal cluster: serving on http://%s:%d (policy %s, state %s)\n", so.host.c_str(), (*server)->port(),
+              f.policy.c_str(), f.state.c_str());
+  std::fflush(stdout);
+  while (!g_stop.load() && (*server)->error().ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Status error = (*server)->error();
+  (*server)->Stop();
+  if (!error.ok()) throw RunError("cluster server: " + error.message());
+}
+
+void AddServe(CLI::App* cluster) {
+  auto f = std::make_shared<ServeFlags>();
+  auto* cmd = cluster->add_subcommand("serve", "Run the live cluster server: HTTP API, dashboard at /, SQLite state");
+  cmd->add_option("--listen", f->listen, "HOST:PORT (port 0: any free port)")->capture_default_str();
+  cmd->add_option("--state", f->state, "SQLite database of the cluster state (created if missing)")->required();
+  cmd->add_option("--policy", f->policy, "Scheduling policy: afs-p, afs-goodput, afs-l, tiresias, optimus or fifo")
+      ->capture_default_str();
+  cmd->add_option("--token-file", f->token_file, "Bearer token that POST requests (agents, submit) must carry");
+  cmd->add_flag("--insecure", f->insecure, "Serve off loopback without a token (trusted network only)");
+  cmd->add_option("--round-s", f->round_s, "Seconds between scheduling rounds")
+      ->capture_default_str()->check(Bounded(0.1, 86400));
+  cmd->add_option("--node-timeout-s", f->node_timeout_s, "A node without a heartbeat this long is marked down")
+      ->capture_default_str()->check(Bounded(1, 86400));
+  cmd->add_option("--checkpoint-every", f->checkpoint_every, "Steps between the checkpoints jobs resize from")
+      ->capture_default_str()->check(Bounded(1, 1e9));
+  cmd->add_option("--max-restarts", f->max_restarts, "Failed runs of a job restarted before it fails")
+      ->capture_default_str()->check(Bounded(0, 1000));
+  cmd->callback([f] { RunServe(*f); });
+}
+
+// ---- agent ------------------------------------------------------------------
+
+void AddAgent(CLI::App* cluster) {
+  auto cf = std::make_shared<ClientFlags>();
+  auto ao = std::make_shared<cluster::AgentOptions>();
+  auto* cmd = cluster->add_subcommand("agent", "Run this host's agent: offer --slots to the server, run its tasks");
+  AddClientFlags(cmd, cf.get());
+  cmd->add_option("--slots", ao->slots, "Worker slots this host offers (GPUs; CPU slots without one)")
+      ->required()->check(Bounded(1, 1024));
+  cmd->add_option("--name", ao->node, "Node name (default: the host name)");
+  cmd->add_option("--work-dir", ao->work_dir, "Task configs, logs and runs/ go here")->capture_default_str();
+  cmd->add_option("--frugal", ao->frugal_binary, "The frugal executable tasks run (default: this one)");
+  cmd->add_option("--heartbeat-s", ao->heartbeat_s, "Seconds between heartbeats")
+      ->capture_default_str()->check(Bounded(0.05, 600));
+  cmd->add_option("--stop-grace-s", ao->stop_grace_s, "SIGTERM to SIGKILL when stopping a task")
+      ->capture_default_str()->check(Bounded(0, 3600));
+  cmd->callback([cf, ao] {
+    cluster::AgentOptions options = *ao;
+    if (options.frugal_binary.empty()) {
+      char self[4096] = {};
+      ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+      if (n > 0) options.frugal_binary.assign(self, n);
+    }
+    auto agent = cluster::Agent::Create(MakeClient(*cf), options);
+    if (!agent.ok()) throw UsageError(agent.status().message());
+    InstallStopHandlers();
+    std::printf("frugal cluster agent: %d slots, server %s\n", options.slots, cf->server.c_str());
+    std::fflush(stdout);
+    (*agent)->Run(g_stop);
+  });
+}
+
+// ---- submit and queries ------------------------------------------------------
+
+// job.toml: a `frugal train` configuration plus `min_workers`, `max_workers`
+// and an optional `name`; those three are taken out, the rest goes to train.
+cluster::JobSubmission ReadJobFile(const std::string& path) {
+  toml::value root;
+  try {
+    root = toml::parse(path);
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    throw UsageError(path + ": " + msg.substr(0, msg.find('\n')));
+  }
+  if (!root.is_table()) throw UsageError(path + ": not a TOML table");
+  cluster::JobSubmission job;
+  auto& table = root.as_table();
+  auto take_int = [&](const char* key, int* out, bool required) {
+    auto it = table.find(key);
+    if (it == table.end()) {
+      if (required) throw UsageError(path + ": missing '" + key + "' (the range of workers the job may run with)");
+      return;
+    }
+    if (!it->second.is_integer()) throw UsageError(path + ": '" + std::string(key) + "' must be an integer");
+    *out = static_cast<int>(it->second.as_integer());
+    table.erase(it);
+  };
+  take_int("min_workers", &job.min_workers, true);
+  take_int("max_workers", &job.max_workers, true);
+  if (auto it = table.find("name"); it != table.end()) {
+    if (!it->second.is_string()) throw UsageError(path + ": 'name' must be a string");
+    job.name = it->second.as_string();
+    table.erase(it);
+  }
+  for (const char* owned : {"workers", "run_name", "runs_dir", "resume", "resume_from", "checkpoint_dir"}) {
+    if (table.count(owned)) throw UsageError(path + ": '" + owned + "' is set by the cluster; remove it");
+  }
+  if (auto it = table.find("max_steps"); it != table.end() && it->second.is_integer()) {
+    job.max_steps = static_cast<int>(it->second.as_integer());
+  }
+  if (job.min_workers < 2 || job.max_workers < job.min_workers || job.max_workers > 1024) {
+    throw UsageError(path + ": need 2 <= min_workers <= max_workers <= 1024, got " + std::to_string(job.min_workers) +
+                     " and " + std::to_string(job.max_workers));
+  }
+  std::ostringstream out;
+  out << root;
+  job.config_toml = out.str();
+  if (job.name.empty()) job.name = path.substr(path.find_last_of('/') + 1);
+  return job;
+}
+
+std::string Fmt(double v, const char* f = "%.0f") {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+void PrintJobs(const json& jobs) {
+  std::printf("%-4s %-18s %-10s %-8s %-9s %-7s %-5s %s\n", "id", "name", "state", "workers", "range", "step", "gen",
+              "message");
+  for (const json& j : jobs) {
+    std::printf("%-4ld %-18s %-10s %-8d %d-%-7d %-7d %-5ld %s\n", j["id"].get<long>(),
+                j["name"].get<std::string>().substr(0, 18).c_str(), j["state"].get<std::string>().c_str(),
+                j["workers"].get<int>(), j["min_workers"].get<int>(), j["max_workers"].get<int>(), j["step"].get<int>(),
+                j["generation"].get<long>(), j["message"].get<std::string>().c_str());
+  }
+}
+
+json GetJson(cluster::ClusterClient& c, const std::string& path) {
+  Result<std::string> body = c.Get(path);
+  ThrowIfError(body.status());
+  json j = json::parse(*body, nullptr, false);
+  if (j.is_discarded()) throw RunError("server answered malformed JSON for " + path);
+  return j;
+}
+
+void AddQueries(CLI::App* cluster) {
+  auto cf = std::make_shared<ClientFlags>();
+  auto job_file = std::make_shared<std::string>();
+  auto* submit = cluster->add_subcommand("submit", "Submit a job: a frugal train TOML plus min_workers/max_workers");
+  AddClientFlags(submit, cf.get());
+  submit->add_option("job", *job_file, "job.toml")->required();
+  submit->callback([cf, job_file] {
+    cluster::JobSubmission job = ReadJobFile(*job_file);
+    Result<int64_t> id = MakeClient(*cf)->Submit(job);
+    ThrowIfError(id.status());
+    std::printf("submitted job %ld (%s, %d-%d workers)\n", static_cast<long>(*id), job.name.c_str(), job.min_workers,
+                job.max_workers);
+  });
+  auto* jobs = cluster->add_subcommand("jobs", "List the cluster's jobs");
+  AddClientFlags(jobs, cf.get());
+  jobs->callback([cf] { PrintJobs(GetJson(*MakeClient(*cf), "/api/jobs")); });
+  auto id = std::make_shared<long>(0);
+  auto* status = cluster->add_subcommand("status", "One job in full (JSON), with its metric samples");
+  AddClientFlags(status, cf.get());
+  status->add_option("id", *id, "Job id")->required()->check(Bounded(1, 9e15));
+  status->callback([cf, id] { std::printf("%s\n", GetJson(*MakeClient(*cf), "/api/jobs/" + std::to_string(*id)).dump(2).c_str()); });
+  auto* cancel = cluster->add_subcommand("cancel", "Cancel a job (its workers are stopped)");
+  AddClientFlags(cancel, cf.get());
+  cancel->add_option("id", *id, "Job id")->required()->check(Bounded(1, 9e15));
+  cancel->callback([cf, id] {
+    ThrowIfError(MakeClient(*cf)->Post("/api/jobs/" + std::to_string(*id) + "/cancel", "{}").status());
+    std::printf("cancelled job %ld\n", *id);
+  });
+  auto* nodes = cluster->add_subcommand("nodes", "List the nodes and their allocations");
+  AddClientFlags(nodes, cf.get());
+  nodes->callback([cf] {
+    for (const json& n : GetJson(*MakeClient(*cf), "/api/nodes")) {
+      std::string allocs;
+      for (const json& a : n["allocations"]) allocs += " job" + std::to_string(a["job_id"].get<long>()) + ":" + std::to_string(a["slots"].get<int>());
+      std::printf("%-3ld %-20s %-5s %d slots%s\n", n["id"].get<long>(), n["name"].get<std::string>().c_str(),
+                  n["up"].get<bool>() ? "up" : "down", n["slots"].get<int>(), allocs.c_str());
+    }
+  });
+  auto after = std::make_shared<long>(0);
+  auto* events = cluster->add_subcommand("events", "Print the event log");
+  AddClientFlags(events, cf.get());
+  events->add_option("--after", *after, "Only events with a larger id")->check(Bounded(0, 9e15));
+  events->callback([cf, after] {
+    for (const json& e : GetJson(*MakeClient(*cf), "/api/events?after=" + std::to_string(*after))) {
+      std::printf("%-5ld %s %-14s job %-3ld %s\n", e["id"].get<long>(), Fmt(e["time"].get<double>(), "%.1f").c_str(),
+                  e["kind"].get<std::string>().c_str(), e["job_id"].get<long>(), e["message"].get<std::string>().c_str());
+    }
+  });
+}
+
+}  // namespace
+
+void AddClusterServiceCommands(CLI::App* cluster) {
+  AddServe(cluster);
+  AddAgent(cluster);
+  AddQueries(cluster);
+}
+
+}  // namespace frugal::cli

@@ -1,0 +1,241 @@
+#include "frugal/cluster/agent.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "process.h"
+
+namespace frugal::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Task {
+  TaskSpec spec;
+  pid_t pid = 0;
+  bool stopping = false;
+  Clock::time_point kill_at;
+};
+
+// True if <runs>/<run>/checkpoints holds a step with a COMPLETE marker.
+bool HasCompleteCheckpoint(const fs::path& run_dir) {
+  std::error_code ec;
+  fs::path dir = run_dir / "checkpoints";
+  if (!fs::is_directory(dir, ec)) return false;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (fs::exists(entry.path() / "COMPLETE", ec)) return true;
+  }
+  return false;
+}
+
+// One metrics.jsonl record as a sample; false for records without a step.
+bool ToSample(const nlohmann::json& r, const TaskSpec& task, MetricSample* m) {
+  if (!r.is_object() || !r.contains("step") || !r["step"].is_number()) return false;
+  m->job_id = task.job_id;
+  m->step = r["step"].get<int>();
+  m->workers = r.value("workers", task.workers);
+  if (r.contains("batch_sizes") && r["batch_sizes"].is_array()) {
+    for (const auto& b : r["batch_sizes"]) m->global_batch += b.is_number() ? b.get<int>() : 0;
+  }
+  if (r.contains("loss") && r["loss"].is_number()) m->loss = r["loss"].get<double>();
+  if (r.contains("test_accuracy") && r["test_accuracy"].is_number()) m->accuracy = r["test_accuracy"].get<double>();
+  if (r.contains("samples_per_s") && r["samples_per_s"].is_number()) {
+    m->samples_per_s = r["samples_per_s"].get<double>();
+  }
+  return true;
+}
+
+class AgentImpl final : public Agent {
+ public:
+  AgentImpl(std::unique_ptr<ClusterClient> client, AgentOptions options)
+      : client_(std::move(client)), options_(std::move(options)), runs_(fs::path(options_.work_dir) / "runs") {}
+
+  Status RunOnce() override;
+  void Run(const std::atomic<bool>& stop) override;
+  void StopAll() override;
+
+ private:
+  void Reap();
+  void ReadMetrics(const TaskSpec& task);
+  void Reconcile(const AgentReply& reply);
+  void Start(const TaskSpec& spec);
+  std::vector<std::string> CommandLine(const TaskSpec& spec, const fs::path& config) const;
+
+  std::unique_ptr<ClusterClient> client_;
+  AgentOptions options_;
+  fs::path runs_;
+  std::map<std::string, Task> tasks_;           // Running (or stopping), by task id.
+  std::set<std::string> started_;               // Every task id ever started: none runs twice.
+  std::vector<TaskExit> pending_exits_;         // Not yet acknowledged by the server.
+  std::vector<MetricSample> pending_samples_;
+  std::map<int64_t, std::streamoff> metrics_offset_;  // By job: its run's metrics.jsonl, read so far.
+};
+
+void AgentImpl::ReadMetrics(const TaskSpec& task) {
+  std::ifstream in(runs_ / task.resume_run / "metrics.jsonl");
+  if (!in) return;
+  std::streamoff& offset = metrics_offset_[task.job_id];
+  in.seekg(offset);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (in.eof()) break;  // A partial last line: read it whole next time.
+    offset = in.tellg();
+    nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
+    MetricSample m;
+    if (!r.is_discarded() && ToSample(r, task, &m)) pending_samples_.push_back(m);
+  }
+}
+
+void AgentImpl::Reap() {
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    Task& t = it->second;
+    std::optional<int> code = PollExit(t.pid);
+    if (!code) {
+      if (t.stopping && Clock::now() >= t.kill_at) SignalGroup(t.pid, SIGKILL);
+      ReadMetrics(t.spec);
+      ++it;
+      continue;
+    }
+    SignalGroup(t.pid, SIGKILL);  // Stragglers of its group (workers of a dead launcher).
+    ReadMetrics(t.spec);
+    std::fprintf(stderr, "agent: task %s exited with code %d%s\n", it->first.c_str(), *code,
+                 t.stopping ? " (stopped)" : "");
+    pending_exits_.push_back({it->first, *code});
+    it = tasks_.erase(it);
+  }
+}
+
+std::vector<std::string> AgentImpl::CommandLine(const TaskSpec& spec, const fs::path& config) const {
+  std::vector<std::string> argv = {options_.frugal_binary};
+  if (HasCompleteCheckpoint(runs_ / spec.resume_run)) {
+    argv.insert(argv.end(), {"train", "--resume", (runs_ / spec.resume_run).string()});
+    argv.insert(argv.end(), spec.resume_args.begin(), spec.resume_args.end());
+    return argv;
+  }
+  for (const std::string& a : spec.args) {
+    argv.push_back(a == "{config}" ? config.string() : a == "{runs}" ? runs_.string() : a);
+  }
+  return argv;
+}
+
+void AgentImpl::Start(const TaskSpec& spec) {
+  started_.insert(spec.task_id);
+  std::error_code ec;
+  fs::create_directories(runs_, ec);
+  const fs::path config = fs::path(options_.work_dir) / (spec.task_id + ".toml");
+  std::ofstream(config) << spec.config_toml;
+  std::vector<std::string> argv = CommandLine(spec, config);
+  std::string line;
+  for (const std::string& a : argv) line += a + " ";
+  std::fprintf(stderr, "agent: starting %s: %s\n", spec.task_id.c_str(), line.c_str());
+  Result<pid_t> pid = SpawnProcessGroup(argv, options_.work_dir, (fs::path(options_.work_dir) / (spec.task_id + ".log")).string());
+  if (!pid.ok()) {
+    std::fprintf(stderr, "agent: cannot start %s: %s\n", spec.task_id.c_str(), pid.status().message().c_str());
+    pending_exits_.push_back({spec.task_id, 127});
+    return;
+  }
+  tasks_[spec.task_id] = Task{spec, *pid, false, {}};
+}
+
+void AgentImpl::Reconcile(const AgentReply& reply) {
+  std::set<std::string> wanted;
+  for (const TaskSpec& t : reply.tasks) wanted.insert(t.task_id);
+  for (auto& [id, t] : tasks_) {
+    if (wanted.count(id) || t.stopping) continue;
+    std::fprintf(stderr, "agent: stopping %s\n", id.c_str());
+    t.stopping = true;
+    t.kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(options_.stop_grace_s));
+    SignalGroup(t.pid, SIGTERM);
+  }
+  for (const TaskSpec& t : reply.tasks) {
+    if (started_.count(t.task_id)) continue;
+    bool job_busy = false;  // An old generation of the job still shutting down shares its run directory.
+    for (const auto& [id, running] : tasks_) job_busy = job_busy || running.spec.job_id == t.job_id;
+    if (!job_busy) Start(t);
+  }
+}
+
+Status AgentImpl::RunOnce() {
+  Reap();
+  AgentReport report;
+  report.node = options_.node;
+  report.slots = options_.slots;
+  for (const auto& [id, t] : tasks_) report.running.push_back(id);
+  report.exited = pending_exits_;
+  report.samples = pending_samples_;
+  Result<AgentReply> reply = client_->Heartbeat(report);
+  if (!reply.ok()) return reply.status();
+  pending_exits_.erase(pending_exits_.begin(), pending_exits_.begin() + report.exited.size());
+  pending_samples_.erase(pending_samples_.begin(), pending_samples_.begin() + report.samples.size());
+  Reconcile(*reply);
+  return Status::Ok();
+}
+
+void AgentImpl::Run(const std::atomic<bool>& stop) {
+  const auto period = std::chrono::duration<double>(options_.heartbeat_s);
+  Status last;
+  while (!stop.load()) {
+    auto next = Clock::now() + std::chrono::duration_cast<Clock::duration>(period);
+    Status st = RunOnce();
+    if (!st.ok() && st.message() != last.message()) {
+      std::fprintf(stderr, "agent: %s (tasks keep running; retrying)\n", st.message().c_str());
+    }
+    last = st;
+    while (!stop.load() && Clock::now() < next) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  StopAll();
+}
+
+void AgentImpl::StopAll() {
+  for (auto& [id, t] : tasks_) SignalGroup(t.pid, SIGTERM);
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(options_.stop_grace_s));
+  while (!tasks_.empty() && Clock::now() < deadline) {
+    for (auto it = tasks_.begin(); it != tasks_.end();) {
+      it = PollExit(it->second.pid) ? tasks_.erase(it) : std::next(it);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (auto& [id, t] : tasks_) SignalGroup(t.pid, SIGKILL);
+  for (auto& [id, t] : tasks_) {
+    while (!PollExit(t.pid)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  tasks_.clear();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Agent>> Agent::Create(std::unique_ptr<ClusterClient> client, AgentOptions options) {
+  if (options.slots < 1 || options.slots > 1024) return Status::InvalidArgument("--slots must be in [1, 1024]");
+  if (options.node.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    options.node = host;
+  }
+  if (access(options.frugal_binary.c_str(), X_OK) != 0) {
+    return Status::InvalidArgument("--frugal: '" + options.frugal_binary + "' is not an executable");
+  }
+  if (!(options.heartbeat_s > 0) || options.heartbeat_s > 600) {
+    return Status::InvalidArgument("--heartbeat-s must be in (0, 600]");
+  }
+  std::error_code ec;
+  options.work_dir = fs::absolute(options.work_dir, ec).string();
+  fs::create_directories(options.work_dir, ec);
+  if (ec) return Status::IOError("--work-dir " + options.work_dir + ": " + ec.message());
+  return std::unique_ptr<Agent>(new AgentImpl(std::move(client), std::move(options)));
+}
+
+}  // namespace frugal::cluster

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""End-to-end test of the live cluster service on loopback (ctest cluster_live).
+
+Real processes: `frugal cluster serve`, one `frugal cluster agent` with 4
+CPU slots, and two small `frugal train` jobs (mlp). It checks that
+
+  1. a job starts on the agent with its max_workers (4);
+  2. a second job makes afs-p shrink the first: a new generation that
+     resumes from the checkpoint with --workers 2 (restart-based resize);
+  3. the server killed with SIGKILL and restarted on the same database
+     re-adopts the running tasks (same generation, nothing restarted);
+  4. both jobs finish, with the steps of their configuration;
+  5. an agent that goes silent (SIGSTOP) is marked down, and up again
+     when it comes back (SIGCONT).
+
+Usage: cluster_live_test.py --frugal build/frugal [--keep DIR]
+Stdlib only. Every wait has a deadline; on failure the logs are printed.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+STEPS = 40
+
+
+class Fixture:
+    def __init__(self, frugal, root):
+        self.frugal = frugal
+        self.root = root
+        self.db = os.path.join(root, "cluster.db")
+        self.procs = []
+        self.port = None
+        self.server = None
+        self.agent = None
+
+    def log(self, name):
+        return open(os.path.join(self.root, name), "a")
+
+    def start_server(self):
+        listen = f"127.0.0.1:{self.port or 0}"
+        out = os.path.join(self.root, "server.out")
+        self.server = subprocess.Popen(
+            [self.frugal, "cluster", "serve", "--listen", listen, "--state", self.db, "--round-s", "1",
+             "--node-timeout-s", "4", "--checkpoint-every", "10"],
+            stdout=open(out, "a"), stderr=subprocess.STDOUT)
+        self.procs.append(self.server)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            m = re.findall(r"serving on http://127.0.0.1:(\d+)", open(out).read())
+            if m:
+                self.port = int(m[-1])
+                if self.get("/api/health") is not None:
+                    return
+            if self.server.poll() is not None:
+                raise AssertionError("server exited: " + open(out).read())
+            time.sleep(0.1)
+        raise AssertionError("server did not start")
+
+    def start_agent(self):
+        self.agent = subprocess.Popen(
+            [self.frugal, "cluster", "agent", "--server", f"127.0.0.1:{self.port}", "--slots", "4", "--name",
+             "host-a", "--work-dir", os.path.join(self.root, "agent"), "--heartbeat-s", "0.5",
+             "--stop-grace-s", "5"],
+            stdout=self.log("agent.out"), stderr=subprocess.STDOUT)
+        self.procs.append(self.agent)
+
+    def get(self, path):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+                return json.loads(r.read())
+        except OSError:
+            return None
+
+    def submit(self, name, lo, hi):
+        path = os.path.join(self.root, name + ".toml")
+        with open(path, "w") as f:
+            f.write(f'name = "{name}"\nmin_workers = {lo}\nmax_workers = {hi}\nmodel = "mlp"\n'
+                    f'dataset = "synthetic"\nsynthetic_train_size = 4096\nsynthetic_test_size = 256\n'
+                    f"max_steps = {STEPS}\nlog_every = 5\nbatch_size = 32\ntimeout_s = 30\n")
+        out = subprocess.run([self.frugal, "cluster", "submit", path, "--server", f"127.0.0.1:{self.port}"],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        return int(re.search(r"submitted job (\d+)", out.stdout).group(1))
+
+    def job(self, job_id):
+        jobs = self.get("/api/jobs") or []
+        return next((j for j in jobs if j["id"] == job_id), None)
+
+    def wait(self, what, pred, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.3)
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.kill(p.pid, signal.SIGCONT)
+                except OSError:
+                    pass
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def scenario(fx):
+    fx.start_server()
+    fx.start_agent()
+    a = fx.submit("a", 2, 4)
+    fx.wait("job a running on 4 workers", lambda: (j := fx.job(a)) and j["state"] == "running" and j["workers"] == 4, 60)
+    # A checkpoint exists once the job reports step >= 10.
+    fx.wait("job a past its first checkpoint", lambda: fx.job(a)["step"] >= 15, 240)
+    b = fx.submit("b", 2, 2)
+    fx.wait("afs-p shrinking a to 2 workers for b", lambda: fx.job(a)["workers"] == 2 and fx.job(b)["workers"] == 2, 30)
+    gen = fx.job(a)["generation"]
+    assert gen >= 2, fx.job(a)
+    fx.wait("b reporting steps", lambda: fx.job(b)["step"] >= 5, 240)
+
+    # Server crash and restart on the same database: the tasks keep running and are adopted.
+    before = {j["id"]: j["generation"] for j in fx.get("/api/jobs")}
+    fx.server.kill()
+    fx.server.wait(timeout=10)
+    fx.start_server()
+    after = {j["id"]: (j["generation"], j["state"]) for j in fx.get("/api/jobs")}
+    for job_id, g in before.items():
+        assert after[job_id][0] == g, f"job {job_id} changed generation across the restart: {before} -> {after}"
+    nodes = fx.get("/api/nodes")
+    assert len(nodes) == 1 and nodes[0]["name"] == "host-a", nodes
+
+    fx.wait("both jobs finished", lambda: all(fx.job(j)["state"] == "finished" for j in (a, b)), 400)
+    for j in (a, b):
+        job = fx.job(j)
+        assert job["step"] >= STEPS, job
+        detail = fx.get(f"/api/jobs/{j}")
+        assert any(s["loss"] > 0 for s in detail["samples"]), detail["samples"][:3]
+    workers_seen = {s["workers"] for s in fx.get(f"/api/jobs/{a}")["samples"] if s["samples_per_s"] > 0}
+    assert {2, 4} <= workers_seen, f"job a should have trained at 4 and then 2 workers, saw {workers_seen}"
+    generations_after_restart = {j["id"]: j["generation"] for j in fx.get("/api/jobs")}
+    print("generations at the end:", generations_after_restart)
+    events = fx.get("/api/events")
+    kinds = [e["kind"] for e in events]
+    assert "resize" in kinds and kinds.count("finished") == 2, kinds
+
+    # Agent silent -> node down; back -> node up.
+    os.kill(fx.agent.pid, signal.SIGSTOP)
+    fx.wait("the silent node marked down", lambda: not fx.get("/api/nodes")[0]["up"], 30)
+    os.kill(fx.agent.pid, signal.SIGCONT)
+    fx.wait("the node back up", lambda: fx.get("/api/nodes")[0]["up"], 30)
+    page = urllib.request.urlopen(f"http://127.0.0.1:{fx.port}/", timeout=5).read().decode()
+    assert "/api/state" in page
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frugal", required=True)
+    ap.add_argument("--keep", help="keep the run directory here")
+    args = ap.parse_args()
+    root = args.keep or tempfile.mkdtemp(prefix="frugal-cluster-live-")
+    os.makedirs(root, exist_ok=True)
+    fx = Fixture(os.path.abspath(args.frugal), root)
+    ok = False
+    t0 = time.time()
+    try:
+        scenario(fx)
+        ok = True
+    finally:
+        fx.stop()
+        if not ok:
+            for name in ("server.out", "agent.out"):
+                p = os.path.join(root, name)
+                if os.path.exists(p):
+                    print(f"---- {name}\n" + open(p).read()[-6000:])
+            for dirpath, _, files in os.walk(os.path.join(root, "agent")):
+                for f in files:
+                    if f.endswith(".log"):
+                        print(f"---- {f}\n" + open(os.path.join(dirpath, f)).read()[-2000:])
+        elif not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"cluster_live: {'ok' if ok else 'FAILED'} in {time.time() - t0:.0f} s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

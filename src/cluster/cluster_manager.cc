@@ -1,0 +1,326 @@
+#include "frugal/cluster/cluster_manager.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "manager_impl.h"
+
+namespace frugal::cluster {
+
+// Note [Generations]: a job's tasks are named by (job, generation). Every
+// placement change (start, resize, preemption, a node lost, a restart after
+// a failure) bumps the generation, and an agent runs exactly the tasks of the
+// current generations that the server lists in its heartbeat reply, stopping
+// every other. So the server's state is the only truth: an agent that
+// missed a reply, a server that restarted, or a duplicate exit report all
+// converge on the next heartbeat, and an exit of an old generation is ignored
+// (it was stopped on purpose).
+
+namespace {
+
+class SystemClock final : public WallClock {
+ public:
+  double Now() const override {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+};
+
+// "job-<id>-g<gen>" -> (id, gen); false if malformed.
+bool ParseTaskId(const std::string& s, int64_t* job, int64_t* gen) {
+  return std::sscanf(s.c_str(), "job-%ld-g%ld", job, gen) == 2;
+}
+
+}  // namespace
+
+const WallClock& SystemWallClock() {
+  static const SystemClock clock;  // Stateless.
+  return clock;
+}
+
+Status ClusterManager::Impl::Load() {
+  FRUGAL_ASSIGN_OR_RETURN(nodes_, store_->LoadNodes());
+  FRUGAL_ASSIGN_OR_RETURN(jobs_, store_->LoadJobs());
+  const double now = clock_.Now();
+  for (NodeRecord& n : nodes_) n.last_heartbeat = now;  // Grace period after a restart.
+  for (JobRecord& j : jobs_) {
+    if (IsTerminal(j.state)) continue;
+    LiveSpeed& speed = speeds_[j.id];
+    FRUGAL_ASSIGN_OR_RETURN(std::vector<MetricSample> samples, store_->LoadSamples(j.id));
+    for (const MetricSample& m : samples) speed.Observe(m.workers, m.samples_per_s);
+  }
+  next_round_ = now;
+  last_accrual_ = now;
+  return Status::Ok();
+}
+
+JobRecord* ClusterManager::Impl::FindJob(int64_t id) {
+  for (JobRecord& j : jobs_) {
+    if (j.id == id) return &j;
+  }
+  return nullptr;
+}
+
+Status ClusterManager::Impl::Event(const std::string& kind, int64_t job_id, int64_t node_id,
+                                   const std::string& message) {
+  return store_->AppendEvent({0, clock_.Now(), kind, job_id, node_id, message}).status();
+}
+
+Result<int64_t> ClusterManager::Impl::Submit(const JobSubmission& spec) {
+  if (spec.min_workers < 2 || spec.max_workers < spec.min_workers || spec.max_workers > 1024) {
+    return Status::InvalidArgument(
+        "min_workers must be >= 2 (a cluster job checkpoints so that it can be resized, and checkpoints need "
+        "frugal train's distributed engine) and max_workers in [min_workers, 1024]; got " +
+        std::to_string(spec.min_workers) + " and " + std::to_string(spec.max_workers));
+  }
+  if (spec.config_toml.size() > (1 << 20)) return Status::InvalidArgument("the job's config is over 1 MiB");
+  JobRecord j;
+  j.spec = spec;
+  if (j.spec.name.empty()) j.spec.name = "job";
+  j.submit_time = clock_.Now();
+  FRUGAL_ASSIGN_OR_RETURN(j.id, store_->SaveJob(j));
+  FRUGAL_RETURN_IF_ERROR(Event("submit", j.id, 0,
+                               "'" + j.spec.name + "' workers " + std::to_string(spec.min_workers) + ".." +
+                                   std::to_string(spec.max_workers)));
+  jobs_.push_back(j);
+  speeds_[j.id];
+  next_round_ = j.submit_time;  // Schedule it at the next tick.
+  return j.id;
+}
+
+Status ClusterManager::Impl::EndJob(JobRecord& job, JobState state, const std::string& message) {
+  job.state = state;
+  job.finish_time = clock_.Now();
+  job.placement.clear();
+  ++job.generation;  // Stops whatever still runs.
+  job.message = message;
+  FRUGAL_RETURN_IF_ERROR(store_->ReplaceAllocations(job.id, {}, job.finish_time));
+  FRUGAL_RETURN_IF_ERROR(store_->SaveJob(job).status());
+  FRUGAL_RETURN_IF_ERROR(Event(JobStateName(state), job.id, 0, message));
+  speeds_.erase(job.id);
+  next_round_ = clock_.Now();
+  return Status::Ok();
+}
+
+Status ClusterManager::Impl::Cancel(int64_t job_id) {
+  JobRecord* job = FindJob(job_id);
+  if (job == nullptr) return Status::NotFound("no job " + std::to_string(job_id));
+  if (IsTerminal(job->state)) {
+    return Status::InvalidArgument("job " + std::to_string(job_id) + " already " + JobStateName(job->state));
+  }
+  return EndJob(*job, JobState::kCancelled, "cancelled by the user");
+}
+
+Status ClusterManager::Impl::SetPlacement(JobRecord& job, std::vector<NodeSlots> placement, const std::string& why) {
+  const double now = clock_.Now();
+  const int before = job.Workers();
+  job.placement = std::move(placement);
+  ++job.generation;
+  job.state = job.placement.empty() ? JobState::kQueued : JobState::kRunning;
+  if (!job.placement.empty() && job.start_time < 0) job.start_time = now;
+  std::vector<AllocationRecord> open;
+  std::string where;
+  for (const NodeSlots& s : job.placement) {
+    open.push_back({job.id, s.node_id, s.slots, job.generation, now, -1});
+    where += (where.empty() ? "" : "+") + std::string("node ") + std::to_string(s.node_id) + ":" + std::to_string(s.slots);
+  }
+  job.message = why;
+  FRUGAL_RETURN_IF_ERROR(store_->ReplaceAllocations(job.id, open, now));
+  FRUGAL_RETURN_IF_ERROR(store_->SaveJob(job).status());
+  const char* kind = before == 0 ? "start" : job.placement.empty() ? "preempt" : "resize";
+  return Event(kind, job.id, 0,
+               std::to_string(before) + " -> " + std::to_string(job.Workers()) + " workers" +
+                   (where.empty() ? "" : " on " + where) + ", generation " + std::to_string(job.generation) +
+                   " (" + why + ")");
+}
+
+Result<NodeRecord*> ClusterManager::Impl::TouchNode(const AgentReport& r) {
+  if (r.node.empty() || r.node.size() > 128 || r.slots < 1 || r.slots > 1024) {
+    return Status::InvalidArgument("a heartbeat needs a node name (1-128 chars) and slots in [1, 1024]");
+  }
+  auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](const NodeRecord& n) { return n.name == r.node; });
+  const bool is_new = it == nodes_.end();
+  if (is_new) {
+    nodes_.push_back({0, r.node, r.slots, false, 0});
+    it = nodes_.end() - 1;
+  }
+  NodeRecord& n = *it;
+  n.last_heartbeat = clock_.Now();
+  if (!n.up || n.slots != r.slots) {
+    const bool came_back = !is_new && !n.up;
+    n.up = true;
+    n.slots = r.slots;
+    FRUGAL_ASSIGN_OR_RETURN(n.id, store_->SaveNode(n));
+    FRUGAL_RETURN_IF_ERROR(Event(is_new ? "node-register" : came_back ? "node-up" : "node-resize", 0, n.id,
+                                 n.name + " with " + std::to_string(n.slots) + " slots"));
+    next_round_ = clock_.Now();
+  }
+  return &n;
+}
+
+Status ClusterManager::Impl::HandleExit(const NodeRecord& node, const TaskExit& exit) {
+  int64_t job_id = 0, gen = 0;
+  if (!ParseTaskId(exit.task_id, &job_id, &gen)) return Status::Ok();
+  JobRecord* job = FindJob(job_id);
+  if (job == nullptr || IsTerminal(job->state) || gen != job->generation) return Status::Ok();  // Stopped on purpose.
+  if (exit.exit_code == 0) return EndJob(*job, JobState::kFinished, "finished");
+  const std::string why = "task " + exit.task_id + " on " + node.name + " exited with code " +
+                          std::to_string(exit.exit_code);
+  if (++job->restarts > options_.max_restarts) {
+    return EndJob(*job, JobState::kFailed, why + "; gave up after " + std::to_string(options_.max_restarts) +
+                                               " restarts");
+  }
+  // Same placement, next generation: the agent restarts it from its newest checkpoint.
+  return SetPlacement(*job, job->placement, why + "; restart " + std::to_string(job->restarts) + " from checkpoint");
+}
+
+void ClusterManager::Impl::LearnSample(JobRecord& job, const MetricSample& m) {
+  if (m.samples_per_s < 0) return;  // An evaluation record.
+  speeds_[job.id].Observe(m.workers, m.samples_per_s);
+  if (m.step > job.last_step) {
+    job.progress += static_cast<double>(m.step - job.last_step) * std::max(m.global_batch, 0);
+    job.last_step = m.step;
+  }
+}
+
+Status ClusterManager::Impl::HandleSamples(const std::vector<MetricSample>& samples) {
+  std::vector<MetricSample> kept;
+  std::map<int64_t, JobRecord*> changed;
+  for (MetricSample m : samples) {
+    JobRecord* job = FindJob(m.job_id);
+    if (job == nullptr) continue;
+    m.time = clock_.Now();
+    kept.push_back(m);
+    if (IsTerminal(job->state)) continue;
+    LearnSample(*job, m);
+    changed[job->id] = job;
+  }
+  FRUGAL_RETURN_IF_ERROR(store_->AppendSamples(kept));
+  for (auto& [id, job] : changed) FRUGAL_RETURN_IF_ERROR(store_->SaveJob(*job).status());
+  return Status::Ok();
+}
+
+Result<AgentReply> ClusterManager::Impl::Heartbeat(const AgentReport& report) {
+  FRUGAL_ASSIGN_OR_RETURN(NodeRecord* node, TouchNode(report));
+  FRUGAL_RETURN_IF_ERROR(HandleSamples(report.samples));
+  for (const TaskExit& exit : report.exited) FRUGAL_RETURN_IF_ERROR(HandleExit(*node, exit));
+  AgentReply reply;
+  reply.node_id = node->id;
+  for (const JobRecord& j : jobs_) {
+    if (j.state != JobState::kRunning) continue;
+    std::map<int64_t, TaskSpec> plan = controller_->Plan(j);
+    auto it = plan.find(reply.node_id);
+    if (it != plan.end()) reply.tasks.push_back(std::move(it->second));
+  }
+  return reply;
+}
+
+// ---- ClusterManager: locking wrappers -------------------------------------
+
+Result<std::unique_ptr<ClusterManager>> ClusterManager::Open(std::unique_ptr<StateStore> store,
+                                                             std::unique_ptr<JobController> controller,
+                                                             const WallClock& clock, ManagerOptions options) {
+  FRUGAL_ASSIGN_OR_RETURN(std::unique_ptr<sched::Policy> policy,
+                          sched::CreatePolicy(options.policy, options.policy_options));
+  if (policy->UsesOracle()) {
+    return Status::InvalidArgument("policy " + options.policy + " needs to know each job's remaining work, which a " +
+                                   "live cluster cannot; use afs-p, afs-goodput, tiresias or fifo");
+  }
+  auto impl = std::make_unique<Impl>(std::move(store), std::move(controller), clock, options, std::move(policy));
+  FRUGAL_RETURN_IF_ERROR(impl->Load());
+  return std::unique_ptr<ClusterManager>(new ClusterManager(std::move(impl), std::move(options)));
+}
+
+ClusterManager::ClusterManager(std::unique_ptr<Impl> impl, ManagerOptions options)
+    : impl_(std::move(impl)), options_(std::move(options)) {}
+ClusterManager::~ClusterManager() = default;
+
+// Each entry point is one transaction: its writes land together or not at
+// all. (On a failed write the in-memory state may be ahead of the database;
+// the store's errors are I/O errors the server reports and exits on.)
+Status ClusterManager::Impl::Transact(const std::function<Status()>& step) {
+  FRUGAL_RETURN_IF_ERROR(store_->Begin());
+  Status st = step();
+  if (!st.ok()) {
+    (void)store_->Rollback();
+    return st;
+  }
+  return store_->Commit();
+}
+
+Result<int64_t> ClusterManager::Submit(const JobSubmission& job) {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  int64_t id = 0;
+  FRUGAL_RETURN_IF_ERROR(impl_->Transact([&]() -> Status {
+    FRUGAL_ASSIGN_OR_RETURN(id, impl_->Submit(job));
+    return Status::Ok();
+  }));
+  return id;
+}
+Status ClusterManager::Cancel(int64_t job_id) {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->Transact([&] { return impl_->Cancel(job_id); });
+}
+Result<AgentReply> ClusterManager::Heartbeat(const AgentReport& report) {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  AgentReply reply;
+  FRUGAL_RETURN_IF_ERROR(impl_->Transact([&]() -> Status {
+    FRUGAL_ASSIGN_OR_RETURN(reply, impl_->Heartbeat(report));
+    return Status::Ok();
+  }));
+  return reply;
+}
+Status ClusterManager::Tick() {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->Transact([&] { return impl_->Tick(); });
+}
+Status ClusterManager::RunRound() {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->Transact([&] { return impl_->RunRound(); });
+}
+std::vector<NodeRecord> ClusterManager::Nodes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->nodes_;
+}
+std::vector<JobRecord> ClusterManager::Jobs() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->jobs_;
+}
+Result<JobRecord> ClusterManager::Job(int64_t job_id) const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  JobRecord* j = impl_->FindJob(job_id);
+  if (j == nullptr) return Status::NotFound("no job " + std::to_string(job_id));
+  return *j;
+}
+std::map<int64_t, ThroughputTable> ClusterManager::Throughputs() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  std::map<int64_t, ThroughputTable> out;
+  for (const auto& [id, speed] : impl_->speeds_) out[id].samples_per_s = speed.measured();
+  return out;
+}
+std::vector<int64_t> ClusterManager::QueueOrder() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  std::vector<int64_t> out;
+  for (const JobRecord& j : impl_->jobs_) {
+    if (!IsTerminal(j.state)) out.push_back(j.id);
+  }
+  return out;
+}
+Result<std::vector<EventRecord>> ClusterManager::Events(int64_t after_id, int limit) const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->store_->LoadEvents(after_id, limit);
+}
+Result<std::vector<AllocationRecord>> ClusterManager::Allocations() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->store_->LoadAllocations(0);
+}
+Result<std::vector<MetricSample>> ClusterManager::Samples(int64_t job_id) const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->store_->LoadSamples(job_id);
+}
+long ClusterManager::rounds() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->rounds_;
+}
+
+}  // namespace frugal::cluster

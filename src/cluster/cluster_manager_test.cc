@@ -1,0 +1,216 @@
+#include "frugal/cluster/cluster_manager.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "frugal/sched/decision.h"
+#include "live_speed.h"
+
+namespace frugal::cluster {
+namespace {
+
+JobSubmission Job(const std::string& name, int min_w, int max_w) {
+  return {name, "model = \"mlp\"\nmax_steps = 40\n", min_w, max_w, 40};
+}
+
+class ManagerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ClusterManager> Open(const std::string& path = ":memory:", const std::string& policy = "afs-p") {
+    auto store = StateStore::Open(path);
+    EXPECT_TRUE(store.ok()) << store.status().message();
+    ManagerOptions o;
+    o.policy = policy;
+    o.node_timeout_s = 10;
+    o.round_interval_s = 5;
+    auto m = ClusterManager::Open(std::move(*store), NewRestartJobController(), clock_, o);
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    return std::move(*m);
+  }
+  AgentReply Beat(ClusterManager& m, const std::string& node, int slots, std::vector<TaskExit> exits = {}) {
+    AgentReport r;
+    r.node = node;
+    r.slots = slots;
+    r.exited = std::move(exits);
+    auto reply = m.Heartbeat(r);
+    EXPECT_TRUE(reply.ok()) << reply.status().message();
+    return reply.ok() ? *reply : AgentReply{};
+  }
+  static std::string Arg(const TaskSpec& t, const std::string& flag) {
+    auto it = std::find(t.args.begin(), t.args.end(), flag);
+    return it == t.args.end() || it + 1 == t.args.end() ? "" : *(it + 1);
+  }
+  ManualWallClock clock_;
+};
+
+TEST_F(ManagerTest, RejectsJobsItCanNeverRunAndOraclePolicies) {
+  auto m = Open();
+  EXPECT_EQ(m->Submit(Job("one", 1, 4)).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(m->Submit(Job("inverted", 4, 2)).status().code(), Status::Code::kInvalidArgument);
+  auto store = StateStore::Open(":memory:");
+  ManagerOptions o;
+  o.policy = "srtf";  // Needs each job's remaining work.
+  EXPECT_FALSE(ClusterManager::Open(std::move(*store), NewRestartJobController(), clock_, o).ok());
+  store = StateStore::Open(":memory:");
+  o.policy = "no-such-policy";
+  EXPECT_FALSE(ClusterManager::Open(std::move(*store), NewRestartJobController(), clock_, o).ok());
+}
+
+TEST_F(ManagerTest, AJobStartsOnTheAgentAndAResizeIsANewGeneration) {
+  auto m = Open();
+  Beat(*m, "host-a", 4);
+  auto a = m->Submit(Job("a", 2, 4));
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  AgentReply reply = Beat(*m, "host-a", 4);
+  ASSERT_EQ(reply.tasks.size(), 1u);
+  EXPECT_EQ(reply.tasks[0].task_id, "job-1-g1");
+  EXPECT_EQ(Arg(reply.tasks[0], "--workers"), "4");  // Alone: afs-p gives it every slot.
+
+  auto b = m->Submit(Job("b", 2, 4));
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  reply = Beat(*m, "host-a", 4);
+  ASSERT_EQ(reply.tasks.size(), 2u) << "afs-p shares the node between the two jobs";
+  int total = 0;
+  for (const TaskSpec& t : reply.tasks) total += std::stoi(Arg(t, "--workers"));
+  EXPECT_EQ(total, 4);
+  auto job_a = m->Job(*a);
+  ASSERT_TRUE(job_a.ok());
+  EXPECT_EQ(job_a->generation, 2) << "job a was resized: its old workers stop, new ones resume";
+  EXPECT_EQ(job_a->Workers(), 2);
+  auto events = m->Events(0, 100);
+  ASSERT_TRUE(events.ok());
+  EXPECT_TRUE(std::any_of(events->begin(), events->end(), [](const EventRecord& e) { return e.kind == "resize"; }));
+}
+
+// The live round and the simulator share sched::DecideRound: the placements
+// the manager applies are exactly what DecideRound answers for the views the
+// manager shows the policy (Note [One scheduling code path]).
+TEST_F(ManagerTest, AppliesExactlyWhatDecideRoundAnswers) {
+  for (const std::string policy : {"afs-p", "fifo", "tiresias", "afs-goodput"}) {
+    SCOPED_TRACE(policy);
+    auto m = Open(":memory:", policy);
+    Beat(*m, "host-a", 4);
+    Beat(*m, "host-b", 4);
+    for (int k = 0; k < 3; ++k) ASSERT_TRUE(m->Submit(Job("j" + std::to_string(k), 2, 4)).ok());
+    ASSERT_TRUE(m->RunRound().ok());
+
+    std::vector<LiveSpeed> speeds(3);
+    std::vector<sched::JobView> views(3);
+    for (int k = 0; k < 3; ++k) {
+      views[k].id = k + 1;
+      views[k].submit_time = clock_.Now();
+      views[k].requested_gpus = views[k].max_gpus = views[k].max_gpus_at_max_batch = 4;
+      views[k].speed = &speeds[k];
+    }
+    auto p = sched::CreatePolicy(policy);
+    ASSERT_TRUE(p.ok());
+    auto d = sched::DecideRound(**p, {{2, 4}, clock_.Now()}, views);
+    ASSERT_TRUE(d.ok()) << d.status().message();
+    std::vector<JobRecord> jobs = m->Jobs();
+    for (int k = 0; k < 3; ++k) {
+      const sched::Placement& want = d->placements[k];
+      if (want.NumNodes() > 1) {
+        // One-host jobs (RestartJobController): at most the same size, on one
+        // node, or nothing when no node has min_workers slots left.
+        EXPECT_LE(jobs[k].Workers(), want.NumGpus()) << "job " << k + 1;
+        EXPECT_LE(jobs[k].placement.size(), 1u) << "job " << k + 1;
+        continue;
+      }
+      std::vector<NodeSlots> expected;
+      for (const sched::NodeShare& s : want.shares()) expected.push_back({s.node + 1, s.gpus});
+      EXPECT_EQ(jobs[k].placement, expected) << "job " << k + 1;
+    }
+  }
+}
+
+TEST_F(ManagerTest, ASilentNodeIsMarkedDownAndItsJobIsRequeued) {
+  auto m = Open();
+  Beat(*m, "host-a", 4);
+  ASSERT_TRUE(m->Submit(Job("a", 2, 4)).ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  ASSERT_EQ(m->Jobs()[0].state, JobState::kRunning);
+  clock_.Advance(9);
+  ASSERT_TRUE(m->Tick().ok());
+  EXPECT_TRUE(m->Nodes()[0].up) << "9 s of silence is within the 10 s timeout";
+  clock_.Advance(2);
+  ASSERT_TRUE(m->Tick().ok());
+  EXPECT_FALSE(m->Nodes()[0].up);
+  EXPECT_EQ(m->Jobs()[0].state, JobState::kQueued);
+  EXPECT_TRUE(m->Jobs()[0].placement.empty());
+  // The agent comes back: the job runs again, as a later generation.
+  AgentReply reply = Beat(*m, "host-a", 4);
+  ASSERT_TRUE(m->RunRound().ok());
+  reply = Beat(*m, "host-a", 4);
+  ASSERT_EQ(reply.tasks.size(), 1u);
+  EXPECT_EQ(reply.tasks[0].generation, 3);
+}
+
+TEST_F(ManagerTest, ExitsFinishRestartOrFailTheJob) {
+  auto m = Open();
+  Beat(*m, "host-a", 4);
+  ASSERT_TRUE(m->Submit(Job("a", 2, 4)).ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  Beat(*m, "host-a", 4, {{"job-1-g1", 1}});
+  EXPECT_EQ(m->Jobs()[0].generation, 2) << "a failed task restarts from the checkpoint";
+  EXPECT_EQ(m->Jobs()[0].restarts, 1);
+  Beat(*m, "host-a", 4, {{"job-1-g1", 1}});  // A repeated report of an old generation changes nothing.
+  EXPECT_EQ(m->Jobs()[0].generation, 2);
+  Beat(*m, "host-a", 4, {{"job-1-g2", 0}});
+  EXPECT_EQ(m->Jobs()[0].state, JobState::kFinished);
+  EXPECT_TRUE(Beat(*m, "host-a", 4).tasks.empty());
+
+  ASSERT_TRUE(m->Submit(Job("b", 2, 4)).ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  for (int g = 1; g <= 4; ++g) Beat(*m, "host-a", 4, {{"job-2-g" + std::to_string(g), 2}});
+  EXPECT_EQ(m->Jobs()[1].state, JobState::kFailed) << m->Jobs()[1].message;
+  EXPECT_EQ(m->Cancel(2).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(m->Cancel(99).code(), Status::Code::kNotFound);
+}
+
+TEST_F(ManagerTest, ARestartedServerRecoversJobsAndReadoptsTheirTasks) {
+  auto path = std::filesystem::temp_directory_path() / ("frugal-cluster-recover-" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  std::string task_before;
+  {
+    auto m = Open(path.string());
+    Beat(*m, "host-a", 4);
+    ASSERT_TRUE(m->Submit(Job("a", 2, 4)).ok());
+    ASSERT_TRUE(m->Submit(Job("b", 2, 4)).ok());
+    ASSERT_TRUE(m->RunRound().ok());
+    AgentReport r;
+    r.node = "host-a";
+    r.slots = 4;
+    r.samples = {{1, 10, 0, 2, 128, 2.2, -1, 400.0}};
+    ASSERT_TRUE(m->Heartbeat(r).ok());
+    task_before = Beat(*m, "host-a", 4).tasks[0].task_id;
+  }
+  auto m = Open(path.string());
+  std::vector<JobRecord> jobs = m->Jobs();
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].state, JobState::kRunning);
+  EXPECT_EQ(jobs[0].last_step, 10);
+  EXPECT_DOUBLE_EQ(jobs[0].progress, 1280);
+  EXPECT_DOUBLE_EQ(m->Throughputs()[1].samples_per_s[2], 400.0) << "rebuilt from the stored samples";
+  AgentReply reply = Beat(*m, "host-a", 4);
+  ASSERT_FALSE(reply.tasks.empty());
+  EXPECT_EQ(reply.tasks[0].task_id, task_before) << "the same generation: the running task is adopted, not restarted";
+  std::filesystem::remove(path);
+}
+
+TEST(LiveSpeedTest, MeasuredRatesWinAndThePriorScalesFromTheNearest) {
+  LiveSpeed s;
+  EXPECT_GT(s.RateAt(4), s.RateAt(2));
+  s.Observe(2, 100);
+  EXPECT_DOUBLE_EQ(s.RateAt(2), 100);
+  EXPECT_NEAR(s.RateAt(4), 100 * std::pow(2.0, 0.8), 1e-9);
+  s.Observe(2, 200);
+  EXPECT_DOUBLE_EQ(s.RateAt(2), 130);  // Moving average, weight 0.3.
+  EXPECT_EQ(s.RateAt(0), 0);
+}
+
+}  // namespace
+}  // namespace frugal::cluster

@@ -1,0 +1,253 @@
+#include "frugal/cluster/http_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <thread>
+
+#include "dashboard.h"
+#include "json_codec.h"
+
+namespace frugal::cluster {
+namespace {
+
+using nlohmann::json;
+
+void Reply(httplib::Response& res, int code, const json& body) {
+  res.status = code;
+  res.set_content(body.dump(), "application/json");
+}
+
+void ReplyError(httplib::Response& res, const Status& st) {
+  int code = st.code() == Status::Code::kInvalidArgument ? 400 : st.code() == Status::Code::kNotFound ? 404 : 500;
+  Reply(res, code, {{"error", st.message()}});
+}
+
+class ClusterServerImpl final : public ClusterServer {
+ public:
+  ClusterServerImpl(ClusterManager& manager, ServerOptions options) : manager_(manager), options_(std::move(options)) {}
+  ~ClusterServerImpl() override { Stop(); }
+
+  Status Bind();
+  int port() const override { return port_; }
+  Status error() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+  void Stop() override;
+
+ private:
+  bool Authorized(const httplib::Request& req, httplib::Response& res) const;
+  void Routes();
+  void ReadRoutes();
+  json StateJson() const;
+  json JobsJson() const;
+  json NodesJson() const;
+  void TickLoop();
+
+  ClusterManager& manager_;
+  ServerOptions options_;
+  httplib::Server http_;
+  int port_ = 0;
+  std::thread listener_, ticker_;
+  mutable std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // GUARDED_BY(mu_)
+  Status error_;           // GUARDED_BY(mu_)
+};
+
+bool ClusterServerImpl::Authorized(const httplib::Request& req, httplib::Response& res) const {
+  if (options_.token.empty()) return true;
+  if (req.get_header_value("Authorization") == "Bearer " + options_.token) return true;
+  res.set_header("WWW-Authenticate", "Bearer");
+  Reply(res, 401, {{"error", "missing or wrong bearer token (Authorization: Bearer <token from --token-file>)"}});
+  return false;
+}
+
+json ClusterServerImpl::JobsJson() const {
+  json out = json::array();
+  std::map<int64_t, ThroughputTable> tput = manager_.Throughputs();
+  std::vector<int64_t> queue = manager_.QueueOrder();
+  for (const JobRecord& j : manager_.Jobs()) {
+    json o = ToJson(j);
+    json rates = json::object();
+    for (const auto& [n, r] : tput[j.id].samples_per_s) rates[std::to_string(n)] = r;
+    o["samples_per_s_by_workers"] = rates;
+    auto pos = std::find(queue.begin(), queue.end(), j.id);
+    o["queue_position"] = pos == queue.end() ? -1 : static_cast<int>(pos - queue.begin());
+    out.push_back(o);
+  }
+  return out;
+}
+
+json ClusterServerImpl::NodesJson() const {
+  json out = json::array();
+  std::vector<JobRecord> jobs = manager_.Jobs();
+  for (const NodeRecord& n : manager_.Nodes()) {
+    json o = ToJson(n);
+    json allocs = json::array();
+    for (const JobRecord& j : jobs) {
+      for (const NodeSlots& s : j.placement) {
+        if (s.node_id == n.id) allocs.push_back({{"job_id", j.id}, {"slots", s.slots}});
+      }
+    }
+    o["allocations"] = allocs;
+    out.push_back(o);
+  }
+  return out;
+}
+
+json ClusterServerImpl::StateJson() const {
+  json state = {{"policy", manager_.policy_name()}, {"rounds", manager_.rounds()},
+                {"now", SystemWallClock().Now()}, {"nodes", NodesJson()}, {"jobs", JobsJson()}};
+  json allocs = json::array(), samples = json::object(), events = json::array();
+  if (auto a = manager_.Allocations(); a.ok()) {
+    for (const AllocationRecord& r : *a) allocs.push_back(ToJson(r));
+  }
+  for (const JobRecord& j : manager_.Jobs()) {
+    json s = json::array();
+    if (auto m = manager_.Samples(j.id); m.ok()) {
+      for (const MetricSample& x : *m) s.push_back({x.step, x.loss, x.accuracy, x.samples_per_s, x.workers});
+    }
+    samples[std::to_string(j.id)] = s;
+  }
+  if (auto e = manager_.Events(0, 1 << 20); e.ok()) {
+    size_t first = e->size() > 50 ? e->size() - 50 : 0;
+    for (size_t i = first; i < e->size(); ++i) events.push_back(ToJson((*e)[i]));
+  }
+  state["allocations"] = allocs;
+  state["samples"] = samples;  // job id -> [step, loss, accuracy, samples_per_s, workers]
+  state["events"] = events;
+  return state;
+}
+
+void ClusterServerImpl::ReadRoutes() {
+  http_.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(DashboardHtml(), "text/html; charset=utf-8");
+  });
+  http_.Get("/api/health", [this](const httplib::Request&, httplib::Response& res) {
+    Reply(res, 200, {{"ok", true}, {"policy", manager_.policy_name()}});
+  });
+  http_.Get("/api/state", [this](const httplib::Request&, httplib::Response& res) { Reply(res, 200, StateJson()); });
+  http_.Get("/api/nodes", [this](const httplib::Request&, httplib::Response& res) { Reply(res, 200, NodesJson()); });
+  http_.Get("/api/jobs", [this](const httplib::Request&, httplib::Response& res) { Reply(res, 200, JobsJson()); });
+  http_.Get(R"(/api/jobs/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
+    Result<JobRecord> job = manager_.Job(std::stoll(req.matches[1]));
+    if (!job.ok()) return ReplyError(res, job.status());
+    json o = ToJson(*job), samples = json::array();
+    if (auto m = manager_.Samples(job->id); m.ok()) {
+      for (const MetricSample& x : *m) samples.push_back(ToJson(x));
+    }
+    o["samples"] = samples;
+    Reply(res, 200, o);
+  });
+  http_.Get("/api/events", [this](const httplib::Request& req, httplib::Response& res) {
+    int64_t after = 0;
+    int limit = 1000;
+    try {
+      if (req.has_param("after")) after = std::stoll(req.get_param_value("after"));
+      if (req.has_param("limit")) limit = std::stoi(req.get_param_value("limit"));
+    } catch (const std::exception&) {
+      return Reply(res, 400, {{"error", "after and limit must be integers"}});
+    }
+    Result<std::vector<EventRecord>> events = manager_.Events(after, std::clamp(limit, 1, 100000));
+    if (!events.ok()) return ReplyError(res, events.status());
+    json out = json::array();
+    for (const EventRecord& e : *events) out.push_back(ToJson(e));
+    Reply(res, 200, out);
+  });
+}
+
+void ClusterServerImpl::Routes() {
+  ReadRoutes();
+  http_.Post("/api/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorized(req, res)) return;
+    Result<json> body = ParseJson(req.body);
+    if (!body.ok()) return ReplyError(res, body.status());
+    Result<JobSubmission> sub = SubmissionFromJson(*body);
+    if (!sub.ok()) return ReplyError(res, sub.status());
+    Result<int64_t> id = manager_.Submit(*sub);
+    if (!id.ok()) return ReplyError(res, id.status());
+    Reply(res, 201, {{"id", *id}});
+  });
+  http_.Post(R"(/api/jobs/(\d+)/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorized(req, res)) return;
+    Status st = manager_.Cancel(std::stoll(req.matches[1]));
+    if (!st.ok()) return ReplyError(res, st);
+    Reply(res, 200, {{"cancelled", true}});
+  });
+  http_.Post("/api/agent/heartbeat", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorized(req, res)) return;
+    Result<json> body = ParseJson(req.body);
+    if (!body.ok()) return ReplyError(res, body.status());
+    Result<AgentReport> report = ReportFromJson(*body);
+    if (!report.ok()) return ReplyError(res, report.status());
+    Result<AgentReply> reply = manager_.Heartbeat(*report);
+    if (!reply.ok()) return ReplyError(res, reply.status());
+    Reply(res, 200, ToJson(*reply));
+  });
+  http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    Reply(res, 500, {{"error", what}});
+  });
+}
+
+void ClusterServerImpl::TickLoop() {
+  const auto interval = std::chrono::duration<double>(options_.tick_interval_s);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_cv_.wait_for(lock, interval, [this] { return stopping_; })) {
+    lock.unlock();
+    Status st = manager_.Tick();
+    lock.lock();
+    if (!st.ok() && error_.ok()) error_ = st;
+  }
+}
+
+Status ClusterServerImpl::Bind() {
+  Routes();
+  const auto timeout = std::chrono::duration<double>(options_.read_timeout_s);
+  const long secs = static_cast<long>(options_.read_timeout_s);
+  const long usecs = static_cast<long>((timeout.count() - secs) * 1e6);
+  http_.set_read_timeout(secs, usecs);
+  http_.set_write_timeout(secs, usecs);
+  http_.set_payload_max_length(8 << 20);
+  port_ = options_.port == 0 ? http_.bind_to_any_port(options_.host) : options_.port;
+  if (options_.port != 0 && !http_.bind_to_port(options_.host, options_.port)) port_ = -1;
+  if (port_ <= 0) {
+    return Status::Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+                               " (address in use or not local?)");
+  }
+  listener_ = std::thread([this] { http_.listen_after_bind(); });
+  ticker_ = std::thread([this] { TickLoop(); });
+  return Status::Ok();
+}
+
+void ClusterServerImpl::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  http_.stop();
+  if (listener_.joinable()) listener_.join();
+  if (ticker_.joinable()) ticker_.join();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ClusterServer>> ClusterServer::Start(ClusterManager& manager, ServerOptions options) {
+  auto server = std::make_unique<ClusterServerImpl>(manager, std::move(options));
+  FRUGAL_RETURN_IF_ERROR(server->Bind());
+  return std::unique_ptr<ClusterServer>(std::move(server));
+}
+
+}  // namespace frugal::cluster
