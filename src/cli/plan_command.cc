@@ -170,6 +170,7 @@ struct ValidateFlags {
   std::string recompute = "full", schedule = "1f1b";
   int chunks = 1;
   bool sequence_parallel = false, no_overlap = false;
+  std::string profile_db;
 
   void Add(CLI::App* cmd) {
     cmd->add_option("file", file, "Measurements CSV (see docs/planner.md)")->required()->check(CLI::ExistingFile);
@@ -183,6 +184,8 @@ struct ValidateFlags {
         ->check(Bounded(1, kMaxChunks));
     cmd->add_flag("--sequence-parallel", sequence_parallel, "Megatron sequence parallelism");
     cmd->add_flag("--no-overlap", no_overlap, "All-reduce gradients after the backward pass");
+    cmd->add_option("--profile-db", profile_db, "CSV of measured operator times (key,forward_us,backward_us)")
+        ->check(CLI::ExistingFile);
   }
 
   sim::ValidationOptions Options() const {
@@ -195,6 +198,9 @@ struct ValidateFlags {
     v.chunks = chunks;
     v.sequence_parallel = sequence_parallel;
     v.overlap_dp = !no_overlap;
+    if (!profile_db.empty()) {
+      v.profile_db = std::make_shared<const sim::ProfileDatabase>(OrThrow(sim::ProfileDatabase::LoadCsv(profile_db)));
+    }
     return v;
   }
 };
@@ -213,6 +219,11 @@ void AddValidate(CLI::App* plan) {
       std::printf("%5d %6d %6lld %-36s %12.1f %12.1f %+8.2f %8.1f%s\n", r.row.line, r.row.gpus,
                   static_cast<long long>(r.row.global_batch), r.strategy.ToString().c_str(), r.row.iteration_ms,
                   r.predicted_ms, r.error_pct, r.achieved_tflops, r.oom ? "  (predicted OOM)" : "");
+    }
+    std::printf("\n%-12s %-12s %6s %8s %12s\n", "by", "value", "rows", "MAPE%", "mean error%");
+    for (const sim::MapeGroup& g : sim::MapeBreakdown(report)) {
+      std::printf("%-12s %-12s %6d %8.2f %+12.2f\n", g.dimension.c_str(), g.value.c_str(), g.rows, g.mape_pct,
+                  g.mean_error_pct);
     }
     std::printf("MAPE: %.2f%%\n", report.mape_pct);
   });

@@ -50,6 +50,19 @@ EfficiencyParams DatacenterEfficiency() {
   e.inter_link = 0.8;
   e.kernel_overhead_us = 4;
   e.reserved_memory_gb = 2;
+  // Overheads (issue 18): fitted by bench/planner/fit_overheads.sh on the
+  // 12- and 16-layer rows of the single-node A100 calibration set only
+  // (docs/planner.md, "Calibration"); the 20- and 24-layer rows are the
+  // held-out check. The fit drives the collective, p2p and per-iteration
+  // terms to ~0 on that data (inside one node, with the dispatch floor
+  // binding, they are not identifiable); they stay parameters for data that
+  // exercises them. The host-side terms are PyTorch/Megatron properties and
+  // are carried over to the other GPU built-ins unchanged.
+  e.dispatch_us = 64;
+  e.collective_latency_us = 0;
+  e.p2p_latency_us = 0;
+  e.microbatch_overhead_us = 1960;
+  e.iteration_overhead_us = 0;
   return e;
 }
 
@@ -84,6 +97,10 @@ std::vector<HardwareSpec> Builtins() {
   cpu.efficiency.inter_link = 0.9;
   cpu.efficiency.kernel_overhead_us = 20;
   cpu.efficiency.reserved_memory_gb = 1;
+  // Not fitted for the CPU: PredictFrugalIteration costs compute from the
+  // roofline (or from telemetry) without the dispatch floor.
+  cpu.efficiency.dispatch_us = 0;
+  cpu.efficiency.microbatch_overhead_us = 0;
   cpu.intra_latency_us = 20;
   cpu.inter_latency_us = 100;
   cpu.host.cpu_sparsify_gbs = 2.0;
@@ -105,6 +122,7 @@ struct Field {
   double lo = 0;
   double hi = 0;
   bool lo_open = true;
+  bool optional = false;  // May be omitted without `base` (then 0).
 };
 
 std::vector<Field> Schema() {
@@ -128,6 +146,14 @@ std::vector<Field> Schema() {
       {"host", "cpu_optimizer_gbs", [](HardwareSpec& h) -> double& { return h.host.cpu_optimizer_gbs; }, 0, 100000, true},
       {"host", "pcie_gbs", [](HardwareSpec& h) -> double& { return h.host.pcie_gbs; }, 0, 100000, true},
       {"cost", "price_per_gpu_hour", [](HardwareSpec& h) -> double& { return h.price_per_gpu_hour; }, 0, 1e+06, false},
+      // [overheads] (issue 18) may be omitted even without `base`: it
+      // postdates older description files, and its absence means the pure
+      // roofline model (every overhead 0), which is what those files meant.
+      {"overheads", "dispatch_us", [](HardwareSpec& h) -> double& { return h.efficiency.dispatch_us; }, 0, 1e+06, false, true},
+      {"overheads", "collective_latency_us", [](HardwareSpec& h) -> double& { return h.efficiency.collective_latency_us; }, 0, 1e+06, false, true},
+      {"overheads", "p2p_latency_us", [](HardwareSpec& h) -> double& { return h.efficiency.p2p_latency_us; }, 0, 1e+06, false, true},
+      {"overheads", "microbatch_overhead_us", [](HardwareSpec& h) -> double& { return h.efficiency.microbatch_overhead_us; }, 0, 1e+07, false, true},
+      {"overheads", "iteration_overhead_us", [](HardwareSpec& h) -> double& { return h.efficiency.iteration_overhead_us; }, 0, 1e+08, false, true},
   };
 }
 
@@ -232,6 +258,7 @@ Status CheckComplete(const std::string& text, const std::string& source, const t
                      const std::vector<Field>& schema, const std::set<std::string>& seen) {
   std::vector<std::pair<std::string, std::string>> required;  // In the order of the file HardwareToToml writes.
   for (const Field& f : schema) {
+    if (f.optional) continue;
     if (std::string(f.table) == "node" && required.back().first != "node") required.emplace_back("node", "gpus_per_node");
     required.emplace_back(f.table, f.key);
   }

@@ -165,7 +165,7 @@ void IterationGraph::AddOptimizerSteps() {
     for (int c = 0; c < plan_.v; ++c) params += plan_.chunks[c * p + st].params;
     if (s_.distributed_optimizer) params /= plan_.d;
     const double secs = params * opt_bytes_per_param / (hw_.device.memory_bandwidth_gbs * 1e9 * hw_.efficiency.memory) +
-                        hw_.efficiency.kernel_overhead_us * 1e-6;
+                        hw_.efficiency.kernel_overhead_us * 1e-6 + hw_.efficiency.iteration_overhead_us * 1e-6;
     optimizer_[st] = graph_.AddTask(compute_[st], secs, kOptimizerCat);
     graph_.AddDependency(last_piece_of_stage_[st], optimizer_[st]);
     for (TaskId ar : stage_allreduces_[st]) graph_.AddDependency(ar, optimizer_[st]);

@@ -28,7 +28,37 @@ struct BlockCost {
   double fwd_flops = 0;
   double bwd_flops = 0;
   double recompute_flops = 0;
+  // Host dispatch time (Note [Overheads and latency]).
+  double fwd_dispatch = 0;
+  double bwd_dispatch = 0;
+  double recompute_dispatch = 0;
+
+  // Task durations: the GPU work (with its serial TP all-reduces) or the
+  // host's dispatch of it, whichever is longer.
+  double Forward() const { return std::max(fwd_compute + tp_fwd, fwd_dispatch); }
+  double Backward() const {
+    return std::max(bwd_compute + tp_fwd + recompute + recompute_tp, bwd_dispatch + recompute_dispatch);
+  }
 };
+
+// Note [Overheads and latency]
+// Costs that do not scale with FLOPs or bytes (issue 18), each a parameter of
+// the hardware description ([overheads], docs/planner.md):
+// - dispatch_us: the framework's host time per operator (one per forward
+//   operator, two per backward one, one per collective). Launches are
+//   asynchronous, so within a layer the GPU and the host overlap and the
+//   layer takes the longer of the two (BlockCost::Forward/Backward). The
+//   floor binds at small micro-batches and wide TP (GPU work shrinks, the
+//   operator count does not) and vanishes for large GEMMs: at Megatron's
+//   sizes a layer's kernels take milliseconds against tens of microseconds
+//   of dispatch, so the published tables are unaffected (tested).
+// - collective_latency_us, p2p_latency_us: the fixed part of each
+//   collective and pipeline send (network_model.cc).
+// - microbatch_overhead_us: per micro-batch and stage, on the stage's first
+//   forward chunk.
+// - iteration_overhead_us: per iteration and stage, with the optimizer step.
+// Skinny-GEMM efficiency is the roofline's per-dimension curve
+// d / (d + matmul_half_dim) (cost_model.cc).
 
 double ActBytes(const Block& blk, Recompute r) {
   switch (r) {
@@ -154,8 +184,8 @@ class PlanBuilder {
     for (int vs = 0; vs < vstages; ++vs) {
       ChunkCost& c = plan.chunks[vs];
       auto add = [&c](const BlockCost& bc, const Block& blk, double act) {
-        c.fwd += bc.fwd_compute + bc.tp_fwd;
-        c.bwd += bc.bwd_compute + bc.tp_fwd + bc.recompute + bc.recompute_tp;
+        c.fwd += bc.Forward();
+        c.bwd += bc.Backward();
         c.tp_comm += 2 * bc.tp_fwd + bc.recompute_tp;
         c.flops += bc.fwd_flops + bc.bwd_flops + bc.recompute_flops;
         c.model_flops += bc.fwd_flops + bc.bwd_flops;
@@ -168,6 +198,7 @@ class PlanBuilder {
         if (s.recompute == Recompute::kFull) c.working_set = std::max(c.working_set, w.blocks[i].act_bytes_none);
       }
       if (vs == vstages - 1) add(post, w.post, 0.0);
+      if (vs < plan.p) c.fwd += hw_.efficiency.microbatch_overhead_us * 1e-6;
     }
     return plan;
   }
@@ -175,13 +206,23 @@ class PlanBuilder {
  private:
   BlockCost CostOf(const Block& blk, Recompute r) const {
     BlockCost bc;
+    const double dispatch = hw_.efficiency.dispatch_us * 1e-6;
     for (const Operator& op : blk.ops) {
       if (op.kind == OpKind::kTensorParallelAllReduce) {
-        const double ar = net_.AllReduceSeconds(op.comm_bytes, tp_group_, CollectiveAlgorithm::kRing);
+        const double ar = net_.AllReduceSeconds(op.comm_bytes, tp_group_, CollectiveAlgorithm::kAuto);
         bc.tp_fwd += ar;
-        if (r == Recompute::kFull) bc.recompute_tp += ar;
+        if (tp_group_.size > 1) {
+          bc.fwd_dispatch += dispatch;
+          bc.bwd_dispatch += dispatch;
+        }
+        if (r == Recompute::kFull) {
+          bc.recompute_tp += ar;
+          if (tp_group_.size > 1) bc.recompute_dispatch += dispatch;
+        }
         continue;
       }
+      bc.fwd_dispatch += dispatch;
+      bc.bwd_dispatch += 2 * dispatch;
       const double f = cost_->Seconds(op, Pass::kForward);
       bc.fwd_compute += f;
       bc.bwd_compute += cost_->Seconds(op, Pass::kBackward);
@@ -190,6 +231,7 @@ class PlanBuilder {
       if (r == Recompute::kFull || (r == Recompute::kSelective && op.selective_recompute)) {
         bc.recompute += f;
         bc.recompute_flops += op.fwd_flops;
+        bc.recompute_dispatch += dispatch;
       }
     }
     return bc;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "frugal/common/csv.h"
@@ -142,7 +143,11 @@ Result<ValidationReport> Validate(const std::vector<MeasuredRow>& rows, const Ha
   HardwareSpec hw = hw_in;
   if (options.gpus_per_node > 0) hw.gpus_per_node = options.gpus_per_node;
   if (options.inter_node_gbps > 0) hw.inter_node_gbps = options.inter_node_gbps;
-  Simulator sim(hw);
+  std::unique_ptr<OperatorCostModel> cost;
+  if (options.profile_db != nullptr) {
+    cost = CreateProfiledCostModel(*options.profile_db, CreateRooflineCostModel(hw, true));
+  }
+  Simulator sim(hw, std::move(cost));
   ValidationReport report;
   double sum = 0;
   for (const MeasuredRow& row : rows) {
@@ -179,26 +184,92 @@ Result<ValidationReport> Validate(const std::vector<MeasuredRow>& rows, const Ha
   return report;
 }
 
+std::vector<MapeGroup> MapeBreakdown(const ValidationReport& report) {
+  struct Dimension {
+    const char* name;
+    std::function<std::string(const RowResult&)> value;
+    std::function<double(const RowResult&)> order;
+  };
+  const Dimension dims[] = {
+      {"tp", [](const RowResult& r) { return std::to_string(r.row.tensor_parallel); },
+       [](const RowResult& r) { return r.row.tensor_parallel; }},
+      {"pp", [](const RowResult& r) { return std::to_string(r.row.pipeline_parallel); },
+       [](const RowResult& r) { return r.row.pipeline_parallel; }},
+      {"dp", [](const RowResult& r) { return std::to_string(r.row.data_parallel); },
+       [](const RowResult& r) { return r.row.data_parallel; }},
+      {"micro batch", [](const RowResult& r) { return std::to_string(r.row.micro_batch); },
+       [](const RowResult& r) { return static_cast<double>(r.row.micro_batch); }},
+      {"model", [](const RowResult& r) {
+         return "h" + std::to_string(r.row.hidden) + " l" + std::to_string(r.row.layers);
+       },
+       [](const RowResult& r) { return static_cast<double>(r.row.hidden) * r.row.hidden * r.row.layers; }},
+  };
+  std::vector<MapeGroup> out;
+  for (const Dimension& d : dims) {
+    std::vector<MapeGroup> groups;
+    std::vector<double> order;
+    for (const RowResult& r : report.rows) {
+      const std::string v = d.value(r);
+      auto it = std::find_if(groups.begin(), groups.end(), [&v](const MapeGroup& g) { return g.value == v; });
+      if (it == groups.end()) {
+        groups.push_back(MapeGroup{d.name, v, 0, 0, 0});
+        order.push_back(d.order(r));
+        it = groups.end() - 1;
+      }
+      ++it->rows;
+      it->mape_pct += std::fabs(r.error_pct);
+      it->mean_error_pct += r.error_pct;
+    }
+    std::vector<size_t> idx(groups.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::sort(idx.begin(), idx.end(), [&order](size_t a, size_t b) { return order[a] < order[b]; });
+    for (size_t i : idx) {
+      MapeGroup g = groups[i];
+      g.mape_pct /= g.rows;
+      g.mean_error_pct /= g.rows;
+      out.push_back(g);
+    }
+  }
+  return out;
+}
+
 namespace {
 
 struct Param {
   const char* name;
   double lo, hi;
-  double EfficiencyParams::*field;
+  double& (*ref)(HardwareSpec&);
 };
 
-constexpr Param kCalibratable[] = {
-    {"matmul_max", 0.3, 1.0, &EfficiencyParams::matmul_max},
-    {"matmul_half_dim", 1.0, 1024.0, &EfficiencyParams::matmul_half_dim},
-    {"memory", 0.2, 1.0, &EfficiencyParams::memory},
-    {"intra_link", 0.1, 1.0, &EfficiencyParams::intra_link},
-    {"inter_link", 0.1, 1.0, &EfficiencyParams::inter_link},
-    {"kernel_overhead_us", 0.0, 50.0, &EfficiencyParams::kernel_overhead_us},
+#define FRUGAL_EFF(name) [](HardwareSpec& h) -> double& { return h.efficiency.name; }
+
+const Param kCalibratable[] = {
+    {"matmul_max", 0.3, 1.0, FRUGAL_EFF(matmul_max)},
+    {"matmul_half_dim", 1.0, 1024.0, FRUGAL_EFF(matmul_half_dim)},
+    {"memory", 0.2, 1.0, FRUGAL_EFF(memory)},
+    {"intra_link", 0.1, 1.0, FRUGAL_EFF(intra_link)},
+    {"inter_link", 0.1, 1.0, FRUGAL_EFF(inter_link)},
+    {"kernel_overhead_us", 0.0, 50.0, FRUGAL_EFF(kernel_overhead_us)},
+    {"dispatch_us", 0.0, 500.0, FRUGAL_EFF(dispatch_us)},
+    {"collective_latency_us", 0.0, 1000.0, FRUGAL_EFF(collective_latency_us)},
+    {"p2p_latency_us", 0.0, 5000.0, FRUGAL_EFF(p2p_latency_us)},
+    {"microbatch_overhead_us", 0.0, 100000.0, FRUGAL_EFF(microbatch_overhead_us)},
+    {"iteration_overhead_us", 0.0, 1000000.0, FRUGAL_EFF(iteration_overhead_us)},
+    {"intra_latency_us", 0.0, 200.0, [](HardwareSpec& h) -> double& { return h.intra_latency_us; }},
 };
+#undef FRUGAL_EFF
+
+std::string CalibratableNames() {
+  std::string names;
+  for (const Param& p : kCalibratable) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  return names;
+}
 
 // Bounded parameter <-> unbounded search coordinate (logistic).
+// A parameter at a bound (an overhead of 0) starts 2% of its range inside,
+// where the logistic still has slope for the search to move it.
 double ToUnbounded(const Param& p, double v) {
-  const double u = std::clamp((v - p.lo) / (p.hi - p.lo), 1e-4, 1 - 1e-4);
+  const double u = std::clamp((v - p.lo) / (p.hi - p.lo), 0.02, 0.98);
   return std::log(u / (1 - u));
 }
 double ToBounded(const Param& p, double x) { return p.lo + (p.hi - p.lo) / (1 + std::exp(-x)); }
@@ -283,9 +354,7 @@ Result<CalibrationResult> Calibrate(const std::vector<MeasuredRow>& rows, const 
       if (name == p.name) found = &p;
     }
     if (!found) {
-      return Status::InvalidArgument("cannot calibrate '" + name +
-                                     "' (choose from matmul_max, matmul_half_dim, memory, intra_link, inter_link, "
-                                     "kernel_overhead_us)");
+      return Status::InvalidArgument("cannot calibrate '" + name + "' (choose from " + CalibratableNames() + ")");
     }
     params.push_back(found);
   }
@@ -298,11 +367,12 @@ Result<CalibrationResult> Calibrate(const std::vector<MeasuredRow>& rows, const 
   Status failure;
   auto apply = [&](const std::vector<double>& x) {
     HardwareSpec h = hw;
-    for (size_t i = 0; i < n; ++i) h.efficiency.*(params[i]->field) = ToBounded(*params[i], x[i]);
+    for (size_t i = 0; i < n; ++i) params[i]->ref(h) = ToBounded(*params[i], x[i]);
     return h;
   };
   std::vector<double> start(n);
-  for (size_t i = 0; i < n; ++i) start[i] = ToUnbounded(*params[i], hw.efficiency.*(params[i]->field));
+  HardwareSpec initial = hw;
+  for (size_t i = 0; i < n; ++i) start[i] = ToUnbounded(*params[i], params[i]->ref(initial));
   double last_mape = 0;
   auto objective = [&](const std::vector<double>& x) {
     ++out.evaluations;

@@ -36,6 +36,30 @@ struct EfficiencyParams {
   double inter_link = 0.8;        // Of inter-node bandwidth.
   double kernel_overhead_us = 4;  // Launch/synchronisation cost per kernel.
   double reserved_memory_gb = 2;  // CUDA context, workspace, fragmentation.
+
+  // Overheads that do not scale with FLOPs or bytes (TOML table [overheads];
+  // issue 18, Note [Overheads and latency] in src/sim/simulator.cc). Each
+  // defaults to 0 here, i.e. the pure roofline/bandwidth model; the
+  // data-centre built-ins carry values fitted on single-node A100
+  // measurements (docs/planner.md, "Calibration").
+  //
+  // Host (framework) time to issue one operator of the workload: a forward
+  // operator costs one dispatch, a backward one two (data and weight
+  // gradient). A layer's kernels and its CPU dispatch overlap (launches are
+  // asynchronous), so a layer takes max(GPU time, dispatch time): this floor
+  // binds for small micro-batches and wide tensor parallelism and vanishes
+  // for large GEMMs.
+  double dispatch_us = 0;
+  // Fixed cost of one collective (NCCL launch and synchronisation), added
+  // once per all-reduce / all-gather on top of the per-hop link latency.
+  double collective_latency_us = 0;
+  // Fixed cost of one pipeline send/recv pair, on top of the link latency.
+  double p2p_latency_us = 0;
+  // Per micro-batch and stage: schedule bookkeeping, data loading, loss.
+  double microbatch_overhead_us = 0;
+  // Per iteration and stage: gradient clipping, loss-scale check, optimizer
+  // launch, logging.
+  double iteration_overhead_us = 0;
 };
 
 struct HostSpec {

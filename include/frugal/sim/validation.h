@@ -14,10 +14,12 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "frugal/common/status.h"
+#include "frugal/sim/cost_model.h"
 #include "frugal/sim/hardware.h"
 #include "frugal/sim/simulator.h"
 
@@ -55,6 +57,9 @@ struct ValidationOptions {
   int chunks = 1;               // For the interleaved default schedule.
   bool sequence_parallel = false;
   bool overlap_dp = true;
+  // Measured operator times used instead of the roofline where they hold an
+  // operator (`--profile-db`). Default none.
+  std::shared_ptr<const ProfileDatabase> profile_db;
 };
 
 struct RowResult {
@@ -75,10 +80,24 @@ struct ValidationReport {
 Result<ValidationReport> Validate(const std::vector<MeasuredRow>& rows, const HardwareSpec& hw,
                                   const ValidationOptions& options);
 
+// MAPE of the rows that share one value of one dimension, so the shape of
+// the error is visible (issue 18): dimension "tp", "pp", "dp", "micro batch"
+// or "model" (value "h<hidden> l<layers>").
+struct MapeGroup {
+  std::string dimension;
+  std::string value;
+  int rows = 0;
+  double mape_pct = 0;
+  double mean_error_pct = 0;  // Signed: negative = predicted too fast.
+};
+// Groups in dimension order (tp, pp, dp, micro batch, model), values ascending.
+std::vector<MapeGroup> MapeBreakdown(const ValidationReport& report);
+
 struct CalibrationOptions {
   int max_evaluations = 300;  // Default 300 validation runs.
   // Subset of: matmul_max, matmul_half_dim, memory, intra_link, inter_link,
-  // kernel_overhead_us. Default: the first five.
+  // kernel_overhead_us, dispatch_us, collective_latency_us, p2p_latency_us,
+  // microbatch_overhead_us, iteration_overhead_us. Default: the first five.
   std::vector<std::string> parameters = {"matmul_max", "matmul_half_dim", "memory", "intra_link", "inter_link"};
   // Ridge penalty keeping parameters near their starting values: added to the
   // MAPE (in percentage points) per squared unit of distance in the search

@@ -1,0 +1,185 @@
+// Issue 18: the alpha-beta collective model against hand-computed cases, and
+// the overhead terms (dispatch floor, per-micro-batch cost) where they matter
+// (small GPT models on one node) and where they must not (the published
+// Megatron-LM tables).
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "frugal/build_config.h"
+#include "frugal/sim/network_model.h"
+#include "frugal/sim/simulator.h"
+#include "frugal/sim/validation.h"
+
+namespace frugal::sim {
+namespace {
+
+std::string TestData(const std::string& name) { return std::string(FRUGAL_SOURCE_DIR) + "/src/sim/testdata/" + name; }
+
+HardwareSpec Builtin(const char* name) {
+  Result<HardwareSpec> hw = BuiltinHardware(name);
+  EXPECT_TRUE(hw.ok());
+  return *hw;
+}
+
+HardwareSpec WithoutOverheads(HardwareSpec hw) {
+  hw.efficiency.dispatch_us = 0;
+  hw.efficiency.collective_latency_us = 0;
+  hw.efficiency.p2p_latency_us = 0;
+  hw.efficiency.microbatch_overhead_us = 0;
+  hw.efficiency.iteration_overhead_us = 0;
+  return hw;
+}
+
+// Round numbers: 50 GB/s per GPU in a node (100 x 0.5), 10 GB/s per GPU
+// across nodes (800 Gbit/s / 8 GPUs x 0.8), 10 us per hop in a node, 50 us
+// across, 20 us per collective, 30 us per pipeline send.
+HardwareSpec RoundNumbers() {
+  HardwareSpec hw = Builtin("a100-80g");
+  hw.gpus_per_node = 8;
+  hw.intra_link_gbs = 100;
+  hw.efficiency.intra_link = 0.5;
+  hw.inter_node_gbps = 800;
+  hw.efficiency.inter_link = 0.8;
+  hw.intra_latency_us = 10;
+  hw.inter_latency_us = 50;
+  hw.efficiency.collective_latency_us = 20;
+  hw.efficiency.p2p_latency_us = 30;
+  return hw;
+}
+
+TEST(CollectiveLatencyTest, AllReduceInsideOneNodeIsTheRing) {
+  const auto net = CreateAnalyticNetworkModel(RoundNumbers());
+  const CommGroup node{8, 8};
+  // 20 us + 14 hops x 10 us + 2 x 7/8 x 1 MB / 50 GB/s (35 us) = 195 us.
+  EXPECT_NEAR(net->AllReduceSeconds(1e6, node, CollectiveAlgorithm::kRing), 195e-6, 1e-12);
+  // NCCL's tree is a chain inside a node: never better than the ring there.
+  EXPECT_NEAR(net->AllReduceSeconds(1e6, node, CollectiveAlgorithm::kTree), 195e-6, 1e-12);
+  EXPECT_NEAR(net->AllReduceSeconds(1e6, node, CollectiveAlgorithm::kAuto), 195e-6, 1e-12);
+  // Two ranks: 20 + 2 x 10 + 1 MB / 50 GB/s (20) = 60 us.
+  EXPECT_NEAR(net->AllReduceSeconds(1e6, CommGroup{2, 2}, CollectiveAlgorithm::kAuto), 60e-6, 1e-12);
+  // Nothing to do: free, not even the fixed cost.
+  EXPECT_EQ(net->AllReduceSeconds(1e6, CommGroup{1, 1}, CollectiveAlgorithm::kAuto), 0.0);
+  EXPECT_EQ(net->AllReduceSeconds(0, node, CollectiveAlgorithm::kAuto), 0.0);
+}
+
+TEST(CollectiveLatencyTest, AcrossNodesAutoPicksByMessageSize) {
+  const auto net = CreateAnalyticNetworkModel(RoundNumbers());
+  const CommGroup two_nodes{16, 8};
+  // 1 kB. Ring: 20 + 30 hops x 50 = 1520 us (+ 0.0375 us of bytes).
+  const double small = 1e3;
+  const double ring = 20e-6 + 30 * 50e-6 + 2.0 * 15 / 16 * small / 50e9;
+  // Tree: 20 + 2 log2(16) = 8 hops x 50 = 420 us (+ 0.04 us).
+  const double tree = 20e-6 + 8 * 50e-6 + 2.0 * small / 50e9;
+  // Hierarchical: reduce-scatter and all-gather in the node (7 hops x 10 us
+  // each), ring of 2 nodes over the NIC on 1/8 of the data (2 hops x 50 us).
+  const double hier = 20e-6 + 2 * (7.0 / 8 * small / 50e9 + 7 * 10e-6) + (small / 8 / 10e9 + 2 * 50e-6);
+  EXPECT_NEAR(net->AllReduceSeconds(small, two_nodes, CollectiveAlgorithm::kRing), ring, 1e-12);
+  EXPECT_NEAR(net->AllReduceSeconds(small, two_nodes, CollectiveAlgorithm::kTree), tree, 1e-12);
+  EXPECT_NEAR(net->AllReduceSeconds(small, two_nodes, CollectiveAlgorithm::kHierarchical), hier, 1e-12);
+  EXPECT_NEAR(net->AllReduceSeconds(small, two_nodes, CollectiveAlgorithm::kAuto), hier, 1e-12);
+  // 1 GB: bandwidth dominates and the flat ring (37.5 ms + 1.52 ms) beats
+  // the tree (40 ms) and hierarchical (35 ms in the node + 12.5 ms across).
+  const double big = 1e9;
+  const double big_ring = 20e-6 + 30 * 50e-6 + 2.0 * 15 / 16 * big / 50e9;
+  EXPECT_NEAR(net->AllReduceSeconds(big, two_nodes, CollectiveAlgorithm::kAuto), big_ring, 1e-9);
+  EXPECT_LT(big_ring, net->AllReduceSeconds(big, two_nodes, CollectiveAlgorithm::kTree));
+  EXPECT_LT(big_ring, net->AllReduceSeconds(big, two_nodes, CollectiveAlgorithm::kHierarchical));
+}
+
+TEST(CollectiveLatencyTest, PointToPointAndAllGather) {
+  const auto net = CreateAnalyticNetworkModel(RoundNumbers());
+  // 30 us + 10 us + 1 MB / 50 GB/s = 60 us; across nodes 30 + 50 + 100 = 180 us.
+  EXPECT_NEAR(net->PointToPointSeconds(1e6, false), 60e-6, 1e-12);
+  EXPECT_NEAR(net->PointToPointSeconds(1e6, true), 180e-6, 1e-12);
+  // 8 ranks in a node, 1 MB each: 20 + 7 x (20 + 10) = 230 us.
+  EXPECT_NEAR(net->AllGatherSeconds(1e6, CommGroup{8, 8}), 230e-6, 1e-12);
+}
+
+double PredictSeconds(const HardwareSpec& hw, const ModelSpec& m, const ParallelStrategy& s) {
+  Simulator sim(hw);
+  Result<IterationPrediction> p = sim.Predict(m, s);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return p.ok() ? p->iteration_s : 0.0;
+}
+
+// A 12-layer, hidden-1024 GPT at micro-batch 1 on 8-way TP is all overhead:
+// the dispatch floor must dominate, and it must shrink as the micro-batch grows.
+TEST(OverheadTest, DispatchFloorBindsForSmallModelsAndFadesWithMicroBatch) {
+  const HardwareSpec hw = Builtin("a100-80g");
+  const ModelSpec m = MakeTransformer("h1024", 12, 1024, 16, 1024, 51200);
+  ParallelStrategy s;
+  s.tensor_parallel = 8;
+  s.global_batch = 8;
+  s.micro_batch = 1;
+  const double mb1 = PredictSeconds(hw, m, s) / PredictSeconds(WithoutOverheads(hw), m, s);
+  EXPECT_GT(mb1, 2.0);
+  s.micro_batch = 8;
+  const double mb8 = PredictSeconds(hw, m, s) / PredictSeconds(WithoutOverheads(hw), m, s);
+  EXPECT_LT(mb8, mb1);
+  // The per-layer floor is 48 dispatches (12 forward, 24 backward, 12
+  // recomputed) plus 6 TP collectives at dispatch_us each.
+  s.micro_batch = 1;
+  s.global_batch = 1;
+  HardwareSpec floor_only = WithoutOverheads(hw);
+  floor_only.efficiency.dispatch_us = 1000;  // 1 ms: far above any kernel here.
+  const double per_layer = (48 + 6) * 1e-3;
+  const double t = PredictSeconds(floor_only, m, s);
+  EXPECT_GT(t, 12 * per_layer);
+  EXPECT_LT(t, 12 * per_layer + 0.05);  // Embedding, head and optimizer: tens of ms at most.
+}
+
+// The overhead terms vanish at Megatron's sizes: every published row moves by
+// under 2%, and the tables stay within 5% MAPE with the built-in description.
+TEST(OverheadTest, OverheadsVanishOnThePublishedTables) {
+  const HardwareSpec hw = Builtin("a100-80g");
+  struct Case {
+    const char* file;
+    Recompute recompute;
+    bool sequence_parallel;
+  };
+  for (const Case& c : {Case{"narayanan2021_table1.csv", Recompute::kFull, false},
+                        Case{"korthikanti2022_table5_full.csv", Recompute::kFull, false},
+                        Case{"korthikanti2022_table5_selective.csv", Recompute::kSelective, true}}) {
+    Result<std::vector<MeasuredRow>> rows = LoadMeasurementsCsv(TestData(c.file));
+    ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    ValidationOptions opt;
+    opt.recompute = c.recompute;
+    opt.sequence_parallel = c.sequence_parallel;
+    Result<ValidationReport> with = Validate(*rows, hw, opt);
+    Result<ValidationReport> without = Validate(*rows, WithoutOverheads(hw), opt);
+    ASSERT_TRUE(with.ok() && without.ok());
+    EXPECT_LE(with->mape_pct, 5.0) << c.file;
+    for (size_t i = 0; i < with->rows.size(); ++i) {
+      const double shift = with->rows[i].predicted_ms / without->rows[i].predicted_ms - 1.0;
+      EXPECT_LT(std::abs(shift), 0.02) << c.file << " line " << with->rows[i].row.line;
+    }
+  }
+}
+
+// The built-in overheads were fitted on the 12- and 16-layer rows of the
+// single-node A100 set only; the 20- and 24-layer rows are held out.
+TEST(OverheadTest, HeldOutSingleNodeRowsWithinGoal) {
+  Result<std::vector<MeasuredRow>> all = LoadMeasurementsCsv(TestData("vtrain_a100_single_node_h1024.csv"));
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 720u);
+  std::vector<MeasuredRow> held_out;
+  for (const MeasuredRow& r : *all) {
+    if (r.layers >= 20) held_out.push_back(r);
+  }
+  ValidationOptions opt;
+  opt.recompute = Recompute::kFull;
+  opt.overlap_dp = false;
+  Result<ValidationReport> with = Validate(held_out, Builtin("a100-80g"), opt);
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  EXPECT_LE(with->mape_pct, 8.0);
+  Result<ValidationReport> without = Validate(held_out, WithoutOverheads(Builtin("a100-80g")), opt);
+  ASSERT_TRUE(without.ok());
+  EXPECT_GT(without->mape_pct, 30.0);  // The roofline alone: far too fast.
+  for (const MapeGroup& g : MapeBreakdown(*with)) {
+    if (g.dimension == "tp" && g.value != "8") EXPECT_LE(g.mape_pct, 15.0) << "tp " << g.value;
+  }
+}
+
+}  // namespace
+}  // namespace frugal::sim
