@@ -44,6 +44,8 @@ class ClusterManager::Impl {
   std::vector<std::vector<NodeSlots>> FitToController(const std::vector<sched::Placement>& placements,
                                                       const std::vector<int64_t>& node_of_index,
                                                       const std::vector<JobRecord*>& jobs) const;
+  void RaiseToMinimum(const std::vector<sched::Placement>& placements, const std::vector<JobRecord*>& jobs,
+                      std::vector<std::vector<NodeSlots>>* out) const;
   // Moves the job to `placement` as a new generation (state, allocations,
   // event) and saves it.
   Status SetPlacement(JobRecord& job, std::vector<NodeSlots> placement, const std::string& why);

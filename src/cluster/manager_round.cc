@@ -116,7 +116,56 @@ std::vector<std::vector<NodeSlots>> ClusterManager::Impl::FitToController(
     for (const NodeSlots& s : out[k]) workers += s.slots;
     if (workers < jobs[k]->spec.min_workers) out[k].clear();
   }
+  RaiseToMinimum(placements, jobs, &out);
   return out;
+}
+
+// The policies know no minimum size: one may give a job fewer slots than its
+// min_workers. Such a job still gets to run if its node can make room: its
+// min_workers come from free slots first, then from jobs on that node holding
+// more than their own minimum (largest surplus first). Jobs are taken in
+// queue order, so earlier jobs are served first.
+void ClusterManager::Impl::RaiseToMinimum(const std::vector<sched::Placement>& placements,
+                                          const std::vector<JobRecord*>& jobs,
+                                          std::vector<std::vector<NodeSlots>>* out) const {
+  std::map<int64_t, int> free;
+  for (const NodeRecord& n : nodes_) {
+    if (n.up) free[n.id] = n.slots;
+  }
+  for (const auto& p : *out) {
+    for (const NodeSlots& s : p) free[s.node_id] -= s.slots;
+  }
+  auto surplus = [&](size_t j) {  // Slots job j holds above its minimum (one-node placements).
+    return (*out)[j].empty() ? 0 : (*out)[j][0].slots - jobs[j]->spec.min_workers;
+  };
+  for (size_t k = 0; k < out->size(); ++k) {
+    if (!(*out)[k].empty() || placements[k].NumGpus() == 0) continue;
+    const int need = jobs[k]->spec.min_workers;
+    for (auto& [node, slots_free] : free) {
+      int avail = slots_free;
+      for (size_t j = 0; j < out->size(); ++j) {
+        if ((*out)[j].size() == 1 && (*out)[j][0].node_id == node) avail += std::max(0, surplus(j));
+      }
+      if (avail < need) continue;
+      int missing = need - std::min(need, slots_free);
+      slots_free -= need - missing;
+      while (missing > 0) {
+        size_t donor = k;
+        for (size_t j = 0; j < out->size(); ++j) {
+          if ((*out)[j].size() == 1 && (*out)[j][0].node_id == node && surplus(j) > 0 &&
+              (donor == k || surplus(j) > surplus(donor))) {
+            donor = j;
+          }
+        }
+        if (donor == k) break;  // Unreachable: `avail` counted enough surplus.
+        const int take = std::min(missing, surplus(donor));
+        (*out)[donor][0].slots -= take;
+        missing -= take;
+      }
+      (*out)[k] = {{node, need}};
+      break;
+    }
+  }
 }
 
 // Note [One scheduling code path]: the round builds the same ClusterView and
