@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""A small live workload on one machine (CPU slots, loopback): the same jobs
+under several policies, each on a fresh `frugal cluster serve` + one agent.
+
+Reports per-job JCT (finish - submit, from the server's own records), the
+average, the makespan, and the number of resizes. Everything is real: the
+jobs are `frugal train` runs (mlp, synthetic data) that the agent starts,
+stops and resumes from checkpoints.
+
+Usage: bench/cluster/live_small.py --frugal build/frugal [--policies afs-p,fifo]
+       [--slots 4] [--jobs 3] [--steps 60] [--gap-s 20] [--out results.json]
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+
+def get(port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def run_policy(frugal, policy, args, root):
+    out = os.path.join(root, "server.out")
+    server = subprocess.Popen([frugal, "cluster", "serve", "--listen", "127.0.0.1:0", "--state",
+                               os.path.join(root, "cluster.db"), "--policy", policy, "--round-s", "2",
+                               "--checkpoint-every", "10"], stdout=open(out, "w"), stderr=subprocess.STDOUT)
+    agent = None
+    try:
+        deadline = time.time() + 30
+        port = None
+        while port is None and time.time() < deadline:
+            m = re.search(r"serving on http://127.0.0.1:(\d+)", open(out).read())
+            port = int(m.group(1)) if m else None
+            time.sleep(0.1)
+        if port is None:
+            raise RuntimeError("server did not start: " + open(out).read())
+        agent = subprocess.Popen([frugal, "cluster", "agent", "--server", f"127.0.0.1:{port}", "--slots",
+                                  str(args.slots), "--name", "host", "--work-dir", os.path.join(root, "agent"),
+                                  "--heartbeat-s", "0.5", "--stop-grace-s", "10"],
+                                 stdout=open(os.path.join(root, "agent.out"), "w"), stderr=subprocess.STDOUT)
+        t0 = time.time()
+        for k in range(args.jobs):
+            while time.time() < t0 + k * args.gap_s:
+                time.sleep(0.2)
+            path = os.path.join(root, f"job{k}.toml")
+            with open(path, "w") as f:
+                f.write(f'name = "job{k}"\nmin_workers = 2\nmax_workers = {args.slots}\nmodel = "mlp"\n'
+                        f'dataset = "synthetic"\nsynthetic_train_size = 8192\nsynthetic_test_size = 256\n'
+                        f"max_steps = {args.steps}\nlog_every = 5\nbatch_size = 32\ntimeout_s = 60\n")
+            subprocess.run([frugal, "cluster", "submit", path, "--server", f"127.0.0.1:{port}"], check=True,
+                           capture_output=True, timeout=30)
+        deadline = time.time() + args.timeout_s
+        while time.time() < deadline:
+            jobs = get(port, "/api/jobs")
+            if len(jobs) == args.jobs and all(j["state"] in ("finished", "failed") for j in jobs):
+                break
+            time.sleep(1)
+        jobs = get(port, "/api/jobs")
+        events = get(port, "/api/events")
+    finally:
+        for p in (agent, server):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in (agent, server):
+            if p is not None:
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    rows = [{"job": j["name"], "state": j["state"], "jct_s": j["finish_time"] - j["submit_time"],
+             "restarts": j["restarts"], "generations": j["generation"]} for j in jobs]
+    resizes = sum(1 for e in events if e["kind"] in ("resize", "preempt"))
+    done = [r["jct_s"] for r in rows if r["state"] == "finished"]
+    return {"policy": policy, "jobs": rows, "avg_jct_s": sum(done) / len(done) if done else None,
+            "all_finished": len(done) == len(rows), "resizes_and_preemptions": resizes,
+            "makespan_s": max(j["finish_time"] for j in jobs) - min(j["submit_time"] for j in jobs)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frugal", required=True)
+    ap.add_argument("--policies", default="afs-p,fifo")
+    ap.add_argument("--slots", type=int, default=4)
+    ap.add_argument("--jobs", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--gap-s", type=float, default=20)
+    ap.add_argument("--timeout-s", type=float, default=1800)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    results = []
+    for policy in args.policies.split(","):
+        root = tempfile.mkdtemp(prefix=f"frugal-live-{policy}-")
+        r = run_policy(os.path.abspath(args.frugal), policy, args, root)
+        results.append(r)
+        print(f"{policy}: avg JCT {r['avg_jct_s']:.1f} s, makespan {r['makespan_s']:.1f} s, "
+              f"{r['resizes_and_preemptions']} resizes/preemptions, all finished: {r['all_finished']}")
+        for j in r["jobs"]:
+            print(f"  {j['job']}: {j['state']}, JCT {j['jct_s']:.1f} s, generations {j['generations']}, "
+                  f"restarts {j['restarts']}")
+        shutil.rmtree(root, ignore_errors=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0 if all(r["all_finished"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
