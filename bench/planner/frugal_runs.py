@@ -85,7 +85,9 @@ def main():
             line = "mlp,%d,%s,unlimited,%g,%d,%.2f" % (workers, bw, density, batch, 1e3 * iter_s)
             f.write(line + "\n")
             g.write(line + ",%.4f\n" % (1e3 * sps))
-    for path, extra in ((plain, ["--shared-cpu", "--bytes-per-value", "2.25"]), (fed, ["--bytes-per-value", "2.25"])):
+    # Every worker runs on this one host: --workers-per-host 0 (issue 18).
+    common = ["--bytes-per-value", "2.25", "--workers-per-host", "0"]
+    for path, extra in ((plain, ["--shared-cpu"] + common), (fed, common)):
         print("\n$ frugal plan frugal-validate %s --hardware %s %s" % (os.path.basename(path), hw, " ".join(extra)))
         subprocess.run([args.frugal, "plan", "frugal-validate", path, "--hardware", hw] + extra)
 

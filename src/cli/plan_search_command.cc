@@ -148,6 +148,9 @@ void AddFrugalFlags(CLI::App* cmd, FrugalOpts* o) {
       ->capture_default_str()
       ->check(Bounded(0, 1e4));
   cmd->add_flag("--shared-cpu", o->job.shared_cpu, "Compute, sparsifier and optimizer share the CPU cores");
+  cmd->add_option("--workers-per-host", o->job.workers_per_host, "Workers sharing one host's CPU cores")
+      ->capture_default_str()
+      ->check(Bounded(1, 1 << 20));
   AddConfigOption(cmd);
 }
 
@@ -161,8 +164,9 @@ void RunFrugal(FrugalOpts* o) {
   std::printf("iteration      %.4f s (%.1f samples/s), bottleneck: %s\n", p.iteration_s, p.samples_per_s,
               p.bottleneck.c_str());
   std::printf("gpu            %.4f s\ncopy           %.4f s\nsparsify       %.4f s\nexchange       %.4f s\n"
-              "optimizer      %.4f s\nmerged density %.4f\n",
-              p.gpu_s, p.copy_s, p.sparsify_s, p.exchange_s, p.optimizer_s, p.merged_density);
+              "combine        %.4f s\noptimizer      %.4f s\nmerged density %.4f\ncpu share      %.2fx\n",
+              p.gpu_s, p.copy_s, p.sparsify_s, p.exchange_s, p.combine_s, p.optimizer_s, p.merged_density,
+              p.cpu_share);
 }
 
 }  // namespace
@@ -194,6 +198,7 @@ void AddFrugalValidate(CLI::App* plan) {
     std::string hardware = "cpu-local";
     bool shared_cpu = false;
     double bytes_per_value = 0;
+    int workers_per_host = 1;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = plan->add_subcommand("frugal-validate",
@@ -205,10 +210,17 @@ void AddFrugalValidate(CLI::App* plan) {
                   "Wire bytes per selected value of the measured runs (Frugal's default fp16 + block ids: 2.25; "
                   "0 = the model's default 4.25)")
       ->check(Bounded(0, 64));
+  cmd->add_option("--workers-per-host", o->workers_per_host,
+                  "Workers sharing one host's cores (0: all of a row's workers, as on the one-machine testbed)")
+      ->capture_default_str()
+      ->check(Bounded(0, 1 << 20));
   cmd->callback([o] {
     auto rows = OrThrow(sim::LoadFrugalMeasurementsCsv(o->file));
-    if (o->bytes_per_value > 0) {
-      for (auto& r : rows) r.job.bytes_per_selected = o->bytes_per_value;
+    for (auto& r : rows) {
+      if (o->bytes_per_value > 0) r.job.bytes_per_selected = o->bytes_per_value;
+      int workers = 0;
+      for (const sim::ClusterSpec& c : r.job.clusters) workers += c.workers;
+      r.job.workers_per_host = o->workers_per_host > 0 ? o->workers_per_host : workers;
     }
     const sim::HardwareSpec hw = OrThrow(sim::LoadHardware(o->hardware));
     const sim::FrugalValidationReport report = OrThrow(sim::ValidateFrugal(rows, hw, o->shared_cpu));

@@ -31,6 +31,7 @@ Status CheckJob(const FrugalJob& job) {
   if (job.density <= 0 || job.density > 1) return Status::InvalidArgument("density must be in (0, 1]");
   if (job.batch_per_worker <= 0) return Status::InvalidArgument("batch per worker must be positive");
   if (job.staleness < 0) return Status::InvalidArgument("staleness must not be negative");
+  if (job.workers_per_host < 1) return Status::InvalidArgument("workers per host must be at least 1");
   for (const ClusterSpec& c : job.clusters) {
     if (c.workers <= 0 || c.intra_gbps <= 0) {
       return Status::InvalidArgument("every cluster needs a positive worker count and bandwidth");
@@ -68,6 +69,27 @@ double ExchangeSeconds(const FrugalJob& job, const HardwareSpec& hw, double para
   return exchange;
 }
 
+// Note [Combine cost and shared hosts]
+// Every worker decodes the sparse chunks it receives, merges them with its
+// own, and encodes the merged update (Frugal's engine does this on the host
+// CPU): bytes in (the other workers' chunks of its cluster, and the other
+// clusters' merged chunks) plus merged bytes out, at host.cpu_combine_gbs.
+// Workers sharing one host's cores (the testbed: every worker on one 2-core
+// machine) divide them: beyond one worker per core each CPU stage runs
+// workers_per_host / cores times slower. Both are issue 18, item 3.
+double CombineBytes(const FrugalJob& job, double params, double merged) {
+  const int num_clusters = static_cast<int>(job.clusters.size());
+  double worst = 0;
+  for (const ClusterSpec& c : job.clusters) {
+    double in = (c.workers - 1) * job.density * params * job.bytes_per_selected;
+    if (num_clusters > 1) {
+      in += (num_clusters - 1) * UnionDensity(job.density, c.workers) * params * job.bytes_per_selected;
+    }
+    worst = std::max(worst, in + merged * params * job.bytes_per_selected);
+  }
+  return worst;
+}
+
 // Plays the worker pipeline (compute, copy to host, sparsify, exchange,
 // optimizer, copy back) for a number of iterations with the stage times of
 // `stages` and the copies' `d2h` and `h2d` seconds; returns the steady-state
@@ -81,13 +103,17 @@ Result<double> SteadyStateIterationSeconds(const FrugalJob& job, bool shared, co
   const ResourceId sparsify = shared ? gpu : g.AddResource("cpu_sparsify");
   const ResourceId net = g.AddResource("network");
   const ResourceId optimizer = shared ? gpu : g.AddResource("cpu_optimizer");
+  // The engine's communication thread decodes and merges what arrives.
+  const ResourceId combine = shared ? gpu : g.AddResource("cpu_combine");
   const ResourceId to_device = g.AddResource("pcie_h2d");
   std::vector<TaskId> exchange_task(kIterations), update(kIterations);
   // Optimizer and update copy of iteration i; on a shared CPU they are added
   // to the stream `staleness` iterations late, after that iteration's sparsify.
   auto add_update = [&](int i) {
+    const TaskId k = g.AddTask(combine, stages.combine_s, 6);
+    g.AddDependency(exchange_task[i], k);
     const TaskId o = g.AddTask(optimizer, stages.optimizer_s, 4);
-    g.AddDependency(exchange_task[i], o);
+    g.AddDependency(k, o);
     update[i] = g.AddTask(to_device, h2d, 5);
     g.AddDependency(o, update[i]);
   };
@@ -120,6 +146,7 @@ std::string Bottleneck(const FrugalPrediction& p, double d2h, double h2d) {
                                                    {"copy", std::max(d2h, h2d)},
                                                    {"sparsify", p.sparsify_s},
                                                    {"exchange", p.exchange_s},
+                                                   {"combine", p.combine_s},
                                                    {"optimizer", p.optimizer_s}};
   std::string bottleneck;
   double worst = -1;
@@ -146,19 +173,21 @@ Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const Hard
   const double grad_bytes = params * 4.0;  // Gradients are handled in fp32 on the host.
 
   FrugalPrediction out;
-  out.gpu_s = job.compute_s_per_sample > 0
-                  ? job.compute_fixed_s + job.compute_s_per_sample * static_cast<double>(job.batch_per_worker)
-                  : ComputeSeconds(w, *cost);
+  const bool shared = job.shared_cpu || hw.is_cpu;
+  out.cpu_share = std::max(1.0, job.workers_per_host / std::max(1.0, hw.host.cores));
+  const bool telemetry = job.compute_s_per_sample > 0;
+  out.gpu_s = telemetry ? job.compute_fixed_s + job.compute_s_per_sample * static_cast<double>(job.batch_per_worker)
+                        : ComputeSeconds(w, *cost) * (hw.is_cpu ? out.cpu_share : 1.0);
   const double pcie = hw.host.pcie_gbs * 1e9;
   const double merged = UnionDensity(job.density, total_workers);
   out.merged_density = merged;
   const double d2h = grad_bytes / pcie;
   const double h2d = merged * params * job.bytes_per_selected / pcie;
   out.copy_s = d2h + h2d;
-  out.sparsify_s = grad_bytes / (hw.host.cpu_sparsify_gbs * 1e9);
-  out.optimizer_s = merged * params * 4.0 / (hw.host.cpu_optimizer_gbs * 1e9);
+  out.sparsify_s = out.cpu_share * grad_bytes / (hw.host.cpu_sparsify_gbs * 1e9);
+  out.optimizer_s = out.cpu_share * merged * params * 4.0 / (hw.host.cpu_optimizer_gbs * 1e9);
+  out.combine_s = out.cpu_share * CombineBytes(job, params, merged) / (hw.host.cpu_combine_gbs * 1e9);
   out.exchange_s = ExchangeSeconds(job, hw, params, merged);
-  const bool shared = job.shared_cpu || hw.is_cpu;
   FRUGAL_ASSIGN_OR_RETURN(out.iteration_s, SteadyStateIterationSeconds(job, shared, out, d2h, h2d));
   out.samples_per_s = out.iteration_s > 0 ? job.batch_per_worker * total_workers / out.iteration_s : 0.0;
   out.bottleneck = Bottleneck(out, d2h, h2d);

@@ -106,6 +106,11 @@ std::vector<HardwareSpec> Builtins() {
   cpu.host.cpu_sparsify_gbs = 2.0;
   cpu.host.cpu_optimizer_gbs = 1.0;
   cpu.host.pcie_gbs = 10.0;  // A memcpy: the device is the host.
+  cpu.host.cores = 2;
+  // Fitted on the 2-worker rows of bench/planner/results/frugal_runs.csv
+  // (docs/planner.md, "Frugal's own runs"); the other built-ins keep the
+  // unmeasured default 1.0.
+  cpu.host.cpu_combine_gbs = 0.2;
   all.push_back(cpu);
   return all;
 }
@@ -145,6 +150,8 @@ std::vector<Field> Schema() {
       {"host", "cpu_sparsify_gbs", [](HardwareSpec& h) -> double& { return h.host.cpu_sparsify_gbs; }, 0, 100000, true},
       {"host", "cpu_optimizer_gbs", [](HardwareSpec& h) -> double& { return h.host.cpu_optimizer_gbs; }, 0, 100000, true},
       {"host", "pcie_gbs", [](HardwareSpec& h) -> double& { return h.host.pcie_gbs; }, 0, 100000, true},
+      {"host", "cpu_combine_gbs", [](HardwareSpec& h) -> double& { return h.host.cpu_combine_gbs; }, 0, 100000, true, true},
+      {"host", "cores", [](HardwareSpec& h) -> double& { return h.host.cores; }, 0, 100000, true, true},
       {"cost", "price_per_gpu_hour", [](HardwareSpec& h) -> double& { return h.price_per_gpu_hour; }, 0, 1e+06, false},
       // [overheads] (issue 18) may be omitted even without `base`: it
       // postdates older description files, and its absence means the pure

@@ -59,7 +59,7 @@ TEST(FrugalPipelineTest, StalenessOverlapsStages) {
   const HardwareSpec hw = *BuiltinHardware("rtx3090");
   Result<FrugalPrediction> stale = PredictFrugalIteration(job, hw);
   ASSERT_TRUE(stale.ok()) << stale.status().ToString();
-  const double stages[] = {stale->gpu_s, stale->sparsify_s, stale->exchange_s, stale->optimizer_s};
+  const double stages[] = {stale->gpu_s, stale->sparsify_s, stale->exchange_s, stale->combine_s, stale->optimizer_s};
   double max_stage = 0, sum = stale->copy_s;
   for (double s : stages) {
     max_stage = std::max(max_stage, s);
@@ -106,8 +106,29 @@ TEST(FrugalPipelineTest, TelemetryAndSharedCpu) {
   job.shared_cpu = true;
   Result<FrugalPrediction> shared = PredictFrugalIteration(job, hw);
   ASSERT_TRUE(shared.ok()) << shared.status().ToString();
-  EXPECT_GE(shared->iteration_s, shared->gpu_s + shared->sparsify_s + shared->optimizer_s - 1e-12);
+  EXPECT_GE(shared->iteration_s,
+            shared->gpu_s + shared->sparsify_s + shared->combine_s + shared->optimizer_s - 1e-12);
   EXPECT_GE(shared->iteration_s, p->iteration_s);
+  // Four workers on one 2-core host: every CPU stage runs twice as slowly.
+  job.workers_per_host = 4;
+  HardwareSpec two_cores = hw;
+  two_cores.host.cores = 2;
+  Result<FrugalPrediction> crowded = PredictFrugalIteration(job, two_cores);
+  ASSERT_TRUE(crowded.ok());
+  EXPECT_DOUBLE_EQ(crowded->cpu_share, 2.0);
+  EXPECT_NEAR(crowded->sparsify_s, 2 * shared->sparsify_s, 1e-12);
+  EXPECT_NEAR(crowded->combine_s, 2 * shared->combine_s, 1e-12);
+  EXPECT_NEAR(crowded->optimizer_s, 2 * shared->optimizer_s, 1e-12);
+  EXPECT_DOUBLE_EQ(crowded->gpu_s, shared->gpu_s);  // Telemetry already holds the slowdown.
+  EXPECT_GE(crowded->iteration_s, shared->iteration_s - 1e-12);  // Exchange-bound here (0.1 Gbit/s).
+  // The combine cost: 3 chunks in at 5% x 4.25 bytes, the merged update out.
+  Result<Workload> w = BuildWorkload(job.model, WorkloadOptions{});
+  const double params = w->total_params;
+  const double merged = 1 - std::pow(1 - 0.05, 4);
+  EXPECT_NEAR(shared->combine_s, (3 * 0.05 + merged) * params * 4.25 / (hw.host.cpu_combine_gbs * 1e9), 1e-12);
+  job.workers_per_host = 0;
+  EXPECT_EQ(PredictFrugalIteration(job, hw).status().code(), Status::Code::kInvalidArgument);
+  job.workers_per_host = 1;
   // cpu-local implies shared cores.
   job.shared_cpu = false;
   Result<FrugalPrediction> local = PredictFrugalIteration(job, *BuiltinHardware("cpu-local"));

@@ -48,6 +48,13 @@ struct FrugalJob {
   // it is implied). They then run one after another on one stream: compute
   // of iteration t, sparsify t, optimizer t-staleness. Default false.
   bool shared_cpu = false;
+  // Workers running on one host and sharing its hw.host.cores cores (the
+  // testbed runs every worker on one machine). Beyond one worker per core,
+  // every CPU stage of a worker (sparsify, combine, optimizer, and compute
+  // on a CPU device) runs workers_per_host / cores times slower. Telemetry
+  // (compute_s_per_sample) already contains the slowdown and is not scaled.
+  // Default 1.
+  int workers_per_host = 1;
 };
 
 struct FrugalPrediction {
@@ -57,9 +64,11 @@ struct FrugalPrediction {
   double sparsify_s = 0;
   double exchange_s = 0;      // Intra-cluster gather + inter-cluster exchange + broadcast.
   double optimizer_s = 0;
+  double combine_s = 0;       // Decode, merge, encode of the received chunks (host CPU).
+  double cpu_share = 1;       // Slowdown of CPU stages from workers sharing a host's cores.
   double samples_per_s = 0;   // Over all workers.
   double merged_density = 0;  // Density of the globally merged update.
-  std::string bottleneck;     // "gpu", "copy", "sparsify", "exchange" or "optimizer".
+  std::string bottleneck;     // "gpu", "copy", "sparsify", "exchange", "combine" or "optimizer".
 };
 
 Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const HardwareSpec& hw);

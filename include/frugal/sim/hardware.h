@@ -66,6 +66,14 @@ struct HostSpec {
   double cpu_sparsify_gbs = 2.0;   // Dense fp32 gradient bytes scanned per second.
   double cpu_optimizer_gbs = 1.0;  // Sparse optimizer: selected-value bytes per second.
   double pcie_gbs = 12.0;          // Device <-> host copy rate, each way.
+  // Decode, merge and re-encode of received sparse chunks: bytes of chunks
+  // in plus merged bytes out per second, on one core. Default 1.0. TOML key
+  // optional (issue 18).
+  double cpu_combine_gbs = 1.0;
+  // Cores of one host. The CPU rates above are what one worker gets with a
+  // core to itself; workers sharing a host beyond one per core slow down in
+  // proportion (PredictFrugalIteration). Default 8. TOML key optional.
+  double cores = 8;
 };
 
 struct HardwareSpec {
