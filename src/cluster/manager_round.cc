@@ -1,10 +1,21 @@
 // The scheduling round and node liveness of ClusterManager::Impl.
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "frugal/sched/decision.h"
 #include "manager_impl.h"
 
 namespace frugal::cluster {
+namespace {
+
+std::string FormatSeconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g s", s);
+  return buf;
+}
+
+}  // namespace
 
 void ClusterManager::Impl::AccrueService() {
   const double now = clock_.Now();
@@ -19,7 +30,7 @@ Status ClusterManager::Impl::NodeDown(NodeRecord& node) {
   node.up = false;
   FRUGAL_RETURN_IF_ERROR(store_->SaveNode(node).status());
   FRUGAL_RETURN_IF_ERROR(Event("node-down", 0, node.id,
-                               node.name + " sent no heartbeat for " + std::to_string(options_.node_timeout_s) + " s"));
+                               node.name + " sent no heartbeat for " + FormatSeconds(options_.node_timeout_s)));
   for (JobRecord& j : jobs_) {
     if (j.state != JobState::kRunning) continue;
     std::vector<NodeSlots> kept;
