@@ -56,6 +56,7 @@ void AddTrainCommand(CLI::App& app);   // train_command.cc: train, worker
 void AddProfileCommand(CLI::App& app); // profile_command.cc
 #endif
 void AddCoordinatorCommand(CLI::App& app);  // coordinator_command.cc
+void AddJobCommand(CLI::App& app);          // job_command.cc: frugal job status|resize|stop
 void AddKeysCommand(CLI::App& app);         // keys_command.cc: frugal keys generate
 // --key/--authorized-keys/--insecure -> SecurityOptions (keys_command.cc): CURVE with keys; plain TCP with --insecure or on a loopback `address`; otherwise UsageError saying how to make keys.
 comm::SecurityOptions ResolveSecurity(const std::string& key_file, const std::string& authorized_keys_file, bool insecure, const std::string& address);

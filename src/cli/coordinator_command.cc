@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "input_checks.h"
+#include "frugal/comm/membership.h"
 #include "frugal/comm/rendezvous.h"
 #include "frugal/engine/launcher.h"
 
@@ -16,7 +17,31 @@ struct CoordinatorFlags {
   std::string key;
   std::string authorized_keys;
   bool insecure = false;
+  double heartbeat_timeout_s = 2.0;
 };
+
+// --elastic: the membership service of an elastic job, until the job ends.
+void ServeElastic(const CoordinatorFlags& flags, const comm::SecurityOptions& security) {
+  comm::MembershipOptions mo;
+  mo.world_size = flags.options.world_size;
+  mo.min_workers = flags.options.min_workers;
+  mo.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.heartbeat_timeout_s * 1000));
+  mo.timeout = flags.options.timeout;
+  mo.zmq.security = security;
+  if (mo.min_workers > mo.world_size) throw UsageError("--min-workers is more than --world");
+  auto server = comm::MembershipServer::Bind(flags.options.listen, mo);
+  if (!server.ok()) {
+    if (server.status().code() == Status::Code::kIOError) throw UsageError(server.status().message());
+    ThrowIfError(server.status());
+  }
+  std::printf("elastic coordinator listening on %s (%s); frugal job status --coordinator %s\n",
+              (*server)->endpoint().c_str(),
+              security.mechanism == comm::SecurityOptions::Mechanism::kCurve ? "CURVE" : "plain TCP",
+              (*server)->endpoint().c_str());
+  std::fflush(stdout);
+  ThrowIfError((*server)->Serve());
+  std::printf("job finished\n");
+}
 
 // engine::RunCoordinator with socket security: bind, serve, print the table.
 void Serve(const CoordinatorFlags& flags, const comm::SecurityOptions& security) {
@@ -56,9 +81,18 @@ void AddCoordinatorCommand(CLI::App& app) {
   cmd->add_option("--authorized-keys", flags->authorized_keys,
                   "Public keys allowed to join, one per line (the .pub lines of every site)");
   cmd->add_flag("--insecure", flags->insecure, "Plain TCP without keys: anyone who can reach the port can join");
+  cmd->add_flag("--elastic", flags->options.elastic,
+                "Serve the job's membership until it ends: workers may join, leave and fail (frugal worker --elastic)");
+  cmd->add_option("--min-workers", flags->options.min_workers, "Elastic: fewest workers the job continues with")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--heartbeat-timeout-s", flags->heartbeat_timeout_s, "Elastic: a worker silent this long is dead")
+      ->check(Bounded(0.1, 3600));
   cmd->callback([flags] {
     flags->options.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags->timeout_s * 1000));
-    Serve(*flags, ResolveSecurity(flags->key, flags->authorized_keys, flags->insecure, flags->options.listen));
+    const comm::SecurityOptions security =
+        ResolveSecurity(flags->key, flags->authorized_keys, flags->insecure, flags->options.listen);
+    if (flags->options.elastic) return ServeElastic(*flags, security);
+    Serve(*flags, security);
   });
 }
 

@@ -1,6 +1,10 @@
 // `frugal train`: binds every TrainOptions field to a flag (and TOML key) and
 // runs frugal::train::Trainer.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -14,9 +18,11 @@
 #include "frugal/comm/rendezvous.h"
 #include "frugal/control/bandwidth_controller.h"
 #include "frugal/data/dataset.h"
+#include "frugal/data/text_corpus.h"
 #include "frugal/engine/checkpoint.h"
 #include "frugal/engine/launcher.h"
 #include "frugal/engine/run_config.h"
+#include "frugal/comm/membership.h"
 #include "frugal/engine/worker.h"
 #include "frugal/train/trainer.h"
 
@@ -64,6 +70,10 @@ void PrintResult(const train::TrainResult& r) {
   std::printf("done: %lld steps, %lld epochs, test accuracy %.2f%%, %.1f s, %.0f samples/s\n",
               static_cast<long long>(r.steps), static_cast<long long>(r.epochs_completed),
               100.0 * r.final_test_accuracy, r.wall_time_s, r.samples_per_s);
+  if (r.final_val_loss >= 0) {
+    std::printf("validation loss %.4f nats/byte, %.4f bits per character\n", r.final_val_loss,
+                r.final_val_loss / std::log(2.0));
+  }
   if (!r.metrics_path.empty()) std::printf("metrics: %s\n", r.metrics_path.c_str());
 }
 
@@ -95,6 +105,9 @@ void LaunchLocal(engine::RunConfig& config, const std::string& local_clusters, c
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   lo.threads_per_worker = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, cores / static_cast<unsigned>(config.distributed.workers)));
   lo.timeout = engine::TimeoutOf(config.distributed);
+  lo.elastic = config.elastic.elastic;
+  lo.min_workers = config.elastic.min_workers;
+  lo.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.elastic.heartbeat_timeout_s * 1000));
   std::stringstream ss(local_clusters);
   for (std::string c; std::getline(ss, c, ',');) lo.clusters.push_back(c);
   if (!lo.clusters.empty() && static_cast<int>(lo.clusters.size()) != lo.workers) {
@@ -143,9 +156,58 @@ void PrintWorkerSummary(const engine::WorkerResult& r) {
               r.traffic.intra_cluster.bytes_sent / steps / 1e3, r.traffic.inter_cluster.bytes_sent / steps / 1e3);
 }
 
+// SIGTERM makes an elastic worker leave the job gracefully; the handler
+// only stores to the worker's lock-free flag.
+std::atomic<bool>* g_leave_signal = nullptr;
+extern "C" void OnTerminate(int) {
+  if (g_leave_signal != nullptr) g_leave_signal->store(true);
+}
+
+void PrintWorkerEnd(const engine::RunConfig& config, const engine::WorkerResult& r) {
+  if (r.left) {
+    std::printf("left the job in generation %lld (rank %d)\n", static_cast<long long>(r.generation), r.rank);
+  } else if (r.rank == 0 && !config.train.quiet) {
+    PrintWorkerSummary(r);
+  }
+  if (config.elastic.elastic && !r.left) {
+    std::printf("worker done: generation %lld rank %d checksum %016llx\n", static_cast<long long>(r.generation),
+                r.rank, static_cast<unsigned long long>(r.final_checksum));
+  }
+  std::fflush(stdout);
+}
+
+void RunElasticWorker(const engine::RunConfig& config, const comm::SecurityOptions& security) {
+  const engine::WorkerIdentity& id = config.worker;
+  comm::MembershipClientOptions mo;
+  mo.server = id.coordinator;
+  mo.cluster = id.cluster;
+  mo.listen = id.listen;
+  mo.advertise_host = id.advertise_host;
+  mo.join = config.elastic.join;
+  mo.timeout = engine::TimeoutOf(config.distributed);
+  mo.zmq.security = security;
+  // A worker killed mid-run is noticed by its peers within a second; the
+  // coordinator's heartbeats decide what happens next.
+  mo.zmq.linger = std::chrono::milliseconds(1000);
+  auto client = comm::MembershipClient::Create(mo);
+  ThrowIfError(client.status());
+  auto worker = engine::Worker::CreateElastic(config, std::move(*client));
+  if (!worker.ok()) throw RunError(worker.status().WithContext("worker").ToString());
+  g_leave_signal = &(*worker)->leave_signal();
+  std::signal(SIGTERM, OnTerminate);
+  auto result = (*worker)->Run();
+  std::signal(SIGTERM, SIG_DFL);
+  g_leave_signal = nullptr;
+  if (!result.ok()) throw RunError(result.status().WithContext("elastic worker").ToString());
+  PrintWorkerEnd(config, *result);
+}
+
 void RunWorker(const engine::RunConfig& config) {
   const engine::WorkerIdentity& id = config.worker;
   if (id.coordinator.empty()) throw UsageError("frugal worker needs --coordinator tcp://HOST:PORT");
+  const comm::SecurityOptions security = ResolveSecurity(id.key, id.authorized_keys, id.insecure, id.coordinator);
+  if (config.elastic.elastic) return RunElasticWorker(config, security);
+  if (config.elastic.join) throw UsageError("--join joins an elastic job: add --elastic");
   comm::JoinOptions jo;
   jo.rendezvous = id.coordinator;
   jo.rank = id.rank;
@@ -153,7 +215,7 @@ void RunWorker(const engine::RunConfig& config) {
   jo.listen = id.listen;
   jo.advertise_host = id.advertise_host;
   jo.timeout = engine::TimeoutOf(config.distributed);
-  jo.zmq.security = ResolveSecurity(id.key, id.authorized_keys, id.insecure, id.coordinator);
+  jo.zmq.security = security;
   auto transport = comm::JoinZmqWorld(jo);
   if (!transport.ok()) throw RunError(transport.status().WithContext("joining " + id.coordinator).ToString());
   const int rank = (*transport)->rank();
@@ -165,7 +227,8 @@ void RunWorker(const engine::RunConfig& config) {
   if (!worker.ok()) throw RunError(worker.status().WithContext("worker " + std::to_string(rank)).ToString());
   auto result = (*worker)->Run();
   if (!result.ok()) throw RunError(result.status().WithContext("worker " + std::to_string(rank)).ToString());
-  if (rank == 0 && !config.train.quiet) PrintWorkerSummary(*result);
+  result->rank = rank;
+  PrintWorkerEnd(config, *result);
 }
 
 }  // namespace
@@ -203,6 +266,9 @@ void AddTrainCommand(CLI::App& app) {
     if (config.distributed.workers > 1) {
       if (config.train.dataset == train::DatasetKind::kFashionMnist) {
         ThrowIfError(data::CheckFashionMnistFiles(config.train.data_dir));
+      }
+      if (config.train.dataset == train::DatasetKind::kText) {
+        ThrowIfError(data::ReadTextCorpus(config.train.text_file).status());
       }
       LaunchLocal(config, flags->local_clusters, flags->local_slowdowns);
       return;

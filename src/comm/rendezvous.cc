@@ -222,16 +222,7 @@ Result<WorldTable> RegisterWithRendezvous(const std::string& server, const PeerI
 Result<std::unique_ptr<Transport>> JoinZmqWorld(const JoinOptions& options) {
   if (options.rendezvous.empty()) return Status::InvalidArgument("JoinZmqWorld: no rendezvous endpoint given");
   FRUGAL_ASSIGN_OR_RETURN(auto listener, ZmqListener::Bind(options.listen, options.zmq));
-  std::string endpoint = listener->endpoint();
-  if (!options.advertise_host.empty()) {
-    // tcp://HOST:PORT -> tcp://ADVERTISE:PORT
-    size_t scheme = endpoint.find("://");
-    size_t colon = endpoint.rfind(':');
-    if (scheme == std::string::npos || colon == std::string::npos || colon < scheme + 3) {
-      return Status::InvalidArgument("JoinZmqWorld: cannot replace the host of endpoint " + endpoint);
-    }
-    endpoint = endpoint.substr(0, scheme + 3) + options.advertise_host + endpoint.substr(colon);
-  }
+  FRUGAL_ASSIGN_OR_RETURN(std::string endpoint, wire::Advertised(listener->endpoint(), options.advertise_host));
   FRUGAL_ASSIGN_OR_RETURN(
       WorldTable table,
       RegisterWithRendezvous(options.rendezvous, PeerInfo{options.rank, endpoint, options.cluster, ""}, options.timeout,

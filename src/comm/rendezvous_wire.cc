@@ -43,6 +43,16 @@ std::chrono::milliseconds Remaining(Clock::time_point deadline) {
 }
 
 
+Result<std::string> Advertised(const std::string& endpoint, const std::string& host) {
+  if (host.empty()) return endpoint;
+  const size_t scheme = endpoint.find("://");
+  const size_t colon = endpoint.rfind(':');
+  if (scheme == std::string::npos || colon == std::string::npos || colon < scheme + 3) {
+    return Status::InvalidArgument("cannot replace the host of endpoint " + endpoint);
+  }
+  return endpoint.substr(0, scheme + 3) + host + endpoint.substr(colon);
+}
+
 json PeerToJson(const PeerInfo& p) {
   return json{{"rank", p.rank}, {"endpoint", p.endpoint}, {"cluster", p.cluster}, {"public_key", p.public_key}};
 }

@@ -25,6 +25,11 @@ std::chrono::milliseconds Remaining(Clock::time_point deadline);
 
 nlohmann::json PeerToJson(const PeerInfo& p);
 
+// `endpoint` (tcp://HOST:PORT) with HOST replaced by `host` (unchanged when
+// `host` is empty): what peers connect to when the listener is bound to a
+// wildcard interface.
+Result<std::string> Advertised(const std::string& endpoint, const std::string& host);
+
 // Sends `body` as one JSON frame to the client whose routing id is `id`.
 void Reply(zmq::socket_t& router, const zmq::message_t& id, const nlohmann::json& body);
 

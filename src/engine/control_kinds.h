@@ -15,6 +15,8 @@ enum ControlKind : uint32_t {
   kTelemetry = 5,      // all-gather: WorkerTelemetry
   kDecision = 6,       // broadcast from rank 0: Decision
   kCheckpoint = 7,     // all-gather: 1 byte, "my checkpoint file of step t is written"
+  kMembership = 8,     // all-gather: i64 pending generation, i64 stop (elastic check gate)
+  kJoinState = 9,      // rank 0 -> each joiner: the run state sections of the restore point
 };
 
 }  // namespace frugal::engine

@@ -7,10 +7,12 @@
 
 #include <atomic>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
+#include "frugal/comm/membership.h"
 #include "frugal/comm/rendezvous.h"
 
 extern char** environ;
@@ -20,6 +22,16 @@ namespace frugal::engine {
 Status RunCoordinator(const CoordinatorOptions& options, const std::function<void(const std::string&)>& on_bound,
                       bool print_table) {
   if (options.world_size < 1) return Status::InvalidArgument("--world must be >= 1");
+  if (options.elastic) {
+    comm::MembershipOptions mo;
+    mo.world_size = options.world_size;
+    mo.min_workers = options.min_workers;
+    mo.heartbeat_timeout = options.heartbeat_timeout;
+    mo.timeout = options.timeout;
+    FRUGAL_ASSIGN_OR_RETURN(auto server, comm::MembershipServer::Bind(options.listen, mo));
+    if (on_bound) on_bound(server->endpoint());
+    return server->Serve();
+  }
   FRUGAL_ASSIGN_OR_RETURN(auto server, comm::RendezvousServer::Bind(options.listen, options.world_size));
   if (on_bound) on_bound(server->endpoint());
   FRUGAL_ASSIGN_OR_RETURN(std::vector<comm::PeerInfo> table, server->Serve(options.timeout));
@@ -120,7 +132,10 @@ Status Supervise(const LocalLaunchOptions& options, const std::vector<ProcessLau
         if (ids[r] != exit->id || done[r]) continue;
         done[r] = true;
         --remaining;
-        if (!exit->success && first_failure.ok()) {
+        if (!exit->success && options.elastic) {
+          std::fprintf(stderr, "frugal: worker %zu exited (%s); the elastic job goes on without it\n", r,
+                       exit->description.c_str());
+        } else if (!exit->success && first_failure.ok()) {
           first_failure = Status::Unavailable("worker " + std::to_string(r) + " failed (" + exit->description + ")");
           deadline = clock.Now() + options.timeout + options.kill_grace;
         }
@@ -163,6 +178,9 @@ Status RunLocalWorkers(const LocalLaunchOptions& options) {
   CoordinatorOptions co;
   co.world_size = options.workers;
   co.timeout = options.timeout;
+  co.elastic = options.elastic;
+  co.min_workers = options.min_workers;
+  co.heartbeat_timeout = options.heartbeat_timeout;
 
   Status coordinator_status;
   // The coordinator serves in a thread while this thread supervises.

@@ -39,7 +39,19 @@ Status Validate(const RunConfig& config) {
   VisitFields(c.checkpoint, [&](const Field& f, const auto& v) {
     if (first.ok()) first = CheckField(f, v);
   });
+  VisitFields(c.elastic, [&](const Field& f, const auto& v) {
+    if (first.ok()) first = CheckField(f, v);
+  });
   FRUGAL_RETURN_IF_ERROR(first);
+  if (config.elastic.elastic && config.distributed.adapt != AdaptMode::kOff) {
+    return Status::InvalidArgument("--elastic runs with --adapt off for now (the controller does not follow a "
+                                   "changing world yet)");
+  }
+  if (config.elastic.elastic && config.elastic.min_workers > config.distributed.workers &&
+      config.worker.coordinator.empty()) {
+    return Status::InvalidArgument("--min-workers " + std::to_string(config.elastic.min_workers) +
+                                   " is more than --workers " + std::to_string(config.distributed.workers));
+  }
   return config.train.Validate();
 }
 

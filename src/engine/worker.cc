@@ -8,15 +8,9 @@
 
 #include <torch/torch.h>
 
-#include "adaptation_protocol.h"
 #include "control_kinds.h"
 #include "frugal/comm/collectives.h"
-#include "frugal/engine/checkpoint.h"
-#include "frugal/data/batch_plan.h"
-#include "frugal/engine/replica.h"
-#include "frugal/models/model.h"
-#include "frugal/train/run_reporter.h"
-#include "frugal/train/training_data.h"
+#include "worker_impl.h"
 
 namespace frugal::engine {
 
@@ -61,58 +55,24 @@ nlohmann::json PipelineRecord(const PipelineStats& now, const PipelineStats& bef
 
 }  // namespace
 
-class Worker::Impl {
- public:
-  RunConfig config;
-  const train::TrainOptions& options = config.train;
-  const DistributedOptions& dist = config.distributed;
-  std::unique_ptr<comm::Transport> transport;
-  std::unique_ptr<AdaptationPolicy> policy;  // handed to the protocol at Init
-  torch::Device device{torch::kCPU};
-  train::TrainingData data;
-  std::shared_ptr<models::Model> model;
-  std::unique_ptr<data::BatchCursor> cursor;  // the data position; batch sizes may change
-  std::unique_ptr<train::LrSchedule> schedule;
-  std::unique_ptr<Replica> replica;
-  std::unique_ptr<AdaptationProtocol> protocol;  // with adapt on or batch
-  std::unique_ptr<train::RunReporter> reporter;
-  int64_t total_steps = 0;
-  int64_t start_step = 0;  // > 0 when resumed from a checkpoint
-  std::chrono::milliseconds timeout{60000};
-  // Metrics window counters at the last record.
-  PipelineStats window_stats;
-  comm::TransportStats window_traffic;
-
-  int rank() const { return transport->rank(); }
-  Status Init();
-  Status BuildModel();
-  Status PlanSteps();
-  Status BuildReplica();
-  Status OpenReporter();
-  Status SaveCheckpoint(int64_t t);
-  Status Resume(const std::string& step_dir);
-  std::vector<torch::Tensor> Buffers(bool floating_only) const;
-  Result<WorkerResult> Run();
-  Status Gate(int64_t t, int64_t* evaluated_epoch);
-  Result<double> ComputeStep(int64_t t, int64_t* samples);
-  Status Evaluate(int64_t t, int64_t epoch);
-  Status Record(int64_t t, int64_t epoch);
-  Result<WorkerResult> Conclude(int64_t t, double compute_s, double samples_total,
-                                const comm::TransportStats& traffic_at_start);
-  void PrintHeader() const;
-};
-
-Status Worker::Impl::Init() {
+// What a worker needs whatever its world: the configuration checked, the
+// device, the data and the model.
+Status Worker::Impl::Prepare() {
   FRUGAL_RETURN_IF_ERROR(Validate(config));
   timeout = TimeoutOf(dist);
   device = torch::Device(options.device);
   if (options.threads > 0) torch::set_num_threads(options.threads);
+  return BuildModel();
+}
+
+// A fixed world: the transport is given.
+Status Worker::Impl::Init() {
+  FRUGAL_RETURN_IF_ERROR(Prepare());
   // Every worker must run the same configuration.
   FRUGAL_RETURN_IF_ERROR(CheckSameConfiguration(*transport, SharedDigest(config), timeout));
   if (dist.adapt != AdaptMode::kOff && rank() == 0 && policy == nullptr) {
     return Status::InvalidArgument(std::string("--adapt ") + NameOf(dist.adapt) + " needs a controller on rank 0");
   }
-  FRUGAL_RETURN_IF_ERROR(BuildModel());
   FRUGAL_RETURN_IF_ERROR(PlanSteps());
   FRUGAL_RETURN_IF_ERROR(BuildReplica());
   if (!config.checkpoint.resume_from.empty()) FRUGAL_RETURN_IF_ERROR(Resume(config.checkpoint.resume_from));
@@ -166,7 +126,8 @@ Status Worker::Impl::OpenReporter() {
   ro.total_steps = total_steps;
   ro.quiet = options.quiet;
   ro.lead = rank() == 0;
-  ro.append = start_step > 0;
+  ro.append = start_step > 0 || generation.number > 1;
+  ro.elapsed_offset_s = std::chrono::duration<double>(Clock::now() - started).count();
   FRUGAL_ASSIGN_OR_RETURN(reporter, train::RunReporter::Create(ro));
   return Status::Ok();
 }
@@ -177,88 +138,6 @@ std::vector<torch::Tensor> Worker::Impl::Buffers(bool floating_only) const {
     if (!floating_only || b.is_floating_point()) out.push_back(b);
   }
   return out;
-}
-
-// Note [Checkpoints]: at the gate of iteration t every rank writes its own
-// file. Rank 0's holds the pipeline's whole state after t-1 (Note [Pipeline
-// state]), the parameters forward t uses, the model's buffers and the data
-// position; the other ranks' hold only what is theirs alone, their
-// error-feedback residuals and sparsifier states (masters and optimizer
-// state are replicated, so writing them once is enough). Once every rank has written (an all-gather), rank 0 marks the
-// step complete and prunes old ones. Resuming with the same world size is
-// bit-exact; with another, ranks beyond the old world start with empty
-// residuals (their share of unsent gradient is lost, as when a worker
-// leaves) and the data position, counted in samples, carries over.
-Status Worker::Impl::SaveCheckpoint(int64_t t) {
-  const std::string dir = CheckpointStepDir(CheckpointDirOf(config), t);
-  CheckpointSections sections;
-  sections["config"] = [&] {
-    std::string text = ToToml(config);
-    return std::vector<uint8_t>(text.begin(), text.end());
-  }();
-  const bool lead = rank() == 0;
-  using Parts = GradientPipeline::StateParts;
-  FRUGAL_ASSIGN_OR_RETURN(sections[lead ? "pipeline" : "local"],
-                          replica->SavePipelineState(lead ? Parts::kAll : Parts::kLocal));
-  if (lead) sections["parameters"] = replica->SaveParameters();
-  ByteWriter meta;
-  for (int64_t v : {t, static_cast<int64_t>(transport->world_size()), static_cast<int64_t>(rank()), cursor->epoch(),
-                    cursor->step_in_epoch(), cursor->position()}) {
-    meta.I64(v);
-  }
-  sections["meta"] = meta.Take();
-  ByteWriter buffers;
-  for (const torch::Tensor& b : Buffers(false)) {
-    if (!lead) break;
-    torch::Tensor c = b.detach().to(torch::kCPU).contiguous();
-    const auto* p = static_cast<const uint8_t*>(c.data_ptr());
-    buffers.Bytes(std::vector<uint8_t>(p, p + c.numel() * c.element_size()));
-  }
-  sections["buffers"] = buffers.Take();
-  FRUGAL_RETURN_IF_ERROR(WriteCheckpointFile(CheckpointRankFile(dir, rank()), sections));
-  auto all = comm::AllGather(*transport, ControlTag(t, kCheckpoint), comm::Bytes(1, 1), timeout);
-  if (!all.ok()) return all.status().WithContext("completing the checkpoint of step " + std::to_string(t));
-  if (rank() == 0) {
-    FRUGAL_RETURN_IF_ERROR(MarkCheckpointComplete(dir, transport->world_size()));
-    FRUGAL_RETURN_IF_ERROR(PruneCheckpoints(CheckpointDirOf(config), config.checkpoint.keep_checkpoints));
-  }
-  return Status::Ok();
-}
-
-Status Worker::Impl::Resume(const std::string& step_dir) {
-  FRUGAL_ASSIGN_OR_RETURN(int old_world, CheckpointWorld(step_dir));
-  const bool own = rank() < old_world;  // else: a new rank of an elastic restart, with no residual
-  const std::string path = CheckpointRankFile(step_dir, 0);
-  FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, ReadCheckpointFile(path));
-  for (const char* name : {"pipeline", "parameters", "meta", "buffers"}) {
-    if (!s.count(name)) return Status::Corruption("checkpoint " + path + " has no '" + name + "' section");
-  }
-  FRUGAL_RETURN_IF_ERROR(replica->LoadState(s["pipeline"], s["parameters"], /*residuals=*/own && rank() == 0));
-  if (own && rank() != 0) {
-    const std::string mine = CheckpointRankFile(step_dir, rank());
-    FRUGAL_ASSIGN_OR_RETURN(CheckpointSections local, ReadCheckpointFile(mine));
-    if (!local.count("local")) return Status::Corruption("checkpoint " + mine + " has no 'local' section");
-    FRUGAL_RETURN_IF_ERROR(replica->LoadLocalState(local["local"]).WithContext("checkpoint " + mine));
-  }
-  ByteReader meta(s["meta"], "checkpoint " + path + " meta");
-  int64_t v[6];
-  for (int64_t& x : v) {
-    FRUGAL_ASSIGN_OR_RETURN(x, meta.I64());
-  }
-  FRUGAL_RETURN_IF_ERROR(cursor->Seek(v[3], v[4], v[5]));
-  ByteReader buffers(s["buffers"], "checkpoint " + path + " buffers");
-  torch::NoGradGuard no_grad;
-  for (torch::Tensor& b : Buffers(false)) {
-    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, buffers.Bytes());
-    if (bytes.size() != static_cast<size_t>(b.numel() * b.element_size())) {
-      return Status::Corruption("checkpoint " + path + ": a model buffer has the wrong size (same model?)");
-    }
-    torch::Tensor cpu = torch::empty(b.sizes(), b.options().device(torch::kCPU));
-    std::memcpy(cpu.data_ptr(), bytes.data(), bytes.size());
-    b.copy_(cpu);
-  }
-  start_step = v[0];
-  return Status::Ok();
 }
 
 void Worker::Impl::PrintHeader() const {
@@ -284,12 +163,17 @@ Status Worker::Impl::Evaluate(int64_t t, int64_t epoch) {
 // At the gate of iteration t: the parameters of version t-1-s, replica
 // checks, evaluation and the controller's decision, in this order on every
 // rank.
-Status Worker::Impl::Gate(int64_t t, int64_t* evaluated_epoch) {
+// kFinished: go on with iteration t; otherwise the generation ends here.
+Result<LoopEnd> Worker::Impl::Gate(int64_t t, int64_t* evaluated_epoch) {
   const int64_t epoch = cursor->epoch();
   const bool check = dist.checksum_every > 0 && t % dist.checksum_every == 0;
   FRUGAL_RETURN_IF_ERROR(replica->BeginIteration(t, check));
   const int64_t every = config.checkpoint.checkpoint_every;
   if (every > 0 && t > start_step && t % every == 0) FRUGAL_RETURN_IF_ERROR(SaveCheckpoint(t));
+  if (membership && t > start_step && t % config.elastic.elastic_every == 0) {
+    FRUGAL_ASSIGN_OR_RETURN(LoopEnd end, MembershipCheck(t));
+    if (end != LoopEnd::kFinished) return end;
+  }
   const bool eval_now = t > 0 && (options.eval_every > 0 ? t % options.eval_every == 0 : epoch != *evaluated_epoch);
   *evaluated_epoch = epoch;
   if (eval_now) FRUGAL_RETURN_IF_ERROR(Evaluate(t, epoch));
@@ -300,7 +184,7 @@ Status Worker::Impl::Gate(int64_t t, int64_t* evaluated_epoch) {
     const std::string& reason = protocol->decision().reason;
     if (!reason.empty() && reason != "unchanged") reporter->Note("decision at step " + std::to_string(t) + ": " + reason);
   }
-  return Status::Ok();
+  return LoopEnd::kFinished;
 }
 
 // Forward and backward of iteration t on this worker's slice; returns the
@@ -361,17 +245,28 @@ Status Worker::Impl::Record(int64_t t, int64_t epoch) {
 }
 
 Result<WorkerResult> Worker::Impl::Run() {
+  if (membership) return RunElastic();
   PrintHeader();
   const comm::TransportStats traffic_at_start = transport->stats();
-  window_traffic = traffic_at_start;
+  FRUGAL_ASSIGN_OR_RETURN(LoopEnd end, Loop());
+  (void)end;  // a fixed world only finishes
+  return Conclude(start_step, traffic_at_start);
+}
+
+// The iterations of one world, from start_step until the run is over or
+// (elastic) the membership changes at a check gate.
+Result<LoopEnd> Worker::Impl::Loop() {
+  window_traffic = transport->stats();
   window_stats = replica->pipeline().stats();
-  double compute_s = 0;
-  double samples_total = 0;
   int64_t t = start_step;
   int64_t evaluated_epoch = cursor->epoch();
   while (t < total_steps && cursor->epoch() < options.epochs) {
     const int64_t epoch = cursor->epoch();
-    FRUGAL_RETURN_IF_ERROR(Gate(t, &evaluated_epoch));
+    FRUGAL_ASSIGN_OR_RETURN(LoopEnd gate, Gate(t, &evaluated_epoch));
+    if (gate != LoopEnd::kFinished) {
+      start_step = t;
+      return gate;
+    }
     int64_t samples = 0;
     FRUGAL_ASSIGN_OR_RETURN(double c, ComputeStep(t, &samples));
     compute_s += c;
@@ -380,15 +275,16 @@ Result<WorkerResult> Worker::Impl::Run() {
       FRUGAL_RETURN_IF_ERROR(Record(t, epoch));
     }
     cursor->Advance();
+    if (membership) membership->ReportIteration(t);
     ++t;
   }
-  return Conclude(t, compute_s, samples_total, traffic_at_start);
+  start_step = t;
+  return LoopEnd::kFinished;
 }
 
 // Drains the pipeline, checks the replicas one last time, averages the
 // batch-norm statistics and evaluates the final parameters.
-Result<WorkerResult> Worker::Impl::Conclude(int64_t t, double compute_s, double samples_total,
-                                            const comm::TransportStats& traffic_at_start) {
+Result<WorkerResult> Worker::Impl::Conclude(int64_t t, const comm::TransportStats& traffic_at_start) {
   WorkerResult result;
   result.train.epochs_completed = cursor->epoch();
   result.train.final_loss = reporter->last_loss();
@@ -435,6 +331,22 @@ Result<std::unique_ptr<Worker>> Worker::Create(const RunConfig& config, std::uni
   }
   return std::unique_ptr<Worker>(new Worker(std::move(impl)));
 }
+
+Result<std::unique_ptr<Worker>> Worker::CreateElastic(const RunConfig& config,
+                                                      std::unique_ptr<comm::MembershipClient> membership) {
+  if (!config.elastic.elastic) return Status::InvalidArgument("Worker::CreateElastic needs --elastic");
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->membership = std::move(membership);
+  try {
+    FRUGAL_RETURN_IF_ERROR(impl->Prepare());
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("libtorch: ") + e.what_without_backtrace());
+  }
+  return std::unique_ptr<Worker>(new Worker(std::move(impl)));
+}
+
+std::atomic<bool>& Worker::leave_signal() { return impl_->leave_signal; }
 
 Result<WorkerResult> Worker::Run() {
   try {

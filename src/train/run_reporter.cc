@@ -18,7 +18,7 @@ Result<std::unique_ptr<RunReporter>> RunReporter::Create(const RunReporterOption
 }
 
 double RunReporter::Elapsed() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return options_.elapsed_offset_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
 void RunReporter::AddStep(double loss, double samples, double compute_s) {

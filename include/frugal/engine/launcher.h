@@ -21,10 +21,16 @@ struct CoordinatorOptions {
   std::string listen = "tcp://127.0.0.1:*";  // where workers register
   int world_size = 1;
   std::chrono::milliseconds timeout{60000};  // bound on waiting for all workers
+  // Elastic (comm/membership.h): serve the job's membership until it ends,
+  // instead of returning once the table is out.
+  bool elastic = false;
+  int min_workers = 1;
+  std::chrono::milliseconds heartbeat_timeout{2000};
 };
 
 // Binds, waits until `world_size` workers have registered, sends them the
-// world table and returns. `on_bound` is called with the resolved endpoint
+// world table and returns (elastic: serves the membership until the job
+// ends). `on_bound` is called with the resolved endpoint
 // before waiting (the local launcher starts workers from it).
 Status RunCoordinator(const CoordinatorOptions& options, const std::function<void(const std::string&)>& on_bound,
                       bool print_table);
@@ -47,6 +53,11 @@ struct LocalLaunchOptions {
   // After the first failure the other workers get `timeout` plus this long
   // to notice and exit by themselves before they are killed.
   std::chrono::milliseconds kill_grace{10000};
+  // Elastic run: a failed worker does not stop the others (the coordinator
+  // decides whether the job goes on); the run's result is the coordinator's.
+  bool elastic = false;
+  int min_workers = 1;
+  std::chrono::milliseconds heartbeat_timeout{2000};
 };
 
 // The process seam of the launcher: starts, watches and kills the worker

@@ -72,6 +72,18 @@ struct WorkerIdentity {
   bool insecure = false;        // plain TCP to a non-loopback coordinator
 };
 
+// Elastic membership (comm/membership.h, docs/architecture.md "Membership
+// generations"): workers may join, leave and die while the job runs.
+struct ElasticOptions {
+  bool elastic = false;  // off: a fixed world, any lost worker ends the run
+  int min_workers = 1;   // the job fails when fewer remain (coordinator)
+  // Steps between membership checks; each check also keeps an in-memory
+  // snapshot that survivors roll back to after a failure.
+  int64_t elastic_every = 10;
+  double heartbeat_timeout_s = 2.0;  // a worker silent this long is dead (coordinator)
+  bool join = false;                 // frugal worker: join a running job
+};
+
 // Checkpoints of a distributed run (engine/checkpoint.h).
 struct CheckpointOptions {
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = none
@@ -85,6 +97,7 @@ struct RunConfig {
   DistributedOptions distributed;
   WorkerIdentity worker;
   CheckpointOptions checkpoint;
+  ElasticOptions elastic;
 };
 
 inline constexpr int kMaxLocalWorkers = 256;
@@ -137,11 +150,24 @@ void VisitFields(CheckpointOptions& o, V&& visit) {
 }
 
 template <class V>
+void VisitFields(ElasticOptions& o, V&& visit) {
+  const char* e = "Elastic";
+  visit(Field("elastic", e, "Workers may join, leave and fail while the job runs"), o.elastic);
+  visit(Field("min_workers", e, "Fewest workers the job continues with").PerWorker().Min(1).Max(65535), o.min_workers);
+  visit(Field("elastic_every", e, "Steps between membership checks (and in-memory snapshots)").Min(1).Max(1000000),
+        o.elastic_every);
+  visit(Field("heartbeat_timeout_s", e, "A worker silent this long is declared dead").PerWorker().Min(0.1).Max(3600),
+        o.heartbeat_timeout_s);
+  visit(Field("join", e, "frugal worker: join a running elastic job").PerWorker(), o.join);
+}
+
+template <class V>
 void VisitFields(RunConfig& c, V&& visit) {
   train::VisitFields(c.train, visit);
   VisitFields(c.distributed, visit);
   VisitFields(c.worker, visit);
   VisitFields(c.checkpoint, visit);
+  VisitFields(c.elastic, visit);
 }
 
 // Where a run's checkpoints go: checkpoint_dir, or <runs_dir>/<run_name>/checkpoints.

@@ -10,8 +10,10 @@
 // Thread safety: one thread calls Run(); the worker owns CPU pipeline threads.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
+#include "frugal/comm/membership.h"
 #include "frugal/comm/transport.h"
 #include "frugal/engine/adaptation.h"
 #include "frugal/common/status.h"
@@ -29,7 +31,11 @@ struct WorkerResult {
   double exchange_s = 0;
   double optimizer_s = 0;
   comm::TransportStats traffic;   // bytes per peer and link class sent during Run()
-                                  // (excludes the start-up broadcast of parameters)
+                                  // (excludes the start-up broadcast of parameters;
+                                  // elastic: of the last generation only)
+  bool left = false;              // elastic: this worker left before the end
+  int64_t generation = 0;         // elastic: the generation it ended in
+  int rank = 0;                   // its rank there
 };
 
 class Worker {
@@ -41,9 +47,23 @@ class Worker {
   static Result<std::unique_ptr<Worker>> Create(const RunConfig& config,
                                                 std::unique_ptr<comm::Transport> transport,
                                                 std::unique_ptr<AdaptationPolicy> policy = nullptr);
+  // An elastic worker (config.elastic.elastic): it gets each generation's
+  // world from `membership` (registering in Run), checks for membership
+  // changes every elastic_every steps, and survives the loss of peers down
+  // to the coordinator's --min-workers (docs/architecture.md, "Membership
+  // generations"). With config.elastic.join it joins a running job.
+  static Result<std::unique_ptr<Worker>> CreateElastic(const RunConfig& config,
+                                                       std::unique_ptr<comm::MembershipClient> membership);
   ~Worker();
 
+  // Trains until the run is over. Elastic: also returns Ok when this worker
+  // left the job (leave_signal, or the coordinator asked it to); then
+  // WorkerResult::left is true.
   Result<WorkerResult> Run();
+
+  // Set it (e.g. from a SIGTERM handler: the store is lock-free) to make an
+  // elastic worker leave the job gracefully at its next check gate.
+  std::atomic<bool>& leave_signal();
 
   // Flat copy of all trainable parameters of the model replica (tests).
   std::vector<float> Parameters() const;

@@ -32,13 +32,14 @@ struct RunReporterOptions {
   int64_t total_steps = 0;
   bool quiet = false;        // no progress output (metrics are still written)
   bool lead = true;          // writes metrics and progress
+  double elapsed_offset_s = 0;  // Elapsed() starts here (a run that continues in a new reporter)
 };
 
 class RunReporter {
  public:
   static Result<std::unique_ptr<RunReporter>> Create(const RunReporterOptions& options);
 
-  double Elapsed() const;  // seconds since Create
+  double Elapsed() const;  // seconds since Create, plus elapsed_offset_s
   const std::string& metrics_path() const { return options_.metrics_path; }
   bool lead() const { return options_.lead; }
   bool printing() const { return options_.lead && !options_.quiet; }

@@ -1,0 +1,241 @@
+// The coordinator's side of elastic membership (membership.h). One thread
+// polls the ROUTER socket; every request is answered at once except a
+// registration, whose answer (the table) waits until its generation forms.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "frugal/comm/membership.h"
+#include "membership_server_impl.h"
+#include "membership_wire.h"
+#include "rendezvous_wire.h"
+#include "zmq/rate_limited_log.h"
+#include "zmq/zap_handler.h"
+#include "zmq/zmq_socket_setup.h"
+
+namespace frugal::comm {
+
+using nlohmann::json;
+using wire::Clock;
+
+namespace {
+constexpr std::chrono::milliseconds kPoll{50};
+}  // namespace
+
+MembershipServer::MembershipServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+MembershipServer::~MembershipServer() = default;
+const std::string& MembershipServer::endpoint() const { return impl_->endpoint; }
+void MembershipServer::Shutdown() { impl_->shutdown = true; }
+Status MembershipServer::Serve() { return impl_->Serve(); }
+
+Result<std::unique_ptr<MembershipServer>> MembershipServer::Bind(const std::string& address,
+                                                                 MembershipOptions options) {
+  if (options.world_size < 1) return Status::InvalidArgument("coordinator: --world must be at least 1");
+  if (options.min_workers < 1) return Status::InvalidArgument("coordinator: --min-workers must be at least 1");
+  FRUGAL_RETURN_IF_ERROR(ValidateSecurity(options.zmq.security));
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  FRUGAL_RETURN_IF_ERROR(BindListener(
+      impl->context, address, impl->options.zmq, "coordinator: cannot listen on " + address,
+      [](zmq::socket_t& router) { router.set(zmq::sockopt::maxmsgsize, wire::kMaxMessageBytes); }, &impl->zap,
+      &impl->router, &impl->endpoint));
+  return std::unique_ptr<MembershipServer>(new MembershipServer(std::move(impl)));
+}
+
+Status MembershipServer::Impl::Serve() {
+  RateLimitedLog log(options.zmq.log);
+  forming_deadline = Clock::now() + options.timeout;
+  try {
+    while (!shutdown) {
+      std::vector<zmq::message_t> parts;
+      if (wire::ReceiveMessage(router, kPoll, &parts)) {
+        if (parts.size() == 2) {
+          Handle(parts);
+        } else {
+          log.Report("coordinator at " + endpoint + " dropped a message of " + std::to_string(parts.size()) +
+                     " frames from " + (parts.empty() ? std::string("unknown") : PeerAddressOf(parts.back())));
+        }
+      }
+      if (!failed.ok()) break;
+      CheckLiveness();
+      if (!failed.ok()) break;
+      if (TryForm() && generation == 1 && members.empty()) return frugal::Status::Ok();  // plain rendezvous
+      if (Over()) return frugal::Status::Ok();
+    }
+    if (shutdown) return frugal::Status::Ok();
+    // Failed: keep answering for a moment so waiting workers learn why.
+    const auto until = Clock::now() + options.heartbeat_timeout;
+    while (Clock::now() < until) {
+      std::vector<zmq::message_t> parts;
+      if (wire::ReceiveMessage(router, kPoll, &parts) && parts.size() == 2) Handle(parts);
+    }
+    return failed;
+  } catch (const zmq::error_t& e) {
+    return ZmqError("coordinator at " + endpoint, e);
+  }
+}
+
+void MembershipServer::Impl::Handle(std::vector<zmq::message_t>& parts) {
+  json req = json::parse(parts[1].to_string(), nullptr, /*allow_exceptions=*/false);
+  if (req.is_discarded() || !req.is_object()) {
+    wire::Reply(router, parts[0], json{{"error", "malformed request: expected a JSON object"}});
+    return;
+  }
+  if (!failed.ok()) {
+    wire::Reply(router, parts[0], json{{"error", failed.message()}, {"code", "failed"}});
+    return;
+  }
+  const std::string op = req.value("op", std::string());
+  if (op.empty() || op == "register") {
+    HandleRegister(std::move(parts[0]), PeerKeyOf(parts[1]), req, op.empty());
+  } else if (op == "heartbeat") {
+    wire::Reply(router, parts[0], HandleHeartbeat(req));
+  } else {
+    wire::Reply(router, parts[0], HandleControl(op, req));
+  }
+}
+
+void MembershipServer::Impl::HandleRegister(zmq::message_t routing, const std::string& key, const json& req,
+                                            bool plain) {
+  Registration r;
+  std::string why;
+  if (!membership_wire::ParseRegistration(req, plain, &r.id, &r.info, &r.snapshots, &r.join, &why)) {
+    wire::Reply(router, routing, json{{"error", why}});
+    return;
+  }
+  // With CURVE the key is the one ZAP admitted on this connection.
+  r.info.public_key = key;
+  r.routing = std::move(routing);
+  if (generation == 0) {
+    const bool taken = r.info.rank >= 0 && std::any_of(regs.begin(), regs.end(), [&](const Registration& o) {
+                         return o.info.rank == r.info.rank;
+                       });
+    if (r.info.rank >= options.world_size || taken || static_cast<int>(regs.size()) >= options.world_size) {
+      wire::Reply(router, r.routing,
+                  json{{"error", taken ? "rank " + std::to_string(r.info.rank) + " is already registered"
+                                       : "the world of " + std::to_string(options.world_size) + " ranks is full"}});
+      return;
+    }
+  } else if (plain) {
+    wire::Reply(router, r.routing, json{{"error", "this job is running; an elastic worker joins with --join"}});
+    return;
+  } else if (r.join) {
+    if (Find(r.id) != nullptr) {
+      wire::Reply(router, r.routing, json{{"error", "member " + r.id + " is already in the job"}});
+      return;
+    }
+    Log("worker " + r.id + " (" + r.info.cluster + ") asks to join");
+    joiner_seen[r.id] = Clock::now();
+    WantChange(false);
+  } else {
+    Member* m = Find(r.id);
+    if (m != nullptr && m->leaving && !m->gone) {
+      wire::Reply(router, r.routing, json{{"error", "worker " + r.id + " leaves the job"}, {"code", "left"}});
+      return;
+    }
+    if (m == nullptr || m->gone) {
+      wire::Reply(router, r.routing,
+                  json{{"error", "worker " + r.id + " is not a member of the job (declared lost after " +
+                                     std::to_string(options.heartbeat_timeout.count()) + " ms without a heartbeat?)"}});
+      return;
+    }
+    m->last_seen = Clock::now();
+    WantChange(false);
+  }
+  regs.erase(std::remove_if(regs.begin(), regs.end(), [&](const Registration& o) { return !r.id.empty() && o.id == r.id; }),
+             regs.end());
+  if (regs.empty() && generation > 0) forming_deadline = Clock::now() + options.timeout;
+  regs.push_back(std::move(r));
+}
+
+json MembershipServer::Impl::HandleHeartbeat(const json& req) {
+  const std::string id = req.value("id", std::string());
+  json reply{{"generation", generation}, {"pending", pending}, {"abort", abort}, {"stop", stop}};
+  if (Member* m = Find(id); m != nullptr && !m->gone) {
+    m->last_seen = Clock::now();
+    if (req.contains("iteration") && req["iteration"].is_number_integer()) m->iteration = req["iteration"].get<int64_t>();
+    reply["leave"] = m->leaving;
+    return reply;
+  }
+  if (auto it = joiner_seen.find(id); it != joiner_seen.end()) {
+    it->second = Clock::now();
+    return reply;
+  }
+  if (generation == 0) return reply;  // registered (or about to), the world is not formed yet
+  return json{{"error", "worker " + id + " is not a member of this job"}, {"code", "unknown"}};
+}
+
+json MembershipServer::Impl::HandleControl(const std::string& op, const json& req) {
+  if (op == "status") return StatusJson();
+  if (op == "done" || op == "leave") {
+    Member* m = Find(req.value("id", std::string()));
+    if (m == nullptr) return json{{"error", "unknown worker"}};
+    if (op == "done") {
+      m->done = true;
+      Log("worker " + m->id + " (rank " + std::to_string(m->info.rank) + ") finished");
+    } else if (!m->leaving) {
+      m->leaving = true;
+      WantChange(false);
+      Log("worker " + m->id + " (rank " + std::to_string(m->info.rank) + ") leaves");
+    }
+    return json{{"ok", true}};
+  }
+  if (op == "stop") {
+    stop = true;
+    Log("stop requested");
+    return json{{"ok", true}};
+  }
+  if (op == "resize") {
+    if (!req.contains("workers") || !req["workers"].is_number_integer()) return json{{"error", "resize needs \"workers\""}};
+    const int64_t want = req["workers"].get<int64_t>();
+    int64_t active = 0;
+    for (const Member& m : members) active += (!m.gone && !m.leaving && !m.done) ? 1 : 0;
+    if (want < options.min_workers) {
+      return json{{"error", "cannot resize to " + std::to_string(want) + " workers: --min-workers is " +
+                                std::to_string(options.min_workers)}};
+    }
+    if (want >= active) {
+      return json{{"ok", true},
+                  {"note", want == active ? "already at that size"
+                                          : "start " + std::to_string(want - active) +
+                                                " more worker(s) with: frugal worker --join --coordinator " + endpoint}};
+    }
+    for (auto it = members.rbegin(); it != members.rend() && active > want; ++it) {
+      if (it->gone || it->leaving || it->done) continue;
+      it->leaving = true;
+      --active;
+    }
+    WantChange(false);
+    Log("resize to " + std::to_string(want) + " workers");
+    return json{{"ok", true}};
+  }
+  return json{{"error", "unknown op '" + op + "' (register, heartbeat, leave, done, status, resize, stop)"}};
+}
+
+json MembershipServer::Impl::StatusJson() const {
+  json ms = json::array();
+  const auto now = Clock::now();
+  for (const Member& m : members) {
+    ms.push_back({{"id", m.id},
+                  {"rank", m.info.rank},
+                  {"cluster", m.info.cluster},
+                  {"endpoint", m.info.endpoint},
+                  {"iteration", m.iteration},
+                  {"seen_s_ago", std::chrono::duration<double>(now - m.last_seen).count()},
+                  {"state", m.gone ? "lost" : m.done ? "done" : m.leaving ? "leaving" : "running"}});
+  }
+  return json{{"generation", generation},
+              {"pending", pending},
+              {"joining", joiner_seen.size()},
+              {"registered", regs.size()},
+              {"min_workers", options.min_workers},
+              {"stop", stop},
+              {"members", ms}};
+}
+
+}  // namespace frugal::comm

@@ -1,0 +1,92 @@
+// MembershipServer's state, shared by membership_server.cc (requests) and
+// membership_forming.cc (liveness, forming generations). Internal to comm.
+#pragma once
+
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "frugal/comm/membership.h"
+#include "rendezvous_wire.h"
+#include "zmq/zap_handler.h"
+
+namespace frugal::comm {
+
+using wire::Clock;
+
+// Membership of the current generation (Note [Forming a generation]).
+struct Member {
+  std::string id;
+  PeerInfo info;
+  Clock::time_point last_seen;
+  int64_t iteration = -1;
+  bool leaving = false;  // asked to leave; not in the next generation
+  bool done = false;     // finished or left
+  bool gone = false;     // declared dead
+};
+
+struct Registration {
+  zmq::message_t routing;
+  std::string id;  // empty: a plain rendezvous registration
+  PeerInfo info;
+  std::vector<int64_t> snapshots;
+  bool join = false;
+};
+
+struct MembershipServer::Impl {
+  MembershipOptions options;
+  zmq::context_t context{1};
+  std::unique_ptr<ZapHandler> zap;
+  zmq::socket_t router;
+  std::string endpoint;
+  std::atomic<bool> shutdown{false};
+
+  int64_t generation = 0;
+  std::vector<Member> members;             // the current generation, index = rank
+  std::map<std::string, Clock::time_point> joiner_seen;  // joiners' last heartbeat
+  std::vector<Registration> regs;          // waiting for the next table
+  Clock::time_point forming_deadline = Clock::time_point::max();
+  int64_t pending = 0;  // generation wanted (0: none)
+  bool abort = false;   // the pending change follows a death
+  bool stop = false;
+  Status failed;
+
+  void Log(const std::string& line) const {
+    if (options.log) {
+      options.log(line);
+    } else {
+      std::fprintf(stderr, "frugal coordinator: %s\n", line.c_str());
+    }
+  }
+  Member* Find(const std::string& id) {
+    for (Member& m : members) {
+      if (m.id == id) return &m;
+    }
+    return nullptr;
+  }
+  void WantChange(bool after_death) {
+    if (pending == 0) pending = generation + 1;
+    abort = abort || after_death;
+  }
+
+  Status Serve();
+  void Handle(std::vector<zmq::message_t>& parts);
+  void HandleRegister(zmq::message_t routing, const std::string& key, const nlohmann::json& req, bool plain);
+  nlohmann::json HandleHeartbeat(const nlohmann::json& req);
+  nlohmann::json HandleControl(const std::string& op, const nlohmann::json& req);
+  nlohmann::json StatusJson() const;
+  void CheckLiveness();
+  bool TryForm();
+  void FormFirst();
+  void FormNext();
+  void FailJob(const frugal::Status& why);
+  bool Over() const;
+};
+
+}  // namespace frugal::comm

@@ -1,0 +1,30 @@
+// The JSON frames of the membership protocol (membership.h), parsed in one
+// place for the server and the client. Internal to comm.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "frugal/comm/membership.h"
+
+namespace frugal::comm::membership_wire {
+
+inline constexpr int kProtocolVersion = 1;
+
+// A registration: the plain rendezvous one ({rank, endpoint, cluster}) or
+// an elastic one (plus id, snapshots, join). False with `why` on bad input.
+bool ParseRegistration(const nlohmann::json& req, bool plain, std::string* id, PeerInfo* info,
+                       std::vector<int64_t>* snapshots, bool* join, std::string* why);
+
+nlohmann::json RegistrationJson(const std::string& id, const PeerInfo& self, const std::vector<int64_t>& snapshots,
+                                bool join);
+
+// The table of a generation as sent to the member of rank `rank`.
+nlohmann::json TableJson(const Generation& g);
+// Parses a table; errors carried by the reply become the Status.
+Result<Generation> ParseTable(const std::string& answer, const std::string& where);
+
+}  // namespace frugal::comm::membership_wire

@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Elastic membership over real processes on loopback (ctest `elastic`).
+
+Each scenario starts `frugal coordinator --elastic` and `frugal worker
+--elastic` processes, disturbs the job (SIGKILL, --join, SIGTERM, a kill
+during a join), and checks that:
+  - the coordinator and every remaining worker exit 0;
+  - the remaining workers end in the same generation with equal checksums
+    of the master parameters (the replicas are identical);
+  - the generation number shows the change happened.
+
+Usage: elastic_test.py --frugal build/frugal [--scenario kill,join,leave,kill-during-join]
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+TIMEOUT_S = 120
+
+
+def worker_args(frugal, endpoint, runs, name, extra=()):
+    return [frugal, "worker", "--elastic", "--coordinator", endpoint, "--dataset", "synthetic",
+            "--synthetic-train-size", "4000", "--epochs", "1", "--batch-size", "16", "--lr", "0.02",
+            "--threads", "1", "--elastic-every", "5", "--checksum-every", "10", "--compute-slowdown", "8", "--heartbeat-timeout-s", "4",
+            "--run-name", name, "--runs-dir", runs, "--quiet", *extra]
+
+
+class Job:
+    def __init__(self, frugal, world, min_workers, name):
+        self.frugal = frugal
+        self.runs = tempfile.mkdtemp(prefix="frugal_elastic_")
+        self.name = name
+        self.coordinator = subprocess.Popen(
+            [frugal, "coordinator", "--elastic", "--listen", "tcp://127.0.0.1:*", "--world", str(world),
+             "--min-workers", str(min_workers), "--timeout-s", "60", "--heartbeat-timeout-s", "4"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.coordinator.stdout.readline()
+        m = re.search(r"listening on (tcp://\S+)", line)
+        if not m:
+            raise RuntimeError("coordinator did not start: " + line + self.coordinator.stderr.read())
+        self.endpoint = m.group(1)
+        self.workers = []
+
+    def start_worker(self, *extra):
+        p = subprocess.Popen(worker_args(self.frugal, self.endpoint, self.runs, self.name, extra),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.workers.append(p)
+        return p
+
+    def status(self):
+        r = subprocess.run([self.frugal, "job", "status", "--json", "--coordinator", self.endpoint],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            return None
+        return json.loads(r.stdout)
+
+    def wait_for_iteration(self, at_least, generation=1):
+        deadline = time.time() + TIMEOUT_S
+        while time.time() < deadline:
+            s = self.status()
+            if s and s["generation"] >= generation and s["members"] and \
+                    min(m["iteration"] for m in s["members"] if m["state"] == "running") >= at_least:
+                return s
+            time.sleep(0.1)
+        raise AssertionError("the job never reached iteration %d" % at_least)
+
+    def finish(self):
+        outs = []
+        for p in self.workers:
+            try:
+                out, err = p.communicate(timeout=TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+                err += "\n(killed: hung)"
+            outs.append((p.returncode, out, err))
+        try:
+            cout, cerr = self.coordinator.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.coordinator.kill()
+            cout, cerr = self.coordinator.communicate()
+            cerr += "\n(killed: hung)"
+        return outs, (self.coordinator.returncode, cout, cerr)
+
+
+def check(job, outs, coord, expect_finished, expect_generation_at_least):
+    def dump():
+        text = "coordinator rc=%s\n%s%s\n" % coord
+        for i, (rc, out, err) in enumerate(outs):
+            text += "--- worker %d rc=%s\n%s%s\n" % (i, rc, out, err[-3000:])
+        return text
+
+    assert coord[0] == 0, "coordinator failed\n" + dump()
+    done = []
+    for rc, out, err in outs:
+        m = re.search(r"worker done: generation (\d+) rank (\d+) checksum ([0-9a-f]+)", out)
+        if m:
+            assert rc == 0, "a finished worker exited non-zero\n" + dump()
+            done.append((int(m.group(1)), int(m.group(2)), m.group(3)))
+    assert len(done) == expect_finished, "expected %d finished workers, got %d\n%s" % (
+        expect_finished, len(done), dump())
+    generations = {d[0] for d in done}
+    checksums = {d[2] for d in done}
+    ranks = sorted(d[1] for d in done)
+    assert len(generations) == 1, "workers ended in different generations %s\n%s" % (generations, dump())
+    assert generations.pop() >= expect_generation_at_least, "no membership change happened\n" + dump()
+    assert len(checksums) == 1, "replicas differ: %s\n%s" % (checksums, dump())
+    assert ranks == list(range(expect_finished)), "ranks %s\n%s" % (ranks, dump())
+    return done
+
+
+def scenario_kill(frugal):
+    job = Job(frugal, world=3, min_workers=2, name="kill")
+    for _ in range(3):
+        job.start_worker()
+    job.wait_for_iteration(15)
+    victim = job.workers[2]
+    victim.send_signal(signal.SIGKILL)
+    outs, coord = job.finish()
+    assert outs[2][0] == -signal.SIGKILL
+    check(job, outs[:2], coord, expect_finished=2, expect_generation_at_least=2)
+
+
+def scenario_join(frugal):
+    job = Job(frugal, world=2, min_workers=1, name="join")
+    for _ in range(2):
+        job.start_worker()
+    job.wait_for_iteration(15)
+    job.start_worker("--join")
+    outs, coord = job.finish()
+    check(job, outs, coord, expect_finished=3, expect_generation_at_least=2)
+
+
+def scenario_leave(frugal):
+    job = Job(frugal, world=3, min_workers=2, name="leave")
+    for _ in range(3):
+        job.start_worker()
+    job.wait_for_iteration(15)
+    job.workers[1].send_signal(signal.SIGTERM)
+    outs, coord = job.finish()
+    rc, out, err = outs[1]
+    assert rc == 0 and "left the job" in out, "the leaving worker: rc=%s\n%s%s" % (rc, out, err)
+    check(job, [outs[0], outs[2]], coord, expect_finished=2, expect_generation_at_least=2)
+
+
+def scenario_kill_during_join(frugal):
+    job = Job(frugal, world=2, min_workers=1, name="kill-join")
+    for _ in range(2):
+        job.start_worker()
+    job.wait_for_iteration(15)
+    joiner = job.start_worker("--join")
+    deadline = time.time() + TIMEOUT_S
+    while time.time() < deadline:  # kill it once the coordinator knows it
+        s = job.status()
+        if s and (s["joining"] > 0 or s["generation"] >= 2):
+            break
+        time.sleep(0.02)
+    joiner.send_signal(signal.SIGKILL)
+    outs, coord = job.finish()
+    check(job, outs[:2], coord, expect_finished=2, expect_generation_at_least=1)
+
+
+SCENARIOS = {"kill": scenario_kill, "join": scenario_join, "leave": scenario_leave,
+             "kill-during-join": scenario_kill_during_join}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frugal", required=True)
+    ap.add_argument("--scenario", default=",".join(SCENARIOS))
+    args = ap.parse_args()
+    failed = 0
+    for name in args.scenario.split(","):
+        t0 = time.time()
+        try:
+            SCENARIOS[name](os.path.abspath(args.frugal))
+            print("PASS %s (%.1f s)" % (name, time.time() - t0))
+        except AssertionError as e:
+            failed += 1
+            print("FAIL %s (%.1f s)\n%s" % (name, time.time() - t0, e))
+        sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

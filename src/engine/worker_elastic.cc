@@ -1,0 +1,227 @@
+// Worker::Impl: membership generations of an elastic run (comm/membership.h).
+//
+// Note [Generation switch]
+// Every `elastic_every` steps, at the gate of iteration t (after
+// BeginIteration, so the pipeline can be drained), each worker
+//   1. keeps an in-memory snapshot of its run state "after t-1": the same
+//      sections as rank 0's checkpoint (masters, optimizer state, its own
+//      residuals, parameters, buffers, data position); the newest two are
+//      kept;
+//   2. all-gathers what its heartbeats learnt: a pending generation, a stop.
+// If anyone saw a change pending, every worker leaves the world at this same
+// gate: nothing of iteration t was submitted, every message of t-1 was
+// consumed by the drain, so no gradient of the old world is in flight. A
+// stop ends the run here instead.
+//
+// A death does not wait for a gate: the coordinator declares the worker
+// lost (no heartbeat for heartbeat_timeout), every survivor's heartbeat
+// thread aborts its transport (Transport::Abort), the pipeline's waits fail,
+// and the worker tears the world down, dropping whatever of the old world is
+// half done (a torn iteration, messages in flight: they die with the old
+// transport).
+//
+// Either way each worker then registers for the next generation with the
+// iterations of its snapshots. The coordinator replies with the new table
+// and the restore point, the newest snapshot every survivor holds (Note
+// [Forming a generation]). Survivors restore their own snapshot, which
+// rolls the run back to the last gate all of them passed (after a graceful
+// switch, the switch gate itself: nothing is lost). Rank 0 sends its
+// snapshot to the workers that joined. Since the data position is part of
+// the state and counted in samples, the rolled-back iterations are
+// replayed: no sample is lost or applied twice. The new world may have a
+// different size: batch sizes, sharding, topology and learning-rate
+// schedule follow it, as for a checkpoint resumed with another world size.
+#include <cstdio>
+#include <thread>
+
+#include "control_kinds.h"
+#include "frugal/comm/collectives.h"
+#include "worker_impl.h"
+
+namespace frugal::engine {
+
+namespace {
+
+std::vector<uint8_t> EncodeSections(const CheckpointSections& sections) {
+  ByteWriter w;
+  w.U64(sections.size());
+  for (const auto& [name, bytes] : sections) {
+    w.Bytes(std::vector<uint8_t>(name.begin(), name.end()));
+    w.Bytes(bytes);
+  }
+  return w.Take();
+}
+
+Result<CheckpointSections> DecodeSections(const std::vector<uint8_t>& bytes, const std::string& what) {
+  ByteReader r(bytes, what);
+  FRUGAL_ASSIGN_OR_RETURN(uint64_t n, r.U64());
+  if (n > 64) return Status::Corruption(what + ": " + std::to_string(n) + " sections");
+  CheckpointSections out;
+  for (uint64_t i = 0; i < n; ++i) {
+    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> name, r.Bytes());
+    FRUGAL_ASSIGN_OR_RETURN(out[std::string(name.begin(), name.end())], r.Bytes());
+  }
+  if (!r.done()) return Status::Corruption(what + ": trailing bytes");
+  return out;
+}
+
+}  // namespace
+
+Status Worker::Impl::TakeSnapshot(int64_t t) {
+  FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, StateSections(t, /*shared=*/true));
+  snapshots.push_back(Snapshot{t, std::move(s), true});
+  while (snapshots.size() > 2) snapshots.pop_front();
+  return Status::Ok();
+}
+
+Result<LoopEnd> Worker::Impl::MembershipCheck(int64_t t) {
+  FRUGAL_RETURN_IF_ERROR(TakeSnapshot(t));
+  int64_t pending = membership->pending();
+  if (leave_signal && !leave_sent) {
+    leave_sent = true;
+    Status st = membership->RequestLeave();
+    if (st.ok()) {
+      pending = std::max(pending, generation.number + 1);
+    } else {
+      std::fprintf(stderr, "frugal worker: cannot leave gracefully: %s\n", st.ToString().c_str());
+    }
+  }
+  ByteWriter w;
+  w.I64(pending);
+  w.I64(membership->stop_requested() ? 1 : 0);
+  auto all = comm::AllGather(*transport, ControlTag(t, kMembership), w.Take(), timeout);
+  if (!all.ok()) return all.status().WithContext("membership check at step " + std::to_string(t));
+  bool change = false, stop = false;
+  for (const comm::Bytes& b : *all) {
+    ByteReader r(b, "membership check");
+    FRUGAL_ASSIGN_OR_RETURN(int64_t p, r.I64());
+    FRUGAL_ASSIGN_OR_RETURN(int64_t s, r.I64());
+    change = change || p > generation.number;
+    stop = stop || s != 0;
+  }
+  if (stop) return LoopEnd::kStop;
+  return change ? LoopEnd::kSwitch : LoopEnd::kFinished;
+}
+
+Status Worker::Impl::RestoreGeneration(const comm::Generation& g) {
+  const bool joined = std::find(g.joined.begin(), g.joined.end(), rank()) != g.joined.end();
+  const comm::Tag tag = ControlTag(g.restore, kJoinState);
+  const std::string what = "the state of step " + std::to_string(g.restore);
+  // Snapshots newer than the restore point belong to rolled-back iterations.
+  while (!snapshots.empty() && snapshots.back().t > g.restore) snapshots.pop_back();
+  if (joined) {
+    FRUGAL_ASSIGN_OR_RETURN(comm::Message m, transport->Recv(0, tag, timeout));
+    FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, DecodeSections(m.payload, what + " from rank 0"));
+    FRUGAL_RETURN_IF_ERROR(RestoreSections(s, nullptr, /*residuals=*/false, what + " from rank 0"));
+    snapshots.clear();
+    snapshots.push_back(Snapshot{g.restore, std::move(s), false});
+    return Status::Ok();
+  }
+  if (snapshots.empty() || snapshots.back().t != g.restore) {
+    return Status::Internal("the coordinator restores step " + std::to_string(g.restore) +
+                            ", of which this worker has no snapshot");
+  }
+  Snapshot& snap = snapshots.back();
+  FRUGAL_RETURN_IF_ERROR(RestoreSections(snap.sections, nullptr, snap.own_residuals, "snapshot of " + what));
+  if (rank() == 0 && !g.joined.empty()) {
+    auto bytes = std::make_shared<const comm::Bytes>(EncodeSections(snap.sections));
+    for (int r : g.joined) FRUGAL_RETURN_IF_ERROR(transport->Send(r, tag, bytes));
+  }
+  return Status::Ok();
+}
+
+Status Worker::Impl::EnterGeneration(const comm::Generation& g) {
+  generation = g;
+  {
+    std::lock_guard<std::mutex> lock(abort_mu);
+    abortable = transport.get();
+  }
+  FRUGAL_RETURN_IF_ERROR(CheckSameConfiguration(*transport, SharedDigest(config), timeout));
+  FRUGAL_RETURN_IF_ERROR(PlanSteps());
+  FRUGAL_RETURN_IF_ERROR(BuildReplica());
+  if (g.restore >= 0) {
+    FRUGAL_RETURN_IF_ERROR(RestoreGeneration(g));
+  } else if (!config.checkpoint.resume_from.empty()) {
+    FRUGAL_RETURN_IF_ERROR(Resume(config.checkpoint.resume_from));
+  }
+  FRUGAL_RETURN_IF_ERROR(OpenReporter());
+  if (g.number <= 1) {
+    PrintHeader();
+    return Status::Ok();
+  }
+  reporter->Note("generation " + std::to_string(g.number) + ": " + std::to_string(transport->world_size()) +
+                 " workers (" + std::to_string(g.joined.size()) + " joined), continuing from step " +
+                 std::to_string(g.restore));
+  return reporter->Write({{"wall_time_s", reporter->Elapsed()},
+                          {"event", "generation"},
+                          {"generation", g.number},
+                          {"workers", transport->world_size()},
+                          {"joined", g.joined.size()},
+                          {"step", g.restore}});
+}
+
+void Worker::Impl::TearDown(bool abort) {
+  {
+    std::lock_guard<std::mutex> lock(abort_mu);
+    if (abort && transport) {
+      transport->Abort(Status::Unavailable("generation " + std::to_string(generation.number) + " ended"));
+    }
+    abortable = nullptr;
+  }
+  protocol.reset();
+  replica.reset();  // joins the pipeline's threads (an abort woke their waits)
+  transport.reset();
+}
+
+// After an error: did the coordinator start a new generation (a peer died)?
+bool Worker::Impl::AwaitChange() {
+  const auto grace = std::chrono::duration<double>(2 * config.elastic.heartbeat_timeout_s + 2.0);
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (membership->pending() > generation.number) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+Result<WorkerResult> Worker::Impl::RunElastic() {
+  membership->OnAbort([this](const Status& why) {
+    std::lock_guard<std::mutex> lock(abort_mu);
+    if (abortable != nullptr) abortable->Abort(why);
+  });
+  comm::Generation g;
+  FRUGAL_ASSIGN_OR_RETURN(g, membership->Register({}, &transport));
+  FRUGAL_RETURN_IF_ERROR(EnterGeneration(g));
+  while (true) {
+    const comm::TransportStats traffic_at_start = transport->stats();
+    Result<LoopEnd> end = Loop();
+    if (end.ok() && *end != LoopEnd::kSwitch) {
+      FRUGAL_ASSIGN_OR_RETURN(WorkerResult result, Conclude(start_step, traffic_at_start));
+      result.generation = generation.number;
+      result.rank = rank();
+      TearDown(false);
+      membership->Done();
+      return result;
+    }
+    if (!end.ok() && !AwaitChange()) return end.status();
+    const bool leaving = end.ok() && (leave_sent || membership->leave_requested());
+    const int last_rank = rank();
+    TearDown(!end.ok());
+    std::vector<int64_t> held;
+    for (const Snapshot& s : snapshots) held.push_back(s.t);
+    Result<comm::Generation> next = leaving ? Status::NotFound("leaving") : membership->Register(held, &transport);
+    if (!next.ok() && next.status().code() == Status::Code::kNotFound) {  // this worker left the job
+      membership->Done();
+      WorkerResult result;
+      result.left = true;
+      result.generation = generation.number;
+      result.rank = last_rank;
+      result.compute_s = compute_s;
+      return result;
+    }
+    FRUGAL_RETURN_IF_ERROR(next.status());
+    FRUGAL_RETURN_IF_ERROR(EnterGeneration(*next));
+  }
+}
+
+}  // namespace frugal::engine

@@ -1,0 +1,107 @@
+// Worker::Impl, shared by the worker's files: worker.cc (set-up and the
+// training loop), worker_state.cc (checkpoints, snapshots, restoring run
+// state) and worker_elastic.cc (membership generations). Internal.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "adaptation_protocol.h"
+#include "frugal/comm/membership.h"
+#include "frugal/data/batch_plan.h"
+#include "frugal/engine/checkpoint.h"
+#include "frugal/engine/replica.h"
+#include "frugal/engine/worker.h"
+#include "frugal/models/model.h"
+#include "frugal/train/run_reporter.h"
+#include "frugal/train/training_data.h"
+
+namespace frugal::engine {
+
+// How the iterations of one generation ended.
+enum class LoopEnd { kFinished, kSwitch, kStop };
+
+class Worker::Impl {
+ public:
+  RunConfig config;
+  const train::TrainOptions& options = config.train;
+  const DistributedOptions& dist = config.distributed;
+  std::unique_ptr<comm::Transport> transport;
+  std::unique_ptr<AdaptationPolicy> policy;  // handed to the protocol at Init
+  torch::Device device{torch::kCPU};
+  train::TrainingData data;
+  std::shared_ptr<models::Model> model;
+  std::unique_ptr<data::BatchCursor> cursor;  // the data position; batch sizes may change
+  std::unique_ptr<train::LrSchedule> schedule;
+  std::unique_ptr<Replica> replica;
+  std::unique_ptr<AdaptationProtocol> protocol;  // with adapt on or batch
+  std::unique_ptr<train::RunReporter> reporter;
+  int64_t total_steps = 0;
+  int64_t start_step = 0;  // > 0 when resumed from a checkpoint or a snapshot
+  std::chrono::milliseconds timeout{60000};
+  // Metrics window counters at the last record.
+  PipelineStats window_stats;
+  comm::TransportStats window_traffic;
+  // Totals over the whole run (all generations).
+  double compute_s = 0;
+  double samples_total = 0;
+  PipelineStats finished_stats;  // pipeline counters of earlier generations
+  const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+
+  // Elastic membership (worker_elastic.cc); null for a fixed world.
+  std::unique_ptr<comm::MembershipClient> membership;
+  comm::Generation generation;
+  std::mutex abort_mu;
+  comm::Transport* abortable = nullptr;  // GUARDED_BY(abort_mu): the transport an abort wakes
+  struct Snapshot {
+    int64_t t = 0;
+    CheckpointSections sections;
+    bool own_residuals = true;  // false: received by a joiner, the residuals are rank 0's
+  };
+  std::deque<Snapshot> snapshots;  // oldest first, at most two
+  std::atomic<bool> leave_signal{false};
+  bool leave_sent = false;
+  bool left = false;  // this worker left the job before its end
+
+  int rank() const { return transport->rank(); }
+  Status Init();
+  Status Prepare();
+  Status BuildModel();
+  Status PlanSteps();
+  Status BuildReplica();
+  Status OpenReporter();
+  std::vector<torch::Tensor> Buffers(bool floating_only) const;
+  Result<WorkerResult> Run();
+  Result<LoopEnd> Loop();
+  Result<LoopEnd> Gate(int64_t t, int64_t* evaluated_epoch);
+  Result<double> ComputeStep(int64_t t, int64_t* samples);
+  Status Evaluate(int64_t t, int64_t epoch);
+  Status Record(int64_t t, int64_t epoch);
+  Result<WorkerResult> Conclude(int64_t t, const comm::TransportStats& traffic_at_start);
+  void PrintHeader() const;
+
+  // worker_state.cc: run state as named sections (Note [Checkpoints]).
+  Result<CheckpointSections> StateSections(int64_t t, bool shared);
+  Status RestoreSections(CheckpointSections& shared, const CheckpointSections* local, bool residuals,
+                         const std::string& what);
+  Status SaveCheckpoint(int64_t t);
+  Status Resume(const std::string& step_dir);
+
+  // worker_elastic.cc
+  Status EnterGeneration(const comm::Generation& g);
+  Result<LoopEnd> MembershipCheck(int64_t t);
+  Status TakeSnapshot(int64_t t);
+  Status RestoreGeneration(const comm::Generation& g);
+  void TearDown(bool abort);
+  bool AwaitChange();
+  Result<WorkerResult> RunElastic();
+};
+
+}  // namespace frugal::engine

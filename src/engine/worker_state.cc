@@ -1,0 +1,108 @@
+// Worker::Impl's run state: checkpoints on disk and the same sections in
+// memory (elastic snapshots), and restoring either.
+#include <cstring>
+
+#include "control_kinds.h"
+#include "frugal/comm/collectives.h"
+#include "worker_impl.h"
+
+namespace frugal::engine {
+
+// Note [Checkpoints]: at the gate of iteration t every rank writes its own
+// file. Rank 0's holds the pipeline's whole state after t-1 (Note [Pipeline
+// state]), the parameters forward t uses, the model's buffers and the data
+// position; the other ranks' hold only what is theirs alone, their
+// error-feedback residuals and sparsifier states (masters and optimizer
+// state are replicated, so writing them once is enough). Once every rank
+// has written (an all-gather), rank 0 marks the step complete and prunes
+// old ones. Resuming with the same world size is bit-exact; with another,
+// ranks beyond the old world start with empty residuals (their share of
+// unsent gradient is lost, as when a worker leaves) and the data position,
+// counted in samples, carries over. An elastic snapshot (worker_elastic.cc)
+// is rank 0's sections, held in memory by every rank.
+Result<CheckpointSections> Worker::Impl::StateSections(int64_t t, bool shared) {
+  CheckpointSections sections;
+  using Parts = GradientPipeline::StateParts;
+  FRUGAL_ASSIGN_OR_RETURN(sections[shared ? "pipeline" : "local"],
+                          replica->SavePipelineState(shared ? Parts::kAll : Parts::kLocal));
+  if (shared) sections["parameters"] = replica->SaveParameters();
+  ByteWriter meta;
+  for (int64_t v : {t, static_cast<int64_t>(transport->world_size()), static_cast<int64_t>(rank()), cursor->epoch(),
+                    cursor->step_in_epoch(), cursor->position()}) {
+    meta.I64(v);
+  }
+  sections["meta"] = meta.Take();
+  ByteWriter buffers;
+  for (const torch::Tensor& b : Buffers(false)) {
+    if (!shared) break;
+    torch::Tensor c = b.detach().to(torch::kCPU).contiguous();
+    const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+    buffers.Bytes(std::vector<uint8_t>(p, p + c.numel() * c.element_size()));
+  }
+  sections["buffers"] = buffers.Take();
+  return sections;
+}
+
+Status Worker::Impl::SaveCheckpoint(int64_t t) {
+  const std::string dir = CheckpointStepDir(CheckpointDirOf(config), t);
+  FRUGAL_ASSIGN_OR_RETURN(CheckpointSections sections, StateSections(t, /*shared=*/rank() == 0));
+  const std::string text = ToToml(config);
+  sections["config"] = std::vector<uint8_t>(text.begin(), text.end());
+  FRUGAL_RETURN_IF_ERROR(WriteCheckpointFile(CheckpointRankFile(dir, rank()), sections));
+  auto all = comm::AllGather(*transport, ControlTag(t, kCheckpoint), comm::Bytes(1, 1), timeout);
+  if (!all.ok()) return all.status().WithContext("completing the checkpoint of step " + std::to_string(t));
+  if (rank() == 0) {
+    FRUGAL_RETURN_IF_ERROR(MarkCheckpointComplete(dir, transport->world_size()));
+    FRUGAL_RETURN_IF_ERROR(PruneCheckpoints(CheckpointDirOf(config), config.checkpoint.keep_checkpoints));
+  }
+  return Status::Ok();
+}
+
+// Restores rank 0's sections `shared` (with this rank's residuals from
+// them when `residuals`), then, if given, this rank's own `local` part.
+Status Worker::Impl::RestoreSections(CheckpointSections& s, const CheckpointSections* local, bool residuals,
+                                     const std::string& what) {
+  for (const char* name : {"pipeline", "parameters", "meta", "buffers"}) {
+    if (!s.count(name)) return Status::Corruption(what + " has no '" + name + "' section");
+  }
+  FRUGAL_RETURN_IF_ERROR(replica->LoadState(s["pipeline"], s["parameters"], residuals));
+  if (local != nullptr) {
+    auto it = local->find("local");
+    if (it == local->end()) return Status::Corruption(what + ": this rank's part has no 'local' section");
+    FRUGAL_RETURN_IF_ERROR(replica->LoadLocalState(it->second).WithContext(what));
+  }
+  ByteReader meta(s["meta"], what + " meta");
+  int64_t v[6];
+  for (int64_t& x : v) {
+    FRUGAL_ASSIGN_OR_RETURN(x, meta.I64());
+  }
+  FRUGAL_RETURN_IF_ERROR(cursor->Seek(v[3], v[4], v[5]));
+  ByteReader buffers(s["buffers"], what + " buffers");
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor& b : Buffers(false)) {
+    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, buffers.Bytes());
+    if (bytes.size() != static_cast<size_t>(b.numel() * b.element_size())) {
+      return Status::Corruption(what + ": a model buffer has the wrong size (same model?)");
+    }
+    torch::Tensor cpu = torch::empty(b.sizes(), b.options().device(torch::kCPU));
+    std::memcpy(cpu.data_ptr(), bytes.data(), bytes.size());
+    b.copy_(cpu);
+  }
+  start_step = v[0];
+  return Status::Ok();
+}
+
+Status Worker::Impl::Resume(const std::string& step_dir) {
+  FRUGAL_ASSIGN_OR_RETURN(int old_world, CheckpointWorld(step_dir));
+  const bool own = rank() < old_world;  // else: a new rank of an elastic restart, with no residual
+  const std::string path = CheckpointRankFile(step_dir, 0);
+  FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, ReadCheckpointFile(path));
+  if (own && rank() != 0) {
+    const std::string mine = CheckpointRankFile(step_dir, rank());
+    FRUGAL_ASSIGN_OR_RETURN(CheckpointSections local, ReadCheckpointFile(mine));
+    return RestoreSections(s, &local, /*residuals=*/false, "checkpoint " + mine);
+  }
+  return RestoreSections(s, nullptr, /*residuals=*/own && rank() == 0, "checkpoint " + path);
+}
+
+}  // namespace frugal::engine
