@@ -87,10 +87,12 @@ TEST_F(ManagerTest, AJobStartsOnTheAgentAndAResizeIsANewGeneration) {
   EXPECT_TRUE(std::any_of(events->begin(), events->end(), [](const EventRecord& e) { return e.kind == "resize"; }));
 }
 
-// The live round and the simulator share sched::DecideRound: the placements
-// the manager applies are exactly what DecideRound answers for the views the
-// manager shows the policy (Note [One scheduling code path]).
-TEST_F(ManagerTest, AppliesExactlyWhatDecideRoundAnswers) {
+// The live round and the simulator share sched::DecideRound: the manager
+// applies what DecideRound answers for the views it shows the policy
+// (Note [One scheduling code path]), fitted to one-host jobs of at least
+// min_workers: same node and at most the same size for the policy's one-node
+// placements, raised to the minimum when the policy gave less.
+TEST_F(ManagerTest, AppliesDecideRoundsAnswerFittedToOneHostJobs) {
   for (const std::string policy : {"afs-p", "fifo", "tiresias", "afs-goodput"}) {
     SCOPED_TRACE(policy);
     auto m = Open(":memory:", policy);
