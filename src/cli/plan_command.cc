@@ -352,6 +352,7 @@ void AddPlanCommand(CLI::App& app) {
   AddSearch(plan);
   AddFrugal(plan);
   AddFrugalValidate(plan);
+  AddHybrid(plan);
   AddOps(plan);
   AddHardware(plan);
 }

@@ -42,5 +42,6 @@ std::vector<std::string> SplitList(const std::string& text, const std::string& f
 void AddSearch(CLI::App* plan);          // plan_search_command.cc
 void AddFrugal(CLI::App* plan);          // plan_search_command.cc
 void AddFrugalValidate(CLI::App* plan);  // plan_search_command.cc
+void AddHybrid(CLI::App* plan);          // plan_hybrid_command.cc
 
 }  // namespace frugal::cli
