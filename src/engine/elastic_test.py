@@ -21,13 +21,13 @@ import sys
 import tempfile
 import time
 
-TIMEOUT_S = 120
+TIMEOUT_S = 300
 
 
 def worker_args(frugal, endpoint, runs, name, extra=()):
     return [frugal, "worker", "--elastic", "--coordinator", endpoint, "--dataset", "synthetic",
-            "--synthetic-train-size", "4000", "--epochs", "1", "--batch-size", "16", "--lr", "0.02",
-            "--threads", "1", "--elastic-every", "5", "--checksum-every", "10", "--compute-slowdown", "8", "--heartbeat-timeout-s", "4",
+            "--synthetic-train-size", "2000", "--epochs", "1", "--batch-size", "16", "--lr", "0.02",
+            "--threads", "1", "--elastic-every", "5", "--checksum-every", "10", "--compute-slowdown", "10", "--heartbeat-timeout-s", "4",
             "--run-name", name, "--runs-dir", runs, "--quiet", *extra]
 
 
@@ -119,7 +119,7 @@ def scenario_kill(frugal):
     job = Job(frugal, world=3, min_workers=2, name="kill")
     for _ in range(3):
         job.start_worker()
-    job.wait_for_iteration(15)
+    job.wait_for_iteration(10)
     victim = job.workers[2]
     victim.send_signal(signal.SIGKILL)
     outs, coord = job.finish()
@@ -131,7 +131,7 @@ def scenario_join(frugal):
     job = Job(frugal, world=2, min_workers=1, name="join")
     for _ in range(2):
         job.start_worker()
-    job.wait_for_iteration(15)
+    job.wait_for_iteration(10)
     job.start_worker("--join")
     outs, coord = job.finish()
     check(job, outs, coord, expect_finished=3, expect_generation_at_least=2)
@@ -141,7 +141,7 @@ def scenario_leave(frugal):
     job = Job(frugal, world=3, min_workers=2, name="leave")
     for _ in range(3):
         job.start_worker()
-    job.wait_for_iteration(15)
+    job.wait_for_iteration(10)
     job.workers[1].send_signal(signal.SIGTERM)
     outs, coord = job.finish()
     rc, out, err = outs[1]
@@ -153,7 +153,7 @@ def scenario_kill_during_join(frugal):
     job = Job(frugal, world=2, min_workers=1, name="kill-join")
     for _ in range(2):
         job.start_worker()
-    job.wait_for_iteration(15)
+    job.wait_for_iteration(10)
     joiner = job.start_worker("--join")
     deadline = time.time() + TIMEOUT_S
     while time.time() < deadline:  # kill it once the coordinator knows it

@@ -1,0 +1,188 @@
+// The membership service with real sockets on loopback, in one process:
+// the coordinator in a thread, clients as the workers' side.
+#include "frugal/comm/membership.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+namespace frugal::comm {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Coordinator {
+  std::unique_ptr<MembershipServer> server;
+  std::future<Status> served;
+
+  explicit Coordinator(int world, int min_workers = 1, std::chrono::milliseconds heartbeat_timeout = 1000ms) {
+    MembershipOptions o;
+    o.world_size = world;
+    o.min_workers = min_workers;
+    o.heartbeat_timeout = heartbeat_timeout;
+    o.timeout = 20s;
+    o.log = [](const std::string&) {};
+    auto s = MembershipServer::Bind("tcp://127.0.0.1:*", o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    server = std::move(*s);
+    served = std::async(std::launch::async, [this] { return server->Serve(); });
+  }
+  ~Coordinator() {
+    server->Shutdown();
+    if (served.valid()) served.wait();
+  }
+  nlohmann::json StatusJson() const {
+    auto r = MembershipRequest(server->endpoint(), R"({"op":"status"})", 5s);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return nlohmann::json::parse(r.ok() ? *r : "{}");
+  }
+};
+
+std::unique_ptr<MembershipClient> NewClient(const std::string& server, bool join = false) {
+  MembershipClientOptions o;
+  o.server = server;
+  o.join = join;
+  o.heartbeat_interval = 50ms;
+  o.timeout = 20s;
+  auto c = MembershipClient::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return std::move(*c);
+}
+
+// Registers `clients` concurrently with the given snapshots; returns their generations.
+std::vector<Generation> RegisterAll(std::vector<MembershipClient*> clients, std::vector<std::vector<int64_t>> snaps,
+                                    std::vector<std::unique_ptr<Transport>>* transports) {
+  transports->resize(clients.size());
+  std::vector<std::future<Result<Generation>>> futures;
+  for (size_t i = 0; i < clients.size(); ++i) {
+    futures.push_back(std::async(std::launch::async,
+                                 [&, i] { return clients[i]->Register(snaps[i], &(*transports)[i]); }));
+  }
+  std::vector<Generation> out;
+  for (auto& f : futures) {
+    Result<Generation> g = f.get();
+    EXPECT_TRUE(g.ok()) << g.status().ToString();
+    out.push_back(g.ok() ? *g : Generation{});
+  }
+  return out;
+}
+
+bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+TEST(MembershipTest, FirstGenerationThenAJoinerGetsTheNewestCommonSnapshot) {
+  Coordinator co(2);
+  auto a = NewClient(co.server->endpoint());
+  auto b = NewClient(co.server->endpoint());
+  std::vector<std::unique_ptr<Transport>> t1;
+  auto g1 = RegisterAll({a.get(), b.get()}, {{}, {}}, &t1);
+  EXPECT_EQ(g1[0].number, 1);
+  EXPECT_EQ(g1[0].restore, -1);
+  EXPECT_EQ(t1[0]->world_size(), 2);
+  EXPECT_NE(g1[0].rank, g1[1].rank);
+
+  // A joiner asks; the members learn a generation is pending and register
+  // with their snapshots; the restore point is the newest they share.
+  auto c = NewClient(co.server->endpoint(), /*join=*/true);
+  std::unique_ptr<Transport> tc;
+  auto joined = std::async(std::launch::async, [&] { return c->Register({}, &tc); });
+  ASSERT_TRUE(WaitFor([&] { return a->pending() == 2 && b->pending() == 2; }));
+  t1.clear();
+  std::vector<std::unique_ptr<Transport>> t2;
+  auto g2 = RegisterAll({a.get(), b.get()}, {{10, 20}, {20, 30}}, &t2);
+  Result<Generation> gc = joined.get();
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  for (const Generation& g : {g2[0], g2[1], *gc}) {
+    EXPECT_EQ(g.number, 2);
+    EXPECT_EQ(g.restore, 20);
+    EXPECT_EQ(g.joined, std::vector<int>{2});
+    EXPECT_EQ(g.peers.size(), 3u);
+  }
+  EXPECT_EQ(gc->rank, 2);  // joiners come after the survivors
+  EXPECT_EQ(co.StatusJson()["generation"], 2);
+}
+
+TEST(MembershipTest, ASilentMemberIsLostAndTheOthersAreToldToAbort) {
+  Coordinator co(3, /*min_workers=*/2, /*heartbeat_timeout=*/300ms);
+  std::vector<std::unique_ptr<MembershipClient>> cs;
+  for (int i = 0; i < 3; ++i) cs.push_back(NewClient(co.server->endpoint()));
+  std::vector<std::unique_ptr<Transport>> t1;
+  RegisterAll({cs[0].get(), cs[1].get(), cs[2].get()}, {{}, {}, {}}, &t1);
+  std::atomic<int> aborts{0};
+  cs[0]->OnAbort([&](const Status&) { ++aborts; });
+  cs[2].reset();  // its heartbeats stop
+  ASSERT_TRUE(WaitFor([&] { return aborts.load() == 1 && cs[1]->pending() == 2; }));
+  t1.clear();
+  std::vector<std::unique_ptr<Transport>> t2;
+  auto g2 = RegisterAll({cs[0].get(), cs[1].get()}, {{5, 10}, {5}}, &t2);
+  EXPECT_EQ(g2[0].number, 2);
+  EXPECT_EQ(g2[0].restore, 5);  // the newest snapshot both survivors hold
+  EXPECT_TRUE(g2[0].joined.empty());
+  EXPECT_EQ(t2[0]->world_size(), 2);
+}
+
+TEST(MembershipTest, FewerThanMinWorkersFailsTheJobWithAClearError) {
+  Coordinator co(2, /*min_workers=*/2, /*heartbeat_timeout=*/300ms);
+  auto a = NewClient(co.server->endpoint());
+  auto b = NewClient(co.server->endpoint());
+  std::vector<std::unique_ptr<Transport>> t1;
+  RegisterAll({a.get(), b.get()}, {{}, {}}, &t1);
+  b.reset();
+  ASSERT_TRUE(WaitFor([&] { return a->pending() == 2; }));
+  std::unique_ptr<Transport> t;
+  Result<Generation> g = a->Register({3}, &t);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("fewer than --min-workers 2"), std::string::npos) << g.status().ToString();
+  co.served.wait();
+  EXPECT_FALSE(co.served.get().ok());
+}
+
+TEST(MembershipTest, ResizeAsksTheHighestRanksToLeaveAndControlErrorsAreClear) {
+  Coordinator co(3);
+  std::vector<std::unique_ptr<MembershipClient>> cs;
+  for (int i = 0; i < 3; ++i) cs.push_back(NewClient(co.server->endpoint()));
+  std::vector<std::unique_ptr<Transport>> t1;
+  auto g1 = RegisterAll({cs[0].get(), cs[1].get(), cs[2].get()}, {{}, {}, {}}, &t1);
+  auto bad = MembershipRequest(co.server->endpoint(), R"({"op":"resize","workers":0})", 5s);
+  ASSERT_TRUE(bad.ok());
+  EXPECT_NE(bad->find("--min-workers"), std::string::npos) << *bad;
+  auto unknown = MembershipRequest(co.server->endpoint(), R"({"op":"dance"})", 5s);
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_NE(unknown->find("unknown op"), std::string::npos) << *unknown;
+  auto ok = MembershipRequest(co.server->endpoint(), R"({"op":"resize","workers":2})", 5s);
+  ASSERT_TRUE(ok.ok());
+  int leaver = -1;
+  for (int i = 0; i < 3; ++i) {
+    if (g1[i].rank == 2) leaver = i;
+  }
+  ASSERT_TRUE(WaitFor([&] { return cs[leaver]->leave_requested(); }));
+  for (int i = 0; i < 3; ++i) {
+    if (i != leaver) EXPECT_FALSE(cs[i]->leave_requested());
+  }
+  // The leaver's registration is refused as "left"; the others form g2.
+  t1.clear();
+  std::unique_ptr<Transport> tl;
+  EXPECT_EQ(cs[leaver]->Register({7}, &tl).status().code(), Status::Code::kNotFound);
+  cs[leaver]->Done();
+  std::vector<MembershipClient*> stay;
+  for (int i = 0; i < 3; ++i) {
+    if (i != leaver) stay.push_back(cs[i].get());
+  }
+  std::vector<std::unique_ptr<Transport>> t2;
+  auto g2 = RegisterAll(stay, {{7}, {7}}, &t2);
+  EXPECT_EQ(g2[0].number, 2);
+  EXPECT_EQ(g2[0].peers.size(), 2u);
+  EXPECT_EQ(g2[0].restore, 7);
+}
+
+}  // namespace
+}  // namespace frugal::comm
