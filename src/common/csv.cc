@@ -171,6 +171,10 @@ Result<long long> CsvTable::Integer(size_t row, int col) const {
   if (v != std::floor(v)) {
     return Error(row, "column '" + header_[col] + "': '" + Field(row, col) + "' is not an integer");
   }
+  // Outside [-2^63, 2^63) the conversion is undefined (found by fuzz/csv_fuzz.cc).
+  if (v < -9223372036854775808.0 || v >= 9223372036854775808.0) {
+    return Error(row, "column '" + header_[col] + "': '" + Field(row, col) + "' is out of range");
+  }
   return static_cast<long long>(v);
 }
 

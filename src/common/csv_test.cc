@@ -84,6 +84,19 @@ TEST(CsvTableTest, BindColumnsIgnoresCaseAndChecksTheSet) {
   ExpectCorruption(bind("model").status(), "h.csv:1: missing column 'Time (ms)'");
 }
 
+// Found by fuzz/csv_fuzz.cc: a whole number beyond long long was converted
+// anyway (undefined behaviour; UBSan: "7.77778e+34 is outside the range").
+TEST(CsvTableTest, IntegerOutsideLongLongIsAnError) {
+  Result<CsvTable> t = CsvTable::Parse("n\n77777777777777777777777777777777777\n-1e19\n9223372036854775807\n-4e18\n", "t.csv");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ExpectCorruption(t->Integer(0, 0).status(), "t.csv:2: column 'n': '77777777777777777777777777777777777' is out of range");
+  ExpectCorruption(t->Integer(1, 0).status(), "t.csv:3: column 'n': '-1e19' is out of range");
+  // 2^63 - 1 reads as the double 2^63, one past the largest long long.
+  ExpectCorruption(t->Integer(2, 0).status(), "is out of range");
+  ASSERT_TRUE(t->Integer(3, 0).ok());
+  EXPECT_EQ(*t->Integer(3, 0), -4000000000000000000LL);
+}
+
 TEST(CsvTableTest, ParseFiniteNumber) {
   EXPECT_EQ(ParseFiniteNumber(" 2.5e3 "), 2500.0);
   EXPECT_EQ(ParseFiniteNumber("-0.5"), -0.5);

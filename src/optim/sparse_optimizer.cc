@@ -130,13 +130,15 @@ Status DeserializeBuffers(Span<const uint8_t> bytes, const std::string& name, ui
   scan += 8;
   if (bytes.size() - scan != 8 * words) return Status::Corruption(where + "wrong length");
   *step = got_step;
+  // memcpy with an empty vector's null data() is undefined even for 0 bytes
+  // (UBSan; Adam has no bitmap): copy only what exists.
   for (auto* b : bufs) {
     pos += 8;
-    std::memcpy(b->data(), bytes.data() + pos, 4 * b->size());
+    if (!b->empty()) std::memcpy(b->data(), bytes.data() + pos, 4 * b->size());
     pos += 4 * b->size();
   }
   pos += 8;
-  std::memcpy(bitmap->data(), bytes.data() + pos, 8 * words);
+  if (words > 0) std::memcpy(bitmap->data(), bytes.data() + pos, 8 * words);
   return Status::Ok();
 }
 
