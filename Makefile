@@ -4,7 +4,28 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
 
-.PHONY: all setup configure build demo test bench-kernels bench-tta clean
+# Sanitizer builds (docs/security.md): make test SANITIZE=address,undefined
+# (or address) builds the whole suite with ASan+UBSan in build-asan;
+# SANITIZE=thread builds the torch-free modules (LibTorch's OpenMP runtime is
+# not TSan-instrumented) with TSan in build-tsan. Any report fails its test.
+SANITIZE ?=
+ifneq ($(SANITIZE),)
+  ifeq ($(SANITIZE),thread)
+    BUILD_DIR := build-tsan
+    CMAKE_FLAGS += -DFRUGAL_SANITIZE=thread -DFRUGAL_WITH_TORCH=OFF
+    export TSAN_OPTIONS ?= halt_on_error=1 second_deadlock_stack=1
+  else
+    BUILD_DIR := build-asan
+    CMAKE_FLAGS += -DFRUGAL_SANITIZE=address,undefined
+    export ASAN_OPTIONS ?= detect_leaks=1:abort_on_error=1:strict_string_checks=1
+    export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
+  endif
+  CMAKE_FLAGS += -DFRUGAL_BUILD_PYTHON=OFF -DFRUGAL_BUILD_BENCH=OFF
+endif
+# make fuzz FUZZ_S=N: every libFuzzer target (fuzz/) for N seconds, in build-fuzz.
+FUZZ_S ?= 60
+
+.PHONY: all setup configure build demo test fuzz bench-kernels bench-tta clean
 
 all: build
 
@@ -24,6 +45,9 @@ demo: build
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
+
+fuzz: setup
+	bash scripts/fuzz $(FUZZ_S)
 
 bench-kernels: build
 	bash bench/run_kernels.sh $(BUILD_DIR)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a small seed corpus of valid encodings (every value/index encoding) for codec_fuzz.
 
-Usage: make_seeds.py OUT_DIR
+Usage: make_codec_seeds.py OUT_DIR   (fuzz/corpus/codec)
 """
 import os
 import struct

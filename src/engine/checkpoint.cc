@@ -88,6 +88,10 @@ Result<CheckpointSections> ReadCheckpointFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound("checkpoint " + path + " does not exist");
   std::vector<uint8_t> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return ParseCheckpoint(data, path);
+}
+
+Result<CheckpointSections> ParseCheckpoint(const std::vector<uint8_t>& data, const std::string& path) {
   auto bad = [&](const std::string& why) { return Status::Corruption("checkpoint " + path + " is corrupt: " + why); };
   if (data.size() < 24 || std::memcmp(data.data(), kMagic, 8) != 0) return bad("not a Frugal checkpoint");
   const size_t body = data.size() - 8;

@@ -22,6 +22,9 @@ using CheckpointSections = std::map<std::string, std::vector<uint8_t>>;
 Status WriteCheckpointFile(const std::string& path, const CheckpointSections& sections);
 // Corruption naming the file for a bad magic, checksum or truncation.
 Result<CheckpointSections> ReadCheckpointFile(const std::string& path);
+// The same for the file's bytes (`path` names it in messages). Input is
+// untrusted: fuzzed by fuzz/checkpoint_fuzz.cc.
+Result<CheckpointSections> ParseCheckpoint(const std::vector<uint8_t>& data, const std::string& path);
 
 std::string CheckpointStepDir(const std::string& dir, int64_t step);
 std::string CheckpointRankFile(const std::string& step_dir, int rank);

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the text- and header-based fuzz targets into fuzz/corpus/<target>/.
+
+Each seed starts with the target's selector byte(s) (see each *_fuzz.cc). The
+codec seeds come from make_codec_seeds.py, the checkpoint seeds from the
+frugal_make_checkpoint_seeds program (make fuzz-seeds). Inputs the fuzzers
+found interesting are kept in the corpus too; this script only (re)writes the
+seed_* files.
+
+Usage: make_seeds.py [REPO_ROOT]
+"""
+import gzip
+import os
+import struct
+import sys
+
+ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+CORPUS = os.path.join(ROOT, "fuzz", "corpus")
+
+
+def write(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "seed_" + name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def head(path, lines):
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        return "".join(f.readlines()[:lines])
+
+
+def wire():
+    # frames, self, world, payload choice (even: the announced length), header.
+    def header(kind, src, world, tag, length, magic=0x31475246, version=1):
+        return struct.pack("<IBBHIIQQ", magic, version, kind, 0, src, world, tag, length)
+    write("wire", "data", bytes([3, 0, 4, 0]) + header(1, 2, 4, 77, 4096))
+    write("wire", "goodbye", bytes([3, 1, 2, 0]) + header(2, 0, 2, 0, 0))
+    write("wire", "ack", bytes([3, 3, 8, 0]) + header(3, 5, 8, 1 << 40, 0))
+    write("wire", "bad_magic", bytes([3, 0, 2, 0]) + header(1, 1, 2, 0, 8, magic=0x12345678))
+    write("wire", "two_frames", bytes([2, 0, 2, 1]) + header(1, 1, 2, 0, 1))
+
+
+def control():
+    telemetry = ('{"compute_s":0.5,"iterations":10,"link_bytes":1.5e6,"link_busy_s":0.25,"optimizer_s":0.01,'
+                 '"rank":1,"samples":640,"sparsify_s":0.02,"wait_s":0.1,"window_s":1.0}')
+    decision = ('{"bandwidth_mbit":100.0,"batch_sizes":[32,64],"density":0.01,"effective_iteration":50,'
+                '"lr_scale":1.0,"predicted_iteration_s":0.2,"reason":"link slower"}')
+    write("control", "telemetry", b"\x00" + telemetry.encode())
+    write("control", "decision", b"\x01" + decision.encode())
+    write("control", "decision_no_batches", b"\x01" + decision.replace("[32,64]", "[]").encode())
+
+
+def idx():
+    images = bytes([0, 0, 8, 3]) + struct.pack(">III", 2, 3, 3) + bytes(range(18))
+    labels = bytes([0, 0, 8, 1]) + struct.pack(">I", 4) + bytes([1, 2, 3, 9])
+    write("idx", "images", b"\x00" + images)
+    write("idx", "labels", b"\x00" + labels)
+    write("idx", "images_gz", b"\x01" + gzip.compress(images, mtime=0))
+    write("idx", "labels_gz", b"\x01" + gzip.compress(labels, mtime=0))
+
+
+def csv():
+    write("csv", "quoted", b"\x00" + b'a,b,"c, d"\n1,2,"x ""y"""\n\n3, 4 ,5\r\n')
+    write("csv", "comments", b"\x03" + b"# note\n# GPUs,time\n8,1.5e3\n# skipped\n16,inf\n")
+    write("csv", "bom", b"\x01" + "\ufeffkey,value\nx,nan\ny,-0\n".encode())
+
+
+def sim():
+    write("sim", "hardware", b"\x00" + head("bench/planner/results/this-machine.toml", 200).encode())
+    write("sim", "hardware_base", b"\x00" + b'base = "a100-80g"\nname = "mine"\n[network]\ninter_node_gbps = 25.0\n')
+    write("sim", "measurements", b"\x01" + head("src/sim/testdata/narayanan2021_table1.csv", 8).encode())
+    write("sim", "measurements_sel", b"\x01" + head("src/sim/testdata/korthikanti2022_table5_selective.csv", 6).encode())
+    write("sim", "frugal_runs", b"\x02" + head("bench/planner/results/frugal_runs.csv", 5).encode())
+    write("sim", "profile", b"\x03" + head("bench/planner/results/mlp_ops.csv", 6).encode())
+    write("sim", "schedule", b"\x04interleaved")
+
+
+def sched():
+    write("sched", "workload", b"\x00" + b"name,time,application,num_replicas,batch_size\n"
+          b"cifar10-0,107,cifar10,6,2048\ndeepspeech2-1,110,deepspeech2,6,320\n")
+    write("sched", "throughput", b"\x01" + b"application,total_samples,num_gpus,samples_per_s\n"
+          b"mlp,1000,1,100\nmlp,1000,4,300\n")
+    write("sched", "philly", b"\x02" + b"timestamp,duration,num_gpus,gpu_time,cluster\n"
+          b"2017-10-09 07:01:55,66.0,1,66.0,11cb48\n2017-10-09 06:13:03,2951.0,2,5902.0,6214e9\n")
+    write("sched", "planner_apps", b"\x03" + b"application,model,hardware,total_samples\n"
+          b"resnet,resnet18,a100-80g,1e6\ngpt,gpt-125m,h100,2e6\n")
+
+
+def run_config():
+    write("run_config", "typical", 'model = "cnn"\nworkers = 4\ndensity = 0.01\nlr = 0.1\nsparsifier = "block"\n'
+          'value_encoding = "fp16"\nstaleness = 1\ntimeout_s = 60.0\ncluster = "siteA"\nadapt = "off"\n')
+    write("run_config", "kebab_and_bools", 'batch-size = 64\nnesterov = true\nlr_schedule = "cosine"\n'
+          'checkpoint_every = 100\nkeep_checkpoints = 3\nrank = -1\ndgc_momentum = 0.9\n')
+    write("run_config", "bad_values", 'density = nan\nlr = -1e308\nworkers = 99999999999999\nbucket_mb = 0.0\n'
+          'optimizer = "sgd2"\n[table]\nx = 1\n')
+
+
+def main():
+    wire()
+    control()
+    idx()
+    csv()
+    sim()
+    sched()
+    run_config()
+
+
+if __name__ == "__main__":
+    main()
