@@ -1,6 +1,7 @@
 #include "frugal/sim/cost_model.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -109,6 +110,18 @@ std::unique_ptr<OperatorCostModel> CreateRooflineCostModel(const HardwareSpec& h
 std::unique_ptr<OperatorCostModel> CreateProfiledCostModel(ProfileDatabase db,
                                                            std::unique_ptr<OperatorCostModel> fallback) {
   return std::make_unique<ProfiledCostModel>(std::move(db), std::move(fallback));
+}
+
+std::string ProfileDatabase::ToCsv(const std::string& comment) const {
+  std::string out;
+  if (!comment.empty()) out += "# " + comment.substr(0, comment.find('\n')) + "\n";
+  out += "key,forward_us,backward_us\n";
+  char line[64];
+  for (const auto& [key, times] : entries_) {
+    std::snprintf(line, sizeof line, ",%.9g,%.9g\n", times.first * 1e6, times.second * 1e6);
+    out += key + line;
+  }
+  return out;
 }
 
 void ProfileDatabase::Put(const std::string& key, double forward_s, double backward_s) {

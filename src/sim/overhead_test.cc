@@ -183,3 +183,70 @@ TEST(OverheadTest, HeldOutSingleNodeRowsWithinGoal) {
 
 }  // namespace
 }  // namespace frugal::sim
+
+namespace frugal::sim {
+namespace {
+
+// Issue 18, item 2: the profile database round-trips through its CSV, and
+// `validate --profile-db` uses it in place of the roofline.
+TEST(ProfileDatabaseRoundTripTest, CsvRoundTripKeepsEveryEntry) {
+  ProfileDatabase db;
+  db.Put("gemm:1x2048x1536x12288", 123.456789e-6, 250.5e-6);
+  db.Put("mem:softmax_dropout:50331648", 1e-9, 0);
+  db.Put("conv:1x50176x64x576", 0.5, 1.25);
+  Result<ProfileDatabase> back = ProfileDatabase::ParseCsv(db.ToCsv("frugal profile on cuda:0 (test)"), "rt.csv");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->size(), 3u);
+  for (const char* key : {"gemm:1x2048x1536x12288", "mem:softmax_dropout:50331648", "conv:1x50176x64x576"}) {
+    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+      double a = -1, b = -1;
+      ASSERT_TRUE(db.Find(key, pass, &a));
+      ASSERT_TRUE(back->Find(key, pass, &b)) << key;
+      EXPECT_NEAR(b, a, 1e-9 * a + 1e-15) << key;
+    }
+  }
+  EXPECT_EQ(back->ToCsv("frugal profile on cuda:0 (test)"), db.ToCsv("frugal profile on cuda:0 (test)"));
+  double unused = 0;
+  EXPECT_FALSE(back->Find("gemm:1x1x1x1", Pass::kForward, &unused));
+}
+
+TEST(ProfileDatabaseRoundTripTest, ValidateUsesTheDatabase) {
+  Result<std::vector<MeasuredRow>> rows = LoadMeasurementsCsv(TestData("vtrain_a100_single_node_h1024.csv"));
+  ASSERT_TRUE(rows.ok());
+  rows->resize(20);
+  const HardwareSpec hw = Builtin("a100-80g");
+  ValidationOptions opt;
+  Result<ValidationReport> roofline = Validate(*rows, hw, opt);
+  ASSERT_TRUE(roofline.ok());
+  // Every operator of every row at the roofline's own times: same predictions.
+  auto cost = CreateRooflineCostModel(hw, true);
+  ProfileDatabase same, slow;
+  for (const MeasuredRow& r : *rows) {
+    WorkloadOptions w;
+    w.tensor_parallel = r.tensor_parallel;
+    w.micro_batch = r.micro_batch;
+    Result<Workload> wl = BuildWorkload(MakeTransformer("m", r.layers, r.hidden, r.heads, r.seq_len, opt.vocab), w);
+    ASSERT_TRUE(wl.ok());
+    for (const Operator& op : DistinctOperators(*wl)) {
+      const double f = cost->Seconds(op, Pass::kForward), b = cost->Seconds(op, Pass::kBackward);
+      same.Put(OperatorKey(op), f, b);
+      slow.Put(OperatorKey(op), 10 * f, 10 * b);
+    }
+  }
+  Result<ProfileDatabase> parsed = ProfileDatabase::ParseCsv(same.ToCsv(), "same.csv");
+  ASSERT_TRUE(parsed.ok());
+  opt.profile_db = std::make_shared<const ProfileDatabase>(*parsed);
+  Result<ValidationReport> profiled = Validate(*rows, hw, opt);
+  ASSERT_TRUE(profiled.ok());
+  for (size_t i = 0; i < rows->size(); ++i) {
+    EXPECT_NEAR(profiled->rows[i].predicted_ms, roofline->rows[i].predicted_ms, 1e-6 * roofline->rows[i].predicted_ms);
+  }
+  // Ten times slower operators: every prediction grows.
+  opt.profile_db = std::make_shared<const ProfileDatabase>(slow);
+  Result<ValidationReport> slower = Validate(*rows, hw, opt);
+  ASSERT_TRUE(slower.ok());
+  for (size_t i = 0; i < rows->size(); ++i) EXPECT_GT(slower->rows[i].predicted_ms, roofline->rows[i].predicted_ms);
+}
+
+}  // namespace
+}  // namespace frugal::sim

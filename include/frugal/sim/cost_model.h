@@ -49,6 +49,12 @@ class ProfileDatabase {
   static Result<ProfileDatabase> LoadCsv(const std::string& path);
   static Result<ProfileDatabase> ParseCsv(const std::string& text, const std::string& source_name);
 
+  // The database in the format ParseCsv reads (header, one line per key in
+  // key order, microseconds with nine significant digits), so that
+  // ParseCsv(ToCsv()) holds the same entries. `comment` (optional) becomes a
+  // leading '#' line; it names where the times came from (device, tool).
+  std::string ToCsv(const std::string& comment = "") const;
+
   void Put(const std::string& key, double forward_s, double backward_s);
   // Returns false when `key` is absent.
   bool Find(const std::string& key, Pass pass, double* seconds) const;
