@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Chaos run and membership-change costs of an elastic job (issue 16).
+
+Two modes, both on loopback with real processes (docs/architecture.md,
+"Membership generations"):
+
+  --mode changes  one kill, one join and one graceful leave, one at a time;
+                  for each, the time the job stood still (from the
+                  disturbance until the new generation trains again) and the
+                  iterations redone (rolled back).
+  --mode chaos    every 20-40 s (seeded) a random worker is SIGKILLed or a
+                  new one joins, keeping 4-6 workers; then the same run
+                  undisturbed; compares final test accuracy.
+
+The stall of a change is measured from the coordinator's own progress
+reports (`frugal job status`): the wall time between the disturbance and the
+first iteration reported in the new generation beyond the restore point, so
+it includes detection (heartbeat timeout for a kill), re-forming, state
+transfer and the rebuild of the world.
+
+Example:
+  bench/chaos/run.py --frugal build/frugal --mode changes --out bench/chaos/results/changes.json
+"""
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def start_coordinator(frugal, world, min_workers, heartbeat_s):
+    p = subprocess.Popen([frugal, "coordinator", "--elastic", "--listen", "tcp://127.0.0.1:*", "--world", str(world),
+                          "--min-workers", str(min_workers), "--heartbeat-timeout-s", str(heartbeat_s),
+                          "--timeout-s", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    m = re.search(r"listening on (tcp://\S+)", p.stdout.readline())
+    if not m:
+        raise RuntimeError("coordinator did not start: " + p.stderr.read())
+    return p, m.group(1)
+
+
+def start_worker(frugal, endpoint, run_args, join=False):
+    args = [frugal, "worker", "--elastic", "--coordinator", endpoint, "--quiet", *run_args]
+    if join:
+        args.append("--join")
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def status(frugal, endpoint):
+    r = subprocess.run([frugal, "job", "status", "--json", "--coordinator", endpoint], capture_output=True,
+                       text=True, timeout=30)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def running(s):
+    return [m for m in s["members"] if m["state"] == "running"] if s else []
+
+
+def wait_progress(frugal, endpoint, generation, beyond, limit_s=600):
+    """Waits until every running member of `generation` reported an iteration > beyond; returns the time."""
+    deadline = time.time() + limit_s
+    while time.time() < deadline:
+        s = status(frugal, endpoint)
+        ms = running(s)
+        if s and s["generation"] >= generation and ms and min(m["iteration"] for m in ms) > beyond:
+            return time.time(), s
+        time.sleep(0.05)
+    raise RuntimeError("no progress beyond iteration %d in generation %d" % (beyond, generation))
+
+
+def change_costs(args, run_args):
+    co, ep = start_coordinator(args.frugal, 3, 2, args.heartbeat_s)
+    workers = [start_worker(args.frugal, ep, run_args) for _ in range(3)]
+    results = []
+    _, s = wait_progress(args.frugal, ep, 1, 30)
+    for kind in ("kill", "join", "leave"):
+        before = max(m["iteration"] for m in running(s))
+        gen = s["generation"]
+        t0 = time.time()
+        if kind == "kill":
+            victim = next(w for w in workers if w.poll() is None)
+            victim.send_signal(signal.SIGKILL)
+        elif kind == "join":
+            workers.append(start_worker(args.frugal, ep, run_args, join=True))
+        else:
+            victim = next(w for w in reversed(workers) if w.poll() is None)
+            victim.send_signal(signal.SIGTERM)
+        # The restore point is at most `before`; wait for progress beyond it in the next generation.
+        t1, s = wait_progress(args.frugal, ep, gen + 1, before)
+        after = s["generation"]
+        results.append({"change": kind, "stall_s": round(t1 - t0, 2), "iteration_at_change": before,
+                        "generation": after, "workers": len(running(s))})
+        print(json.dumps(results[-1]), flush=True)
+        _, s = wait_progress(args.frugal, ep, after, before + 20)
+    for w in workers:
+        if w.poll() is None:
+            w.wait(timeout=900)
+    co.wait(timeout=120)
+    restores = [int(x) for x in re.findall(r"restoring the state of iteration (\d+)", co.stderr.read())]
+    for r, rest in zip(results, restores):
+        r["restored_iteration"] = rest
+        r["iterations_redone"] = max(0, r["iteration_at_change"] - rest)
+    return results
+
+
+def final_accuracy(metrics_path):
+    acc = None
+    with open(metrics_path) as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec.get("final") and "test_accuracy" in rec:
+                acc = rec["test_accuracy"]
+    return acc
+
+
+def chaos(args, run_args, runs):
+    rng = random.Random(args.seed)
+    co, ep = start_coordinator(args.frugal, 4, 3, args.heartbeat_s)
+    workers = [start_worker(args.frugal, ep, run_args + ["--run-name", "chaos"]) for _ in range(4)]
+    events = []
+    t_start = time.time()
+    next_event = t_start + rng.uniform(20, 40)
+    while co.poll() is None:
+        time.sleep(0.2)
+        if time.time() < next_event:
+            continue
+        alive = [w for w in workers if w.poll() is None]
+        if not alive:
+            break
+        if len(alive) >= 6 or (len(alive) > 4 and rng.random() < 0.5):
+            victim = rng.choice(alive)
+            victim.send_signal(signal.SIGKILL)
+            events.append({"t_s": round(time.time() - t_start, 1), "event": "kill"})
+        else:
+            workers.append(start_worker(args.frugal, ep, run_args + ["--run-name", "chaos"], join=True))
+            events.append({"t_s": round(time.time() - t_start, 1), "event": "join"})
+        print(json.dumps(events[-1]), flush=True)
+        next_event = time.time() + rng.uniform(20, 40)
+    chaos_s = time.time() - t_start
+    chaos_rc = co.returncode
+    co2, ep2 = start_coordinator(args.frugal, 4, 1, args.heartbeat_s)
+    t0 = time.time()
+    calm = [start_worker(args.frugal, ep2, run_args + ["--run-name", "calm"]) for _ in range(4)]
+    for w in calm:
+        w.wait()
+    co2.wait()
+    return {"seed": args.seed, "events": events, "chaos_coordinator_rc": chaos_rc, "chaos_s": round(chaos_s, 1),
+            "chaos_accuracy": final_accuracy(os.path.join(runs, "chaos", "metrics.jsonl")),
+            "calm_s": round(time.time() - t0, 1),
+            "calm_accuracy": final_accuracy(os.path.join(runs, "calm", "metrics.jsonl"))}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frugal", required=True)
+    ap.add_argument("--mode", choices=["changes", "chaos"], default="changes")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--heartbeat-s", type=float, default=2.0)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    args.frugal = os.path.abspath(args.frugal)
+    runs = tempfile.mkdtemp(prefix="frugal_chaos_")
+    run_args = ["--model", "mlp", "--epochs", str(args.epochs), "--threads", "1", "--runs-dir", runs,
+                "--heartbeat-timeout-s", str(args.heartbeat_s)]
+    if args.mode == "changes":
+        result = {"mode": "changes", "changes": change_costs(args, run_args + ["--run-name", "changes"])}
+    else:
+        result = dict(mode="chaos", **chaos(args, run_args, runs))
+    print(json.dumps(result, indent=2))
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
