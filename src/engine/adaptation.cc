@@ -1,11 +1,38 @@
 #include "frugal/engine/adaptation.h"
 
+#include <limits>
+#include <stdexcept>
+
 #include <nlohmann/json.hpp>
 
 namespace frugal::engine {
 
 // Control-plane messages are small and rare (one per decision point), so
 // they travel as JSON: easy to log and to extend.
+
+namespace {
+
+// An integer field of type T. JSON has one number type, and nlohmann's get<T>
+// converts a float such as 1e300 to T regardless, which is undefined
+// behaviour (found by fuzz/control_fuzz.cc): accept integers in T's range only.
+template <class T>
+T IntegerOf(const nlohmann::json& v, const char* key) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u <= static_cast<uint64_t>(std::numeric_limits<T>::max())) return static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    if (i >= std::numeric_limits<T>::min() && i <= std::numeric_limits<T>::max()) return static_cast<T>(i);
+  }
+  throw std::out_of_range(std::string("'") + key + "' must be an integer in range, got " + v.dump());
+}
+
+template <class T>
+T Integer(const nlohmann::json& j, const char* key) {
+  return IntegerOf<T>(j.at(key), key);
+}
+
+}  // namespace
 
 std::vector<uint8_t> WorkerTelemetry::Serialize() const {
   nlohmann::json j = {{"rank", rank},           {"iterations", iterations}, {"window_s", window_s},
@@ -20,10 +47,10 @@ Result<WorkerTelemetry> WorkerTelemetry::Deserialize(const std::vector<uint8_t>&
   try {
     auto j = nlohmann::json::parse(bytes.begin(), bytes.end());
     WorkerTelemetry t;
-    t.rank = j.at("rank");
-    t.iterations = j.at("iterations");
+    t.rank = Integer<int>(j, "rank");
+    t.iterations = Integer<int64_t>(j, "iterations");
     t.window_s = j.at("window_s");
-    t.samples = j.at("samples");
+    t.samples = Integer<int64_t>(j, "samples");
     t.compute_s = j.at("compute_s");
     t.wait_s = j.at("wait_s");
     t.sparsify_s = j.at("sparsify_s");
@@ -52,9 +79,9 @@ Result<Decision> Decision::Deserialize(const std::vector<uint8_t>& bytes) {
   try {
     auto j = nlohmann::json::parse(bytes.begin(), bytes.end());
     Decision d;
-    d.effective_iteration = j.at("effective_iteration");
+    d.effective_iteration = Integer<int64_t>(j, "effective_iteration");
     d.density = j.at("density");
-    d.batch_sizes = j.at("batch_sizes").get<std::vector<int64_t>>();
+    for (const nlohmann::json& b : j.at("batch_sizes")) d.batch_sizes.push_back(IntegerOf<int64_t>(b, "batch_sizes"));
     d.lr_scale = j.at("lr_scale");
     d.bandwidth_mbit = j.at("bandwidth_mbit");
     d.predicted_iteration_s = j.at("predicted_iteration_s");
