@@ -184,6 +184,7 @@ void RunElasticWorker(const engine::RunConfig& config, const comm::SecurityOptio
   mo.listen = id.listen;
   mo.advertise_host = id.advertise_host;
   mo.join = config.elastic.join;
+  mo.rank = id.rank;
   mo.timeout = engine::TimeoutOf(config.distributed);
   mo.zmq.security = security;
   // A worker killed mid-run is noticed by its peers within a second; the

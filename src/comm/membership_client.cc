@@ -121,7 +121,9 @@ Result<Generation> MembershipClient::Register(const std::vector<int64_t>& snapsh
   FRUGAL_ASSIGN_OR_RETURN(auto listener, ZmqListener::Bind(s.options.listen, s.options.zmq));
   FRUGAL_ASSIGN_OR_RETURN(std::string endpoint, wire::Advertised(listener->endpoint(), s.options.advertise_host));
   const bool join = s.options.join && s.generation == 0;
-  const json req = membership_wire::RegistrationJson(s.id, PeerInfo{-1, endpoint, s.options.cluster, ""}, snapshots, join);
+  const int rank = s.generation == 0 && !join ? s.options.rank : -1;
+  const json req =
+      membership_wire::RegistrationJson(s.id, PeerInfo{rank, endpoint, s.options.cluster, ""}, snapshots, join);
   FRUGAL_ASSIGN_OR_RETURN(std::string answer, s.Request(req, s.options.timeout));
   FRUGAL_ASSIGN_OR_RETURN(Generation g, membership_wire::ParseTable(answer, s.where));
   FRUGAL_ASSIGN_OR_RETURN(*transport, ConnectZmqTransport(std::move(listener), g.rank, g.peers));

@@ -97,6 +97,7 @@ struct MembershipClientOptions {
   std::string listen = "tcp://127.0.0.1:*";
   std::string advertise_host;          // as JoinOptions::advertise_host
   bool join = false;                   // joining a running job
+  int rank = -1;                       // rank wanted in the first generation (-1: assigned)
   std::chrono::milliseconds heartbeat_interval{250};
   std::chrono::milliseconds timeout{60000};  // bound on each registration
   ZmqOptions zmq;
