@@ -5,9 +5,13 @@
 #include <cstdlib>
 #include <exception>
 
+#include <sstream>
+
 #include <toml.hpp>
 
 #include "frugal/build_config.h"
+#include "frugal/common/file.h"
+#include "frugal/common/utf8.h"
 
 namespace frugal::cli {
 
@@ -54,8 +58,17 @@ bool IsMetaOption(const CLI::Option* opt) {
 // file's value. Keys may be snake_case or kebab-case; unknown keys are errors.
 void ApplyConfigFile(CLI::App* cmd, const std::string& path) {
   toml::value root;
+  // TOML is UTF-8; toml11 3.7 reads out of bounds on some malformed
+  // sequences (see ParseDocument in src/sim/hardware.cc): check first.
+  Result<std::string> text = ReadTextFile(path, "config");
+  ThrowIfError(text.status());
+  const size_t bad = FirstInvalidUtf8(*text);
+  if (bad != std::string::npos) {
+    throw UsageError("config " + path + ": not UTF-8 text (byte " + std::to_string(bad) + ")");
+  }
   try {
-    root = toml::parse(path);
+    std::istringstream in(*text);
+    root = toml::parse(in, path);
   } catch (const std::exception& e) {
     // toml11 messages span several lines; keep the first, which names the problem and file.
     std::string msg = e.what();

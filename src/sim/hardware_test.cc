@@ -41,6 +41,16 @@ TEST(HardwareTest, BaseAndOverrides) {
   EXPECT_DOUBLE_EQ(hw->device.memory_gb, 80);
 }
 
+// Found by fuzz/run_config_fuzz.cc: toml11 3.7 read out of bounds (ASan:
+// heap-buffer-overflow) reporting a malformed UTF-8 sequence inside a
+// 'literal string'. Such text is refused before toml11 sees it.
+TEST(HardwareTest, TextThatIsNotUtf8IsAnError) {
+  Result<HardwareSpec> hw = ParseHardwareToml("base = \"v100\"\nname = 'c\x8d utert'\n", "u.toml");
+  ASSERT_FALSE(hw.ok());
+  EXPECT_EQ(hw.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(hw.status().message(), "u.toml:2: not UTF-8 text (byte 23)");
+}
+
 TEST(HardwareTest, ErrorsNameTheKey) {
   Result<HardwareSpec> unknown = ParseHardwareToml("base = \"v100\"\n[device]\nflops = 3\n", "u.toml");
   ASSERT_FALSE(unknown.ok());
