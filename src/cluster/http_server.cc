@@ -219,6 +219,12 @@ Status ClusterServerImpl::Bind() {
   http_.set_read_timeout(secs, usecs);
   http_.set_write_timeout(secs, usecs);
   http_.set_payload_max_length(8 << 20);
+  // One request per connection and a pool wider than the default 8 threads:
+  // a kept-alive idle connection holds a pool thread until it times out, so
+  // 100 agents heartbeating over keep-alive starved every other request
+  // (p99 ~5 s in bench/cluster/api_load.py); reconnecting costs far less.
+  http_.set_keep_alive_max_count(1);
+  http_.new_task_queue = [] { return new httplib::ThreadPool(16); };
   port_ = options_.port == 0 ? http_.bind_to_any_port(options_.host) : options_.port;
   if (options_.port != 0 && !http_.bind_to_port(options_.host, options_.port)) port_ = -1;
   if (port_ <= 0) {

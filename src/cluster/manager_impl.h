@@ -63,6 +63,7 @@ class ClusterManager::Impl {
   std::vector<JobRecord> jobs_;                       // By id, including ended jobs.
   std::map<int64_t, LiveSpeed> speeds_;               // Active jobs' throughput estimates.
   double next_round_ = 0;
+  double last_round_ = -1e300;
   double last_accrual_ = 0;
   long rounds_ = 0;
 };

@@ -59,7 +59,11 @@ Status ClusterManager::Impl::MarkSilentNodesDown() {
 
 Status ClusterManager::Impl::Tick() {
   FRUGAL_RETURN_IF_ERROR(MarkSilentNodesDown());
-  if (clock_.Now() >= next_round_) return RunRound();
+  // Submissions, exits and node changes pull the next round forward, but
+  // rounds stay at least a second apart: under a burst of submissions each
+  // round would otherwise re-decide (and re-save) every active job per tick.
+  const double now = clock_.Now();
+  if (now >= next_round_ && now - last_round_ >= std::min(1.0, options_.round_interval_s)) return RunRound();
   return Status::Ok();
 }
 
@@ -186,7 +190,8 @@ void ClusterManager::Impl::RaiseToMinimum(const std::vector<sched::Placement>& p
 // smallest slot count among them (ClusterSpec is homogeneous).
 Status ClusterManager::Impl::RunRound() {
   AccrueService();
-  next_round_ = clock_.Now() + options_.round_interval_s;
+  last_round_ = clock_.Now();
+  next_round_ = last_round_ + options_.round_interval_s;
   std::vector<int64_t> node_of_index;
   std::map<int64_t, int> index;
   int gpus_per_node = 0;
@@ -200,7 +205,9 @@ Status ClusterManager::Impl::RunRound() {
   for (JobRecord& j : jobs_) {
     if (!IsTerminal(j.state)) active.push_back(&j);
   }
-  for (JobRecord* j : active) FRUGAL_RETURN_IF_ERROR(store_->SaveJob(*j).status());  // Attained service.
+  for (JobRecord* j : active) {
+    if (j->state == JobState::kRunning) FRUGAL_RETURN_IF_ERROR(store_->SaveJob(*j).status());  // Attained service.
+  }
   if (active.empty() || node_of_index.empty()) return Status::Ok();
   ++rounds_;
   const sched::ClusterView cluster{{static_cast<int>(node_of_index.size()), gpus_per_node}, clock_.Now()};
