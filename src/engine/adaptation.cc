@@ -38,7 +38,7 @@ std::vector<uint8_t> WorkerTelemetry::Serialize() const {
   nlohmann::json j = {{"rank", rank},           {"iterations", iterations}, {"window_s", window_s},
                       {"samples", samples},     {"compute_s", compute_s},   {"wait_s", wait_s},
                       {"sparsify_s", sparsify_s}, {"optimizer_s", optimizer_s}, {"link_bytes", link_bytes},
-                      {"link_busy_s", link_busy_s}};
+                      {"link_busy_s", link_busy_s}, {"link_messages", link_messages}};
   std::string s = j.dump();
   return std::vector<uint8_t>(s.begin(), s.end());
 }
@@ -57,6 +57,7 @@ Result<WorkerTelemetry> WorkerTelemetry::Deserialize(const std::vector<uint8_t>&
     t.optimizer_s = j.at("optimizer_s");
     t.link_bytes = j.at("link_bytes");
     t.link_busy_s = j.at("link_busy_s");
+    t.link_messages = j.value("link_messages", 0.0);  // optional: absent from older peers
     return t;
   } catch (const std::exception& e) {
     return Status::Corruption(std::string("malformed telemetry message: ") + e.what());

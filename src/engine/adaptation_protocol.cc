@@ -1,5 +1,7 @@
 #include "adaptation_protocol.h"
 
+#include <algorithm>
+
 #include "control_kinds.h"
 #include "frugal/comm/collectives.h"
 
@@ -18,6 +20,7 @@ nlohmann::json TelemetryJson(const std::vector<WorkerTelemetry>& telemetry) {
     seen.push_back({{"rank", w.rank},
                     {"link_bytes", w.link_bytes},
                     {"link_busy_s", w.link_busy_s},
+                    {"link_messages", w.link_messages},
                     {"window_s", w.window_s},
                     {"samples", w.samples},
                     {"compute_s", w.compute_s}});
@@ -68,6 +71,10 @@ WorkerTelemetry AdaptationProtocol::Measure() const {
   mine.optimizer_s = ps.optimizer_s - window_.pipeline.optimizer_s;
   mine.link_bytes = static_cast<double>(link.bytes_acked);  // bytes and busy time of the same transfers
   mine.link_busy_s = link.send_busy_s;
+  const comm::LinkCounters& before = multi_cluster ? window_.traffic.inter_cluster : window_.traffic.intra_cluster;
+  const double in_flight_growth =
+      static_cast<double>(link.messages_in_flight) - static_cast<double>(before.messages_in_flight);
+  mine.link_messages = std::max(0.0, static_cast<double>(link.messages_sent) - in_flight_growth);
   return mine;
 }
 

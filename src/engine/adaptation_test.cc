@@ -26,11 +26,13 @@ TEST(ControlMessagesTest, RoundTrip) {
   t.iterations = 12;
   t.samples = 1 << 20;
   t.link_bytes = 1.5e9;
+  t.link_messages = 42;
   auto back = WorkerTelemetry::Deserialize(t.Serialize());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->rank, 3);
   EXPECT_EQ(back->samples, 1 << 20);
   EXPECT_EQ(back->link_bytes, 1.5e9);
+  EXPECT_EQ(back->link_messages, 42);
   Decision d;
   d.effective_iteration = 40;
   d.batch_sizes = {32, 64};

@@ -35,6 +35,10 @@ struct WorkerTelemetry {
   // draining into the window does not look like a slow link).
   double link_bytes = 0;
   double link_busy_s = 0;
+  // Messages acknowledged on that link in the window (sent minus the change
+  // in messages in flight): with link_bytes and link_busy_s it lets the
+  // controller separate per-message latency from bandwidth. 0 = unknown.
+  double link_messages = 0;
 
   std::vector<uint8_t> Serialize() const;
   static Result<WorkerTelemetry> Deserialize(const std::vector<uint8_t>& bytes);
