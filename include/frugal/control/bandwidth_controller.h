@@ -9,6 +9,10 @@
 //     estimate is the run's; smoothed (EWMA), except that a sample below
 //     half the estimate replaces it at once (fast decrease) and two
 //     consecutive samples above twice the estimate do (slow increase).
+//     Per worker, a LinkModel (link_model.h) fits busy time = messages *
+//     alpha + bytes / beta over recent windows; where it has a fit, the
+//     time prediction of a candidate density uses it (per-message latency
+//     is not counted as lack of bandwidth), else the smoothed estimate.
 //  2. Batch balance: batch sizes proportional to measured speed
 //     (samples per compute second, smoothed), the global batch kept; only
 //     when some worker's share moves by more than rebalance_threshold.
@@ -34,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "frugal/control/link_model.h"
 #include "frugal/engine/adaptation.h"
 #include "frugal/sim/hardware.h"
 #include "frugal/sim/workload.h"
@@ -77,6 +82,15 @@ class BandwidthController : public engine::AdaptationPolicy {
   // Smoothed estimate of the limiting link, Mbit/s (0 before any sample).
   double bandwidth_mbit() const { return bandwidth_mbit_.value_or(0.0); }
 
+  // Rank r's fitted link model (nullopt: no fit yet); for tests and logs.
+  std::optional<LinkFit> link_fit(int rank) const;
+
+  // The rate (Mbit/s) the limiting link is predicted to achieve over one
+  // iteration's exchange at density d: the slowest worker's bytes per
+  // iteration at d (its last window's, scaled by d / that window's density)
+  // over its fitted time for them. `fallback` when no worker has a fit.
+  double LinkRateMbit(double density, double fallback) const;
+
   // Predicted iteration time (s) at density d with the given telemetry-fed
   // compute time per sample and bandwidth, for `world` workers (split into
   // options.cluster_sizes when given); exposed for tests and plots.
@@ -95,6 +109,15 @@ class BandwidthController : public engine::AdaptationPolicy {
   // the current one at iteration t, the link reading `bw` Mbit/s.
   bool DensityMayChange(int64_t t, double best, double bw, double lr_scale, const engine::Decision& current) const;
   void RecordDensityChange(int64_t t, double from, double to, double bw);
+  // Rule 1, per worker: adds the measurable windows to the link models.
+  void UpdateLinkModels(const std::vector<engine::WorkerTelemetry>& telemetry, double density);
+
+  // A worker's traffic per iteration in its last measured window.
+  struct Traffic {
+    double messages = 0;
+    double bytes = 0;
+    double density = 0;  // the density that window ran at
+  };
 
   ControllerOptions options_;
   sim::ModelSpec model_;
@@ -105,6 +128,8 @@ class BandwidthController : public engine::AdaptationPolicy {
   double bandwidth_at_last_decrease_ = 0;
   std::vector<double> speed_ewma_;  // samples per compute second, per rank
   int last_off_side_ = 0;           // +1/-1: the last sample was > 2x above/below the estimate
+  std::vector<LinkModel> link_models_;  // per rank
+  std::vector<Traffic> last_traffic_;   // per rank
 };
 
 }  // namespace frugal::control
