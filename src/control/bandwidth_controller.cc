@@ -298,6 +298,14 @@ void BandwidthController::UpdateLinkModels(const std::vector<engine::WorkerTelem
   }
 }
 
+bool BandwidthController::HasSeparatedLinkModel() const {
+  for (const LinkModel& m : link_models_) {
+    const std::optional<LinkFit> fit = m.Fit();
+    if (fit && fit->separated) return true;
+  }
+  return false;
+}
+
 std::optional<LinkFit> BandwidthController::link_fit(int rank) const {
   if (rank < 0 || rank >= static_cast<int>(link_models_.size())) return std::nullopt;
   return link_models_[rank].Fit();
@@ -342,8 +350,13 @@ bool BandwidthController::DensityMayChange(int64_t t, double best, double bw, do
   // token-bucket shaper (2.2x measured at 50 Mbit/s), so without this the
   // density cycles between the level that reads slow and the one below it
   // that reads fast.
+  // A decrease made on bytes over busy time alone is superseded, not
+  // cycled back on, once a link model separates latency from bandwidth:
+  // the cnn case (latency read as a slow link) would otherwise wait out the
+  // cooldown at the floor.
+  const bool superseded = !decrease_used_link_model_ && HasSeparatedLinkModel();
   const bool held = best > current.density && t - last_decrease_t_ < options_.increase_cooldown &&
-                    bw < 3 * bandwidth_at_last_decrease_;
+                    bw < 3 * bandwidth_at_last_decrease_ && !superseded;
   return !held && (ratio > options_.change_ratio || ratio < 1 / options_.change_ratio || big_bw_change ||
                    lr_scale != current.lr_scale);
 }
@@ -353,6 +366,7 @@ void BandwidthController::RecordDensityChange(int64_t t, double from, double to,
   if (to < from) {
     last_decrease_t_ = t;
     bandwidth_at_last_decrease_ = bw;
+    decrease_used_link_model_ = HasSeparatedLinkModel();
   }
 }
 

@@ -28,7 +28,8 @@
 //     more than `change_ratio`; a change of the bandwidth estimate by more
 //     than 2x since the last change acts at once; no increase within
 //     `increase_cooldown` iterations of a decrease unless the link reads
-//     3x faster than it did then.
+//     3x faster than it did then (or a link model now separates latency
+//     from bandwidth and the decrease was made without one).
 //
 // Thread safety: not thread-safe; used by one thread.
 #pragma once
@@ -109,6 +110,8 @@ class BandwidthController : public engine::AdaptationPolicy {
   // the current one at iteration t, the link reading `bw` Mbit/s.
   bool DensityMayChange(int64_t t, double best, double bw, double lr_scale, const engine::Decision& current) const;
   void RecordDensityChange(int64_t t, double from, double to, double bw);
+  // Whether some worker's link model has a separated (alpha and beta) fit.
+  bool HasSeparatedLinkModel() const;
   // Rule 1, per worker: adds the measurable windows to the link models.
   void UpdateLinkModels(const std::vector<engine::WorkerTelemetry>& telemetry, double density);
 
@@ -126,6 +129,7 @@ class BandwidthController : public engine::AdaptationPolicy {
   double bandwidth_at_last_change_ = 0;
   int64_t last_decrease_t_ = -(int64_t{1} << 40);  // iteration of the last density decrease
   double bandwidth_at_last_decrease_ = 0;
+  bool decrease_used_link_model_ = false;  // the last decrease was predicted with a separated link model
   std::vector<double> speed_ewma_;  // samples per compute second, per rank
   int last_off_side_ = 0;           // +1/-1: the last sample was > 2x above/below the estimate
   std::vector<LinkModel> link_models_;  // per rank
