@@ -301,7 +301,7 @@ void BandwidthController::UpdateLinkModels(const std::vector<engine::WorkerTelem
 bool BandwidthController::HasSeparatedLinkModel() const {
   for (const LinkModel& m : link_models_) {
     const std::optional<LinkFit> fit = m.Fit();
-    if (fit && fit->separated) return true;
+    if (fit && fit->separated && fit->alpha_s > 0) return true;
   }
   return false;
 }
@@ -317,7 +317,10 @@ double BandwidthController::LinkRateMbit(double density, double fallback) const 
     const Traffic& traffic = last_traffic_[r];
     if (traffic.density <= 0) continue;
     const std::optional<LinkFit> fit = link_models_[r].Fit();
-    if (!fit) continue;
+    // alpha = 0 (clamped: small transfers over-read, a shaper's burst) is
+    // bytes over busy time again; the smoothed estimate, with its
+    // asymmetric weights tuned for that case, stays in charge.
+    if (!fit || !(fit->alpha_s > 0)) continue;
     const double bytes = traffic.bytes * density / traffic.density;
     const double mbit = bytes * 8 / fit->Seconds(traffic.messages, bytes) / 1e6;
     if (slowest < 0 || mbit < slowest) slowest = mbit;

@@ -89,7 +89,8 @@ class BandwidthController : public engine::AdaptationPolicy {
   // The rate (Mbit/s) the limiting link is predicted to achieve over one
   // iteration's exchange at density d: the slowest worker's bytes per
   // iteration at d (its last window's, scaled by d / that window's density)
-  // over its fitted time for them. `fallback` when no worker has a fit.
+  // over its fitted time for them. `fallback` when no worker has a fit
+  // with a per-message cost (alpha > 0).
   double LinkRateMbit(double density, double fallback) const;
 
   // Predicted iteration time (s) at density d with the given telemetry-fed
@@ -110,7 +111,7 @@ class BandwidthController : public engine::AdaptationPolicy {
   // the current one at iteration t, the link reading `bw` Mbit/s.
   bool DensityMayChange(int64_t t, double best, double bw, double lr_scale, const engine::Decision& current) const;
   void RecordDensityChange(int64_t t, double from, double to, double bw);
-  // Whether some worker's link model has a separated (alpha and beta) fit.
+  // Whether some worker's link model has a separated fit with alpha > 0.
   bool HasSeparatedLinkModel() const;
   // Rule 1, per worker: adds the measurable windows to the link models.
   void UpdateLinkModels(const std::vector<engine::WorkerTelemetry>& telemetry, double density);
