@@ -299,3 +299,27 @@ TEST(BandwidthControllerTest, PerMessageLatencyIsNotReadAsLackOfBandwidth) {
 
 }  // namespace
 }  // namespace frugal::control
+
+namespace frugal::control {
+namespace {
+
+// Message counts on a link without per-message cost change nothing: the
+// fit's alpha is 0, and the decisions are those made from bytes over busy
+// time (also through a 500 -> 50 Mbit/s step).
+TEST(BandwidthControllerTest, WithoutLatencyMessageCountsChangeNoDecision) {
+  auto plain = BandwidthController::Create(Options());
+  auto counted = BandwidthController::Create(Options());
+  engine::Decision a = Start(4), b = Start(4);
+  for (int i = 0; i < 20; ++i) {
+    const double mbit = i < 8 ? 500 : 50;
+    a = (*plain)->Decide(5 * i, Recorded(mbit, a.density, 5, {0.002, 0.002, 0.002, 0.002}, a.batch_sizes), a);
+    auto seen = Recorded(mbit, b.density, 5, {0.002, 0.002, 0.002, 0.002}, b.batch_sizes);
+    for (auto& w : seen) w.link_messages = 24.0 * w.iterations;
+    b = (*counted)->Decide(5 * i, seen, b);
+    EXPECT_EQ(a.density, b.density) << "t=" << 5 * i << ": " << b.reason;
+    EXPECT_EQ(a.batch_sizes, b.batch_sizes);
+  }
+}
+
+}  // namespace
+}  // namespace frugal::control
