@@ -156,8 +156,10 @@ void Worker::Impl::PrintHeader() const {
 Status Worker::Impl::Evaluate(int64_t t, int64_t epoch) {
   FRUGAL_RETURN_IF_ERROR(replica->AverageBuffers(t, Buffers(true)));
   if (rank() != 0) return Status::Ok();
-  const double accuracy = train::EvaluateAccuracy(*model, data.test, device);
-  return reporter->Evaluated(t, epoch, accuracy, /*record=*/true, {{"evaluated_version", t - 1 - dist.staleness}});
+  const train::Evaluation eval = train::EvaluateModel(*model, data.test, device);
+  nlohmann::json extra = eval.Fields();
+  extra["evaluated_version"] = t - 1 - dist.staleness;
+  return reporter->Evaluated(t, epoch, eval.accuracy, /*record=*/true, extra);
 }
 
 // At the gate of iteration t: the parameters of version t-1-s, replica
@@ -293,12 +295,15 @@ Result<WorkerResult> Worker::Impl::Conclude(int64_t t, const comm::TransportStat
   FRUGAL_RETURN_IF_ERROR(replica->AverageBuffers(t, Buffers(true)));
   double accuracy = -1;
   if (rank() == 0) {
-    accuracy = train::EvaluateAccuracy(*model, data.test, device);
+    const train::Evaluation eval = train::EvaluateModel(*model, data.test, device);
+    accuracy = eval.accuracy;
+    result.train.final_val_loss = eval.text ? eval.loss : -1;
     reporter->Finish();
     FRUGAL_RETURN_IF_ERROR(reporter->Evaluated(t, std::max<int64_t>(0, result.train.epochs_completed - 1), accuracy,
                                                /*record=*/false));
-    FRUGAL_RETURN_IF_ERROR(reporter->Write(
-        {{"wall_time_s", reporter->Elapsed()}, {"step", t}, {"test_accuracy", accuracy}, {"final", true}}));
+    nlohmann::json final_record = eval.Fields();
+    final_record.update({{"wall_time_s", reporter->Elapsed()}, {"step", t}, {"test_accuracy", accuracy}, {"final", true}});
+    FRUGAL_RETURN_IF_ERROR(reporter->Write(final_record));
     result.train.metrics_path = reporter->metrics_path();
   }
   const PipelineStats st = replica->pipeline().stats();
