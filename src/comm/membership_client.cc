@@ -100,7 +100,7 @@ void MembershipClient::OnAbort(std::function<void(const Status& why)> callback) 
 Status MembershipClient::RequestLeave() {
   FRUGAL_ASSIGN_OR_RETURN(std::string reply, impl_->Request(json{{"op", "leave"}, {"id", impl_->id}}, impl_->options.timeout));
   json rep = json::parse(reply, nullptr, false);
-  if (!rep.is_object() || rep.contains("error")) return Status::Unavailable(impl_->where + " refused the leave: " + reply);
+  if (!rep.is_object() || rep.contains("error") || !rep.contains("ok")) return Status::Unavailable(impl_->where + " refused the leave: " + reply);
   impl_->leave = true;
   return Status::Ok();
 }
@@ -146,12 +146,14 @@ void MembershipClient::Impl::HandleReply(const std::string& text) {
     pending = generation + 1;
     return;
   }
-  const int64_t want = rep.value("pending", int64_t{0});
+  auto flag = [&](const char* key) { return rep.contains(key) && rep[key].is_boolean() && rep[key].get<bool>(); };
+  auto pending_field = wire::IntField(rep, "pending", 0, INT64_MAX, where);
+  const int64_t want = pending_field.ok() ? *pending_field : 0;
   // Leave and stop first: a worker that sees the change must also see why.
-  leave = leave || rep.value("leave", false);
-  stop = stop || rep.value("stop", false);
+  leave = leave || flag("leave");
+  stop = stop || flag("stop");
   pending = want > generation ? want : 0;
-  if (rep.value("abort", false) && want > generation && want > aborted_for) {
+  if (flag("abort") && want > generation && want > aborted_for) {
     aborted_for = want;
     std::function<void(const Status&)> callback;
     {

@@ -2,6 +2,7 @@
 // polls the ROUTER socket; every request is answered at once except a
 // registration, whose answer (the table) waits until its generation forms.
 #include <algorithm>
+#include <cstdint>
 #include <atomic>
 #include <cstdio>
 #include <map>
@@ -90,13 +91,20 @@ void MembershipServer::Impl::Handle(std::vector<zmq::message_t>& parts) {
     wire::Reply(router, parts[0], json{{"error", failed.message()}, {"code", "failed"}});
     return;
   }
-  const std::string op = req.value("op", std::string());
-  if (op.empty() || op == "register") {
-    HandleRegister(std::move(parts[0]), PeerKeyOf(parts[1]), req, op.empty());
-  } else if (op == "heartbeat") {
-    wire::Reply(router, parts[0], HandleHeartbeat(req));
-  } else {
-    wire::Reply(router, parts[0], HandleControl(op, req));
+  // A field of the wrong type (a stranger's or a broken client's request)
+  // is answered with an error; it never reaches the loop.
+  try {
+    const std::string op = req.value("op", std::string());
+    if (op.empty() || op == "register") {
+      zmq::message_t copy(parts[0].data(), parts[0].size());
+      HandleRegister(std::move(copy), PeerKeyOf(parts[1]), req, op.empty());
+    } else if (op == "heartbeat") {
+      wire::Reply(router, parts[0], HandleHeartbeat(req));
+    } else {
+      wire::Reply(router, parts[0], HandleControl(op, req));
+    }
+  } catch (const json::exception& e) {
+    wire::Reply(router, parts[0], json{{"error", std::string("malformed request: ") + e.what()}});
   }
 }
 
@@ -158,7 +166,7 @@ json MembershipServer::Impl::HandleHeartbeat(const json& req) {
   json reply{{"generation", generation}, {"pending", pending}, {"abort", abort}, {"stop", stop}};
   if (Member* m = Find(id); m != nullptr && !m->gone) {
     m->last_seen = Clock::now();
-    if (req.contains("iteration") && req["iteration"].is_number_integer()) m->iteration = req["iteration"].get<int64_t>();
+    if (auto it = wire::IntField(req, "iteration", -1, INT64_MAX, "heartbeat"); it.ok()) m->iteration = *it;
     reply["leave"] = m->leaving;
     return reply;
   }
@@ -191,8 +199,9 @@ json MembershipServer::Impl::HandleControl(const std::string& op, const json& re
     return json{{"ok", true}};
   }
   if (op == "resize") {
-    if (!req.contains("workers") || !req["workers"].is_number_integer()) return json{{"error", "resize needs \"workers\""}};
-    const int64_t want = req["workers"].get<int64_t>();
+    auto workers = wire::IntField(req, "workers", 0, 65535, "resize");
+    if (!workers.ok()) return json{{"error", "resize needs \"workers\", an integer from 0 to 65535"}};
+    const int64_t want = *workers;
     int64_t active = 0;
     for (const Member& m : members) active += (!m.gone && !m.leaving && !m.done) ? 1 : 0;
     if (want < options.min_workers) {

@@ -186,3 +186,27 @@ TEST(MembershipTest, ResizeAsksTheHighestRanksToLeaveAndControlErrorsAreClear) {
 
 }  // namespace
 }  // namespace frugal::comm
+
+namespace frugal::comm {
+namespace {
+
+// Requests with fields of the wrong type or out of range get an error
+// reply; the coordinator keeps serving (no exception reaches its loop).
+TEST(MembershipTest, MalformedRequestsAreAnsweredWithErrorsAndTheServerGoesOn) {
+  Coordinator co(2);
+  const std::string ep = co.server->endpoint();
+  for (const char* bad : {R"({"op":"register","id":"x","endpoint":"tcp://127.0.0.1:1","cluster":"a","join":5})",
+                          R"({"op":"register","id":7,"endpoint":"tcp://127.0.0.1:1","cluster":"a"})",
+                          R"({"op":"register","id":"x","endpoint":"e","cluster":"a","snapshots":[1e300]})",
+                          R"({"op":"resize","workers":1e300})", R"({"op":"resize","workers":-3})",
+                          R"({"op":5})", R"([1,2,3])", R"(not json)", R"({"op":"heartbeat","id":[],"iteration":1e300})",
+                          R"({"op":"done","id":{"a":1}})"}) {
+    auto r = MembershipRequest(ep, bad, 5s);
+    ASSERT_TRUE(r.ok()) << bad << ": " << r.status().ToString();
+    EXPECT_NE(r->find("error"), std::string::npos) << bad << " -> " << *r;
+  }
+  EXPECT_EQ(co.StatusJson()["generation"], 0);  // still serving, nobody admitted
+}
+
+}  // namespace
+}  // namespace frugal::comm

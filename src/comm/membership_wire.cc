@@ -1,10 +1,14 @@
 #include "membership_wire.h"
 
+#include <cstdint>
+
 #include "rendezvous_wire.h"
 
 namespace frugal::comm::membership_wire {
 
 using nlohmann::json;
+using wire::IntField;
+using wire::PeerFromJson;
 
 namespace {
 
@@ -36,7 +40,11 @@ bool ParseRegistration(const json& req, bool plain, std::string* id, PeerInfo* i
     return false;
   }
   *id = req["id"].get<std::string>();
-  *join = req.value("join", false);
+  if (req.contains("join") && !req["join"].is_boolean()) {
+    *why = "malformed registration: \"join\" must be true or false";
+    return false;
+  }
+  *join = req.contains("join") && req["join"].get<bool>();
   snapshots->clear();
   if (req.contains("snapshots")) {
     if (!req["snapshots"].is_array() || req["snapshots"].size() > 64) {
@@ -81,22 +89,30 @@ Result<Generation> ParseTable(const std::string& answer, const std::string& wher
     if (rep.value("version", 0) != kProtocolVersion) {
       return Status::Corruption(where + " speaks membership version " + rep.value("version", json()).dump());
     }
-    g.number = rep.value("generation", int64_t{1});
-    g.rank = rep.at("rank").get<int>();
-    g.restore = rep.value("restore", int64_t{-1});
-    g.joined = rep.value("joined", std::vector<int>());
-    for (const json& p : rep.at("peers")) {
-      g.peers.push_back(PeerInfo{p.at("rank").get<int>(), p.at("endpoint").get<std::string>(),
-                                 p.at("cluster").get<std::string>(), p.value("public_key", std::string())});
+    if (!rep.contains("peers") || !rep["peers"].is_array() || rep["peers"].empty() || rep["peers"].size() > 65536) {
+      return Status::Corruption(where + " sent a table without peers");
+    }
+    const int64_t world = static_cast<int64_t>(rep["peers"].size());
+    FRUGAL_ASSIGN_OR_RETURN(g.number, IntField(rep, "generation", 1, INT64_MAX, where));
+    FRUGAL_ASSIGN_OR_RETURN(int64_t rank, IntField(rep, "rank", 0, world - 1, where));
+    g.rank = static_cast<int>(rank);
+    FRUGAL_ASSIGN_OR_RETURN(g.restore, IntField(rep, "restore", -1, INT64_MAX, where));
+    if (rep.contains("joined")) {
+      if (!rep["joined"].is_array()) return Status::Corruption(where + " sent a malformed \"joined\"");
+      for (const json& r : rep["joined"]) {
+        FRUGAL_ASSIGN_OR_RETURN(int64_t j, IntField(json{{"joined", r}}, "joined", 0, world - 1, where));
+        g.joined.push_back(static_cast<int>(j));
+      }
+    }
+    for (const json& p : rep["peers"]) {
+      FRUGAL_ASSIGN_OR_RETURN(PeerInfo info, PeerFromJson(p, world, where));
+      g.peers.push_back(std::move(info));
     }
   } catch (const json::exception& e) {
     return Status::Corruption(where + " sent a malformed table: " + e.what());
   }
-  if (g.rank < 0 || g.rank >= static_cast<int>(g.peers.size())) {
-    return Status::Corruption(where + " assigned rank " + std::to_string(g.rank) + " outside its table");
-  }
-  for (int r : g.joined) {
-    if (r < 0 || r >= static_cast<int>(g.peers.size())) return Status::Corruption(where + " sent a bad joined rank");
+  for (size_t r = 0; r < g.peers.size(); ++r) {
+    if (g.peers[r].rank != static_cast<int>(r)) return Status::Corruption(where + " sent a table out of rank order");
   }
   return g;
 }

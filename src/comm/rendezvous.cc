@@ -193,10 +193,15 @@ Result<WorldTable> ParseTable(const std::string& answer, const std::string& wher
     if (rep.value("version", 0) != kProtocolVersion) {
       return Status::Corruption(where + " speaks rendezvous version " + rep.value("version", json()).dump());
     }
-    table.rank = rep.at("rank").get<int>();
-    for (const json& p : rep.at("peers")) {
-      table.peers.push_back(PeerInfo{p.at("rank").get<int>(), p.at("endpoint").get<std::string>(),
-                                     p.at("cluster").get<std::string>(), p.value("public_key", std::string())});
+    if (!rep.contains("peers") || !rep["peers"].is_array() || rep["peers"].empty() || rep["peers"].size() > 65536) {
+      return Status::Corruption(where + " sent a table without peers");
+    }
+    const int64_t world = static_cast<int64_t>(rep["peers"].size());
+    FRUGAL_ASSIGN_OR_RETURN(int64_t rank, wire::IntField(rep, "rank", 0, world - 1, where));
+    table.rank = static_cast<int>(rank);
+    for (const json& p : rep["peers"]) {
+      FRUGAL_ASSIGN_OR_RETURN(PeerInfo info, wire::PeerFromJson(p, world, where));
+      table.peers.push_back(std::move(info));
     }
   } catch (const json::exception& e) {
     return Status::Corruption(where + " sent a malformed table: " + e.what());

@@ -53,6 +53,33 @@ Result<std::string> Advertised(const std::string& endpoint, const std::string& h
   return endpoint.substr(0, scheme + 3) + host + endpoint.substr(colon);
 }
 
+Result<int64_t> IntField(const json& j, const char* key, int64_t lo, int64_t hi, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) return Status::Corruption(where + " sent no \"" + key + "\"");
+  const json& v = j[key];
+  bool ok = false;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    ok = hi >= 0 && u <= static_cast<uint64_t>(hi) && (lo <= 0 || u >= static_cast<uint64_t>(lo));
+  } else if (v.is_number_integer()) {
+    ok = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  }
+  if (!ok) {
+    return Status::Corruption(where + " sent \"" + key + "\" = " + v.dump().substr(0, 40) + ", not an integer in [" +
+                              std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>()) : v.get<int64_t>();
+}
+
+Result<PeerInfo> PeerFromJson(const json& p, int64_t world, const std::string& where) {
+  FRUGAL_ASSIGN_OR_RETURN(int64_t rank, IntField(p, "rank", 0, world - 1, where));
+  if (!p.contains("endpoint") || !p["endpoint"].is_string() || !p.contains("cluster") || !p["cluster"].is_string()) {
+    return Status::Corruption(where + " sent a table entry without endpoint or cluster");
+  }
+  std::string key;
+  if (p.contains("public_key") && p["public_key"].is_string()) key = p["public_key"].get<std::string>();
+  return PeerInfo{static_cast<int>(rank), p["endpoint"].get<std::string>(), p["cluster"].get<std::string>(), key};
+}
+
 json PeerToJson(const PeerInfo& p) {
   return json{{"rank", p.rank}, {"endpoint", p.endpoint}, {"cluster", p.cluster}, {"public_key", p.public_key}};
 }

@@ -25,6 +25,12 @@ std::chrono::milliseconds Remaining(Clock::time_point deadline);
 
 nlohmann::json PeerToJson(const PeerInfo& p);
 
+// j[key] as an integer in [lo, hi]; Corruption naming `where` otherwise (a
+// float such as 1e300 or a huge number is never cast: that is undefined).
+Result<int64_t> IntField(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi, const std::string& where);
+// PeerInfo from a table entry, its rank within [0, world).
+Result<PeerInfo> PeerFromJson(const nlohmann::json& p, int64_t world, const std::string& where);
+
 // `endpoint` (tcp://HOST:PORT) with HOST replaced by `host` (unchanged when
 // `host` is empty): what peers connect to when the listener is bound to a
 // wildcard interface.
