@@ -39,6 +39,7 @@ struct MembershipClient::Impl {
 
   std::mutex mu;
   std::condition_variable cv;
+  PeerInfo self;                                  // GUARDED_BY(mu): this member in its generation's table
   bool stopping = false;                          // GUARDED_BY(mu)
   std::function<void(const Status&)> on_abort;    // GUARDED_BY(mu)
   std::thread heartbeat;
@@ -127,6 +128,10 @@ Result<Generation> MembershipClient::Register(const std::vector<int64_t>& snapsh
   FRUGAL_ASSIGN_OR_RETURN(std::string answer, s.Request(req, s.options.timeout));
   FRUGAL_ASSIGN_OR_RETURN(Generation g, membership_wire::ParseTable(answer, s.where));
   FRUGAL_ASSIGN_OR_RETURN(*transport, ConnectZmqTransport(std::move(listener), g.rank, g.peers));
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.self = g.peers[g.rank];
+  }
   s.generation = g.number;
   if (s.pending <= g.number) s.pending = 0;
   return g;
@@ -179,7 +184,13 @@ void MembershipClient::Impl::HeartbeatLoop() {
         std::unique_lock<std::mutex> lock(mu);
         if (cv.wait_for(lock, options.heartbeat_interval, [this] { return stopping; })) return;
       }
-      const json hb{{"op", "heartbeat"}, {"id", id}, {"generation", generation.load()}, {"iteration", iteration.load()}};
+      json hb{{"op", "heartbeat"}, {"id", id}, {"generation", generation.load()}, {"iteration", iteration.load()}};
+      {
+        // Who we are in our generation: a restarted coordinator rebuilds
+        // the membership from these (Note [Coordinator restart]).
+        std::lock_guard<std::mutex> lock(mu);
+        if (self.rank >= 0) hb["member"] = {{"rank", self.rank}, {"endpoint", self.endpoint}, {"cluster", self.cluster}};
+      }
       zmq::message_t frame(hb.dump());
       (void)dealer.send(frame, zmq::send_flags::dontwait);  // dropped while the coordinator is away
       zmq::message_t reply;

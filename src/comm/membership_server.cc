@@ -174,8 +174,40 @@ json MembershipServer::Impl::HandleHeartbeat(const json& req) {
     it->second = Clock::now();
     return reply;
   }
+  if (Adopt(id, req)) {
+    reply["generation"] = generation;
+    reply["pending"] = pending;
+    return reply;
+  }
   if (generation == 0) return reply;  // registered (or about to), the world is not formed yet
   return json{{"error", "worker " + id + " is not a member of this job"}, {"code", "unknown"}};
+}
+
+// Note [Coordinator restart]
+// Workers keep training while their coordinator is away (their heartbeats
+// go unanswered). A coordinator restarted on the same address knows
+// nothing; every heartbeat carries the member's generation, rank, endpoint
+// and cluster, so the new coordinator adopts the running generation from
+// them: the first heartbeat of generation g > 0 sets the generation, and
+// every member of g that beats is added in its rank. From then on it serves
+// as if it had never left (joins, leaves, losses). A worker that is not
+// heard from is never adopted, and so is not waited for.
+bool MembershipServer::Impl::Adopt(const std::string& id, const json& req) {
+  if (!regs.empty() || !req.contains("member") || !req["member"].is_object()) return false;
+  auto g = wire::IntField(req, "generation", 1, INT64_MAX, "heartbeat");
+  if (!g.ok() || (generation != 0 && *g != generation) || id.empty() || id.size() > 256) return false;
+  auto info = wire::PeerFromJson(req["member"], 65536, "heartbeat of " + id);
+  if (!info.ok()) return false;
+  for (const Member& m : members) {
+    if (m.info.rank == info->rank) return false;
+  }
+  generation = *g;
+  Member m{id, *info, Clock::now()};
+  if (auto it = wire::IntField(req, "iteration", -1, INT64_MAX, "heartbeat"); it.ok()) m.iteration = *it;
+  members.push_back(m);
+  std::sort(members.begin(), members.end(), [](const Member& a, const Member& b) { return a.info.rank < b.info.rank; });
+  Log("recovered worker " + id + " (rank " + std::to_string(info->rank) + ") of generation " + std::to_string(*g));
+  return true;
 }
 
 json MembershipServer::Impl::HandleControl(const std::string& op, const json& req) {

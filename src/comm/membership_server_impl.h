@@ -81,6 +81,7 @@ struct MembershipServer::Impl {
   nlohmann::json HandleHeartbeat(const nlohmann::json& req);
   nlohmann::json HandleControl(const std::string& op, const nlohmann::json& req);
   nlohmann::json StatusJson() const;
+  bool Adopt(const std::string& id, const nlohmann::json& req);
   void CheckLiveness();
   bool TryForm();
   void FormFirst();

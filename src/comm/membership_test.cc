@@ -18,14 +18,15 @@ struct Coordinator {
   std::unique_ptr<MembershipServer> server;
   std::future<Status> served;
 
-  explicit Coordinator(int world, int min_workers = 1, std::chrono::milliseconds heartbeat_timeout = 1000ms) {
+  explicit Coordinator(int world, int min_workers = 1, std::chrono::milliseconds heartbeat_timeout = 1000ms,
+                       const std::string& address = "tcp://127.0.0.1:*") {
     MembershipOptions o;
     o.world_size = world;
     o.min_workers = min_workers;
     o.heartbeat_timeout = heartbeat_timeout;
     o.timeout = 20s;
     o.log = [](const std::string&) {};
-    auto s = MembershipServer::Bind("tcp://127.0.0.1:*", o);
+    auto s = MembershipServer::Bind(address, o);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     server = std::move(*s);
     served = std::async(std::launch::async, [this] { return server->Serve(); });
@@ -206,6 +207,40 @@ TEST(MembershipTest, MalformedRequestsAreAnsweredWithErrorsAndTheServerGoesOn) {
     EXPECT_NE(r->find("error"), std::string::npos) << bad << " -> " << *r;
   }
   EXPECT_EQ(co.StatusJson()["generation"], 0);  // still serving, nobody admitted
+}
+
+}  // namespace
+}  // namespace frugal::comm
+
+namespace frugal::comm {
+namespace {
+
+// Note [Coordinator restart]: a coordinator restarted on the same address
+// adopts the running generation from the members' heartbeats and serves
+// changes as before.
+TEST(MembershipTest, ARestartedCoordinatorRecoversTheMembershipFromHeartbeats) {
+  auto first = std::make_unique<Coordinator>(2);
+  const std::string ep = first->server->endpoint();
+  auto a = NewClient(ep);
+  auto b = NewClient(ep);
+  std::vector<std::unique_ptr<Transport>> t1;
+  RegisterAll({a.get(), b.get()}, {{}, {}}, &t1);
+  first.reset();  // the coordinator dies; the workers keep their world
+  Coordinator second(2, 1, 1000ms, ep);
+  ASSERT_TRUE(WaitFor([&] {
+    auto s = second.StatusJson();
+    return s["generation"] == 1 && s["members"].size() == 2;
+  }));
+  // It serves a change: b leaves, a registers again alone.
+  ASSERT_TRUE(b->RequestLeave().ok());
+  ASSERT_TRUE(WaitFor([&] { return a->pending() == 2; }));
+  t1.clear();
+  std::unique_ptr<Transport> t;
+  Result<Generation> g = a->Register({40}, &t);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->number, 2);
+  EXPECT_EQ(g->restore, 40);
+  EXPECT_EQ(t->world_size(), 1);
 }
 
 }  // namespace
