@@ -107,16 +107,18 @@ void MembershipServer::Impl::FormFirst() {
 void MembershipServer::Impl::FormNext() {
   std::vector<Registration> order;
   std::vector<std::vector<int64_t>> survivor_snapshots;
-  for (const Member& m : members) {  // survivors, in old rank order
+  for (const Member& m : members) {  // survivors holding state, in old rank order
     for (Registration& r : regs) {
-      if (r.id != m.id) continue;
+      if (r.id != m.id || r.snapshots.empty()) continue;
       survivor_snapshots.push_back(r.snapshots);
       order.push_back(std::move(r));
     }
   }
   const size_t survivors = order.size();
+  // Then the workers without state: members that joined but never got it
+  // (their first world failed), and joiners.
   for (Registration& r : regs) {
-    if (!r.id.empty() && r.join && r.routing.size() > 0) order.push_back(std::move(r));
+    if (!r.id.empty() && r.routing.size() > 0) order.push_back(std::move(r));
   }
   regs.clear();
   if (static_cast<int>(order.size()) < options.min_workers || survivors == 0) {

@@ -110,6 +110,25 @@ TEST(MembershipTest, FirstGenerationThenAJoinerGetsTheNewestCommonSnapshot) {
   }
   EXPECT_EQ(gc->rank, 2);  // joiners come after the survivors
   EXPECT_EQ(co.StatusJson()["generation"], 2);
+
+  // The joiner's first world fails before it holds any state (a peer died
+  // while the state was sent) and a fourth worker asks to join: c registers
+  // again with no snapshots and is served as a joiner instead of emptying
+  // the common snapshot.
+  auto d = NewClient(co.server->endpoint(), /*join=*/true);
+  std::unique_ptr<Transport> td;
+  auto d_joined = std::async(std::launch::async, [&] { return d->Register({}, &td); });
+  ASSERT_TRUE(WaitFor([&] { return a->pending() == 3 && c->pending() == 3; }));
+  t2.clear();
+  tc.reset();
+  std::vector<std::unique_ptr<Transport>> t3;
+  auto g3 = RegisterAll({a.get(), b.get(), c.get()}, {{20, 25}, {25}, {}}, &t3);
+  ASSERT_TRUE(d_joined.get().ok());
+  EXPECT_EQ(g3[0].number, 3);
+  EXPECT_EQ(g3[0].restore, 25);
+  EXPECT_EQ(g3[0].peers.size(), 4u);
+  EXPECT_EQ(g3[0].joined, (std::vector<int>{2, 3}));
+  EXPECT_GE(g3[2].rank, 2);  // after the holders of state
 }
 
 TEST(MembershipTest, ASilentMemberIsLostAndTheOthersAreToldToAbort) {

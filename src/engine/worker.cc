@@ -175,6 +175,8 @@ Result<LoopEnd> Worker::Impl::Gate(int64_t t, int64_t* evaluated_epoch) {
   if (membership && t > start_step && t % config.elastic.elastic_every == 0) {
     FRUGAL_ASSIGN_OR_RETURN(LoopEnd end, MembershipCheck(t));
     if (end != LoopEnd::kFinished) return end;
+  } else if (membership && t == start_step && (snapshots.empty() || snapshots.back().t != t)) {
+    FRUGAL_RETURN_IF_ERROR(TakeSnapshot(t));  // a generation's start can be rolled back to
   }
   const bool eval_now = t > 0 && (options.eval_every > 0 ? t % options.eval_every == 0 : epoch != *evaluated_epoch);
   *evaluated_epoch = epoch;

@@ -3,7 +3,8 @@
 // Note [Generation switch]
 // Every `elastic_every` steps, at the gate of iteration t (after
 // BeginIteration, so the pipeline can be drained), each worker
-//   1. keeps an in-memory snapshot of its run state "after t-1": the same
+//   1. keeps an in-memory snapshot of its run state "after t-1" (also at the
+//      first gate of every generation, so its start can be rolled back to): the same
 //      sections as rank 0's checkpoint (masters, optimizer state, its own
 //      residuals, parameters, buffers, data position); the newest two are
 //      kept;
@@ -69,6 +70,7 @@ Result<CheckpointSections> DecodeSections(const std::vector<uint8_t>& bytes, con
 
 Status Worker::Impl::TakeSnapshot(int64_t t) {
   FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, StateSections(t, /*shared=*/true));
+  if (!snapshots.empty() && snapshots.back().t == t) snapshots.pop_back();  // a joiner's received copy
   snapshots.push_back(Snapshot{t, std::move(s), true});
   while (snapshots.size() > 2) snapshots.pop_front();
   return Status::Ok();
@@ -189,12 +191,13 @@ Result<WorkerResult> Worker::Impl::RunElastic() {
     std::lock_guard<std::mutex> lock(abort_mu);
     if (abortable != nullptr) abortable->Abort(why);
   });
-  comm::Generation g;
-  FRUGAL_ASSIGN_OR_RETURN(g, membership->Register({}, &transport));
-  FRUGAL_RETURN_IF_ERROR(EnterGeneration(g));
+  FRUGAL_ASSIGN_OR_RETURN(comm::Generation g, membership->Register({}, &transport));
   while (true) {
+    // Entering a world can fail like training in it (a peer dies while the
+    // state is sent): both go through the same recovery.
+    const Status entered = EnterGeneration(g);
     const comm::TransportStats traffic_at_start = transport->stats();
-    Result<LoopEnd> end = Loop();
+    Result<LoopEnd> end = entered.ok() ? Loop() : Result<LoopEnd>(entered);
     if (end.ok() && *end != LoopEnd::kSwitch) {
       FRUGAL_ASSIGN_OR_RETURN(WorkerResult result, Conclude(start_step, traffic_at_start));
       result.generation = generation.number;
@@ -220,7 +223,7 @@ Result<WorkerResult> Worker::Impl::RunElastic() {
       return result;
     }
     FRUGAL_RETURN_IF_ERROR(next.status());
-    FRUGAL_RETURN_IF_ERROR(EnterGeneration(*next));
+    g = *next;
   }
 }
 
