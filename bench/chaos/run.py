@@ -101,9 +101,20 @@ def change_costs(args, run_args):
             w.wait(timeout=900)
     co.wait(timeout=120)
     restores = [int(x) for x in re.findall(r"restoring the state of iteration (\d+)", co.stderr.read())]
-    for r, rest in zip(results, restores):
+    switches = []
+    with open(os.path.join(args.runs, "changes", "metrics.jsonl")) as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec.get("event") == "generation":
+                switches.append(rec.get("switch_s"))
+    for r, rest, sw in zip(results, restores, switches):
         r["restored_iteration"] = rest
         r["iterations_redone"] = max(0, r["iteration_at_change"] - rest)
+        # Measured by the worker that is rank 0 of the new generation: from
+        # leaving the old world (switch gate, or the failed wait after a
+        # loss) until the new one was ready; the join's stall_s above also
+        # counts the joiner's own start-up, while the others kept training.
+        r["switch_s"] = round(sw, 3) if sw is not None else None
     return results
 
 
@@ -165,6 +176,7 @@ def main():
     args = ap.parse_args()
     args.frugal = os.path.abspath(args.frugal)
     runs = tempfile.mkdtemp(prefix="frugal_chaos_")
+    args.runs = runs
     run_args = ["--model", "mlp", "--epochs", str(args.epochs), "--threads", "1", "--runs-dir", runs,
                 "--heartbeat-timeout-s", str(args.heartbeat_s)]
     if args.mode == "changes":

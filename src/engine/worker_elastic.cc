@@ -154,8 +154,12 @@ Status Worker::Impl::EnterGeneration(const comm::Generation& g) {
   reporter->Note("generation " + std::to_string(g.number) + ": " + std::to_string(transport->world_size()) +
                  " workers (" + std::to_string(g.joined.size()) + " joined), continuing from step " +
                  std::to_string(g.restore));
+  // switch_s: from the end of the old world's loop (the switch gate, or
+  // the failed wait after a loss) until the new world is ready to train.
+  const double switch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - left_world_at).count();
   return reporter->Write({{"wall_time_s", reporter->Elapsed()},
                           {"event", "generation"},
+                          {"switch_s", switch_s},
                           {"generation", g.number},
                           {"workers", transport->world_size()},
                           {"joined", g.joined.size()},
@@ -206,6 +210,7 @@ Result<WorkerResult> Worker::Impl::RunElastic() {
       membership->Done();
       return result;
     }
+    left_world_at = std::chrono::steady_clock::now();
     if (!end.ok() && !AwaitChange()) return end.status();
     const bool leaving = end.ok() && (leave_sent || membership->leave_requested());
     const int last_rank = rank();

@@ -69,6 +69,7 @@ class Worker::Impl {
   std::atomic<bool> leave_signal{false};
   bool leave_sent = false;
   bool left = false;  // this worker left the job before its end
+  std::chrono::steady_clock::time_point left_world_at;  // when the last generation's loop ended
 
   int rank() const { return transport->rank(); }
   Status Init();
