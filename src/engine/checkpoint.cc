@@ -68,7 +68,7 @@ Status WriteAtomically(const std::string& path, const std::vector<uint8_t>& byte
 
 }  // namespace
 
-Status WriteCheckpointFile(const std::string& path, const CheckpointSections& sections) {
+std::vector<uint8_t> EncodeCheckpoint(const CheckpointSections& sections) {
   std::vector<uint8_t> out(kMagic, kMagic + 8);
   PutU64(&out, sections.size());
   for (const auto& [name, bytes] : sections) {
@@ -78,6 +78,11 @@ Status WriteCheckpointFile(const std::string& path, const CheckpointSections& se
     out.insert(out.end(), bytes.begin(), bytes.end());
   }
   PutU64(&out, Hash(out.data(), out.size()));
+  return out;
+}
+
+Status WriteCheckpointFile(const std::string& path, const CheckpointSections& sections) {
+  const std::vector<uint8_t> out = EncodeCheckpoint(sections);
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   if (ec) return Status::IOError("cannot create " + fs::path(path).parent_path().string() + ": " + ec.message());

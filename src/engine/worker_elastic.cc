@@ -41,32 +41,6 @@
 
 namespace frugal::engine {
 
-namespace {
-
-std::vector<uint8_t> EncodeSections(const CheckpointSections& sections) {
-  ByteWriter w;
-  w.U64(sections.size());
-  for (const auto& [name, bytes] : sections) {
-    w.Bytes(std::vector<uint8_t>(name.begin(), name.end()));
-    w.Bytes(bytes);
-  }
-  return w.Take();
-}
-
-Result<CheckpointSections> DecodeSections(const std::vector<uint8_t>& bytes, const std::string& what) {
-  ByteReader r(bytes, what);
-  FRUGAL_ASSIGN_OR_RETURN(uint64_t n, r.U64());
-  if (n > 64) return Status::Corruption(what + ": " + std::to_string(n) + " sections");
-  CheckpointSections out;
-  for (uint64_t i = 0; i < n; ++i) {
-    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> name, r.Bytes());
-    FRUGAL_ASSIGN_OR_RETURN(out[std::string(name.begin(), name.end())], r.Bytes());
-  }
-  if (!r.done()) return Status::Corruption(what + ": trailing bytes");
-  return out;
-}
-
-}  // namespace
 
 Status Worker::Impl::TakeSnapshot(int64_t t) {
   FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, StateSections(t, /*shared=*/true));
@@ -113,7 +87,7 @@ Status Worker::Impl::RestoreGeneration(const comm::Generation& g) {
   while (!snapshots.empty() && snapshots.back().t > g.restore) snapshots.pop_back();
   if (joined) {
     FRUGAL_ASSIGN_OR_RETURN(comm::Message m, transport->Recv(0, tag, timeout));
-    FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, DecodeSections(m.payload, what + " from rank 0"));
+    FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, ParseCheckpoint(m.payload, what + " from rank 0"));
     FRUGAL_RETURN_IF_ERROR(RestoreSections(s, nullptr, /*residuals=*/false, what + " from rank 0"));
     snapshots.clear();
     snapshots.push_back(Snapshot{g.restore, std::move(s), false});
@@ -126,7 +100,7 @@ Status Worker::Impl::RestoreGeneration(const comm::Generation& g) {
   Snapshot& snap = snapshots.back();
   FRUGAL_RETURN_IF_ERROR(RestoreSections(snap.sections, nullptr, snap.own_residuals, "snapshot of " + what));
   if (rank() == 0 && !g.joined.empty()) {
-    auto bytes = std::make_shared<const comm::Bytes>(EncodeSections(snap.sections));
+    auto bytes = std::make_shared<const comm::Bytes>(EncodeCheckpoint(snap.sections));
     for (int r : g.joined) FRUGAL_RETURN_IF_ERROR(transport->Send(r, tag, bytes));
   }
   return Status::Ok();

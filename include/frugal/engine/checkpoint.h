@@ -19,6 +19,9 @@ namespace frugal::engine {
 
 using CheckpointSections = std::map<std::string, std::vector<uint8_t>>;
 
+// The bytes of a checkpoint file (magic, sections, checksum); ParseCheckpoint
+// reads them back. Also the form in which an elastic joiner receives state.
+std::vector<uint8_t> EncodeCheckpoint(const CheckpointSections& sections);
 Status WriteCheckpointFile(const std::string& path, const CheckpointSections& sections);
 // Corruption naming the file for a bad magic, checksum or truncation.
 Result<CheckpointSections> ReadCheckpointFile(const std::string& path);
