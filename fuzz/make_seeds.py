@@ -96,8 +96,56 @@ def run_config():
           'optimizer = "sgd2"\n[table]\nx = 1\n')
 
 
+def rendezvous():
+    # selector (0 rendezvous registration, 1 its table, 2 elastic / 3 plain
+    # membership registration, 4 membership table, 5 field readers), world
+    # byte (1 + b % 16; the high nibble marks taken ranks for 0), frame.
+    peers = '[{"rank":0,"endpoint":"tcp://10.0.0.1:5000","cluster":"a","public_key":""},' \
+            '{"rank":1,"endpoint":"tcp://10.0.0.2:5000","cluster":"b","public_key":"k"}]'
+    write("rendezvous", "registration", b"\x00\x23" + b'{"rank":1,"endpoint":"tcp://1.2.3.4:5","cluster":"a"}')
+    write("rendezvous", "registration_any", b"\x00\x03" + b'{"rank":-1,"endpoint":"tcp://h:1","cluster":"b"}')
+    write("rendezvous", "table", b"\x01\x00" + ('{"version":1,"rank":1,"peers":%s}' % peers).encode())
+    write("rendezvous", "table_error", b"\x01\x00" + b'{"error":"late","code":"timeout"}')
+    write("rendezvous", "join", b"\x02\x00" + b'{"op":"register","id":"w-1","rank":-1,"endpoint":"tcp://h:1",'
+          b'"cluster":"a","snapshots":[10,20],"join":true}')
+    write("rendezvous", "plain", b"\x03\x00" + b'{"rank":2,"endpoint":"tcp://h:1","cluster":"a"}')
+    write("rendezvous", "generation", b"\x04\x00" + ('{"version":1,"generation":3,"rank":0,"peers":%s,'
+          '"restore":20,"joined":[1]}' % peers).encode())
+    write("rendezvous", "generation_failed", b"\x04\x00" + b'{"error":"gone","code":"failed"}')
+    write("rendezvous", "fields", b"\x05\x04" + b'{"n":3,"rank":2,"endpoint":"tcp://0.0.0.0:7","cluster":"c",'
+          b'"host":"10.1.1.1"}')
+
+
+def coordinator():
+    # world byte, min-workers byte, timing byte, then one request per line:
+    # a client byte and the JSON frame (coordinator_fuzz.cc).
+    def reg(client, wid, rank, join=False, snaps="[]"):
+        return bytes([client]) + ('{"op":"register","id":"%s","rank":%d,"endpoint":"tcp://h:%d","cluster":"a",'
+                                  '"snapshots":%s,"join":%s}' % (wid, rank, client + 1, snaps,
+                                                                 "true" if join else "false")).encode()
+    def beat(client, wid, it):
+        return bytes([client]) + ('{"op":"heartbeat","id":"%s","generation":1,"iteration":%d}' % (wid, it)).encode()
+    form = [reg(0, "w0", -1), reg(1, "w1", -1)]
+    write("coordinator", "form", b"\x01\x00\x00" + b"\n".join(form))
+    write("coordinator", "join", b"\x01\x00\x00" + b"\n".join(form + [
+        beat(0, "w0", 5), reg(2, "w2", -1, join=True), beat(2, "w2", 0),
+        reg(0, "w0", -1, snaps="[5]"), reg(1, "w1", -1, snaps="[5]"), b"\x03{\"op\":\"status\"}"]))
+    write("coordinator", "leave_done", b"\x01\x00\x00" + b"\n".join(form + [
+        b'\x00{"op":"leave","id":"w0"}', reg(1, "w1", -1, snaps="[1]"), b'\x00{"op":"done","id":"w0"}',
+        b'\x01{"op":"done","id":"w1"}']))
+    write("coordinator", "resize_stop", b"\x02\x00\x00" + b"\n".join(form + [
+        reg(2, "w2", 2), b'\x05{"op":"resize","workers":1}', b'\x05{"op":"stop"}', b'\x05{"op":"bogus"}']))
+    write("coordinator", "plain", b"\x01\x00\x00" + b'\x00{"rank":0,"endpoint":"tcp://h:1","cluster":"a"}\n'
+          b'\x01{"rank":-1,"endpoint":"tcp://h:2","cluster":"b"}')
+    write("coordinator", "adopt", b"\x01\x00\x00" + b'\x00{"op":"heartbeat","id":"w0","generation":4,"iteration":9,'
+          b'"member":{"rank":0,"endpoint":"tcp://h:1","cluster":"a"}}\n\x01{"op":"status"}')
+    write("coordinator", "lost", b"\x01\x00\x01" + b"\n".join(form + [beat(0, "w0", 1)]))
+
+
 def main():
     wire()
+    rendezvous()
+    coordinator()
     control()
     idx()
     csv()

@@ -27,11 +27,14 @@ bool ParseRegistration(const json& req, bool plain, std::string* id, PeerInfo* i
   }
   int64_t rank = -1;
   if (req.contains("rank")) {
-    if (!req["rank"].is_number_integer() || req["rank"].get<int64_t>() < -1 || req["rank"].get<int64_t>() > 65535) {
+    // IntField: 18446744073709551615 is not rank -1 (an unsigned JSON
+    // number read as int64_t wraps).
+    auto r = IntField(req, "rank", -1, 65535, "registration");
+    if (!r.ok()) {
       *why = "malformed registration: \"rank\" must be an integer from -1 to 65535";
       return false;
     }
-    rank = req["rank"].get<int64_t>();
+    rank = *r;
   }
   *info = PeerInfo{static_cast<int>(rank), req["endpoint"].get<std::string>(), req["cluster"].get<std::string>(), ""};
   if (plain) return true;
@@ -86,7 +89,9 @@ Result<Generation> ParseTable(const std::string& answer, const std::string& wher
       if (rep.value("code", std::string()) == "left") return Status::NotFound(where + ": " + msg);
       return Status::InvalidArgument(where + " rejected the registration: " + msg);
     }
-    if (rep.value("version", 0) != kProtocolVersion) {
+    // Not rep.value("version", 0): a float such as 1e32 read as an int is
+    // undefined behaviour (found by fuzz/rendezvous_fuzz.cc).
+    if (!IntField(rep, "version", kProtocolVersion, kProtocolVersion, where).ok()) {
       return Status::Corruption(where + " speaks membership version " + rep.value("version", json()).dump());
     }
     if (!rep.contains("peers") || !rep["peers"].is_array() || rep["peers"].empty() || rep["peers"].size() > 65536) {

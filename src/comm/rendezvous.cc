@@ -22,8 +22,6 @@ using wire::ReceiveMessage;
 using wire::Remaining;
 using wire::Reply;
 
-constexpr int kProtocolVersion = 1;
-
 std::string ToFrame(const json& j) { return j.dump(); }
 
 }  // namespace
@@ -77,39 +75,6 @@ std::string TimeoutMessage(const std::string& endpoint, size_t registered, const
 }
 
 
-// Parses the registration in `body`; on failure returns false and sets `why`
-// to the reason sent back to the client.
-bool ParseRegistration(const zmq::message_t& body, const std::vector<bool>& taken, PeerInfo* info, std::string* why) {
-  const int n = static_cast<int>(taken.size());
-  json req = json::parse(body.to_string(), nullptr, /*allow_exceptions=*/false);
-  if (req.is_discarded() || !req.is_object() || !req.contains("rank") || !req["rank"].is_number_integer() ||
-      !req.contains("endpoint") || !req["endpoint"].is_string() || !req.contains("cluster") ||
-      !req["cluster"].is_string()) {
-    *why = "malformed registration; expected {\"rank\", \"endpoint\", \"cluster\"}";
-    return false;
-  }
-  const json& rank = req["rank"];
-  const bool in_range = rank.is_number_unsigned() ? rank.get<uint64_t>() < static_cast<uint64_t>(n)
-                                                  : rank.get<int64_t>() >= -1 && rank.get<int64_t>() < n;
-  if (!in_range) {
-    *why = "rank " + rank.dump() + " is outside the world of " + std::to_string(n) + " ranks";
-    return false;
-  }
-  // With CURVE the key is the one ZAP admitted on this connection: a
-  // rank cannot claim another's key.
-  *info = PeerInfo{rank.get<int>(), req["endpoint"].get<std::string>(), req["cluster"].get<std::string>(),
-                   PeerKeyOf(body)};
-  if (info->rank >= 0 && taken[info->rank]) {
-    *why = "rank " + std::to_string(info->rank) + " is already registered";
-    return false;
-  }
-  if (info->endpoint.empty() || info->cluster.empty() || info->endpoint.size() > 256 || info->cluster.size() > 256) {
-    *why = "registration needs an endpoint and a cluster name of 1 to 256 characters";
-    return false;
-  }
-  return true;
-}
-
 // Ranks that asked for any rank get the free ones in arrival order; returns
 // the table indexed by rank.
 std::vector<PeerInfo> AssignRanks(std::vector<Registration>* regs, std::vector<bool>* taken) {
@@ -154,7 +119,7 @@ Result<std::vector<PeerInfo>> RendezvousServer::Serve(std::chrono::milliseconds 
       }
       PeerInfo info;
       std::string why;
-      if (!ParseRegistration(parts[1], taken, &info, &why)) {
+      if (!wire::ParseRendezvousRegistration(parts[1].to_string(), PeerKeyOf(parts[1]), taken, &info, &why)) {
         log.Report("rendezvous at " + endpoint + " rejected a registration from " + from + ": " + why);
         Reply(router, parts[0], json{{"error", why}});
         continue;
@@ -167,52 +132,13 @@ Result<std::vector<PeerInfo>> RendezvousServer::Serve(std::chrono::milliseconds 
     json peers = json::array();
     for (const PeerInfo& p : table) peers.push_back(PeerToJson(p));
     for (const Registration& r : regs) {
-      Reply(router, r.id, json{{"version", kProtocolVersion}, {"rank", r.info.rank}, {"peers", peers}});
+      Reply(router, r.id, json{{"version", wire::kRendezvousVersion}, {"rank", r.info.rank}, {"peers", peers}});
     }
     return table;
   } catch (const zmq::error_t& e) {
     return ZmqError("rendezvous at " + endpoint, e);
   }
 }
-
-namespace {
-
-
-
-Result<WorldTable> ParseTable(const std::string& answer, const std::string& where) {
-  json rep = json::parse(answer, nullptr, /*allow_exceptions=*/false);
-  if (rep.is_discarded() || !rep.is_object()) return Status::Corruption(where + " sent a reply that is not JSON");
-  WorldTable table;
-  try {
-    if (rep.contains("error") && rep["error"].is_string()) {
-      const std::string msg = rep["error"].get<std::string>();
-      // The server's own timeout is a timeout for this rank too.
-      if (rep.contains("code") && rep["code"] == "timeout") return Status::Timeout(where + ": " + msg);
-      return Status::InvalidArgument(where + " rejected the registration: " + msg);
-    }
-    if (rep.value("version", 0) != kProtocolVersion) {
-      return Status::Corruption(where + " speaks rendezvous version " + rep.value("version", json()).dump());
-    }
-    if (!rep.contains("peers") || !rep["peers"].is_array() || rep["peers"].empty() || rep["peers"].size() > 65536) {
-      return Status::Corruption(where + " sent a table without peers");
-    }
-    const int64_t world = static_cast<int64_t>(rep["peers"].size());
-    FRUGAL_ASSIGN_OR_RETURN(int64_t rank, wire::IntField(rep, "rank", 0, world - 1, where));
-    table.rank = static_cast<int>(rank);
-    for (const json& p : rep["peers"]) {
-      FRUGAL_ASSIGN_OR_RETURN(PeerInfo info, wire::PeerFromJson(p, world, where));
-      table.peers.push_back(std::move(info));
-    }
-  } catch (const json::exception& e) {
-    return Status::Corruption(where + " sent a malformed table: " + e.what());
-  }
-  if (table.rank < 0 || table.rank >= static_cast<int>(table.peers.size())) {
-    return Status::Corruption(where + " assigned rank " + std::to_string(table.rank) + " outside its table");
-  }
-  return table;
-}
-
-}  // namespace
 
 Result<WorldTable> RegisterWithRendezvous(const std::string& server, const PeerInfo& self,
                                           std::chrono::milliseconds timeout, ZmqOptions options) {
@@ -221,7 +147,7 @@ Result<WorldTable> RegisterWithRendezvous(const std::string& server, const PeerI
   const std::string request =
       ToFrame(json{{"rank", self.rank}, {"endpoint", self.endpoint}, {"cluster", self.cluster}});
   FRUGAL_ASSIGN_OR_RETURN(std::string answer, wire::RequestReply(server, request, timeout, options, where));
-  return ParseTable(answer, where);
+  return wire::ParseWorldTable(answer, where);
 }
 
 Result<std::unique_ptr<Transport>> JoinZmqWorld(const JoinOptions& options) {

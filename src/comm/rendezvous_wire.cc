@@ -80,6 +80,72 @@ Result<PeerInfo> PeerFromJson(const json& p, int64_t world, const std::string& w
   return PeerInfo{static_cast<int>(rank), p["endpoint"].get<std::string>(), p["cluster"].get<std::string>(), key};
 }
 
+bool ParseRendezvousRegistration(const std::string& body, const std::string& key, const std::vector<bool>& taken,
+                                 PeerInfo* info, std::string* why) {
+  const int n = static_cast<int>(taken.size());
+  json req = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (req.is_discarded() || !req.is_object() || !req.contains("rank") || !req["rank"].is_number_integer() ||
+      !req.contains("endpoint") || !req["endpoint"].is_string() || !req.contains("cluster") ||
+      !req["cluster"].is_string()) {
+    *why = "malformed registration; expected {\"rank\", \"endpoint\", \"cluster\"}";
+    return false;
+  }
+  const json& rank = req["rank"];
+  const bool in_range = rank.is_number_unsigned() ? rank.get<uint64_t>() < static_cast<uint64_t>(n)
+                                                  : rank.get<int64_t>() >= -1 && rank.get<int64_t>() < n;
+  if (!in_range) {
+    *why = "rank " + rank.dump() + " is outside the world of " + std::to_string(n) + " ranks";
+    return false;
+  }
+  // With CURVE the key is the one ZAP admitted on this connection: a
+  // rank cannot claim another's key.
+  *info = PeerInfo{rank.get<int>(), req["endpoint"].get<std::string>(), req["cluster"].get<std::string>(), key};
+  if (info->rank >= 0 && taken[info->rank]) {
+    *why = "rank " + std::to_string(info->rank) + " is already registered";
+    return false;
+  }
+  if (info->endpoint.empty() || info->cluster.empty() || info->endpoint.size() > 256 || info->cluster.size() > 256) {
+    *why = "registration needs an endpoint and a cluster name of 1 to 256 characters";
+    return false;
+  }
+  return true;
+}
+
+Result<WorldTable> ParseWorldTable(const std::string& answer, const std::string& where) {
+  json rep = json::parse(answer, nullptr, /*allow_exceptions=*/false);
+  if (rep.is_discarded() || !rep.is_object()) return Status::Corruption(where + " sent a reply that is not JSON");
+  WorldTable table;
+  try {
+    if (rep.contains("error") && rep["error"].is_string()) {
+      const std::string msg = rep["error"].get<std::string>();
+      // The server's own timeout is a timeout for this rank too.
+      if (rep.contains("code") && rep["code"] == "timeout") return Status::Timeout(where + ": " + msg);
+      return Status::InvalidArgument(where + " rejected the registration: " + msg);
+    }
+    // Not rep.value("version", 0): a float such as 1e32 read as an int is
+    // undefined behaviour (found by fuzz/rendezvous_fuzz.cc).
+    if (!IntField(rep, "version", kRendezvousVersion, kRendezvousVersion, where).ok()) {
+      return Status::Corruption(where + " speaks rendezvous version " + rep.value("version", json()).dump());
+    }
+    if (!rep.contains("peers") || !rep["peers"].is_array() || rep["peers"].empty() || rep["peers"].size() > 65536) {
+      return Status::Corruption(where + " sent a table without peers");
+    }
+    const int64_t world = static_cast<int64_t>(rep["peers"].size());
+    FRUGAL_ASSIGN_OR_RETURN(int64_t rank, IntField(rep, "rank", 0, world - 1, where));
+    table.rank = static_cast<int>(rank);
+    for (const json& p : rep["peers"]) {
+      FRUGAL_ASSIGN_OR_RETURN(PeerInfo info, PeerFromJson(p, world, where));
+      table.peers.push_back(std::move(info));
+    }
+  } catch (const json::exception& e) {
+    return Status::Corruption(where + " sent a malformed table: " + e.what());
+  }
+  for (size_t r = 0; r < table.peers.size(); ++r) {
+    if (table.peers[r].rank != static_cast<int>(r)) return Status::Corruption(where + " sent a table out of rank order");
+  }
+  return table;
+}
+
 json PeerToJson(const PeerInfo& p) {
   return json{{"rank", p.rank}, {"endpoint", p.endpoint}, {"cluster", p.cluster}, {"public_key", p.public_key}};
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "frugal/comm/rendezvous.h"
 #include "frugal/comm/zmq_transport.h"
 
 namespace frugal::comm::wire {
@@ -19,6 +20,9 @@ using Clock = std::chrono::steady_clock;
 // A registration or a table is a few hundred bytes per rank; anything much
 // larger is not ours, and ZeroMQ drops the connection before buffering it.
 inline constexpr int64_t kMaxMessageBytes = 1 << 20;
+
+// The version of the rendezvous table (rendezvous.h).
+inline constexpr int kRendezvousVersion = 1;
 
 // Time left until `deadline`, never negative.
 std::chrono::milliseconds Remaining(Clock::time_point deadline);
@@ -30,6 +34,16 @@ nlohmann::json PeerToJson(const PeerInfo& p);
 Result<int64_t> IntField(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi, const std::string& where);
 // PeerInfo from a table entry, its rank within [0, world).
 Result<PeerInfo> PeerFromJson(const nlohmann::json& p, int64_t world, const std::string& where);
+
+// The rendezvous server's check of a registration `body` (JSON {rank,
+// endpoint, cluster}) against the ranks already `taken`; `key` is the CURVE
+// key ZAP admitted on the connection (empty without CURVE). False with
+// `why`, the reason sent back to the client, on bad input.
+bool ParseRendezvousRegistration(const std::string& body, const std::string& key, const std::vector<bool>& taken,
+                                 PeerInfo* info, std::string* why);
+// The client's parse of the server's answer: the table, in rank order, or
+// the server's error as the Status (Timeout for its own timeout).
+Result<WorldTable> ParseWorldTable(const std::string& answer, const std::string& where);
 
 // `endpoint` (tcp://HOST:PORT) with HOST replaced by `host` (unchanged when
 // `host` is empty): what peers connect to when the listener is bound to a
