@@ -68,10 +68,20 @@ struct RunOpts {
   std::string schedule = "1f1b", recompute = "full", dp_algorithm = "auto";
   int chunks = 1;
   bool sequence_parallel = false, no_overlap = false, zero1 = false;
+  std::string softmax_fusion = "batched";
   bool show_resources = false;
   bool json = false;
   std::string profile_db;
 };
+
+// Note [Unfused softmax] in src/sim/workload.cc.
+void AddSoftmaxFusion(CLI::App* cmd, std::string* value) {
+  cmd->add_option("--softmax-fusion", *value,
+                  "batched: Megatron's fused softmax only when micro-batch x heads/tp is a multiple of 4 "
+                  "(current Megatron); always: for any batch (Megatron-LM 2021)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"batched", "always"}));
+}
 
 void AddRunFlags(CLI::App* cmd, RunOpts* o) {
   o->model.Add(cmd);
@@ -93,6 +103,7 @@ void AddRunFlags(CLI::App* cmd, RunOpts* o) {
   cmd->add_option("--recompute", o->recompute, "none, selective or full")->capture_default_str();
   cmd->add_option("--dp-algorithm", o->dp_algorithm, "auto, ring, tree or hierarchical")->capture_default_str();
   cmd->add_flag("--sequence-parallel", o->sequence_parallel, "Megatron sequence parallelism");
+  AddSoftmaxFusion(cmd, &o->softmax_fusion);
   cmd->add_flag("--no-overlap", o->no_overlap, "All-reduce gradients after the backward pass");
   cmd->add_flag("--zero1", o->zero1, "Shard Adam state over data-parallel ranks");
   cmd->add_flag("--resources", o->show_resources, "Print busy time per stream and link");
@@ -121,6 +132,7 @@ sim::ParallelStrategy Strategy(const RunOpts& o) {
   s.recompute = OrThrow(sim::ParseRecompute(o.recompute));
   s.dp_algorithm = ParseDpAlgorithm(o.dp_algorithm);
   s.sequence_parallel = o.sequence_parallel;
+  s.fused_softmax_any_batch = o.softmax_fusion == "always";
   s.overlap_dp = !o.no_overlap;
   s.distributed_optimizer = o.zero1;
   return s;
@@ -170,6 +182,7 @@ struct ValidateFlags {
   std::string recompute = "full", schedule = "1f1b";
   int chunks = 1;
   bool sequence_parallel = false, no_overlap = false;
+  std::string softmax_fusion = "batched";
   std::string profile_db;
 
   void Add(CLI::App* cmd) {
@@ -183,6 +196,7 @@ struct ValidateFlags {
         ->capture_default_str()
         ->check(Bounded(1, kMaxChunks));
     cmd->add_flag("--sequence-parallel", sequence_parallel, "Megatron sequence parallelism");
+    AddSoftmaxFusion(cmd, &softmax_fusion);
     cmd->add_flag("--no-overlap", no_overlap, "All-reduce gradients after the backward pass");
     cmd->add_option("--profile-db", profile_db, "CSV of measured operator times (key,forward_us,backward_us)")
         ->check(CLI::ExistingFile);
@@ -197,6 +211,7 @@ struct ValidateFlags {
     v.schedule = OrThrow(sim::ParseSchedule(schedule));
     v.chunks = chunks;
     v.sequence_parallel = sequence_parallel;
+    v.fused_softmax_any_batch = softmax_fusion == "always";
     v.overlap_dp = !no_overlap;
     if (!profile_db.empty()) {
       v.profile_db = std::make_shared<const sim::ProfileDatabase>(OrThrow(sim::ProfileDatabase::LoadCsv(profile_db)));

@@ -160,6 +160,7 @@ class PlanBuilder {
     wopt.tensor_parallel = s.tensor_parallel;
     wopt.micro_batch = s.micro_batch;
     wopt.sequence_parallel = s.sequence_parallel;
+    wopt.fused_softmax_any_batch = s.fused_softmax_any_batch;
     FRUGAL_ASSIGN_OR_RETURN(plan.workload, BuildWorkload(model, wopt));
     const Workload& w = plan.workload;
     const int vstages = plan.p * plan.v;

@@ -167,6 +167,7 @@ Result<ValidationReport> Validate(const std::vector<MeasuredRow>& rows, const Ha
     }
     s.recompute = options.recompute;
     s.sequence_parallel = options.sequence_parallel;
+    s.fused_softmax_any_batch = options.fused_softmax_any_batch;
     s.overlap_dp = options.overlap_dp;
     Result<IterationPrediction> pred = sim.Predict(model, s);
     if (!pred.ok()) return pred.status().WithContext("line " + std::to_string(row.line));

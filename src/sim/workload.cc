@@ -49,6 +49,27 @@ Operator Conv(std::string name, int64_t batch, int64_t cin, int64_t cout, int64_
   return op;
 }
 
+// Note [Unfused softmax]
+// Megatron's fused scale-mask-softmax kernel (the causal, "upper triangular"
+// one used by GPT) is only taken when the key length is in (16, 16384] and a
+// multiple of 4 and the attention batches b x heads/t are a multiple of the
+// kernel's batches per block (4 for keys longer than 128); otherwise
+// FusedScaleMaskSoftmax falls back to PyTorch: cast to fp32, scale, masked
+// fill, softmax, cast back (Megatron-LM / Megatron-DeepSpeed
+// fused_softmax.py, is_kernel_available). The fallback costs four more
+// kernels, i.e. four more operators for the host to dispatch in forward and
+// backward, and their memory traffic. At hidden 1024 with 16 heads it is taken
+// at tp 8 and micro-batch 1 (2 attention batches): the calibration set's
+// slowest layer per sample relative to its neighbours (docs/planner.md).
+}  // namespace
+
+bool FusedSoftmaxAvailable(int64_t attention_batches, int64_t seq) {
+  const int64_t batches_per_block = seq <= 128 ? 8 : 4;
+  return seq > 16 && seq <= 16384 && seq % 4 == 0 && attention_batches % batches_per_block == 0;
+}
+
+namespace {
+
 // Note [Transformer layer operators]
 // One Megatron-LM decoder layer on one tensor-parallel rank, micro-batch b,
 // sequence s, hidden h, heads a, TP degree t. Forward GEMM FLOPs sum to
@@ -58,7 +79,7 @@ Operator Conv(std::string name, int64_t batch, int64_t cin, int64_t cout, int64_
 // s b h (34/t + 5 a s/(h t)) with it; selective recomputation drops the
 // 5 a s/(h t) attention-core term; full recomputation keeps only the 2 s b h
 // layer input (divided by t under sequence parallelism).
-Block TransformerLayer(const TransformerSpec& spec, int64_t b, int t, bool sp, int bytes) {
+Block TransformerLayer(const TransformerSpec& spec, int64_t b, int t, bool sp, bool any_batch_softmax, int bytes) {
   const int64_t s = spec.seq_len, h = spec.hidden, a = spec.heads;
   const double bsh = static_cast<double>(b) * s * h;
   const double ln_elems = sp ? bsh / t : bsh;
@@ -75,6 +96,18 @@ Block TransformerLayer(const TransformerSpec& spec, int64_t b, int t, bool sp, i
   Operator softmax = Pointwise("softmax_dropout", scores, 4.5, bytes);
   softmax.selective_recompute = true;
   blk.ops.push_back(softmax);
+  if (!any_batch_softmax && !FusedSoftmaxAvailable(b * a / t, s)) {
+    // Note [Unfused softmax]: PyTorch's path in fp32 adds four kernels
+    // (bytes per score: cast to fp32 2+4, scale 4+4, causal mask 4+1+4,
+    // cast back 4+2) before the softmax itself.
+    const std::pair<const char*, double> extra[] = {
+        {"softmax_to_fp32", 6}, {"softmax_scale", 8}, {"softmax_mask", 9}, {"softmax_to_fp16", 6}};
+    for (const auto& [name, bytes_per_score] : extra) {
+      Operator op = Pointwise(name, scores, bytes_per_score, 1);
+      op.selective_recompute = true;
+      blk.ops.push_back(op);
+    }
+  }
   Operator av = Gemm("attn_values", b * a / t, s, h / a, s, bytes);
   av.selective_recompute = true;
   blk.ops.push_back(av);
@@ -127,7 +160,7 @@ Result<Workload> TransformerWorkload(const ModelSpec& model, const WorkloadOptio
   w.pre.params = static_cast<double>(v) * h / t + static_cast<double>(s) * h;
   w.pre.act_bytes_none = w.pre.act_bytes_selective = w.pre.act_bytes_full = bsh * bytes;
   for (int i = 0; i < spec.layers; ++i) {
-    w.blocks.push_back(TransformerLayer(spec, b, t, opt.sequence_parallel, bytes));
+    w.blocks.push_back(TransformerLayer(spec, b, t, opt.sequence_parallel, opt.fused_softmax_any_batch, bytes));
   }
   w.post.name = "lm_head";
   w.post.ops.push_back(Pointwise("final_layernorm", bsh, 2, bytes));

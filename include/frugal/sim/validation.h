@@ -56,6 +56,7 @@ struct ValidationOptions {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;  // Rows without a schedule column.
   int chunks = 1;               // For the interleaved default schedule.
   bool sequence_parallel = false;
+  bool fused_softmax_any_batch = false;  // ParallelStrategy's; default false.
   bool overlap_dp = true;
   // Measured operator times used instead of the roofline where they hold an
   // operator (`--profile-db`). Default none.

@@ -98,7 +98,13 @@ struct WorkloadOptions {
   int tensor_parallel = 1;      // Megatron TP degree; must divide heads.
   int64_t micro_batch = 1;
   bool sequence_parallel = false;  // Korthikanti 2022: LN/dropout split over TP.
+  // See ParallelStrategy::fused_softmax_any_batch. Default false.
+  bool fused_softmax_any_batch = false;
 };
+
+// Whether Megatron's fused causal softmax kernel takes b x heads/t attention
+// batches of `seq` keys (Note [Unfused softmax] in workload.cc).
+bool FusedSoftmaxAvailable(int64_t attention_batches, int64_t seq);
 
 // REQUIRES nothing; returns InvalidArgument for impossible shapes (TP not
 // dividing heads, TP > 1 for a zoo model, non-positive sizes).
