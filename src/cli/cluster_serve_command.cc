@@ -88,7 +88,21 @@ struct ServeFlags {
   double node_timeout_s = 10;
   int checkpoint_every = 20;
   int max_restarts = 3;
+  std::string controller = "elastic";
+  int max_nodes_per_job = 1;
 };
+
+std::unique_ptr<cluster::JobController> MakeController(const ServeFlags& f) {
+  if (f.controller == "restart") {
+    cluster::RestartControllerOptions co;
+    co.checkpoint_every = f.checkpoint_every;
+    return cluster::NewRestartJobController(co);
+  }
+  cluster::ElasticControllerOptions eo;
+  eo.checkpoint_every = f.checkpoint_every;
+  eo.max_nodes_per_job = f.max_nodes_per_job;
+  return cluster::NewElasticJobController(eo);
+}
 
 void RunServe(const ServeFlags& f) {
   const size_t colon = f.listen.rfind(':');
@@ -114,16 +128,13 @@ void RunServe(const ServeFlags& f) {
   mo.round_interval_s = f.round_s;
   mo.node_timeout_s = f.node_timeout_s;
   mo.max_restarts = f.max_restarts;
-  cluster::RestartControllerOptions co;
-  co.checkpoint_every = f.checkpoint_every;
-  auto manager = cluster::ClusterManager::Open(std::move(*store), cluster::NewRestartJobController(co),
-                                               cluster::SystemWallClock(), mo);
+  auto manager = cluster::ClusterManager::Open(std::move(*store), MakeController(f), cluster::SystemWallClock(), mo);
   if (!manager.ok()) throw UsageError(manager.status().message());
   InstallStopHandlers();
   auto server = cluster::ClusterServer::Start(**manager, so);
   if (!server.ok()) throw RunError(server.status().message());
-  std::printf("frugal cluster: serving on http://%s:%d (policy %s, state %s)\n", so.host.c_str(), (*server)->port(),
-              f.policy.c_str(), f.state.c_str());
+  std::printf("frugal cluster: serving on http://%s:%d (policy %s, %s jobs, state %s)\n", so.host.c_str(),
+              (*server)->port(), f.policy.c_str(), f.controller.c_str(), f.state.c_str());
   std::fflush(stdout);
   while (!g_stop.load() && (*server)->error().ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   Status error = (*server)->error();
@@ -148,6 +159,13 @@ void AddServe(CLI::App* cluster) {
       ->capture_default_str()->check(Bounded(1, 1e9));
   cmd->add_option("--max-restarts", f->max_restarts, "Failed runs of a job restarted before it fails")
       ->capture_default_str()->check(Bounded(0, 1000));
+  cmd->add_option("--controller", f->controller,
+                  "elastic: jobs are resized in place through the elastic membership API; restart: every resize "
+                  "restarts the job from its checkpoint")
+      ->capture_default_str()->check(CLI::IsMember({"elastic", "restart"}));
+  cmd->add_option("--max-nodes-per-job", f->max_nodes_per_job,
+                  "Elastic: hosts one job may span (more than 1 needs a runs dir the agents share)")
+      ->capture_default_str()->check(Bounded(1, 1024));
   cmd->callback([f] { RunServe(*f); });
 }
 
@@ -162,6 +180,8 @@ void AddAgent(CLI::App* cluster) {
       ->required()->check(Bounded(1, 1024));
   cmd->add_option("--name", ao->node, "Node name (default: the host name)");
   cmd->add_option("--work-dir", ao->work_dir, "Task configs, logs and runs/ go here")->capture_default_str();
+  cmd->add_option("--host", ao->host, "Address this host's job processes listen on and advertise")
+      ->capture_default_str();
   cmd->add_option("--frugal", ao->frugal_binary, "The frugal executable tasks run (default: this one)");
   cmd->add_option("--heartbeat-s", ao->heartbeat_s, "Seconds between heartbeats")
       ->capture_default_str()->check(Bounded(0.05, 600));

@@ -27,17 +27,43 @@ struct Task {
   pid_t pid = 0;
   bool stopping = false;
   Clock::time_point kill_at;
+  std::string endpoint;  // What a reports_endpoint task printed, once seen.
 };
 
-// True if <runs>/<run>/checkpoints holds a step with a COMPLETE marker.
-bool HasCompleteCheckpoint(const fs::path& run_dir) {
+// The newest step directory of <runs>/<run>/checkpoints with a COMPLETE
+// marker ("step-<n>"), or "" if none.
+std::string NewestCompleteCheckpoint(const fs::path& run_dir) {
   std::error_code ec;
   fs::path dir = run_dir / "checkpoints";
-  if (!fs::is_directory(dir, ec)) return false;
+  if (!fs::is_directory(dir, ec)) return "";
+  long best = -1;
+  std::string out;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (fs::exists(entry.path() / "COMPLETE", ec)) return true;
+    const std::string name = entry.path().filename().string();
+    long step = -1;
+    if (std::sscanf(name.c_str(), "step-%ld", &step) != 1 || !fs::exists(entry.path() / "COMPLETE", ec)) continue;
+    if (step > best) {
+      best = step;
+      out = entry.path().string();
+    }
   }
-  return false;
+  return out;
+}
+
+// The endpoint an elastic coordinator printed to its log ("... listening on
+// tcp://HOST:PORT ..."), or "".
+std::string EndpointInLog(const fs::path& log) {
+  std::ifstream in(log);
+  std::string line;
+  const std::string mark = "listening on ";
+  while (std::getline(in, line)) {
+    const size_t at = line.find(mark);
+    if (at == std::string::npos) continue;
+    const size_t from = at + mark.size();
+    const size_t to = line.find(' ', from);
+    return line.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  }
+  return "";
 }
 
 // One metrics.jsonl record as a sample; false for records without a step.
@@ -119,13 +145,22 @@ void AgentImpl::Reap() {
 
 std::vector<std::string> AgentImpl::CommandLine(const TaskSpec& spec, const fs::path& config) const {
   std::vector<std::string> argv = {options_.frugal_binary};
-  if (HasCompleteCheckpoint(runs_ / spec.resume_run)) {
+  const std::string checkpoint = spec.resume_run.empty() ? "" : NewestCompleteCheckpoint(runs_ / spec.resume_run);
+  auto expand = [&](const std::string& a) {
+    if (a == "{config}") return config.string();
+    if (a == "{runs}") return runs_.string();
+    if (a == "{checkpoint}") return checkpoint;
+    const size_t at = a.find("{host}");
+    return at == std::string::npos ? a : a.substr(0, at) + options_.host + a.substr(at + 6);
+  };
+  if (!checkpoint.empty() && !spec.resume_appends) {
     argv.insert(argv.end(), {"train", "--resume", (runs_ / spec.resume_run).string()});
-    argv.insert(argv.end(), spec.resume_args.begin(), spec.resume_args.end());
+    for (const std::string& a : spec.resume_args) argv.push_back(expand(a));
     return argv;
   }
-  for (const std::string& a : spec.args) {
-    argv.push_back(a == "{config}" ? config.string() : a == "{runs}" ? runs_.string() : a);
+  for (const std::string& a : spec.args) argv.push_back(expand(a));
+  if (!checkpoint.empty()) {
+    for (const std::string& a : spec.resume_args) argv.push_back(expand(a));
   }
   return argv;
 }
@@ -146,7 +181,7 @@ void AgentImpl::Start(const TaskSpec& spec) {
     pending_exits_.push_back({spec.task_id, 127});
     return;
   }
-  tasks_[spec.task_id] = Task{spec, *pid, false, {}};
+  tasks_[spec.task_id] = Task{spec, *pid, false, {}, ""};
 }
 
 void AgentImpl::Reconcile(const AgentReply& reply) {
@@ -163,7 +198,9 @@ void AgentImpl::Reconcile(const AgentReply& reply) {
   for (const TaskSpec& t : reply.tasks) {
     if (started_.count(t.task_id)) continue;
     bool job_busy = false;  // An old generation of the job still shutting down shares its run directory.
-    for (const auto& [id, running] : tasks_) job_busy = job_busy || running.spec.job_id == t.job_id;
+    for (const auto& [id, running] : tasks_) {
+      job_busy = job_busy || (running.spec.job_id == t.job_id && running.spec.generation != t.generation);
+    }
     if (!job_busy) Start(t);
   }
 }
@@ -173,7 +210,12 @@ Status AgentImpl::RunOnce() {
   AgentReport report;
   report.node = options_.node;
   report.slots = options_.slots;
-  for (const auto& [id, t] : tasks_) report.running.push_back(id);
+  for (auto& [id, t] : tasks_) {
+    report.running.push_back(id);
+    if (!t.spec.reports_endpoint || t.stopping) continue;
+    if (t.endpoint.empty()) t.endpoint = EndpointInLog(fs::path(options_.work_dir) / (id + ".log"));
+    if (!t.endpoint.empty()) report.endpoints.push_back({id, t.endpoint});
+  }
   report.exited = pending_exits_;
   report.samples = pending_samples_;
   Result<AgentReply> reply = client_->Heartbeat(report);

@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """End-to-end test of the live cluster service on loopback (ctest cluster_live).
 
-Real processes: `frugal cluster serve`, one `frugal cluster agent` with 4
-CPU slots, and two small `frugal train` jobs (mlp). It checks that
+Real processes: `frugal cluster serve` (elastic jobs), one `frugal cluster
+agent` with 4 CPU slots, and two small training jobs (mlp), each an elastic
+coordinator plus one `frugal worker --elastic` per slot. It checks that
 
   1. a job starts on the agent with its max_workers (4);
-  2. a second job makes afs-p shrink the first: a new generation that
-     resumes from the checkpoint with --workers 2 (restart-based resize);
+  2. a second job makes afs-p shrink the first to 2 workers in place: two
+     workers leave, the same coordinator and run go on (no restart: its
+     metrics.jsonl has a generation event with 2 workers and its step counter
+     never goes back);
   3. the server killed with SIGKILL and restarted on the same database
      re-adopts the running tasks (same generation, nothing restarted);
-  4. both jobs finish, with the steps of their configuration;
-  5. an agent that goes silent (SIGSTOP) is marked down, and up again
+  4. once the second job finishes, the first grows back to 4 with two
+     --join workers (a generation event with 2 joined);
+  5. both jobs finish, with the steps of their configuration;
+  6. an agent that goes silent (SIGSTOP) is marked down, and up again
      when it comes back (SIGCONT).
 
 Usage: cluster_live_test.py --frugal build/frugal [--keep DIR]
@@ -29,7 +34,7 @@ import tempfile
 import time
 import urllib.request
 
-STEPS = 40
+STEPS = {"a": 150, "b": 30}
 
 
 class Fixture:
@@ -85,7 +90,8 @@ class Fixture:
         with open(path, "w") as f:
             f.write(f'name = "{name}"\nmin_workers = {lo}\nmax_workers = {hi}\nmodel = "mlp"\n'
                     f'dataset = "synthetic"\nsynthetic_train_size = 4096\nsynthetic_test_size = 256\n'
-                    f"max_steps = {STEPS}\nlog_every = 5\nbatch_size = 32\ntimeout_s = 30\n")
+                    f"max_steps = {STEPS[name]}\nlog_every = 5\nbatch_size = 32\ntimeout_s = 60\n"
+                    f"elastic_every = 5\n")
         out = subprocess.run([self.frugal, "cluster", "submit", path, "--server", f"127.0.0.1:{self.port}"],
                              capture_output=True, text=True, timeout=30)
         assert out.returncode == 0, out.stderr
@@ -119,17 +125,35 @@ class Fixture:
                 p.kill()
 
 
+def metrics(fx, job_id):
+    path = os.path.join(fx.root, "agent", "runs", f"job-{job_id}", "metrics.jsonl")
+    if not os.path.exists(path):
+        return []
+    out = []
+    for line in open(path):
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass  # A line being written.
+    return out
+
+
+def generations(fx, job_id):
+    return [r for r in metrics(fx, job_id) if r.get("event") == "generation"]
+
+
 def scenario(fx):
     fx.start_server()
     fx.start_agent()
     a = fx.submit("a", 2, 4)
     fx.wait("job a running on 4 workers", lambda: (j := fx.job(a)) and j["state"] == "running" and j["workers"] == 4, 60)
-    # A checkpoint exists once the job reports step >= 10.
     fx.wait("job a past its first checkpoint", lambda: fx.job(a)["step"] >= 15, 240)
+    incarnation = fx.job(a)["incarnation"]
     b = fx.submit("b", 2, 2)
     fx.wait("afs-p shrinking a to 2 workers for b", lambda: fx.job(a)["workers"] == 2 and fx.job(b)["workers"] == 2, 30)
-    gen = fx.job(a)["generation"]
-    assert gen >= 2, fx.job(a)
+    assert fx.job(a)["incarnation"] == incarnation, f"the shrink restarted job a: {fx.job(a)}"
+    fx.wait("a's workers leaving: a generation of 2 in its metrics",
+            lambda: any(g["workers"] == 2 for g in generations(fx, a)), 120)
     fx.wait("b reporting steps", lambda: fx.job(b)["step"] >= 5, 240)
 
     # Server crash and restart on the same database: the tasks keep running and are adopted.
@@ -143,18 +167,27 @@ def scenario(fx):
     nodes = fx.get("/api/nodes")
     assert len(nodes) == 1 and nodes[0]["name"] == "host-a", nodes
 
-    fx.wait("both jobs finished", lambda: all(fx.job(j)["state"] == "finished" for j in (a, b)), 400)
+    fx.wait("b finished", lambda: fx.job(b)["state"] == "finished", 400)
+    fx.wait("a grown back to 4 with --join workers",
+            lambda: any(g["workers"] == 4 and g["joined"] == 2 for g in generations(fx, a)), 240)
+    fx.wait("a finished", lambda: fx.job(a)["state"] == "finished", 400)
     for j in (a, b):
         job = fx.job(j)
-        assert job["step"] >= STEPS, job
+        assert job["step"] >= STEPS["a" if j == a else "b"], job
         detail = fx.get(f"/api/jobs/{j}")
         assert any(s["loss"] > 0 for s in detail["samples"]), detail["samples"][:3]
+    # No restart: one coordinator for a, and its step counter never went back.
+    assert fx.job(a)["incarnation"] == incarnation and fx.job(a)["restarts"] == 0, fx.job(a)
+    logs = os.listdir(os.path.join(fx.root, "agent"))
+    assert [f for f in logs if re.fullmatch(rf"job-{a}-g\d+-c\.log", f)] == [f"job-{a}-g{incarnation}-c.log"], logs
+    steps = [r["step"] for r in metrics(fx, a) if "loss" in r and "step" in r]
+    assert steps == sorted(steps), f"job a's steps went back (a restart): {steps}"
     events = fx.get("/api/events")
     resized = [e["message"] for e in events if e["job_id"] == a and e["kind"] == "resize"]
-    assert any(m.startswith("4 -> 2 workers") for m in resized), f"job a was not shrunk 4 -> 2: {resized}"
+    assert any(m.startswith("4 -> 2 workers") and "[in place]" in m for m in resized), resized
+    assert any(m.startswith("2 -> 4 workers") and "[in place]" in m for m in resized), resized
     assert fx.get(f"/api/jobs/{a}")["samples"][0]["workers"] == 4
-    generations_after_restart = {j["id"]: j["generation"] for j in fx.get("/api/jobs")}
-    print("generations at the end:", generations_after_restart)
+    print("job a's generations:", [(g["generation"], g["workers"], g["joined"], g["switch_s"]) for g in generations(fx, a)])
     kinds = [e["kind"] for e in events]
     assert "resize" in kinds and kinds.count("finished") == 2, kinds
 

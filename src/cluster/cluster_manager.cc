@@ -26,11 +26,6 @@ class SystemClock final : public WallClock {
   }
 };
 
-// "job-<id>-g<gen>" -> (id, gen); false if malformed.
-bool ParseTaskId(const std::string& s, int64_t* job, int64_t* gen) {
-  return std::sscanf(s.c_str(), "job-%ld-g%ld", job, gen) == 2;
-}
-
 }  // namespace
 
 const WallClock& SystemWallClock() {
@@ -55,10 +50,8 @@ Status ClusterManager::Impl::Load() {
 }
 
 JobRecord* ClusterManager::Impl::FindJob(int64_t id) {
-  for (JobRecord& j : jobs_) {
-    if (j.id == id) return &j;
-  }
-  return nullptr;
+  auto it = std::lower_bound(jobs_.begin(), jobs_.end(), id, [](const JobRecord& j, int64_t v) { return j.id < v; });
+  return it != jobs_.end() && it->id == id ? &*it : nullptr;
 }
 
 Status ClusterManager::Impl::Event(const std::string& kind, int64_t job_id, int64_t node_id,
@@ -111,11 +104,15 @@ Status ClusterManager::Impl::Cancel(int64_t job_id) {
   return EndJob(*job, JobState::kCancelled, "cancelled by the user");
 }
 
-Status ClusterManager::Impl::SetPlacement(JobRecord& job, std::vector<NodeSlots> placement, const std::string& why) {
+Status ClusterManager::Impl::SetPlacement(JobRecord& job, std::vector<NodeSlots> placement, const std::string& why,
+                                          bool fresh) {
   const double now = clock_.Now();
   const int before = job.Workers();
   job.placement = std::move(placement);
   ++job.generation;
+  fresh = fresh || before == 0;
+  const bool in_place = controller_->Reconfigure(&job, fresh);
+  if (!in_place) controller_->Reconfigure(&job, true);
   job.state = job.placement.empty() ? JobState::kQueued : JobState::kRunning;
   if (!job.placement.empty() && job.start_time < 0) job.start_time = now;
   std::vector<AllocationRecord> open;
@@ -128,10 +125,13 @@ Status ClusterManager::Impl::SetPlacement(JobRecord& job, std::vector<NodeSlots>
   FRUGAL_RETURN_IF_ERROR(store_->ReplaceAllocations(job.id, open, now));
   FRUGAL_RETURN_IF_ERROR(store_->SaveJob(job).status());
   const char* kind = before == 0 ? "start" : job.placement.empty() ? "preempt" : "resize";
+  const char* how = before == 0 || job.placement.empty() ? ""
+                    : in_place && !fresh                 ? " [in place]"
+                                                         : " [restart from checkpoint]";
   return Event(kind, job.id, 0,
                std::to_string(before) + " -> " + std::to_string(job.Workers()) + " workers" +
                    (where.empty() ? "" : " on " + where) + ", generation " + std::to_string(job.generation) +
-                   " (" + why + ")");
+                   " (" + why + ")" + how);
 }
 
 Result<NodeRecord*> ClusterManager::Impl::TouchNode(const AgentReport& r) {
@@ -148,6 +148,7 @@ Result<NodeRecord*> ClusterManager::Impl::TouchNode(const AgentReport& r) {
   n.last_heartbeat = clock_.Now();
   if (!n.up || n.slots != r.slots) {
     const bool came_back = !is_new && !n.up;
+    ++node_version_;
     n.up = true;
     n.slots = r.slots;
     FRUGAL_ASSIGN_OR_RETURN(n.id, store_->SaveNode(n));
@@ -162,8 +163,10 @@ Status ClusterManager::Impl::HandleExit(const NodeRecord& node, const TaskExit& 
   int64_t job_id = 0, gen = 0;
   if (!ParseTaskId(exit.task_id, &job_id, &gen)) return Status::Ok();
   JobRecord* job = FindJob(job_id);
-  if (job == nullptr || IsTerminal(job->state) || gen != job->generation) return Status::Ok();  // Stopped on purpose.
-  if (exit.exit_code == 0) return EndJob(*job, JobState::kFinished, "finished");
+  if (job == nullptr || IsTerminal(job->state)) return Status::Ok();
+  const JobController::ExitMeaning meaning = controller_->OnExit(*job, exit.task_id, exit.exit_code);
+  if (meaning == JobController::ExitMeaning::kIgnore) return Status::Ok();  // Stopped on purpose, or left.
+  if (meaning == JobController::ExitMeaning::kFinished) return EndJob(*job, JobState::kFinished, "finished");
   const std::string why = "task " + exit.task_id + " on " + node.name + " exited with code " +
                           std::to_string(exit.exit_code);
   if (++job->restarts > options_.max_restarts) {
@@ -171,7 +174,8 @@ Status ClusterManager::Impl::HandleExit(const NodeRecord& node, const TaskExit& 
                                                " restarts");
   }
   // Same placement, next generation: the agent restarts it from its newest checkpoint.
-  return SetPlacement(*job, job->placement, why + "; restart " + std::to_string(job->restarts) + " from checkpoint");
+  return SetPlacement(*job, job->placement, why + "; restart " + std::to_string(job->restarts) + " from checkpoint",
+                      /*fresh=*/true);
 }
 
 void ClusterManager::Impl::LearnSample(JobRecord& job, const MetricSample& m) {
@@ -200,17 +204,34 @@ Status ClusterManager::Impl::HandleSamples(const std::vector<MetricSample>& samp
   return Status::Ok();
 }
 
+// An elastic coordinator's endpoint, reported by the agent of its node, is
+// what the job's workers connect to (Note [Elastic jobs]).
+Status ClusterManager::Impl::HandleEndpoints(const std::vector<TaskEndpoint>& endpoints) {
+  for (const TaskEndpoint& e : endpoints) {
+    int64_t job_id = 0, gen = 0;
+    if (!ParseTaskId(e.task_id, &job_id, &gen) || e.endpoint.size() > 256) continue;
+    JobRecord* job = FindJob(job_id);
+    if (job == nullptr || IsTerminal(job->state) || job->placement.empty()) continue;
+    if (e.task_id != CoordinatorTaskId(job->id, job->incarnation) || job->coordinator == e.endpoint) continue;
+    job->coordinator = e.endpoint;
+    FRUGAL_RETURN_IF_ERROR(store_->SaveJob(*job).status());
+    FRUGAL_RETURN_IF_ERROR(Event("coordinator", job->id, 0, "elastic coordinator at " + e.endpoint));
+  }
+  return Status::Ok();
+}
+
 Result<AgentReply> ClusterManager::Impl::Heartbeat(const AgentReport& report) {
   FRUGAL_ASSIGN_OR_RETURN(NodeRecord* node, TouchNode(report));
   FRUGAL_RETURN_IF_ERROR(HandleSamples(report.samples));
+  FRUGAL_RETURN_IF_ERROR(HandleEndpoints(report.endpoints));
   for (const TaskExit& exit : report.exited) FRUGAL_RETURN_IF_ERROR(HandleExit(*node, exit));
   AgentReply reply;
   reply.node_id = node->id;
   for (const JobRecord& j : jobs_) {
     if (j.state != JobState::kRunning) continue;
-    std::map<int64_t, TaskSpec> plan = controller_->Plan(j);
-    auto it = plan.find(reply.node_id);
-    if (it != plan.end()) reply.tasks.push_back(std::move(it->second));
+    std::multimap<int64_t, TaskSpec> plan = controller_->Plan(j);
+    auto [first, last] = plan.equal_range(reply.node_id);
+    for (auto it = first; it != last; ++it) reply.tasks.push_back(std::move(it->second));
   }
   return reply;
 }
@@ -270,13 +291,21 @@ Result<AgentReply> ClusterManager::Heartbeat(const AgentReport& report) {
   }));
   return reply;
 }
+// Marks silent nodes down, then runs a round if one is due; the round's
+// decision is taken outside mu_ (Note [Rounds outside the lock]).
 Status ClusterManager::Tick() {
-  std::lock_guard<std::mutex> lock(impl_->mu_);
-  return impl_->Transact([&] { return impl_->Tick(); });
+  std::lock_guard<std::mutex> round(impl_->round_mu_);
+  bool due = false;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu_);
+    FRUGAL_RETURN_IF_ERROR(impl_->Transact([&] { return impl_->MarkSilentNodesDown(); }));
+    due = impl_->RoundDue();
+  }
+  return due ? impl_->RoundOffLock() : Status::Ok();
 }
 Status ClusterManager::RunRound() {
-  std::lock_guard<std::mutex> lock(impl_->mu_);
-  return impl_->Transact([&] { return impl_->RunRound(); });
+  std::lock_guard<std::mutex> round(impl_->round_mu_);
+  return impl_->RoundOffLock();
 }
 std::vector<NodeRecord> ClusterManager::Nodes() const {
   std::lock_guard<std::mutex> lock(impl_->mu_);

@@ -43,6 +43,8 @@ Result<TaskSpec> TaskFromJson(const json& j) {
   FRUGAL_RETURN_IF_ERROR(Field(j, "config_toml", &t.config_toml));
   FRUGAL_RETURN_IF_ERROR(Field(j, "resume_run", &t.resume_run));
   FRUGAL_RETURN_IF_ERROR(Field(j, "resume_args", &t.resume_args));
+  FRUGAL_RETURN_IF_ERROR(Field(j, "resume_appends", &t.resume_appends));
+  FRUGAL_RETURN_IF_ERROR(Field(j, "reports_endpoint", &t.reports_endpoint));
   return t;
 }
 
@@ -75,6 +77,8 @@ json ToJson(const JobRecord& j) {
           {"step", j.last_step},
           {"attained_slot_seconds", j.attained_service},
           {"restarts", j.restarts},
+          {"incarnation", j.incarnation},
+          {"coordinator", j.coordinator},
           {"message", j.message}};
 }
 
@@ -97,14 +101,18 @@ json ToJson(const MetricSample& m) {
 json ToJson(const TaskSpec& t) {
   return {{"task_id", t.task_id}, {"job_id", t.job_id}, {"generation", t.generation}, {"workers", t.workers},
           {"args", t.args}, {"config_toml", t.config_toml}, {"resume_run", t.resume_run},
-          {"resume_args", t.resume_args}};
+          {"resume_args", t.resume_args}, {"resume_appends", t.resume_appends},
+          {"reports_endpoint", t.reports_endpoint}};
 }
 
 json ToJson(const AgentReport& r) {
   json exited = json::array(), samples = json::array();
   for (const TaskExit& e : r.exited) exited.push_back({{"task_id", e.task_id}, {"exit_code", e.exit_code}});
   for (const MetricSample& m : r.samples) samples.push_back(ToJson(m));
-  return {{"node", r.node}, {"slots", r.slots}, {"running", r.running}, {"exited", exited}, {"samples", samples}};
+  json endpoints = json::array();
+  for (const TaskEndpoint& e : r.endpoints) endpoints.push_back({{"task_id", e.task_id}, {"endpoint", e.endpoint}});
+  return {{"node", r.node},       {"slots", r.slots},     {"running", r.running},
+          {"exited", exited},     {"samples", samples},   {"endpoints", endpoints}};
 }
 
 json ToJson(const AgentReply& r) {
@@ -146,6 +154,15 @@ Result<AgentReport> ReportFromJson(const json& j) {
   for (const json& s : samples) {
     FRUGAL_ASSIGN_OR_RETURN(MetricSample m, SampleFromJson(s));
     r.samples.push_back(m);
+  }
+  json endpoints = json::array();
+  FRUGAL_RETURN_IF_ERROR(Field(j, "endpoints", &endpoints));
+  if (!endpoints.is_array()) return Status::InvalidArgument("'endpoints' must be an array");
+  for (const json& e : endpoints) {
+    TaskEndpoint x;
+    FRUGAL_RETURN_IF_ERROR(Field(e, "task_id", &x.task_id, true));
+    FRUGAL_RETURN_IF_ERROR(Field(e, "endpoint", &x.endpoint, true));
+    r.endpoints.push_back(x);
   }
   return r;
 }

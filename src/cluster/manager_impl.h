@@ -1,8 +1,10 @@
 // ClusterManager's state and steps (internal). cluster_manager.cc holds the
 // user and agent entry points, manager_round.cc the scheduling round and
-// node timeouts. Every method REQUIRES mu_ held by the public caller.
+// node timeouts. Every method REQUIRES mu_ held by the public caller, except
+// Decide and RoundOffLock (Note [Rounds outside the lock]).
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -14,6 +16,21 @@
 #include "live_speed.h"
 
 namespace frugal::cluster {
+
+// What a round decides on, copied under the manager's lock (index k: the
+// k-th active job, in submission order).
+struct RoundInput {
+  uint64_t node_version = 0;
+  sched::ClusterView cluster;
+  std::vector<int64_t> node_of_index;  // Scheduler node index -> node id.
+  std::vector<NodeRecord> up_nodes;
+  std::vector<sched::JobView> views;
+  std::deque<LiveSpeed> speeds;        // The views' estimates (stable addresses).
+  std::vector<int64_t> ids;
+  std::vector<int64_t> generations;
+  std::vector<int> min_workers;
+  std::vector<std::vector<NodeSlots>> placements;
+};
 
 class ClusterManager::Impl {
  public:
@@ -28,31 +45,44 @@ class ClusterManager::Impl {
   Result<int64_t> Submit(const JobSubmission& job);
   Status Cancel(int64_t job_id);
   Result<AgentReply> Heartbeat(const AgentReport& report);
-  Status Tick();
-  Status RunRound();
+  // Note [Rounds outside the lock]: a round is three steps. Only the first
+  // and last hold mu_; the decision in between holds round_mu_ only.
+  Status MarkSilentNodesDown();
+  bool RoundDue() const;
+  // mu_ held: accrues and saves the attained service and snapshots what the
+  // policy sees into *in; false if there is nothing to decide.
+  Result<bool> PrepareRound(RoundInput* in);
+  // Neither lock needed (round_mu_ held): the policy's placements for the
+  // snapshot, fitted to the controller.
+  Result<std::vector<std::vector<NodeSlots>>> Decide(const RoundInput& in);
+  // mu_ held: applies the decision unless what it was decided on changed
+  // (then the next tick decides again).
+  Status ApplyRound(const RoundInput& in, std::vector<std::vector<NodeSlots>> next);
+  // The three steps, taking the locks (round_mu_ held by the caller).
+  Status RoundOffLock();
 
   // Steps.
   Result<NodeRecord*> TouchNode(const AgentReport& report);
   Status HandleExit(const NodeRecord& node, const TaskExit& exit);
   Status HandleSamples(const std::vector<MetricSample>& samples);
+  Status HandleEndpoints(const std::vector<TaskEndpoint>& endpoints);
   void LearnSample(JobRecord& job, const MetricSample& m);
-  Status MarkSilentNodesDown();
   Status NodeDown(NodeRecord& node);
   void AccrueService();
-  std::vector<sched::JobView> BuildViews(const std::vector<JobRecord*>& active, const std::map<int64_t, int>& index,
-                                         int gpus_per_node);
+  void BuildViews(const std::vector<JobRecord*>& active, const std::map<int64_t, int>& index, RoundInput* in);
   std::vector<std::vector<NodeSlots>> FitToController(const std::vector<sched::Placement>& placements,
-                                                      const std::vector<int64_t>& node_of_index,
-                                                      const std::vector<JobRecord*>& jobs) const;
-  void RaiseToMinimum(const std::vector<sched::Placement>& placements, const std::vector<JobRecord*>& jobs,
+                                                      const RoundInput& in) const;
+  void RaiseToMinimum(const std::vector<sched::Placement>& placements, const RoundInput& in,
                       std::vector<std::vector<NodeSlots>>* out) const;
   // Moves the job to `placement` as a new generation (state, allocations,
-  // event) and saves it.
-  Status SetPlacement(JobRecord& job, std::vector<NodeSlots> placement, const std::string& why);
+  // event) and saves it. `fresh`: restart it from its checkpoint rather than
+  // resize it in place (JobController::Reconfigure).
+  Status SetPlacement(JobRecord& job, std::vector<NodeSlots> placement, const std::string& why, bool fresh = false);
   Status EndJob(JobRecord& job, JobState state, const std::string& message);
   Status Event(const std::string& kind, int64_t job_id, int64_t node_id, const std::string& message);
-  JobRecord* FindJob(int64_t id);
+  JobRecord* FindJob(int64_t id);  // Binary search: jobs_ is sorted by id.
 
+  std::mutex round_mu_;  // One round at a time; taken before mu_. Guards policy_ too.
   mutable std::mutex mu_;
   std::unique_ptr<StateStore> store_;                 // GUARDED_BY(mu_), as is everything below.
   std::unique_ptr<JobController> controller_;
@@ -66,6 +96,7 @@ class ClusterManager::Impl {
   double last_round_ = -1e300;
   double last_accrual_ = 0;
   long rounds_ = 0;
+  uint64_t node_version_ = 0;  // Bumped when a node registers, goes up or down, or changes slots.
 };
 
 }  // namespace frugal::cluster

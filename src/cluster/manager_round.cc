@@ -28,6 +28,7 @@ void ClusterManager::Impl::AccrueService() {
 
 Status ClusterManager::Impl::NodeDown(NodeRecord& node) {
   node.up = false;
+  ++node_version_;
   FRUGAL_RETURN_IF_ERROR(store_->SaveNode(node).status());
   FRUGAL_RETURN_IF_ERROR(Event("node-down", 0, node.id,
                                node.name + " sent no heartbeat for " + FormatSeconds(options_.node_timeout_s)));
@@ -40,10 +41,10 @@ Status ClusterManager::Impl::NodeDown(NodeRecord& node) {
     if (kept.size() == j.placement.size()) continue;
     int workers = 0;
     for (const NodeSlots& s : kept) workers += s.slots;
-    // Shrink onto the surviving nodes if the job can run there, else re-queue;
-    // either way it resumes from its newest checkpoint.
+    // Shrink onto the surviving nodes if the job can run there (in place for
+    // an elastic job that keeps its coordinator), else re-queue.
     if (workers < j.spec.min_workers) kept.clear();
-    FRUGAL_RETURN_IF_ERROR(SetPlacement(j, kept, "node " + node.name + " lost"));
+    FRUGAL_RETURN_IF_ERROR(SetPlacement(j, kept, "node " + node.name + " lost", /*fresh=*/j.home_node == node.id));
   }
   next_round_ = clock_.Now();
   return Status::Ok();
@@ -57,20 +58,17 @@ Status ClusterManager::Impl::MarkSilentNodesDown() {
   return Status::Ok();
 }
 
-Status ClusterManager::Impl::Tick() {
-  FRUGAL_RETURN_IF_ERROR(MarkSilentNodesDown());
-  // Submissions, exits and node changes pull the next round forward, but
-  // rounds stay at least a second apart: under a burst of submissions each
-  // round would otherwise re-decide (and re-save) every active job per tick.
+// Submissions, exits and node changes pull the next round forward, but rounds
+// stay at least a second apart: under a burst of submissions each round would
+// otherwise re-decide (and re-save) every active job per tick.
+bool ClusterManager::Impl::RoundDue() const {
   const double now = clock_.Now();
-  if (now >= next_round_ && now - last_round_ >= std::min(1.0, options_.round_interval_s)) return RunRound();
-  return Status::Ok();
+  return now >= next_round_ && now - last_round_ >= std::min(1.0, options_.round_interval_s);
 }
 
-std::vector<sched::JobView> ClusterManager::Impl::BuildViews(const std::vector<JobRecord*>& active,
-                                                             const std::map<int64_t, int>& index, int gpus_per_node) {
-  std::vector<sched::JobView> views;
-  const int cap = gpus_per_node * controller_->MaxNodesPerJob();
+void ClusterManager::Impl::BuildViews(const std::vector<JobRecord*>& active, const std::map<int64_t, int>& index,
+                                      RoundInput* in) {
+  const int cap = in->cluster.spec.gpus_per_node * controller_->MaxNodesPerJob();
   for (JobRecord* j : active) {
     sched::JobView v;
     v.id = j->id;
@@ -88,10 +86,14 @@ std::vector<sched::JobView> ClusterManager::Impl::BuildViews(const std::vector<J
     }
     std::sort(shares.begin(), shares.end(), [](auto& a, auto& b) { return a.node < b.node; });
     v.placement = sched::Placement(shares);
-    v.speed = &speeds_[j->id];
-    views.push_back(v);
+    in->speeds.push_back(speeds_[j->id]);
+    v.speed = &in->speeds.back();
+    in->views.push_back(v);
+    in->ids.push_back(j->id);
+    in->generations.push_back(j->generation);
+    in->min_workers.push_back(j->spec.min_workers);
+    in->placements.push_back(j->placement);
   }
-  return views;
 }
 
 // The policy's placements in node ids, fitted to what the controller can
@@ -101,13 +103,11 @@ std::vector<sched::JobView> ClusterManager::Impl::BuildViews(const std::vector<J
 // round. The policy decides how many slots each job gets; this step only
 // changes where, and only for jobs it placed across hosts.
 std::vector<std::vector<NodeSlots>> ClusterManager::Impl::FitToController(
-    const std::vector<sched::Placement>& placements, const std::vector<int64_t>& node_of_index,
-    const std::vector<JobRecord*>& jobs) const {
+    const std::vector<sched::Placement>& placements, const RoundInput& in) const {
+  const std::vector<int64_t>& node_of_index = in.node_of_index;
   std::vector<std::vector<NodeSlots>> out(placements.size());
   std::map<int64_t, int> free;
-  for (const NodeRecord& n : nodes_) {
-    if (n.up) free[n.id] = n.slots;
-  }
+  for (const NodeRecord& n : in.up_nodes) free[n.id] = n.slots;
   std::vector<size_t> spread;
   for (size_t k = 0; k < placements.size(); ++k) {
     if (placements[k].NumNodes() > controller_->MaxNodesPerJob()) {
@@ -122,16 +122,16 @@ std::vector<std::vector<NodeSlots>> ClusterManager::Impl::FitToController(
   for (size_t k : spread) {
     auto best = std::max_element(free.begin(), free.end(), [](auto& a, auto& b) { return a.second < b.second; });
     const int slots = std::min(placements[k].NumGpus(), best->second);
-    if (slots < jobs[k]->spec.min_workers) continue;
+    if (slots < in.min_workers[k]) continue;
     out[k] = {{best->first, slots}};
     best->second -= slots;
   }
   for (size_t k = 0; k < out.size(); ++k) {
     int workers = 0;
     for (const NodeSlots& s : out[k]) workers += s.slots;
-    if (workers < jobs[k]->spec.min_workers) out[k].clear();
+    if (workers < in.min_workers[k]) out[k].clear();
   }
-  RaiseToMinimum(placements, jobs, &out);
+  RaiseToMinimum(placements, in, &out);
   return out;
 }
 
@@ -140,22 +140,19 @@ std::vector<std::vector<NodeSlots>> ClusterManager::Impl::FitToController(
 // min_workers come from free slots first, then from jobs on that node holding
 // more than their own minimum (largest surplus first). Jobs are taken in
 // queue order, so earlier jobs are served first.
-void ClusterManager::Impl::RaiseToMinimum(const std::vector<sched::Placement>& placements,
-                                          const std::vector<JobRecord*>& jobs,
+void ClusterManager::Impl::RaiseToMinimum(const std::vector<sched::Placement>& placements, const RoundInput& in,
                                           std::vector<std::vector<NodeSlots>>* out) const {
   std::map<int64_t, int> free;
-  for (const NodeRecord& n : nodes_) {
-    if (n.up) free[n.id] = n.slots;
-  }
+  for (const NodeRecord& n : in.up_nodes) free[n.id] = n.slots;
   for (const auto& p : *out) {
     for (const NodeSlots& s : p) free[s.node_id] -= s.slots;
   }
   auto surplus = [&](size_t j) {  // Slots job j holds above its minimum (one-node placements).
-    return (*out)[j].empty() ? 0 : (*out)[j][0].slots - jobs[j]->spec.min_workers;
+    return (*out)[j].empty() ? 0 : (*out)[j][0].slots - in.min_workers[j];
   };
   for (size_t k = 0; k < out->size(); ++k) {
     if (!(*out)[k].empty() || placements[k].NumGpus() == 0) continue;
-    const int need = jobs[k]->spec.min_workers;
+    const int need = in.min_workers[k];
     for (auto& [node, slots_free] : free) {
       int avail = slots_free;
       for (size_t j = 0; j < out->size(); ++j) {
@@ -188,37 +185,83 @@ void ClusterManager::Impl::RaiseToMinimum(const std::vector<sched::Placement>& p
 // sched::DecideRound, which calls the policy and checks its answer. The
 // cluster is the up nodes, indexed in id order, each counted with the
 // smallest slot count among them (ClusterSpec is homogeneous).
-Status ClusterManager::Impl::RunRound() {
+//
+// Note [Rounds outside the lock]: with 10,000 active jobs the policy takes
+// about a second, and heartbeats must not wait for it. So the round copies
+// what the policy sees under mu_ (PrepareRound), decides without it
+// (Decide), and applies the answer under mu_ again (ApplyRound) only if
+// nothing it was decided on changed: the same nodes up with the same slots
+// (node_version_), and every job it placed still at the generation it was
+// seen at, or ended (its slots are free). Jobs submitted meanwhile wait for
+// the next round; a discarded decision is retried at the next tick.
+Result<bool> ClusterManager::Impl::PrepareRound(RoundInput* in) {
   AccrueService();
   last_round_ = clock_.Now();
   next_round_ = last_round_ + options_.round_interval_s;
-  std::vector<int64_t> node_of_index;
   std::map<int64_t, int> index;
   int gpus_per_node = 0;
   for (const NodeRecord& n : nodes_) {
     if (!n.up) continue;
-    index[n.id] = static_cast<int>(node_of_index.size());
-    node_of_index.push_back(n.id);
+    index[n.id] = static_cast<int>(in->node_of_index.size());
+    in->node_of_index.push_back(n.id);
+    in->up_nodes.push_back(n);
     gpus_per_node = gpus_per_node == 0 ? n.slots : std::min(gpus_per_node, n.slots);
   }
   std::vector<JobRecord*> active;
+  std::vector<std::pair<int64_t, double>> attained;
   for (JobRecord& j : jobs_) {
-    if (!IsTerminal(j.state)) active.push_back(&j);
+    if (IsTerminal(j.state)) continue;
+    active.push_back(&j);
+    if (j.state == JobState::kRunning) attained.emplace_back(j.id, j.attained_service);
   }
-  for (JobRecord* j : active) {
-    if (j->state == JobState::kRunning) FRUGAL_RETURN_IF_ERROR(store_->SaveJob(*j).status());  // Attained service.
-  }
-  if (active.empty() || node_of_index.empty()) return Status::Ok();
+  FRUGAL_RETURN_IF_ERROR(store_->SaveAttained(attained));
+  if (active.empty() || in->node_of_index.empty()) return false;
   ++rounds_;
-  const sched::ClusterView cluster{{static_cast<int>(node_of_index.size()), gpus_per_node}, clock_.Now()};
-  const std::vector<sched::JobView> views = BuildViews(active, index, gpus_per_node);
-  FRUGAL_ASSIGN_OR_RETURN(sched::RoundDecision decision, sched::DecideRound(*policy_, cluster, views));
-  std::vector<std::vector<NodeSlots>> next = FitToController(decision.placements, node_of_index, active);
-  for (size_t k = 0; k < active.size(); ++k) {
-    if (next[k] == active[k]->placement) continue;
-    FRUGAL_RETURN_IF_ERROR(SetPlacement(*active[k], std::move(next[k]), "policy " + policy_->Name()));
+  in->node_version = node_version_;
+  in->cluster = {{static_cast<int>(in->node_of_index.size()), gpus_per_node}, clock_.Now()};
+  BuildViews(active, index, in);
+  return true;
+}
+
+Result<std::vector<std::vector<NodeSlots>>> ClusterManager::Impl::Decide(const RoundInput& in) {
+  FRUGAL_ASSIGN_OR_RETURN(sched::RoundDecision decision, sched::DecideRound(*policy_, in.cluster, in.views));
+  return FitToController(decision.placements, in);
+}
+
+Status ClusterManager::Impl::ApplyRound(const RoundInput& in, std::vector<std::vector<NodeSlots>> next) {
+  std::vector<JobRecord*> jobs(in.ids.size(), nullptr);
+  bool valid = in.node_version == node_version_;
+  for (size_t k = 0; valid && k < in.ids.size(); ++k) {
+    JobRecord* j = FindJob(in.ids[k]);
+    if (j == nullptr || IsTerminal(j->state)) continue;
+    valid = j->generation == in.generations[k];
+    jobs[k] = j;
+  }
+  if (!valid) {
+    next_round_ = clock_.Now();
+    return Status::Ok();
+  }
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    if (jobs[k] == nullptr || next[k] == jobs[k]->placement) continue;
+    FRUGAL_RETURN_IF_ERROR(SetPlacement(*jobs[k], std::move(next[k]), "policy " + policy_->Name()));
   }
   return Status::Ok();
+}
+
+Status ClusterManager::Impl::RoundOffLock() {
+  RoundInput in;
+  bool any = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    FRUGAL_RETURN_IF_ERROR(Transact([&]() -> Status {
+      FRUGAL_ASSIGN_OR_RETURN(any, PrepareRound(&in));
+      return Status::Ok();
+    }));
+  }
+  if (!any) return Status::Ok();
+  FRUGAL_ASSIGN_OR_RETURN(std::vector<std::vector<NodeSlots>> next, Decide(in));
+  std::lock_guard<std::mutex> lock(mu_);
+  return Transact([&] { return ApplyRound(in, std::move(next)); });
 }
 
 }  // namespace frugal::cluster

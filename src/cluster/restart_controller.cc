@@ -1,5 +1,7 @@
 #include "frugal/cluster/job_controller.h"
 
+#include <cstdio>
+
 namespace frugal::cluster {
 namespace {
 
@@ -10,8 +12,16 @@ class RestartJobController final : public JobController {
   std::string Name() const override { return "restart"; }
   int MaxNodesPerJob() const override { return 1; }
 
-  std::map<int64_t, TaskSpec> Plan(const JobRecord& job) const override {
-    std::map<int64_t, TaskSpec> out;
+  // Every placement change is a restart from the checkpoint.
+  bool Reconfigure(JobRecord*, bool fresh) const override { return fresh; }
+
+  ExitMeaning OnExit(const JobRecord& job, const std::string& task_id, int exit_code) const override {
+    if (job.placement.empty() || task_id != TaskId(job.id, job.generation)) return ExitMeaning::kIgnore;
+    return exit_code == 0 ? ExitMeaning::kFinished : ExitMeaning::kFailed;
+  }
+
+  std::multimap<int64_t, TaskSpec> Plan(const JobRecord& job) const override {
+    std::multimap<int64_t, TaskSpec> out;
     if (job.placement.empty()) return out;
     const NodeSlots& share = job.placement.front();
     TaskSpec t;
@@ -45,6 +55,14 @@ std::unique_ptr<JobController> NewRestartJobController(RestartControllerOptions 
 
 std::string TaskId(int64_t job_id, int64_t generation) {
   return "job-" + std::to_string(job_id) + "-g" + std::to_string(generation);
+}
+
+bool ParseTaskId(const std::string& s, int64_t* job, int64_t* gen) {
+  long j = 0, g = 0;
+  if (std::sscanf(s.c_str(), "job-%ld-g%ld", &j, &g) != 2) return false;
+  *job = j;
+  *gen = g;
+  return true;
 }
 
 std::string RunName(int64_t job_id) { return "job-" + std::to_string(job_id); }

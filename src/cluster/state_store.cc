@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <cstdio>
 #include <sstream>
 
 namespace frugal::cluster {
@@ -15,7 +16,7 @@ CREATE TABLE IF NOT EXISTS nodes (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT N
 CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, name TEXT, config TEXT, min_workers INTEGER,
   max_workers INTEGER, max_steps INTEGER, state TEXT, submit_time REAL, start_time REAL, finish_time REAL,
   generation INTEGER, placement TEXT, progress REAL, attained REAL, last_step INTEGER, restarts INTEGER,
-  message TEXT);
+  message TEXT, elastic TEXT);
 CREATE TABLE IF NOT EXISTS allocations (id INTEGER PRIMARY KEY, job_id INTEGER, node_id INTEGER,
   slots INTEGER, generation INTEGER, start REAL, end REAL);
 CREATE INDEX IF NOT EXISTS allocations_job ON allocations(job_id);
@@ -43,6 +44,36 @@ std::vector<NodeSlots> DecodePlacement(const std::string& s) {
   return out;
 }
 
+// An elastic job's state (JobRecord::incarnation, home_node, coordinator,
+// members) in one column: "incarnation;home;endpoint;node:since:index:join,...".
+std::string EncodeElastic(const JobRecord& j) {
+  std::string s = std::to_string(j.incarnation) + ";" + std::to_string(j.home_node) + ";" + j.coordinator + ";";
+  for (size_t k = 0; k < j.members.size(); ++k) {
+    const ElasticMember& m = j.members[k];
+    s += (k ? "," : "") + std::to_string(m.node_id) + ":" + std::to_string(m.since) + ":" + std::to_string(m.index) +
+         ":" + (m.join ? "1" : "0");
+  }
+  return s;
+}
+
+void DecodeElastic(const std::string& s, JobRecord* j) {
+  std::stringstream in(s);
+  std::string inc, home, endpoint, members;
+  if (!std::getline(in, inc, ';') || !std::getline(in, home, ';') || !std::getline(in, endpoint, ';')) return;
+  std::getline(in, members);
+  j->incarnation = std::stoll(inc);
+  j->home_node = std::stoll(home);
+  j->coordinator = endpoint;
+  std::stringstream ms(members);
+  for (std::string item; std::getline(ms, item, ',');) {
+    long long node = 0, since = 0;
+    int index = 0, join = 0;
+    if (std::sscanf(item.c_str(), "%lld:%lld:%d:%d", &node, &since, &index, &join) == 4) {
+      j->members.push_back({node, since, index, join != 0});
+    }
+  }
+}
+
 // A prepared statement, finalized on scope exit.
 class Stmt {
  public:
@@ -54,6 +85,11 @@ class Stmt {
   Stmt& Bind(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); return *this; }
   Stmt& Bind(int i, double v) { sqlite3_bind_double(s_, i, v); return *this; }
   Stmt& Bind(int i, const std::string& v) { sqlite3_bind_text(s_, i, v.c_str(), -1, SQLITE_TRANSIENT); return *this; }
+  // Makes the statement ready to run again with new bindings.
+  void Reset() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
   // SQLITE_ROW, SQLITE_DONE or an error code.
   int Step() { return rc_ == SQLITE_OK ? sqlite3_step(s_) : rc_; }
   Status Run() {
@@ -89,6 +125,15 @@ class SqliteStateStore final : public StateStore {
     return Status::Ok();
   }
 
+  // A database written before the elastic controller lacks jobs.elastic.
+  Status AddMissingColumns() {
+    Stmt s(db_, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'elastic'");
+    const int rc = s.Step();
+    if (rc == SQLITE_ROW) return Status::Ok();
+    if (rc != SQLITE_DONE) return s.Error();
+    return Exec("ALTER TABLE jobs ADD COLUMN elastic TEXT");
+  }
+
   Result<std::vector<NodeRecord>> LoadNodes() override {
     Stmt s(db_, "SELECT id, name, slots, up FROM nodes ORDER BY id");
     std::vector<NodeRecord> out;
@@ -101,7 +146,8 @@ class SqliteStateStore final : public StateStore {
   Result<std::vector<JobRecord>> LoadJobs() override {
     Stmt s(db_,
            "SELECT id, name, config, min_workers, max_workers, max_steps, state, submit_time, start_time, "
-           "finish_time, generation, placement, progress, attained, last_step, restarts, message FROM jobs ORDER BY id");
+           "finish_time, generation, placement, progress, attained, last_step, restarts, message, elastic FROM jobs "
+           "ORDER BY id");
     std::vector<JobRecord> out;
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) {
@@ -121,6 +167,12 @@ class SqliteStateStore final : public StateStore {
       j.last_step = static_cast<int>(s.Int(14));
       j.restarts = static_cast<int>(s.Int(15));
       j.message = s.Text(16);
+      try {
+        DecodeElastic(s.Text(17), &j);
+      } catch (const std::exception&) {
+        return Status::Corruption("cluster database: job " + std::to_string(j.id) + " has elastic state '" +
+                                  s.Text(17) + "'");
+      }
       out.push_back(std::move(j));
     }
     if (rc != SQLITE_DONE) return s.Error();
@@ -178,19 +230,31 @@ class SqliteStateStore final : public StateStore {
     Stmt s(db_, j.id == 0
                     ? "INSERT INTO jobs (name, config, min_workers, max_workers, max_steps, state, submit_time, "
                       "start_time, finish_time, generation, placement, progress, attained, last_step, restarts, "
-                      "message) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+                      "message, elastic) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
+                      "?18)"
                     : "UPDATE jobs SET name = ?1, config = ?2, min_workers = ?3, max_workers = ?4, max_steps = ?5, "
                       "state = ?6, submit_time = ?7, start_time = ?8, finish_time = ?9, generation = ?10, "
                       "placement = ?11, progress = ?12, attained = ?13, last_step = ?14, restarts = ?15, "
-                      "message = ?16 WHERE id = ?17");
+                      "message = ?16, elastic = ?18 WHERE id = ?17");
     s.Bind(1, j.spec.name).Bind(2, j.spec.config_toml).Bind(3, static_cast<int64_t>(j.spec.min_workers));
     s.Bind(4, static_cast<int64_t>(j.spec.max_workers)).Bind(5, static_cast<int64_t>(j.spec.max_steps));
     s.Bind(6, std::string(JobStateName(j.state))).Bind(7, j.submit_time).Bind(8, j.start_time).Bind(9, j.finish_time);
     s.Bind(10, j.generation).Bind(11, EncodePlacement(j.placement)).Bind(12, j.progress).Bind(13, j.attained_service);
     s.Bind(14, static_cast<int64_t>(j.last_step)).Bind(15, static_cast<int64_t>(j.restarts)).Bind(16, j.message);
     if (j.id != 0) s.Bind(17, j.id);
+    s.Bind(18, EncodeElastic(j));
     FRUGAL_RETURN_IF_ERROR(s.Run());
     return j.id == 0 ? sqlite3_last_insert_rowid(db_) : j.id;
+  }
+
+  Status SaveAttained(const std::vector<std::pair<int64_t, double>>& attained) override {
+    Stmt s(db_, "UPDATE jobs SET attained = ?1 WHERE id = ?2");
+    for (const auto& [id, value] : attained) {
+      s.Reset();
+      s.Bind(1, value).Bind(2, id);
+      FRUGAL_RETURN_IF_ERROR(s.Run());
+    }
+    return Status::Ok();
   }
 
   Status ReplaceAllocations(int64_t job_id, const std::vector<AllocationRecord>& open, double time) override {
@@ -263,6 +327,7 @@ Result<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path) {
   auto store = std::make_unique<SqliteStateStore>(db);
   Status st = store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
   if (st.ok()) st = store->Exec(kSchema);
+  if (st.ok()) st = store->AddMissingColumns();
   if (!st.ok()) {
     return Status::Corruption(path + ": not a usable Frugal cluster database (" + st.message() + ")");
   }

@@ -26,6 +26,7 @@ struct AgentOptions {
   int slots = 1;               // Worker slots (GPUs; CPU slots on a machine without one).
   std::string frugal_binary;   // The `frugal` executable tasks run.
   std::string work_dir = ".";  // Task configs and logs; runs go to <work_dir>/runs.
+  std::string host = "127.0.0.1";  // Address this host's tasks listen on and advertise ("{host}").
   double heartbeat_s = 1;
   double stop_grace_s = 15;    // SIGTERM -> SIGKILL.
 };

@@ -1,11 +1,16 @@
 // JobController: how a scheduling decision becomes processes. The manager
 // decides *where* a job runs (its placement and generation); the controller
-// says *what* each node must run for that. It is the seam where the elastic
-// membership API (issue 16) plugs in: today's RestartJobController resizes by
-// stopping the job's workers and starting `frugal train --resume` with the
-// new worker count from the job's newest checkpoint.
+// says *what* each node must run for that. Two controllers:
+//  - ElasticJobController (the default): a job is an elastic coordinator plus
+//    one `frugal worker --elastic` per slot; a resize keeps the job running
+//    (leaving workers are stopped with SIGTERM and leave gracefully, new ones
+//    start with --join), and only a failure restarts it from its checkpoint
+//    (Note [Elastic jobs] in src/cluster/elastic_controller.cc).
+//  - RestartJobController: resizes by stopping the job's workers and starting
+//    `frugal train --resume` with the new worker count from the newest
+//    checkpoint (the baseline the elastic path is measured against).
 //
-// Thread safety: Plan() is const and keeps no state.
+// Thread safety: every method is const and keeps no state.
 #pragma once
 
 #include <map>
@@ -21,11 +26,22 @@ class JobController {
   virtual ~JobController() = default;
   virtual std::string Name() const = 0;
   // The tasks, by node id, that run `job` on job.placement at
-  // job.generation. REQUIRES: job.placement is non-empty.
-  virtual std::map<int64_t, TaskSpec> Plan(const JobRecord& job) const = 0;
+  // job.generation (several per node for an elastic job).
+  virtual std::multimap<int64_t, TaskSpec> Plan(const JobRecord& job) const = 0;
   // Largest number of nodes one job may span (the manager trims a wider
   // placement to its largest shares).
   virtual int MaxNodesPerJob() const = 0;
+  // Called by the manager after it moved `job` to a new placement (already in
+  // job->placement, job->generation bumped). `fresh`: the job starts from
+  // nothing (first start, or a restart from its checkpoint after a failure);
+  // otherwise a running job is resized. Returns false if the controller
+  // cannot resize it in place, and then the manager calls it again with
+  // fresh = true (a restart from the checkpoint).
+  virtual bool Reconfigure(JobRecord* job, bool fresh) const = 0;
+  enum class ExitMeaning { kIgnore, kFinished, kFailed };
+  // What the exit of task `task_id` of `job` means; kIgnore for tasks the
+  // current plan no longer holds (stopped on purpose, or left the job).
+  virtual ExitMeaning OnExit(const JobRecord& job, const std::string& task_id, int exit_code) const = 0;
 };
 
 struct RestartControllerOptions {
@@ -39,8 +55,22 @@ struct RestartControllerOptions {
 // agent stops the old process group and starts the new one.
 std::unique_ptr<JobController> NewRestartJobController(RestartControllerOptions options = {});
 
+struct ElasticControllerOptions {
+  int checkpoint_every = 20;          // Steps between checkpoints (the fallback restart resumes from them).
+  int threads_per_worker = 1;
+  int max_nodes_per_job = 1;          // >1 needs a runs dir shared by the agents (checkpoints, metrics).
+  double heartbeat_timeout_s = 5;     // A worker silent this long is dead (coordinator and workers).
+  double coordinator_timeout_s = 300; // Bound on forming each generation.
+};
+
+std::unique_ptr<JobController> NewElasticJobController(ElasticControllerOptions options = {});
+
 // "job-<id>-g<generation>".
 std::string TaskId(int64_t job_id, int64_t generation);
+// "job-<id>-g<incarnation>-c": an elastic job's coordinator task.
+std::string CoordinatorTaskId(int64_t job_id, int64_t incarnation);
+// "job-<id>-g<generation>..." -> (id, generation); false if malformed.
+bool ParseTaskId(const std::string& task_id, int64_t* job_id, int64_t* generation);
 // "job-<id>": the run directory name under the agent's runs dir.
 std::string RunName(int64_t job_id);
 

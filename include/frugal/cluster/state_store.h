@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "frugal/cluster/types.h"
@@ -34,6 +35,9 @@ class StateStore {
   // Inserts (id 0: the store assigns it) or updates the node; returns the id.
   virtual Result<int64_t> SaveNode(const NodeRecord& node) = 0;
   virtual Result<int64_t> SaveJob(const JobRecord& job) = 0;
+  // Only the attained service of the given jobs (id, slot-seconds): every
+  // round saves it for every running job.
+  virtual Status SaveAttained(const std::vector<std::pair<int64_t, double>>& attained) = 0;
   // Closes the job's open allocations at `time` and opens the given ones.
   virtual Status ReplaceAllocations(int64_t job_id, const std::vector<AllocationRecord>& open, double time) = 0;
   virtual Result<int64_t> AppendEvent(const EventRecord& event) = 0;

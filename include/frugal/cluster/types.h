@@ -47,6 +47,19 @@ struct NodeSlots {
   bool operator==(const NodeSlots& o) const { return node_id == o.node_id && slots == o.slots; }
 };
 
+// One worker process of an elastic job: task "job-<id>-g<since>-w<index>"
+// on `node_id`; `join` if it joined the running job (--join) rather than
+// forming its first world.
+struct ElasticMember {
+  int64_t node_id = 0;
+  int64_t since = 0;
+  int index = 0;
+  bool join = false;
+  bool operator==(const ElasticMember& o) const {
+    return node_id == o.node_id && since == o.since && index == o.index && join == o.join;
+  }
+};
+
 struct JobRecord {
   int64_t id = 0;
   JobSubmission spec;
@@ -63,6 +76,15 @@ struct JobRecord {
   int last_step = 0;
   int restarts = 0;                  // Failed generations restarted from a checkpoint.
   std::string message;               // Why it failed, or the last notable change.
+  // Elastic jobs (Note [Elastic jobs] in src/cluster/elastic_controller.cc):
+  // the generation of the job's last fresh start (its coordinator and first
+  // workers are named by it), the node running its coordinator, and its
+  // worker processes. Persisted; `coordinator` (the endpoint its agent
+  // reports) is not: the agent reports it again after a server restart.
+  int64_t incarnation = 0;
+  int64_t home_node = 0;
+  std::vector<ElasticMember> members;
+  std::string coordinator;
 
   int Workers() const {
     int n = 0;
@@ -102,18 +124,35 @@ struct MetricSample {
   double samples_per_s = -1;
 };
 
-// A process the server wants an agent to run: `frugal <args...>`. With
-// `resume_run` set, the agent replaces the args by `train --resume <dir>`
-// plus `resume_args` when that run directory holds a complete checkpoint.
+// A process the server wants an agent to run: `frugal <args...>`, where
+// "{config}", "{runs}" and "{host}" stand for the task's config file, the
+// agent's runs dir and the agent's --host. With `resume_run` set and a
+// complete checkpoint in that run directory, `resume_args` apply (see
+// resume_appends).
 struct TaskSpec {
-  std::string task_id;  // "job-<id>-g<generation>"
+  std::string task_id;  // "job-<id>-g<generation>[-c|-w<index>]"
   int64_t job_id = 0;
+  // The job's generation (restart controller) or incarnation (elastic): the
+  // agent starts no task of a job while one of another generation of it is
+  // still stopping (they share the run directory).
   int64_t generation = 0;
   int workers = 0;
   std::vector<std::string> args;
   std::string config_toml;      // Written by the agent to <work>/<task_id>.toml; "{config}" in args names it.
   std::string resume_run;       // Run directory name, relative to the agent's runs dir.
   std::vector<std::string> resume_args;
+  // false: a checkpoint replaces args by `train --resume <dir>` + resume_args;
+  // true: resume_args are appended to args, with "{checkpoint}" naming the
+  // newest complete checkpoint step directory.
+  bool resume_appends = false;
+  // An elastic coordinator: the agent reports the endpoint it prints
+  // ("... listening on tcp://HOST:PORT") back in TaskEndpoint.
+  bool reports_endpoint = false;
+};
+
+struct TaskEndpoint {
+  std::string task_id;
+  std::string endpoint;
 };
 
 struct TaskExit {
@@ -127,6 +166,7 @@ struct AgentReport {
   std::vector<std::string> running;  // task ids alive on the node
   std::vector<TaskExit> exited;      // since the last acknowledged report
   std::vector<MetricSample> samples; // new metrics.jsonl records (job_id set)
+  std::vector<TaskEndpoint> endpoints;  // of the running tasks with reports_endpoint
 };
 
 struct AgentReply {

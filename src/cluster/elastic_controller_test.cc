@@ -1,0 +1,188 @@
+// The manager with the elastic controller (Note [Elastic jobs]): resizes in
+// place, the restart fallback, and recovery of the elastic state.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "frugal/cluster/cluster_manager.h"
+
+namespace frugal::cluster {
+namespace {
+
+JobSubmission Job(const std::string& name, int min_w, int max_w) {
+  return {name, "model = \"mlp\"\nmax_steps = 40\n", min_w, max_w, 40};
+}
+
+bool Has(const TaskSpec& t, const std::string& arg) { return std::count(t.args.begin(), t.args.end(), arg) > 0; }
+
+class ElasticManagerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ClusterManager> Open(const std::string& path = ":memory:") {
+    auto store = StateStore::Open(path);
+    EXPECT_TRUE(store.ok()) << store.status().message();
+    ManagerOptions o;
+    o.policy = "afs-p";
+    auto m = ClusterManager::Open(std::move(*store), NewElasticJobController(), clock_, o);
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    return std::move(*m);
+  }
+  AgentReply Beat(ClusterManager& m, std::vector<TaskExit> exits = {}, std::vector<TaskEndpoint> endpoints = {}) {
+    AgentReport r;
+    r.node = "host-a";
+    r.slots = 4;
+    r.exited = std::move(exits);
+    r.endpoints = std::move(endpoints);
+    auto reply = m.Heartbeat(r);
+    EXPECT_TRUE(reply.ok()) << reply.status().message();
+    return reply.ok() ? *reply : AgentReply{};
+  }
+  static std::set<std::string> Ids(const AgentReply& r) {
+    std::set<std::string> out;
+    for (const TaskSpec& t : r.tasks) out.insert(t.task_id);
+    return out;
+  }
+  static std::vector<TaskSpec> Workers(const AgentReply& r, int64_t job) {
+    std::vector<TaskSpec> out;
+    for (const TaskSpec& t : r.tasks) {
+      if (t.job_id == job && Has(t, "worker")) out.push_back(t);
+    }
+    return out;
+  }
+  // Starts job 1 alone on host-a (4 slots) and reports its coordinator.
+  std::unique_ptr<ClusterManager> StartOne() {
+    auto m = Open();
+    Beat(*m);
+    EXPECT_TRUE(m->Submit(Job("a", 2, 4)).ok());
+    EXPECT_TRUE(m->RunRound().ok());
+    return m;
+  }
+  ManualWallClock clock_;
+};
+
+TEST_F(ElasticManagerTest, WorkersStartOnceTheCoordinatorsEndpointIsKnown) {
+  auto m = StartOne();
+  AgentReply reply = Beat(*m);
+  ASSERT_EQ(reply.tasks.size(), 1u);
+  const TaskSpec& coord = reply.tasks[0];
+  EXPECT_EQ(coord.task_id, "job-1-g1-c");
+  EXPECT_TRUE(coord.reports_endpoint);
+  EXPECT_TRUE(Has(coord, "--elastic") && Has(coord, "coordinator"));
+  EXPECT_TRUE(Has(coord, "4")) << "--world: the first world is the placement";
+
+  reply = Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}});
+  std::vector<TaskSpec> workers = Workers(reply, 1);
+  ASSERT_EQ(workers.size(), 4u);
+  for (const TaskSpec& w : workers) {
+    EXPECT_TRUE(Has(w, "tcp://127.0.0.1:4000"));
+    EXPECT_FALSE(Has(w, "--join")) << "the first world";
+    EXPECT_TRUE(w.resume_appends);
+    EXPECT_EQ(w.resume_args, (std::vector<std::string>{"--resume-from", "{checkpoint}"}));
+  }
+  EXPECT_EQ(m->Jobs()[0].coordinator, "tcp://127.0.0.1:4000");
+}
+
+TEST_F(ElasticManagerTest, ShrinkAndGrowKeepTheRunningProcesses) {
+  auto m = StartOne();
+  Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}});
+  const std::set<std::string> before = Ids(Beat(*m));
+  ASSERT_EQ(before.size(), 5u);
+
+  ASSERT_TRUE(m->Submit(Job("b", 2, 2)).ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  JobRecord a = *m->Job(1);
+  EXPECT_EQ(a.Workers(), 2);
+  EXPECT_EQ(a.incarnation, 1) << "a resize is not a restart";
+  AgentReply reply = Beat(*m);
+  std::vector<TaskSpec> kept = Workers(reply, 1);
+  ASSERT_EQ(kept.size(), 2u);
+  for (const TaskSpec& t : kept) EXPECT_TRUE(before.count(t.task_id)) << t.task_id << " is an old worker";
+  EXPECT_TRUE(Ids(reply).count("job-1-g1-c")) << "the coordinator keeps running";
+  auto events = m->Events(0, 100);
+  ASSERT_TRUE(events.ok());
+  EXPECT_TRUE(std::any_of(events->begin(), events->end(), [](const EventRecord& e) {
+    return e.kind == "resize" && e.message.find("4 -> 2 workers") == 0 && e.message.find("[in place]") != std::string::npos;
+  }));
+  // The workers that left exit 0 (or are killed after the grace): no restart.
+  Beat(*m, {{"job-1-g1-w2", 0}, {"job-1-g1-w3", 137}});
+  EXPECT_EQ(m->Job(1)->restarts, 0);
+  EXPECT_EQ(m->Job(1)->state, JobState::kRunning);
+
+  // b finishes: a grows back with two --join workers, under new task ids.
+  Beat(*m, {}, {{"job-2-g1-c", "tcp://127.0.0.1:4001"}});
+  Beat(*m, {{"job-2-g1-c", 0}});
+  ASSERT_EQ(m->Job(2)->state, JobState::kFinished);
+  clock_.Advance(2);
+  ASSERT_TRUE(m->RunRound().ok());
+  EXPECT_EQ(m->Job(1)->Workers(), 4);
+  std::vector<TaskSpec> grown = Workers(Beat(*m), 1);
+  ASSERT_EQ(grown.size(), 4u);
+  int joiners = 0;
+  for (const TaskSpec& t : grown) {
+    if (!Has(t, "--join")) continue;
+    ++joiners;
+    EXPECT_FALSE(before.count(t.task_id)) << "a task id is never reused: " << t.task_id;
+    EXPECT_TRUE(t.resume_args.empty()) << "a joiner gets its state from rank 0";
+  }
+  EXPECT_EQ(joiners, 2);
+  EXPECT_EQ(m->Job(1)->incarnation, 1);
+}
+
+TEST_F(ElasticManagerTest, AFailedWorkerOrCoordinatorRestartsFromTheCheckpoint) {
+  auto m = StartOne();
+  Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}});
+  Beat(*m, {{"job-1-g1-w1", 1}});
+  JobRecord a = *m->Job(1);
+  EXPECT_EQ(a.restarts, 1);
+  EXPECT_EQ(a.incarnation, 2) << "a fresh coordinator and first world";
+  EXPECT_TRUE(a.coordinator.empty());
+  AgentReply reply = Beat(*m);
+  ASSERT_EQ(reply.tasks.size(), 1u);
+  EXPECT_EQ(reply.tasks[0].task_id, "job-1-g2-c");
+  Beat(*m, {{"job-1-g1-c", 1}});  // The old incarnation's coordinator: stopped on purpose.
+  EXPECT_EQ(m->Job(1)->restarts, 1);
+  Beat(*m, {{"job-1-g2-c", 1}});
+  EXPECT_EQ(m->Job(1)->restarts, 2);
+  Beat(*m, {{"job-1-g3-c", 0}});
+  EXPECT_EQ(m->Job(1)->state, JobState::kFinished);
+}
+
+TEST_F(ElasticManagerTest, AResizeBeforeTheCoordinatorIsUpRestartsIt) {
+  auto m = StartOne();
+  Beat(*m);  // The coordinator task starts; its endpoint is not reported yet.
+  ASSERT_TRUE(m->Submit(Job("b", 2, 2)).ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  JobRecord a = *m->Job(1);
+  EXPECT_EQ(a.Workers(), 2);
+  EXPECT_EQ(a.incarnation, a.generation) << "its first world may not have formed: a fresh start";
+  EXPECT_EQ(a.members.size(), 2u);
+}
+
+TEST_F(ElasticManagerTest, ARestartedServerKeepsTheElasticState) {
+  auto path = std::filesystem::temp_directory_path() / ("frugal-cluster-elastic-" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  std::set<std::string> before;
+  {
+    auto m = Open(path.string());
+    Beat(*m);
+    ASSERT_TRUE(m->Submit(Job("a", 2, 4)).ok());
+    ASSERT_TRUE(m->RunRound().ok());
+    Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}});
+    ASSERT_TRUE(m->Submit(Job("b", 2, 2)).ok());
+    ASSERT_TRUE(m->RunRound().ok());
+    before = Ids(Beat(*m));
+  }
+  auto m = Open(path.string());
+  JobRecord a = *m->Job(1);
+  EXPECT_EQ(a.coordinator, "tcp://127.0.0.1:4000");
+  EXPECT_EQ(a.incarnation, 1);
+  EXPECT_EQ(a.home_node, 1);
+  EXPECT_EQ(a.members.size(), 2u);
+  EXPECT_EQ(Ids(Beat(*m)), before) << "every running task is adopted";
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace frugal::cluster
