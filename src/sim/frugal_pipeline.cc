@@ -32,6 +32,7 @@ Status CheckJob(const FrugalJob& job) {
   if (job.batch_per_worker <= 0) return Status::InvalidArgument("batch per worker must be positive");
   if (job.staleness < 0) return Status::InvalidArgument("staleness must not be negative");
   if (job.workers_per_host < 1) return Status::InvalidArgument("workers per host must be at least 1");
+  if (job.pipeline_threads < 1) return Status::InvalidArgument("pipeline threads must be at least 1");
   for (const ClusterSpec& c : job.clusters) {
     if (c.workers <= 0 || c.intra_gbps <= 0) {
       return Status::InvalidArgument("every cluster needs a positive worker count and bandwidth");
@@ -140,6 +141,43 @@ Result<double> SteadyStateIterationSeconds(const FrugalJob& job, bool shared, co
   return (run.tasks[update[kIterations - 1]].end - run.tasks[update[half - 1]].end) / (kIterations - half);
 }
 
+// Note [One pipeline thread]
+// Frugal's engine runs each bucket's chain (sparsify and encode, the exchange
+// including the peers' combine, decode, optimizer step) on its CPU pipeline
+// threads, one after another, and a thread waits while its exchange is on the
+// network (GradientPipeline, --cpu-threads, default 1). With one thread the
+// chain of iteration t cannot overlap that of t+1: only the forward/backward
+// (the main thread) overlaps it, by the staleness. The resource graph above
+// (one stream per stage, or one CPU stream with --shared-cpu) misses this
+// and predicted network-bound runs too fast; the period is the larger of the
+// two graphs' (issue 18, item 3).
+Result<double> ChainIterationSeconds(const FrugalJob& job, const FrugalPrediction& stages, double d2h, double h2d) {
+  constexpr int kIterations = 24;
+  TaskGraph g;
+  const ResourceId main_thread = g.AddResource("compute");
+  const ResourceId to_host = g.AddResource("pcie_d2h");
+  const ResourceId chain = g.AddResource("pipeline_thread");
+  const ResourceId to_device = g.AddResource("pcie_h2d");
+  std::vector<TaskId> update(kIterations);
+  for (int i = 0; i < kIterations; ++i) {
+    const TaskId c = g.AddTask(main_thread, stages.gpu_s, 0);
+    if (i - 1 - job.staleness >= 0) g.AddDependency(update[i - 1 - job.staleness], c);
+    const TaskId d = g.AddTask(to_host, d2h, 1);
+    g.AddDependency(c, d);
+    TaskId prev = d;
+    for (double secs : {stages.sparsify_s, stages.exchange_s, stages.combine_s, stages.optimizer_s}) {
+      const TaskId k = g.AddTask(chain, secs, 2);
+      g.AddDependency(prev, k);
+      prev = k;
+    }
+    update[i] = g.AddTask(to_device, h2d, 5);
+    g.AddDependency(prev, update[i]);
+  }
+  FRUGAL_ASSIGN_OR_RETURN(EngineResult run, RunTaskGraph(g));
+  const int half = kIterations / 2;
+  return (run.tasks[update[kIterations - 1]].end - run.tasks[update[half - 1]].end) / (kIterations - half);
+}
+
 // The slowest stage's name.
 std::string Bottleneck(const FrugalPrediction& p, double d2h, double h2d) {
   const std::pair<const char*, double> stages[] = {{"gpu", p.gpu_s},
@@ -189,6 +227,10 @@ Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const Hard
   out.combine_s = out.cpu_share * CombineBytes(job, params, merged) / (hw.host.cpu_combine_gbs * 1e9);
   out.exchange_s = ExchangeSeconds(job, hw, params, merged);
   FRUGAL_ASSIGN_OR_RETURN(out.iteration_s, SteadyStateIterationSeconds(job, shared, out, d2h, h2d));
+  if (job.pipeline_threads == 1) {
+    FRUGAL_ASSIGN_OR_RETURN(const double chain, ChainIterationSeconds(job, out, d2h, h2d));
+    out.iteration_s = std::max(out.iteration_s, chain);
+  }
   out.samples_per_s = out.iteration_s > 0 ? job.batch_per_worker * total_workers / out.iteration_s : 0.0;
   out.bottleneck = Bottleneck(out, d2h, h2d);
   return out;

@@ -56,6 +56,7 @@ TEST(FrugalPipelineTest, StalenessOverlapsStages) {
   job.clusters = {ClusterSpec{4, 10}, ClusterSpec{4, 10}};
   job.inter_cluster_gbps = 0.1;
   job.density = 0.01;
+  job.pipeline_threads = 2;  // Stages pipelined; one thread: see OnePipelineThreadChainsTheStages.
   const HardwareSpec hw = *BuiltinHardware("rtx3090");
   Result<FrugalPrediction> stale = PredictFrugalIteration(job, hw);
   ASSERT_TRUE(stale.ok()) << stale.status().ToString();
@@ -81,6 +82,31 @@ TEST(FrugalPipelineTest, StalenessOverlapsStages) {
   EXPECT_GT(dense->exchange_s, 5 * sync->exchange_s);
   EXPECT_EQ(dense->bottleneck, "exchange");
   job.density = 0;
+  EXPECT_EQ(PredictFrugalIteration(job, hw).status().code(), Status::Code::kInvalidArgument);
+}
+
+// Note [One pipeline thread]: with frugal's default single CPU pipeline
+// thread, a bucket's sparsify, exchange, combine and optimizer run in turn
+// (the thread waits for the network), overlapping only the compute.
+TEST(FrugalPipelineTest, OnePipelineThreadChainsTheStages) {
+  FrugalJob job;
+  job.model = *BuiltinModel("resnet18");
+  job.batch_per_worker = 64;
+  job.clusters = {ClusterSpec{4, 10}, ClusterSpec{4, 10}};
+  job.inter_cluster_gbps = 0.1;
+  job.density = 0.1;
+  const HardwareSpec hw = *BuiltinHardware("rtx3090");
+  Result<FrugalPrediction> one = PredictFrugalIteration(job, hw);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  const double chain = one->sparsify_s + one->exchange_s + one->combine_s + one->optimizer_s;
+  EXPECT_EQ(one->bottleneck, "exchange");
+  EXPECT_GT(chain, 1.05 * one->exchange_s);  // The test means something: the other stages count.
+  EXPECT_NEAR(one->iteration_s, chain, 1e-9);  // Compute (shorter) overlaps it.
+  job.pipeline_threads = 2;
+  Result<FrugalPrediction> two = PredictFrugalIteration(job, hw);
+  ASSERT_TRUE(two.ok());
+  EXPECT_NEAR(two->iteration_s, two->exchange_s, 1e-9);  // Pipelined: the slowest stage.
+  job.pipeline_threads = 0;
   EXPECT_EQ(PredictFrugalIteration(job, hw).status().code(), Status::Code::kInvalidArgument);
 }
 

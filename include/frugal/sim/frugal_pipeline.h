@@ -55,6 +55,12 @@ struct FrugalJob {
   // (compute_s_per_sample) already contains the slowdown and is not scaled.
   // Default 1.
   int workers_per_host = 1;
+  // CPU pipeline threads per worker (frugal's --cpu-threads). With 1 a
+  // bucket's sparsify, exchange, combine and optimizer run one after another
+  // on one thread, which waits during the exchange (Note [One pipeline
+  // thread] in frugal_pipeline.cc); with more, the stages are pipelined.
+  // Default 1, as in frugal.
+  int pipeline_threads = 1;
 };
 
 struct FrugalPrediction {
