@@ -45,7 +45,13 @@ def run_config(args, workers, rate, density, batch, name):
     steps = [r for r in read_jsonl(metrics) if "iter_s" in r and r["step"] > args.steps // 2]
     iter_s = statistics.median(r["iter_s"] for r in steps)
     compute = statistics.median(r["compute_s"] for r in steps)
-    return iter_s, compute / batch
+    # The pipeline thread's stages per step (engine counters), for the stage
+    # breakdown next to the planner's (issue 18).
+    stages = {k: statistics.median(r.get(k, 0.0) for r in steps) for k in STAGES}
+    return iter_s, compute / batch, stages
+
+
+STAGES = ("sparsify_s", "exchange_s", "optimizer_s", "wait_s")
 
 
 def main():
@@ -53,6 +59,7 @@ def main():
     ap.add_argument("--frugal", default=os.path.join(ROOT, "build", "frugal"))
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "build", "bench", "planner"))
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--combine-gbs", default="0.2", help="[host] cpu_combine_gbs written into the profile")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("frugal_runs: needs root (network namespaces)")
@@ -61,6 +68,14 @@ def main():
     ops = os.path.join(args.out_dir, "mlp_ops.csv")
     subprocess.run([args.frugal, "profile", "--model", "mlp", "--micro-batch", "64", "--out", ops,
                     "--hardware-out", hw], check=True)
+    # The profile does not measure these two (issue 18): the host's cores, and
+    # the combine rate fitted once on the 2-worker rows (docs/planner.md).
+    with open(hw) as f:
+        text = f.read()
+    if "cores =" not in text:
+        text = text.replace("[host]\n", "[host]\ncores = %d.0\ncpu_combine_gbs = %s\n" % (os.cpu_count(), args.combine_gbs))
+        with open(hw, "w") as f:
+            f.write(text)
     rows = []
     configs = []
     k = 0
@@ -71,20 +86,27 @@ def main():
                 k += 1
     for workers, rate, density, batch in configs:
         name = "w%d-r%d-d%g-b%d" % (workers, rate, density, batch)
-        iter_s, s_per_sample = run_config(args, workers, rate, density, batch, name)
-        print("%-22s iteration %.3f s, compute %.2f ms/sample" % (name, iter_s, 1e3 * s_per_sample), flush=True)
-        rows.append((workers, rate, density, batch, iter_s, s_per_sample))
+        iter_s, s_per_sample, stages = run_config(args, workers, rate, density, batch, name)
+        print("%-22s iteration %.3f s, compute %.2f ms/sample, %s" %
+              (name, iter_s, 1e3 * s_per_sample, " ".join("%s %.1f ms" % (k, 1e3 * v) for k, v in stages.items())),
+              flush=True)
+        rows.append((workers, rate, density, batch, iter_s, s_per_sample, stages))
     header = "model,clusters,intra mbps,inter mbps,density,batch per worker,iteration time (ms)"
     plain = os.path.join(args.out_dir, "frugal_runs.csv")
     fed = os.path.join(args.out_dir, "frugal_runs_with_compute.csv")
     with open(plain, "w") as f, open(fed, "w") as g:
         f.write(header + "\n")
         g.write(header + ",compute ms per sample\n")
-        for workers, rate, density, batch, iter_s, sps in rows:
+        for workers, rate, density, batch, iter_s, sps, _ in rows:
             bw = str(rate) if rate else "unlimited"
             line = "mlp,%d,%s,unlimited,%g,%d,%.2f" % (workers, bw, density, batch, 1e3 * iter_s)
             f.write(line + "\n")
             g.write(line + ",%.4f\n" % (1e3 * sps))
+    with open(os.path.join(args.out_dir, "frugal_runs_stages.csv"), "w") as f:
+        f.write("workers,mbps,density,batch,iteration ms,compute ms," + ",".join(k[:-2] + " ms" for k in STAGES) + "\n")
+        for workers, rate, density, batch, iter_s, sps, stages in rows:
+            f.write("%d,%s,%g,%d,%.2f,%.2f,%s\n" % (workers, rate or "unlimited", density, batch, 1e3 * iter_s,
+                                                 1e3 * sps * batch, ",".join("%.2f" % (1e3 * stages[k]) for k in STAGES)))
     # Every worker runs on this one host: --workers-per-host 0 (issue 18).
     common = ["--bytes-per-value", "2.25", "--workers-per-host", "0"]
     for path, extra in ((plain, ["--shared-cpu"] + common), (fed, common)):
