@@ -3,12 +3,17 @@
 under several policies, each on a fresh `frugal cluster serve` + one agent.
 
 Reports per-job JCT (finish - submit, from the server's own records), the
-average, the makespan, and the number of resizes. Everything is real: the
-jobs are `frugal train` runs (mlp, synthetic data) that the agent starts,
-stops and resumes from checkpoints.
+average, the makespan, the number of resizes, and for every resize of a
+running job how long it took: from the server's resize event to the first
+step record the job reports at its new size (server receive times), and the
+steps redone (the newest step reported before the event minus the first
+after it, when positive). Everything is real: the jobs are elastic Frugal
+jobs (--controllers elastic: resized in place) or `frugal train` runs that
+the agent restarts from checkpoints (--controllers restart).
 
 Usage: bench/cluster/live_small.py --frugal build/frugal [--policies afs-p,fifo]
-       [--slots 4] [--jobs 3] [--steps 60] [--gap-s 20] [--out results.json]
+       [--controllers elastic,restart] [--slots 4] [--jobs 3] [--steps 60]
+       [--gap-s 20] [--out results.json]
 """
 
 import argparse
@@ -29,11 +34,30 @@ def get(port, path):
         return json.loads(r.read())
 
 
-def run_policy(frugal, policy, args, root):
+def resize_times(port, jobs, events):
+    """Per resize of a running job: seconds until the job reports a step at
+    its new size, and the steps redone."""
+    out = []
+    for e in events:
+        m = re.match(r"(\d+) -> (\d+) workers", e["message"])
+        if e["kind"] != "resize" or not m:
+            continue
+        samples = [s for s in get(port, f"/api/jobs/{e['job_id']}")["samples"] if s["samples_per_s"] > 0]
+        before = [s["step"] for s in samples if s["time"] <= e["time"]]
+        after = [s for s in samples if s["time"] > e["time"] and s["workers"] == int(m.group(2))]
+        out.append({"job": e["job_id"], "from": int(m.group(1)), "to": int(m.group(2)),
+                    "how": "in place" if "[in place]" in e["message"] else "restart",
+                    "seconds": after[0]["time"] - e["time"] if after else None,
+                    "steps_redone": max(0, max(before) - after[0]["step"]) if before and after else None})
+    return out
+
+
+def run_policy(frugal, policy, controller, args, root):
     out = os.path.join(root, "server.out")
     server = subprocess.Popen([frugal, "cluster", "serve", "--listen", "127.0.0.1:0", "--state",
                                os.path.join(root, "cluster.db"), "--policy", policy, "--round-s", "2",
-                               "--checkpoint-every", "10"], stdout=open(out, "w"), stderr=subprocess.STDOUT)
+                               "--checkpoint-every", "10", "--controller", controller],
+                              stdout=open(out, "w"), stderr=subprocess.STDOUT)
     agent = None
     try:
         deadline = time.time() + 30
@@ -46,7 +70,7 @@ def run_policy(frugal, policy, args, root):
             raise RuntimeError("server did not start: " + open(out).read())
         agent = subprocess.Popen([frugal, "cluster", "agent", "--server", f"127.0.0.1:{port}", "--slots",
                                   str(args.slots), "--name", "host", "--work-dir", os.path.join(root, "agent"),
-                                  "--heartbeat-s", "0.5", "--stop-grace-s", "10"],
+                                  "--heartbeat-s", "0.5", "--stop-grace-s", "60"],
                                  stdout=open(os.path.join(root, "agent.out"), "w"), stderr=subprocess.STDOUT)
         t0 = time.time()
         for k in range(args.jobs):
@@ -56,7 +80,8 @@ def run_policy(frugal, policy, args, root):
             with open(path, "w") as f:
                 f.write(f'name = "job{k}"\nmin_workers = 2\nmax_workers = {args.slots}\nmodel = "mlp"\n'
                         f'dataset = "synthetic"\nsynthetic_train_size = 8192\nsynthetic_test_size = 256\n'
-                        f"max_steps = {args.steps}\nlog_every = 5\nbatch_size = 32\ntimeout_s = 60\n")
+                        f"max_steps = {args.steps}\nlog_every = 5\nbatch_size = 32\ntimeout_s = 60\n"
+                        f"elastic_every = 5\n")
             subprocess.run([frugal, "cluster", "submit", path, "--server", f"127.0.0.1:{port}"], check=True,
                            capture_output=True, timeout=30)
         deadline = time.time() + args.timeout_s
@@ -66,7 +91,8 @@ def run_policy(frugal, policy, args, root):
                 break
             time.sleep(1)
         jobs = get(port, "/api/jobs")
-        events = get(port, "/api/events")
+        events = get(port, "/api/events?limit=1000")
+        resizes = resize_times(port, jobs, events)
     finally:
         for p in (agent, server):
             if p is not None and p.poll() is None:
@@ -79,10 +105,10 @@ def run_policy(frugal, policy, args, root):
                     p.kill()
     rows = [{"job": j["name"], "state": j["state"], "jct_s": j["finish_time"] - j["submit_time"],
              "restarts": j["restarts"], "generations": j["generation"]} for j in jobs]
-    resizes = sum(1 for e in events if e["kind"] in ("resize", "preempt"))
+    changes = sum(1 for e in events if e["kind"] in ("resize", "preempt"))
     done = [r["jct_s"] for r in rows if r["state"] == "finished"]
-    return {"policy": policy, "jobs": rows, "avg_jct_s": sum(done) / len(done) if done else None,
-            "all_finished": len(done) == len(rows), "resizes_and_preemptions": resizes,
+    return {"policy": policy, "controller": controller, "jobs": rows, "resizes": resizes, "avg_jct_s": sum(done) / len(done) if done else None,
+            "all_finished": len(done) == len(rows), "resizes_and_preemptions": changes,
             "makespan_s": max(j["finish_time"] for j in jobs) - min(j["submit_time"] for j in jobs)}
 
 
@@ -90,24 +116,31 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--frugal", required=True)
     ap.add_argument("--policies", default="afs-p,fifo")
+    ap.add_argument("--controllers", default="elastic")
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--jobs", type=int, default=3)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--gap-s", type=float, default=20)
     ap.add_argument("--timeout-s", type=float, default=1800)
     ap.add_argument("--out")
+    ap.add_argument("--keep", action="store_true", help="keep the run directories (printed)")
     args = ap.parse_args()
     results = []
-    for policy in args.policies.split(","):
-        root = tempfile.mkdtemp(prefix=f"frugal-live-{policy}-")
-        r = run_policy(os.path.abspath(args.frugal), policy, args, root)
+    for policy, controller in [(p, c) for c in args.controllers.split(",") for p in args.policies.split(",")]:
+        root = tempfile.mkdtemp(prefix=f"frugal-live-{policy}-{controller}-")
+        print(f"{policy} ({controller}): {root}", flush=True)
+        r = run_policy(os.path.abspath(args.frugal), policy, controller, args, root)
         results.append(r)
-        print(f"{policy}: avg JCT {r['avg_jct_s']:.1f} s, makespan {r['makespan_s']:.1f} s, "
+        for z in r["resizes"]:
+            print(f"  resize of job {z['job']} {z['from']} -> {z['to']} ({z['how']}): {z['seconds']} s to the first "
+                  f"step at the new size, {z['steps_redone']} steps redone")
+        print(f"{policy} ({controller}): avg JCT {r['avg_jct_s']:.1f} s, makespan {r['makespan_s']:.1f} s, "
               f"{r['resizes_and_preemptions']} resizes/preemptions, all finished: {r['all_finished']}")
         for j in r["jobs"]:
             print(f"  {j['job']}: {j['state']}, JCT {j['jct_s']:.1f} s, generations {j['generations']}, "
                   f"restarts {j['restarts']}")
-        shutil.rmtree(root, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)

@@ -34,7 +34,7 @@ import tempfile
 import time
 import urllib.request
 
-STEPS = {"a": 150, "b": 30}
+STEPS = {"a": 80, "b": 20}
 
 
 class Fixture:
@@ -74,7 +74,7 @@ class Fixture:
         self.agent = subprocess.Popen(
             [self.frugal, "cluster", "agent", "--server", f"127.0.0.1:{self.port}", "--slots", "4", "--name",
              "host-a", "--work-dir", os.path.join(self.root, "agent"), "--heartbeat-s", "0.5",
-             "--stop-grace-s", "5"],
+             "--stop-grace-s", "60"],
             stdout=self.log("agent.out"), stderr=subprocess.STDOUT)
         self.procs.append(self.agent)
 

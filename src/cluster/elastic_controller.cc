@@ -1,6 +1,7 @@
 // ElasticJobController: cluster jobs as elastic Frugal jobs (issue 16's
 // membership API).
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "frugal/cluster/job_controller.h"
@@ -34,6 +35,12 @@ namespace frugal::cluster {
 // preempted job's workers leave one by one.
 
 namespace {
+
+std::string Seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
+}
 
 class ElasticJobController final : public JobController {
  public:
@@ -135,8 +142,8 @@ class ElasticJobController final : public JobController {
     for (const ElasticMember& m : job.members) first_world += m.join ? 0 : 1;
     t.args = {"coordinator", "--elastic", "--listen", "tcp://{host}:*", "--world",
               std::to_string(std::max(1, first_world)), "--min-workers", "1", "--timeout-s",
-              std::to_string(options_.coordinator_timeout_s), "--heartbeat-timeout-s",
-              std::to_string(options_.heartbeat_timeout_s)};
+              Seconds(options_.coordinator_timeout_s), "--heartbeat-timeout-s",
+              Seconds(options_.heartbeat_timeout_s)};
     t.reports_endpoint = true;
     return t;
   }
@@ -149,7 +156,7 @@ class ElasticJobController final : public JobController {
               "--listen", "tcp://{host}:*", "--run-name", RunName(job.id), "--runs-dir", "{runs}",
               "--checkpoint-every", std::to_string(options_.checkpoint_every), "--threads",
               std::to_string(options_.threads_per_worker), "--heartbeat-timeout-s",
-              std::to_string(options_.heartbeat_timeout_s), "--quiet"};
+              Seconds(options_.heartbeat_timeout_s), "--quiet"};
     if (m.join) {
       t.args.push_back("--join");  // Receives the state from rank 0; nothing to resume.
     } else {
