@@ -83,7 +83,7 @@ def run_policy(frugal, policy, controller, args, root):
                         f"max_steps = {args.steps}\nlog_every = 5\nbatch_size = 32\ntimeout_s = 60\n"
                         f"elastic_every = 5\n")
             subprocess.run([frugal, "cluster", "submit", path, "--server", f"127.0.0.1:{port}"], check=True,
-                           capture_output=True, timeout=30)
+                           capture_output=True, timeout=300)
         deadline = time.time() + args.timeout_s
         while time.time() < deadline:
             jobs = get(port, "/api/jobs")
