@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "frugal/compress/error_feedback.h"
+#include "frugal/engine/checkpoint.h"
 #include "frugal/compress/merge.h"
 #include "frugal/compress/sparsifier.h"
 
@@ -161,6 +162,47 @@ Status CompressedAllReduce::Run(uint64_t bucket, Span<float> data) {
   BucketState& state = impl_->StateOf(bucket);
   std::lock_guard<std::mutex> lock(state.mu);
   return impl_->RunLocked(state, bucket, data).WithContext("compressed all-reduce of bucket " + std::to_string(bucket));
+}
+
+std::vector<uint8_t> CompressedAllReduce::SaveState() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  ByteWriter w;
+  w.U64(impl_->buckets.size());
+  for (const auto& [index, state] : impl_->buckets) {
+    w.U64(index);
+    w.U64(state->size);
+    w.Bytes(state->feedback ? state->feedback->Serialize() : std::vector<uint8_t>());
+    w.Bytes(state->sparsifier ? state->sparsifier->state().Serialize() : std::vector<uint8_t>());
+  }
+  return w.Take();
+}
+
+Status CompressedAllReduce::LoadState(const std::vector<uint8_t>& bytes) {
+  ByteReader r(bytes, "compressed all-reduce state");
+  std::map<uint64_t, std::unique_ptr<BucketState>> loaded;
+  FRUGAL_ASSIGN_OR_RETURN(uint64_t n, r.U64());
+  for (uint64_t i = 0; i < n; ++i) {
+    FRUGAL_ASSIGN_OR_RETURN(uint64_t index, r.U64());
+    FRUGAL_ASSIGN_OR_RETURN(uint64_t size, r.U64());
+    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> residual, r.Bytes());
+    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> sparsifier, r.Bytes());
+    if (index >= kMaxBuckets || size >= (uint64_t{1} << 32) || loaded.count(index)) {
+      return Status::Corruption("compressed all-reduce state: bad bucket entry " + std::to_string(index));
+    }
+    auto state = std::make_unique<BucketState>();
+    if (!residual.empty()) {
+      FRUGAL_RETURN_IF_ERROR(impl_->Reset(*state, index, static_cast<size_t>(size)));
+      FRUGAL_RETURN_IF_ERROR(state->feedback->Deserialize(Span<const uint8_t>(residual.data(), residual.size())));
+      FRUGAL_ASSIGN_OR_RETURN(compress::SparsifierState ss, compress::SparsifierState::Deserialize(
+                                                                Span<const uint8_t>(sparsifier.data(), sparsifier.size())));
+      FRUGAL_RETURN_IF_ERROR(state->sparsifier->RestoreState(ss));
+    }
+    loaded[index] = std::move(state);
+  }
+  if (!r.done()) return Status::Corruption("compressed all-reduce state: trailing bytes");
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->buckets = std::move(loaded);
+  return Status::Ok();
 }
 
 const CompressedAllReduceOptions& CompressedAllReduce::options() const { return impl_->options; }

@@ -25,6 +25,24 @@ std::string TomlValue(const T& v) {
   }
 }
 
+// The local-update mode's cross-field checks.
+Status ValidateSync(const RunConfig& config) {
+  const DistributedOptions& d = config.distributed;
+  if (d.sync != SyncMode::kLocal) return Status::Ok();
+  if (config.elastic.elastic) {
+    return Status::InvalidArgument("--sync local runs without --elastic for now (membership changes do not carry "
+                                   "the outer state yet)");
+  }
+  if (d.adapt != AdaptMode::kOff) {
+    return Status::InvalidArgument("--sync local runs with --adapt off for now (the controller does not choose "
+                                   "--local-steps yet)");
+  }
+  if (d.staleness != 0) {
+    return Status::InvalidArgument("--staleness applies to --sync step only; --sync local needs --staleness 0");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Validate(const RunConfig& config) {
@@ -47,6 +65,7 @@ Status Validate(const RunConfig& config) {
     return Status::InvalidArgument("--elastic runs with --adapt off for now (the controller does not follow a "
                                    "changing world yet)");
   }
+  FRUGAL_RETURN_IF_ERROR(ValidateSync(config));
   if (config.elastic.elastic && config.elastic.min_workers > config.distributed.workers &&
       config.worker.coordinator.empty()) {
     return Status::InvalidArgument("--min-workers " + std::to_string(config.elastic.min_workers) +
@@ -104,8 +123,7 @@ std::string CheckpointDirOf(const RunConfig& config) {
 
 double WireBytesPerValue(const DistributedOptions& o) {
   const compress::WireFormat w = WireFormatOf(o);
-  const double value_bytes = w.values == compress::ValueEncoding::kFp32 ? 4.0 : 2.0;
-  return value_bytes + (w.indices == compress::IndexEncoding::kBlockId ? 0.25 : 2.0);
+  return compress::BytesPerValue(w.values) + (w.indices == compress::IndexEncoding::kBlockId ? 0.25 : 2.0);
 }
 
 std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {

@@ -115,6 +115,11 @@ Status Worker::Impl::BuildReplica() {
   std::vector<std::pair<std::string, torch::Tensor>> params;
   for (const auto& item : model->named_parameters(/*recurse=*/true)) params.emplace_back(item.key(), item.value());
   FRUGAL_ASSIGN_OR_RETURN(replica, Replica::Create(ro, std::move(params), transport.get()));
+  if (dist.sync == SyncMode::kLocal) {  // the replica's pipeline then stays idle
+    std::vector<torch::Tensor> tensors = model->parameters(/*recurse=*/true);
+    FRUGAL_ASSIGN_OR_RETURN(local, LocalSync::Create(config, [sch](int64_t t) { return sch->At(t); },
+                                                     replica->layout(), std::move(tensors), transport.get()));
+  }
   return Status::Ok();
 }
 
@@ -147,6 +152,10 @@ void Worker::Impl::PrintHeader() const {
               transport->world_size(), options.model.c_str(), static_cast<long long>(models::CountParameters(*model)),
               replica->num_buckets(), data.train.name.c_str(), static_cast<long long>(total_steps), dist.density,
               dist.staleness, NameOf(dist.value_encoding), NameOf(dist.exchange));
+  if (local) {
+    std::printf("local updates: %lld inner steps per round, outer lr %g, outer momentum %g\n",
+                static_cast<long long>(dist.local_steps), dist.outer_lr, dist.outer_momentum);
+  }
   std::printf("metrics: %s\n", reporter->metrics_path().c_str());
   std::fflush(stdout);
 }
@@ -156,7 +165,8 @@ void Worker::Impl::PrintHeader() const {
 Status Worker::Impl::Evaluate(int64_t t, int64_t epoch) {
   FRUGAL_RETURN_IF_ERROR(replica->AverageBuffers(t, Buffers(true)));
   if (rank() != 0) return Status::Ok();
-  const train::Evaluation eval = train::EvaluateModel(*model, data.test, device);
+  auto evaluate = [&] { return train::EvaluateModel(*model, data.test, device); };
+  const train::Evaluation eval = local ? local->OnAnchor(evaluate) : evaluate();  // local: the synced model
   nlohmann::json extra = eval.Fields();
   extra["evaluated_version"] = t - 1 - dist.staleness;
   return reporter->Evaluated(t, epoch, eval.accuracy, /*record=*/true, extra);
@@ -169,7 +179,7 @@ Status Worker::Impl::Evaluate(int64_t t, int64_t epoch) {
 Result<LoopEnd> Worker::Impl::Gate(int64_t t, int64_t* evaluated_epoch) {
   const int64_t epoch = cursor->epoch();
   const bool check = dist.checksum_every > 0 && t % dist.checksum_every == 0;
-  FRUGAL_RETURN_IF_ERROR(replica->BeginIteration(t, check));
+  FRUGAL_RETURN_IF_ERROR(local ? local->BeginIteration(t, check) : replica->BeginIteration(t, check));
   const int64_t every = config.checkpoint.checkpoint_every;
   if (every > 0 && t > start_step && t % every == 0) FRUGAL_RETURN_IF_ERROR(SaveCheckpoint(t));
   if (membership && t > start_step && t % config.elastic.elastic_every == 0) {
@@ -206,7 +216,7 @@ Result<double> Worker::Impl::ComputeStep(int64_t t, int64_t* samples) {
                         static_cast<double>(cursor->global_batch());
   torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(batch.x), batch.y);
   (weight == 1.0 ? loss : loss * weight).backward();
-  FRUGAL_RETURN_IF_ERROR(replica->EndBackward());
+  FRUGAL_RETURN_IF_ERROR(local ? local->EndBackward(t) : replica->EndBackward());
   const double loss_value = loss.item<double>();
   FRUGAL_RETURN_IF_ERROR(train::CheckLoss(loss_value, t, transport->topology().DescribeRank(rank())));
   double c = Seconds(Clock::now() - c0);
@@ -223,7 +233,7 @@ Result<double> Worker::Impl::ComputeStep(int64_t t, int64_t* samples) {
 
 // The metrics record of the window ending after iteration t (rank 0).
 Status Worker::Impl::Record(int64_t t, int64_t epoch) {
-  const PipelineStats now = replica->pipeline().stats();
+  const PipelineStats now = Stats();
   const comm::TransportStats traffic = transport->stats();
   const train::RunReporter::Window w = reporter->window();
   double sent_mbit = 0, density = 0;
@@ -261,7 +271,7 @@ Result<WorkerResult> Worker::Impl::Run() {
 // (elastic) the membership changes at a check gate.
 Result<LoopEnd> Worker::Impl::Loop() {
   window_traffic = transport->stats();
-  window_stats = replica->pipeline().stats();
+  window_stats = Stats();
   int64_t t = start_step;
   int64_t evaluated_epoch = cursor->epoch();
   while (t < total_steps && cursor->epoch() < options.epochs) {
@@ -292,8 +302,8 @@ Result<WorkerResult> Worker::Impl::Conclude(int64_t t, const comm::TransportStat
   WorkerResult result;
   result.train.epochs_completed = cursor->epoch();
   result.train.final_loss = reporter->last_loss();
-  FRUGAL_RETURN_IF_ERROR(replica->Finish());
-  FRUGAL_ASSIGN_OR_RETURN(result.final_checksum, replica->CheckReplicas(t));
+  FRUGAL_RETURN_IF_ERROR(local ? local->Finish(t) : replica->Finish());
+  FRUGAL_ASSIGN_OR_RETURN(result.final_checksum, local ? local->CheckReplicas(t) : replica->CheckReplicas(t));
   FRUGAL_RETURN_IF_ERROR(replica->AverageBuffers(t, Buffers(true)));
   double accuracy = -1;
   if (rank() == 0) {
@@ -308,7 +318,7 @@ Result<WorkerResult> Worker::Impl::Conclude(int64_t t, const comm::TransportStat
     FRUGAL_RETURN_IF_ERROR(reporter->Write(final_record));
     result.train.metrics_path = reporter->metrics_path();
   }
-  const PipelineStats st = replica->pipeline().stats();
+  const PipelineStats st = Stats();
   result.train.steps = t;
   result.train.final_test_accuracy = accuracy;
   result.train.wall_time_s = reporter->Elapsed();

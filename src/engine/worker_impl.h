@@ -22,6 +22,7 @@
 #include "frugal/models/model.h"
 #include "frugal/train/run_reporter.h"
 #include "frugal/train/training_data.h"
+#include "local_sync.h"
 
 namespace frugal::engine {
 
@@ -41,6 +42,7 @@ class Worker::Impl {
   std::unique_ptr<data::BatchCursor> cursor;  // the data position; batch sizes may change
   std::unique_ptr<train::LrSchedule> schedule;
   std::unique_ptr<Replica> replica;
+  std::unique_ptr<LocalSync> local;  // --sync local: drives the updates instead of the replica's pipeline
   std::unique_ptr<AdaptationProtocol> protocol;  // with adapt on or batch
   std::unique_ptr<train::RunReporter> reporter;
   int64_t total_steps = 0;
@@ -72,6 +74,7 @@ class Worker::Impl {
   std::chrono::steady_clock::time_point left_world_at;  // when the last generation's loop ended
 
   int rank() const { return transport->rank(); }
+  PipelineStats Stats() const { return local ? local->stats() : replica->pipeline().stats(); }
   Status Init();
   Status Prepare();
   Status BuildModel();
@@ -90,8 +93,10 @@ class Worker::Impl {
 
   // worker_state.cc: run state as named sections (Note [Checkpoints]).
   Result<CheckpointSections> StateSections(int64_t t, bool shared);
-  Status RestoreSections(CheckpointSections& shared, const CheckpointSections* local, bool residuals,
+  Status RestoreSections(CheckpointSections& shared, const CheckpointSections* mine, bool residuals,
                          const std::string& what);
+  Status RestoreLocalSync(const CheckpointSections& s, const CheckpointSections* mine, bool residuals,
+                          const std::string& what);
   Status SaveCheckpoint(int64_t t);
   Status Resume(const std::string& step_dir);
 

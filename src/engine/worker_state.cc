@@ -23,8 +23,12 @@ namespace frugal::engine {
 Result<CheckpointSections> Worker::Impl::StateSections(int64_t t, bool shared) {
   CheckpointSections sections;
   using Parts = GradientPipeline::StateParts;
-  FRUGAL_ASSIGN_OR_RETURN(sections[shared ? "pipeline" : "local"],
-                          replica->SavePipelineState(shared ? Parts::kAll : Parts::kLocal));
+  if (local) {
+    local->SaveSections(shared, &sections);  // the replica's pipeline is idle in local mode
+  } else {
+    FRUGAL_ASSIGN_OR_RETURN(sections[shared ? "pipeline" : "local"],
+                            replica->SavePipelineState(shared ? Parts::kAll : Parts::kLocal));
+  }
   if (shared) sections["parameters"] = replica->SaveParameters();
   ByteWriter meta;
   for (int64_t v : {t, static_cast<int64_t>(transport->world_size()), static_cast<int64_t>(rank()), cursor->epoch(),
@@ -59,16 +63,22 @@ Status Worker::Impl::SaveCheckpoint(int64_t t) {
 }
 
 // Restores rank 0's sections `shared` (with this rank's residuals from
-// them when `residuals`), then, if given, this rank's own `local` part.
-Status Worker::Impl::RestoreSections(CheckpointSections& s, const CheckpointSections* local, bool residuals,
+// them when `residuals`), then, if given, this rank's own part `mine`.
+Status Worker::Impl::RestoreSections(CheckpointSections& s, const CheckpointSections* mine, bool residuals,
                                      const std::string& what) {
-  for (const char* name : {"pipeline", "parameters", "meta", "buffers"}) {
+  for (const char* name : {"parameters", "meta", "buffers"}) {
     if (!s.count(name)) return Status::Corruption(what + " has no '" + name + "' section");
   }
-  FRUGAL_RETURN_IF_ERROR(replica->LoadState(s["pipeline"], s["parameters"], residuals));
-  if (local != nullptr) {
-    auto it = local->find("local");
-    if (it == local->end()) return Status::Corruption(what + ": this rank's part has no 'local' section");
+  if (local) {
+    FRUGAL_RETURN_IF_ERROR(RestoreLocalSync(s, mine, residuals, what));
+  } else if (!s.count("pipeline")) {
+    return Status::Corruption(what + " has no 'pipeline' section (a --sync local checkpoint?)");
+  } else {
+    FRUGAL_RETURN_IF_ERROR(replica->LoadState(s["pipeline"], s["parameters"], residuals));
+  }
+  if (mine != nullptr && !local) {
+    auto it = mine->find("local");
+    if (it == mine->end()) return Status::Corruption(what + ": this rank's part has no 'local' section");
     FRUGAL_RETURN_IF_ERROR(replica->LoadLocalState(it->second).WithContext(what));
   }
   ByteReader meta(s["meta"], what + " meta");
@@ -90,6 +100,20 @@ Status Worker::Impl::RestoreSections(CheckpointSections& s, const CheckpointSect
   }
   start_step = v[0];
   return Status::Ok();
+}
+
+// --sync local: the shared section from rank 0's file, this rank's own
+// part from its file (or rank 0's, for rank 0).
+Status Worker::Impl::RestoreLocalSync(const CheckpointSections& s, const CheckpointSections* mine, bool residuals,
+                                      const std::string& what) {
+  const CheckpointSections* from = mine != nullptr ? mine : (residuals ? &s : nullptr);
+  const std::vector<uint8_t>* own = nullptr;
+  if (from != nullptr) {
+    auto it = from->find("local_sync_own");
+    if (it == from->end()) return Status::Corruption(what + " has no 'local_sync_own' section");
+    own = &it->second;
+  }
+  return local->RestoreSections(s, own, what);
 }
 
 Status Worker::Impl::Resume(const std::string& step_dir) {

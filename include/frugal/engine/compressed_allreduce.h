@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "frugal/comm/sparse_exchange.h"
 #include "frugal/comm/transport.h"
@@ -85,6 +86,14 @@ class CompressedAllReduce {
   // lost, timeout) `data` is left unchanged and the error names the bucket.
   // REQUIRES: bucket < 2^24, data.size() < 2^32.
   Status Run(uint64_t bucket, Span<float> data);
+
+  // This rank's state as bytes, for checkpoints: per bucket index, its size,
+  // error-feedback residual and sparsifier state. LoadState replaces the
+  // state by such bytes (Corruption on malformed ones); the message counters
+  // start again from 0, so every rank of a resumed run must load (or start
+  // empty) at the same point. REQUIRES: no Run in flight.
+  std::vector<uint8_t> SaveState() const;
+  Status LoadState(const std::vector<uint8_t>& bytes);
 
   const CompressedAllReduceOptions& options() const;
   CompressedAllReduceStats stats() const;

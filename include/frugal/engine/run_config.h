@@ -32,6 +32,20 @@ struct frugal::EnumNames<frugal::comm::ExchangeAlgorithm> {
 
 namespace frugal::engine {
 
+// How the replicas synchronise: every step (the gradient pipeline), or
+// every local_steps inner steps with an outer step (src/engine/local_sync.h).
+enum class SyncMode { kStep, kLocal };
+
+}  // namespace frugal::engine
+
+template <>
+struct frugal::EnumNames<frugal::engine::SyncMode> {
+  static constexpr std::pair<engine::SyncMode, const char*> kTable[] = {{engine::SyncMode::kStep, "step"},
+                                                                        {engine::SyncMode::kLocal, "local"}};
+};
+
+namespace frugal::engine {
+
 // The engine's options: compression, pipeline, exchange, control.
 struct DistributedOptions {
   int workers = 4;  // worker processes `frugal train` starts; 1 = no engine
@@ -48,6 +62,14 @@ struct DistributedOptions {
   int staleness = 0;
   double bucket_mb = 4.0;  // gradient bucket size (MB of fp32), parameters never split
   int cpu_threads = 1;     // CPU pipeline threads per worker
+  // Local-update mode (sync = local, DiLoCo-style): each worker takes
+  // local_steps inner optimizer steps alone, then the workers exchange their
+  // sparsified, error-fed parameter change and apply it with an outer
+  // Nesterov-momentum step (DiLoCo's defaults: lr 0.7, momentum 0.9).
+  SyncMode sync = SyncMode::kStep;
+  int64_t local_steps = 32;
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;  // 0 = plain outer SGD
   // Exchange (comm).
   comm::ExchangeAlgorithm exchange = comm::ExchangeAlgorithm::kAuto;
   double timeout_s = 60.0;        // bound on every network wait
@@ -110,11 +132,19 @@ void VisitFields(DistributedOptions& o, V&& visit) {
         o.workers);
   visit(Field("density", d, "Fraction of each gradient bucket sent per step").Positive().Max(1), o.density);
   visit(Field("sparsifier", d, "block, sampled_topk (exact top-k, fast), topk or randomk"), o.sparsifier);
-  visit(Field("value_encoding", d, "Gradient values on the wire: fp32, fp16, bf16"), o.value_encoding);
+  visit(Field("value_encoding", d, "Gradient values on the wire: fp32, fp16, bf16, int8 or int4 (error-fed rounding)"), o.value_encoding);
   visit(Field("staleness", d, "0 or 1: forward t uses the parameters after t-1-staleness").Min(0).Max(1), o.staleness);
   visit(Field("bucket_mb", d, "Gradient bucket size in MB of fp32").Positive().Max(4096), o.bucket_mb);
   visit(Field("cpu_threads", d, "CPU pipeline threads per worker").PerWorker().Min(1).Max(256), o.cpu_threads);
   visit(Field("exchange", d, "auto, flat or hierarchical"), o.exchange);
+  const char* l = "Local updates";
+  visit(Field("sync", l, "step: exchange gradients every step; local: every --local-steps steps exchange the "
+                         "sparsified, error-fed parameter change and take an outer Nesterov step (DiLoCo-style)"),
+        o.sync);
+  visit(Field("local_steps", l, "--sync local: inner steps per round").Min(1).Max(1000000), o.local_steps);
+  visit(Field("outer_lr", l, "--sync local: outer learning rate").Positive().Max(10), o.outer_lr);
+  visit(Field("outer_momentum", l, "--sync local: outer Nesterov momentum (0 = none)").UnitInterval(),
+        o.outer_momentum);
   visit(Field("timeout_s", d, "Bound on every network wait, seconds").PerWorker().Positive().Max(86400), o.timeout_s);
   visit(Field("checksum_every", d, "Compare replica checksums every N steps (0 = at the end)").NonNegative(),
         o.checksum_every);

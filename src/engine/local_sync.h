@@ -1,0 +1,114 @@
+// LocalSync: the local-update mode of a worker (--sync local), DiLoCo-style
+// outer steps over Frugal's sparse, error-fed exchange. Internal to the
+// engine; the Worker calls it instead of its Replica's pipeline.
+//
+// Each worker keeps, per gradient bucket of the Replica's layout:
+//   anchor   the parameters at the last sync (equal on every rank)
+//   master   its own inner parameters (copied into the model after each step)
+//   inner    the run's optimizer (SGD/Adam/AdamW, optim::SparseOptimizer
+//            stepping densely), this rank's own state
+//   outer    SGD with Nesterov momentum (--outer-lr, --outer-momentum)
+// and one CompressedAllReduce (error-feedback residual + sparsifier state per
+// bucket, the topology-aware SparseExchange).
+//
+// Per iteration t, on the compute thread:
+//   BeginIteration(t): if local_steps inner steps were taken since the last
+//     sync, sync now (below). Non-overlapped: the exchange blocks.
+//   forward, backward (the model's .grad tensors)
+//   EndBackward(t): inner step on master with lr_at(t); master -> model.
+// Sync (the round that ends before iteration t):
+//   delta_b = anchor_b - master_b               (the pseudo-gradient)
+//   delta_b <- CompressedAllReduce(delta_b)     (residual added, sparsified,
+//               encoded, exchanged, decoded and averaged over the ranks)
+//   outer step: anchor_b <- NesterovSGD(anchor_b, delta_b)
+//   master_b <- anchor_b; model <- anchor
+// Every rank applies the same merged bytes with the same outer state, so
+// the anchors (and the models right after a sync) are bit-identical.
+// Finish(t) syncs a last, shorter round if steps were taken since the
+// last sync, so every run ends on identical replicas.
+//
+// With local_steps 1, density 1, fp32 values, outer lr 1 and outer momentum
+// 0, a round is one synchronous step: the mean of the workers' inner updates
+// (equal to the update of the mean gradient for SGD with or without momentum,
+// which are linear), up to float rounding.
+//
+// Thread safety: one thread (the worker's compute thread).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "frugal/comm/transport.h"
+#include "frugal/common/status.h"
+#include "frugal/engine/checkpoint.h"
+#include "frugal/engine/gradient_pipeline.h"
+#include "frugal/engine/replica.h"
+#include "frugal/engine/run_config.h"
+
+namespace frugal::engine {
+
+class LocalSync {
+ public:
+  // params: the model's tensors in the layout's slot order. Broadcasts rank
+  // 0's values to every rank (as the Replica does) and copies them in.
+  // REQUIRES: config.distributed.sync == SyncMode::kLocal, Validate(config)
+  // Ok; the transport outlives this object.
+  static Result<std::unique_ptr<LocalSync>> Create(const RunConfig& config, std::function<double(int64_t)> lr_at,
+                                                   const BucketLayout& layout, std::vector<torch::Tensor> params,
+                                                   comm::Transport* transport);
+  ~LocalSync();
+  LocalSync(const LocalSync&) = delete;
+  LocalSync& operator=(const LocalSync&) = delete;
+
+  // Syncs the round that ended before iteration t if it is complete; with
+  // check_replicas, then compares the anchors' checksums over the ranks.
+  Status BeginIteration(int64_t t, bool check_replicas);
+  // The inner step of iteration t from the model's gradients (a parameter
+  // without a gradient counts as zero); clears the gradients.
+  Status EndBackward(int64_t t);
+  // Syncs the last round if it has steps; the model then holds the anchor.
+  // t: the iteration count reached.
+  Status Finish(int64_t t);
+  // All-gathers the checksum of the anchor under t's tag; an error names
+  // the ranks that differ.
+  Result<uint64_t> CheckReplicas(int64_t t);
+
+  // Runs fn with the anchor (the synced parameters) in the model, then puts
+  // this rank's inner parameters back: evaluations see the global model.
+  template <class F>
+  auto OnAnchor(F&& fn) {
+    CopyIn(/*anchor=*/true);
+    auto result = fn();
+    CopyIn(/*anchor=*/false);
+    return result;
+  }
+
+  // Counters for the metrics: sparsify_s and exchange_s of the syncs,
+  // optimizer_s of inner and outer steps, sent/total values of the syncs.
+  PipelineStats stats() const;
+  int64_t rounds() const;  // syncs so far
+
+  // Run state (Note [Local-update state] in local_sync.cc), as checkpoint
+  // sections: "local_sync" (rank 0 only: anchors, outer state, round
+  // counters) and "local_sync_own" (every rank: its inner parameters and
+  // optimizer state, its residuals).
+  void SaveSections(bool shared, CheckpointSections* sections) const;
+  // Restores rank 0's shared section from `s`, and this rank's own part
+  // from `own` (null: this rank starts the round from the anchor, with
+  // fresh inner state and no residual). Corruption names `what`.
+  Status RestoreSections(const CheckpointSections& s, const std::vector<uint8_t>* own, const std::string& what);
+
+  class Impl;
+
+ private:
+  explicit LocalSync(std::unique_ptr<Impl> impl);
+  void CopyIn(bool anchor);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace frugal::engine

@@ -1,0 +1,171 @@
+// The local-update mode (--sync local, src/engine/local_sync.h) end to end:
+// workers as threads over the in-process transport.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "frugal/engine/checkpoint.h"
+#include "worker_test_util.h"
+
+namespace frugal::engine {
+namespace {
+
+RunConfig LocalOptions(const std::string& run) {
+  RunConfig o = BaseOptions(run);
+  o.train.model = "mlp";
+  o.train.momentum = 0.9;
+  o.train.lr = 0.02;
+  o.distributed.sync = SyncMode::kLocal;
+  o.distributed.local_steps = 4;
+  o.distributed.density = 0.05;
+  return o;
+}
+
+// Sparse, fp16, outer Nesterov momentum, a last round shorter than the
+// others (22 steps, H = 4), replica checks every 5 steps (mid-round: the
+// anchors are compared): every replica ends bit-identical, and it learns
+// (the synthetic task reaches 100% in one epoch with every step synced).
+TEST(LocalSyncTest, ReplicasStayBitIdenticalAndLearn) {
+  RunConfig o = LocalOptions("local-identical");
+  o.train.epochs = 2;
+  o.train.max_steps = 22;
+  auto ranks = RunWorkers(o, {"local", "local", "local"});
+  for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  for (auto& r : ranks) {
+    EXPECT_EQ(r.result.final_checksum, ranks[0].result.final_checksum);
+    EXPECT_EQ(r.params, ranks[0].params);
+  }
+  EXPECT_EQ(ranks[0].result.train.steps, 22);
+  EXPECT_GT(ranks[0].result.train.final_test_accuracy, 0.9);
+}
+
+// Two clusters: the round's exchange is the topology-aware one (only the
+// leaders cross the slow link), and it happens once per round.
+TEST(LocalSyncTest, SyncsOncePerRoundOverTheHierarchicalExchange) {
+  RunConfig o = LocalOptions("local-clusters");
+  o.train.max_steps = 8;
+  o.distributed.checksum_every = 0;
+  o.distributed.bucket_mb = 8;  // mlp: 3 buckets
+  auto ranks = RunWorkers(o, {"a", "a", "b", "b"});
+  for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  // 2 rounds x 3 buckets of pseudo-gradients plus the final checksum.
+  for (int r : {0, 2}) EXPECT_EQ(ranks[r].result.traffic.inter_cluster.messages_sent, 2u * 3u + 2u) << "rank " << r;
+  for (int r : {1, 3}) EXPECT_EQ(ranks[r].result.traffic.inter_cluster.messages_sent, 2u) << "rank " << r;
+  EXPECT_EQ(ranks[1].params, ranks[2].params);
+}
+
+// With H = 1, density 1, fp32 values, outer lr 1 and no outer momentum, a
+// round is one synchronous step: the mean of the workers' SGD-momentum
+// updates is the update of the mean gradient (linear), up to rounding.
+TEST(LocalSyncTest, OneStepRoundsReproduceTheSynchronousPath) {
+  RunConfig o = LocalOptions("local-h1");
+  o.train.max_steps = 12;
+  o.distributed.local_steps = 1;
+  o.distributed.density = 1.0;
+  o.distributed.value_encoding = compress::ValueEncoding::kFp32;
+  o.distributed.outer_lr = 1.0;
+  o.distributed.outer_momentum = 0.0;
+  auto local = RunWorkers(o, {"local", "local"});
+  for (auto& r : local) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+
+  RunConfig step = o;
+  step.train.run_name = "local-h1-step";
+  step.distributed.sync = SyncMode::kStep;
+  auto sync = RunWorkers(step, {"local", "local"});
+  for (auto& r : sync) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_EQ(local[0].params.size(), sync[0].params.size());
+  EXPECT_LT(RelativeDistance(local[0].params, sync[0].params), 1e-5);
+  EXPECT_EQ(local[0].params, local[1].params);
+
+  // Not vacuous: four local steps per round end measurably elsewhere.
+  RunConfig h4 = o;
+  h4.train.run_name = "local-h4";
+  h4.distributed.local_steps = 4;
+  auto four = RunWorkers(h4, {"local", "local"});
+  for (auto& r : four) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_GT(RelativeDistance(four[0].params, sync[0].params), 1e-4);
+}
+
+RunConfig LocalCheckpointOptions(const std::string& run) {
+  RunConfig o = LocalOptions(run);
+  o.train.max_steps = 14;
+  o.checkpoint.checkpoint_every = 6;  // in the middle of the second round (H = 4)
+  o.checkpoint.checkpoint_dir =
+      (std::filesystem::temp_directory_path() / "frugal_worker_test" / run / "checkpoints").string();
+  std::filesystem::remove_all(o.checkpoint.checkpoint_dir);
+  return o;
+}
+
+// The outer momentum, the anchors, each rank's inner parameters, optimizer
+// state and residuals, and the round counters are run state: a run resumed
+// from the checkpoint of step 6 (mid-round, after one outer step) ends
+// bit-identical to the run that wrote it.
+TEST(LocalSyncTest, ResumeFromAMidRoundCheckpointIsBitExact) {
+  RunConfig o = LocalCheckpointOptions("local-ckpt");
+  auto full = RunWorkers(o, {"local", "local"});
+  for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  const std::string step6 = CheckpointStepDir(o.checkpoint.checkpoint_dir, 6);
+  auto rank0 = ReadCheckpointFile(CheckpointRankFile(step6, 0));
+  auto rank1 = ReadCheckpointFile(CheckpointRankFile(step6, 1));
+  ASSERT_TRUE(rank0.ok() && rank1.ok());
+  EXPECT_EQ(rank0->count("local_sync"), 1u);
+  EXPECT_EQ(rank0->count("local_sync_own"), 1u);
+  EXPECT_EQ(rank1->count("local_sync"), 0u);
+  EXPECT_EQ(rank1->count("local_sync_own"), 1u);
+
+  RunConfig resumed = o;
+  resumed.train.run_name = "local-ckpt-resumed";
+  resumed.checkpoint.resume_from = step6;
+  auto again = RunWorkers(resumed, {"local", "local"});
+  for (auto& r : again) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(again[0].result.train.steps, 14);
+  EXPECT_EQ(again[0].result.final_checksum, full[0].result.final_checksum);
+  EXPECT_EQ(again[0].params, full[0].params);
+  EXPECT_EQ(again[1].params, full[1].params);
+
+  // A third rank, absent from the checkpoint, joins the round at the anchor.
+  resumed.train.run_name = "local-ckpt-3";
+  auto three = RunWorkers(resumed, {"local", "local", "local"});
+  for (auto& r : three) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(three[2].params, three[0].params);
+}
+
+TEST(LocalSyncTest, AStepModeCheckpointIsNotALocalOne) {
+  RunConfig o = LocalCheckpointOptions("local-ckpt-mixed");
+  o.distributed.sync = SyncMode::kStep;
+  o.train.max_steps = 7;
+  auto full = RunWorkers(o, {"local", "local"});
+  for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  RunConfig resumed = LocalCheckpointOptions("local-ckpt-mixed-resumed");
+  resumed.checkpoint.resume_from = CheckpointStepDir(o.checkpoint.checkpoint_dir, 6);
+  auto again = RunWorkers(resumed, {"local", "local"});
+  EXPECT_EQ(again[0].status.code(), Status::Code::kCorruption) << again[0].status.ToString();
+  EXPECT_NE(again[0].status.message().find("local_sync"), std::string::npos) << again[0].status.ToString();
+}
+
+TEST(LocalSyncTest, BadOptionsAreClearErrors) {
+  auto message = [](const std::function<void(RunConfig&)>& change) {
+    RunConfig c = LocalOptions("bad");
+    change(c);
+    return Validate(c).message();
+  };
+  EXPECT_NE(message([](RunConfig& c) { c.elastic.elastic = true; }).find("--sync local runs without --elastic"),
+            std::string::npos);
+  EXPECT_NE(message([](RunConfig& c) { c.distributed.adapt = AdaptMode::kOn; }).find("--adapt off"),
+            std::string::npos);
+  EXPECT_NE(message([](RunConfig& c) { c.distributed.staleness = 1; }).find("--staleness"), std::string::npos);
+  EXPECT_NE(message([](RunConfig& c) { c.distributed.local_steps = 0; }).find("--local-steps"), std::string::npos);
+  EXPECT_NE(message([](RunConfig& c) { c.distributed.outer_lr = 0; }).find("--outer-lr"), std::string::npos);
+  EXPECT_NE(message([](RunConfig& c) { c.distributed.outer_momentum = 1.0; }).find("--outer-momentum"),
+            std::string::npos);
+  EXPECT_TRUE(Validate(LocalOptions("good")).ok());
+  RunConfig c;
+  Status s = SetOption(&c, "sync", "sometimes");
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("local"), std::string::npos) << s.ToString();
+  ASSERT_TRUE(SetOption(&c, "local-steps", "500").ok());
+  EXPECT_EQ(c.distributed.local_steps, 500);
+}
+
+}  // namespace
+}  // namespace frugal::engine
