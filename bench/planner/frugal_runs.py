@@ -26,7 +26,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from harness import FrugalJob, ProcessGroup, Testbed, read_jsonl  # noqa: E402
+from harness import FrugalJob, ProcessGroup, Testbed, hold_testbed_lock, read_jsonl  # noqa: E402
 
 
 def run_config(args, workers, rate, density, batch, name):
@@ -64,6 +64,9 @@ def main():
     if os.geteuid() != 0:
         sys.exit("frugal_runs: needs root (network namespaces)")
     os.makedirs(args.out_dir, exist_ok=True)
+    # One testbed for the whole run, so that no other benchmark runs between
+    # the profile and the configurations.
+    lock = hold_testbed_lock(True, lambda: print("frugal_runs: waiting for another testbed run", flush=True))
     hw = os.path.join(args.out_dir, "this-machine.toml")
     ops = os.path.join(args.out_dir, "mlp_ops.csv")
     subprocess.run([args.frugal, "profile", "--model", "mlp", "--micro-batch", "64", "--out", ops,
@@ -109,6 +112,7 @@ def main():
                                                  1e3 * sps * batch, ",".join("%.2f" % (1e3 * stages[k]) for k in STAGES)))
     # Every worker runs on this one host: --workers-per-host 0 (issue 18).
     common = ["--bytes-per-value", "2.25", "--workers-per-host", "0"]
+    lock.close()
     for path, extra in ((plain, ["--shared-cpu"] + common), (fed, common)):
         print("\n$ frugal plan frugal-validate %s --hardware %s %s" % (os.path.basename(path), hw, " ".join(extra)))
         subprocess.run([args.frugal, "plan", "frugal-validate", path, "--hardware", hw] + extra)
