@@ -40,6 +40,7 @@ Status ClusterManager::Impl::Load() {
   for (NodeRecord& n : nodes_) n.last_heartbeat = now;  // Grace period after a restart.
   for (JobRecord& j : jobs_) {
     if (IsTerminal(j.state)) continue;
+    j.formed = !j.coordinator.empty() && j.last_step > 0;
     LiveSpeed& speed = speeds_[j.id];
     FRUGAL_ASSIGN_OR_RETURN(std::vector<MetricSample> samples, store_->LoadSamples(j.id));
     for (const MetricSample& m : samples) speed.Observe(m.workers, m.samples_per_s);
@@ -180,6 +181,7 @@ Status ClusterManager::Impl::HandleExit(const NodeRecord& node, const TaskExit& 
 
 void ClusterManager::Impl::LearnSample(JobRecord& job, const MetricSample& m) {
   if (m.samples_per_s < 0) return;  // An evaluation record.
+  job.formed = true;
   speeds_[job.id].Observe(m.workers, m.samples_per_s);
   if (m.step > job.last_step) {
     job.progress += static_cast<double>(m.step - job.last_step) * std::max(m.global_batch, 0);

@@ -27,7 +27,7 @@ namespace frugal::cluster {
 // mistakes a new member for one it already ran.
 //
 // A fresh incarnation (first start, a failed task, the coordinator's node
-// lost, a resize before the coordinator's endpoint is known) starts a new
+// lost, a resize before the job reported a step of its first world) starts a new
 // coordinator and workers that resume from the newest complete checkpoint
 // ("--resume-from {checkpoint}", resolved by the agent): the
 // restart-from-checkpoint fallback. The coordinator runs with
@@ -57,6 +57,7 @@ class ElasticJobController final : public JobController {
       return true;
     }
     if (fresh) {
+      job->formed = false;
       job->incarnation = job->generation;
       job->home_node = job->placement.front().node_id;
       job->coordinator.clear();
@@ -67,7 +68,9 @@ class ElasticJobController final : public JobController {
       }
       return true;
     }
-    if (job->coordinator.empty()) return false;  // The first world may not have formed yet.
+    // Before the first world formed, a removed worker may be one the
+    // coordinator still waits for: start afresh (nothing trained is lost).
+    if (job->coordinator.empty() || !job->formed) return false;
     Resize(job);
     return true;
   }

@@ -29,12 +29,14 @@ class ElasticManagerTest : public ::testing::Test {
     EXPECT_TRUE(m.ok()) << m.status().message();
     return std::move(*m);
   }
-  AgentReply Beat(ClusterManager& m, std::vector<TaskExit> exits = {}, std::vector<TaskEndpoint> endpoints = {}) {
+  AgentReply Beat(ClusterManager& m, std::vector<TaskExit> exits = {}, std::vector<TaskEndpoint> endpoints = {},
+                  std::vector<MetricSample> samples = {}) {
     AgentReport r;
     r.node = "host-a";
     r.slots = 4;
     r.exited = std::move(exits);
     r.endpoints = std::move(endpoints);
+    r.samples = std::move(samples);
     auto reply = m.Heartbeat(r);
     EXPECT_TRUE(reply.ok()) << reply.status().message();
     return reply.ok() ? *reply : AgentReply{};
@@ -51,7 +53,9 @@ class ElasticManagerTest : public ::testing::Test {
     }
     return out;
   }
-  // Starts job 1 alone on host-a (4 slots) and reports its coordinator.
+  // Job `id` reports step 5 of its first world.
+  static std::vector<MetricSample> Step(int64_t id) { return {{id, 5, 0, 4, 128, 2.0, -1, 100.0}}; }
+  // Starts job 1 alone on host-a (4 slots).
   std::unique_ptr<ClusterManager> StartOne() {
     auto m = Open();
     Beat(*m);
@@ -86,7 +90,7 @@ TEST_F(ElasticManagerTest, WorkersStartOnceTheCoordinatorsEndpointIsKnown) {
 
 TEST_F(ElasticManagerTest, ShrinkAndGrowKeepTheRunningProcesses) {
   auto m = StartOne();
-  Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}});
+  Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}}, Step(1));
   const std::set<std::string> before = Ids(Beat(*m));
   ASSERT_EQ(before.size(), 5u);
 
@@ -111,7 +115,7 @@ TEST_F(ElasticManagerTest, ShrinkAndGrowKeepTheRunningProcesses) {
   EXPECT_EQ(m->Job(1)->state, JobState::kRunning);
 
   // b finishes: a grows back with two --join workers, under new task ids.
-  Beat(*m, {}, {{"job-2-g1-c", "tcp://127.0.0.1:4001"}});
+  Beat(*m, {}, {{"job-2-g1-c", "tcp://127.0.0.1:4001"}}, Step(2));
   Beat(*m, {{"job-2-g1-c", 0}});
   ASSERT_EQ(m->Job(2)->state, JobState::kFinished);
   clock_.Advance(2);
@@ -149,15 +153,20 @@ TEST_F(ElasticManagerTest, AFailedWorkerOrCoordinatorRestartsFromTheCheckpoint) 
   EXPECT_EQ(m->Job(1)->state, JobState::kFinished);
 }
 
-TEST_F(ElasticManagerTest, AResizeBeforeTheCoordinatorIsUpRestartsIt) {
-  auto m = StartOne();
-  Beat(*m);  // The coordinator task starts; its endpoint is not reported yet.
-  ASSERT_TRUE(m->Submit(Job("b", 2, 2)).ok());
-  ASSERT_TRUE(m->RunRound().ok());
-  JobRecord a = *m->Job(1);
-  EXPECT_EQ(a.Workers(), 2);
-  EXPECT_EQ(a.incarnation, a.generation) << "its first world may not have formed: a fresh start";
-  EXPECT_EQ(a.members.size(), 2u);
+TEST_F(ElasticManagerTest, AResizeBeforeTheFirstWorldFormedRestartsIt) {
+  for (bool endpoint_known : {false, true}) {
+    SCOPED_TRACE(endpoint_known);
+    auto m = StartOne();
+    // The coordinator task starts; no step yet (and maybe no endpoint).
+    Beat(*m, {}, endpoint_known ? std::vector<TaskEndpoint>{{"job-1-g1-c", "tcp://127.0.0.1:4000"}}
+                                : std::vector<TaskEndpoint>{});
+    ASSERT_TRUE(m->Submit(Job("b", 2, 2)).ok());
+    ASSERT_TRUE(m->RunRound().ok());
+    JobRecord a = *m->Job(1);
+    EXPECT_EQ(a.Workers(), 2);
+    EXPECT_EQ(a.incarnation, a.generation) << "a worker leaving may be one the coordinator waits for: a fresh start";
+    EXPECT_EQ(a.members.size(), 2u);
+  }
 }
 
 TEST_F(ElasticManagerTest, ARestartedServerKeepsTheElasticState) {
@@ -169,7 +178,7 @@ TEST_F(ElasticManagerTest, ARestartedServerKeepsTheElasticState) {
     Beat(*m);
     ASSERT_TRUE(m->Submit(Job("a", 2, 4)).ok());
     ASSERT_TRUE(m->RunRound().ok());
-    Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}});
+    Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}}, Step(1));
     ASSERT_TRUE(m->Submit(Job("b", 2, 2)).ok());
     ASSERT_TRUE(m->RunRound().ok());
     before = Ids(Beat(*m));

@@ -85,6 +85,10 @@ struct JobRecord {
   int64_t home_node = 0;
   std::vector<ElasticMember> members;
   std::string coordinator;
+  // A step record arrived since the last fresh start: the first world has
+  // formed, so workers may leave. Not persisted (on loading: a coordinator
+  // is known and the job has made steps).
+  bool formed = false;
 
   int Workers() const {
     int n = 0;
