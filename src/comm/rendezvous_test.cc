@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "frugal/comm/sparse_exchange.h"
+#include "membership_wire.h"
+#include "rendezvous_wire.h"
 #include "test_world.h"
 
 namespace frugal::comm {
@@ -194,6 +196,38 @@ TEST(RendezvousTest, ClientTimesOutWhenNoServerAnswers) {
   auto r = RegisterWithRendezvous((*server)->endpoint(), PeerInfo{0, "tcp://x:1", "a", ""}, milliseconds(200));
   EXPECT_EQ(r.status().code(), Status::Code::kTimeout);
   EXPECT_NE(r.status().message().find((*server)->endpoint()), std::string::npos);
+}
+
+// Regressions of fuzz/rendezvous_fuzz.cc: a float where an integer belongs
+// was read as an int (undefined behaviour); an unsigned 2^64-1 rank wrapped
+// to -1; a table out of rank order was accepted.
+TEST(RendezvousWireTest, MalformedFramesAreRejectedWithAReason) {
+  const std::string peers =
+      R"([{"rank":0,"endpoint":"tcp://h:1","cluster":"a"},{"rank":1,"endpoint":"tcp://h:2","cluster":"b"}])";
+  auto ok = wire::ParseWorldTable(R"({"version":1,"rank":1,"peers":)" + peers + "}", "server");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->rank, 1);
+  EXPECT_EQ(ok->peers[1].endpoint, "tcp://h:2");
+
+  auto huge_version = wire::ParseWorldTable(R"({"version":1.4e32,"rank":1,"peers":)" + peers + "}", "server");
+  EXPECT_EQ(huge_version.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(huge_version.status().message().find("version"), std::string::npos);
+  auto generation = membership_wire::ParseTable(
+      R"({"version":1e300,"generation":1,"rank":0,"restore":-1,"peers":)" + peers + "}", "coordinator");
+  EXPECT_EQ(generation.status().code(), Status::Code::kCorruption);
+
+  const std::string swapped =
+      R"([{"rank":1,"endpoint":"tcp://h:1","cluster":"a"},{"rank":0,"endpoint":"tcp://h:2","cluster":"b"}])";
+  auto out_of_order = wire::ParseWorldTable(R"({"version":1,"rank":0,"peers":)" + swapped + "}", "server");
+  EXPECT_EQ(out_of_order.status().code(), Status::Code::kCorruption);
+
+  std::string id, why;
+  PeerInfo info;
+  std::vector<int64_t> snapshots;
+  bool join = false;
+  const auto wrapped = nlohmann::json::parse(R"({"rank":18446744073709551615,"endpoint":"tcp://h:1","cluster":"a"})");
+  EXPECT_FALSE(membership_wire::ParseRegistration(wrapped, true, &id, &info, &snapshots, &join, &why));
+  EXPECT_NE(why.find("rank"), std::string::npos);
 }
 
 }  // namespace
