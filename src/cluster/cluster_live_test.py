@@ -147,7 +147,7 @@ def scenario(fx):
     fx.start_agent()
     a = fx.submit("a", 2, 4)
     fx.wait("job a running on 4 workers", lambda: (j := fx.job(a)) and j["state"] == "running" and j["workers"] == 4, 60)
-    fx.wait("job a past its first checkpoint", lambda: fx.job(a)["step"] >= 15, 240)
+    fx.wait("job a past its first checkpoint", lambda: fx.job(a)["step"] >= 15, 480)
     incarnation = fx.job(a)["incarnation"]
     b = fx.submit("b", 2, 2)
     fx.wait("afs-p shrinking a to 2 workers for b", lambda: fx.job(a)["workers"] == 2 and fx.job(b)["workers"] == 2, 30)
