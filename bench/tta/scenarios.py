@@ -16,7 +16,10 @@ DDP_SYSTEMS.update({name: ["--hook", "powersgd", "--powersgd-rank", str(r)] for 
 DDP_SYSTEMS.update({name: ["--hook", "localsgd", "--localsgd-period", str(p)] for name, p in LOCALSGD_PERIODS.items()})
 STOCK_SYSTEMS = ["ddp_powersgd1", "ddp_powersgd", "ddp_powersgd8", "ddp_localsgd4", "ddp_localsgd16"]
 SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
-ALL_SYSTEMS = ["frugal", "frugal_flat", "frugal_adapt", "frugal_slow", "frugal_slow_balanced"] + \
+# Frugal's local-update mode (--sync local): an outer step over the sparse,
+# error-fed exchange every FRUGAL_LOCAL_STEPS steps (as ddp_localsgd16).
+FRUGAL_LOCAL_STEPS = 16
+ALL_SYSTEMS = ["frugal", "frugal_flat", "frugal_adapt", "frugal_local", "frugal_slow", "frugal_slow_balanced"] + \
     ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"] + \
     [s for s in STOCK_SYSTEMS if s != "ddp_powersgd"]
 # frugal_slow*: every worker in its own CPU cgroup (bench/harness/cgroups.py):
@@ -34,6 +37,8 @@ def frugal_variant_args(system, rank):
         return ["--exchange", "flat"]
     if system == "frugal_adapt":
         return ["--adapt", "on"]
+    if system == "frugal_local":
+        return ["--sync", "local", "--local-steps", str(FRUGAL_LOCAL_STEPS)]
     if system.startswith("frugal_d"):
         return ["--density", system[len("frugal_d"):]]
     if system == "frugal_slow_balanced":
@@ -101,7 +106,8 @@ CLUSTER_SYSTEMS = ["frugal", "frugal_flat", "ddp", "ddp_fp16"] + STOCK_SYSTEMS +
 # their epochs; shaped DDP runs ~3 s/iteration on mlp at 100 Mbit/s, so it
 # gets a fixed slice and a lower bound.
 FULL_BUDGETS = {"frugal": 900, "frugal_flat": 900, "ddp": 300, "ddp_fp16": 300, "ddp_powersgd": 300,
-                "ddp_unlimited": 900, "frugal_adapt": 900, "frugal_slow": 900, "frugal_slow_balanced": 900}
+                "ddp_unlimited": 900, "frugal_adapt": 900, "frugal_local": 900, "frugal_slow": 900,
+                "frugal_slow_balanced": 900}
 FULL_BUDGETS.update({"frugal_d" + d: 900 for d in SWEEP_DENSITIES})
 # Local SGD sends a full model every 4 or 16 steps: it can finish its epochs.
 FULL_BUDGETS.update({"ddp_powersgd1": 300, "ddp_powersgd8": 300, "ddp_localsgd4": 900, "ddp_localsgd16": 900})
