@@ -6,8 +6,8 @@ Reports per-job JCT (finish - submit, from the server's own records), the
 average, the makespan, the number of resizes, and for every resize of a
 running job how long it took: from the server's resize event to the first
 step record the job reports at its new size (server receive times), and the
-steps redone (the newest step reported before the event minus the first
-after it, when positive). Everything is real: the jobs are elastic Frugal
+step regression (the newest step reported before the event minus the first
+after it, when positive; work redone between two log records is not seen). Everything is real: the jobs are elastic Frugal
 jobs (--controllers elastic: resized in place) or `frugal train` runs that
 the agent restarts from checkpoints (--controllers restart).
 
@@ -48,7 +48,7 @@ def resize_times(port, jobs, events):
         out.append({"job": e["job_id"], "from": int(m.group(1)), "to": int(m.group(2)),
                     "how": "in place" if "[in place]" in e["message"] else "restart",
                     "seconds": after[0]["time"] - e["time"] if after else None,
-                    "steps_redone": max(0, max(before) - after[0]["step"]) if before and after else None})
+                    "step_regression": max(0, max(before) - after[0]["step"]) if before and after else None})
     return out
 
 
@@ -133,7 +133,7 @@ def main():
         results.append(r)
         for z in r["resizes"]:
             print(f"  resize of job {z['job']} {z['from']} -> {z['to']} ({z['how']}): {z['seconds']} s to the first "
-                  f"step at the new size, {z['steps_redone']} steps redone")
+                  f"step at the new size, step regression {z['step_regression']}")
         print(f"{policy} ({controller}): avg JCT {r['avg_jct_s']:.1f} s, makespan {r['makespan_s']:.1f} s, "
               f"{r['resizes_and_preemptions']} resizes/preemptions, all finished: {r['all_finished']}")
         for j in r["jobs"]:
