@@ -27,13 +27,13 @@ class HookState:
         return self._engine.stats()
 
 
-def hook_state(process_group=None, *, density=0.01, sparsifier="block", value_encoding="fp16", exchange="auto",
+def hook_state(process_group=None, *, density=0.03, sparsifier="block", value_encoding="int4", exchange="auto",
                dgc_momentum=0.0, timeout_s=None, world=None):
     """State for ``ddp.register_comm_hook(state, frugal.sparse_hook)``.
 
     Each DDP gradient bucket is added to its error-feedback residual,
     sparsified to ``density`` (``sparsifier``: 'block', 'topk' or 'randomk'),
-    sent with ``value_encoding`` ('fp16', 'bf16' or 'fp32') over Frugal's
+    sent with ``value_encoding`` ('int4', 'int8', 'fp16', 'bf16' or 'fp32') over Frugal's
     transport (``world``, default ``frugal.init()``), merged, and the mean is
     handed back to DDP. With density=1 and value_encoding='fp32' it computes
     what DDP's own all-reduce computes.

@@ -47,7 +47,8 @@ class DistributedModel(torch.nn.Module):
         weight_decay, beta1, beta2, eps as in torch.optim.
       density: fraction of each bucket sent per step, in (0, 1].
       sparsifier: 'block' (cache-line blocks), 'topk', 'sampled_topk' or 'randomk'.
-      value_encoding: 'fp16', 'bf16' or 'fp32' on the wire.
+      value_encoding: 'int4' (default), 'int8', 'fp16', 'bf16' or 'fp32' on the wire;
+        rounding errors are fed back like unsent coordinates.
       staleness: 0 or 1. bucket_mb: gradient bucket size.
       cpu_threads: threads of the CPU pipeline. exchange: 'auto', 'flat' or
         'hierarchical'. dgc_momentum: error-feedback momentum correction.
@@ -58,8 +59,8 @@ class DistributedModel(torch.nn.Module):
     """
 
     def __init__(self, module, *, optimizer="sgd", lr=0.01, momentum=0.0, dampening=0.0, nesterov=False,
-                 weight_decay=0.0, beta1=0.9, beta2=0.999, eps=1e-8, density=0.01, sparsifier="block",
-                 value_encoding="fp16", staleness=0, bucket_mb=4.0, cpu_threads=1, exchange="auto",
+                 weight_decay=0.0, beta1=0.9, beta2=0.999, eps=1e-8, density=0.03, sparsifier="block",
+                 value_encoding="int4", staleness=0, bucket_mb=4.0, cpu_threads=1, exchange="auto",
                  dgc_momentum=0.0, timeout_s=None, seed=1, check_every=100, world=None):
         super().__init__()
         if not isinstance(module, torch.nn.Module):

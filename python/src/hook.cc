@@ -23,7 +23,7 @@ std::unique_ptr<CompressedAllReduce> Create(World& world, double density, const 
                           sparsifier + "'");
   }
   auto values = ParseEnum<compress::ValueEncoding>(value_encoding);
-  if (!values) throw py::value_error("value_encoding must be fp32, fp16 or bf16, got '" + value_encoding + "'");
+  if (!values) throw py::value_error("value_encoding must be fp32, fp16, bf16, int8 or int4, got '" + value_encoding + "'");
   auto algorithm = ParseEnum<comm::ExchangeAlgorithm>(exchange);
   if (!algorithm) throw py::value_error("exchange must be auto, flat or hierarchical, got '" + exchange + "'");
   CompressedAllReduceOptions o;
@@ -69,7 +69,7 @@ void BindHook(py::module_& m) {
   py::class_<CompressedAllReduce>(m, "CompressedAllReduce",
                                   "Sparse, error-fed mean of gradient buckets over a Frugal world")
       .def(py::init(&Create), py::arg("world"), py::arg("density"), py::arg("sparsifier") = "block",
-           py::arg("value_encoding") = "fp16", py::arg("exchange") = "auto", py::arg("dgc_momentum") = 0.0,
+           py::arg("value_encoding") = "int4", py::arg("exchange") = "auto", py::arg("dgc_momentum") = 0.0,
            py::arg("timeout_s") = 60.0, py::arg("seed") = 1, py::arg("instance") = 0, py::keep_alive<1, 2>())
       .def("run", &Run, py::arg("index"), py::arg("bucket"),
            "Replaces `bucket` by its sparse, error-fed mean over the world")

@@ -28,9 +28,9 @@ struct PyReplicaOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double density = 0.01;
+  double density = 0.03;
   std::string sparsifier = "block";
-  std::string value_encoding = "fp16";
+  std::string value_encoding = "int4";
   int staleness = 0;
   double bucket_mb = 4.0;
   int cpu_threads = 1;

@@ -24,7 +24,7 @@ def test_init_without_launcher_is_a_world_of_one():
     (dict(density=1.5), "density must be in (0, 1]"),
     (dict(optimizer="rmsprop"), "optimizer: unknown value 'rmsprop' (known: sgd, adam, adamw)"),
     (dict(sparsifier="magic"), "magic"),
-    (dict(value_encoding="int8"), "value_encoding: unknown value 'int8'"),
+    (dict(value_encoding="int2"), "value_encoding: unknown value 'int2'"),
     (dict(staleness=2), "staleness must be in [0, 1], got 2"),
     (dict(lr=-1.0), "lr must be > 0, got -1"),
     (dict(momentum=float("nan")), "momentum must be in [0, 1), got nan"),

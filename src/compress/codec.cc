@@ -22,8 +22,6 @@ float BitsFloat(uint32_t u) {
   return f;
 }
 
-size_t ValueBytes(ValueEncoding e) { return e == ValueEncoding::kFp32 ? 4 : 2; }
-
 void PutU32(std::vector<uint8_t>* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));
 }
@@ -57,13 +55,6 @@ class Reader {
     if (left_ < 1) return false;
     *v = *p_++;
     --left_;
-    return true;
-  }
-  bool ReadU16(uint16_t* v) {
-    if (left_ < 2) return false;
-    *v = static_cast<uint16_t>(p_[0] | (p_[1] << 8));
-    p_ += 2;
-    left_ -= 2;
     return true;
   }
   bool ReadU32(uint32_t* v) {
@@ -177,7 +168,14 @@ Result<ValueEncoding> ParseValueEncoding(const std::string& name) {
   if (name == "fp32") return ValueEncoding::kFp32;
   if (name == "fp16") return ValueEncoding::kFp16;
   if (name == "bf16") return ValueEncoding::kBf16;
-  return Status::InvalidArgument("unknown value encoding '" + name + "' (expected fp32, fp16 or bf16)");
+  if (name == "int8") return ValueEncoding::kInt8;
+  if (name == "int4") return ValueEncoding::kInt4;
+  return Status::InvalidArgument("unknown value encoding '" + name + "' (expected fp32, fp16, bf16, int8 or int4)");
+}
+
+WireFormat MergedWireFormat(WireFormat wire) {
+  if (IsIntegerCoded(wire.values)) wire.values = ValueEncoding::kInt8;
+  return wire;
 }
 
 Result<IndexEncoding> ParseIndexEncoding(const std::string& name) {
@@ -188,7 +186,7 @@ Result<IndexEncoding> ParseIndexEncoding(const std::string& name) {
 }
 
 size_t EncodedSize(const SparseVector& v, WireFormat format) {
-  size_t size = kHeaderSize + v.nnz() * ValueBytes(format.values);
+  size_t size = kHeaderSize + ValueSectionBytes(format.values, v.nnz());
   switch (format.indices) {
     case IndexEncoding::kAbsoluteU32:
       return size + 4 * v.nnz();
@@ -253,25 +251,7 @@ Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* ou
       break;
     }
   }
-  switch (format.values) {
-    case ValueEncoding::kFp32:
-      for (float f : v.values) PutU32(out, FloatBits(f));
-      break;
-    case ValueEncoding::kFp16:
-      for (float f : v.values) {
-        uint16_t h = FloatToHalf(f);
-        out->push_back(static_cast<uint8_t>(h));
-        out->push_back(static_cast<uint8_t>(h >> 8));
-      }
-      break;
-    case ValueEncoding::kBf16:
-      for (float f : v.values) {
-        uint16_t h = FloatToBf16(f);
-        out->push_back(static_cast<uint8_t>(h));
-        out->push_back(static_cast<uint8_t>(h >> 8));
-      }
-      break;
-  }
+  PutValues(format.values, Span<const float>(v.values.data(), v.values.size()), out);
   return Status::Ok();
 }
 
@@ -297,7 +277,7 @@ Status ReadHeader(Reader* r, size_t total_bytes, const DecodeLimits& limits, Wir
   }
   if (magic != kMagic) return Status::Corruption("bad magic (not a Frugal sparse vector)");
   if (version != kVersion) return Status::Corruption("unsupported version " + std::to_string(version));
-  if (value_enc > 2) return Status::Corruption("unknown value encoding " + std::to_string(value_enc));
+  if (value_enc > kMaxValueEncoding) return Status::Corruption("unknown value encoding " + std::to_string(value_enc));
   if (index_enc > 2) return Status::Corruption("unknown index encoding " + std::to_string(index_enc));
   if (reserved != 0) return Status::Corruption("reserved header byte is not zero");
   if (dense_size > limits.max_dense_size || dense_size > (uint64_t{1} << 32)) {
@@ -405,31 +385,11 @@ Status DecodeIndices(Reader* r, const WireHeader& h, uint64_t value_bytes, Spars
   return Status::Ok();
 }
 
-// REQUIRES: r->left() == h.nnz * ValueBytes(h.values).
-Status DecodeValues(Reader* r, const WireHeader& h, SparseVector* out) {
-  out->values.resize(h.nnz);
-  for (uint64_t j = 0; j < h.nnz; ++j) {
-    float f;
-    if (h.values == ValueEncoding::kFp32) {
-      uint32_t u = 0;
-      r->ReadU32(&u);
-      f = BitsFloat(u);
-    } else {
-      uint16_t half = 0;
-      r->ReadU16(&half);
-      f = h.values == ValueEncoding::kFp16 ? HalfToFloat(half) : Bf16ToFloat(half);
-    }
-    if (!std::isfinite(f)) return Status::Corruption("value " + std::to_string(j) + " is not finite");
-    out->values[j] = f;
-  }
-  return Status::Ok();
-}
-
 Status DecodeImpl(Span<const uint8_t> bytes, const DecodeLimits& limits, SparseVector* out) {
   Reader r(bytes);
   WireHeader h;
   FRUGAL_RETURN_IF_ERROR(ReadHeader(&r, bytes.size(), limits, &h));
-  const uint64_t value_bytes = h.nnz * ValueBytes(h.values);  // nnz <= 2^32: no overflow.
+  const uint64_t value_bytes = ValueSectionBytes(h.values, h.nnz);  // nnz <= 2^32: no overflow.
   if (value_bytes > r.left()) return Status::Corruption("value section truncated");
 
   out->dense_size = h.dense_size;
@@ -438,7 +398,9 @@ Status DecodeImpl(Span<const uint8_t> bytes, const DecodeLimits& limits, SparseV
     return Status::Corruption(std::to_string(r.left() - std::min<uint64_t>(r.left(), value_bytes)) +
                               " trailing bytes after the value section");
   }
-  return DecodeValues(&r, h, out);
+  out->values.resize(h.nnz);
+  return ReadValues(h.values, bytes.subspan(bytes.size() - value_bytes, value_bytes),
+                    Span<float>(out->values.data(), out->values.size()));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -38,13 +39,26 @@ SparseVector BlockSparse() {
   return v;
 }
 
-float Quantize(float f, ValueEncoding e) {
-  switch (e) {
-    case ValueEncoding::kFp32: return f;
-    case ValueEncoding::kFp16: return HalfToFloat(FloatToHalf(f));
-    case ValueEncoding::kBf16: return Bf16ToFloat(FloatToBf16(f));
+// What the wire carries for v's values: per value for fp32/16, per group of
+// kCodeGroup for integer codes (checked against an error bound, since the
+// expected values come from the same rounding code).
+std::vector<float> Quantize(const SparseVector& v, ValueEncoding e) {
+  std::vector<float> q = v.values;
+  if (!IsIntegerCoded(e)) {
+    for (float& f : q) f = e == ValueEncoding::kFp32 ? f : e == ValueEncoding::kFp16 ? HalfToFloat(FloatToHalf(f))
+                                                                                     : Bf16ToFloat(FloatToBf16(f));
+    return q;
   }
-  return f;
+  RoundToWire(e, Span<float>(q.data(), q.size()));
+  const float levels = e == ValueEncoding::kInt8 ? 127.0f : 7.0f;
+  for (size_t g = 0; g < q.size(); g += kCodeGroup) {
+    float max_abs = 0;
+    for (size_t j = g; j < std::min(q.size(), g + kCodeGroup); ++j) max_abs = std::max(max_abs, std::fabs(v.values[j]));
+    for (size_t j = g; j < std::min(q.size(), g + kCodeGroup); ++j) {
+      EXPECT_LE(std::fabs(q[j] - v.values[j]), max_abs / levels) << j;  // half a step, step <= 2 max/levels
+    }
+  }
+  return q;
 }
 
 class CodecRoundTrip : public ::testing::TestWithParam<std::tuple<ValueEncoding, IndexEncoding>> {};
@@ -71,13 +85,18 @@ TEST_P(CodecRoundTrip, DecodesWhatWasEncoded) {
     EXPECT_EQ(got.dense_size, v.dense_size);
     EXPECT_EQ(got.indices, v.indices);
     ASSERT_EQ(got.values.size(), v.values.size());
-    for (size_t j = 0; j < v.values.size(); ++j) EXPECT_EQ(got.values[j], Quantize(v.values[j], venc));
+    std::vector<float> want = Quantize(v, venc);
+    for (size_t j = 0; j < v.values.size(); ++j) EXPECT_EQ(got.values[j], want[j]);
+    std::vector<uint8_t> again;  // canonical: decoded values encode to the same bytes
+    ASSERT_TRUE(Encode(got, {venc, ienc}, &again).ok());
+    EXPECT_EQ(again, bytes);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEncodings, CodecRoundTrip,
                          ::testing::Combine(::testing::Values(ValueEncoding::kFp32, ValueEncoding::kFp16,
-                                                              ValueEncoding::kBf16),
+                                                              ValueEncoding::kBf16, ValueEncoding::kInt8,
+                                                              ValueEncoding::kInt4),
                                             ::testing::Values(IndexEncoding::kAbsoluteU32,
                                                               IndexEncoding::kDeltaVarint,
                                                               IndexEncoding::kBlockId)));

@@ -42,7 +42,8 @@ Status ErrorFeedback::Compress(Span<const float> grad, Sparsifier& sparsifier, d
   }
   Status st = sparsifier.Sparsify(Span<const float>(r, n), density, out);
   if (!st.ok()) return st.WithContext("error feedback");  // e.g. residual overflowed to Inf
-  for (uint32_t i : out->indices) r[i] = 0.0f;
+  RoundToWire(options_.wire_values, Span<float>(out->values.data(), out->values.size()));
+  for (size_t j = 0; j < out->indices.size(); ++j) r[out->indices[j]] -= out->values[j];
   if (!velocity_.empty()) {
     for (uint32_t i : out->indices) velocity_[i] = 0.0f;
   }

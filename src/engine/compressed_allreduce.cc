@@ -79,7 +79,7 @@ Result<comm::Bytes> CompressedAllReduce::Impl::Combine(std::vector<comm::Bytes> 
   FRUGAL_RETURN_IF_ERROR(
       compress::MergeSparse(Span<const compress::SparseVector* const>(ptrs.data(), ptrs.size()), &merged));
   comm::Bytes out;  // a union of whole blocks is whole blocks, so the wire format still fits
-  FRUGAL_RETURN_IF_ERROR(compress::Encode(merged, options.wire, &out));
+  FRUGAL_RETURN_IF_ERROR(compress::Encode(merged, compress::MergedWireFormat(options.wire), &out));
   return out;
 }
 
@@ -99,6 +99,7 @@ Status CompressedAllReduce::Impl::Reset(BucketState& state, uint64_t bucket, siz
   compress::ErrorFeedbackOptions eo;
   eo.tensor_name = name;
   eo.momentum = options.dgc_momentum;
+  eo.wire_values = options.wire.values;
   state.feedback = std::make_unique<compress::ErrorFeedback>(size, eo);
   state.size = size;
   return Status::Ok();

@@ -176,6 +176,7 @@ Status GradientPipeline::Impl::Init(std::vector<BucketSpec> specs) {
     compress::ErrorFeedbackOptions eo;
     eo.tensor_name = b->name;
     eo.momentum = options_.dgc_momentum;
+    eo.wire_values = options_.wire.values;
     b->feedback = std::make_unique<compress::ErrorFeedback>(b->master.size(), eo);
     FRUGAL_ASSIGN_OR_RETURN(b->optimizer, optim::CreateSparseOptimizer(options_.optimizer, b->master.size(), b->name));
     buckets_.push_back(std::move(b));
@@ -198,7 +199,7 @@ Result<comm::Bytes> GradientPipeline::Impl::Combine(std::vector<comm::Bytes> par
   FRUGAL_RETURN_IF_ERROR(
       compress::MergeSparse(Span<const compress::SparseVector* const>(ptrs.data(), ptrs.size()), &merged));
   comm::Bytes out;
-  FRUGAL_RETURN_IF_ERROR(compress::Encode(merged, options_.wire, &out));
+  FRUGAL_RETURN_IF_ERROR(compress::Encode(merged, compress::MergedWireFormat(options_.wire), &out));
   return out;
 }
 

@@ -141,6 +141,8 @@ TEST(RunConfigTest, SetOptionAcceptsKebabCaseAndNamesUnknownKeys) {
 
 TEST(RunConfigTest, WireBytesFollowTheEncoding) {
   DistributedOptions d;
+  EXPECT_DOUBLE_EQ(WireBytesPerValue(d), 129.0 / 256 + 0.25);  // int4 codes, block ids
+  d.value_encoding = compress::ValueEncoding::kFp16;
   EXPECT_DOUBLE_EQ(WireBytesPerValue(d), 2.25);
   d.value_encoding = compress::ValueEncoding::kFp32;
   d.sparsifier = compress::SparsifierKind::kTopk;

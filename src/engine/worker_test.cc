@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "frugal/comm/inproc_transport.h"
+#include "frugal/compress/codec.h"
 #include "frugal/engine/checkpoint.h"
 #include "worker_test_util.h"
 
@@ -94,13 +95,17 @@ TEST(WorkerTest, TwoClusterRunSendsOneMessagePerBucketAcrossTheSlowLink) {
     EXPECT_EQ(member.inter_cluster.bytes_sent, 16u) << "rank " << r;
   }
   // A leader's combined message is the union of two members' sparse
-  // gradients: between one and two times what one member sends its leader.
+  // gradients: between one and two times as many values as one member sends
+  // its leader, each in the merged format (int8 for the default int4).
   const auto& leader = ranks[0].result.traffic;
   const auto& member = ranks[1].result.traffic;
+  const compress::WireFormat wire = WireFormatOf(o.distributed);
+  const double per_value = (compress::BytesPerValue(compress::MergedWireFormat(wire).values) + 0.25) /
+                           (compress::BytesPerValue(wire.values) + 0.25);
   double leader_grad_bytes = static_cast<double>(leader.inter_cluster.bytes_sent - 16);
   double member_grad_bytes = static_cast<double>(member.intra_cluster.bytes_sent - 8);
-  EXPECT_GE(leader_grad_bytes, 0.9 * member_grad_bytes);
-  EXPECT_LE(leader_grad_bytes, 2.0 * member_grad_bytes);
+  EXPECT_GE(leader_grad_bytes, 0.9 * per_value * member_grad_bytes);
+  EXPECT_LE(leader_grad_bytes, 2.0 * per_value * member_grad_bytes);
   EXPECT_EQ(ranks[0].result.final_checksum, ranks[3].result.final_checksum);
 }
 

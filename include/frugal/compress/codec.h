@@ -11,7 +11,8 @@
 //                 first index, then gaps (index[i] - index[i-1] >= 1).
 //   kBlockId:     index_count x u32 block ids b; block b covers elements
 //                 [16b, min(16b + 16, dense_size)) and all of them are present.
-// Values: fp32, fp16 (IEEE binary16) or bf16, round-to-nearest-even.
+// Values: fp32, fp16 (IEEE binary16) or bf16, round-to-nearest-even, or int8 /
+// int4 codes with a power-of-two scale per group of 256 (value_codes.h).
 //
 // Decode validates everything it reads (magic, version, enums, sizes against
 // DecodeLimits and against the buffer length before allocating, strictly
@@ -30,10 +31,10 @@
 #include "frugal/common/enum_names.h"
 #include "frugal/common/status.h"
 #include "frugal/compress/sparse_vector.h"
+#include "frugal/compress/value_codes.h"
 
 namespace frugal::compress {
 
-enum class ValueEncoding : uint8_t { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
 enum class IndexEncoding : uint8_t { kAbsoluteU32 = 0, kDeltaVarint = 1, kBlockId = 2 };
 
 struct WireFormat {
@@ -41,7 +42,13 @@ struct WireFormat {
   IndexEncoding indices = IndexEncoding::kDeltaVarint;
 };
 
-// Parses "fp32" / "fp16" / "bf16" and "u32" / "varint" / "block".
+// The format of a combined (merged) update: the same as `wire`, except that
+// int4 becomes int8. A sum of coded values is not coded, and a merge has no
+// error feedback, so its rounding is lost: int8's (at most 1/127 of its
+// group's largest value) is small, and a leader's message to the other
+// clusters stays at 1.25 bytes per value instead of fp16's 2.25.
+WireFormat MergedWireFormat(WireFormat wire);
+// Parses "fp32" / "fp16" / "bf16" / "int8" / "int4" and "u32" / "varint" / "block".
 Result<ValueEncoding> ParseValueEncoding(const std::string& name);
 Result<IndexEncoding> ParseIndexEncoding(const std::string& name);
 
@@ -77,5 +84,6 @@ float Bf16ToFloat(uint16_t h);
 template <>
 struct frugal::EnumNames<frugal::compress::ValueEncoding> {
   static constexpr std::pair<compress::ValueEncoding, const char*> kTable[] = {
-      {compress::ValueEncoding::kFp32, "fp32"}, {compress::ValueEncoding::kFp16, "fp16"}, {compress::ValueEncoding::kBf16, "bf16"}};
+      {compress::ValueEncoding::kFp32, "fp32"}, {compress::ValueEncoding::kFp16, "fp16"}, {compress::ValueEncoding::kBf16, "bf16"},
+      {compress::ValueEncoding::kInt8, "int8"}, {compress::ValueEncoding::kInt4, "int4"}};
 };

@@ -2,10 +2,13 @@
 //
 // Per call, with residual r (zero at start) and gradient g:
 //   acc = r + g                      (fp32, element-wise)
-//   sent = sparsifier(acc)           (values copied from acc)
-//   r' = acc with the sent coordinates set to 0
-// so that, bit for bit, sent + r' == r + g: nothing is lost or invented
-// (one of the two terms is 0 at every coordinate).
+//   sent = sparsifier(acc)           (values copied from acc, then rounded to
+//                                     what the wire carries: RoundToWire)
+//   r' = acc - sent at the sent coordinates, acc elsewhere
+// so that, bit for bit, sent + r' == r + g: nothing is lost or invented.
+// Without rounding (fp32) r' is 0 where sent. With rounding the difference is
+// exact (value_codes.h), so the rounding error of fp16 or of int8 / int4
+// codes is sent in a later step instead of being lost.
 //
 // Optional DGC momentum correction (Lin et al., "Deep Gradient Compression"),
 // enabled by momentum > 0: the residual accumulates velocity instead of raw
@@ -23,6 +26,7 @@
 #include "frugal/common/status.h"
 #include "frugal/compress/sparse_vector.h"
 #include "frugal/compress/sparsifier.h"
+#include "frugal/compress/value_codes.h"
 
 namespace frugal::compress {
 
@@ -31,6 +35,8 @@ struct ErrorFeedbackOptions {
   std::string tensor_name;
   // DGC momentum correction factor; 0 disables it. Default: 0.
   float momentum = 0.0f;
+  // How sent values cross the wire; they are rounded to it. Default: fp32.
+  ValueEncoding wire_values = ValueEncoding::kFp32;
 };
 
 class ErrorFeedback {

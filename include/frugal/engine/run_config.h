@@ -50,9 +50,11 @@ namespace frugal::engine {
 struct DistributedOptions {
   int workers = 4;  // worker processes `frugal train` starts; 1 = no engine
   // Compression (compress).
-  double density = 0.01;  // fraction of each gradient bucket sent per step, (0, 1]
+  // Defaults: int4 codes at 3% send about the bytes of fp16 at 1% and converge
+  // like a denser exchange (docs/benchmarks.md, "Integer value codes").
+  double density = 0.03;  // fraction of each gradient bucket sent per step, (0, 1]
   compress::SparsifierKind sparsifier = compress::SparsifierKind::kBlock;
-  compress::ValueEncoding value_encoding = compress::ValueEncoding::kFp16;
+  compress::ValueEncoding value_encoding = compress::ValueEncoding::kInt4;
   double dgc_momentum = 0.0;  // error-feedback momentum correction (0 = off)
   // Pipeline. staleness 0 or 1: forward t uses the parameters after
   // t-1-staleness. Default 0: buckets still overlap backward, and 1 (forward
