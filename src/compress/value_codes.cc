@@ -33,14 +33,32 @@ float MaxAbs(const float* v, size_t n) {
   return m;
 }
 
+// 2^e as a float. REQUIRES: -126 <= e <= 127 (every exponent used here is).
+float Pow2(int e) {
+  const uint32_t bits = static_cast<uint32_t>(e + 127) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Round half to even for |y| < 2^22 without a libm call: adding 1.5 * 2^23
+// leaves no fraction bits, so the addition itself rounds (in the default
+// rounding mode, which nearbyint would use too).
+float RoundHalfEven(float y) {
+  constexpr float kMagic = 12582912.0f;
+  return (y + kMagic) - kMagic;
+}
+
 // REQUIRES: |v| <= levels * 2^e unless e == kMaxCodeExponent (then it saturates).
+// v * 2^-e is exact (a power of two, no overflow or underflow that matters:
+// a result below 2^-126 rounds to code 0 either way).
 int Code(float v, int e, int levels) {
   if (e == kZeroGroup) return 0;
-  const float k = std::nearbyint(std::ldexp(v, -e));
+  const float k = RoundHalfEven(v * Pow2(-e));
   return static_cast<int>(std::clamp(k, -static_cast<float>(levels), static_cast<float>(levels)));
 }
 
-float CodeValue(int k, int e) { return e == kZeroGroup ? 0.0f : std::ldexp(static_cast<float>(k), e); }
+float CodeValue(int k, int e) { return e == kZeroGroup ? 0.0f : static_cast<float>(k) * Pow2(e); }
 
 void PutGroup(ValueEncoding enc, const float* v, size_t n, std::vector<uint8_t>* out) {
   const int e = GroupExponent(MaxAbs(v, n), Levels(enc));
