@@ -104,17 +104,7 @@ Status LocalSync::Impl::BroadcastInitial() {
 
 // The run's own optimizer, one per bucket, this rank's state.
 Status LocalSync::Impl::MakeInner() {
-  const train::TrainOptions& t = config.train;
-  optim::OptimizerOptions o;
-  o.kind = NameOf(t.optimizer);
-  o.lr = t.lr;
-  o.weight_decay = t.weight_decay;
-  o.momentum = t.momentum;
-  o.dampening = t.dampening;
-  o.nesterov = t.nesterov;
-  o.beta1 = t.beta1;
-  o.beta2 = t.beta2;
-  o.eps = t.eps;
+  const optim::OptimizerOptions o = MakeOptimizerOptions(config.train);
   inner.clear();
   for (size_t b = 0; b < anchor.size(); ++b) {
     FRUGAL_ASSIGN_OR_RETURN(auto opt, optim::CreateSparseOptimizer(o, anchor[b].size(), layout.bucket_names[b]));

@@ -28,6 +28,20 @@ std::string Describe(comm::Transport& transport, int rank) { return transport.to
 
 }  // namespace
 
+optim::OptimizerOptions MakeOptimizerOptions(const train::TrainOptions& t) {
+  optim::OptimizerOptions o;
+  o.kind = NameOf(t.optimizer);
+  o.lr = t.lr;
+  o.weight_decay = t.weight_decay;
+  o.momentum = t.momentum;
+  o.dampening = t.dampening;
+  o.nesterov = t.nesterov;
+  o.beta1 = t.beta1;
+  o.beta2 = t.beta2;
+  o.eps = t.eps;
+  return o;
+}
+
 ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(int64_t)> lr_at) {
   const train::TrainOptions& t = config.train;
   const DistributedOptions& d = config.distributed;
@@ -41,15 +55,7 @@ ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(
   po.staleness = d.staleness;
   po.cpu_threads = d.cpu_threads;
   po.dgc_momentum = static_cast<float>(d.dgc_momentum);
-  po.optimizer.kind = NameOf(t.optimizer);
-  po.optimizer.lr = t.lr;
-  po.optimizer.weight_decay = t.weight_decay;
-  po.optimizer.momentum = t.momentum;
-  po.optimizer.dampening = t.dampening;
-  po.optimizer.nesterov = t.nesterov;
-  po.optimizer.beta1 = t.beta1;
-  po.optimizer.beta2 = t.beta2;
-  po.optimizer.eps = t.eps;
+  po.optimizer = MakeOptimizerOptions(t);
   po.exchange.timeout = ro.timeout;
   po.exchange.algorithm = d.exchange;
   po.seed = t.seed;

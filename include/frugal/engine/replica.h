@@ -46,6 +46,8 @@ struct ReplicaOptions {
 // Python DistributedModel both build them here); lr_at gives the learning
 // rate of iteration t. REQUIRES: Validate(config) is Ok.
 ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(int64_t)> lr_at);
+// The run's optimizer settings (kind, lr, momentum, Adam's betas...).
+optim::OptimizerOptions MakeOptimizerOptions(const train::TrainOptions& t);
 
 // Where one parameter lives inside the flat buckets.
 struct ParamSlot {
