@@ -189,6 +189,42 @@ TEST(OverheadTest, HeldOutSingleNodeRowsWithinGoal) {
   EXPECT_EQ(tp_groups, 4);
 }
 
+// Issue 18: predictions of combined data, tensor and pipeline parallelism
+// against measured runs. The only measured dp x tp x pp rows the repository
+// holds are the 40 tp2 pp2 dp2 rows of the single-node A100 set (20 held out)
+// and Narayanan et al.'s six tp8 pp>1 dp>1 rows (on 512-3072 GPUs).
+TEST(OverheadTest, ThreeDimensionalParallelRowsWithinGoal) {
+  auto three_d = [](const std::vector<MeasuredRow>& rows, int min_layers) {
+    std::vector<MeasuredRow> out;
+    for (const MeasuredRow& r : rows) {
+      if (r.tensor_parallel > 1 && r.pipeline_parallel > 1 && r.data_parallel > 1 && r.layers >= min_layers) {
+        out.push_back(r);
+      }
+    }
+    return out;
+  };
+  Result<std::vector<MeasuredRow>> single = LoadMeasurementsCsv(TestData("vtrain_a100_single_node_h1024.csv"));
+  ASSERT_TRUE(single.ok()) << single.status().ToString();
+  const std::vector<MeasuredRow> held_out = three_d(*single, 20);
+  ASSERT_EQ(held_out.size(), 20u);
+  ValidationOptions opt;
+  opt.recompute = Recompute::kFull;
+  opt.overlap_dp = false;
+  Result<ValidationReport> node = Validate(held_out, Builtin("a100-80g"), opt);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  EXPECT_LE(node->mape_pct, 8.0);
+
+  Result<std::vector<MeasuredRow>> table = LoadMeasurementsCsv(TestData("narayanan2021_table1.csv"));
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  const std::vector<MeasuredRow> megatron = three_d(*table, 0);
+  ASSERT_EQ(megatron.size(), 6u);
+  ValidationOptions table_opt;
+  table_opt.fused_softmax_any_batch = true;  // Megatron-LM 2021 (Note [Unfused softmax]).
+  Result<ValidationReport> cluster = Validate(megatron, Builtin("a100-80g"), table_opt);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  EXPECT_LE(cluster->mape_pct, 5.0);
+}
+
 // Note [Unfused softmax]: Megatron's fused causal softmax needs b x heads/t
 // attention batches in multiples of 4 (8 for keys <= 128); otherwise four more
 // kernels run, which the host must dispatch too.
