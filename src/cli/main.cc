@@ -4,8 +4,11 @@
 #include <string>
 
 #include "commands.h"
+#include "frugal/common/allocator.h"
 
 int main(int argc, char** argv) {
+  // Before anything allocates: every subcommand benefits, the training ones most.
+  (void)frugal::RetainHeapBetweenSteps();
   CLI::App app{"Frugal: fast, cheap deep-learning training on slow networks and shared clusters"};
   app.require_subcommand(1);
   app.fallthrough(false);

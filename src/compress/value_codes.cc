@@ -27,10 +27,18 @@ int GroupExponent(float max_abs, int levels) {
   return e < kMinCodeExponent ? kZeroGroup : std::min(e, kMaxCodeExponent);
 }
 
+// Largest |v|: the bit patterns of finite non-negative floats order like the
+// floats, and an integer max reduction vectorises where a float one may not.
 float MaxAbs(const float* v, size_t n) {
-  float m = 0.0f;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(v[i]));
-  return m;
+  uint32_t m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &v[i], 4);
+    m = std::max(m, bits & 0x7fffffffu);
+  }
+  float f;
+  std::memcpy(&f, &m, 4);
+  return f;
 }
 
 // 2^e as a float. REQUIRES: -126 <= e <= 127 (every exponent used here is).
@@ -49,32 +57,33 @@ float RoundHalfEven(float y) {
   return (y + kMagic) - kMagic;
 }
 
-// REQUIRES: |v| <= levels * 2^e unless e == kMaxCodeExponent (then it saturates).
-// v * 2^-e is exact (a power of two, no overflow or underflow that matters:
-// a result below 2^-126 rounds to code 0 either way).
-int Code(float v, int e, int levels) {
-  if (e == kZeroGroup) return 0;
-  const float k = RoundHalfEven(v * Pow2(-e));
-  return static_cast<int>(std::clamp(k, -static_cast<float>(levels), static_cast<float>(levels)));
+// The code of v in a group of exponent e (not kZeroGroup), given inv = 2^-e.
+// v * 2^-e is exact (a power of two; a result below 2^-126 rounds to code 0
+// either way); beyond levels it saturates (only when e == kMaxCodeExponent).
+int Code(float v, float inv, float levels) {
+  return static_cast<int>(std::min(std::max(RoundHalfEven(v * inv), -levels), levels));
 }
 
-float CodeValue(int k, int e) { return e == kZeroGroup ? 0.0f : static_cast<float>(k) * Pow2(e); }
-
-void PutGroup(ValueEncoding enc, const float* v, size_t n, std::vector<uint8_t>* out) {
-  const int e = GroupExponent(MaxAbs(v, n), Levels(enc));
-  out->push_back(static_cast<uint8_t>(static_cast<int8_t>(e)));
-  if (enc == ValueEncoding::kInt8) {
-    for (size_t i = 0; i < n; ++i) out->push_back(static_cast<uint8_t>(static_cast<int8_t>(Code(v[i], e, Levels(enc)))));
+// Writes the codes of one group of n values with exponent e to dst
+// (GroupCodeBytes(enc, n) bytes).
+void PutGroupCodes(ValueEncoding enc, const float* v, size_t n, int e, uint8_t* dst) {
+  if (e == kZeroGroup) {
+    std::memset(dst, 0, GroupCodeBytes(enc, n));
     return;
   }
-  for (size_t i = 0; i < n; i += 2) {
-    uint8_t lo = static_cast<uint8_t>(Code(v[i], e, Levels(enc))) & 0x0f;
-    uint8_t hi = i + 1 < n ? static_cast<uint8_t>(Code(v[i + 1], e, Levels(enc))) & 0x0f : 0;
-    out->push_back(static_cast<uint8_t>(lo | (hi << 4)));
+  const float inv = Pow2(-e), levels = static_cast<float>(Levels(enc));
+  if (enc == ValueEncoding::kInt8) {
+    for (size_t i = 0; i < n; ++i) dst[i] = static_cast<uint8_t>(static_cast<int8_t>(Code(v[i], inv, levels)));
+    return;
   }
+  size_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    const auto lo = static_cast<uint8_t>(Code(v[i], inv, levels) & 0x0f);
+    const auto hi = static_cast<uint8_t>(Code(v[i + 1], inv, levels) & 0x0f);
+    dst[i / 2] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+  if (i < n) dst[i / 2] = static_cast<uint8_t>(Code(v[i], inv, levels) & 0x0f);
 }
-
-int Nibble(uint8_t b) { return (b & 0x8) ? static_cast<int>(b) - 16 : b; }
 
 // Reads one group of n codes at p (GroupCodeBytes + 1 bytes) into out.
 Status ReadGroup(ValueEncoding enc, const uint8_t* p, size_t n, float* out) {
@@ -84,23 +93,35 @@ Status ReadGroup(ValueEncoding enc, const uint8_t* p, size_t n, float* out) {
     return Status::Corruption("value group exponent " + std::to_string(e) + " outside [" +
                               std::to_string(kMinCodeExponent) + ", " + std::to_string(kMaxCodeExponent) + "]");
   }
-  int max_code = 0;
-  for (size_t i = 0; i < n; ++i) {
-    int k = enc == ValueEncoding::kInt8 ? static_cast<int8_t>(p[1 + i])
-                                         : Nibble(static_cast<uint8_t>((p[1 + i / 2] >> (4 * (i % 2))) & 0x0f));
-    if (k < -levels || k > levels) return Status::Corruption("value code " + std::to_string(k) + " out of range");
-    max_code = std::max(max_code, std::abs(k));
-    out[i] = CodeValue(k, e);
-    if (!std::isfinite(out[i])) return Status::Corruption("value code overflows fp32");
+  // |k| <= 127 and e <= kMaxCodeExponent keep every value finite.
+  const float scale = e == kZeroGroup ? 0.0f : Pow2(e);
+  const uint8_t* codes = p + 1;
+  int max_code = 0;  // also catches -128 (int8) and -8 (int4), which are out of range
+  if (enc == ValueEncoding::kInt8) {
+    for (size_t i = 0; i < n; ++i) {
+      const int k = static_cast<int8_t>(codes[i]);
+      max_code = std::max(max_code, std::abs(k));
+      out[i] = static_cast<float>(k) * scale;
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      const auto nibble = static_cast<uint8_t>(codes[i / 2] >> (4 * (i % 2)));
+      const int k = static_cast<int8_t>(static_cast<uint8_t>(nibble << 4)) >> 4;
+      max_code = std::max(max_code, std::abs(k));
+      out[i] = static_cast<float>(k) * scale;
+    }
+    if (n % 2 == 1 && (codes[n / 2] >> 4) != 0) return Status::Corruption("padding nibble is not zero");
   }
-  if (enc == ValueEncoding::kInt4 && n % 2 == 1 && (p[1 + n / 2] >> 4) != 0) {
-    return Status::Corruption("padding nibble is not zero");
-  }
+  if (max_code > levels) return Status::Corruption("value code beyond +-" + std::to_string(levels));
   if (e == kZeroGroup ? max_code != 0 : 2 * max_code <= levels) {
     return Status::Corruption("value group is not canonical (exponent " + std::to_string(e) + ", largest code " +
                               std::to_string(max_code) + ")");
   }
   return Status::Ok();
+}
+
+void PutLe(uint32_t bits, int bytes, uint8_t* dst) {
+  for (int b = 0; b < bytes; ++b) dst[b] = static_cast<uint8_t>(bits >> (8 * b));
 }
 
 }  // namespace
@@ -144,7 +165,12 @@ void RoundToWire(ValueEncoding e, Span<float> values) {
       for (size_t g = 0; g < n; g += kCodeGroup) {
         const size_t len = std::min(kCodeGroup, n - g);
         const int exp = GroupExponent(MaxAbs(v + g, len), Levels(e));
-        for (size_t i = g; i < g + len; ++i) v[i] = CodeValue(Code(v[i], exp, Levels(e)), exp);
+        if (exp == kZeroGroup) {
+          std::fill(v + g, v + g + len, 0.0f);
+          continue;
+        }
+        const float inv = Pow2(-exp), scale = Pow2(exp), levels = static_cast<float>(Levels(e));
+        for (size_t i = g; i < g + len; ++i) v[i] = static_cast<float>(Code(v[i], inv, levels)) * scale;
       }
       return;
   }
@@ -153,20 +179,27 @@ void RoundToWire(ValueEncoding e, Span<float> values) {
 void PutValues(ValueEncoding e, Span<const float> values, std::vector<uint8_t>* out) {
   const float* v = values.data();
   const size_t n = values.size();
+  const size_t at = out->size();
+  out->resize(at + ValueSectionBytes(e, n));
+  uint8_t* dst = out->data() + at;
   if (IsIntegerCoded(e)) {
-    for (size_t g = 0; g < n; g += kCodeGroup) PutGroup(e, v + g, std::min(kCodeGroup, n - g), out);
+    for (size_t g = 0; g < n; g += kCodeGroup) {
+      const size_t len = std::min(kCodeGroup, n - g);
+      const int exp = GroupExponent(MaxAbs(v + g, len), Levels(e));
+      *dst = static_cast<uint8_t>(static_cast<int8_t>(exp));
+      PutGroupCodes(e, v + g, len, exp, dst + 1);
+      dst += 1 + GroupCodeBytes(e, len);
+    }
     return;
   }
   for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
     if (e == ValueEncoding::kFp32) {
+      uint32_t bits;
       std::memcpy(&bits, &v[i], 4);
-      for (int b = 0; b < 4; ++b) out->push_back(static_cast<uint8_t>(bits >> (8 * b)));
-      continue;
+      PutLe(bits, 4, dst + 4 * i);
+    } else {
+      PutLe(e == ValueEncoding::kFp16 ? FloatToHalf(v[i]) : FloatToBf16(v[i]), 2, dst + 2 * i);
     }
-    bits = e == ValueEncoding::kFp16 ? FloatToHalf(v[i]) : FloatToBf16(v[i]);
-    out->push_back(static_cast<uint8_t>(bits));
-    out->push_back(static_cast<uint8_t>(bits >> 8));
   }
 }
 

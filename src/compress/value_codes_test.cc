@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -33,6 +34,62 @@ TEST(ValueCodes, SizesPerEncoding) {
   EXPECT_EQ(ValueSectionBytes(ValueEncoding::kInt4, 3), 1 + 2u);
   EXPECT_DOUBLE_EQ(BytesPerValue(ValueEncoding::kInt8), 257.0 / 256.0);
   EXPECT_DOUBLE_EQ(BytesPerValue(ValueEncoding::kInt4), 129.0 / 256.0);
+}
+
+// The format written the plain way (frexp/ldexp/nearbyint, one value at a
+// time), to hold the fast encoder to the specification in value_codes.h.
+std::vector<uint8_t> ReferenceSection(ValueEncoding e, const std::vector<float>& v) {
+  const int levels = e == ValueEncoding::kInt8 ? 127 : 7;
+  std::vector<uint8_t> out;
+  for (size_t g = 0; g < v.size(); g += kCodeGroup) {
+    const size_t n = std::min(kCodeGroup, v.size() - g);
+    float max_abs = 0.0f;
+    for (size_t i = g; i < g + n; ++i) max_abs = std::max(max_abs, std::fabs(v[i]));
+    int exp = -128;
+    if (max_abs > 0.0f) {
+      exp = kMinCodeExponent - 1;
+      while (std::ldexp(static_cast<double>(levels), exp) < max_abs && exp < kMaxCodeExponent) ++exp;
+      if (exp < kMinCodeExponent) exp = -128;
+    }
+    out.push_back(static_cast<uint8_t>(static_cast<int8_t>(exp)));
+    std::vector<int> k(n, 0);
+    for (size_t i = 0; exp != -128 && i < n; ++i) {
+      const double c = std::nearbyint(std::ldexp(static_cast<double>(v[g + i]), -exp));
+      k[i] = static_cast<int>(std::clamp(c, -static_cast<double>(levels), static_cast<double>(levels)));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (e == ValueEncoding::kInt8) {
+        out.push_back(static_cast<uint8_t>(static_cast<int8_t>(k[i])));
+      } else if (i % 2 == 0) {
+        out.push_back(static_cast<uint8_t>(k[i] & 0x0f));
+      } else {
+        out.back() = static_cast<uint8_t>(out.back() | ((k[i] & 0x0f) << 4));
+      }
+    }
+  }
+  return out;
+}
+
+TEST(ValueCodes, EncoderMatchesAPlainReferenceOnRandomGroups) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> scale_exp(-130, 110);
+  for (ValueEncoding e : {ValueEncoding::kInt8, ValueEncoding::kInt4}) {
+    for (size_t n : {1u, 2u, 255u, 256u, 257u, 1001u}) {
+      for (int trial = 0; trial < 20; ++trial) {
+        std::vector<float> v(n);
+        const float scale = std::ldexp(1.0f, scale_exp(rng));
+        for (float& x : v) x = unit(rng) * scale;
+        if (trial % 5 == 0) v[n / 2] = 0.0f;
+        ASSERT_EQ(Section(e, v), ReferenceSection(e, v)) << "n " << n << " trial " << trial;
+        std::vector<float> got;
+        ASSERT_TRUE(Read(e, Section(e, v), n, &got).ok());
+        std::vector<float> rounded = v;
+        RoundToWire(e, Span<float>(rounded.data(), rounded.size()));
+        ASSERT_EQ(got, rounded);
+      }
+    }
+  }
 }
 
 TEST(ValueCodes, PowerOfTwoScaleAndExactCodes) {
