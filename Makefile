@@ -25,7 +25,12 @@ endif
 # make fuzz FUZZ_S=N: every libFuzzer target (fuzz/) for N seconds, in build-fuzz.
 FUZZ_S ?= 60
 
-.PHONY: all setup configure build demo test fuzz bench-kernels bench-tta clean
+# make sanitize-core: only the comm and engine-core tests, built and run under
+# ASan+UBSan in build-asan (CI runs this; docs/security.md, "Sanitizers").
+SANITIZE_CORE_TESTS := src/comm/frugal_comm_test src/engine/frugal_engine_core_test \
+  src/engine/frugal_compressed_allreduce_test src/engine/frugal_launcher_test
+
+.PHONY: all setup configure build demo test fuzz sanitize-core bench-kernels bench-tta clean
 
 all: build
 
@@ -48,6 +53,13 @@ test: build
 
 fuzz: setup
 	bash scripts/fuzz $(FUZZ_S)
+
+sanitize-core:
+	$(MAKE) configure SANITIZE=address,undefined
+	cmake --build build-asan -j $(JOBS) --target $(notdir $(SANITIZE_CORE_TESTS)) frugal_comm_test_peer
+	cd build-asan && for t in $(SANITIZE_CORE_TESTS); do echo "== $$t"; \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$$t || exit 1; done
 
 bench-kernels: build
 	bash bench/run_kernels.sh $(BUILD_DIR)
