@@ -160,6 +160,8 @@ TEST(LocalSyncTest, BadOptionsAreClearErrors) {
   EXPECT_NE(message([](RunConfig& c) { c.distributed.adapt = AdaptMode::kOn; }).find("--adapt off"),
             std::string::npos);
   EXPECT_NE(message([](RunConfig& c) { c.distributed.staleness = 1; }).find("--staleness"), std::string::npos);
+  EXPECT_NE(message([](RunConfig& c) { c.distributed.workers = 1; }).find("--sync local needs --workers 2"),
+            std::string::npos);
   EXPECT_NE(message([](RunConfig& c) { c.distributed.local_steps = 0; }).find("--local-steps"), std::string::npos);
   EXPECT_NE(message([](RunConfig& c) { c.distributed.outer_lr = 0; }).find("--outer-lr"), std::string::npos);
   EXPECT_NE(message([](RunConfig& c) { c.distributed.outer_momentum = 1.0; }).find("--outer-momentum"),

@@ -40,6 +40,10 @@ Status ValidateSync(const RunConfig& config) {
   if (d.staleness != 0) {
     return Status::InvalidArgument("--staleness applies to --sync step only; --sync local needs --staleness 0");
   }
+  if (d.workers < 2) {  // one worker runs the single-process trainer, which has no outer step
+    return Status::InvalidArgument("--sync local needs --workers 2 or more (with --workers 1 there is no "
+                                   "pseudo-gradient to exchange: drop --sync local)");
+  }
   return Status::Ok();
 }
 
