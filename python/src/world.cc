@@ -5,6 +5,7 @@
 
 #include "bindings.h"
 #include "frugal/comm/inproc_transport.h"
+#include "frugal/common/allocator.h"
 #include "frugal/comm/rendezvous.h"
 
 namespace frugal::python {
@@ -75,6 +76,8 @@ void BindWorld(py::module_& m) {
         return "<frugal.World rank " + std::to_string(w.transport().rank()) + " of " +
                std::to_string(w.transport().world_size()) + ", cluster " + w.transport().cluster() + ">";
       });
+  m.def("retain_heap_between_steps", &RetainHeapBetweenSteps,
+        "Keeps freed tensor memory in the process between steps (glibc); returns what was done, '' if nothing");
   m.def("single_world", &Single, "A world of one rank, without network");
   m.def("join_world", &Join, py::arg("rendezvous"), py::arg("rank") = -1, py::arg("cluster") = "local",
         py::arg("listen") = "tcp://127.0.0.1:*", py::arg("advertise_host") = "", py::arg("timeout_s") = 60.0,

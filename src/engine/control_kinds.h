@@ -18,6 +18,7 @@ enum ControlKind : uint32_t {
   kMembership = 8,     // all-gather: i64 pending generation, i64 stop (elastic check gate)
   kJoinState = 9,      // rank 0 -> each joiner: the run state sections of the restore point
   kLocalInitialParams = 10,  // broadcast from rank 0: fp32 initial parameters of one bucket (--sync local)
+  kEvaluation = 11,    // all-gather: i64 correct, i64 predictions, f64 loss sum of this rank's test shard
 };
 
 }  // namespace frugal::engine

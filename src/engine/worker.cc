@@ -10,6 +10,7 @@
 
 #include "control_kinds.h"
 #include "frugal/comm/collectives.h"
+#include "sharded_eval.h"
 #include "worker_impl.h"
 
 namespace frugal::engine {
@@ -160,13 +161,16 @@ void Worker::Impl::PrintHeader() const {
   std::fflush(stdout);
 }
 
-// Rank 0 evaluates; every rank first averages its batch-norm statistics
-// (Note [Batch-norm statistics] in replica.cc).
+// Every rank averages its batch-norm statistics (Note [Batch-norm statistics]
+// in replica.cc) and evaluates its share of the test set (Note [Sharded
+// evaluation] in sharded_eval.cc); rank 0 records the result.
 Status Worker::Impl::Evaluate(int64_t t, int64_t epoch) {
   FRUGAL_RETURN_IF_ERROR(replica->AverageBuffers(t, Buffers(true)));
+  auto evaluate = [&] {
+    return EvaluateSharded(*transport, ControlTag(t, kEvaluation), timeout, *model, data.test, device);
+  };
+  FRUGAL_ASSIGN_OR_RETURN(const train::Evaluation eval, local ? local->OnAnchor(evaluate) : evaluate());
   if (rank() != 0) return Status::Ok();
-  auto evaluate = [&] { return train::EvaluateModel(*model, data.test, device); };
-  const train::Evaluation eval = local ? local->OnAnchor(evaluate) : evaluate();  // local: the synced model
   nlohmann::json extra = eval.Fields();
   extra["evaluated_version"] = t - 1 - dist.staleness;
   return reporter->Evaluated(t, epoch, eval.accuracy, /*record=*/true, extra);

@@ -74,34 +74,50 @@ nlohmann::json Evaluation::Fields() const {
   return {{"val_loss", loss}, {"bits_per_char", bits_per_char()}};
 }
 
-Evaluation EvaluateModel(torch::nn::Module& model, const TensorDataset& ds, const torch::Device& device) {
+EvaluationSums& EvaluationSums::operator+=(const EvaluationSums& o) {
+  correct += o.correct;
+  predictions += o.predictions;
+  loss_sum += o.loss_sum;
+  return *this;
+}
+
+EvaluationSums EvaluateRange(torch::nn::Module& model, const TensorDataset& ds, const torch::Device& device,
+                             int64_t first, int64_t last) {
   torch::NoGradGuard no_grad;
   model.eval();
   auto* classifier = dynamic_cast<models::Model*>(&model);
   const bool text = ds.storage && ds.storage->is_text();
   // Text batches are small: attention holds batch x heads x T x T scores per layer.
   const int64_t eval_batch = text ? 64 : 1000;
-  int64_t correct = 0, predictions = 0;
-  double loss_sum = 0;
-  for (int64_t begin = 0; begin < ds.size; begin += eval_batch) {
-    const int64_t end = std::min(ds.size, begin + eval_batch);
+  EvaluationSums sums;
+  for (int64_t begin = first; begin < last; begin += eval_batch) {
+    const int64_t end = std::min(last, begin + eval_batch);
     std::vector<int64_t> idx(static_cast<size_t>(end - begin));
     for (int64_t i = begin; i < end; ++i) idx[static_cast<size_t>(i - begin)] = i;
     const Batch b = MakeBatch(ds, idx, device);
     torch::Tensor logits = classifier->forward(b.x);
-    correct += logits.argmax(1).eq(b.y).sum().item<int64_t>();
-    predictions += b.y.numel();
-    loss_sum += torch::nn::functional::cross_entropy(
-                    logits, b.y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                    .item<double>();
+    sums.correct += logits.argmax(1).eq(b.y).sum().item<int64_t>();
+    sums.predictions += b.y.numel();
+    sums.loss_sum += torch::nn::functional::cross_entropy(
+                         logits, b.y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                         .item<double>();
   }
+  return sums;
+}
+
+Evaluation FromSums(const EvaluationSums& sums, bool text) {
   Evaluation e;
   e.text = text;
-  if (predictions > 0) {
-    e.accuracy = static_cast<double>(correct) / static_cast<double>(predictions);
-    e.loss = loss_sum / static_cast<double>(predictions);
+  if (sums.predictions > 0) {
+    e.accuracy = static_cast<double>(sums.correct) / static_cast<double>(sums.predictions);
+    e.loss = sums.loss_sum / static_cast<double>(sums.predictions);
   }
   return e;
+}
+
+Evaluation EvaluateModel(torch::nn::Module& model, const TensorDataset& ds, const torch::Device& device) {
+  model.eval();  // also for an empty dataset
+  return FromSums(EvaluateRange(model, ds, device, 0, ds.size), ds.storage && ds.storage->is_text());
 }
 
 double EvaluateAccuracy(torch::nn::Module& model, const TensorDataset& ds, const torch::Device& device) {

@@ -61,6 +61,22 @@ struct Evaluation {
   nlohmann::json Fields() const;
 };
 
+// Unnormalised evaluation of a range of examples: sums that add up across
+// ranges (a distributed evaluation splits the test set and adds them).
+struct EvaluationSums {
+  int64_t correct = 0;
+  int64_t predictions = 0;
+  double loss_sum = 0;  // summed cross-entropy, nats
+  EvaluationSums& operator+=(const EvaluationSums& o);
+};
+
+// Evaluates examples [begin, end) of `ds` (model in eval mode, no grad).
+// REQUIRES: 0 <= begin <= end <= ds.size.
+EvaluationSums EvaluateRange(torch::nn::Module& model, const TensorDataset& ds, const torch::Device& device,
+                             int64_t begin, int64_t end);
+// The evaluation of sums over a whole dataset.
+Evaluation FromSums(const EvaluationSums& sums, bool text);
+
 // Evaluates `ds` (model in eval mode, no grad). Leaves the model in eval mode.
 Evaluation EvaluateModel(torch::nn::Module& model, const TensorDataset& ds, const torch::Device& device);
 
