@@ -56,6 +56,29 @@ nlohmann::json PipelineRecord(const PipelineStats& now, const PipelineStats& bef
 
 }  // namespace
 
+void Accumulate(PipelineStats* total, const PipelineStats& d) {
+  total->sparsify_s += d.sparsify_s;
+  total->exchange_s += d.exchange_s;
+  total->optimizer_s += d.optimizer_s;
+  total->wait_s += d.wait_s;
+  total->tasks += d.tasks;
+  total->sent_values += d.sent_values;
+  total->total_values += d.total_values;
+}
+
+// per_peer is indexed by rank, which a peer may change between generations:
+// entry i sums what was sent to whoever was rank i.
+void Accumulate(comm::TransportStats* total, const comm::TransportStats& d) {
+  if (total->per_peer.size() < d.per_peer.size()) total->per_peer.resize(d.per_peer.size());
+  auto add = [](comm::LinkCounters* to, const comm::LinkCounters& from) {
+    *to += from;
+    to->messages_in_flight = from.messages_in_flight;
+  };
+  for (size_t i = 0; i < d.per_peer.size(); ++i) add(&total->per_peer[i], d.per_peer[i]);
+  add(&total->intra_cluster, d.intra_cluster);
+  add(&total->inter_cluster, d.inter_cluster);
+}
+
 // What a worker needs whatever its world: the configuration checked, the
 // device, the data and the model.
 Status Worker::Impl::Prepare() {
@@ -322,7 +345,8 @@ Result<WorkerResult> Worker::Impl::Conclude(int64_t t, const comm::TransportStat
     FRUGAL_RETURN_IF_ERROR(reporter->Write(final_record));
     result.train.metrics_path = reporter->metrics_path();
   }
-  const PipelineStats st = Stats();
+  PipelineStats st = finished_stats;  // the whole run: earlier generations, then this one
+  Accumulate(&st, Stats());
   result.train.steps = t;
   result.train.final_test_accuracy = accuracy;
   result.train.wall_time_s = reporter->Elapsed();
@@ -332,7 +356,8 @@ Result<WorkerResult> Worker::Impl::Conclude(int64_t t, const comm::TransportStat
   result.sparsify_s = st.sparsify_s;
   result.exchange_s = st.exchange_s;
   result.optimizer_s = st.optimizer_s;
-  result.traffic = transport->stats().Since(traffic_at_start);
+  result.traffic = finished_traffic;
+  Accumulate(&result.traffic, transport->stats().Since(traffic_at_start));
   return result;
 }
 

@@ -32,6 +32,7 @@
 // replayed: no sample is lost or applied twice. The new world may have a
 // different size: batch sizes, sharding, topology and learning-rate
 // schedule follow it, as for a checkpoint resumed with another world size.
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
@@ -41,9 +42,23 @@
 
 namespace frugal::engine {
 
+namespace {
+
+// What a joiner needs of a snapshot: the shared state (parameters, masters,
+// optimizer and controller state, buffers, data position), not the
+// sender's own residuals and sparsifier states, which a joiner would drop
+// anyway (it starts with empty ones, like a rank new to a resumed run).
+CheckpointSections JoinerSections(const CheckpointSections& snapshot) {
+  CheckpointSections out = snapshot;
+  out.erase("local");
+  out.erase("local_sync_own");
+  return out;
+}
+
+}  // namespace
 
 Status Worker::Impl::TakeSnapshot(int64_t t) {
-  FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, StateSections(t, /*shared=*/true));
+  FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, StateSections(t, StateScope::kSnapshot));
   if (!snapshots.empty() && snapshots.back().t == t) snapshots.pop_back();  // a joiner's received copy
   snapshots.push_back(Snapshot{t, std::move(s), true});
   while (snapshots.size() > 2) snapshots.pop_front();
@@ -98,9 +113,12 @@ Status Worker::Impl::RestoreGeneration(const comm::Generation& g) {
                             ", of which this worker has no snapshot");
   }
   Snapshot& snap = snapshots.back();
-  FRUGAL_RETURN_IF_ERROR(RestoreSections(snap.sections, nullptr, snap.own_residuals, "snapshot of " + what));
+  FRUGAL_RETURN_IF_ERROR(RestoreSections(snap.sections, snap.own_residuals ? &snap.sections : nullptr,
+                                         /*residuals=*/false, "snapshot of " + what));
+  join_state_bytes = 0;
   if (rank() == 0 && !g.joined.empty()) {
-    auto bytes = std::make_shared<const comm::Bytes>(EncodeCheckpoint(snap.sections));
+    auto bytes = std::make_shared<const comm::Bytes>(EncodeCheckpoint(JoinerSections(snap.sections)));
+    join_state_bytes = static_cast<int64_t>(bytes->size());
     for (int r : g.joined) FRUGAL_RETURN_IF_ERROR(transport->Send(r, tag, bytes));
   }
   return Status::Ok();
@@ -137,7 +155,34 @@ Status Worker::Impl::EnterGeneration(const comm::Generation& g) {
                           {"generation", g.number},
                           {"workers", transport->world_size()},
                           {"joined", g.joined.size()},
+                          {"join_state_bytes", join_state_bytes},  // sent by rank 0 to each joiner
                           {"step", g.restore}});
+}
+
+// Before the world of a generation is torn down: its counters join the
+// run's totals (Conclude adds the last generation's).
+void Worker::Impl::CloseGenerationCounters(const comm::TransportStats& traffic_at_start) {
+  if (transport) Accumulate(&finished_traffic, transport->stats().Since(traffic_at_start));
+  if (local || replica) Accumulate(&finished_stats, Stats());
+}
+
+// The result of a worker that left the job before its end: the counters of
+// the generations it took part in.
+WorkerResult Worker::Impl::LeftResult(int last_rank) const {
+  WorkerResult result;
+  result.left = true;
+  result.generation = generation.number;
+  result.rank = last_rank;
+  result.train.steps = start_step;
+  result.train.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  result.train.samples_per_s = samples_total / std::max(result.train.wall_time_s, 1e-9);
+  result.compute_s = compute_s;
+  result.wait_s = finished_stats.wait_s;
+  result.sparsify_s = finished_stats.sparsify_s;
+  result.exchange_s = finished_stats.exchange_s;
+  result.optimizer_s = finished_stats.optimizer_s;
+  result.traffic = finished_traffic;
+  return result;
 }
 
 void Worker::Impl::TearDown(bool abort) {
@@ -174,7 +219,7 @@ Result<WorkerResult> Worker::Impl::RunElastic() {
     // Entering a world can fail like training in it (a peer dies while the
     // state is sent): both go through the same recovery.
     const Status entered = EnterGeneration(g);
-    const comm::TransportStats traffic_at_start = transport->stats();
+    const comm::TransportStats traffic_at_start = transport->stats();  // the state transfer is not counted
     Result<LoopEnd> end = entered.ok() ? Loop() : Result<LoopEnd>(entered);
     if (end.ok() && *end != LoopEnd::kSwitch) {
       FRUGAL_ASSIGN_OR_RETURN(WorkerResult result, Conclude(start_step, traffic_at_start));
@@ -188,18 +233,14 @@ Result<WorkerResult> Worker::Impl::RunElastic() {
     if (!end.ok() && !AwaitChange()) return end.status();
     const bool leaving = end.ok() && (leave_sent || membership->leave_requested());
     const int last_rank = rank();
+    CloseGenerationCounters(traffic_at_start);
     TearDown(!end.ok());
     std::vector<int64_t> held;
     for (const Snapshot& s : snapshots) held.push_back(s.t);
     Result<comm::Generation> next = leaving ? Status::NotFound("leaving") : membership->Register(held, &transport);
     if (!next.ok() && next.status().code() == Status::Code::kNotFound) {  // this worker left the job
       membership->Done();
-      WorkerResult result;
-      result.left = true;
-      result.generation = generation.number;
-      result.rank = last_rank;
-      result.compute_s = compute_s;
-      return result;
+      return LeftResult(last_rank);
     }
     FRUGAL_RETURN_IF_ERROR(next.status());
     g = *next;

@@ -29,6 +29,19 @@ namespace frugal::engine {
 // How the iterations of one generation ended.
 enum class LoopEnd { kFinished, kSwitch, kStop };
 
+// Which run state StateSections collects (Note [Checkpoints]).
+//   kRank0File: rank 0's checkpoint file, the whole pipeline state in one
+//               "pipeline" section;
+//   kOwnFile:   another rank's file, only its own part ("local");
+//   kSnapshot:  an elastic snapshot, the shared "pipeline" section and this
+//               rank's own part ("local") apart.
+enum class StateScope { kRank0File, kOwnFile, kSnapshot };
+
+// Adds the counters of `d` (one generation's) to `total`; the traffic's
+// messages_in_flight becomes d's (a current value, not a count).
+void Accumulate(PipelineStats* total, const PipelineStats& d);
+void Accumulate(comm::TransportStats* total, const comm::TransportStats& d);
+
 class Worker::Impl {
  public:
   RunConfig config;
@@ -54,7 +67,10 @@ class Worker::Impl {
   // Totals over the whole run (all generations).
   double compute_s = 0;
   double samples_total = 0;
-  PipelineStats finished_stats;  // pipeline counters of earlier generations
+  // Counters of the generations that ended before the current one
+  // (elastic; zero for a fixed world). Conclude adds the current one's.
+  PipelineStats finished_stats;
+  comm::TransportStats finished_traffic;
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
   // Elastic membership (worker_elastic.cc); null for a fixed world.
@@ -72,6 +88,7 @@ class Worker::Impl {
   bool leave_sent = false;
   bool left = false;  // this worker left the job before its end
   std::chrono::steady_clock::time_point left_world_at;  // when the last generation's loop ended
+  int64_t join_state_bytes = 0;  // rank 0: bytes of state sent to each joiner of this generation
 
   int rank() const { return transport->rank(); }
   PipelineStats Stats() const { return local ? local->stats() : replica->pipeline().stats(); }
@@ -92,7 +109,7 @@ class Worker::Impl {
   void PrintHeader() const;
 
   // worker_state.cc: run state as named sections (Note [Checkpoints]).
-  Result<CheckpointSections> StateSections(int64_t t, bool shared);
+  Result<CheckpointSections> StateSections(int64_t t, StateScope scope);
   Status RestoreSections(CheckpointSections& shared, const CheckpointSections* mine, bool residuals,
                          const std::string& what);
   Status RestoreLocalSync(const CheckpointSections& s, const CheckpointSections* mine, bool residuals,
@@ -105,6 +122,8 @@ class Worker::Impl {
   Result<LoopEnd> MembershipCheck(int64_t t);
   Status TakeSnapshot(int64_t t);
   Status RestoreGeneration(const comm::Generation& g);
+  void CloseGenerationCounters(const comm::TransportStats& traffic_at_start);
+  WorkerResult LeftResult(int last_rank) const;
   void TearDown(bool abort);
   bool AwaitChange();
   Result<WorkerResult> RunElastic();

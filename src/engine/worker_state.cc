@@ -1,6 +1,8 @@
 // Worker::Impl's run state: checkpoints on disk and the same sections in
 // memory (elastic snapshots), and restoring either.
+#include <chrono>
 #include <cstring>
+#include <filesystem>
 
 #include "control_kinds.h"
 #include "frugal/comm/collectives.h"
@@ -19,12 +21,18 @@ namespace frugal::engine {
 // ranks beyond the old world start with empty residuals (their share of
 // unsent gradient is lost, as when a worker leaves) and the data position,
 // counted in samples, carries over. An elastic snapshot (worker_elastic.cc)
-// is rank 0's sections, held in memory by every rank.
-Result<CheckpointSections> Worker::Impl::StateSections(int64_t t, bool shared) {
+// holds the same sections in memory on every rank, with this rank's own
+// part apart (StateScope::kSnapshot), so that a joiner is sent only the
+// shared part (JoinerSections).
+Result<CheckpointSections> Worker::Impl::StateSections(int64_t t, StateScope scope) {
   CheckpointSections sections;
   using Parts = GradientPipeline::StateParts;
+  const bool shared = scope != StateScope::kOwnFile;
   if (local) {
     local->SaveSections(shared, &sections);  // the replica's pipeline is idle in local mode
+  } else if (scope == StateScope::kSnapshot) {
+    FRUGAL_ASSIGN_OR_RETURN(sections["pipeline"], replica->SavePipelineState(Parts::kShared));
+    FRUGAL_ASSIGN_OR_RETURN(sections["local"], replica->SavePipelineState(Parts::kLocal));
   } else {
     FRUGAL_ASSIGN_OR_RETURN(sections[shared ? "pipeline" : "local"],
                             replica->SavePipelineState(shared ? Parts::kAll : Parts::kLocal));
@@ -47,19 +55,34 @@ Result<CheckpointSections> Worker::Impl::StateSections(int64_t t, bool shared) {
   return sections;
 }
 
+// Rank 0 records each checkpoint in metrics.jsonl: the size of its file,
+// the seconds to collect and write it (write_s) and the whole stall of the
+// run, until every rank has written and old ones are pruned (total_s).
 Status Worker::Impl::SaveCheckpoint(int64_t t) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
   const std::string dir = CheckpointStepDir(CheckpointDirOf(config), t);
-  FRUGAL_ASSIGN_OR_RETURN(CheckpointSections sections, StateSections(t, /*shared=*/rank() == 0));
+  FRUGAL_ASSIGN_OR_RETURN(CheckpointSections sections,
+                          StateSections(t, rank() == 0 ? StateScope::kRank0File : StateScope::kOwnFile));
   const std::string text = ToToml(config);
   sections["config"] = std::vector<uint8_t>(text.begin(), text.end());
-  FRUGAL_RETURN_IF_ERROR(WriteCheckpointFile(CheckpointRankFile(dir, rank()), sections));
+  const std::string file = CheckpointRankFile(dir, rank());
+  FRUGAL_RETURN_IF_ERROR(WriteCheckpointFile(file, sections));
+  const auto written = Clock::now();
   auto all = comm::AllGather(*transport, ControlTag(t, kCheckpoint), comm::Bytes(1, 1), timeout);
   if (!all.ok()) return all.status().WithContext("completing the checkpoint of step " + std::to_string(t));
-  if (rank() == 0) {
-    FRUGAL_RETURN_IF_ERROR(MarkCheckpointComplete(dir, transport->world_size()));
-    FRUGAL_RETURN_IF_ERROR(PruneCheckpoints(CheckpointDirOf(config), config.checkpoint.keep_checkpoints));
-  }
-  return Status::Ok();
+  if (rank() != 0) return Status::Ok();
+  FRUGAL_RETURN_IF_ERROR(MarkCheckpointComplete(dir, transport->world_size()));
+  FRUGAL_RETURN_IF_ERROR(PruneCheckpoints(CheckpointDirOf(config), config.checkpoint.keep_checkpoints));
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(file, ec);
+  auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  return reporter->Write({{"wall_time_s", reporter->Elapsed()},
+                          {"event", "checkpoint"},
+                          {"step", t},
+                          {"bytes", ec ? 0 : bytes},
+                          {"write_s", seconds(written - t0)},
+                          {"total_s", seconds(Clock::now() - t0)}});
 }
 
 // Restores rank 0's sections `shared` (with this rank's residuals from

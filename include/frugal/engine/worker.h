@@ -22,6 +22,10 @@
 
 namespace frugal::engine {
 
+// Elastic: the counters cover every generation this worker took part in
+// (iterations redone after a rollback included), and traffic.per_peer[i]
+// sums what went to whoever was rank i in each. The state sent to joiners
+// is not counted (the generation event in metrics.jsonl has its size).
 struct WorkerResult {
   train::TrainResult train;       // final_test_accuracy is valid on rank 0 only
   uint64_t final_checksum = 0;    // of the master parameters, equal on every rank
@@ -31,8 +35,7 @@ struct WorkerResult {
   double exchange_s = 0;
   double optimizer_s = 0;
   comm::TransportStats traffic;   // bytes per peer and link class sent during Run()
-                                  // (excludes the start-up broadcast of parameters;
-                                  // elastic: of the last generation only)
+                                  // (excludes the start-up broadcast of parameters)
   bool left = false;              // elastic: this worker left before the end
   int64_t generation = 0;         // elastic: the generation it ended in
   int rank = 0;                   // its rank there

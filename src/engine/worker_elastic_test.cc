@@ -1,0 +1,99 @@
+// Elastic workers as threads of one process: a MembershipServer on
+// loopback and Worker::CreateElastic over real ZeroMQ transports (the
+// process-level scenarios are in elastic_test.py).
+#include <future>
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "frugal/comm/membership.h"
+#include "worker_test_util.h"
+
+namespace frugal::engine {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct ElasticOutcome {
+  Status status;
+  WorkerResult result;
+};
+
+uint64_t MessagesSent(const WorkerResult& r) {
+  return r.traffic.intra_cluster.messages_sent + r.traffic.inter_cluster.messages_sent;
+}
+
+// Three workers; one leaves gracefully at the first check gate (step 10).
+// The others finish the run's 14 steps as two. Every counter of a
+// WorkerResult covers the whole run: the leaver's are those of generation
+// 1, and a survivor's add generation 2's to them.
+TEST(WorkerElasticTest, CountersCoverEveryGenerationOfTheRun) {
+  comm::MembershipOptions mo;
+  mo.world_size = 3;
+  mo.min_workers = 2;
+  mo.heartbeat_timeout = 5s;  // threads of a loaded test process may be slow
+  mo.timeout = 60s;
+  mo.log = [](const std::string&) {};
+  auto server = comm::MembershipServer::Bind("tcp://127.0.0.1:*", mo);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto served = std::async(std::launch::async, [&] { return (*server)->Serve(); });
+
+  RunConfig o = BaseOptions("elastic-counters");
+  o.train.model = "mlp";
+  o.train.max_steps = 14;
+  o.elastic.elastic = true;
+  o.elastic.elastic_every = 10;
+  const int kLeaver = 2;
+  std::vector<ElasticOutcome> out(3);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] {
+      comm::MembershipClientOptions co;
+      co.server = (*server)->endpoint();
+      co.heartbeat_interval = 100ms;
+      co.timeout = 60s;
+      auto client = comm::MembershipClient::Create(co);
+      if (!client.ok()) {
+        out[i].status = client.status();
+        return;
+      }
+      auto worker = Worker::CreateElastic(o, std::move(*client));
+      if (!worker.ok()) {
+        out[i].status = worker.status();
+        return;
+      }
+      if (i == kLeaver) (*worker)->leave_signal() = true;  // acted on at the first check gate
+      auto result = (*worker)->Run();
+      out[i].status = result.status();
+      if (result.ok()) out[i].result = *result;
+    });
+  }
+  for (auto& t : threads) t.join();
+  const Status serve = served.get();
+  EXPECT_TRUE(serve.ok()) << serve.ToString();
+  for (auto& r : out) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+
+  const WorkerResult& leaver = out[kLeaver].result;
+  ASSERT_TRUE(leaver.left);
+  EXPECT_EQ(leaver.generation, 1);
+  EXPECT_EQ(leaver.train.steps, 10);
+  EXPECT_GT(MessagesSent(leaver), 0u);
+  EXPECT_GT(leaver.compute_s, 0);
+  EXPECT_GT(leaver.sparsify_s + leaver.exchange_s + leaver.optimizer_s, 0);
+  for (int i : {0, 1}) {
+    const WorkerResult& r = out[i].result;
+    ASSERT_FALSE(r.left);
+    EXPECT_EQ(r.generation, 2);
+    EXPECT_EQ(r.train.steps, 14);
+    EXPECT_EQ(r.final_checksum, out[0].result.final_checksum);
+    // Generation 1 (10 steps among three) matches the leaver's; the 4
+    // steps of generation 2 come on top. Counting only the last generation
+    // would give about a fifth of the leaver's messages.
+    EXPECT_GT(MessagesSent(r), MessagesSent(leaver)) << "worker " << i;
+    EXPECT_GT(r.compute_s, 0);
+    EXPECT_GT(r.sparsify_s + r.exchange_s + r.optimizer_s, 0);
+  }
+}
+
+}  // namespace
+}  // namespace frugal::engine
