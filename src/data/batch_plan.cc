@@ -128,6 +128,16 @@ void BatchCursor::Advance() {
 }
 
 Status BatchCursor::Seek(int64_t epoch, int64_t step_in_epoch, int64_t position) {
+  if (epoch >= 0 && step_in_epoch >= 0 && position >= 0 && position <= num_samples_ &&
+      position + global_batch_ > num_samples_) {
+    // The rest of the epoch is shorter than this (larger) global batch: it
+    // is dropped, as Advance drops an epoch's last partial batch, and the
+    // next epoch begins. A run resumed with more workers near an epoch's end
+    // lands here.
+    epoch += 1;
+    step_in_epoch = 0;
+    position = 0;
+  }
   if (epoch < 0 || step_in_epoch < 0 || position < 0 || position + global_batch_ > num_samples_) {
     return Status::InvalidArgument("data position (epoch " + std::to_string(epoch) + ", sample " +
                                    std::to_string(position) + ") does not fit a global batch of " +

@@ -124,5 +124,27 @@ TEST(BatchCursorTest, ResizingMidEpochNeverRepeatsASampleWithinTheEpoch) {
   EXPECT_FALSE(cursor->SetBatchSizes({1, 1, 1}).ok());
 }
 
+// A run saved at sample 3840 of 4000 with 2 x 64 per step, resumed with
+// 3 x 64: the 160 samples left do not make a batch of 192, so the resumed
+// run starts the next epoch (an elastic join near an epoch's end failed
+// here before).
+TEST(BatchCursorTest, SeekWhereTheRestOfTheEpochIsShorterThanTheBatchStartsTheNextEpoch) {
+  auto cursor = BatchCursor::Create(4000, 1, {64, 64, 64});
+  ASSERT_TRUE(cursor.ok());
+  ASSERT_TRUE(cursor->Seek(0, 30, 3840).ok());
+  EXPECT_EQ(cursor->epoch(), 1);
+  EXPECT_EQ(cursor->step_in_epoch(), 0);
+  EXPECT_EQ(cursor->position(), 0);
+  auto fresh = BatchCursor::Create(4000, 1, {64, 64, 64});
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE(fresh->Seek(1, 0, 0).ok());
+  EXPECT_EQ(cursor->Slice(2), fresh->Slice(2));  // epoch 1's order
+  ASSERT_TRUE(cursor->Seek(0, 20, 3808).ok());   // 3808 + 192 = 4000 still fits
+  EXPECT_EQ(cursor->epoch(), 0);
+  EXPECT_EQ(cursor->position(), 3808);
+  EXPECT_FALSE(cursor->Seek(0, 31, 4001).ok());  // beyond the epoch: corrupt
+  EXPECT_FALSE(cursor->Seek(-1, 0, 0).ok());
+}
+
 }  // namespace
 }  // namespace frugal::data

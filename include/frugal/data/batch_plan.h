@@ -87,7 +87,10 @@ class BatchCursor {
   // Moves to a saved position (epoch, step_in_epoch, position), e.g. a
   // checkpoint's. The position counts samples, so a run resumed with other
   // batch sizes (or another world size) neither skips nor repeats a sample
-  // of the epoch. InvalidArgument if the current batch does not fit there.
+  // of the epoch. Where the rest of the epoch is shorter than the current
+  // global batch, it is dropped (as Advance drops a partial batch) and the
+  // cursor is at the start of the next epoch. InvalidArgument for a
+  // position beyond the epoch, or a batch larger than the data set.
   Status Seek(int64_t epoch, int64_t step_in_epoch, int64_t position);
 
  private:
