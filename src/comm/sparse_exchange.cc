@@ -39,6 +39,25 @@ Result<Bytes> SparseExchange::Run(Tag tag, Bytes contribution) {
   return result;
 }
 
+Result<std::vector<Bytes>> SparseExchange::RunUncombined(Tag tag, Bytes contribution) {
+  std::vector<Bytes> out;
+  Status st;
+  if (algorithm_ == ExchangeAlgorithm::kFlat) {
+    Result<std::vector<Bytes>> parts = AllGather(*transport_, tag, std::move(contribution), options_.timeout);
+    if (parts.ok()) return parts;
+    st = parts.status().WithContext("allgather");
+  } else {
+    Result<Bytes> result = RunHierarchical(tag, std::move(contribution));
+    if (result.ok()) {
+      out.push_back(std::move(result).value());
+      return out;
+    }
+    st = result.status();
+  }
+  return st.WithContext("exchange tag " + std::to_string(tag) + " on " +
+                        transport_->topology().DescribeRank(transport_->rank()));
+}
+
 Result<Bytes> SparseExchange::Combine(std::vector<Bytes> parts) {
   if (parts.size() == 1) return std::move(parts.front());
   return combine_(std::move(parts));

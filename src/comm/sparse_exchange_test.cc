@@ -68,6 +68,27 @@ TEST_P(SparseExchangeTest, HierarchicalNestsClustersInClusterIdOrder) {
   }
 }
 
+// RunUncombined hands back what Run would combine last: every rank's part in
+// rank order (flat), or the one result (hierarchical).
+TEST_P(SparseExchangeTest, UncombinedReturnsThePartsOfTheFinalCombine) {
+  for (const std::vector<std::string>& clusters :
+       {std::vector<std::string>{"x", "x", "x"}, std::vector<std::string>{"p", "q", "p", "q"}}) {
+    World w = MakeWorld(GetParam(), clusters);
+    const int n = static_cast<int>(clusters.size());
+    std::vector<Result<std::vector<Bytes>>> results(n, Status::Internal("not run"));
+    testing::RunRanks(n, [&](int r) {
+      SparseExchange ex(w.ranks[r].get(), Parenthesize, {});
+      results[r] = ex.RunUncombined(7, Text(std::string(1, 'a' + r)));
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(results[r].ok()) << results[r].status().ToString();
+      std::string got;
+      for (const Bytes& part : *results[r]) got += Str(part) + ";";
+      EXPECT_EQ(got, n == 3 ? "a;b;c;" : "((a,c),(b,d));") << "rank " << r;
+    }
+  }
+}
+
 TEST_P(SparseExchangeTest, ForcedHierarchicalOnOneClusterGathersAtRankZero) {
   World w = MakeWorld(GetParam(), {"x", "x", "x"});
   ExchangeOptions opts;

@@ -8,6 +8,7 @@
 
 #include "frugal/compress/error_feedback.h"
 #include "frugal/engine/checkpoint.h"
+#include "merged_update.h"
 #include "frugal/compress/merge.h"
 #include "frugal/compress/sparsifier.h"
 
@@ -66,21 +67,10 @@ class CompressedAllReduce::Impl {
   Status RunLocked(BucketState& state, uint64_t bucket, Span<float> data);
 };
 
-// Leaders (or every rank, in the flat exchange) merge the contributions in
-// rank order, so all ranks decode byte-identical sums.
+// Leaders merge the contributions in rank order (Note [Merged updates] in
+// merged_update.cc), so all ranks decode byte-identical sums.
 Result<comm::Bytes> CompressedAllReduce::Impl::Combine(std::vector<comm::Bytes> parts) const {
-  std::vector<compress::SparseVector> decoded(parts.size());
-  std::vector<const compress::SparseVector*> ptrs;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    FRUGAL_RETURN_IF_ERROR(compress::Decode(Span<const uint8_t>(parts[i].data(), parts[i].size()), {}, &decoded[i]));
-    ptrs.push_back(&decoded[i]);
-  }
-  compress::SparseVector merged;
-  FRUGAL_RETURN_IF_ERROR(
-      compress::MergeSparse(Span<const compress::SparseVector* const>(ptrs.data(), ptrs.size()), &merged));
-  comm::Bytes out;  // a union of whole blocks is whole blocks, so the wire format still fits
-  FRUGAL_RETURN_IF_ERROR(compress::Encode(merged, compress::MergedWireFormat(options.wire), &out));
-  return out;
+  return CombineEncoded(parts, options.wire);
 }
 
 BucketState& CompressedAllReduce::Impl::StateOf(uint64_t bucket) {
@@ -120,10 +110,10 @@ Status CompressedAllReduce::Impl::RunLocked(BucketState& state, uint64_t bucket,
   auto t1 = Clock::now();
   const comm::Tag tag = kHookTagBit | (comm::Tag{options.instance} << 54) | ((state.calls & kMaxCalls) << 24) | bucket;
   ++state.calls;
-  FRUGAL_ASSIGN_OR_RETURN(comm::Bytes merged, exchange->Run(tag, std::move(encoded)));
+  FRUGAL_ASSIGN_OR_RETURN(std::vector<comm::Bytes> parts, exchange->RunUncombined(tag, std::move(encoded)));
   auto t2 = Clock::now();
   compress::SparseVector sum;
-  FRUGAL_RETURN_IF_ERROR(compress::Decode(Span<const uint8_t>(merged.data(), merged.size()), {}, &sum));
+  FRUGAL_RETURN_IF_ERROR(DecodeAndMerge(parts, &sum));
   if (sum.dense_size != data.size()) {
     return Status::Corruption("the merged update has " + std::to_string(sum.dense_size) + " values, this rank's " +
                               std::to_string(data.size()) + ": do all ranks train the same model?");

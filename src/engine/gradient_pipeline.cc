@@ -12,6 +12,7 @@
 #include "frugal/compress/merge.h"
 #include "frugal/compress/sparsifier.h"
 #include "frugal/engine/checkpoint.h"
+#include "merged_update.h"
 
 namespace frugal::engine {
 
@@ -188,19 +189,7 @@ Status GradientPipeline::Impl::Init(std::vector<BucketSpec> specs) {
 }
 
 Result<comm::Bytes> GradientPipeline::Impl::Combine(std::vector<comm::Bytes> parts) {
-  std::vector<compress::SparseVector> decoded(parts.size());
-  std::vector<const compress::SparseVector*> ptrs;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    FRUGAL_RETURN_IF_ERROR(
-        compress::Decode(Span<const uint8_t>(parts[i].data(), parts[i].size()), {}, &decoded[i]));
-    ptrs.push_back(&decoded[i]);
-  }
-  compress::SparseVector merged;
-  FRUGAL_RETURN_IF_ERROR(
-      compress::MergeSparse(Span<const compress::SparseVector* const>(ptrs.data(), ptrs.size()), &merged));
-  comm::Bytes out;
-  FRUGAL_RETURN_IF_ERROR(compress::Encode(merged, compress::MergedWireFormat(options_.wire), &out));
-  return out;
+  return CombineEncoded(parts, options_.wire);
 }
 
 void GradientPipeline::Impl::ThreadMain() {
@@ -235,11 +224,12 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
   comm::Bytes encoded;
   FRUGAL_RETURN_IF_ERROR(compress::Encode(mine, options_.wire, &encoded));
   auto t1 = Clock::now();
-  Result<comm::Bytes> merged = exchange_->Run(GradientTag(t, task.bucket, buckets_.size()), std::move(encoded));
-  if (!merged.ok()) return merged.status().WithContext("iteration " + std::to_string(t) + ", bucket " + b.name);
+  Result<std::vector<comm::Bytes>> parts =
+      exchange_->RunUncombined(GradientTag(t, task.bucket, buckets_.size()), std::move(encoded));
+  if (!parts.ok()) return parts.status().WithContext("iteration " + std::to_string(t) + ", bucket " + b.name);
   auto t2 = Clock::now();
-  compress::SparseVector update;
-  FRUGAL_RETURN_IF_ERROR(compress::Decode(Span<const uint8_t>(merged->data(), merged->size()), {}, &update));
+  compress::SparseVector update;  // Note [Merged updates] in merged_update.cc
+  FRUGAL_RETURN_IF_ERROR(DecodeAndMerge(*parts, &update));
   if (update.dense_size != b.master.size()) {
     return Status::Corruption("bucket " + b.name + ": merged update has " + std::to_string(update.dense_size) +
                               " elements, expected " + std::to_string(b.master.size()));

@@ -56,6 +56,13 @@ class SparseExchange {
   // the error returned by CombineFn.
   Result<Bytes> Run(Tag tag, Bytes contribution);
 
+  // As Run, but without this rank's final combine: returns the messages
+  // whose combination is the result, in the order Run would combine them
+  // (kFlat: every rank's contribution in rank order; kHierarchical: the one
+  // result). For a caller that decodes the result anyway, so that it can
+  // merge the parts itself instead of having CombineFn encode them first.
+  Result<std::vector<Bytes>> RunUncombined(Tag tag, Bytes contribution);
+
   ExchangeAlgorithm algorithm() const { return algorithm_; }
 
  private:
