@@ -209,3 +209,19 @@ TEST(GradientPipelineTest, RejectsBadOptions) {
 
 }  // namespace
 }  // namespace frugal::engine
+
+namespace frugal::engine {
+namespace {
+
+TEST(GradientPipelineTest, DensityWarmUpFallsGeometricallyToTheTarget) {
+  EXPECT_DOUBLE_EQ(WarmupDensity(0.03, 0, 0), 0.03);      // off
+  EXPECT_DOUBLE_EQ(WarmupDensity(0.03, 0, 100), 0.25);    // starts at 25%
+  EXPECT_NEAR(WarmupDensity(0.03, 50, 100), std::sqrt(0.25 * 0.03), 1e-12);  // geometric middle
+  EXPECT_DOUBLE_EQ(WarmupDensity(0.03, 100, 100), 0.03);  // reached
+  EXPECT_DOUBLE_EQ(WarmupDensity(0.03, 5000, 100), 0.03);
+  EXPECT_DOUBLE_EQ(WarmupDensity(0.5, 0, 100), 0.5);      // a denser target is never lowered
+  for (int64_t t = 1; t <= 100; ++t) EXPECT_LT(WarmupDensity(0.03, t, 100), WarmupDensity(0.03, t - 1, 100));
+}
+
+}  // namespace
+}  // namespace frugal::engine

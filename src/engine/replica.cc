@@ -51,6 +51,7 @@ ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(
   PipelineOptions& po = ro.pipeline;
   po.sparsifier = NameOf(d.sparsifier);
   po.density = d.density;
+  po.density_warmup_steps = d.density_warmup_steps;
   po.wire = WireFormatOf(d);
   po.staleness = d.staleness;
   po.cpu_threads = d.cpu_threads;

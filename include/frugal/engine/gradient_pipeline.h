@@ -44,6 +44,7 @@ struct BucketSpec {
 struct PipelineOptions {
   std::string sparsifier = "block";  // topk | block | randomk
   double density = 0.01;             // fraction of each bucket sent per step
+  int64_t density_warmup_steps = 0;  // see WarmupDensity; 0 = off
   compress::WireFormat wire{compress::ValueEncoding::kFp16, compress::IndexEncoding::kDeltaVarint};
   int staleness = 1;                 // 0 or 1
   int cpu_threads = 1;               // threads running bucket tasks
@@ -142,6 +143,13 @@ class GradientPipeline {
 // messages (checksums, batch-norm statistics) use ControlTag, in a disjoint
 // range.
 comm::Tag GradientTag(int64_t iteration, size_t bucket, size_t num_buckets);
+
+// The density iteration t sparsifies at, given the density in force and the
+// warm-up length W (DGC's warm-up, Note [Density warm-up]): for t < W it falls
+// geometrically from kWarmupStartDensity (or `density`, if larger) at t = 0
+// to `density` at t = W; from W on, and with W = 0, it is `density`.
+inline constexpr double kWarmupStartDensity = 0.25;
+double WarmupDensity(double density, int64_t t, int64_t warmup_steps);
 comm::Tag ControlTag(int64_t iteration, uint32_t kind);
 
 }  // namespace frugal::engine

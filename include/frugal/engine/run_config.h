@@ -53,6 +53,7 @@ struct DistributedOptions {
   // Defaults: int4 codes at 3% send about the bytes of fp16 at 1% and converge
   // like a denser exchange (docs/benchmarks.md, "Integer value codes").
   double density = 0.03;  // fraction of each gradient bucket sent per step, (0, 1]
+  int64_t density_warmup_steps = 0;  // WarmupDensity (gradient_pipeline.h); 0 = off
   compress::SparsifierKind sparsifier = compress::SparsifierKind::kBlock;
   compress::ValueEncoding value_encoding = compress::ValueEncoding::kInt4;
   double dgc_momentum = 0.0;  // error-feedback momentum correction (0 = off)
@@ -133,6 +134,10 @@ void VisitFields(DistributedOptions& o, V&& visit) {
             .PerWorker().Min(1).Max(kMaxLocalWorkers, "frugal train starts every worker on this machine"),
         o.workers);
   visit(Field("density", d, "Fraction of each gradient bucket sent per step").Positive().Max(1), o.density);
+  visit(Field("density_warmup_steps", d,
+              "Steps over which the density falls geometrically from 25% to --density (DGC's warm-up; 0 = off)")
+            .NonNegative().Max(1000000000),
+        o.density_warmup_steps);
   visit(Field("sparsifier", d, "block, sampled_topk (exact top-k, fast), topk or randomk"), o.sparsifier);
   visit(Field("value_encoding", d, "Gradient values on the wire: fp32, fp16, bf16, int8 or int4 (error-fed rounding)"), o.value_encoding);
   visit(Field("staleness", d, "0 or 1: forward t uses the parameters after t-1-staleness").Min(0).Max(1), o.staleness);
