@@ -66,6 +66,13 @@ void Accumulate(PipelineStats* total, const PipelineStats& d) {
   total->total_values += d.total_values;
 }
 
+void SetPipelineTimes(const PipelineStats& st, WorkerResult* result) {
+  result->wait_s = st.wait_s;
+  result->sparsify_s = st.sparsify_s;
+  result->exchange_s = st.exchange_s;
+  result->optimizer_s = st.optimizer_s;
+}
+
 // per_peer is indexed by rank, which a peer may change between generations:
 // entry i sums what was sent to whoever was rank i.
 void Accumulate(comm::TransportStats* total, const comm::TransportStats& d) {
@@ -352,10 +359,7 @@ Result<WorkerResult> Worker::Impl::Conclude(int64_t t, const comm::TransportStat
   result.train.wall_time_s = reporter->Elapsed();
   result.train.samples_per_s = samples_total / result.train.wall_time_s;
   result.compute_s = compute_s;
-  result.wait_s = st.wait_s;
-  result.sparsify_s = st.sparsify_s;
-  result.exchange_s = st.exchange_s;
-  result.optimizer_s = st.optimizer_s;
+  SetPipelineTimes(st, &result);
   result.traffic = finished_traffic;
   Accumulate(&result.traffic, transport->stats().Since(traffic_at_start));
   return result;

@@ -177,10 +177,7 @@ WorkerResult Worker::Impl::LeftResult(int last_rank) const {
   result.train.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   result.train.samples_per_s = samples_total / std::max(result.train.wall_time_s, 1e-9);
   result.compute_s = compute_s;
-  result.wait_s = finished_stats.wait_s;
-  result.sparsify_s = finished_stats.sparsify_s;
-  result.exchange_s = finished_stats.exchange_s;
-  result.optimizer_s = finished_stats.optimizer_s;
+  SetPipelineTimes(finished_stats, &result);
   result.traffic = finished_traffic;
   return result;
 }

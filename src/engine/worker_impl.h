@@ -41,6 +41,8 @@ enum class StateScope { kRank0File, kOwnFile, kSnapshot };
 // messages_in_flight becomes d's (a current value, not a count).
 void Accumulate(PipelineStats* total, const PipelineStats& d);
 void Accumulate(comm::TransportStats* total, const comm::TransportStats& d);
+// The pipeline times of a WorkerResult (wait, sparsify, exchange, optimizer) from `st`.
+void SetPipelineTimes(const PipelineStats& st, WorkerResult* result);
 
 class Worker::Impl {
  public:
