@@ -8,6 +8,7 @@ fluctuating trace starts at the same second for every system):
   frugal         frugal worker processes (topology-aware exchange: --exchange auto)
   frugal_flat    clusters/fluctuating only: Frugal forced to --exchange flat
   frugal_fp16    Frugal's default until 2026-11-23 (fp16 values at density 1%)
+  frugal_warmup  Frugal with --density-warmup-steps 150 (25% falling to the default density)
   frugal_adapt   Frugal with the bandwidth-adaptive controller (--adapt on, issue 8)
   frugal_dX      Frugal at fixed density X (e.g. frugal_d0.02): the hindsight sweep
   frugal_slow    one of four workers 2x slower (CPU cgroup quota), equal batches

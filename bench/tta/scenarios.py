@@ -19,7 +19,9 @@ SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
 # Frugal's local-update mode (--sync local): an outer step over the sparse,
 # error-fed exchange every FRUGAL_LOCAL_STEPS steps (as ddp_localsgd16).
 FRUGAL_LOCAL_STEPS = 16
-ALL_SYSTEMS = ["frugal", "frugal_fp16", "frugal_flat", "frugal_adapt", "frugal_local", "frugal_slow", "frugal_slow_balanced"] + \
+# frugal_warmup: density from 25% down to the default over this many steps.
+FRUGAL_WARMUP_STEPS = 150
+ALL_SYSTEMS = ["frugal", "frugal_fp16", "frugal_warmup", "frugal_flat", "frugal_adapt", "frugal_local", "frugal_slow", "frugal_slow_balanced"] + \
     ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"] + \
     [s for s in STOCK_SYSTEMS if s != "ddp_powersgd"]
 # frugal_slow*: every worker in its own CPU cgroup (bench/harness/cgroups.py):
@@ -39,6 +41,8 @@ def frugal_variant_args(system, rank):
         return ["--adapt", "on"]
     if system == "frugal_fp16":  # the default until 2026-11-23: fp16 values at 1%
         return ["--value-encoding", "fp16", "--density", "0.01"]
+    if system == "frugal_warmup":  # DGC's density warm-up (Note [Density warm-up])
+        return ["--density-warmup-steps", str(FRUGAL_WARMUP_STEPS)]
     if system == "frugal_local":
         return ["--sync", "local", "--local-steps", str(FRUGAL_LOCAL_STEPS)]
     if system.startswith("frugal_d"):
@@ -107,7 +111,7 @@ CLUSTER_SYSTEMS = ["frugal", "frugal_flat", "ddp", "ddp_fp16"] + STOCK_SYSTEMS +
 # Budgets in seconds of training. Frugal and ddp_unlimited are sized to finish
 # their epochs; shaped DDP runs ~3 s/iteration on mlp at 100 Mbit/s, so it
 # gets a fixed slice and a lower bound.
-FULL_BUDGETS = {"frugal": 900, "frugal_fp16": 900, "frugal_flat": 900, "ddp": 300, "ddp_fp16": 300, "ddp_powersgd": 300,
+FULL_BUDGETS = {"frugal": 900, "frugal_fp16": 900, "frugal_warmup": 900, "frugal_flat": 900, "ddp": 300, "ddp_fp16": 300, "ddp_powersgd": 300,
                 "ddp_unlimited": 900, "frugal_adapt": 900, "frugal_local": 900, "frugal_slow": 900,
                 "frugal_slow_balanced": 900}
 FULL_BUDGETS.update({"frugal_d" + d: 900 for d in SWEEP_DENSITIES})
