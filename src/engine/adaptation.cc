@@ -1,9 +1,13 @@
 #include "frugal/engine/adaptation.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
+
+#include "frugal/engine/gradient_pipeline.h"
 
 namespace frugal::engine {
 
@@ -97,6 +101,21 @@ Result<Decision> Decision::Deserialize(const std::vector<uint8_t>& bytes) {
   } catch (const std::exception& e) {
     return Status::Corruption(std::string("malformed decision message: ") + e.what());
   }
+}
+
+// Note [Density warm-up]
+// Error feedback at a low density starts slowly: in the first steps the
+// residuals hold most of the gradient and the update is a thin slice of it
+// (mlp, int4 at 3%: 50% test accuracy after 25 steps against 68% for
+// PowerSGD and DDP). DGC sends more while the model changes fastest and
+// decays to the target density over the first epochs; here the density falls
+// geometrically from 25% to the target over --density-warmup-steps, a pure
+// function of t, so every rank picks the same density without messages and a
+// resumed run continues the schedule.
+double WarmupDensity(double density, int64_t t, int64_t warmup_steps) {
+  if (warmup_steps <= 0 || t >= warmup_steps || density >= kWarmupStartDensity) return density;
+  const double left = 1.0 - static_cast<double>(std::max<int64_t>(t, 0)) / static_cast<double>(warmup_steps);
+  return std::min(1.0, density * std::pow(kWarmupStartDensity / density, left));
 }
 
 }  // namespace frugal::engine

@@ -145,7 +145,7 @@ class GradientPipeline {
 comm::Tag GradientTag(int64_t iteration, size_t bucket, size_t num_buckets);
 
 // The density iteration t sparsifies at, given the density in force and the
-// warm-up length W (DGC's warm-up, Note [Density warm-up]): for t < W it falls
+// warm-up length W (DGC's warm-up, Note [Density warm-up] in adaptation.cc): for t < W it falls
 // geometrically from kWarmupStartDensity (or `density`, if larger) at t = 0
 // to `density` at t = W; from W on, and with W = 0, it is `density`.
 inline constexpr double kWarmupStartDensity = 0.25;
