@@ -30,32 +30,30 @@ SparseExchange::SparseExchange(Transport* transport, CombineFn combine, Exchange
 }
 
 Result<Bytes> SparseExchange::Run(Tag tag, Bytes contribution) {
-  Result<Bytes> result = algorithm_ == ExchangeAlgorithm::kFlat ? RunFlat(tag, std::move(contribution))
-                                                                : RunHierarchical(tag, std::move(contribution));
-  if (!result.ok()) {
-    return result.status().WithContext("exchange tag " + std::to_string(tag) + " on " +
-                                       transport_->topology().DescribeRank(transport_->rank()));
-  }
+  FRUGAL_ASSIGN_OR_RETURN(std::vector<Bytes> parts, RunUncombined(tag, std::move(contribution)));
+  Result<Bytes> result = Combine(std::move(parts));  // one part (hierarchical) passes through
+  if (!result.ok()) return InContext(tag, result.status());
   return result;
 }
 
 Result<std::vector<Bytes>> SparseExchange::RunUncombined(Tag tag, Bytes contribution) {
-  std::vector<Bytes> out;
-  Status st;
   if (algorithm_ == ExchangeAlgorithm::kFlat) {
+    // AllGather sends one shared buffer to all N-1 peers (zero-copy on the
+    // ZeroMQ backend) and returns the parts in rank order.
     Result<std::vector<Bytes>> parts = AllGather(*transport_, tag, std::move(contribution), options_.timeout);
-    if (parts.ok()) return parts;
-    st = parts.status().WithContext("allgather");
-  } else {
-    Result<Bytes> result = RunHierarchical(tag, std::move(contribution));
-    if (result.ok()) {
-      out.push_back(std::move(result).value());
-      return out;
-    }
-    st = result.status();
+    if (!parts.ok()) return InContext(tag, parts.status().WithContext("allgather"));
+    return parts;
   }
-  return st.WithContext("exchange tag " + std::to_string(tag) + " on " +
-                        transport_->topology().DescribeRank(transport_->rank()));
+  Result<Bytes> result = RunHierarchical(tag, std::move(contribution));
+  if (!result.ok()) return InContext(tag, result.status());
+  std::vector<Bytes> out;
+  out.push_back(std::move(result).value());
+  return out;
+}
+
+Status SparseExchange::InContext(Tag tag, const Status& status) const {
+  return status.WithContext("exchange tag " + std::to_string(tag) + " on " +
+                            transport_->topology().DescribeRank(transport_->rank()));
 }
 
 Result<Bytes> SparseExchange::Combine(std::vector<Bytes> parts) {
@@ -67,14 +65,6 @@ Result<Bytes> SparseExchange::RecvFrom(int src, Tag tag, const char* phase) {
   Result<Message> msg = transport_->Recv(src, tag, options_.timeout);
   if (!msg.ok()) return msg.status().WithContext(phase);
   return std::move(msg->payload);
-}
-
-Result<Bytes> SparseExchange::RunFlat(Tag tag, Bytes contribution) {
-  // AllGather sends one shared buffer to all N-1 peers (zero-copy on the
-  // ZeroMQ backend) and returns the parts in rank order.
-  Result<std::vector<Bytes>> parts = AllGather(*transport_, tag, std::move(contribution), options_.timeout);
-  if (!parts.ok()) return parts.status().WithContext("allgather");
-  return Combine(std::move(parts).value());
 }
 
 Result<Bytes> SparseExchange::RunHierarchical(Tag tag, Bytes contribution) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <utility>
 
 #include <torch/torch.h>
 

@@ -66,7 +66,8 @@ class SparseExchange {
   ExchangeAlgorithm algorithm() const { return algorithm_; }
 
  private:
-  Result<Bytes> RunFlat(Tag tag, Bytes contribution);
+  // `status` with the exchange's tag and this rank named.
+  Status InContext(Tag tag, const Status& status) const;
   Result<Bytes> RunHierarchical(Tag tag, Bytes contribution);
   Result<Bytes> Combine(std::vector<Bytes> parts);
   Result<Bytes> RecvFrom(int src, Tag tag, const char* phase);
