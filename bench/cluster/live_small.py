@@ -11,6 +11,11 @@ after it, when positive; work redone between two log records is not seen). Every
 jobs (--controllers elastic: resized in place) or `frugal train` runs that
 the agent restarts from checkpoints (--controllers restart).
 
+Each run is then replayed in the simulator (replay.py): the jobs' submit
+times and the throughput measured at each worker count become a workload and
+a `--table` CSV for `frugal cluster simulate` with the same policy, and the
+simulated average JCT is printed beside the live one.
+
 Usage: bench/cluster/live_small.py --frugal build/frugal [--policies afs-p,fifo]
        [--controllers elastic,restart] [--slots 4] [--jobs 3] [--steps 60]
        [--gap-s 20] [--out results.json]
@@ -27,6 +32,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import replay  # noqa: E402
 
 
 def get(port, path):
@@ -52,26 +60,45 @@ def resize_times(port, jobs, events):
     return out
 
 
-def run_policy(frugal, policy, controller, args, root):
+def start_cluster(frugal, policy, controller, root, slots):
+    """A fresh server (rounds every 2 s, checkpoints every 10 steps) and one
+    agent with `slots` CPU slots; returns (server, agent, port)."""
     out = os.path.join(root, "server.out")
     server = subprocess.Popen([frugal, "cluster", "serve", "--listen", "127.0.0.1:0", "--state",
                                os.path.join(root, "cluster.db"), "--policy", policy, "--round-s", "2",
                                "--checkpoint-every", "10", "--controller", controller],
                               stdout=open(out, "w"), stderr=subprocess.STDOUT)
-    agent = None
+    deadline = time.time() + 120
+    port = None
+    while port is None and time.time() < deadline and server.poll() is None:
+        m = re.search(r"serving on http://127.0.0.1:(\d+)", open(out).read())
+        port = int(m.group(1)) if m else None
+        time.sleep(0.1)
+    if port is None:
+        stop_all(None, server)
+        raise RuntimeError("server did not start: " + open(out).read())
+    agent = subprocess.Popen([frugal, "cluster", "agent", "--server", f"127.0.0.1:{port}", "--slots",
+                              str(slots), "--name", "host", "--work-dir", os.path.join(root, "agent"),
+                              "--heartbeat-s", "0.5", "--stop-grace-s", "60"],
+                             stdout=open(os.path.join(root, "agent.out"), "w"), stderr=subprocess.STDOUT)
+    return server, agent, port
+
+
+def stop_all(*procs):
+    for p in procs:
+        if p is not None and p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        if p is not None:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def run_policy(frugal, policy, controller, args, root):
+    server, agent, port = start_cluster(frugal, policy, controller, root, args.slots)
     try:
-        deadline = time.time() + 30
-        port = None
-        while port is None and time.time() < deadline:
-            m = re.search(r"serving on http://127.0.0.1:(\d+)", open(out).read())
-            port = int(m.group(1)) if m else None
-            time.sleep(0.1)
-        if port is None:
-            raise RuntimeError("server did not start: " + open(out).read())
-        agent = subprocess.Popen([frugal, "cluster", "agent", "--server", f"127.0.0.1:{port}", "--slots",
-                                  str(args.slots), "--name", "host", "--work-dir", os.path.join(root, "agent"),
-                                  "--heartbeat-s", "0.5", "--stop-grace-s", "60"],
-                                 stdout=open(os.path.join(root, "agent.out"), "w"), stderr=subprocess.STDOUT)
         t0 = time.time()
         for k in range(args.jobs):
             while time.time() < t0 + k * args.gap_s:
@@ -93,23 +120,20 @@ def run_policy(frugal, policy, controller, args, root):
         jobs = get(port, "/api/jobs")
         events = get(port, "/api/events?limit=1000")
         resizes = resize_times(port, jobs, events)
+        details = {j["id"]: [s for s in get(port, f"/api/jobs/{j['id']}")["samples"] if s["samples_per_s"] > 0]
+                   for j in jobs}
     finally:
-        for p in (agent, server):
-            if p is not None and p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in (agent, server):
-            if p is not None:
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        stop_all(agent, server)
     rows = [{"job": j["name"], "state": j["state"], "jct_s": j["finish_time"] - j["submit_time"],
              "restarts": j["restarts"], "generations": j["generation"]} for j in jobs]
     changes = sum(1 for e in events if e["kind"] in ("resize", "preempt"))
     done = [r["jct_s"] for r in rows if r["state"] == "finished"]
-    return {"policy": policy, "controller": controller, "jobs": rows, "resizes": resizes, "avg_jct_s": sum(done) / len(done) if done else None,
+    return {"policy": policy, "controller": controller, "jobs": rows, "resizes": resizes,
+            "avg_jct_s": sum(done) / len(done) if done else None,
             "all_finished": len(done) == len(rows), "resizes_and_preemptions": changes,
-            "makespan_s": max(j["finish_time"] for j in jobs) - min(j["submit_time"] for j in jobs)}
+            "makespan_s": max(j["finish_time"] for j in jobs) - min(j["submit_time"] for j in jobs),
+            "replay": replay.replay(frugal, root, policy, args, jobs, details, events)
+            if len(done) == len(rows) else None}
 
 
 def main():
@@ -136,6 +160,15 @@ def main():
                   f"step at the new size, step regression {z['step_regression']}")
         print(f"{policy} ({controller}): avg JCT {r['avg_jct_s']:.1f} s, makespan {r['makespan_s']:.1f} s, "
               f"{r['resizes_and_preemptions']} resizes/preemptions, all finished: {r['all_finished']}")
+        rp = r["replay"]
+        if rp:
+            rates = ", ".join(f"{w}: {v:.3f}" for w, v in rp["steps_per_s"].items())
+            sim = rp["sim"]["avg_jct_s"]
+            print(f"  measured steps/s by workers {{{rates}}}, start overhead {rp['realloc_cost_s']:.1f} s; "
+                  f"simulated avg JCT {sim:.1f} s (live {r['avg_jct_s']:.1f} s, "
+                  f"{100 * (sim - r['avg_jct_s']) / r['avg_jct_s']:+.1f}%); "
+                  f"without the overhead {rp['sim_no_realloc']['avg_jct_s']:.1f} s; on this table: "
+                  + ", ".join(f"{p} {v:.1f} s" for p, v in rp["sim_by_policy"].items()))
         for j in r["jobs"]:
             print(f"  {j['job']}: {j['state']}, JCT {j['jct_s']:.1f} s, generations {j['generations']}, "
                   f"restarts {j['restarts']}")
