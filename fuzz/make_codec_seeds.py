@@ -18,7 +18,7 @@ def varint(v):
 
 
 def encode(dense, idx, vals, venc, ienc):
-    if ienc == 2:
+    if ienc in (2, 3):
         blocks = sorted({i // 16 for i in idx})
         idx = [i for b in blocks for i in range(b * 16, min(b * 16 + 16, dense))]
         vals = [float(i % 7) - 3.0 for i in idx]
@@ -31,8 +31,11 @@ def encode(dense, idx, vals, venc, ienc):
     elif ienc == 1:
         body = b"".join(varint(i if j == 0 else i - idx[j - 1]) for j, i in enumerate(idx))
         out += struct.pack("<Q", len(body)) + body
-    else:
+    elif ienc == 2:
         out += b"".join(struct.pack("<I", b) for b in blocks)
+    else:
+        body = b"".join(varint(b if j == 0 else b - blocks[j - 1]) for j, b in enumerate(blocks))
+        out += struct.pack("<Q", len(body)) + body
     for v in vals:
         if venc == 0:
             out += struct.pack("<f", v)
@@ -51,7 +54,7 @@ def main():
     n = 0
     for dense, idx, vals in cases:
         for venc in range(3):
-            for ienc in range(3):
+            for ienc in range(4):
                 with open(os.path.join(out_dir, f"seed_{n}"), "wb") as f:
                     f.write(encode(dense, idx, [float(v) for v in vals], venc, ienc))
                 n += 1

@@ -94,6 +94,23 @@ class Reader {
   size_t left_;
 };
 
+// u64 byte length, then LEB128 of indices[0] / unit and of the gaps between
+// indices[j] and indices[j - step] (divided by unit = step): every index for
+// kDeltaVarint (step 1), every block's first index for kBlockVarint.
+void PutVarintSection(const SparseVector& v, size_t step, std::vector<uint8_t>* out) {
+  const uint32_t unit = static_cast<uint32_t>(step);
+  size_t length_at = out->size();
+  PutU64(out, 0);
+  size_t start = out->size();
+  uint32_t prev = 0;
+  for (size_t j = 0; j < v.nnz(); j += step) {
+    PutVarint(out, j == 0 ? v.indices[j] / unit : (v.indices[j] - prev) / unit);
+    prev = v.indices[j];
+  }
+  uint64_t length = out->size() - start;
+  for (int i = 0; i < 8; ++i) (*out)[length_at + i] = static_cast<uint8_t>(length >> (8 * i));
+}
+
 Status CheckBlocks(const SparseVector& v) {
   size_t j = 0;
   while (j < v.indices.size()) {
@@ -182,7 +199,24 @@ Result<IndexEncoding> ParseIndexEncoding(const std::string& name) {
   if (name == "u32") return IndexEncoding::kAbsoluteU32;
   if (name == "varint") return IndexEncoding::kDeltaVarint;
   if (name == "block") return IndexEncoding::kBlockId;
-  return Status::InvalidArgument("unknown index encoding '" + name + "' (expected u32, varint or block)");
+  if (name == "block_varint") return IndexEncoding::kBlockVarint;
+  return Status::InvalidArgument("unknown index encoding '" + name + "' (expected u32, varint, block or block_varint)");
+}
+
+double IndexBytesPerValue(IndexEncoding e, double density) {
+  switch (e) {
+    case IndexEncoding::kAbsoluteU32:
+      return 4.0;
+    case IndexEncoding::kDeltaVarint:
+      return 2.0;
+    case IndexEncoding::kBlockId:
+      return 4.0 / kBlockSize;
+    case IndexEncoding::kBlockVarint: {
+      const double gap = density > 0 ? std::min(1.0 / density, 4294967295.0) : 4294967295.0;
+      return static_cast<double>(VarintSize(static_cast<uint32_t>(std::ceil(gap)))) / kBlockSize;
+    }
+  }
+  return 4.0;
 }
 
 size_t EncodedSize(const SparseVector& v, WireFormat format) {
@@ -192,11 +226,14 @@ size_t EncodedSize(const SparseVector& v, WireFormat format) {
       return size + 4 * v.nnz();
     case IndexEncoding::kBlockId:
       return size + 4 * ((v.nnz() + kBlockSize - 1) / kBlockSize);
-    case IndexEncoding::kDeltaVarint: {
+    case IndexEncoding::kDeltaVarint:
+    case IndexEncoding::kBlockVarint: {
+      const size_t step = format.indices == IndexEncoding::kBlockVarint ? kBlockSize : 1;
+      const uint32_t unit = static_cast<uint32_t>(step);
       size += 8;
       uint32_t prev = 0;
-      for (size_t j = 0; j < v.nnz(); ++j) {
-        size += VarintSize(j == 0 ? v.indices[j] : v.indices[j] - prev);
+      for (size_t j = 0; j < v.nnz(); j += step) {
+        size += VarintSize(j == 0 ? v.indices[j] / unit : (v.indices[j] - prev) / unit);
         prev = v.indices[j];
       }
       return size;
@@ -217,7 +254,7 @@ Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* ou
     }
   }
   uint64_t index_count = v.nnz();
-  if (format.indices == IndexEncoding::kBlockId) {
+  if (IsBlockIndexed(format.indices)) {
     FRUGAL_RETURN_IF_ERROR(CheckBlocks(v));
     index_count = (v.nnz() + kBlockSize - 1) / kBlockSize;
   }
@@ -237,19 +274,12 @@ Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* ou
     case IndexEncoding::kBlockId:
       for (size_t j = 0; j < v.nnz(); j += kBlockSize) PutU32(out, v.indices[j] / kBlockSize);
       break;
-    case IndexEncoding::kDeltaVarint: {
-      size_t length_at = out->size();
-      PutU64(out, 0);
-      size_t start = out->size();
-      uint32_t prev = 0;
-      for (size_t j = 0; j < v.nnz(); ++j) {
-        PutVarint(out, j == 0 ? v.indices[j] : v.indices[j] - prev);
-        prev = v.indices[j];
-      }
-      uint64_t length = out->size() - start;
-      for (int i = 0; i < 8; ++i) (*out)[length_at + i] = static_cast<uint8_t>(length >> (8 * i));
+    case IndexEncoding::kDeltaVarint:
+      PutVarintSection(v, 1, out);
       break;
-    }
+    case IndexEncoding::kBlockVarint:
+      PutVarintSection(v, kBlockSize, out);
+      break;
   }
   PutValues(format.values, Span<const float>(v.values.data(), v.values.size()), out);
   return Status::Ok();
@@ -278,7 +308,7 @@ Status ReadHeader(Reader* r, size_t total_bytes, const DecodeLimits& limits, Wir
   if (magic != kMagic) return Status::Corruption("bad magic (not a Frugal sparse vector)");
   if (version != kVersion) return Status::Corruption("unsupported version " + std::to_string(version));
   if (value_enc > kMaxValueEncoding) return Status::Corruption("unknown value encoding " + std::to_string(value_enc));
-  if (index_enc > 2) return Status::Corruption("unknown index encoding " + std::to_string(index_enc));
+  if (index_enc > 3) return Status::Corruption("unknown index encoding " + std::to_string(index_enc));
   if (reserved != 0) return Status::Corruption("reserved header byte is not zero");
   if (dense_size > limits.max_dense_size || dense_size > (uint64_t{1} << 32)) {
     return Status::Corruption("dense size " + std::to_string(dense_size) + " exceeds limit " +
@@ -316,26 +346,27 @@ Status DecodeAbsoluteIndices(Reader* r, const WireHeader& h, uint64_t value_byte
   return Status::Ok();
 }
 
-Status DecodeVarintIndices(Reader* r, const WireHeader& h, uint64_t value_bytes, SparseVector* out) {
-  const uint64_t nnz = h.nnz;
-  if (h.index_count != nnz) return Status::Corruption("varint index count differs from nnz");
+// The varint section of kDeltaVarint (count indices below `limit`) and
+// kBlockVarint (count block ids below `limit`): u64 byte length, first value,
+// then gaps >= 1; the section must be exactly `length` bytes.
+// REQUIRES: value_bytes <= r->left().
+Status ReadVarintSection(Reader* r, uint64_t count, uint64_t limit, uint64_t value_bytes, const char* what,
+                         std::vector<uint32_t>* out) {
   uint64_t length;
   if (!r->ReadU64(&length)) return Status::Corruption("varint section length truncated");
-  if (r->left() < value_bytes || length > r->left() - value_bytes) {
-    return Status::Corruption("varint section truncated");
-  }
-  if (nnz > length) return Status::Corruption("varint section too short for nnz");
+  if (length > r->left() - value_bytes) return Status::Corruption("varint section truncated");
+  if (count > length) return Status::Corruption("varint section too short for its " + std::string(what) + "s");
   size_t before = r->left();
-  out->indices.resize(nnz);
+  out->resize(count);
   uint64_t prev = 0;
-  for (uint64_t j = 0; j < nnz; ++j) {
+  for (uint64_t j = 0; j < count; ++j) {
     uint32_t d;
     FRUGAL_RETURN_IF_ERROR(r->ReadVarint(&d));
     if (before - r->left() > length) return Status::Corruption("varint runs past its section");
-    if (j > 0 && d == 0) return Status::Corruption("zero index gap at position " + std::to_string(j));
+    if (j > 0 && d == 0) return Status::Corruption("zero " + std::string(what) + " gap at position " + std::to_string(j));
     uint64_t i = (j == 0) ? d : prev + d;
-    if (i >= h.dense_size) return Status::Corruption("index " + std::to_string(i) + " out of range");
-    out->indices[j] = static_cast<uint32_t>(i);
+    if (i >= limit) return Status::Corruption(std::string(what) + " " + std::to_string(i) + " out of range");
+    (*out)[j] = static_cast<uint32_t>(i);
     prev = i;
   }
   if (before - r->left() != length) return Status::Corruption("varint section has trailing bytes");
@@ -343,21 +374,33 @@ Status DecodeVarintIndices(Reader* r, const WireHeader& h, uint64_t value_bytes,
 }
 
 // REQUIRES: value_bytes <= r->left().
+Status DecodeVarintIndices(Reader* r, const WireHeader& h, uint64_t value_bytes, SparseVector* out) {
+  if (h.index_count != h.nnz) return Status::Corruption("varint index count differs from nnz");
+  return ReadVarintSection(r, h.nnz, h.dense_size, value_bytes, "index", &out->indices);
+}
+
+// Block ids, u32 (kBlockId) or varint (kBlockVarint), expanded to indices.
+// REQUIRES: value_bytes <= r->left().
 Status DecodeBlockIndices(Reader* r, const WireHeader& h, uint64_t value_bytes, SparseVector* out) {
   const uint64_t dense_size = h.dense_size;
   const uint64_t index_count = h.index_count;
   const uint64_t num_blocks = (dense_size + kBlockSize - 1) / kBlockSize;
   if (index_count > num_blocks) return Status::Corruption("more block ids than blocks");
-  if (index_count * 4 > r->left() - value_bytes) return Status::Corruption("block id section truncated");
+  std::vector<uint32_t> ids;
+  if (h.indices == IndexEncoding::kBlockVarint) {
+    FRUGAL_RETURN_IF_ERROR(ReadVarintSection(r, index_count, num_blocks, value_bytes, "block id", &ids));
+  } else {
+    if (index_count * 4 > r->left() - value_bytes) return Status::Corruption("block id section truncated");
+    ids.resize(index_count);
+    for (uint64_t b = 0; b < index_count; ++b) {
+      r->ReadU32(&ids[b]);
+      if (ids[b] >= num_blocks) return Status::Corruption("block id " + std::to_string(ids[b]) + " out of range");
+      if (b > 0 && ids[b] <= ids[b - 1]) return Status::Corruption("block ids not strictly increasing");
+    }
+  }
   // Count elements first so indices is allocated once and only when nnz agrees.
   uint64_t elements = index_count * kBlockSize;
   const uint64_t tail = dense_size % kBlockSize;
-  std::vector<uint32_t> ids(index_count);
-  for (uint64_t b = 0; b < index_count; ++b) {
-    r->ReadU32(&ids[b]);
-    if (ids[b] >= num_blocks) return Status::Corruption("block id " + std::to_string(ids[b]) + " out of range");
-    if (b > 0 && ids[b] <= ids[b - 1]) return Status::Corruption("block ids not strictly increasing");
-  }
   if (index_count > 0 && tail != 0 && ids.back() == num_blocks - 1) elements -= kBlockSize - tail;
   if (elements != h.nnz) {
     return Status::Corruption("blocks cover " + std::to_string(elements) + " elements but nnz is " +
@@ -380,6 +423,7 @@ Status DecodeIndices(Reader* r, const WireHeader& h, uint64_t value_bytes, Spars
     case IndexEncoding::kDeltaVarint:
       return DecodeVarintIndices(r, h, value_bytes, out);
     case IndexEncoding::kBlockId:
+    case IndexEncoding::kBlockVarint:
       return DecodeBlockIndices(r, h, value_bytes, out);
   }
   return Status::Ok();

@@ -70,7 +70,7 @@ TEST_P(CodecRoundTrip, DecodesWhatWasEncoded) {
   SparseVector empty;
   empty.dense_size = 0;
   cases.push_back(empty);
-  if (ienc != IndexEncoding::kBlockId) {
+  if (!IsBlockIndexed(ienc)) {
     cases.push_back(RandomSparse(1, 1, 1));
     cases.push_back(RandomSparse(1000, 17, 2));
     cases.push_back(RandomSparse(5000000, 3000, 3));  // gaps needing multi-byte varints
@@ -99,7 +99,8 @@ INSTANTIATE_TEST_SUITE_P(AllEncodings, CodecRoundTrip,
                                                               ValueEncoding::kInt4),
                                             ::testing::Values(IndexEncoding::kAbsoluteU32,
                                                               IndexEncoding::kDeltaVarint,
-                                                              IndexEncoding::kBlockId)));
+                                                              IndexEncoding::kBlockId,
+                                                              IndexEncoding::kBlockVarint)));
 
 TEST(Codec, HalfConversionMatchesHardwareRounding) {
   // Hand-checked values: exact, round-to-even ties, subnormals, saturation.
@@ -154,6 +155,24 @@ TEST(Codec, EncodeRejectsBrokenInput) {
     partial_block.values.push_back(1.0f);
   }
   EXPECT_FALSE(Encode(partial_block, {ValueEncoding::kFp32, IndexEncoding::kBlockId}, &out).ok());
+  EXPECT_FALSE(Encode(partial_block, {ValueEncoding::kFp32, IndexEncoding::kBlockVarint}, &out).ok());
+}
+
+TEST(Codec, VarintBlockIdsTakeAByteAGapBelow128) {
+  // 100 blocks, every 3rd (gaps of 3 blocks), then one gap of 200 blocks.
+  SparseVector v;
+  v.dense_size = 16 * 600;
+  for (uint32_t b = 0; b < 100; ++b) {
+    for (uint32_t i = 0; i < 16; ++i) v.indices.push_back(16 * 3 * b + i);
+  }
+  for (uint32_t i = 0; i < 16; ++i) v.indices.push_back(16 * (3 * 99 + 200) + i);
+  v.values.assign(v.indices.size(), 1.0f);
+  const size_t u32_ids = EncodedSize(v, {ValueEncoding::kFp32, IndexEncoding::kBlockId});
+  const size_t varint_ids = EncodedSize(v, {ValueEncoding::kFp32, IndexEncoding::kBlockVarint});
+  EXPECT_EQ(varint_ids + 4 * 101, u32_ids + 8 + 100 + 2);  // u64 length, 100 one-byte ids, one two-byte gap
+  EXPECT_DOUBLE_EQ(IndexBytesPerValue(IndexEncoding::kBlockVarint, 0.03), 1.0 / 16);
+  EXPECT_DOUBLE_EQ(IndexBytesPerValue(IndexEncoding::kBlockVarint, 0.005), 2.0 / 16);
+  EXPECT_DOUBLE_EQ(IndexBytesPerValue(IndexEncoding::kBlockId, 0.03), 4.0 / 16);
 }
 
 std::vector<uint8_t> Valid(IndexEncoding ienc) {
@@ -174,7 +193,8 @@ void ExpectCorrupt(const std::vector<uint8_t>& bytes, const std::string& what) {
 }
 
 TEST(Codec, DecodeRejectsEveryTruncation) {
-  for (auto ienc : {IndexEncoding::kAbsoluteU32, IndexEncoding::kDeltaVarint, IndexEncoding::kBlockId}) {
+  for (auto ienc : {IndexEncoding::kAbsoluteU32, IndexEncoding::kDeltaVarint, IndexEncoding::kBlockId,
+                    IndexEncoding::kBlockVarint}) {
     std::vector<uint8_t> bytes = Valid(ienc);
     for (size_t len = 0; len < bytes.size(); ++len) {
       ExpectCorrupt(std::vector<uint8_t>(bytes.begin(), bytes.begin() + len), "truncated to " + std::to_string(len));
@@ -249,6 +269,28 @@ TEST(Codec, DecodeRejectsBadIndices) {
   bad = b;
   PokeU64(&bad, 32, 1000);
   ExpectCorrupt(bad, "varint length beyond buffer");
+  // Varint block ids: the section length at 32, then first id 0 and a gap of 2.
+  b = Valid(IndexEncoding::kBlockVarint);
+  ASSERT_EQ(b[40], 0);
+  ASSERT_EQ(b[41], 2);
+  bad = b;
+  bad[41] = 0;
+  ExpectCorrupt(bad, "zero block gap");
+  bad = b;
+  bad[41] = 9;
+  ExpectCorrupt(bad, "varint block out of range");
+  bad = b;
+  bad[41] = 1;
+  ExpectCorrupt(bad, "varint block nnz mismatch");
+  bad = b;
+  bad[40] = 0x80;  // a two-byte varint swallows the second id
+  ExpectCorrupt(bad, "varint block section mismatch");
+  bad = b;
+  PokeU64(&bad, 24, 3);  // three block ids claimed, two present
+  ExpectCorrupt(bad, "varint block count");
+  bad = b;
+  PokeU64(&bad, 32, 1000);
+  ExpectCorrupt(bad, "varint block length beyond buffer");
 }
 
 TEST(Codec, DecodeRejectsNonFiniteValues) {
@@ -271,7 +313,8 @@ TEST(Codec, DecodeRespectsLimits) {
 
 TEST(Codec, RandomCorruptionNeverCrashes) {
   std::mt19937 rng(7);
-  for (auto ienc : {IndexEncoding::kAbsoluteU32, IndexEncoding::kDeltaVarint, IndexEncoding::kBlockId}) {
+  for (auto ienc : {IndexEncoding::kAbsoluteU32, IndexEncoding::kDeltaVarint, IndexEncoding::kBlockId,
+                    IndexEncoding::kBlockVarint}) {
     std::vector<uint8_t> b = Valid(ienc);
     for (int trial = 0; trial < 2000; ++trial) {
       auto bad = b;

@@ -44,8 +44,8 @@ Status ValidateCompressedAllReduceOptions(const CompressedAllReduceOptions& o) {
   if (o.exchange.timeout.count() <= 0) return Status::InvalidArgument("timeout must be > 0");
   if (o.instance >= 256) return Status::InvalidArgument("instance must be < 256");
   FRUGAL_RETURN_IF_ERROR(compress::CreateSparsifier(o.sparsifier).status());  // names the known kinds
-  if (o.wire.indices == compress::IndexEncoding::kBlockId && o.sparsifier != "block") {
-    return Status::InvalidArgument("the block-id index encoding needs the block sparsifier, not '" + o.sparsifier +
+  if (compress::IsBlockIndexed(o.wire.indices) && o.sparsifier != "block") {
+    return Status::InvalidArgument("block-id index encodings need the block sparsifier, not '" + o.sparsifier +
                                    "'");
   }
   return Status::Ok();

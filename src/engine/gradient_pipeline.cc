@@ -221,7 +221,9 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
   compress::SparseVector mine;
   auto& grad = b.grads[static_cast<size_t>(t) % b.grads.size()];
   FRUGAL_RETURN_IF_ERROR(b.feedback->Compress(Span<const float>(grad.data(), grad.size()), *b.sparsifier,
-                                              WarmupDensity(SettingsAt(t).density, t, options_.density_warmup_steps),
+                                              BucketDensity(WarmupDensity(SettingsAt(t).density, t,
+                                                                          options_.density_warmup_steps),
+                                                            b.master.size(), options_.dense_bucket_max),
                                               &mine));
   comm::Bytes encoded;
   FRUGAL_RETURN_IF_ERROR(compress::Encode(mine, options_.wire, &encoded));

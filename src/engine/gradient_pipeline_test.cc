@@ -151,6 +151,23 @@ TEST(GradientPipelineTest, SparseRunsKeepReplicasIdenticalAndSendAboutTheDensity
   EXPECT_LT(err, 0.5 * start_err);
 }
 
+TEST(GradientPipelineTest, SmallBucketsAreSentWhole) {
+  EXPECT_DOUBLE_EQ(BucketDensity(0.03, 4096, 0), 0.03);  // off
+  EXPECT_DOUBLE_EQ(BucketDensity(0.03, 4096, 4096), 1.0);
+  EXPECT_DOUBLE_EQ(BucketDensity(0.03, 4097, 4096), 0.03);
+  PipelineOptions o = ExactOptions(0);
+  o.sparsifier = "block";
+  o.density = 0.05;
+  o.dense_bucket_max = 4096;
+  o.wire = {compress::ValueEncoding::kInt4, compress::IndexEncoding::kBlockVarint};
+  QuadraticRun run = RunQuadratic(2, 4096, 10, o, {"a", "a"});
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(run.statuses[r].ok()) << run.statuses[r].ToString();
+    EXPECT_EQ(run.stats[r].sent_values, run.stats[r].total_values);
+    EXPECT_EQ(run.checksums[r], run.checksums[0]);
+  }
+}
+
 TEST(GradientPipelineTest, SilentPeerBecomesAnErrorNotAHang) {
   auto topo = comm::Topology::SingleCluster(2);
   comm::InProcHub hub(topo);

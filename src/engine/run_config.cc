@@ -127,7 +127,7 @@ std::string CheckpointDirOf(const RunConfig& config) {
 
 double WireBytesPerValue(const DistributedOptions& o) {
   const compress::WireFormat w = WireFormatOf(o);
-  return compress::BytesPerValue(w.values) + (w.indices == compress::IndexEncoding::kBlockId ? 0.25 : 2.0);
+  return compress::BytesPerValue(w.values) + compress::IndexBytesPerValue(w.indices, o.density);
 }
 
 std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {

@@ -141,9 +141,12 @@ TEST(RunConfigTest, SetOptionAcceptsKebabCaseAndNamesUnknownKeys) {
 
 TEST(RunConfigTest, WireBytesFollowTheEncoding) {
   DistributedOptions d;
-  EXPECT_DOUBLE_EQ(WireBytesPerValue(d), 129.0 / 256 + 0.25);  // int4 codes, block ids
+  EXPECT_DOUBLE_EQ(WireBytesPerValue(d), 129.0 / 256 + 1.0 / 16);  // int4 codes, one-byte block-id gaps at 3%
+  d.density = 0.005;  // gaps of 200 blocks take two bytes
+  EXPECT_DOUBLE_EQ(WireBytesPerValue(d), 129.0 / 256 + 2.0 / 16);
+  d.density = 0.03;
   d.value_encoding = compress::ValueEncoding::kFp16;
-  EXPECT_DOUBLE_EQ(WireBytesPerValue(d), 2.25);
+  EXPECT_DOUBLE_EQ(WireBytesPerValue(d), 2.0625);
   d.value_encoding = compress::ValueEncoding::kFp32;
   d.sparsifier = compress::SparsifierKind::kTopk;
   EXPECT_DOUBLE_EQ(WireBytesPerValue(d), 6.0);

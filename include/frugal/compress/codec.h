@@ -5,12 +5,16 @@
 //   u8 reserved (0) | u64 dense_size | u64 nnz | u64 index_count |
 //   index section | value section (nnz values)
 // index_count is nnz for kAbsoluteU32 / kDeltaVarint and the number of
-// blocks for kBlockId.
+// blocks for kBlockId / kBlockVarint.
 //   kAbsoluteU32: index_count x u32.
 //   kDeltaVarint: u64 byte length, then index_count LEB128 u32 varints: the
 //                 first index, then gaps (index[i] - index[i-1] >= 1).
 //   kBlockId:     index_count x u32 block ids b; block b covers elements
 //                 [16b, min(16b + 16, dense_size)) and all of them are present.
+//   kBlockVarint: the blocks of kBlockId, their ids written as kDeltaVarint
+//                 writes indices (u64 byte length, first id, gaps >= 1): about
+//                 one byte per block at densities above 1/128 of the blocks,
+//                 1/16 byte per value against kBlockId's 1/4.
 // Values: fp32, fp16 (IEEE binary16) or bf16, round-to-nearest-even, or int8 /
 // int4 codes with a power-of-two scale per group of 256 (value_codes.h).
 //
@@ -35,7 +39,8 @@
 
 namespace frugal::compress {
 
-enum class IndexEncoding : uint8_t { kAbsoluteU32 = 0, kDeltaVarint = 1, kBlockId = 2 };
+enum class IndexEncoding : uint8_t { kAbsoluteU32 = 0, kDeltaVarint = 1, kBlockId = 2, kBlockVarint = 3 };
+inline bool IsBlockIndexed(IndexEncoding e) { return e == IndexEncoding::kBlockId || e == IndexEncoding::kBlockVarint; }
 
 struct WireFormat {
   ValueEncoding values = ValueEncoding::kFp32;
@@ -48,7 +53,7 @@ struct WireFormat {
 // group's largest value) is small, and a leader's message to the other
 // clusters stays at 1.25 bytes per value instead of fp16's 2.25.
 WireFormat MergedWireFormat(WireFormat wire);
-// Parses "fp32" / "fp16" / "bf16" / "int8" / "int4" and "u32" / "varint" / "block".
+// Parses "fp32" / "fp16" / "bf16" / "int8" / "int4" and "u32" / "varint" / "block" / "block_varint".
 Result<ValueEncoding> ParseValueEncoding(const std::string& name);
 Result<IndexEncoding> ParseIndexEncoding(const std::string& name);
 
@@ -61,12 +66,17 @@ struct DecodeLimits {
 
 // Appends the encoding of v to *out.
 // Fails with InvalidArgument if v breaks the SparseVector invariants, if
-// dense_size > 2^32, if a value is not finite, or (kBlockId) if the indices are
+// dense_size > 2^32, if a value is not finite, or (block ids) if the indices are
 // not whole aligned blocks. fp16 values beyond +-65504 saturate to +-65504
 // (a gradient coordinate is clipped rather than turned into Inf).
 Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* out);
 
-// Bytes Encode would produce for v (kDeltaVarint counts the varints).
+// Index bytes per selected value, for planning: exact for u32 and block ids;
+// for the varint encodings one varint per (block) gap of the mean gap at
+// `density` (kDeltaVarint: 2 bytes, a conservative flat figure).
+double IndexBytesPerValue(IndexEncoding e, double density);
+
+// Bytes Encode would produce for v (the varint encodings count their varints).
 size_t EncodedSize(const SparseVector& v, WireFormat format);
 
 // Decodes exactly `bytes` (no trailing data allowed) into *out, replacing its

@@ -54,6 +54,7 @@ struct DistributedOptions {
   // like a denser exchange (docs/benchmarks.md, "Integer value codes").
   double density = 0.03;  // fraction of each gradient bucket sent per step, (0, 1]
   int64_t density_warmup_steps = 0;  // WarmupDensity (gradient_pipeline.h); 0 = off
+  int64_t dense_bucket_max = 0;      // BucketDensity (gradient_pipeline.h); 0 = off
   compress::SparsifierKind sparsifier = compress::SparsifierKind::kBlock;
   compress::ValueEncoding value_encoding = compress::ValueEncoding::kInt4;
   double dgc_momentum = 0.0;  // error-feedback momentum correction (0 = off)
@@ -138,6 +139,10 @@ void VisitFields(DistributedOptions& o, V&& visit) {
               "Steps over which the density falls geometrically from 25% to --density (DGC's warm-up; 0 = off)")
             .NonNegative().Max(1000000000),
         o.density_warmup_steps);
+  visit(Field("dense_bucket_max", d,
+              "Buckets of at most this many values (biases, small heads) are sent whole every step (0 = off)")
+            .NonNegative().Max(int64_t{1} << 40),
+        o.dense_bucket_max);
   visit(Field("sparsifier", d, "block, sampled_topk (exact top-k, fast), topk or randomk"), o.sparsifier);
   visit(Field("value_encoding", d, "Gradient values on the wire: fp32, fp16, bf16, int8 or int4 (error-fed rounding)"), o.value_encoding);
   visit(Field("staleness", d, "0 or 1: forward t uses the parameters after t-1-staleness").Min(0).Max(1), o.staleness);
@@ -229,13 +234,13 @@ uint64_t SharedDigest(const RunConfig& config);
 // The kShared keys, in field-list order (tests, docs).
 std::vector<std::string> SharedKeys();
 
-// Module options derived from the configuration. The wire format: block
-// ids for the block sparsifier, delta varints for coordinate lists.
+// Module options derived from the configuration. The wire format: varint
+// block ids for the block sparsifier, delta varints for coordinate lists.
 // (Inline: the Python DDP hook uses it without the engine library.)
 inline compress::WireFormat WireFormatOf(compress::SparsifierKind sparsifier, compress::ValueEncoding values) {
   compress::WireFormat w;
   w.values = values;
-  w.indices = sparsifier == compress::SparsifierKind::kBlock ? compress::IndexEncoding::kBlockId
+  w.indices = sparsifier == compress::SparsifierKind::kBlock ? compress::IndexEncoding::kBlockVarint
                                                               : compress::IndexEncoding::kDeltaVarint;
   return w;
 }
