@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <optional>
 
 #include "frugal/common/field_list.h"
 
@@ -18,8 +20,10 @@ namespace {
 
 constexpr char kMagic[8] = {'F', 'R', 'G', 'L', 'C', 'K', 'P', '1'};
 
-uint64_t Hash(const uint8_t* data, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
+constexpr uint64_t kHashSeed = 0xcbf29ce484222325ULL;
+
+// FNV-1a, continued from `h`.
+uint64_t Hash(const uint8_t* data, size_t n, uint64_t h = kHashSeed) {
   for (size_t i = 0; i < n; ++i) {
     h ^= data[i];
     h *= 0x100000001b3ULL;
@@ -37,33 +41,64 @@ uint64_t GetU64(const uint8_t* p) {
   return v;
 }
 
-// Writes `bytes` to `path` atomically: a temporary file in the same
-// directory, fsync, rename, fsync of the directory.
-Status WriteAtomically(const std::string& path, const std::vector<uint8_t>& bytes) {
+// A file descriptor that hashes what it writes (the checkpoint's checksum
+// covers every byte before it).
+class HashingFile {
+ public:
+  HashingFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  void Put(const uint8_t* p, size_t n) {
+    hash_ = Hash(p, n, hash_);
+    while (status_.ok() && n > 0) {
+      ssize_t k = ::write(fd_, p, n);
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0) {
+        status_ = Status::IOError("writing " + path_ + ": " + std::strerror(errno));
+        return;
+      }
+      p += k;
+      n -= static_cast<size_t>(k);
+    }
+  }
+  void PutU64(uint64_t v) {
+    std::vector<uint8_t> b;
+    engine::PutU64(&b, v);
+    Put(b.data(), b.size());
+  }
+  uint64_t hash() const { return hash_; }
+  const Status& status() const { return status_; }
+
+ private:
+  int fd_;
+  std::string path_;
+  uint64_t hash_ = kHashSeed;
+  Status status_ = Status::Ok();
+};
+
+// Writes `path`.tmp through `fill`, fsyncs it and renames it to `path`.
+// The directory is not fsynced (SyncDirectory).
+template <typename Fill>
+Status WriteAndRename(const std::string& path, Fill fill) {
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return Status::IOError("cannot write " + tmp + ": " + std::strerror(errno));
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      Status s = Status::IOError("writing " + tmp + ": " + std::strerror(errno));
-      ::close(fd);
-      return s;
-    }
-    off += static_cast<size_t>(n);
+  HashingFile out(fd, tmp);
+  fill(&out);
+  if (!out.status().ok()) {
+    ::close(fd);
+    return out.status();
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) return Status::IOError("flushing " + tmp + ": " + std::strerror(errno));
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     return Status::IOError("renaming " + tmp + " to " + path + ": " + std::strerror(errno));
   }
-  int dir = ::open(fs::path(path).parent_path().c_str(), O_RDONLY);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
   return Status::Ok();
+}
+
+// Writes `bytes` to `path` atomically: a temporary file in the same
+// directory, fsync, rename, fsync of the directory.
+Status WriteAtomically(const std::string& path, const std::vector<uint8_t>& bytes) {
+  FRUGAL_RETURN_IF_ERROR(WriteAndRename(path, [&](HashingFile* f) { f->Put(bytes.data(), bytes.size()); }));
+  return SyncDirectory(fs::path(path).parent_path().string());
 }
 
 }  // namespace
@@ -81,12 +116,37 @@ std::vector<uint8_t> EncodeCheckpoint(const CheckpointSections& sections) {
   return out;
 }
 
-Status WriteCheckpointFile(const std::string& path, const CheckpointSections& sections) {
-  const std::vector<uint8_t> out = EncodeCheckpoint(sections);
+// The bytes of EncodeCheckpoint, streamed section by section (no copy of
+// the whole file in memory).
+Status WriteCheckpointFileUnsynced(const std::string& path, const CheckpointSections& sections) {
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   if (ec) return Status::IOError("cannot create " + fs::path(path).parent_path().string() + ": " + ec.message());
-  return WriteAtomically(path, out);
+  return WriteAndRename(path, [&](HashingFile* f) {
+    f->Put(reinterpret_cast<const uint8_t*>(kMagic), 8);
+    f->PutU64(sections.size());
+    for (const auto& [name, bytes] : sections) {
+      f->PutU64(name.size());
+      f->Put(reinterpret_cast<const uint8_t*>(name.data()), name.size());
+      f->PutU64(bytes.size());
+      f->Put(bytes.data(), bytes.size());
+    }
+    f->PutU64(f->hash());
+  });
+}
+
+Status WriteCheckpointFile(const std::string& path, const CheckpointSections& sections) {
+  FRUGAL_RETURN_IF_ERROR(WriteCheckpointFileUnsynced(path, sections));
+  return SyncDirectory(fs::path(path).parent_path().string());
+}
+
+Status SyncDirectory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return Status::IOError("cannot open " + dir + ": " + std::strerror(errno));
+  const bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) return Status::IOError("flushing directory " + dir + ": " + std::strerror(errno));
+  return Status::Ok();
 }
 
 Result<CheckpointSections> ReadCheckpointFile(const std::string& path) {
@@ -160,6 +220,24 @@ Result<int> CheckpointWorld(const std::string& step_dir) {
   return world;
 }
 
+Status ClearCheckpointsAfter(const std::string& dir, int64_t step) {
+  std::error_code ec;
+  std::vector<fs::path> doomed;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("step-", 0) != 0) continue;
+    char* tail = nullptr;
+    long long t = std::strtoll(name.c_str() + 5, &tail, 10);
+    if (*tail != '\0') continue;
+    if (t > step || !fs::exists(it->path() / "COMPLETE")) doomed.push_back(it->path());
+  }
+  for (const fs::path& p : doomed) {
+    fs::remove_all(p, ec);
+    if (ec) return Status::IOError("cannot remove stale checkpoint " + p.string() + ": " + ec.message());
+  }
+  return Status::Ok();
+}
+
 Status PruneCheckpoints(const std::string& dir, int keep) {
   std::vector<std::string> all = CompleteCheckpoints(dir);
   for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i) {
@@ -170,7 +248,65 @@ Status PruneCheckpoints(const std::string& dir, int keep) {
   return Status::Ok();
 }
 
-void ByteWriter::U64(uint64_t v) { PutU64(&out_, v); }
+// Note [Recycled checkpoint buffers]: a checkpoint's sections are tens of
+// MB (mlp: the pipeline section 70.6 MB). Built from scratch at every gate,
+// a vector that doubles its way there copies itself about twice and, above
+// glibc's mmap threshold (32 MiB at most, Note [Heap retention]), gets
+// fresh pages each time that the kernel must fault in and zero: most of
+// the snapshot's stall on a loaded machine. The background writer hands
+// the written buffers back here instead of freeing them, and the next
+// checkpoint's ByteWriter continues in the largest one as soon as it grows
+// past 1 MiB, so from the second checkpoint on a section is one memcpy into
+// memory already mapped. At most kPooled buffers are kept (the largest), so
+// a rank holds about its checkpoint's size in reserve between checkpoints.
+namespace {
+constexpr size_t kRecycleMin = size_t{1} << 20;
+constexpr size_t kPooled = 4;
+std::mutex g_pool_mu;
+std::vector<std::vector<uint8_t>> g_pool;  // GUARDED_BY(g_pool_mu)
+
+// The largest pooled buffer if it holds at least `need` bytes.
+std::optional<std::vector<uint8_t>> TakePooled(size_t need) {
+  std::lock_guard<std::mutex> lock(g_pool_mu);
+  auto best = std::max_element(g_pool.begin(), g_pool.end(),
+                               [](const auto& a, const auto& b) { return a.capacity() < b.capacity(); });
+  if (best == g_pool.end() || best->capacity() < need) return std::nullopt;
+  std::vector<uint8_t> out = std::move(*best);
+  g_pool.erase(best);
+  return out;
+}
+}  // namespace
+
+void RecycleCheckpointBuffer(std::vector<uint8_t>&& buffer) {
+  if (buffer.capacity() < kRecycleMin) return;
+  buffer.clear();
+  std::lock_guard<std::mutex> lock(g_pool_mu);
+  g_pool.push_back(std::move(buffer));
+  if (g_pool.size() > kPooled) {
+    auto smallest = std::min_element(g_pool.begin(), g_pool.end(),
+                                      [](const auto& a, const auto& b) { return a.capacity() < b.capacity(); });
+    g_pool.erase(smallest);
+  }
+}
+
+void ByteWriter::Append(const uint8_t* p, size_t n) {
+  const size_t need = out_.size() + n;
+  if (need > out_.capacity() && need > kRecycleMin) {
+    if (auto pooled = TakePooled(need)) {
+      pooled->assign(out_.begin(), out_.end());
+      std::vector<uint8_t> old = std::move(out_);
+      out_ = std::move(*pooled);
+      RecycleCheckpointBuffer(std::move(old));
+    }
+  }
+  out_.insert(out_.end(), p, p + n);
+}
+
+void ByteWriter::U64(uint64_t v) {
+  uint8_t b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+  Append(b, 8);
+}
 
 void ByteWriter::F64(double v) {
   uint64_t bits;
@@ -180,13 +316,12 @@ void ByteWriter::F64(double v) {
 
 void ByteWriter::Bytes(const std::vector<uint8_t>& b) {
   U64(b.size());
-  out_.insert(out_.end(), b.begin(), b.end());
+  Append(b.data(), b.size());
 }
 
 void ByteWriter::Floats(const float* data, size_t n) {
   U64(n * sizeof(float));
-  const auto* p = reinterpret_cast<const uint8_t*>(data);
-  out_.insert(out_.end(), p, p + n * sizeof(float));
+  Append(reinterpret_cast<const uint8_t*>(data), n * sizeof(float));
 }
 
 Status ByteReader::Need(size_t n) const {

@@ -25,6 +25,10 @@ TEST(CheckpointTest, SectionsRoundTrip) {
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(*out, in);
   EXPECT_FALSE(fs::exists(path + ".tmp"));
+  // The streamed file is byte for byte EncodeCheckpoint's (what joiners receive).
+  std::ifstream f(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(bytes, EncodeCheckpoint(in));
 }
 
 TEST(CheckpointTest, TruncatedOrFlippedFilesAreCorruptionNamingTheFile) {
@@ -85,6 +89,28 @@ TEST(CheckpointTest, ByteReaderRejectsTruncation) {
   (void)short_reader.F64();
   float h[3];
   EXPECT_FALSE(short_reader.Floats(h, 3).ok());
+}
+
+// Note [Recycled checkpoint buffers]: a writer growing past 1 MiB continues
+// in the recycled buffer, with the same bytes as without it.
+TEST(CheckpointTest, ByteWriterContinuesInARecycledBuffer) {
+  std::vector<uint8_t> spare;
+  spare.reserve(size_t{8} << 20);
+  const uint8_t* memory = spare.data();
+  RecycleCheckpointBuffer(std::move(spare));
+  std::vector<float> values(size_t{1} << 20);  // 4 MiB
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  ByteWriter w;
+  w.I64(7);
+  w.Floats(values.data(), values.size());
+  std::vector<uint8_t> bytes = w.Take();
+  EXPECT_EQ(bytes.data(), memory);
+  ByteReader r(bytes, "t");
+  EXPECT_EQ(*r.I64(), 7);
+  std::vector<float> back(values.size());
+  ASSERT_TRUE(r.Floats(back.data(), back.size()).ok());
+  EXPECT_EQ(back, values);
+  EXPECT_TRUE(r.done());
 }
 
 }  // namespace

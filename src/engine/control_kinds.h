@@ -14,7 +14,7 @@ enum ControlKind : uint32_t {
   kInitialParams = 4,  // broadcast from rank 0: fp32 initial parameters of one bucket
   kTelemetry = 5,      // all-gather: WorkerTelemetry
   kDecision = 6,       // broadcast from rank 0: Decision
-  kCheckpoint = 7,     // all-gather: 1 byte, "my checkpoint file of step t is written"
+  kCheckpoint = 7,     // unused since checkpoints complete in the background; kept reserved
   kMembership = 8,     // all-gather: i64 pending generation, i64 stop (elastic check gate)
   kJoinState = 9,      // rank 0 -> each joiner: the run state sections of the restore point
   kLocalInitialParams = 10,  // broadcast from rank 0: fp32 initial parameters of one bucket (--sync local)

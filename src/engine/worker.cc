@@ -107,6 +107,9 @@ Status Worker::Impl::Init() {
   FRUGAL_RETURN_IF_ERROR(PlanSteps());
   FRUGAL_RETURN_IF_ERROR(BuildReplica());
   if (!config.checkpoint.resume_from.empty()) FRUGAL_RETURN_IF_ERROR(Resume(config.checkpoint.resume_from));
+  if (config.checkpoint.checkpoint_every > 0 && rank() == 0) {
+    FRUGAL_RETURN_IF_ERROR(ClearCheckpointsAfter(CheckpointDirOf(config), start_step));
+  }
   if (dist.adapt != AdaptMode::kOff) {
     Decision initial;
     initial.density = dist.density;
@@ -214,8 +217,7 @@ Result<LoopEnd> Worker::Impl::Gate(int64_t t, int64_t* evaluated_epoch) {
   const int64_t epoch = cursor->epoch();
   const bool check = dist.checksum_every > 0 && t % dist.checksum_every == 0;
   FRUGAL_RETURN_IF_ERROR(local ? local->BeginIteration(t, check) : replica->BeginIteration(t, check));
-  const int64_t every = config.checkpoint.checkpoint_every;
-  if (every > 0 && t > start_step && t % every == 0) FRUGAL_RETURN_IF_ERROR(SaveCheckpoint(t));
+  if (config.checkpoint.checkpoint_every > 0) FRUGAL_RETURN_IF_ERROR(CheckpointGate(t));
   if (membership && t > start_step && t % config.elastic.elastic_every == 0) {
     FRUGAL_ASSIGN_OR_RETURN(LoopEnd end, MembershipCheck(t));
     if (end != LoopEnd::kFinished) return end;
@@ -333,6 +335,7 @@ Result<LoopEnd> Worker::Impl::Loop() {
 // Drains the pipeline, checks the replicas one last time, averages the
 // batch-norm statistics and evaluates the final parameters.
 Result<WorkerResult> Worker::Impl::Conclude(int64_t t, const comm::TransportStats& traffic_at_start) {
+  FRUGAL_RETURN_IF_ERROR(ReportCheckpoint(/*wait=*/true));  // the write in flight finishes
   WorkerResult result;
   result.train.epochs_completed = cursor->epoch();
   result.train.final_loss = reporter->last_loss();

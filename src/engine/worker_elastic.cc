@@ -138,6 +138,9 @@ Status Worker::Impl::EnterGeneration(const comm::Generation& g) {
   } else if (!config.checkpoint.resume_from.empty()) {
     FRUGAL_RETURN_IF_ERROR(Resume(config.checkpoint.resume_from));
   }
+  if (g.number <= 1 && config.checkpoint.checkpoint_every > 0 && rank() == 0) {
+    FRUGAL_RETURN_IF_ERROR(ClearCheckpointsAfter(CheckpointDirOf(config), start_step));
+  }
   FRUGAL_RETURN_IF_ERROR(OpenReporter());
   if (g.number <= 1) {
     PrintHeader();
@@ -190,6 +193,7 @@ void Worker::Impl::TearDown(bool abort) {
     }
     abortable = nullptr;
   }
+  if (abort) checkpoint_writer.Cancel();  // rank 0 stops waiting for the old world's files
   protocol.reset();
   replica.reset();  // joins the pipeline's threads (an abort woke their waits)
   transport.reset();

@@ -17,6 +17,7 @@
 #include "frugal/comm/membership.h"
 #include "frugal/data/batch_plan.h"
 #include "frugal/engine/checkpoint.h"
+#include "frugal/engine/checkpoint_writer.h"
 #include "frugal/engine/replica.h"
 #include "frugal/engine/worker.h"
 #include "frugal/models/model.h"
@@ -91,6 +92,11 @@ class Worker::Impl {
   bool left = false;  // this worker left the job before its end
   std::chrono::steady_clock::time_point left_world_at;  // when the last generation's loop ended
   int64_t join_state_bytes = 0;  // rank 0: bytes of state sent to each joiner of this generation
+  // Background checkpoint writes (Note [Background checkpoints]); the
+  // snapshot and wait seconds of the write in flight, for its event.
+  CheckpointWriter checkpoint_writer;
+  double checkpoint_snapshot_s = 0;
+  double checkpoint_wait_s = 0;
 
   int rank() const { return transport->rank(); }
   PipelineStats Stats() const { return local ? local->stats() : replica->pipeline().stats(); }
@@ -116,7 +122,9 @@ class Worker::Impl {
                          const std::string& what);
   Status RestoreLocalSync(const CheckpointSections& s, const CheckpointSections* mine, bool residuals,
                           const std::string& what);
+  Status CheckpointGate(int64_t t);
   Status SaveCheckpoint(int64_t t);
+  Status ReportCheckpoint(bool wait);
   Status Resume(const std::string& step_dir);
 
   // worker_elastic.cc

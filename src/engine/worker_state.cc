@@ -1,11 +1,10 @@
 // Worker::Impl's run state: checkpoints on disk and the same sections in
 // memory (elastic snapshots), and restoring either.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 
-#include "control_kinds.h"
-#include "frugal/comm/collectives.h"
 #include "worker_impl.h"
 
 namespace frugal::engine {
@@ -15,9 +14,10 @@ namespace frugal::engine {
 // state]), the parameters forward t uses, the model's buffers and the data
 // position; the other ranks' hold only what is theirs alone, their
 // error-feedback residuals and sparsifier states (masters and optimizer
-// state are replicated, so writing them once is enough). Once every rank
-// has written (an all-gather), rank 0 marks the step complete and prunes
-// old ones. Resuming with the same world size is bit-exact; with another,
+// state are replicated, so writing them once is enough). The files are
+// written in the background; rank 0's writer marks the step complete once
+// every rank's file is there and intact, and prunes old ones (Note
+// [Background checkpoints] in checkpoint_writer.cc). Resuming with the same world size is bit-exact; with another,
 // ranks beyond the old world start with empty residuals (their share of
 // unsent gradient is lost, as when a worker leaves) and the data position,
 // counted in samples, carries over. An elastic snapshot (worker_elastic.cc)
@@ -40,7 +40,7 @@ Result<CheckpointSections> Worker::Impl::StateSections(int64_t t, StateScope sco
   if (shared) sections["parameters"] = replica->SaveParameters();
   ByteWriter meta;
   for (int64_t v : {t, static_cast<int64_t>(transport->world_size()), static_cast<int64_t>(rank()), cursor->epoch(),
-                    cursor->step_in_epoch(), cursor->position()}) {
+                    cursor->step_in_epoch(), cursor->position(), generation.number}) {
     meta.I64(v);
   }
   sections["meta"] = meta.Take();
@@ -55,34 +55,80 @@ Result<CheckpointSections> Worker::Impl::StateSections(int64_t t, StateScope sco
   return sections;
 }
 
-// Rank 0 records each checkpoint in metrics.jsonl: the size of its file,
-// the seconds to collect and write it (write_s) and the whole stall of the
-// run, until every rank has written and old ones are pruned (total_s).
+// At each gate of a run with checkpoints: report a background write that
+// has finished, and start the checkpoint of step t when one is due.
+Status Worker::Impl::CheckpointGate(int64_t t) {
+  FRUGAL_RETURN_IF_ERROR(ReportCheckpoint(/*wait=*/false));
+  const int64_t every = config.checkpoint.checkpoint_every;
+  if (t > start_step && t % every == 0) return SaveCheckpoint(t);
+  return Status::Ok();
+}
+
+// Copies this rank's state at the gate of t and hands it to the background
+// writer (Note [Background checkpoints] in checkpoint_writer.cc). Training
+// stalls only for the wait for a previous write still in flight (wait_s)
+// and the copy (snapshot_s).
 Status Worker::Impl::SaveCheckpoint(int64_t t) {
   using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
-  const std::string dir = CheckpointStepDir(CheckpointDirOf(config), t);
-  FRUGAL_ASSIGN_OR_RETURN(CheckpointSections sections,
-                          StateSections(t, rank() == 0 ? StateScope::kRank0File : StateScope::kOwnFile));
-  const std::string text = ToToml(config);
-  sections["config"] = std::vector<uint8_t>(text.begin(), text.end());
-  const std::string file = CheckpointRankFile(dir, rank());
-  FRUGAL_RETURN_IF_ERROR(WriteCheckpointFile(file, sections));
-  const auto written = Clock::now();
-  auto all = comm::AllGather(*transport, ControlTag(t, kCheckpoint), comm::Bytes(1, 1), timeout);
-  if (!all.ok()) return all.status().WithContext("completing the checkpoint of step " + std::to_string(t));
-  if (rank() != 0) return Status::Ok();
-  FRUGAL_RETURN_IF_ERROR(MarkCheckpointComplete(dir, transport->world_size()));
-  FRUGAL_RETURN_IF_ERROR(PruneCheckpoints(CheckpointDirOf(config), config.checkpoint.keep_checkpoints));
-  std::error_code ec;
-  const auto bytes = std::filesystem::file_size(file, ec);
   auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-  return reporter->Write({{"wall_time_s", reporter->Elapsed()},
-                          {"event", "checkpoint"},
-                          {"step", t},
-                          {"bytes", ec ? 0 : bytes},
-                          {"write_s", seconds(written - t0)},
-                          {"total_s", seconds(Clock::now() - t0)}});
+  const auto t0 = Clock::now();
+  FRUGAL_RETURN_IF_ERROR(ReportCheckpoint(/*wait=*/true));
+  const auto waited = Clock::now();
+  CheckpointJob job;
+  job.root = CheckpointDirOf(config);
+  job.step = t;
+  job.rank = rank();
+  job.world = transport->world_size();
+  job.keep = config.checkpoint.keep_checkpoints;
+  job.wait_for_ranks = std::max(timeout, std::chrono::milliseconds(60000));
+  FRUGAL_ASSIGN_OR_RETURN(job.sections, StateSections(t, rank() == 0 ? StateScope::kRank0File : StateScope::kOwnFile));
+  const std::string text = ToToml(config);
+  job.sections["config"] = std::vector<uint8_t>(text.begin(), text.end());
+  const int64_t world = job.world, gen = generation.number;
+  job.check_rank_file = [t, world, gen](int r, const CheckpointSections& s) -> Status {
+    auto it = s.find("meta");
+    if (it == s.end()) return Status::Corruption("no 'meta' section");
+    ByteReader meta(it->second, "meta");
+    int64_t v[7];
+    for (int64_t& x : v) {
+      FRUGAL_ASSIGN_OR_RETURN(x, meta.I64());
+    }
+    if (v[0] != t || v[1] != world || v[2] != r || v[6] != gen) {
+      return Status::Corruption("a leftover file (step " + std::to_string(v[0]) + ", generation " +
+                                std::to_string(v[6]) + ")");
+    }
+    return Status::Ok();
+  };
+  checkpoint_wait_s = seconds(waited - t0);
+  FRUGAL_RETURN_IF_ERROR(checkpoint_writer.Start(std::move(job)));
+  checkpoint_snapshot_s = seconds(Clock::now() - waited);
+  return Status::Ok();
+}
+
+// A finished background write: an error writing this rank's file fails the
+// run; rank 0 records the checkpoint in metrics.jsonl: the size of its
+// file, the stall of training (wait_s, snapshot_s), the background seconds
+// to write its file (write_s, fsync included) and to complete the step
+// (complete_s), and whether it is complete (else why it was abandoned).
+Status Worker::Impl::ReportCheckpoint(bool wait) {
+  std::optional<CheckpointOutcome> o = checkpoint_writer.Take(wait);
+  if (!o) return Status::Ok();
+  if (!o->status.ok()) return o->status.WithContext("writing the checkpoint of step " + std::to_string(o->step));
+  if (rank() != 0) return Status::Ok();
+  nlohmann::json record = {{"wall_time_s", reporter->Elapsed()},
+                           {"event", "checkpoint"},
+                           {"step", o->step},
+                           {"bytes", o->bytes},
+                           {"wait_s", checkpoint_wait_s},
+                           {"snapshot_s", checkpoint_snapshot_s},
+                           {"write_s", o->write_s},
+                           {"complete_s", o->complete_s},
+                           {"complete", o->complete}};
+  if (!o->complete) {
+    record["abandoned"] = o->abandoned;
+    reporter->Note("checkpoint of step " + std::to_string(o->step) + " abandoned: " + o->abandoned);
+  }
+  return reporter->Write(record);
 }
 
 // Restores rank 0's sections `shared` (with this rank's residuals from

@@ -4,10 +4,12 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "frugal/comm/inproc_transport.h"
 #include "frugal/compress/codec.h"
@@ -222,6 +224,69 @@ TEST(WorkerTest, ResumeFromACheckpointIsBitExact) {
   EXPECT_EQ(again[0].result.final_checksum, full[0].result.final_checksum);
   EXPECT_EQ(again[0].params, full[0].params);
   EXPECT_EQ(again[1].params, full[1].params);
+}
+
+// Every fifth step a checkpoint is written in the background (Note
+// [Background checkpoints]) while training goes on; the newest complete one
+// resumes bit-identically, and rank 0 logged every checkpoint as complete.
+TEST(WorkerTest, BackgroundCheckpointResumesBitExactly) {
+  RunConfig o = CheckpointOptions("ckpt-bg");
+  o.checkpoint.checkpoint_every = 5;
+  auto full = RunWorkers(o, {"local", "local"});
+  for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  const std::vector<std::string> complete = CompleteCheckpoints(o.checkpoint.checkpoint_dir);
+  ASSERT_EQ(complete.size(), 3u);  // steps 5, 10 and 15
+  EXPECT_EQ(complete[0], CheckpointStepDir(o.checkpoint.checkpoint_dir, 15));
+  std::ifstream metrics(full[0].result.train.metrics_path);
+  int events = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.value("event", "") != "checkpoint") continue;
+    ++events;
+    EXPECT_TRUE(j.at("complete").get<bool>()) << line;
+    EXPECT_GE(j.at("snapshot_s").get<double>(), 0) << line;
+    EXPECT_GT(j.at("bytes").get<double>(), 0) << line;
+  }
+  EXPECT_EQ(events, 3);
+
+  RunConfig resumed = o;
+  resumed.train.run_name = "ckpt-bg-resumed";
+  resumed.checkpoint.resume_from = complete[0];
+  auto again = RunWorkers(resumed, {"local", "local"});
+  for (auto& r : again) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(again[0].result.final_checksum, full[0].result.final_checksum);
+  EXPECT_EQ(again[0].params, full[0].params);
+  EXPECT_EQ(again[1].params, full[1].params);
+}
+
+// A crash in the middle of writing step 20 (no COMPLETE, a truncated rank
+// file, a temporary file): the step is never offered for resuming, the run
+// resumes bit-exactly from step 10, and its clean-up replaces the leftovers
+// with an intact step 20.
+TEST(WorkerTest, HalfWrittenCheckpointIsIgnoredOnResume) {
+  namespace fs = std::filesystem;
+  RunConfig o = CheckpointOptions("ckpt-half");
+  o.train.max_steps = 21;
+  auto full = RunWorkers(o, {"local", "local"});
+  for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  const std::string step10 = CheckpointStepDir(o.checkpoint.checkpoint_dir, 10);
+  const std::string step20 = CheckpointStepDir(o.checkpoint.checkpoint_dir, 20);
+  ASSERT_TRUE(fs::remove(fs::path(step20) / "COMPLETE"));
+  const std::string rank1 = CheckpointRankFile(step20, 1);
+  fs::resize_file(rank1, fs::file_size(rank1) / 3);
+  fs::copy_file(CheckpointRankFile(step20, 0), CheckpointRankFile(step20, 0) + ".tmp");
+  ASSERT_EQ(CompleteCheckpoints(o.checkpoint.checkpoint_dir).front(), step10);
+
+  RunConfig resumed = o;
+  resumed.train.run_name = "ckpt-half-resumed";
+  resumed.checkpoint.resume_from = CompleteCheckpoints(o.checkpoint.checkpoint_dir).front();
+  auto again = RunWorkers(resumed, {"local", "local"});
+  for (auto& r : again) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(again[0].params, full[0].params);
+  EXPECT_EQ(again[1].params, full[1].params);
+  ASSERT_EQ(CompleteCheckpoints(o.checkpoint.checkpoint_dir).front(), step20);
+  EXPECT_TRUE(ReadCheckpointFile(rank1).ok());
+  EXPECT_FALSE(fs::exists(CheckpointRankFile(step20, 0) + ".tmp"));
 }
 
 TEST(WorkerTest, ResumeWithAnotherWorldSizeKeepsReplicasIdentical) {

@@ -22,7 +22,14 @@ using CheckpointSections = std::map<std::string, std::vector<uint8_t>>;
 // The bytes of a checkpoint file (magic, sections, checksum); ParseCheckpoint
 // reads them back. Also the form in which an elastic joiner receives state.
 std::vector<uint8_t> EncodeCheckpoint(const CheckpointSections& sections);
+// Writes the file atomically: `path`.tmp, fsync, rename, fsync of the
+// directory. The sections are streamed, never joined into one buffer.
 Status WriteCheckpointFile(const std::string& path, const CheckpointSections& sections);
+// The same without the directory's fsync, which a step's writer does once
+// for all its files (SyncDirectory): until then the rename may be lost in
+// a crash, but the file is never seen half-written.
+Status WriteCheckpointFileUnsynced(const std::string& path, const CheckpointSections& sections);
+Status SyncDirectory(const std::string& dir);
 // Corruption naming the file for a bad magic, checksum or truncation.
 Result<CheckpointSections> ReadCheckpointFile(const std::string& path);
 // The same for the file's bytes (`path` names it in messages). Input is
@@ -37,10 +44,19 @@ Status MarkCheckpointComplete(const std::string& step_dir, int world);
 std::vector<std::string> CompleteCheckpoints(const std::string& dir);
 // The world size a complete step directory was written by.
 Result<int> CheckpointWorld(const std::string& step_dir);
+// Removes the step directories newer than `step` and every incomplete one:
+// leftovers of an earlier attempt that a new write of the same step could
+// otherwise be mixed with. Rank 0 calls it before any rank can write.
+Status ClearCheckpointsAfter(const std::string& dir, int64_t step);
 // Removes all but the newest `keep` complete step directories.
 Status PruneCheckpoints(const std::string& dir, int keep);
 
-// Little-endian byte writer/reader for section payloads.
+// Gives a large section buffer back for reuse (Note [Recycled checkpoint
+// buffers] in checkpoint.cc); buffers under 1 MiB are simply freed.
+void RecycleCheckpointBuffer(std::vector<uint8_t>&& buffer);
+
+// Little-endian byte writer/reader for section payloads. A writer that
+// grows past 1 MiB continues in a recycled buffer when one is large enough.
 class ByteWriter {
  public:
   void U64(uint64_t v);
@@ -51,6 +67,7 @@ class ByteWriter {
   std::vector<uint8_t> Take() { return std::move(out_); }
 
  private:
+  void Append(const uint8_t* p, size_t n);
   std::vector<uint8_t> out_;
 };
 
