@@ -97,6 +97,8 @@ def stop_all(*procs):
 
 
 def run_policy(frugal, policy, controller, args, root):
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    load_start = os.getloadavg()[0]
     server, agent, port = start_cluster(frugal, policy, controller, root, args.slots)
     try:
         t0 = time.time()
@@ -128,7 +130,8 @@ def run_policy(frugal, policy, controller, args, root):
              "restarts": j["restarts"], "generations": j["generation"]} for j in jobs]
     changes = sum(1 for e in events if e["kind"] in ("resize", "preempt"))
     done = [r["jct_s"] for r in rows if r["state"] == "finished"]
-    return {"policy": policy, "controller": controller, "jobs": rows, "resizes": resizes,
+    return {"policy": policy, "controller": controller, "started_utc": started,
+            "loadavg_1min_start_end": [load_start, os.getloadavg()[0]], "jobs": rows, "resizes": resizes,
             "avg_jct_s": sum(done) / len(done) if done else None,
             "all_finished": len(done) == len(rows), "resizes_and_preemptions": changes,
             "makespan_s": max(j["finish_time"] for j in jobs) - min(j["submit_time"] for j in jobs),
@@ -159,7 +162,8 @@ def main():
             print(f"  resize of job {z['job']} {z['from']} -> {z['to']} ({z['how']}): {z['seconds']} s to the first "
                   f"step at the new size, step regression {z['step_regression']}")
         print(f"{policy} ({controller}): avg JCT {r['avg_jct_s']:.1f} s, makespan {r['makespan_s']:.1f} s, "
-              f"{r['resizes_and_preemptions']} resizes/preemptions, all finished: {r['all_finished']}")
+              f"{r['resizes_and_preemptions']} resizes/preemptions, all finished: {r['all_finished']}, "
+              f"load average {r['loadavg_1min_start_end'][0]:.1f} -> {r['loadavg_1min_start_end'][1]:.1f}")
         rp = r["replay"]
         if rp:
             rates = ", ".join(f"{w}: {v:.3f}" for w, v in rp["steps_per_s"].items())
