@@ -6,10 +6,11 @@ One `frugal cluster serve` (afs-p, elastic controller) + one agent on
 loopback; one job. Once the job has reported a step past its first
 checkpoint, one of its `frugal worker` processes (found under this run's
 agent work dir) gets SIGKILL. The script then waits for the job to end and
-prints the server's events for it, the first step it reports after the crash
-(a restart from the checkpoint resumes at the checkpoint's step, not 0) and
-its final state. Exit 0 iff the job finished after exactly one restart and
-resumed past step 0.
+prints the server's events for it, the first step record of the new
+incarnation in the job's metrics.jsonl (a restart from the step-10
+checkpoint logs step 15 next; from scratch, step 5) and its final state.
+Exit 0 iff the job finished after exactly one restart and resumed from a
+checkpoint.
 
 Usage: bench/cluster/crash_worker.py --frugal build/frugal [--steps 60] [--out crash.json]
 """
@@ -36,6 +37,21 @@ def job_workers(root):
         if " worker " in cmd and root in cmd:
             pids.append(int(pid))
     return pids
+
+
+def resumed_at(metrics_path):
+    """The first step record written after the step counter went back (the
+    new incarnation's first record), or None if it never went back."""
+    last = -1
+    with open(metrics_path) as f:
+        for line in f:
+            r = json.loads(line)
+            if "event" in r or "step" not in r:
+                continue
+            if r["step"] < last or (r["step"] == last and "loss" in r):
+                return r["step"]
+            last = r["step"]
+    return None
 
 
 def main():
@@ -73,11 +89,10 @@ def main():
         job = get(port, "/api/jobs")[0]
         detail = get(port, f"/api/jobs/{job['id']}")
         events = [e for e in get(port, "/api/events?limit=1000") if e["job_id"] == job["id"]]
-        restart = [e["time"] for e in events if e["time"] >= crash_time and "from checkpoint" in e["message"]]
-        after = [s for s in detail["samples"] if restart and s["time"] > restart[0]]
+        metrics = os.path.join(root, "agent", "runs", f"job-{job['id']}", "metrics.jsonl")
         result.update(state=job["state"], restarts=job["restarts"], generation=job["generation"],
                       jct_s=job["finish_time"] - job["submit_time"],
-                      first_step_after_crash=min((s["step"] for s in after), default=None),
+                      first_record_of_new_incarnation=resumed_at(metrics) if os.path.exists(metrics) else None,
                       events=[f"{e['kind']}: {e['message']}" for e in events])
     finally:
         stop_all(agent, server)
@@ -87,8 +102,10 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=2)
+    # Resumed from a checkpoint: the new incarnation's first record (every
+    # 5 steps) comes after step 5; from scratch it would be step 5.
     ok = result.get("state") == "finished" and result.get("restarts") == 1 and (
-        result.get("first_step_after_crash") or 0) > 0
+        result.get("first_record_of_new_incarnation") or 0) > 5
     return 0 if ok else 1
 
 
