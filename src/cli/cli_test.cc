@@ -150,8 +150,10 @@ TEST(CliTest, KillingOneWorkerFailsTheRunCleanly) {
   auto runs = std::filesystem::temp_directory_path() / "frugal_cli_runs";
   std::filesystem::remove_all(runs / "killme");
   std::string cmd = "train --workers 3 --dataset synthetic --synthetic-train-size 4096 --epochs 20 "
-                    "--batch-size 16 --threads 1 --timeout-s 5 --log-every 5 --run-name killme --runs-dir " +
+                    "--batch-size 16 --threads 1 --timeout-s 10 --log-every 5 --run-name killme --runs-dir " +
                     runs.string();
+  // --timeout-s also bounds the rendezvous: 5 s was too short for three
+  // workers to start on a loaded 2-core machine (all three timed out joining).
   // Once training is under way (rank 0 has logged a step), kill rank 1 from a
   // background shell. Bounded: gives up after ~60 s.
   std::string metrics = (runs / "killme" / "metrics.jsonl").string();

@@ -14,15 +14,10 @@
 // ("worker 1 failed (exit code 1)"), the others get --timeout-s plus a grace
 // period to notice and exit, then are killed; exit code 1.
 //
-// The launch and supervision below duplicate the shape of
-// engine::RunLocalWorkers, which only starts `frugal worker` processes; they
-// move there once LocalLaunchOptions can take an arbitrary argv and extra
-// environment per rank.
+// Children are started and supervised by engine::ProcessLauncher and
+// engine::SuperviseProcesses, the code behind `frugal train --workers N`.
 #include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,8 +30,6 @@
 #include "commands.h"
 #include "frugal/engine/run_config.h"
 #include "frugal/engine/launcher.h"
-
-extern char** environ;
 
 namespace frugal::cli {
 
@@ -55,76 +48,11 @@ struct RunFlags {
   std::vector<std::string> command;
 };
 
-std::string DescribeExit(int status) {
-  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
-  return "status " + std::to_string(status);
-}
-
-// This process's environment with `overrides` replacing or adding entries.
-std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& overrides) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string entry(*e);
-    std::string key = entry.substr(0, entry.find('='));
-    if (overrides.count(key) == 0) env.push_back(entry);
-  }
-  for (const auto& [k, v] : overrides) env.push_back(k + "=" + v);
-  return env;
-}
-
-Result<pid_t> Spawn(const std::vector<std::string>& command, const std::vector<std::string>& env) {
-  std::vector<char*> argv;
-  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, command[0].c_str(), nullptr, nullptr, argv.data(), envp.data());
-  if (rc != 0) return Status::IOError("cannot start " + command[0] + ": " + std::strerror(rc));
-  return pid;
-}
-
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   for (std::string c; std::getline(ss, c, ',');) out.push_back(c);
   return out;
-}
-
-// Waits for every child; after the first failure the rest get `grace` to
-// exit by themselves, then SIGKILL. Never hangs.
-Status Supervise(const std::vector<pid_t>& pids, std::chrono::milliseconds grace) {
-  Status first_failure;
-  size_t remaining = pids.size();
-  std::vector<bool> done(pids.size(), false);
-  auto deadline = std::chrono::steady_clock::time_point::max();
-  while (remaining > 0) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      for (size_t r = 0; r < pids.size(); ++r) {
-        if (pids[r] != pid || done[r]) continue;
-        done[r] = true;
-        --remaining;
-        bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        if (!ok && first_failure.ok()) {
-          first_failure = Status::Unavailable("worker " + std::to_string(r) + " failed (" + DescribeExit(status) + ")");
-          deadline = std::chrono::steady_clock::now() + grace;
-        }
-      }
-      continue;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      for (size_t r = 0; r < pids.size(); ++r) {
-        if (!done[r]) kill(pids[r], SIGKILL);
-      }
-      deadline = std::chrono::steady_clock::time_point::max();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return first_failure;
 }
 
 // A free TCP port on loopback for torch.distributed's store (MASTER_PORT),
@@ -221,7 +149,8 @@ void Run(const RunFlags& f) {
   // Locally, torch.distributed's env:// variables too, so an unchanged DDP
   // script (the frugal.sparse_hook way in) starts as under torchrun.
   const int master_port = local ? FreeLoopbackPort() : 0;
-  std::vector<pid_t> pids;
+  std::unique_ptr<engine::ProcessLauncher> launcher = engine::NewPosixProcessLauncher();
+  std::vector<engine::ProcessLauncher::Id> ids;
   Status spawn_error;
   for (int r = 0; r < f.workers; ++r) {
     std::map<std::string, std::string> env = {
@@ -244,16 +173,19 @@ void Run(const RunFlags& f) {
     if (!f.advertise_host.empty()) env["FRUGAL_ADVERTISE_HOST"] = f.advertise_host;
     // Workers sharing the cores should not each start one thread per core.
     if (std::getenv("OMP_NUM_THREADS") == nullptr) env["OMP_NUM_THREADS"] = std::to_string(threads);
-    auto pid = Spawn(f.command, ChildEnvironment(env));
-    if (!pid.ok()) {
-      spawn_error = pid.status();
+    std::vector<std::string> overrides;
+    for (const auto& [k, v] : env) overrides.push_back(k + "=" + v);
+    auto id = launcher->Spawn(f.command[0], std::vector<std::string>(f.command.begin() + 1, f.command.end()),
+                              overrides);
+    if (!id.ok()) {
+      spawn_error = id.status();
       break;
     }
-    pids.push_back(*pid);
+    ids.push_back(*id);
   }
-  Status failure = Supervise(pids, timeout + std::chrono::seconds(10));
-  ThrowIfError(spawn_error);
-  ThrowIfError(failure);
+  SteadyClock clock;
+  ThrowIfError(engine::SuperviseProcesses(ids, spawn_error, timeout + std::chrono::seconds(10),
+                                          /*tolerate_failures=*/false, *launcher, clock));
   // Every child succeeded; a coordinator still waiting means some never
   // joined a world, which is their business (a program may not use Frugal).
 }

@@ -58,17 +58,40 @@ std::string ResolveExecutable(const std::string& exe) {
   return buf;
 }
 
+// This process's environment with `overrides` ("KEY=VALUE") replacing or
+// adding entries.
+std::vector<std::string> ChildEnvironment(const std::vector<std::string>& overrides) {
+  auto key_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    bool replaced = false;
+    for (const auto& o : overrides) replaced = replaced || key_of(o) == key_of(entry);
+    if (!replaced) env.push_back(std::move(entry));
+  }
+  env.insert(env.end(), overrides.begin(), overrides.end());
+  return env;
+}
+
 class PosixProcessLauncher final : public ProcessLauncher {
  public:
-  Result<Id> Spawn(const std::string& executable, const std::vector<std::string>& args) override {
-    std::string exe = ResolveExecutable(executable);
+  Result<Id> Spawn(const std::string& executable, const std::vector<std::string>& args,
+                   const std::vector<std::string>& env) override {
+    const bool on_path = executable.find('/') == std::string::npos;
+    std::string exe = on_path ? executable : ResolveExecutable(executable);
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(exe.c_str()));
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
+    std::vector<std::string> child_env = env.empty() ? std::vector<std::string>() : ChildEnvironment(env);
+    std::vector<char*> envp;
+    for (const auto& e : child_env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    char** envv = env.empty() ? environ : envp.data();
     pid_t pid = 0;
-    int rc = posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ);
-    if (rc != 0) return Status::IOError("cannot start worker " + exe + ": " + std::strerror(rc));
+    int rc = on_path ? posix_spawnp(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envv)
+                     : posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envv);
+    if (rc != 0) return Status::IOError("cannot start " + exe + ": " + std::strerror(rc));
     running_.push_back(pid);
     return Id{pid};
   }
@@ -117,11 +140,11 @@ std::vector<std::string> WorkerArgs(const LocalLaunchOptions& options, const std
   return args;
 }
 
-// Collects every worker's exit. After the first failure the rest get the
-// network timeout plus a grace period to fail by themselves, then are killed.
-// `first_failure` is a spawn error (kill at once) or Ok.
-Status Supervise(const LocalLaunchOptions& options, const std::vector<ProcessLauncher::Id>& ids,
-                 Status first_failure, ProcessLauncher& launcher, Clock& clock) {
+}  // namespace
+
+Status SuperviseProcesses(const std::vector<ProcessLauncher::Id>& ids, Status first_failure,
+                          std::chrono::milliseconds grace, bool tolerate_failures, ProcessLauncher& launcher,
+                          Clock& clock) {
   std::vector<bool> done(ids.size(), false);
   size_t remaining = ids.size();
   auto deadline = Clock::time_point::max();
@@ -132,12 +155,12 @@ Status Supervise(const LocalLaunchOptions& options, const std::vector<ProcessLau
         if (ids[r] != exit->id || done[r]) continue;
         done[r] = true;
         --remaining;
-        if (!exit->success && options.elastic) {
+        if (!exit->success && tolerate_failures) {
           std::fprintf(stderr, "frugal: worker %zu exited (%s); the elastic job goes on without it\n", r,
                        exit->description.c_str());
         } else if (!exit->success && first_failure.ok()) {
           first_failure = Status::Unavailable("worker " + std::to_string(r) + " failed (" + exit->description + ")");
-          deadline = clock.Now() + options.timeout + options.kill_grace;
+          deadline = clock.Now() + grace;
         }
       }
       continue;
@@ -153,8 +176,6 @@ Status Supervise(const LocalLaunchOptions& options, const std::vector<ProcessLau
   return first_failure;
 }
 
-}  // namespace
-
 std::unique_ptr<ProcessLauncher> NewPosixProcessLauncher() { return std::make_unique<PosixProcessLauncher>(); }
 
 Status StartAndSuperviseWorkers(const LocalLaunchOptions& options, const std::string& coordinator_endpoint,
@@ -163,14 +184,15 @@ Status StartAndSuperviseWorkers(const LocalLaunchOptions& options, const std::st
   std::vector<ProcessLauncher::Id> ids;
   Status spawn_error;
   for (int r = 0; r < options.workers; ++r) {
-    Result<ProcessLauncher::Id> id = launcher.Spawn(options.executable, WorkerArgs(options, coordinator_endpoint, r));
+    Result<ProcessLauncher::Id> id =
+        launcher.Spawn(options.executable, WorkerArgs(options, coordinator_endpoint, r), {});
     if (!id.ok()) {
       spawn_error = id.status();
       break;
     }
     ids.push_back(*id);
   }
-  return Supervise(options, ids, spawn_error, launcher, clock);
+  return SuperviseProcesses(ids, spawn_error, options.timeout + options.kill_grace, options.elastic, launcher, clock);
 }
 
 Status RunLocalWorkers(const LocalLaunchOptions& options) {

@@ -38,7 +38,8 @@ class FakeLauncher final : public ProcessLauncher {
   // Starting the n-th process fails.
   void FailSpawn(int n) { failing_spawn_ = n; }
 
-  Result<Id> Spawn(const std::string& executable, const std::vector<std::string>& args) override {
+  Result<Id> Spawn(const std::string& executable, const std::vector<std::string>& args,
+                   const std::vector<std::string>& /*env*/) override {
     Id id = static_cast<Id>(started_.size());
     if (id == failing_spawn_) return Status::IOError("cannot start worker " + executable + ": No such file");
     started_.push_back({executable, args});
@@ -223,7 +224,7 @@ std::optional<ProcessLauncher::Exit> WaitForExit(ProcessLauncher& launcher) {
 
 TEST(PosixProcessLauncherTest, ReportsExitCodesSignalsAndSpawnErrors) {
   std::unique_ptr<ProcessLauncher> launcher = NewPosixProcessLauncher();
-  Result<ProcessLauncher::Id> failing = launcher->Spawn("/bin/sh", {"-c", "exit 3"});
+  Result<ProcessLauncher::Id> failing = launcher->Spawn("/bin/sh", {"-c", "exit 3"}, {});
   ASSERT_TRUE(failing.ok()) << failing.status().ToString();
   auto exit = WaitForExit(*launcher);
   ASSERT_TRUE(exit.has_value());
@@ -231,7 +232,7 @@ TEST(PosixProcessLauncherTest, ReportsExitCodesSignalsAndSpawnErrors) {
   EXPECT_FALSE(exit->success);
   EXPECT_EQ(exit->description, "exit code 3");
 
-  Result<ProcessLauncher::Id> hanging = launcher->Spawn("/bin/sh", {"-c", "sleep 30"});
+  Result<ProcessLauncher::Id> hanging = launcher->Spawn("/bin/sh", {"-c", "sleep 30"}, {});
   ASSERT_TRUE(hanging.ok());
   EXPECT_FALSE(launcher->PollExit().has_value());
   launcher->Kill(*hanging);
@@ -240,15 +241,32 @@ TEST(PosixProcessLauncherTest, ReportsExitCodesSignalsAndSpawnErrors) {
   EXPECT_EQ(exit->id, *hanging);
   EXPECT_EQ(exit->description, "signal Killed");
 
-  Result<ProcessLauncher::Id> ok = launcher->Spawn("/bin/sh", {"-c", "exit 0"});
+  Result<ProcessLauncher::Id> ok = launcher->Spawn("/bin/sh", {"-c", "exit 0"}, {});
   ASSERT_TRUE(ok.ok());
   exit = WaitForExit(*launcher);
   ASSERT_TRUE(exit.has_value());
   EXPECT_TRUE(exit->success);
 
-  Result<ProcessLauncher::Id> missing = launcher->Spawn("/nonexistent/frugal", {});
+  Result<ProcessLauncher::Id> missing = launcher->Spawn("/nonexistent/frugal", {}, {});
   EXPECT_EQ(missing.status().code(), Status::Code::kIOError);
-  EXPECT_THAT(missing.status().message(), HasSubstr("cannot start worker /nonexistent/frugal"));
+  EXPECT_THAT(missing.status().message(), HasSubstr("cannot start /nonexistent/frugal"));
+}
+
+TEST(PosixProcessLauncherTest, SearchesPathAndOverridesTheEnvironment) {
+  std::unique_ptr<ProcessLauncher> launcher = NewPosixProcessLauncher();
+  // "sh" has no '/': found on PATH. FRUGAL_TEST_A is added, HOME replaced.
+  const std::string check = "test \"$FRUGAL_TEST_A\" = 7 && test \"$HOME\" = /x && test -n \"$PATH\"";
+  Result<ProcessLauncher::Id> ok = launcher->Spawn("sh", {"-c", check}, {"FRUGAL_TEST_A=7", "HOME=/x"});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  auto exit = WaitForExit(*launcher);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->success) << exit->description;
+  Result<ProcessLauncher::Id> wrong = launcher->Spawn("sh", {"-c", check}, {"FRUGAL_TEST_A=8"});
+  ASSERT_TRUE(wrong.ok());
+  exit = WaitForExit(*launcher);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_FALSE(exit->success);
+  EXPECT_EQ(launcher->Spawn("no-such-program-frugal", {}, {}).status().code(), Status::Code::kIOError);
 }
 
 TEST(ManualClockTest, MovesOnlyWhenTold) {

@@ -74,9 +74,12 @@ class ProcessLauncher {
 
   virtual ~ProcessLauncher() = default;
 
-  // Starts `executable` with `args` as argv[1..]. Errors: IOError naming the
-  // executable and the reason.
-  virtual Result<Id> Spawn(const std::string& executable, const std::vector<std::string>& args) = 0;
+  // Starts `executable` with `args` as argv[1..] and this process's
+  // environment with `env` ("KEY=VALUE" entries) replacing or adding
+  // variables. An executable without a '/' is searched on PATH. Errors:
+  // IOError naming the executable and the reason.
+  virtual Result<Id> Spawn(const std::string& executable, const std::vector<std::string>& args,
+                           const std::vector<std::string>& env) = 0;
 
   // The exit of one process started here that has not been reported yet, or
   // nullopt if none has exited. Does not block.
@@ -90,6 +93,17 @@ class ProcessLauncher {
 // posix_spawn, waitpid on its own children only, SIGKILL. The executable is
 // resolved through /proc symlinks, so workers show up as "frugal worker".
 std::unique_ptr<ProcessLauncher> NewPosixProcessLauncher();
+
+// Waits until every process in `ids` has exited, polling `launcher` every
+// few milliseconds of `clock`. Returns Ok if all succeed, else the first
+// failure: `first_failure` if not Ok (a spawn error: the processes are killed
+// at once), or Unavailable "worker N failed (exit code 3)" (N = position in
+// ids); after it the others get `grace` to exit by themselves, then are
+// killed. With `tolerate_failures` (an elastic job) a failed process is
+// reported on stderr and the others go on. Never hangs.
+Status SuperviseProcesses(const std::vector<ProcessLauncher::Id>& ids, Status first_failure,
+                          std::chrono::milliseconds grace, bool tolerate_failures, ProcessLauncher& launcher,
+                          Clock& clock);
 
 // Starts the workers of `options` against the coordinator at
 // `coordinator_endpoint` and waits until all of them have exited, polling
