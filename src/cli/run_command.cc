@@ -105,6 +105,37 @@ void CheckFlags(const RunFlags& f, const std::vector<std::string>& clusters) {
   }
 }
 
+// The FRUGAL_* variables of child `r` (and, locally, torch.distributed's
+// env:// ones, so an unchanged DDP script starts as under torchrun), as
+// "KEY=VALUE" overrides of this process's environment.
+std::vector<std::string> ChildEnvironment(const RunFlags& f, int r, const std::string& endpoint,
+                                          const std::vector<std::string>& clusters, int threads, int master_port) {
+  const bool local = f.coordinator.empty();
+  std::map<std::string, std::string> env = {
+      {"FRUGAL_COORDINATOR", endpoint},
+      {"FRUGAL_RANK", local ? std::to_string(r) : "-1"},
+      {"FRUGAL_LOCAL_RANK", std::to_string(r)},
+      {"FRUGAL_CLUSTER", clusters.empty() ? f.cluster : clusters[r]},
+      {"FRUGAL_LISTEN", f.listen},
+      {"FRUGAL_TIMEOUT_S", std::to_string(f.timeout_s)},
+      {"FRUGAL_RENDEZVOUS_TIMEOUT_S", std::to_string(f.rendezvous_timeout_s)},
+      {"FRUGAL_THREADS", std::to_string(threads)},
+  };
+  if (local) {
+    env["FRUGAL_WORLD_SIZE"] = std::to_string(f.workers);
+    env["RANK"] = env["LOCAL_RANK"] = std::to_string(r);
+    env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(f.workers);
+    env["MASTER_ADDR"] = "127.0.0.1";
+    if (master_port > 0) env["MASTER_PORT"] = std::to_string(master_port);
+  }
+  if (!f.advertise_host.empty()) env["FRUGAL_ADVERTISE_HOST"] = f.advertise_host;
+  // Workers sharing the cores should not each start one thread per core.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) env["OMP_NUM_THREADS"] = std::to_string(threads);
+  std::vector<std::string> overrides;
+  for (const auto& [k, v] : env) overrides.push_back(k + "=" + v);
+  return overrides;
+}
+
 void Run(const RunFlags& f) {
   const std::vector<std::string> clusters = SplitCommas(f.local_clusters);
   CheckFlags(f, clusters);
@@ -146,35 +177,12 @@ void Run(const RunFlags& f) {
 
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   int threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, cores / static_cast<unsigned>(f.workers)));
-  // Locally, torch.distributed's env:// variables too, so an unchanged DDP
-  // script (the frugal.sparse_hook way in) starts as under torchrun.
   const int master_port = local ? FreeLoopbackPort() : 0;
   std::unique_ptr<engine::ProcessLauncher> launcher = engine::NewPosixProcessLauncher();
   std::vector<engine::ProcessLauncher::Id> ids;
   Status spawn_error;
   for (int r = 0; r < f.workers; ++r) {
-    std::map<std::string, std::string> env = {
-        {"FRUGAL_COORDINATOR", endpoint},
-        {"FRUGAL_RANK", local ? std::to_string(r) : "-1"},
-        {"FRUGAL_LOCAL_RANK", std::to_string(r)},
-        {"FRUGAL_CLUSTER", clusters.empty() ? f.cluster : clusters[r]},
-        {"FRUGAL_LISTEN", f.listen},
-        {"FRUGAL_TIMEOUT_S", std::to_string(f.timeout_s)},
-        {"FRUGAL_RENDEZVOUS_TIMEOUT_S", std::to_string(f.rendezvous_timeout_s)},
-        {"FRUGAL_THREADS", std::to_string(threads)},
-    };
-    if (local) {
-      env["FRUGAL_WORLD_SIZE"] = std::to_string(f.workers);
-      env["RANK"] = env["LOCAL_RANK"] = std::to_string(r);
-      env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(f.workers);
-      env["MASTER_ADDR"] = "127.0.0.1";
-      if (master_port > 0) env["MASTER_PORT"] = std::to_string(master_port);
-    }
-    if (!f.advertise_host.empty()) env["FRUGAL_ADVERTISE_HOST"] = f.advertise_host;
-    // Workers sharing the cores should not each start one thread per core.
-    if (std::getenv("OMP_NUM_THREADS") == nullptr) env["OMP_NUM_THREADS"] = std::to_string(threads);
-    std::vector<std::string> overrides;
-    for (const auto& [k, v] : env) overrides.push_back(k + "=" + v);
+    std::vector<std::string> overrides = ChildEnvironment(f, r, endpoint, clusters, threads, master_port);
     auto id = launcher->Spawn(f.command[0], std::vector<std::string>(f.command.begin() + 1, f.command.end()),
                               overrides);
     if (!id.ok()) {
