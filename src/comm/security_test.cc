@@ -190,6 +190,61 @@ TEST(SecurityTest, PlaintextPeerCannotTalkToACurveJob) {
   serve.join();
 }
 
+// Strangers that libzmq refuses before the ZAP handler sees a key (a
+// plaintext peer, a CURVE client with a wrong server key) are logged with
+// their address and the reason (zmq/handshake_monitor.h).
+TEST(SecurityTest, HandshakesRefusedBeforeTheKeyCheckAreLogged) {
+  SKIP_WITHOUT_CURVE();
+  CurveKeyPair keys = NewKeys();
+  testing::LogCapture log;
+  auto server = RendezvousServer::Bind("tcp://127.0.0.1:*", 1, Curve(keys, {}, log.Sink()));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto wait_for = [&](const std::string& needle) {
+    for (int i = 0; i < 100 && log.Count(needle) == 0; ++i) std::this_thread::sleep_for(milliseconds(50));
+    return log.Count(needle);
+  };
+  zmq::context_t ctx;
+  {
+    zmq::socket_t plain(ctx, zmq::socket_type::dealer);
+    plain.set(zmq::sockopt::linger, 0);
+    plain.connect((*server)->endpoint());
+    plain.send(zmq::str_buffer("{}"), zmq::send_flags::dontwait);
+    // Which side notices the mechanism mismatch first is a race: the
+    // listener logs "wrong security mechanism" or, when the client hung up
+    // first, "handshake failed (...)".
+    EXPECT_GT(wait_for("before the key check: "), 0u);
+    EXPECT_GT(log.Count("refused a connection from 127.0.0.1:"), 0u);
+  }
+  {
+    CurveKeyPair mine = NewKeys();
+    zmq::socket_t wrong(ctx, zmq::socket_type::dealer);
+    wrong.set(zmq::sockopt::linger, 0);
+    wrong.set(zmq::sockopt::curve_serverkey, NewKeys().public_key);
+    wrong.set(zmq::sockopt::curve_publickey, mine.public_key);
+    wrong.set(zmq::sockopt::curve_secretkey, mine.secret_key);
+    wrong.connect((*server)->endpoint());
+    wrong.send(zmq::str_buffer("{}"), zmq::send_flags::dontwait);
+    EXPECT_GT(wait_for("before the key check: CURVE handshake does not decrypt"), 0u);
+  }
+  // The wrong-key client is named (its connection is still open when the
+  // monitor asks getpeername; one closed at teardown may not be).
+  bool named = false;
+  for (const std::string& l : log.lines()) {
+    named |= l.find("from 127.0.0.1:") != std::string::npos && l.find("does not decrypt") != std::string::npos;
+  }
+  EXPECT_TRUE(named);
+  // A flood is rate limited: at most the burst (10) lines per 10 s window,
+  // so at most two windows' worth here.
+  for (int i = 0; i < 30; ++i) {
+    zmq::socket_t plain(ctx, zmq::socket_type::dealer);
+    plain.set(zmq::sockopt::linger, 0);
+    plain.connect((*server)->endpoint());
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_LE(log.Count("before the key check"), 20u);
+}
+
 TEST(SecurityTest, BadOptionsAreRefused) {
   ZmqOptions zmq;
   zmq.security.mechanism = SecurityOptions::Mechanism::kCurve;

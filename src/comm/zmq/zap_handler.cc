@@ -25,13 +25,19 @@ Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(zmq::context_t& context, c
 }
 
 ZapHandler::ZapHandler(zmq::socket_t socket, std::set<std::string> allowed, LogSink log)
-    : socket_(std::move(socket)), allowed_(std::move(allowed)), log_(std::move(log)) {
+    : socket_(std::move(socket)), allowed_(std::move(allowed)), sink_(log), log_(std::move(log)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
 ZapHandler::~ZapHandler() {
   stop_ = true;
   thread_.join();
+}
+
+Status ZapHandler::MonitorListener(zmq::context_t& context, zmq::socket_t& listener) {
+  FRUGAL_ASSIGN_OR_RETURN(auto monitor, HandshakeMonitor::Start(context, listener, sink_));
+  monitors_.push_back(std::move(monitor));
+  return Status::Ok();
 }
 
 // Polls with a short timeout so that destruction never waits long; ZAP

@@ -18,9 +18,11 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 #include <zmq.hpp>
 
 #include "frugal/comm/security.h"
+#include "handshake_monitor.h"
 #include "rate_limited_log.h"
 
 namespace frugal::comm {
@@ -36,6 +38,11 @@ class ZapHandler {
 
   uint64_t rejected() const { return rejected_.load(); }
 
+  // Also logs the handshakes `listener` refuses before asking this handler
+  // (handshake_monitor.h); the monitor lives as long as this handler. Call
+  // before the listener binds. Errors: IOError.
+  Status MonitorListener(zmq::context_t& context, zmq::socket_t& listener);
+
  private:
   ZapHandler(zmq::socket_t socket, std::set<std::string> allowed, LogSink log);
   void Loop();
@@ -43,7 +50,9 @@ class ZapHandler {
 
   zmq::socket_t socket_;              // Loop() only, once started.
   const std::set<std::string> allowed_;  // Binary 32-byte public keys.
+  LogSink sink_;
   RateLimitedLog log_;
+  std::vector<std::unique_ptr<HandshakeMonitor>> monitors_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> rejected_{0};
   std::thread thread_;

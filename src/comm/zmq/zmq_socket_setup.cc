@@ -109,6 +109,7 @@ Status BindListener(zmq::context_t& context, const std::string& address, const Z
     *router = zmq::socket_t(context, zmq::socket_type::router);
     FRUGAL_RETURN_IF_ERROR(ConfigureSocket(*router, SocketRole::kListener, options));
     tune(*router);
+    if (*zap != nullptr) FRUGAL_RETURN_IF_ERROR((*zap)->MonitorListener(context, *router));
     router->bind(address);
     *endpoint = router->get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {

@@ -29,7 +29,8 @@ Status ConfigureSocket(zmq::socket_t& socket, SocketRole role, const ZmqOptions&
 class ZapHandler;
 
 // A listening ROUTER socket, as the transport and the rendezvous both need
-// one: with kCurve, the ZapHandler is started first (into *zap); then the
+// one: with kCurve, the ZapHandler is started first (into *zap) and given a
+// HandshakeMonitor on the listener (refusals before the key check); then the
 // listener options, `tune` for the caller's own ones, bind, and the bound
 // endpoint. Errors name `what` ("cannot listen on ADDRESS").
 Status BindListener(zmq::context_t& context, const std::string& address, const ZmqOptions& options,
