@@ -187,13 +187,22 @@ void AgentImpl::Start(const TaskSpec& spec) {
 void AgentImpl::Reconcile(const AgentReply& reply) {
   std::set<std::string> wanted;
   for (const TaskSpec& t : reply.tasks) wanted.insert(t.task_id);
+  // Incarnations whose coordinator stops now: SIGTERM asks an elastic worker
+  // to leave through its coordinator, which is going away too, so the
+  // workers would only wait out the stop grace. They get SIGKILL; the next
+  // incarnation resumes from the newest complete checkpoint.
+  std::set<std::pair<int64_t, int64_t>> ended;
+  for (auto& [id, t] : tasks_) {
+    if (!wanted.count(id) && !t.stopping && t.spec.reports_endpoint) ended.insert({t.spec.job_id, t.spec.generation});
+  }
   for (auto& [id, t] : tasks_) {
     if (wanted.count(id) || t.stopping) continue;
-    std::fprintf(stderr, "agent: stopping %s\n", id.c_str());
+    const bool orphaned = !t.spec.reports_endpoint && ended.count({t.spec.job_id, t.spec.generation}) > 0;
+    std::fprintf(stderr, "agent: stopping %s%s\n", id.c_str(), orphaned ? " (its coordinator stops too: SIGKILL)" : "");
     t.stopping = true;
     t.kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                    std::chrono::duration<double>(options_.stop_grace_s));
-    SignalGroup(t.pid, SIGTERM);
+    SignalGroup(t.pid, orphaned ? SIGKILL : SIGTERM);
   }
   for (const TaskSpec& t : reply.tasks) {
     if (started_.count(t.task_id)) continue;
