@@ -22,6 +22,8 @@
 #include "frugal/cluster/client.h"
 #include "frugal/cluster/cluster_manager.h"
 #include "frugal/cluster/http_server.h"
+#include "frugal/common/file.h"
+#include "frugal/common/toml_text.h"
 #include "frugal/sched/policy.h"
 
 namespace frugal::cli {
@@ -209,8 +211,13 @@ void AddAgent(CLI::App* cluster) {
 // and an optional `name`; those three are taken out, the rest goes to train.
 cluster::JobSubmission ReadJobFile(const std::string& path) {
   toml::value root;
+  Result<std::string> text = ReadTextFile(path, "job file");
+  ThrowIfError(text.status());
+  const std::string problem = TomlTextProblem(*text);  // toml11 3.7 misbehaves on some input
+  if (!problem.empty()) throw UsageError(path + ":" + problem);
   try {
-    root = toml::parse(path);
+    std::istringstream in(*text);
+    root = toml::parse(in, path);
   } catch (const std::exception& e) {
     std::string msg = e.what();
     throw UsageError(path + ": " + msg.substr(0, msg.find('\n')));

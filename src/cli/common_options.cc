@@ -11,7 +11,7 @@
 
 #include "frugal/build_config.h"
 #include "frugal/common/file.h"
-#include "frugal/common/utf8.h"
+#include "frugal/common/toml_text.h"
 
 namespace frugal::cli {
 
@@ -58,14 +58,11 @@ bool IsMetaOption(const CLI::Option* opt) {
 // file's value. Keys may be snake_case or kebab-case; unknown keys are errors.
 void ApplyConfigFile(CLI::App* cmd, const std::string& path) {
   toml::value root;
-  // TOML is UTF-8; toml11 3.7 reads out of bounds on some malformed
-  // sequences (see ParseDocument in src/sim/hardware.cc): check first.
+  // toml11 3.7 misbehaves on some malformed input (TomlTextProblem): check first.
   Result<std::string> text = ReadTextFile(path, "config");
   ThrowIfError(text.status());
-  const size_t bad = FirstInvalidUtf8(*text);
-  if (bad != std::string::npos) {
-    throw UsageError("config " + path + ": not UTF-8 text (byte " + std::to_string(bad) + ")");
-  }
+  const std::string problem = TomlTextProblem(*text);
+  if (!problem.empty()) throw UsageError("config " + path + ":" + problem);
   try {
     std::istringstream in(*text);
     root = toml::parse(in, path);

@@ -1,4 +1,5 @@
 #include "frugal/common/utf8.h"
+#include "frugal/common/toml_text.h"
 
 #include <gtest/gtest.h>
 
@@ -21,4 +22,15 @@ TEST(Utf8Test, NamesTheFirstMalformedByte) {
 }
 
 }  // namespace
+TEST(TomlTextTest, RefusesBinaryIntegersToml11WouldOverflow) {
+  EXPECT_EQ(TomlTextProblem("a = 0b" + std::string(62, '1') + "\n"), "");
+  EXPECT_EQ(TomlTextProblem("a = 0b1_0\nb = 0xff\nname = \"bob\""), "");
+  // 63 digits, leading zeros counted (toml11 doubles its place value for each).
+  EXPECT_EQ(TomlTextProblem("x = 1\na = 0b" + std::string(63, '0')),
+            "2: binary integer at byte 10 has 63 digits; at most 62 are accepted");
+  EXPECT_EQ(TomlTextProblem("a = 0b" + std::string(40, '1') + "_" + std::string(30, '1')).substr(0, 3), "1: ");
+  EXPECT_EQ(TomlTextProblem("ab\n\x8D"), "2: not UTF-8 text (byte 3)");
+  EXPECT_EQ(TomlTextProblem("x0b" + std::string(80, '1')), "");  // not a literal's start
+}
+
 }  // namespace frugal

@@ -12,7 +12,7 @@
 #include <toml.hpp>
 
 #include "frugal/common/file.h"
-#include "frugal/common/utf8.h"
+#include "frugal/common/toml_text.h"
 
 namespace frugal::sim {
 namespace {
@@ -203,14 +203,11 @@ std::string At(const std::string& source, const toml::value& v) {
 
 Result<toml::value> ParseDocument(const std::string& text, const std::string& source) {
   // TOML is UTF-8, and toml11 3.7 reads out of bounds reporting a malformed
-  // sequence inside a 'literal string' (found by fuzz/run_config_fuzz.cc):
-  // reject such text before it gets there.
-  const size_t bad = FirstInvalidUtf8(text);
-  if (bad != std::string::npos) {
-    const long line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n');
-    return Status::InvalidArgument(source + ":" + std::to_string(line) + ": not UTF-8 text (byte " +
-                                   std::to_string(bad) + ")");
-  }
+  // sequence inside a 'literal string' (found by fuzz/run_config_fuzz.cc) and
+  // overflows on long binary integers (fuzz/sim_fuzz.cc): reject such text
+  // before it gets there.
+  const std::string problem = TomlTextProblem(text);
+  if (!problem.empty()) return Status::InvalidArgument(source + ":" + problem);
   try {
     std::istringstream in(text);
     return toml::parse(in, source);
