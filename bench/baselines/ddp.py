@@ -19,8 +19,9 @@ the same keys Frugal uses (wall_time_s, step, test_accuracy, iter_s, ...).
                       --localsgd-period steps (one rank per host, so no intra-host gradient allreduce)
 
 --time-budget S stops training (all ranks agree, via a one-element allreduce
-per step) once S seconds of training have elapsed; the run then evaluates and
-writes a final record with "stopped_by_budget": true.
+per step) once S seconds of training have elapsed, evaluations not counted
+(train_time_s); the run then evaluates and writes a final record with
+"stopped_by_budget": true.
 
 Usage (by hand, 2 ranks on loopback):
     python3 ddp.py --rank 0 --world 2 --master 127.0.0.1:29511 --run-dir /tmp/d &
@@ -269,6 +270,7 @@ class Run:
             self.metrics = open(os.path.join(args.run_dir, "metrics.jsonl"), "w")
         self.ifname = os.environ.get("GLOO_SOCKET_IFNAME", "")
         self.t, self.epoch, self.stopped = 0, 0, False
+        self.eval_s = 0.0  # seconds rank 0 spent evaluating
         self.stop = torch.zeros(1)
 
     def write(self, rec):
@@ -277,6 +279,10 @@ class Run:
 
     def elapsed(self):
         return time.perf_counter() - self.t0
+
+    def train_time(self):
+        """elapsed() less the evaluations so far (train_time_s, as Frugal's records)."""
+        return self.elapsed() - self.eval_s
 
     def train(self):
         # The budget decision travels on its own group so it never interleaves with DDP's collectives.
@@ -301,7 +307,7 @@ class Run:
         """Whether rank 0 says the time budget is spent (every rank takes part)."""
         if self.args.time_budget <= 0:
             return False
-        self.stop[0] = 1.0 if (self.lead and self.elapsed() > self.args.time_budget) else 0.0
+        self.stop[0] = 1.0 if (self.lead and self.train_time() > self.args.time_budget) else 0.0
         dist.all_reduce(self.stop, op=dist.ReduceOp.MAX, group=self.stop_group)
         return self.stop[0] > 0
 
@@ -310,8 +316,11 @@ class Run:
         args, t = self.args, self.t
         eval_now = t > 0 and (t % args.eval_every == 0 if args.eval_every > 0 else s == 0)
         if eval_now and self.lead:
-            rec = {"wall_time_s": self.elapsed(), "step": t, "epoch": self.epoch}
+            rec = {"wall_time_s": self.elapsed(), "train_time_s": self.train_time(), "step": t, "epoch": self.epoch}
+            e0 = time.perf_counter()
             rec.update(evaluate(self.ddp.module, self.x_test, self.y_test))
+            rec["eval_s"] = time.perf_counter() - e0
+            self.eval_s += rec["eval_s"]
             self.write(rec)
         begin = s * self.global_batch + args.rank * args.batch_size
         idx = torch.from_numpy(order[begin:begin + args.batch_size])
@@ -337,7 +346,8 @@ class Run:
 
     def log_window(self):
         w, now, tx = self.window, self.elapsed(), tx_bytes(self.ifname)
-        rec = {"wall_time_s": now, "step": self.t, "epoch": self.epoch, "loss": w.loss / w.steps,
+        rec = {"wall_time_s": now, "train_time_s": now - self.eval_s, "step": self.t, "epoch": self.epoch,
+               "loss": w.loss / w.steps,
                "lr": lr_at(self.t - 1, self.args.lr, self.args.warmup_steps, self.total),
                "iter_s": (now - w.start) / w.steps,
                "samples_per_s": w.steps * self.global_batch / max(1e-9, now - w.start),
@@ -355,10 +365,11 @@ class Run:
             averaging.average_parameters(self.ddp.module.parameters(), dist.group.WORLD)
         if not self.lead:
             return
+        train_time = self.train_time()
         fields = evaluate(self.ddp.module, self.x_test, self.y_test)
         now = self.elapsed()
         tx = tx_bytes(self.ifname)
-        rec = {"wall_time_s": now, "step": self.t, "final": True,
+        rec = {"wall_time_s": now, "train_time_s": train_time, "step": self.t, "final": True,
                "stopped_by_budget": self.stopped, "total_steps": self.total, "hook": self.args.hook,
                "epochs_completed": self.epoch}
         if tx is not None and self.tx0 is not None and self.t > 0:

@@ -7,7 +7,7 @@ import os
 import time
 
 from scenarios import ALL_SYSTEMS, POWERSGD_RANKS
-from summary import best_powersgd, project_ddp
+from summary import TRAIN_TIME, WALL_TIME, best_powersgd, project_ddp
 
 
 def log(msg):
@@ -77,11 +77,11 @@ def best_powersgd_line(sys_res):
 def write_curves_csv(path, results):
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["scenario", "system", "wall_time_s", "step", "test_accuracy"])
+        w.writerow(["scenario", "system", "time_s", "time_basis", "step", "test_accuracy"])
         for sc, sys_res in results:
             for s in sys_res:
                 for t, step, acc in s.curve:
-                    w.writerow([sc.name, s.system, "%.3f" % t, step, "%.4f" % acc])
+                    w.writerow([sc.name, s.system, "%.3f" % t, s.time_basis, step, "%.4f" % acc])
 
 
 def write_summary_csv(path, results):
@@ -91,14 +91,14 @@ def write_summary_csv(path, results):
         w = csv.writer(f)
         w.writerow(["scenario", "system", "target_acc", "tta_s", "tta_lower_bound", "second_target", "tta2_s",
                     "tta2_lower_bound", "tta_step", "tta2_step", "iter_s", "bytes_per_iter", "bytes_source",
-                    "steps", "final_acc", "best_acc", "budget_s", "crashed", "error"])
+                    "steps", "final_acc", "best_acc", "budget_s", "crashed", "error", "compute_s", "time_basis"])
         for sc, sys_res in results:
             for s in sys_res:
                 w.writerow([sc.name, s.system, sc.target_acc, fmt(s.tta.time, 2), int(bool(s.tta.lower_bound)),
                             sc.second_target or "", fmt(s.tta2.time, 2), int(bool(s.tta2.lower_bound)),
                             step(s.tta.step), step(s.tta2.step), fmt(s.iter_s, 4), fmt(s.bytes_per_iter, 0),
                             s.bytes_src, s.steps, fmt(s.final_acc, 4), fmt(s.best_acc, 4), s.budget_s,
-                            int(s.crashed), s.error])
+                            int(s.crashed), s.error, fmt(s.compute_s, 4), s.time_basis])
 
 
 def target_cells(s, key, fr):
@@ -126,14 +126,29 @@ def system_row(s, keys, fr, ncols):
     sent = "-"
     if s.bytes_per_iter is not None:
         sent = "%.2f MB" % (s.bytes_per_iter / 1e6) + (" (iface)" if s.bytes_src == "interface" else " (payload)")
-    row += [fmt(s.iter_s, 3), sent, str(s.steps), fmt(s.best_acc, 4), fmt(s.final_acc, 4), "%g" % s.budget_s]
+    per_compute = "-"
+    if s.iter_s and s.compute_s:
+        per_compute = "%.3f (%.2fx)" % (s.compute_s, s.iter_s / s.compute_s)
+    row += [fmt(s.iter_s, 3), per_compute, sent, str(s.steps), fmt(s.best_acc, 4), fmt(s.final_acc, 4),
+            "%g" % s.budget_s]
     return "| " + " | ".join(row) + " |"
+
+
+def time_basis_line(sys_res):
+    """Says whether the times exclude the evaluations, and warns when the systems differ."""
+    bases = sorted({s.time_basis for s in sys_res if s.curve})
+    if bases == [TRAIN_TIME]:
+        return "Times are training time: wall time less the evaluations (train_time_s)."
+    if bases == [WALL_TIME]:
+        return "Times are wall time, evaluations included (these runs recorded no train_time_s)."
+    return "**Mixed time bases** (%s): these systems' times are not comparable." % ", ".join(
+        "%s: %s" % (s.system, s.time_basis) for s in sys_res if s.curve)
 
 
 def scenario_markdown(sc, sys_res):
     rate = "trace (mean ~117 Mbit/s, 40-247)" if sc.topology == "fluctuating" else "%s Mbit/s" % sc.rate_mbit
     lines = ["### %s: %s, %d workers, %s (%s), %d epoch(s), eval every %d steps" % (
-        sc.name, sc.model, sc.workers, sc.topology, rate, sc.epochs, sc.eval_every), ""]
+        sc.name, sc.model, sc.workers, sc.topology, rate, sc.epochs, sc.eval_every), "", time_basis_line(sys_res), ""]
     t1, t2 = sc.target_acc, sc.second_target
     # The reference: Frugal at its defaults, else the scenario's first Frugal variant.
     ok = [s for s in sys_res if not s.crashed]
@@ -141,14 +156,15 @@ def scenario_markdown(sc, sys_res):
     head = "| system | TTA %.0f%% (s) | Frugal speed-up | " % (100 * t1)
     if t2:
         head += "TTA %.0f%% (s) | Frugal speed-up | " % (100 * t2)
-    head += "iter (s) | bytes/iter sent | steps run | best acc | final acc | budget (s) |"
+    head += "iter (s) | compute (s) (iter/compute) | bytes/iter sent | steps run | best acc | final acc | budget (s) |"
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     keys = ("tta", "tta2") if t2 else ("tta",)
     lines += [system_row(s, keys, fr, head.count("|") - 1) for s in sys_res]
     lines += ["", "Speed-up = system TTA / Frugal TTA (>= when the system did not reach the target in its "
               "budget, so its TTA is a lower bound). proj. = projection for DDP variants stopped by their budget: "
               "steps ddp_unlimited needed x this system's measured seconds per step. final acc is empty for runs "
-              "stopped by their budget.", ""]
+              "stopped by their budget. compute: median forward+backward seconds per step (Frugal: no exchange in "
+              "it; DDP: includes the allreduce DDP runs inside backward).", ""]
     best = best_powersgd_line(sys_res)
     return lines + ([best, ""] if best else [])
 
@@ -180,7 +196,9 @@ def plot_panel(ax, sc, sys_res):
     accs = [c[2] for s in sys_res for c in s.curve]
     if any(c[0] > 0 for s in sys_res for c in s.curve):
         ax.set_xscale("log")
-    ax.set_xlabel("wall time since start of training (s, log)")
+    train_time = all(s.time_basis == TRAIN_TIME for s in sys_res if s.curve)
+    ax.set_xlabel("%s since start of training (s, log)" % ("training time (evaluations excluded)" if train_time
+                                                          else "wall time"))
     ax.set_ylabel("test accuracy")
     ax.set_ylim(max(0.0, min([0.5] + accs) - 0.02), max([0.95] + accs))
     ax.set_title(sc.name)

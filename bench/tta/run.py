@@ -23,13 +23,16 @@ fluctuating trace starts at the same second for every system):
 
 Each system gets a time budget (seconds of training); one that does not reach
 the target accuracy within its run gets its elapsed training time as a lower
-bound and is flagged. Wall time is measured by the rank-0 process from the
+bound and is flagged. Time is measured by the rank-0 process from the
 start of training (after rendezvous, data loading and the initial parameter
-broadcast), and includes evaluations, for every system alike.
+broadcast), less the seconds spent evaluating (train_time_s, recorded by
+Frugal and ddp.py alike), so the evaluation cadence does not decide the
+result; runs recorded without train_time_s are read in wall time and the
+report says so.
 
 Outputs (in --out-dir, default <build-dir>/bench):
   tta.json          schema of issue 5
-  tta_curves.csv    scenario,system,wall_time_s,step,test_accuracy
+  tta_curves.csv    scenario,system,time_s,time_basis,step,test_accuracy
   tta_summary.csv   one row per (scenario, system)
   tta.md            markdown table with ratios
   tta.png           test accuracy vs wall time, one panel per scenario
@@ -168,6 +171,11 @@ def main():
         missing = [s.system for _, res in results for s in res if not s.curve]
         if missing:
             print("smoke: no accuracy curve for %s" % ", ".join(missing), file=sys.stderr)
+            return 1
+        # ... and that every system recorded its training time apart from its evaluations.
+        walled = [s.system for _, res in results for s in res if s.time_basis != "train_time_s"]
+        if walled:
+            print("smoke: no train_time_s in the records of %s" % ", ".join(walled), file=sys.stderr)
             return 1
     return 0
 

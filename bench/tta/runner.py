@@ -71,7 +71,10 @@ def run_ddp(args, sc, system, tb, run_dir, budget):
             env = dict(os.environ, GLOO_SOCKET_IFNAME=tb.ifname(i), OMP_NUM_THREADS="1")
             procs.start(ddp_command(args, sc, system, tb, i, port, budget, run_dir),
                         os.path.join(run_dir, "rank%d.log" % i), env=env)
-        waited = procs.wait_all(time.time() + budget + args.grace_s + 60,
+        # The budget counts training time only (ddp.py leaves its evaluations
+        # out), so the wall-clock deadline allows as long again for them;
+        # a hang is caught by the stall check.
+        waited = procs.wait_all(time.time() + 2 * budget + args.grace_s + 60,
                                 progress_file=os.path.join(run_dir, "metrics.jsonl"), stall_s=args.stall_s)
         ok = waited.all_exited
         if waited.stalled:

@@ -4,7 +4,12 @@ from typing import List, Optional, Tuple
 
 from scenarios import POWERSGD_RANKS, is_frugal, is_localsgd
 
-CurvePoint = Tuple[float, int, float]  # (wall time s, step, test accuracy)
+CurvePoint = Tuple[float, int, float]  # (time s, step, test accuracy); time: see time_basis
+# Times are training time (train_time_s: wall time less the evaluations, which
+# both Frugal and ddp.py record) when every record of a run carries it, else
+# wall time (runs recorded before 2026-11-25). On this CPU one cnn evaluation
+# takes about 10 s, so wall time measures mostly the evaluation cadence.
+TRAIN_TIME, WALL_TIME = "train_time_s", "wall_time_s"
 
 
 @dataclass
@@ -32,6 +37,11 @@ class SystemResult:
     best_acc: float
     crashed: bool = False
     error: str = ""
+    time_basis: str = TRAIN_TIME
+    # Median seconds of forward+backward per step (Frugal's compute_s: no
+    # exchange in it; ddp.py's step_s includes the allreduce that DDP runs
+    # inside backward): the compute-only reference of issue 14.
+    compute_s: Optional[float] = None
     tta: TargetResult = field(default_factory=TargetResult)
     tta2: TargetResult = field(default_factory=TargetResult)
 
@@ -60,21 +70,30 @@ def _bytes_per_iter(system, logs):
     return [r["bytes_sent_iface"] for r in logs[1:] or logs if "bytes_sent_iface" in r], "interface"
 
 
+def time_basis(recs):
+    """TRAIN_TIME when every timed record has train_time_s, else WALL_TIME."""
+    timed = [r for r in recs if WALL_TIME in r]
+    return TRAIN_TIME if timed and all(TRAIN_TIME in r for r in timed) else WALL_TIME
+
+
 def summarise(system, recs, budget, killed, sc):
     """The SystemResult of SYSTEM's records RECS on scenario SC. killed: the
     harness stopped it (over budget), so it did not complete."""
-    curve = sorted((r["wall_time_s"], r["step"], r["test_accuracy"]) for r in recs if "test_accuracy" in r)
+    basis = time_basis(recs)
+    curve = sorted((r[basis], r["step"], r["test_accuracy"]) for r in recs if "test_accuracy" in r)
     final = [r for r in recs if r.get("final")]
     logs = [r for r in recs if "iter_s" in r]
     iters = [r["iter_s"] for r in logs[1:]] or [r["iter_s"] for r in logs]
     bytes_, bytes_src = _bytes_per_iter(system, logs)
     completed = bool(final) and not final[0].get("stopped_by_budget", False) and not killed
-    elapsed = max([c[0] for c in curve] + [r["wall_time_s"] for r in recs if "wall_time_s" in r] + [0])
+    elapsed = max([c[0] for c in curve] + [r[basis] for r in recs if basis in r] + [0])
     out = SystemResult(system=system, curve=curve, completed=completed, budget_s=budget, elapsed_s=elapsed,
                        steps=max([r.get("step", 0) for r in recs] + [0]), iter_s=median(iters),
                        bytes_per_iter=median(bytes_) if bytes_ else None, bytes_src=bytes_src,
                        final_acc=final[0]["test_accuracy"] if completed else None,
-                       best_acc=max([c[2] for c in curve] + [0]))
+                       best_acc=max([c[2] for c in curve] + [0]), time_basis=basis,
+                       compute_s=median([r.get("compute_s", r.get("step_s")) for r in logs[1:] or logs
+                                         if r.get("compute_s", r.get("step_s")) is not None]))
     for key, target in sc.targets():
         if target is None:
             continue

@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <thread>
+
 #include <zmq.hpp>
 
 #include "frugal/common/random.h"
@@ -12,7 +15,8 @@
 
 namespace frugal::comm::testing {
 
-void SendRawTcp(const std::string& endpoint, const std::string& bytes) {
+void SendRawTcp(const std::string& endpoint, const std::string& bytes, std::chrono::milliseconds before,
+                std::chrono::milliseconds after) {
   const size_t colon = endpoint.rfind(':');
   const size_t scheme = endpoint.find("://");
   if (colon == std::string::npos || scheme == std::string::npos) return;
@@ -27,14 +31,27 @@ void SendRawTcp(const std::string& endpoint, const std::string& bytes) {
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    std::this_thread::sleep_for(before);
     size_t off = 0;
     while (off < bytes.size()) {
       ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
       if (n <= 0) break;
       off += static_cast<size_t>(n);
     }
+    std::this_thread::sleep_for(after);
   }
   ::close(fd);
+}
+
+// ZMTP 3.0: signature 0xFF, 8 padding bytes, 0x7F; version 3.0; the
+// mechanism name NUL-padded to 20 bytes; as-server 0; 31 bytes of filler.
+std::string ZmtpGreeting(const std::string& mechanism) {
+  std::string g(64, '\0');
+  g[0] = static_cast<char>(0xFF);
+  g[9] = 0x7F;
+  g[10] = 3;
+  g.replace(12, std::min<size_t>(mechanism.size(), 20), mechanism.substr(0, 20));
+  return g;
 }
 
 void Bombard(const std::string& endpoint, uint64_t seed) {

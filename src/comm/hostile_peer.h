@@ -40,9 +40,15 @@ class LogCapture {
   std::vector<std::string> lines_;
 };
 
-// Connects to tcp://HOST:PORT over plain TCP, writes `bytes`, closes.
-// Errors are ignored: the other side may hang up at any time.
-void SendRawTcp(const std::string& endpoint, const std::string& bytes);
+// Connects to tcp://HOST:PORT over plain TCP, waits `before`, writes
+// `bytes`, waits `after`, closes. Errors are ignored: the other side may
+// hang up at any time.
+void SendRawTcp(const std::string& endpoint, const std::string& bytes,
+                std::chrono::milliseconds before = std::chrono::milliseconds(0),
+                std::chrono::milliseconds after = std::chrono::milliseconds(0));
+// A ZMTP 3.0 greeting (signature, version, mechanism name, as-client) of a
+// peer that speaks `mechanism` ("NULL", "PLAIN" or "CURVE").
+std::string ZmtpGreeting(const std::string& mechanism);
 
 // One round of garbage to `endpoint`: 100 KB of random bytes (seeded), an
 // HTTP GET, and ZeroMQ messages with 1, 2 and 4 frames, a header with a bad

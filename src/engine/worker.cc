@@ -197,15 +197,20 @@ void Worker::Impl::PrintHeader() const {
 // Every rank averages its batch-norm statistics (Note [Batch-norm statistics]
 // in replica.cc) and evaluates its share of the test set (Note [Sharded
 // evaluation] in sharded_eval.cc); rank 0 records the result.
+// Its seconds are left out of the run's train_time_s.
 Status Worker::Impl::Evaluate(int64_t t, int64_t epoch) {
+  const auto started = std::chrono::steady_clock::now();
   FRUGAL_RETURN_IF_ERROR(replica->AverageBuffers(t, Buffers(true)));
   auto evaluate = [&] {
     return EvaluateSharded(*transport, ControlTag(t, kEvaluation), timeout, *model, data.test, device);
   };
   FRUGAL_ASSIGN_OR_RETURN(const train::Evaluation eval, local ? local->OnAnchor(evaluate) : evaluate());
+  const double eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  reporter->ExcludeFromTrainTime(eval_s);
   if (rank() != 0) return Status::Ok();
   nlohmann::json extra = eval.Fields();
   extra["evaluated_version"] = t - 1 - dist.staleness;
+  extra["eval_s"] = eval_s;
   return reporter->Evaluated(t, epoch, eval.accuracy, /*record=*/true, extra);
 }
 
@@ -344,6 +349,7 @@ Result<WorkerResult> Worker::Impl::Conclude(int64_t t, const comm::TransportStat
   FRUGAL_RETURN_IF_ERROR(replica->AverageBuffers(t, Buffers(true)));
   double accuracy = -1;
   if (rank() == 0) {
+    const double train_time_s = reporter->TrainTime();  // before the final evaluation
     const train::Evaluation eval = train::EvaluateModel(*model, data.test, device);
     accuracy = eval.accuracy;
     result.train.final_val_loss = eval.text ? eval.loss : -1;
@@ -351,7 +357,11 @@ Result<WorkerResult> Worker::Impl::Conclude(int64_t t, const comm::TransportStat
     FRUGAL_RETURN_IF_ERROR(reporter->Evaluated(t, std::max<int64_t>(0, result.train.epochs_completed - 1), accuracy,
                                                /*record=*/false));
     nlohmann::json final_record = eval.Fields();
-    final_record.update({{"wall_time_s", reporter->Elapsed()}, {"step", t}, {"test_accuracy", accuracy}, {"final", true}});
+    final_record.update({{"wall_time_s", reporter->Elapsed()},
+                         {"train_time_s", train_time_s},
+                         {"step", t},
+                         {"test_accuracy", accuracy},
+                         {"final", true}});
     FRUGAL_RETURN_IF_ERROR(reporter->Write(final_record));
     result.train.metrics_path = reporter->metrics_path();
   }

@@ -61,8 +61,10 @@ Status RunReporter::CloseWindow(int64_t step, int64_t epoch, double lr, const nl
   last_loss_ = w.loss;
   last_samples_per_s_ = w.samples / w.span_s;
   if (metrics_) {
-    nlohmann::json rec = {{"wall_time_s", Elapsed()}, {"step", step},   {"epoch", epoch},
-                          {"loss", w.loss},           {"lr", lr},       {"samples_per_s", last_samples_per_s_}};
+    const double now = Elapsed();
+    nlohmann::json rec = {{"wall_time_s", now}, {"train_time_s", now - excluded_s_}, {"step", step},
+                          {"epoch", epoch},           {"loss", w.loss},              {"lr", lr},
+                          {"samples_per_s", last_samples_per_s_}};
     for (const auto& [k, v] : extra.items()) rec[k] = v;
     FRUGAL_RETURN_IF_ERROR(metrics_->Write(rec));
   }
@@ -94,7 +96,12 @@ Status RunReporter::Evaluated(int64_t step, int64_t epoch, double accuracy, bool
   last_accuracy_ = accuracy;
   if (printing()) progress_.Evaluated(State(step, epoch));
   if (record && metrics_) {
-    nlohmann::json rec = {{"wall_time_s", Elapsed()}, {"step", step}, {"epoch", epoch}, {"test_accuracy", accuracy}};
+    const double now = Elapsed();
+    nlohmann::json rec = {{"wall_time_s", now},
+                          {"train_time_s", now - excluded_s_},
+                          {"step", step},
+                          {"epoch", epoch},
+                          {"test_accuracy", accuracy}};
     for (const auto& [k, v] : extra.items()) rec[k] = v;
     FRUGAL_RETURN_IF_ERROR(metrics_->Write(rec));
   }

@@ -199,8 +199,10 @@ Result<TrainResult> Trainer::Impl::Run() {
       bool log = report.WindowDue(step) || evaluate;
       nlohmann::json extra = nlohmann::json::object();
       if (evaluate) {
+        const auto started = std::chrono::steady_clock::now();
         const Evaluation eval = EvaluateModel(*model, data.test, device);
         model->train();
+        report.ExcludeFromTrainTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         FRUGAL_RETURN_IF_ERROR(report.Evaluated(step, epoch, eval.accuracy, /*record=*/false));
         extra = eval.Fields();
         extra["test_accuracy"] = eval.accuracy;

@@ -40,6 +40,11 @@ class RunReporter {
   static Result<std::unique_ptr<RunReporter>> Create(const RunReporterOptions& options);
 
   double Elapsed() const;  // seconds since Create, plus elapsed_offset_s
+  // Elapsed() less the seconds passed to ExcludeFromTrainTime (evaluations):
+  // every record carries it as train_time_s, so time-to-accuracy can be read
+  // without the evaluation cadence's cost (docs/benchmarks.md).
+  double TrainTime() const { return Elapsed() - excluded_s_; }
+  void ExcludeFromTrainTime(double seconds) { excluded_s_ += seconds; }
   const std::string& metrics_path() const { return options_.metrics_path; }
   bool lead() const { return options_.lead; }
   bool printing() const { return options_.lead && !options_.quiet; }
@@ -57,7 +62,7 @@ class RunReporter {
   };
   Window window() const;
 
-  // Writes {wall_time_s, step, epoch, loss, lr, samples_per_s} + `extra`,
+  // Writes {wall_time_s, train_time_s, step, epoch, loss, lr, samples_per_s} + `extra`,
   // updates the progress line (with `progress_extra` appended) and starts a
   // new window.
   Status CloseWindow(int64_t step, int64_t epoch, double lr, const nlohmann::json& extra = nlohmann::json::object(),
@@ -65,7 +70,7 @@ class RunReporter {
   // A progress-line redraw without a record (terminals redraw every step).
   void Redraw(int64_t step, int64_t epoch);
   // Prints the evaluation line; with `record`, also writes
-  // {wall_time_s, step, epoch, test_accuracy} + `extra`.
+  // {wall_time_s, train_time_s, step, epoch, test_accuracy} + `extra`.
   Status Evaluated(int64_t step, int64_t epoch, double accuracy, bool record,
                    const nlohmann::json& extra = nlohmann::json::object());
   void Note(const std::string& text);
@@ -91,6 +96,7 @@ class RunReporter {
   double last_loss_ = 0;
   double last_samples_per_s_ = 0;
   double last_accuracy_ = -1;
+  double excluded_s_ = 0;
 };
 
 }  // namespace frugal::train
