@@ -130,6 +130,10 @@ SCENARIOS = {s.name: s for s in [
     _full("mlp-flat-500", "mlp", "flat", 500, 0.88, FLAT_SYSTEMS, 0.85),
     _full("cnn-flat-100", "cnn", "flat", 100, 0.90, FLAT_SYSTEMS, 0.87),
     _full("cnn-flat-500", "cnn", "flat", 500, 0.90, FLAT_SYSTEMS, 0.87),
+    # Issue 14: at 1 Gbit/s the controller's choice (frugal_adapt) should be
+    # within 1.1x of ddp_unlimited's time to the target.
+    _full("mlp-flat-1000", "mlp", "flat", 1000, 0.88, FLAT_SYSTEMS + ["frugal_adapt"], 0.85),
+    _full("cnn-flat-1000", "cnn", "flat", 1000, 0.90, FLAT_SYSTEMS + ["frugal_adapt"], 0.87),
     _full("mlp-clusters-100", "mlp", "clusters", 100, 0.88, CLUSTER_SYSTEMS, 0.85),
     _full("mlp-fluctuating", "mlp", "fluctuating", None, 0.88, CLUSTER_SYSTEMS, 0.85),
     # Issue 8: the adaptive controller against the default fixed density, a
