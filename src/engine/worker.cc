@@ -199,13 +199,13 @@ void Worker::Impl::PrintHeader() const {
 // evaluation] in sharded_eval.cc); rank 0 records the result.
 // Its seconds are left out of the run's train_time_s.
 Status Worker::Impl::Evaluate(int64_t t, int64_t epoch) {
-  const auto started = std::chrono::steady_clock::now();
+  const Clock::time_point started = Clock::now();
   FRUGAL_RETURN_IF_ERROR(replica->AverageBuffers(t, Buffers(true)));
   auto evaluate = [&] {
     return EvaluateSharded(*transport, ControlTag(t, kEvaluation), timeout, *model, data.test, device);
   };
   FRUGAL_ASSIGN_OR_RETURN(const train::Evaluation eval, local ? local->OnAnchor(evaluate) : evaluate());
-  const double eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double eval_s = Seconds(Clock::now() - started);
   reporter->ExcludeFromTrainTime(eval_s);
   if (rank() != 0) return Status::Ok();
   nlohmann::json extra = eval.Fields();
