@@ -71,8 +71,10 @@ def _bytes_per_iter(system, logs):
 
 
 def time_basis(recs):
-    """TRAIN_TIME when every timed record has train_time_s, else WALL_TIME."""
-    timed = [r for r in recs if WALL_TIME in r]
+    """TRAIN_TIME when every evaluation and logging-window record has
+    train_time_s, else WALL_TIME (event records, e.g. the controller's
+    decisions, carry wall time only)."""
+    timed = [r for r in recs if WALL_TIME in r and ("test_accuracy" in r or "iter_s" in r)]
     return TRAIN_TIME if timed and all(TRAIN_TIME in r for r in timed) else WALL_TIME
 
 
