@@ -117,18 +117,29 @@ def lr_at(step, base_lr, warmup, total):
 
 
 @torch.no_grad()
-def evaluate(model, x, y, batch=1000):
+def evaluate(model, x, y, rank=0, world=1, group=None, batch=1000):
     """The evaluation record's fields: test_accuracy, and for text (uint8 windows) val_loss and bits_per_char,
-    as Frugal's train::EvaluateModel."""
-    if x.dtype == torch.uint8:
-        acc, loss = gpt_tiny.evaluate_lm(model, x, y)
-        return {"test_accuracy": acc, "val_loss": loss, "bits_per_char": loss / math.log(2)}
-    model.eval()
-    correct = 0
-    for i in range(0, x.shape[0], batch):
-        correct += (model(x[i:i + batch]).argmax(1) == y[i:i + batch]).sum().item()
-    model.train()
-    return {"test_accuracy": correct / x.shape[0]}
+    as Frugal's train::EvaluateModel. With world > 1 every rank evaluates its contiguous share of the test set
+    and the sums are all-reduced over group (every rank must call it), as Frugal's sharded evaluation."""
+    lo, hi = x.shape[0] * rank // world, x.shape[0] * (rank + 1) // world
+    x, y = x[lo:hi], y[lo:hi]
+    text = x.dtype == torch.uint8
+    if text:
+        correct, loss, count = gpt_tiny.evaluate_lm_sums(model, x, y)
+    else:
+        model.eval()
+        correct, loss, count = 0, 0.0, x.shape[0]
+        for i in range(0, x.shape[0], batch):
+            correct += (model(x[i:i + batch]).argmax(1) == y[i:i + batch]).sum().item()
+        model.train()
+    if world > 1:
+        sums = torch.tensor([correct, loss, count], dtype=torch.float64)
+        dist.all_reduce(sums, group=group)
+        correct, loss, count = sums[0].item(), sums[1].item(), sums[2].item()
+    if text:
+        return {"test_accuracy": correct / count, "val_loss": loss / count,
+                "bits_per_char": loss / count / math.log(2)}
+    return {"test_accuracy": correct / count}
 
 
 def tx_bytes(ifname):
@@ -270,8 +281,13 @@ class Run:
             self.metrics = open(os.path.join(args.run_dir, "metrics.jsonl"), "w")
         self.ifname = os.environ.get("GLOO_SOCKET_IFNAME", "")
         self.t, self.epoch, self.stopped = 0, 0, False
-        self.eval_s = 0.0  # seconds rank 0 spent evaluating
+        self.eval_s = 0.0  # seconds spent evaluating (every rank takes part)
         self.stop = torch.zeros(1)
+
+    def evaluate(self):
+        """Every rank evaluates its share of the test set; the replicas are equal (DDP), so the sums are the
+        whole test set's."""
+        return evaluate(self.ddp.module, self.x_test, self.y_test, self.args.rank, self.args.world, self.eval_group)
 
     def write(self, rec):
         self.metrics.write(json.dumps(rec) + "\n")
@@ -287,6 +303,7 @@ class Run:
     def train(self):
         # The budget decision travels on its own group so it never interleaves with DDP's collectives.
         self.stop_group = dist.new_group(backend="gloo") if self.args.time_budget > 0 else None
+        self.eval_group = dist.new_group(backend="gloo")  # evaluation sums, apart from DDP's collectives
         dist.barrier()
         self.t0 = time.perf_counter()
         self.tx0 = tx_bytes(self.ifname)
@@ -315,13 +332,14 @@ class Run:
         """Step s of the epoch: an evaluation when it is due, one SGD step, a log record when due."""
         args, t = self.args, self.t
         eval_now = t > 0 and (t % args.eval_every == 0 if args.eval_every > 0 else s == 0)
-        if eval_now and self.lead:
+        if eval_now:
             rec = {"wall_time_s": self.elapsed(), "train_time_s": self.train_time(), "step": t, "epoch": self.epoch}
             e0 = time.perf_counter()
-            rec.update(evaluate(self.ddp.module, self.x_test, self.y_test))
+            rec.update(self.evaluate())
             rec["eval_s"] = time.perf_counter() - e0
             self.eval_s += rec["eval_s"]
-            self.write(rec)
+            if self.lead:
+                self.write(rec)
         begin = s * self.global_batch + args.rank * args.batch_size
         idx = torch.from_numpy(order[begin:begin + args.batch_size])
         for g in self.opt.param_groups:
@@ -363,10 +381,10 @@ class Run:
         if self.args.hook == "localsgd":
             from torch.distributed.algorithms.model_averaging import utils as averaging
             averaging.average_parameters(self.ddp.module.parameters(), dist.group.WORLD)
+        train_time = self.train_time()
+        fields = self.evaluate()
         if not self.lead:
             return
-        train_time = self.train_time()
-        fields = evaluate(self.ddp.module, self.x_test, self.y_test)
         now = self.elapsed()
         tx = tx_bytes(self.ifname)
         rec = {"wall_time_s": now, "train_time_s": train_time, "step": self.t, "final": True,

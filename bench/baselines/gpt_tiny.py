@@ -180,6 +180,12 @@ class GptTiny(nn.Module):
 @torch.no_grad()
 def evaluate_lm(model, x, y, batch=64):
     """(next-byte accuracy, validation loss in nats per byte), as train::EvaluateModel."""
+    correct, loss, count = evaluate_lm_sums(model, x, y, batch)
+    return correct / count, loss / count
+
+
+def evaluate_lm_sums(model, x, y, batch=64):
+    """(correct next bytes, summed loss in nats, bytes) over the windows x, y: sums add across shards."""
     model.eval()
     correct, loss, count = 0, 0.0, 0
     for i in range(0, x.shape[0], batch):
@@ -189,7 +195,7 @@ def evaluate_lm(model, x, y, batch=64):
         loss += F.cross_entropy(logits, yb, reduction="sum").item()
         count += yb.numel()
     model.train()
-    return correct / count, loss / count
+    return correct, loss, count
 
 
 def main():
