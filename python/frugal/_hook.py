@@ -1,5 +1,7 @@
 """frugal.sparse_hook: a DDP communication hook over Frugal's transport."""
 
+import queue
+import threading
 import weakref
 
 import torch
@@ -18,17 +20,47 @@ class HookState:
     feedback residuals and sparsifier state, and the Frugal world the
     buckets are exchanged over. Make it with ``frugal.hook_state(...)``."""
 
-    def __init__(self, engine, world):
+    def __init__(self, engine, world, overlap=True):
         self._engine = engine
         self.world = world
+        self.overlap = overlap
+        self._jobs = None
+        if overlap:
+            # One thread per state runs the buckets in the order DDP hands them over (bucket index order, the
+            # same on every rank), so the exchange of bucket k overlaps the backward of the buckets after it.
+            self._jobs = queue.SimpleQueue()
+            threading.Thread(target=_run_buckets, args=(engine, self._jobs), name="frugal-hook",
+                             daemon=True).start()
+            weakref.finalize(self, self._jobs.put, None)
 
     def stats(self):
         """Calls, values and bytes sent, seconds spent (cumulative)."""
         return self._engine.stats()
 
 
+def _run_buckets(engine, jobs):
+    """The hook thread: exchanges (index, tensor, future) jobs in order until it gets None. The engine releases
+    the GIL while it works. An error completes that bucket's future with the exception, which DDP raises from
+    backward (or from its next step)."""
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        index, tensor, future, stream = job
+        try:
+            if stream is None:
+                engine.run(index, tensor)
+            else:  # the stream backward produced the bucket on, so the copy to the host waits for it
+                with torch.cuda.stream(stream):
+                    engine.run(index, tensor)
+        except Exception as e:  # noqa: BLE001 - handed to the waiting backward
+            future.set_exception(e)
+            continue
+        future.set_result(tensor)
+
+
 def hook_state(process_group=None, *, density=0.03, sparsifier="block", value_encoding="int4", exchange="auto",
-               dgc_momentum=0.0, timeout_s=None, world=None):
+               dgc_momentum=0.0, timeout_s=None, world=None, overlap=True):
     """State for ``ddp.register_comm_hook(state, frugal.sparse_hook)``.
 
     Each DDP gradient bucket is added to its error-feedback residual,
@@ -40,6 +72,11 @@ def hook_state(process_group=None, *, density=0.03, sparsifier="block", value_en
 
     ``process_group`` (default: torch.distributed's default group, when it
     is initialised) must have the same ranks as Frugal's world.
+
+    ``overlap`` (default True): the hook returns at once and a background
+    thread exchanges the buckets in order, so the exchange overlaps the rest
+    of backward; False runs each exchange inside the hook. The results are
+    the same, bit for bit.
     """
     world = world if world is not None else init()
     if timeout_s is None:
@@ -58,7 +95,7 @@ def hook_state(process_group=None, *, density=0.03, sparsifier="block", value_en
                                     exchange=exchange, dgc_momentum=dgc_momentum, timeout_s=timeout_s,
                                     instance=instance)
     _hook_states_of_world[world] = instance + 1
-    return HookState(engine, world)
+    return HookState(engine, world, overlap=bool(overlap))
 
 
 def _bucket_tensor(bucket):
@@ -67,13 +104,18 @@ def _bucket_tensor(bucket):
 
 
 def sparse_hook(state, bucket):
-    """DDP communication hook: the bucket's sparse, error-fed mean over the
-    world, as an already completed future (the exchange runs in the hook)."""
+    """DDP communication hook: a future of the bucket's sparse, error-fed mean
+    over the world (exchanged by the state's thread, or inside the hook when
+    the state was made with ``overlap=False``)."""
     if not isinstance(state, HookState):
         raise TypeError("frugal.sparse_hook needs the state from frugal.hook_state(), got "
                         f"{type(state).__name__}")
     tensor = _bucket_tensor(bucket)
-    state._engine.run(bucket.index(), tensor)
     future = torch.futures.Future()
+    if state.overlap:
+        stream = torch.cuda.current_stream(tensor.device) if tensor.is_cuda else None
+        state._jobs.put((bucket.index(), tensor, future, stream))
+        return future
+    state._engine.run(bucket.index(), tensor)
     future.set_result(tensor)
     return future

@@ -1,6 +1,6 @@
 """frugal.sparse_hook inside PyTorch DDP (gloo), over processes started by
 `frugal run`: at density 1 it computes DDP's own all-reduce; at 0.1 it sends
-a fraction of the values."""
+a fraction of the values; overlapped with backward or not, the same bits."""
 
 import pytest
 import torch.distributed as dist
@@ -16,6 +16,34 @@ def test_hook_matches_ddp_allreduce_at_density_one_and_sends_a_fraction_below(tm
     for r in results:
         assert r is not None, proc.stderr
         assert r["max_diff"] < 1e-6, r
+        assert r["overlap_diff"] == 0.0, r  # the overlapped hook computes what the inline one does
         assert r["dense_calls"] >= 3 and r["dense_sent"] == r["dense_total"]
         assert 0 < r["sparse_sent"] < 0.5 * r["sparse_total"], r
         assert r["sparse_grad_norm"] > 0
+
+
+class _FailingEngine:
+    def run(self, index, tensor):
+        raise RuntimeError("peer 1 timed out after 60 s (bucket %d)" % index)
+
+
+class _Bucket:
+    def __init__(self, index, tensor):
+        self._index, self._tensor = index, tensor
+
+    def index(self):
+        return self._index
+
+    def buffer(self):
+        return self._tensor
+
+
+def test_an_exchange_error_reaches_the_waiting_backward_as_the_exception():
+    import torch
+    import frugal
+    from frugal._hook import HookState
+
+    for overlap in (True, False):
+        state = HookState(_FailingEngine(), world=None, overlap=overlap)
+        with pytest.raises(RuntimeError, match="peer 1 timed out"):
+            frugal.sparse_hook(state, _Bucket(3, torch.zeros(4))).wait()
