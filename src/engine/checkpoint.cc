@@ -10,6 +10,8 @@
 #include <mutex>
 #include <optional>
 
+#include <zlib.h>
+
 #include "frugal/common/field_list.h"
 
 namespace frugal::engine {
@@ -18,12 +20,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr char kMagic[8] = {'F', 'R', 'G', 'L', 'C', 'K', 'P', '1'};
+// Note [Checkpoint checksum]: version 2 files end with zlib's CRC-32 of
+// every byte before it (as a u64); version 1 files, still read, with byte-wise
+// FNV-1a, which on this machine hashed 94 MB in 0.20-0.26 s against 0.04 s
+// for zlib's crc32 (rank 0 hashes its own file on write and every other
+// rank's on verification, on the cores training runs on).
+constexpr char kMagic[8] = {'F', 'R', 'G', 'L', 'C', 'K', 'P', '2'};
+constexpr char kMagicV1[8] = {'F', 'R', 'G', 'L', 'C', 'K', 'P', '1'};
 
-constexpr uint64_t kHashSeed = 0xcbf29ce484222325ULL;
+// zlib's crc32, continued from `h` (crc32 of a null buffer would restart it).
+uint64_t Hash(const uint8_t* data, size_t n, uint64_t h = 0) {
+  return n == 0 ? h : crc32_z(static_cast<uLong>(h), data, n);
+}
 
-// FNV-1a, continued from `h`.
-uint64_t Hash(const uint8_t* data, size_t n, uint64_t h = kHashSeed) {
+uint64_t HashV1(const uint8_t* data, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
   for (size_t i = 0; i < n; ++i) {
     h ^= data[i];
     h *= 0x100000001b3ULL;
@@ -70,7 +81,7 @@ class HashingFile {
  private:
   int fd_;
   std::string path_;
-  uint64_t hash_ = kHashSeed;
+  uint64_t hash_ = 0;
   Status status_ = Status::Ok();
 };
 
@@ -150,17 +161,23 @@ Status SyncDirectory(const std::string& dir) {
 }
 
 Result<CheckpointSections> ReadCheckpointFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return Status::NotFound("checkpoint " + path + " does not exist");
-  std::vector<uint8_t> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::streamoff size = in.tellg();
+  if (size < 0) return Status::IOError("cannot read " + path);
+  std::vector<uint8_t> data(static_cast<size_t>(size));
+  in.seekg(0);
+  if (!in.read(reinterpret_cast<char*>(data.data()), size)) return Status::IOError("cannot read " + path);
   return ParseCheckpoint(data, path);
 }
 
 Result<CheckpointSections> ParseCheckpoint(const std::vector<uint8_t>& data, const std::string& path) {
   auto bad = [&](const std::string& why) { return Status::Corruption("checkpoint " + path + " is corrupt: " + why); };
-  if (data.size() < 24 || std::memcmp(data.data(), kMagic, 8) != 0) return bad("not a Frugal checkpoint");
+  const bool v1 = data.size() >= 8 && std::memcmp(data.data(), kMagicV1, 8) == 0;
+  if (data.size() < 24 || (!v1 && std::memcmp(data.data(), kMagic, 8) != 0)) return bad("not a Frugal checkpoint");
   const size_t body = data.size() - 8;
-  if (GetU64(data.data() + body) != Hash(data.data(), body)) return bad("checksum mismatch (truncated or damaged)");
+  const uint64_t sum = v1 ? HashV1(data.data(), body) : Hash(data.data(), body);
+  if (GetU64(data.data() + body) != sum) return bad("checksum mismatch (truncated or damaged)");
   size_t pos = 8;
   auto read_u64 = [&](uint64_t* v) {
     if (body - pos < 8) return false;

@@ -52,6 +52,22 @@ TEST(CheckpointTest, TruncatedOrFlippedFilesAreCorruptionNamingTheFile) {
   EXPECT_EQ(ReadCheckpointFile(path + ".missing").status().code(), Status::Code::kNotFound);
 }
 
+// Note [Checkpoint checksum]: files of version 1 (FNV-1a trailer) still read.
+TEST(CheckpointTest, VersionOneFilesWithAnFnvChecksumStillRead) {
+  std::vector<uint8_t> v1 = EncodeCheckpoint({{"x", {9, 8, 7}}});
+  ASSERT_EQ(v1[7], '2');
+  v1[7] = '1';
+  v1.resize(v1.size() - 8);
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (uint8_t b : v1) h = (h ^ b) * 0x100000001b3ULL;
+  for (int i = 0; i < 8; ++i) v1.push_back(static_cast<uint8_t>(h >> (8 * i)));
+  auto out = ParseCheckpoint(v1, "v1.ckpt");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->at("x"), (std::vector<uint8_t>{9, 8, 7}));
+  v1[20] ^= 1;  // and a damaged one is still caught
+  EXPECT_EQ(ParseCheckpoint(v1, "v1.ckpt").status().code(), Status::Code::kCorruption);
+}
+
 TEST(CheckpointTest, CompleteStepsNewestFirstAndPruned) {
   std::string dir = TempDir("steps");
   for (int64_t step : {10, 30, 20}) {

@@ -1,5 +1,5 @@
 // Checkpoint files: named byte sections in one file, written atomically
-// (temporary file, fsync, rename) with a trailing FNV-1a checksum, so a
+// (temporary file, fsync, rename) with a trailing CRC-32 checksum, so a
 // crash leaves either the old file or the new one, and a corrupt or
 // truncated file is detected and named. Torch-free.
 //
