@@ -39,14 +39,20 @@ class HookState:
 
 
 def _run_buckets(engine, jobs):
-    """The hook thread: exchanges (index, tensor, future) jobs in order until it gets None. The engine releases
-    the GIL while it works. An error completes that bucket's future with the exception, which DDP raises from
-    backward (or from its next step)."""
+    """The hook thread: exchanges (index, tensor, future, stream) jobs in order until it gets None. The engine
+    releases the GIL while it works. An error completes that bucket's future with the exception, which DDP
+    raises from backward; every later bucket fails at once (the ranks' exchanges no longer match, so waiting
+    for them would only run into timeouts)."""
+    failed = None
     while True:
         job = jobs.get()
         if job is None:
             return
         index, tensor, future, stream = job
+        if failed is not None:
+            future.set_exception(RuntimeError(f"frugal.sparse_hook: an earlier bucket's exchange failed ({failed}); "
+                                              "this hook state cannot continue: make a new one"))
+            continue
         try:
             if stream is None:
                 engine.run(index, tensor)
@@ -54,6 +60,7 @@ def _run_buckets(engine, jobs):
                 with torch.cuda.stream(stream):
                     engine.run(index, tensor)
         except Exception as e:  # noqa: BLE001 - handed to the waiting backward
+            failed = e
             future.set_exception(e)
             continue
         future.set_result(tensor)

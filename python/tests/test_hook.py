@@ -47,3 +47,11 @@ def test_an_exchange_error_reaches_the_waiting_backward_as_the_exception():
         state = HookState(_FailingEngine(), world=None, overlap=overlap)
         with pytest.raises(RuntimeError, match="peer 1 timed out"):
             frugal.sparse_hook(state, _Bucket(3, torch.zeros(4))).wait()
+    # Overlapped, the buckets after a failure fail at once, naming the first error.
+    state = HookState(_FailingEngine(), world=None, overlap=True)
+    first = frugal.sparse_hook(state, _Bucket(0, torch.zeros(4)))
+    second = frugal.sparse_hook(state, _Bucket(1, torch.zeros(4)))
+    with pytest.raises(RuntimeError, match="bucket 0"):
+        first.wait()
+    with pytest.raises(RuntimeError, match=r"earlier bucket's exchange failed \(peer 1 timed out after 60 s \(bucket 0\)\)"):
+        second.wait()
