@@ -184,6 +184,7 @@ def evaluate_lm(model, x, y, batch=64):
     return correct / count, loss / count
 
 
+@torch.no_grad()
 def evaluate_lm_sums(model, x, y, batch=64):
     """(correct next bytes, summed loss in nats, bytes) over the windows x, y: sums add across shards."""
     model.eval()
