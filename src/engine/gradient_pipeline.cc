@@ -63,6 +63,7 @@ struct Bucket {
   std::unique_ptr<compress::Sparsifier> sparsifier;
   std::unique_ptr<compress::ErrorFeedback> feedback;
   std::unique_ptr<optim::SparseOptimizer> optimizer;  // GUARDED_BY(mu)
+  bool whole = false;                                 // sent whole every step (WholeBuckets)
   std::mutex mu;
   // Guarded by Impl::mu_:
   int64_t applied = -1;
@@ -183,6 +184,10 @@ Status GradientPipeline::Impl::Init(std::vector<BucketSpec> specs) {
     FRUGAL_ASSIGN_OR_RETURN(b->optimizer, optim::CreateSparseOptimizer(options_.optimizer, b->master.size(), b->name));
     buckets_.push_back(std::move(b));
   }
+  std::vector<uint64_t> sizes;
+  for (const auto& b : buckets_) sizes.push_back(b->master.size());
+  const std::vector<bool> whole = WholeBuckets(sizes, options_.whole_bucket_share, options_.dense_bucket_max);
+  for (size_t i = 0; i < buckets_.size(); ++i) buckets_[i]->whole = whole[i];
   exchange_ = std::make_unique<comm::SparseExchange>(
       transport_, [this](std::vector<comm::Bytes> parts) { return Combine(std::move(parts)); }, options_.exchange);
   for (int i = 0; i < options_.cpu_threads; ++i) threads_.emplace_back([this] { ThreadMain(); });
@@ -220,11 +225,9 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
   auto t0 = Clock::now();
   compress::SparseVector mine;
   auto& grad = b.grads[static_cast<size_t>(t) % b.grads.size()];
-  FRUGAL_RETURN_IF_ERROR(b.feedback->Compress(Span<const float>(grad.data(), grad.size()), *b.sparsifier,
-                                              BucketDensity(WarmupDensity(SettingsAt(t).density, t,
-                                                                          options_.density_warmup_steps),
-                                                            b.master.size(), options_.dense_bucket_max),
-                                              &mine));
+  const double density = b.whole ? 1.0 : WarmupDensity(SettingsAt(t).density, t, options_.density_warmup_steps);
+  FRUGAL_RETURN_IF_ERROR(
+      b.feedback->Compress(Span<const float>(grad.data(), grad.size()), *b.sparsifier, density, &mine));
   comm::Bytes encoded;
   FRUGAL_RETURN_IF_ERROR(compress::Encode(mine, options_.wire, &encoded));
   auto t1 = Clock::now();

@@ -152,9 +152,21 @@ TEST(GradientPipelineTest, SparseRunsKeepReplicasIdenticalAndSendAboutTheDensity
 }
 
 TEST(GradientPipelineTest, SmallBucketsAreSentWhole) {
-  EXPECT_DOUBLE_EQ(BucketDensity(0.03, 4096, 0), 0.03);  // off
-  EXPECT_DOUBLE_EQ(BucketDensity(0.03, 4096, 4096), 1.0);
-  EXPECT_DOUBLE_EQ(BucketDensity(0.03, 4097, 4096), 0.03);
+  using V = std::vector<bool>;
+  EXPECT_EQ(WholeBuckets({4096}, 0.0, 0), V{false});  // off
+  EXPECT_EQ(WholeBuckets({4096}, 0.0, 4096), V{true});
+  EXPECT_EQ(WholeBuckets({4097}, 0.0, 4096), V{false});
+  // Relative: the smallest first while they fit in the share (here 2% of
+  // 10,000 = 200 values): 50 and 60 fit, a 100 after them would overflow
+  // the budget, the big one never.
+  EXPECT_EQ(WholeBuckets({9690, 100, 60, 50, 100}, 0.02, 0), (V{false, false, true, true, false}));
+  EXPECT_EQ(WholeBuckets({9800, 100, 100}, 0.02, 0), (V{false, true, true}));
+  // Equal buckets: none fits alone unless the share covers one of them.
+  EXPECT_EQ(WholeBuckets({100, 100, 100, 100}, 0.02, 0), (V{false, false, false, false}));
+  EXPECT_EQ(WholeBuckets({100, 100, 100, 100}, 0.5, 0), (V{true, true, false, false}));
+  // A single bucket is never whole by share below 1.
+  EXPECT_EQ(WholeBuckets({5}, 0.99, 0), V{false});
+  EXPECT_EQ(WholeBuckets({}, 0.02, 0), V{});
   PipelineOptions o = ExactOptions(0);
   o.sparsifier = "block";
   o.density = 0.05;

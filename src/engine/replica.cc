@@ -53,6 +53,7 @@ ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(
   po.density = d.density;
   po.density_warmup_steps = d.density_warmup_steps;
   po.dense_bucket_max = static_cast<uint64_t>(d.dense_bucket_max);
+  po.whole_bucket_share = d.whole_bucket_share;
   po.wire = WireFormatOf(d);
   po.staleness = d.staleness;
   po.cpu_threads = d.cpu_threads;

@@ -45,7 +45,8 @@ struct PipelineOptions {
   std::string sparsifier = "block";  // topk | block | randomk
   double density = 0.01;             // fraction of each bucket sent per step
   int64_t density_warmup_steps = 0;  // see WarmupDensity; 0 = off
-  uint64_t dense_bucket_max = 0;     // buckets of at most this many values are sent whole (BucketDensity)
+  uint64_t dense_bucket_max = 0;     // buckets of at most this many values are sent whole (WholeBuckets)
+  double whole_bucket_share = 0.0;   // the smallest buckets, together at most this share of the values, too
   compress::WireFormat wire{compress::ValueEncoding::kFp16, compress::IndexEncoding::kDeltaVarint};
   int staleness = 1;                 // 0 or 1
   int cpu_threads = 1;               // threads running bucket tasks
@@ -151,10 +152,11 @@ comm::Tag GradientTag(int64_t iteration, size_t bucket, size_t num_buckets);
 // to `density` at t = W; from W on, and with W = 0, it is `density`.
 inline constexpr double kWarmupStartDensity = 0.25;
 double WarmupDensity(double density, int64_t t, int64_t warmup_steps);
-// The density a bucket of `bucket_values` is sparsified at: 1 (sent whole)
-// when it holds at most dense_bucket_max values, else `density` (Note
-// [Small buckets whole] in adaptation.cc).
-double BucketDensity(double density, uint64_t bucket_values, uint64_t dense_bucket_max);
+// Which buckets are sent whole every step (Note [Small buckets whole] in
+// adaptation.cc): those of at most dense_bucket_max values, and the smallest
+// ones while together they hold at most `share` of all values (ties in size
+// broken by position, so every rank picks the same set).
+std::vector<bool> WholeBuckets(const std::vector<uint64_t>& bucket_values, double share, uint64_t dense_bucket_max);
 comm::Tag ControlTag(int64_t iteration, uint32_t kind);
 
 }  // namespace frugal::engine

@@ -54,7 +54,10 @@ struct DistributedOptions {
   // like a denser exchange (docs/benchmarks.md, "Integer value codes").
   double density = 0.03;  // fraction of each gradient bucket sent per step, (0, 1]
   int64_t density_warmup_steps = 0;  // WarmupDensity (gradient_pipeline.h); 0 = off
-  int64_t dense_bucket_max = 0;      // BucketDensity (gradient_pipeline.h); 0 = off
+  int64_t dense_bucket_max = 0;      // WholeBuckets (gradient_pipeline.h); 0 = off
+  // WholeBuckets: the smallest buckets, together at most this share of the
+  // model's values, are sent whole (cnn: +0.37 points, docs/benchmarks.md).
+  double whole_bucket_share = 0.02;
   compress::SparsifierKind sparsifier = compress::SparsifierKind::kBlock;
   compress::ValueEncoding value_encoding = compress::ValueEncoding::kInt4;
   double dgc_momentum = 0.0;  // error-feedback momentum correction (0 = off)
@@ -143,6 +146,11 @@ void VisitFields(DistributedOptions& o, V&& visit) {
               "Buckets of at most this many values (biases, small heads) are sent whole every step (0 = off)")
             .NonNegative().Max(int64_t{1} << 40),
         o.dense_bucket_max);
+  visit(Field("whole_bucket_share", d,
+              "The smallest gradient buckets, together at most this share of the model's values, are sent whole "
+              "every step (0 = off)")
+            .UnitInterval(),
+        o.whole_bucket_share);
   visit(Field("sparsifier", d, "block, sampled_topk (exact top-k, fast), topk or randomk"), o.sparsifier);
   visit(Field("value_encoding", d, "Gradient values on the wire: fp32, fp16, bf16, int8 or int4 (error-fed rounding)"), o.value_encoding);
   visit(Field("staleness", d, "0 or 1: forward t uses the parameters after t-1-staleness").Min(0).Max(1), o.staleness);
