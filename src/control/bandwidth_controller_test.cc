@@ -323,3 +323,61 @@ TEST(BandwidthControllerTest, WithoutLatencyMessageCountsChangeNoDecision) {
 
 }  // namespace
 }  // namespace frugal::control
+
+namespace frugal::control {
+namespace {
+
+// The CPU stages are priced from telemetry (Note [CPU stages priced]): the
+// slowest worker's measured sparsify and optimizer seconds reappear in the
+// prediction at the density they ran at, the optimizer's grow with the
+// merged density, and on a fast link a heavy optimizer keeps the density
+// below what the link alone would allow.
+TEST(BandwidthControllerTest, CpuStagesArePricedFromTelemetry) {
+  ControllerOptions o = Options();
+  o.staleness = 0;  // the engine's default: the stages add to compute
+  constexpr double kSparsifyS = 0.004;           // per iteration, whatever the density
+  constexpr double kOptimizerPerMerged = 0.25;   // seconds per iteration per unit of merged density
+  auto merged = [](double d) { return 1 - std::pow(1 - d, 4); };
+  auto with_cpu = [&](double mbit, double density, double scale) {  // scale 0: no CPU telemetry
+    auto seen = Recorded(mbit, density, 5, {0.002, 0.002, 0.002, 0.002}, {64, 64, 64, 64});
+    for (auto& w : seen) {
+      w.sparsify_s = scale * kSparsifyS * w.iterations;
+      w.optimizer_s = scale * kOptimizerPerMerged * merged(density) * w.iterations;
+    }
+    seen[2].optimizer_s *= 1.5;  // the slowest worker sets the rate
+    return seen;
+  };
+  auto priced = BandwidthController::Create(o);
+  auto unpriced = BandwidthController::Create(o);
+  ASSERT_TRUE(priced.ok() && unpriced.ok());
+  engine::Decision a = Start(4), b = Start(4);
+  for (int i = 0; i < 8; ++i) {
+    a = (*priced)->Decide(5 * i, with_cpu(1000, a.density, 1.0), a);
+    b = (*unpriced)->Decide(5 * i, with_cpu(1000, b.density, 0.0), b);
+  }
+  // The calibration reproduces the measurement at any density: the priced
+  // prediction exceeds the unpriced one by the slowest worker's stages.
+  for (double d : {0.01, 0.03, 0.1}) {
+    auto p = (*priced)->PredictIteration(d, 64, 0.002, 1000, 4);
+    auto u = (*unpriced)->PredictIteration(d, 64, 0.002, 1000, 4);
+    ASSERT_TRUE(p.ok() && u.ok());
+    EXPECT_NEAR(*p - *u, kSparsifyS + 1.5 * kOptimizerPerMerged * merged(d), 2e-3) << d;
+  }
+  EXPECT_LT(a.density, b.density / o.change_ratio) << a.reason << " | " << b.reason;
+  // And the priced choice is the objective's best under the true costs
+  // (within the hysteresis ratio).
+  double best = 0, best_rate = 0;
+  for (int i = 0; i < o.density_candidates; ++i) {
+    const double d = o.min_density * std::pow(o.max_density / o.min_density, i / (o.density_candidates - 1.0));
+    auto t = (*priced)->PredictIteration(d, 64, 0.002, 1000, 4);
+    ASSERT_TRUE(t.ok());
+    if (std::pow(d, o.density_exponent) / *t > best_rate) {
+      best_rate = std::pow(d, o.density_exponent) / *t;
+      best = d;
+    }
+  }
+  EXPECT_LE(std::abs(std::log(a.density / best)), std::log(o.change_ratio)) << a.density << " vs " << best;
+}
+
+}  // namespace
+}  // namespace frugal::control

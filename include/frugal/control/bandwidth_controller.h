@@ -19,7 +19,10 @@
 //  3. Density: the one maximising density^density_exponent / predicted
 //     iteration time. With staleness 1 that is the highest density whose
 //     exchange stays hidden behind compute; with staleness 0, where exposed
-//     communication costs about 18% of compute.
+//     communication costs about 18% of compute. The prediction prices the
+//     CPU stages (sparsify, decode + optimizer) at rates calibrated from the
+//     slowest worker's measured seconds, so a denser exchange is not free
+//     on a fast link (Note [CPU stages priced]).
 //  4. Floor: if that density is below `density_floor`, grow the global batch
 //     (up to max_batch_growth) so compute time covers the floor density's
 //     communication; the learning rate scales linearly with the batch
@@ -41,6 +44,7 @@
 
 #include "frugal/control/link_model.h"
 #include "frugal/engine/adaptation.h"
+#include "frugal/sim/frugal_pipeline.h"
 #include "frugal/sim/hardware.h"
 #include "frugal/sim/workload.h"
 
@@ -103,6 +107,15 @@ class BandwidthController : public engine::AdaptationPolicy {
   BandwidthController(ControllerOptions options, sim::ModelSpec model, sim::HardwareSpec hw)
       : options_(std::move(options)), model_(std::move(model)), hw_(std::move(hw)) {}
 
+  // The planner's prediction with the given CPU stage rates (GB/s).
+  Result<sim::FrugalPrediction> PredictStages(double density, int64_t batch_per_worker, double compute_s_per_sample,
+                                              double bandwidth_mbit, int world, double sparsify_gbs,
+                                              double optimizer_gbs) const;
+  // Rule 3: calibrates the CPU stage rates from the slowest worker's
+  // sparsify and optimizer seconds per iteration at `density` (Note [CPU
+  // stages priced] in bandwidth_controller.cc).
+  void UpdateCpuRates(const std::vector<engine::WorkerTelemetry>& telemetry, double density,
+                      int64_t batch_per_worker, double compute_s_per_sample);
   // Rule 1: folds the slowest worker's sample (Mbit/s) into the estimate.
   void UpdateBandwidthEstimate(double sample_mbit);
   // Per-rank compute speed (samples per compute second), smoothed.
@@ -135,6 +148,10 @@ class BandwidthController : public engine::AdaptationPolicy {
   int last_off_side_ = 0;           // +1/-1: the last sample was > 2x above/below the estimate
   std::vector<LinkModel> link_models_;  // per rank
   std::vector<Traffic> last_traffic_;   // per rank
+  // CPU stage rates calibrated from telemetry (GB/s); unset: unpriced.
+  static constexpr double kUnpricedGbs = 1e6;
+  std::optional<double> cpu_sparsify_gbs_;
+  std::optional<double> cpu_optimizer_gbs_;
 };
 
 }  // namespace frugal::control
