@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <signal.h>
+
 #include <csignal>
 #include <cmath>
 #include <cstdio>
@@ -84,6 +86,12 @@ std::string DefaultRunName(const std::string& model) {
   return model + "-" + buf;
 }
 
+// SIGINT or SIGTERM to `frugal train` stops its workers too (without this a
+// `kill` of the launcher left four workers training on); the handler only
+// stores to a lock-free flag that the supervisor polls.
+std::atomic<bool> g_stop_launch{false};
+extern "C" void OnStopLaunch(int) { g_stop_launch.store(true); }
+
 // frugal train --workers N: write the resolved options to the run directory
 // and start N `frugal worker` processes that read them.
 void LaunchLocal(engine::RunConfig& config, const std::string& local_clusters, const std::string& local_slowdowns) {
@@ -123,7 +131,16 @@ void LaunchLocal(engine::RunConfig& config, const std::string& local_clusters, c
     }
     lo.slowdowns.push_back(v);
   }
-  ThrowIfError(engine::RunLocalWorkers(lo));
+  lo.stop = &g_stop_launch;
+  struct sigaction stop = {}, old_int = {}, old_term = {};
+  stop.sa_handler = OnStopLaunch;
+  sigemptyset(&stop.sa_mask);
+  sigaction(SIGINT, &stop, &old_int);
+  sigaction(SIGTERM, &stop, &old_term);
+  Status status = engine::RunLocalWorkers(lo);
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  ThrowIfError(status);
 }
 
 // Applies --config, prints the configuration with --print-config (returns

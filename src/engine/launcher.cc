@@ -108,6 +108,7 @@ class PosixProcessLauncher final : public ProcessLauncher {
   }
 
   void Kill(Id id) override { kill(static_cast<pid_t>(id), SIGKILL); }
+  void Terminate(Id id) override { kill(static_cast<pid_t>(id), SIGTERM); }
 
  private:
   std::vector<pid_t> running_;  // started and not yet reaped
@@ -144,12 +145,22 @@ std::vector<std::string> WorkerArgs(const LocalLaunchOptions& options, const std
 
 Status SuperviseProcesses(const std::vector<ProcessLauncher::Id>& ids, Status first_failure,
                           std::chrono::milliseconds grace, bool tolerate_failures, ProcessLauncher& launcher,
-                          Clock& clock) {
+                          Clock& clock, const std::atomic<bool>* stop) {
   std::vector<bool> done(ids.size(), false);
   size_t remaining = ids.size();
   auto deadline = Clock::time_point::max();
   if (!first_failure.ok()) deadline = clock.Now();
+  bool stopping = false;
   while (remaining > 0) {
+    if (!stopping && stop != nullptr && stop->load()) {
+      stopping = true;
+      tolerate_failures = false;
+      first_failure = Status::Unavailable("interrupted: the workers were asked to stop");
+      for (size_t r = 0; r < ids.size(); ++r) {
+        if (!done[r]) launcher.Terminate(ids[r]);
+      }
+      deadline = std::min(deadline, clock.Now() + kInterruptGrace);
+    }
     if (std::optional<ProcessLauncher::Exit> exit = launcher.PollExit()) {
       for (size_t r = 0; r < ids.size(); ++r) {
         if (ids[r] != exit->id || done[r]) continue;
@@ -192,7 +203,8 @@ Status StartAndSuperviseWorkers(const LocalLaunchOptions& options, const std::st
     }
     ids.push_back(*id);
   }
-  return SuperviseProcesses(ids, spawn_error, options.timeout + options.kill_grace, options.elastic, launcher, clock);
+  return SuperviseProcesses(ids, spawn_error, options.timeout + options.kill_grace, options.elastic, launcher, clock,
+                            options.stop);
 }
 
 Status RunLocalWorkers(const LocalLaunchOptions& options) {

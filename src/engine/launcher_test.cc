@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 namespace frugal::engine {
 namespace {
@@ -68,8 +69,20 @@ class FakeLauncher final : public ProcessLauncher {
     it->second = Process{clock_.Now(), false, "signal Killed"};
   }
 
+  // SIGTERM: the process exits 100 ms later, unless it ignores it.
+  void Terminate(Id id) override {
+    terms_.push_back(id);
+    auto it = running_.find(id);
+    ASSERT_NE(it, running_.end()) << "terminated process " << id << " that was not running";
+    if (ignores_term_.count(static_cast<int>(id)) == 0) {
+      it->second = Process{clock_.Now() + milliseconds(100), false, "signal Terminated"};
+    }
+  }
+  void IgnoresTerm(int n) { ignores_term_.insert(n); }
+
   const std::vector<Started>& started() const { return started_; }
   const std::vector<Killed>& kills() const { return kills_; }
+  const std::vector<Id>& terms() const { return terms_; }
 
  private:
   struct Process {
@@ -90,6 +103,8 @@ class FakeLauncher final : public ProcessLauncher {
   std::vector<Started> started_;
   std::map<Id, Process> running_;
   std::vector<Killed> kills_;
+  std::vector<Id> terms_;
+  std::set<int> ignores_term_;
 };
 
 LocalLaunchOptions Options(int workers) {
@@ -276,6 +291,42 @@ TEST(ManualClockTest, MovesOnlyWhenTold) {
   clock.Advance(milliseconds(5));
   clock.SleepFor(milliseconds(7));
   EXPECT_EQ(clock.Now() - t0, milliseconds(12));
+}
+
+}  // namespace
+}  // namespace frugal::engine
+
+namespace frugal::engine {
+namespace {
+
+// SIGINT or SIGTERM to the launcher (the stop flag): every worker still
+// running is asked to stop, the run reports the interruption, and one that
+// ignores the request is killed kInterruptGrace later.
+TEST_F(LauncherTest, AStopRequestStopsTheWorkersAndKillsTheStubbornOnes) {
+  std::atomic<bool> stop{true};
+  LocalLaunchOptions o = Options(3);
+  o.stop = &stop;
+  launcher.IgnoresTerm(2);
+  const Clock::time_point start = clock.Now();
+  Status st = Supervise(o);
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+  EXPECT_THAT(st.message(), HasSubstr("interrupted"));
+  EXPECT_THAT(launcher.terms(), ElementsAre(0, 1, 2));
+  ASSERT_EQ(launcher.kills().size(), 1u);
+  EXPECT_EQ(launcher.kills()[0].id, 2);
+  EXPECT_GE(launcher.kills()[0].at - start, kInterruptGrace);
+  EXPECT_LE(launcher.kills()[0].at - start, kInterruptGrace + milliseconds(40));
+}
+
+// Without a stop request the flag changes nothing.
+TEST_F(LauncherTest, AnUnsetStopFlagChangesNothing) {
+  std::atomic<bool> stop{false};
+  LocalLaunchOptions o = Options(2);
+  o.stop = &stop;
+  for (int r = 0; r < 2; ++r) launcher.ExitAfter(r, milliseconds(300), 0);
+  EXPECT_TRUE(Supervise(o).ok());
+  EXPECT_TRUE(launcher.terms().empty());
+  EXPECT_TRUE(launcher.kills().empty());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // machine over loopback. Torch-free.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -26,6 +27,9 @@ struct CoordinatorOptions {
   bool elastic = false;
   int min_workers = 1;
   std::chrono::milliseconds heartbeat_timeout{2000};
+  // Set from a signal handler (SIGINT, SIGTERM) to stop the workers and
+  // return; not owned, may be null.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // Binds, waits until `world_size` workers have registered, sends them the
@@ -58,6 +62,9 @@ struct LocalLaunchOptions {
   bool elastic = false;
   int min_workers = 1;
   std::chrono::milliseconds heartbeat_timeout{2000};
+  // Set from a signal handler (SIGINT, SIGTERM) to stop the workers and
+  // return; not owned, may be null.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // The process seam of the launcher: starts, watches and kills the worker
@@ -88,6 +95,10 @@ class ProcessLauncher {
   // Kills a process started here that has not been reported as exited. Its
   // exit is still reported by PollExit.
   virtual void Kill(Id id) = 0;
+
+  // Asks such a process to stop (SIGTERM: a worker leaves or exits); it may
+  // take a while or ignore it. By default the same as Kill.
+  virtual void Terminate(Id id) { Kill(id); }
 };
 
 // posix_spawn, waitpid on its own children only, SIGKILL. The executable is
@@ -100,10 +111,14 @@ std::unique_ptr<ProcessLauncher> NewPosixProcessLauncher();
 // at once), or Unavailable "worker N failed (exit code 3)" (N = position in
 // ids); after it the others get `grace` to exit by themselves, then are
 // killed. With `tolerate_failures` (an elastic job) a failed process is
-// reported on stderr and the others go on. Never hangs.
+// reported on stderr and the others go on. Once `*stop` is set (the
+// launcher got SIGINT or SIGTERM) every process still running is asked to
+// stop, killed kInterruptGrace later if it has not, and the result is
+// Unavailable "interrupted". Never hangs.
+inline constexpr std::chrono::milliseconds kInterruptGrace{5000};
 Status SuperviseProcesses(const std::vector<ProcessLauncher::Id>& ids, Status first_failure,
                           std::chrono::milliseconds grace, bool tolerate_failures, ProcessLauncher& launcher,
-                          Clock& clock);
+                          Clock& clock, const std::atomic<bool>* stop = nullptr);
 
 // Starts the workers of `options` against the coordinator at
 // `coordinator_endpoint` and waits until all of them have exited, polling
