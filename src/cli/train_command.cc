@@ -157,6 +157,7 @@ std::unique_ptr<engine::AdaptationPolicy> MakeController(const engine::RunConfig
   co.model = config.train.model;
   co.batch_per_worker = config.train.batch_size;
   co.staleness = config.distributed.staleness;
+  co.density_exponent = config.distributed.adapt_density_exponent;
   for (int c = 0; c < topo.num_clusters(); ++c) co.cluster_sizes.push_back(static_cast<int>(topo.members(c).size()));
   co.bytes_per_value = engine::WireBytesPerValue(config.distributed);
   auto controller = control::BandwidthController::Create(co);

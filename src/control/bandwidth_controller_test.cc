@@ -262,6 +262,7 @@ std::vector<double> RunDecisions(BandwidthController* c, bool report_messages, i
 TEST(BandwidthControllerTest, PerMessageLatencyIsNotReadAsLackOfBandwidth) {
   ControllerOptions o = Options();
   o.staleness = 0;  // the default, as in the cnn run
+  o.density_exponent = 0.3;  // the objective when the cnn failure was recorded
   auto old_way = BandwidthController::Create(o);
   auto new_way = BandwidthController::Create(o);
   ASSERT_TRUE(old_way.ok() && new_way.ok());
@@ -335,6 +336,7 @@ namespace {
 TEST(BandwidthControllerTest, CpuStagesArePricedFromTelemetry) {
   ControllerOptions o = Options();
   o.staleness = 0;  // the engine's default: the stages add to compute
+  o.density_exponent = 0.3;
   constexpr double kSparsifyS = 0.004;           // per iteration, whatever the density
   constexpr double kOptimizerPerMerged = 0.25;   // seconds per iteration per unit of merged density
   auto merged = [](double d) { return 1 - std::pow(1 - d, 4); };

@@ -19,7 +19,7 @@
 //  3. Density: the one maximising density^density_exponent / predicted
 //     iteration time. With staleness 1 that is the highest density whose
 //     exchange stays hidden behind compute; with staleness 0, where exposed
-//     communication costs about 18% of compute. The prediction prices the
+//     communication costs exponent / (1 - exponent) of compute. The prediction prices the
 //     CPU stages (sparsify, decode + optimizer) at rates calibrated from the
 //     slowest worker's measured seconds, so a denser exchange is not free
 //     on a fast link (Note [CPU stages priced]).
@@ -63,8 +63,9 @@ struct ControllerOptions {
   double hidden_tolerance = 0.05;     // floor rule: "covered" = within 5% of the compute-bound iteration
   // Statistical model: progress per iteration grows as density^exponent
   // (Note [Density objective] in bandwidth_controller.cc); the controller
-  // maximises density^exponent / predicted iteration time.
-  double density_exponent = 0.3;
+  // maximises density^exponent / predicted iteration time. frugal train:
+  // --adapt-density-exponent.
+  double density_exponent = 0.5;
   double change_ratio = 1.6;          // hysteresis on density changes (the grid step is 1.155x)
   double smoothing = 0.5;             // weight of the newest bandwidth sample (below the estimate)
   double smoothing_up = 0.25;         // ... and above it (slow increase)

@@ -84,6 +84,9 @@ struct DistributedOptions {
   // Control.
   AdaptMode adapt = AdaptMode::kOff;
   int64_t decide_every = 5;       // steps between controller decisions
+  // The controller's objective density^a / iteration time (Note [Density
+  // objective] in bandwidth_controller.cc).
+  double adapt_density_exponent = 0.5;
   double compute_slowdown = 1.0;  // stretch this worker's compute by this factor (experiments)
 };
 
@@ -171,6 +174,10 @@ void VisitFields(DistributedOptions& o, V&& visit) {
   visit(Field("dgc_momentum", d, "Error-feedback momentum correction (0 = off)").UnitInterval(), o.dgc_momentum);
   visit(Field("adapt", d, "on: controller picks density and batch sizes; batch: batch sizes only; off"), o.adapt);
   visit(Field("decide_every", d, "Steps between controller decisions").Min(1), o.decide_every);
+  visit(Field("adapt_density_exponent", d,
+              "--adapt on: progress per step modelled as density^this; higher favours density over step time")
+            .Positive().Max(4),
+        o.adapt_density_exponent);
   visit(Field("compute_slowdown", d, "Stretch this worker's compute (experiments)").PerWorker().Min(1).Max(1000),
         o.compute_slowdown);
 }
