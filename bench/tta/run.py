@@ -5,12 +5,13 @@ Every system of a scenario runs in the same testbed (testbed/testbed.sh),
 one after the other, each on a freshly created set of namespaces (so the
 fluctuating trace starts at the same second for every system):
 
-  frugal         frugal worker processes (topology-aware exchange: --exchange auto)
+  frugal         frugal worker processes, defaults (--adapt auto: the controller; --exchange auto)
+  frugal_fixed   Frugal at its fixed default density (--adapt off; the default until 2026-11-25)
   frugal_flat    clusters/fluctuating only: Frugal forced to --exchange flat
-  frugal_fp16    Frugal's default until 2026-11-23 (fp16 values at density 1%)
-  frugal_warmup  Frugal with --density-warmup-steps 150 (25% falling to the default density)
+  frugal_fp16    Frugal's default until 2026-11-23 (fp16 values at density 1%, --adapt off)
+  frugal_warmup  Frugal with --density-warmup-steps 150 (25% falling to the default density, --adapt off)
   frugal_adapt   Frugal with the bandwidth-adaptive controller (--adapt on, issue 8)
-  frugal_dX      Frugal at fixed density X (e.g. frugal_d0.02): the hindsight sweep
+  frugal_dX      Frugal at fixed density X (e.g. frugal_d0.02, --adapt off): the hindsight sweep
   frugal_slow    one of four workers 2x slower (CPU cgroup quota), equal batches
   frugal_slow_balanced  the same with batch sizes balanced by the controller (--adapt batch)
   ddp            PyTorch DDP over Gloo (bench/baselines/ddp.py)

@@ -21,7 +21,7 @@ SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
 FRUGAL_LOCAL_STEPS = 16
 # frugal_warmup: density from 25% down to the default over this many steps.
 FRUGAL_WARMUP_STEPS = 150
-ALL_SYSTEMS = ["frugal", "frugal_fp16", "frugal_warmup", "frugal_flat", "frugal_adapt", "frugal_local", "frugal_slow", "frugal_slow_balanced"] + \
+ALL_SYSTEMS = ["frugal", "frugal_fixed", "frugal_fp16", "frugal_warmup", "frugal_flat", "frugal_adapt", "frugal_local", "frugal_slow", "frugal_slow_balanced"] + \
     ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"] + \
     [s for s in STOCK_SYSTEMS if s != "ddp_powersgd"]
 # frugal_slow*: every worker in its own CPU cgroup (bench/harness/cgroups.py):
@@ -39,14 +39,20 @@ def frugal_variant_args(system, rank):
         return ["--exchange", "flat"]
     if system == "frugal_adapt":
         return ["--adapt", "on"]
+    # The fixed-density variants turn the controller (the default, --adapt
+    # auto) off, or it would choose the density they are meant to fix.
+    if system == "frugal_fixed":  # the default until 2026-11-25: 3% whatever the link
+        return ["--adapt", "off"]
     if system == "frugal_fp16":  # the default until 2026-11-23: fp16 values at 1%
-        return ["--value-encoding", "fp16", "--density", "0.01"]
+        return ["--value-encoding", "fp16", "--density", "0.01", "--adapt", "off"]
     if system == "frugal_warmup":  # DGC's density warm-up (Note [Density warm-up])
-        return ["--density-warmup-steps", str(FRUGAL_WARMUP_STEPS)]
+        return ["--density-warmup-steps", str(FRUGAL_WARMUP_STEPS), "--adapt", "off"]
     if system == "frugal_local":
         return ["--sync", "local", "--local-steps", str(FRUGAL_LOCAL_STEPS)]
     if system.startswith("frugal_d"):
-        return ["--density", system[len("frugal_d"):]]
+        return ["--density", system[len("frugal_d"):], "--adapt", "off"]
+    if system == "frugal_slow":  # equal batches: the controller would balance them
+        return ["--adapt", "off"]
     if system == "frugal_slow_balanced":
         return ["--adapt", "batch"]
     return []

@@ -19,6 +19,7 @@
 #include "input_checks.h"
 #include "frugal/comm/rendezvous.h"
 #include "frugal/control/bandwidth_controller.h"
+#include "frugal/sim/workload.h"
 #include "frugal/data/dataset.h"
 #include "frugal/data/text_corpus.h"
 #include "frugal/engine/checkpoint.h"
@@ -221,7 +222,19 @@ void RunElasticWorker(const engine::RunConfig& config, const comm::SecurityOptio
   PrintWorkerEnd(config, *result);
 }
 
-void RunWorker(const engine::RunConfig& config) {
+// --adapt auto: the controller wherever it can run. Every rank resolves it
+// from the shared configuration alone, so all agree (the digest check
+// compares the resolved value).
+engine::AdaptMode ResolveAdapt(const engine::RunConfig& config) {
+  const engine::DistributedOptions& d = config.distributed;
+  if (d.adapt != engine::AdaptMode::kAuto) return d.adapt;
+  const bool supported = !config.elastic.elastic && d.sync == engine::SyncMode::kStep &&
+                         sim::BuiltinModel(config.train.model).ok();
+  return supported ? engine::AdaptMode::kOn : engine::AdaptMode::kOff;
+}
+
+void RunWorker(engine::RunConfig config) {
+  config.distributed.adapt = ResolveAdapt(config);
   const engine::WorkerIdentity& id = config.worker;
   if (id.coordinator.empty()) throw UsageError("frugal worker needs --coordinator tcp://HOST:PORT");
   const comm::SecurityOptions security = ResolveSecurity(id.key, id.authorized_keys, id.insecure, id.coordinator);
@@ -239,7 +252,7 @@ void RunWorker(const engine::RunConfig& config) {
   if (!transport.ok()) throw RunError(transport.status().WithContext("joining " + id.coordinator).ToString());
   const int rank = (*transport)->rank();
   std::unique_ptr<engine::AdaptationPolicy> policy;
-  if (config.distributed.adapt != engine::AdaptMode::kOff && rank == 0) {
+  if (config.distributed.adapt != engine::AdaptMode::kOff && rank == 0) {  // resolved: on or batch
     policy = MakeController(config, (*transport)->topology());
   }
   auto worker = engine::Worker::Create(config, std::move(*transport), std::move(policy));

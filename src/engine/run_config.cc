@@ -33,7 +33,7 @@ Status ValidateSync(const RunConfig& config) {
     return Status::InvalidArgument("--sync local runs without --elastic for now (membership changes do not carry "
                                    "the outer state yet)");
   }
-  if (d.adapt != AdaptMode::kOff) {
+  if (d.adapt == AdaptMode::kOn || d.adapt == AdaptMode::kBatch) {
     return Status::InvalidArgument("--sync local runs with --adapt off for now (the controller does not choose "
                                    "--local-steps yet)");
   }
@@ -65,7 +65,8 @@ Status Validate(const RunConfig& config) {
     if (first.ok()) first = CheckField(f, v);
   });
   FRUGAL_RETURN_IF_ERROR(first);
-  if (config.elastic.elastic && config.distributed.adapt != AdaptMode::kOff) {
+  const AdaptMode adapt = config.distributed.adapt;
+  if (config.elastic.elastic && (adapt == AdaptMode::kOn || adapt == AdaptMode::kBatch)) {
     return Status::InvalidArgument("--elastic runs with --adapt off for now (the controller does not follow a "
                                    "changing world yet)");
   }

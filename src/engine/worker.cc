@@ -101,7 +101,10 @@ Status Worker::Impl::Init() {
   FRUGAL_RETURN_IF_ERROR(Prepare());
   // Every worker must run the same configuration.
   FRUGAL_RETURN_IF_ERROR(CheckSameConfiguration(*transport, SharedDigest(config), timeout));
-  if (dist.adapt != AdaptMode::kOff && rank() == 0 && policy == nullptr) {
+  // --adapt auto reaches the engine resolved by the CLI (ResolveAdapt); from
+  // the engine API, without a controller, it is off on every rank.
+  const bool adapting = dist.adapt == AdaptMode::kOn || dist.adapt == AdaptMode::kBatch;
+  if (adapting && rank() == 0 && policy == nullptr) {
     return Status::InvalidArgument(std::string("--adapt ") + NameOf(dist.adapt) + " needs a controller on rank 0");
   }
   FRUGAL_RETURN_IF_ERROR(PlanSteps());
@@ -110,7 +113,7 @@ Status Worker::Impl::Init() {
   if (config.checkpoint.checkpoint_every > 0 && rank() == 0) {
     FRUGAL_RETURN_IF_ERROR(ClearCheckpointsAfter(CheckpointDirOf(config), start_step));
   }
-  if (dist.adapt != AdaptMode::kOff) {
+  if (adapting) {
     Decision initial;
     initial.density = dist.density;
     initial.batch_sizes = cursor->batch_sizes();

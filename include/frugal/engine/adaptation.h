@@ -16,7 +16,11 @@ namespace frugal::engine {
 
 // What a run lets its controller change: nothing (off), density and batch
 // sizes (on), or only the batch sizes, in proportion to speed (batch).
-enum class AdaptMode { kOff, kOn, kBatch };
+// auto (the default): on where the launcher runs a controller and the run
+// is one it supports (`frugal train` / `frugal worker`, a fixed world, step
+// sync, a model the planner knows; ResolveAdapt in the CLI), else off; the
+// engine API, given no controller, treats it as off.
+enum class AdaptMode { kOff, kOn, kBatch, kAuto };
 
 // One worker's measurements over the window since the previous decision point.
 struct WorkerTelemetry {
@@ -73,5 +77,8 @@ class AdaptationPolicy {
 template <>
 struct frugal::EnumNames<frugal::engine::AdaptMode> {
   static constexpr std::pair<engine::AdaptMode, const char*> kTable[] = {
-      {engine::AdaptMode::kOff, "off"}, {engine::AdaptMode::kOn, "on"}, {engine::AdaptMode::kBatch, "batch"}};
+      {engine::AdaptMode::kOff, "off"},
+      {engine::AdaptMode::kOn, "on"},
+      {engine::AdaptMode::kBatch, "batch"},
+      {engine::AdaptMode::kAuto, "auto"}};
 };

@@ -82,7 +82,10 @@ struct DistributedOptions {
   double timeout_s = 60.0;        // bound on every network wait
   int64_t checksum_every = 100;   // compare replica checksums every N steps (0 = only at the end)
   // Control.
-  AdaptMode adapt = AdaptMode::kOff;
+  // auto: the controller wherever it can run (docs/controller.md); it
+  // reaches the high target at 100 Mbit/s and 1 Gbit/s where a fixed 3%
+  // does not (docs/benchmarks.md, 2026-11-25).
+  AdaptMode adapt = AdaptMode::kAuto;
   int64_t decide_every = 5;       // steps between controller decisions
   // The controller's objective density^a / iteration time (Note [Density
   // objective] in bandwidth_controller.cc).
@@ -172,7 +175,11 @@ void VisitFields(DistributedOptions& o, V&& visit) {
   visit(Field("checksum_every", d, "Compare replica checksums every N steps (0 = at the end)").NonNegative(),
         o.checksum_every);
   visit(Field("dgc_momentum", d, "Error-feedback momentum correction (0 = off)").UnitInterval(), o.dgc_momentum);
-  visit(Field("adapt", d, "on: controller picks density and batch sizes; batch: batch sizes only; off"), o.adapt);
+  visit(Field("adapt", d,
+              "auto: the controller where frugal train/worker can run it (fixed world, --sync step, a planner "
+              "model), else off; on: controller picks density and batch sizes; batch: batch sizes only; off: fixed "
+              "--density"),
+        o.adapt);
   visit(Field("decide_every", d, "Steps between controller decisions").Min(1), o.decide_every);
   visit(Field("adapt_density_exponent", d,
               "--adapt on: progress per step modelled as density^this; higher favours density over step time")
