@@ -121,6 +121,20 @@ TEST(CliTest, TwoWorkerProcessesTrainOnLoopback) {
   EXPECT_NE(r.output.find("done: 32 steps"), std::string::npos) << r.output;
   EXPECT_TRUE(std::filesystem::exists(runs / "procs" / "metrics.jsonl"));
   EXPECT_TRUE(std::filesystem::exists(runs / "procs" / "config.toml"));
+  // --adapt auto (the default) runs the controller here: its decisions are
+  // in the metrics; with --adapt off there are none.
+  auto decisions = [&](const std::string& run) {
+    std::ifstream in(runs / run / "metrics.jsonl");
+    int n = 0;
+    for (std::string line; std::getline(in, line);) n += line.find("\"decision\"") != std::string::npos;
+    return n;
+  };
+  EXPECT_GT(decisions("procs"), 0);
+  std::filesystem::remove_all(runs / "procs-fixed");
+  r = Frugal("train --workers 2 --dataset synthetic --synthetic-train-size 512 --epochs 1 --adapt off "
+             "--batch-size 16 --lr 0.02 --threads 1 --run-name procs-fixed --runs-dir " + runs.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(decisions("procs-fixed"), 0);
 }
 
 // --resume continues a run from its newest intact checkpoint: a damaged

@@ -128,6 +128,22 @@ TEST(RunConfigTest, ValidationNamesTheOptionAndRejectsNan) {
   EXPECT_NE(Validate(c).message().find("nosuch"), std::string::npos);
 }
 
+// --adapt auto (the default) is valid where an explicit --adapt on is not:
+// it resolves to off for an elastic or local-update run.
+TEST(RunConfigTest, AdaptAutoIsTheDefaultAndValidWhereOnIsNot) {
+  RunConfig c;
+  EXPECT_EQ(c.distributed.adapt, AdaptMode::kAuto);
+  c.elastic.elastic = true;
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).ToString();
+  c.distributed.adapt = AdaptMode::kOn;
+  EXPECT_NE(Validate(c).message().find("--elastic runs with --adapt off"), std::string::npos) << Validate(c).message();
+  c = RunConfig{};
+  c.distributed.sync = SyncMode::kLocal;
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).ToString();
+  c.distributed.adapt = AdaptMode::kBatch;
+  EXPECT_NE(Validate(c).message().find("--sync local runs with --adapt off"), std::string::npos);
+}
+
 TEST(RunConfigTest, SetOptionAcceptsKebabCaseAndNamesUnknownKeys) {
   RunConfig c;
   ASSERT_TRUE(SetOption(&c, "value-encoding", "bf16").ok());
