@@ -58,6 +58,16 @@ def frugal_variant_args(system, rank):
     return []
 
 
+def is_fixed_density(system):
+    """frugal_dX for any density X in (0, 1], beyond the sweep's."""
+    if not system.startswith("frugal_d"):
+        return False
+    try:
+        return 0 < float(system[len("frugal_d"):]) <= 1
+    except ValueError:
+        return False
+
+
 def is_frugal(system):
     return system.startswith("frugal")
 
@@ -117,13 +127,13 @@ CLUSTER_SYSTEMS = ["frugal", "frugal_flat", "ddp", "ddp_fp16"] + STOCK_SYSTEMS +
 # Budgets in seconds of training. Frugal and ddp_unlimited are sized to finish
 # their epochs; shaped DDP runs ~3 s/iteration on mlp at 100 Mbit/s, so it
 # gets a fixed slice and a lower bound.
-FULL_BUDGETS = {"frugal": 900, "frugal_fp16": 900, "frugal_warmup": 900, "frugal_flat": 900, "ddp": 300, "ddp_fp16": 300, "ddp_powersgd": 300,
+FULL_BUDGETS = {"frugal": 900, "frugal_fixed": 900, "frugal_fp16": 900, "frugal_warmup": 900, "frugal_flat": 900, "ddp": 300, "ddp_fp16": 300, "ddp_powersgd": 300,
                 "ddp_unlimited": 900, "frugal_adapt": 900, "frugal_local": 900, "frugal_slow": 900,
                 "frugal_slow_balanced": 900}
 FULL_BUDGETS.update({"frugal_d" + d: 900 for d in SWEEP_DENSITIES})
 # Local SGD sends a full model every 4 or 16 steps: it can finish its epochs.
 FULL_BUDGETS.update({"ddp_powersgd1": 300, "ddp_powersgd8": 300, "ddp_localsgd4": 900, "ddp_localsgd16": 900})
-ADAPT_SYSTEMS = ["frugal", "frugal_adapt"] + ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_unlimited"]
+ADAPT_SYSTEMS = ["frugal", "frugal_fixed", "frugal_adapt"] + ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_unlimited"]
 
 
 def _full(name, model, topology, rate, target, systems, second_target):
@@ -180,7 +190,7 @@ def select(smoke, quick, names, epochs=None, systems=""):
         scens = [s.with_(epochs=epochs) for s in scens]
     if systems:
         wanted = systems.split(",")
-        bad = [w for w in wanted if w not in ALL_SYSTEMS]
+        bad = [w for w in wanted if w not in ALL_SYSTEMS and not is_fixed_density(w)]
         if bad:
             raise ScenarioError("unknown system(s) %s" % ", ".join(bad))
         # The systems asked for, in the scenario's order, then any others
