@@ -187,7 +187,9 @@ def write_plot(path, results):
 
 def plot_panel(ax, sc, sys_res):
     for s in sys_res:
-        color = "C%d" % ALL_SYSTEMS.index(s.system)  # same colour in every panel
+        # The same colour in every panel; a density outside the sweep gets one by its name.
+        index = ALL_SYSTEMS.index(s.system) if s.system in ALL_SYSTEMS else len(ALL_SYSTEMS) + sum(map(ord, s.system))
+        color = "C%d" % (index % 10)
         if s.curve:
             ax.plot([c[0] for c in s.curve], [c[2] for c in s.curve], marker=".", color=color, label=s.system)
         elif s.crashed:

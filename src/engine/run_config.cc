@@ -33,7 +33,7 @@ Status ValidateSync(const RunConfig& config) {
     return Status::InvalidArgument("--sync local runs without --elastic for now (membership changes do not carry "
                                    "the outer state yet)");
   }
-  if (d.adapt == AdaptMode::kOn || d.adapt == AdaptMode::kBatch) {
+  if (NeedsController(d.adapt)) {
     return Status::InvalidArgument("--sync local runs with --adapt off for now (the controller does not choose "
                                    "--local-steps yet)");
   }
@@ -65,8 +65,7 @@ Status Validate(const RunConfig& config) {
     if (first.ok()) first = CheckField(f, v);
   });
   FRUGAL_RETURN_IF_ERROR(first);
-  const AdaptMode adapt = config.distributed.adapt;
-  if (config.elastic.elastic && (adapt == AdaptMode::kOn || adapt == AdaptMode::kBatch)) {
+  if (config.elastic.elastic && NeedsController(config.distributed.adapt)) {
     return Status::InvalidArgument("--elastic runs with --adapt off for now (the controller does not follow a "
                                    "changing world yet)");
   }

@@ -103,7 +103,7 @@ Status Worker::Impl::Init() {
   FRUGAL_RETURN_IF_ERROR(CheckSameConfiguration(*transport, SharedDigest(config), timeout));
   // --adapt auto reaches the engine resolved by the CLI (ResolveAdapt); from
   // the engine API, without a controller, it is off on every rank.
-  const bool adapting = dist.adapt == AdaptMode::kOn || dist.adapt == AdaptMode::kBatch;
+  const bool adapting = NeedsController(dist.adapt);
   if (adapting && rank() == 0 && policy == nullptr) {
     return Status::InvalidArgument(std::string("--adapt ") + NameOf(dist.adapt) + " needs a controller on rank 0");
   }

@@ -19,10 +19,11 @@
 //  3. Density: the one maximising density^density_exponent / predicted
 //     iteration time. With staleness 1 that is the highest density whose
 //     exchange stays hidden behind compute; with staleness 0, where exposed
-//     communication costs exponent / (1 - exponent) of compute. The prediction prices the
-//     CPU stages (sparsify, decode + optimizer) at rates calibrated from the
-//     slowest worker's measured seconds, so a denser exchange is not free
-//     on a fast link (Note [CPU stages priced]).
+//     communication costs exponent / (1 - exponent) of compute. The
+//     prediction prices the CPU stages (sparsify, decode + optimizer) at
+//     rates calibrated from the slowest worker's measured seconds, so a
+//     denser exchange is not free on a fast link (Note [CPU stages
+//     priced]).
 //  4. Floor: if that density is below `density_floor`, grow the global batch
 //     (up to max_batch_growth) so compute time covers the floor density's
 //     communication; the learning rate scales linearly with the batch

@@ -22,6 +22,10 @@ namespace frugal::engine {
 // engine API, given no controller, treats it as off.
 enum class AdaptMode { kOff, kOn, kBatch, kAuto };
 
+// Whether `mode` asks for a controller outright (on, batch); auto and off
+// do not.
+inline bool NeedsController(AdaptMode mode) { return mode == AdaptMode::kOn || mode == AdaptMode::kBatch; }
+
 // One worker's measurements over the window since the previous decision point.
 struct WorkerTelemetry {
   int rank = 0;

@@ -27,9 +27,6 @@ struct CoordinatorOptions {
   bool elastic = false;
   int min_workers = 1;
   std::chrono::milliseconds heartbeat_timeout{2000};
-  // Set from a signal handler (SIGINT, SIGTERM) to stop the workers and
-  // return; not owned, may be null.
-  const std::atomic<bool>* stop = nullptr;
 };
 
 // Binds, waits until `world_size` workers have registered, sends them the
