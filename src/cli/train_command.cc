@@ -1,10 +1,10 @@
 // `frugal train`: binds every TrainOptions field to a flag (and TOML key) and
 // runs frugal::train::Trainer.
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <signal.h>
-
 #include <csignal>
 #include <cmath>
 #include <cstdio>
