@@ -50,13 +50,14 @@ def main():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--density", type=float, default=0.01)
     p.add_argument("--staleness", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (several workers may share one GPU)")
     args = p.parse_args()
 
     world = frugal.init()  # FRUGAL_* from frugal run, torchrun's variables, or a world of one
-    net = ResidualMLP()
+    net = ResidualMLP().to(args.device)
     model = frugal.DistributedModel(net, optimizer="sgd", lr=args.lr, momentum=0.9, density=args.density,
                                     staleness=args.staleness)
-    x, y = make_data(8192, world.rank)
+    x, y = (t.to(args.device) for t in make_data(8192, world.rank))
     loss_fn = torch.nn.CrossEntropyLoss()
     start = time.time()
     for step in range(args.steps):
@@ -68,7 +69,7 @@ def main():
             print(f"step {step + 1}: loss {loss.item():.3f}, {(time.time() - start) / (step + 1) * 1e3:.1f} ms/step",
                   flush=True)
     checksum = model.finish()  # final parameters in `net`, identical on every worker
-    xt, yt = make_data(4096, rank=10_000)
+    xt, yt = (t.to(args.device) for t in make_data(4096, rank=10_000))
     with torch.no_grad():
         accuracy = (net(xt).argmax(1) == yt).float().mean().item()
     if world.rank == 0:

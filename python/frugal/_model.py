@@ -9,7 +9,7 @@ from ._world import default_timeout_s, init
 
 _OPTION_NAMES = ("optimizer", "lr", "momentum", "dampening", "nesterov", "weight_decay", "beta1", "beta2", "eps",
                  "density", "sparsifier", "value_encoding", "staleness", "bucket_mb", "cpu_threads", "exchange",
-                 "dgc_momentum", "timeout_s", "seed")
+                 "dgc_momentum", "overlap_device_copies", "timeout_s", "seed")
 
 
 # module -> the replicas whose autograd hooks sit on its parameters. A
@@ -52,6 +52,9 @@ class DistributedModel(torch.nn.Module):
       staleness: 0 or 1. bucket_mb: gradient bucket size.
       cpu_threads: threads of the CPU pipeline. exchange: 'auto', 'flat' or
         'hierarchical'. dgc_momentum: error-feedback momentum correction.
+        overlap_device_copies: on a GPU, gradients leave and parameters return
+        through pinned buffers on a side stream, overlapped with backward
+        (False: one synchronous copy per parameter, for comparison).
       timeout_s: bound on every network wait (default: FRUGAL_TIMEOUT_S, set
         by frugal run --timeout-s, or 60). check_every: steps between
         replica checks (0: only in finish()). world: a frugal World
@@ -61,7 +64,7 @@ class DistributedModel(torch.nn.Module):
     def __init__(self, module, *, optimizer="sgd", lr=0.01, momentum=0.0, dampening=0.0, nesterov=False,
                  weight_decay=0.0, beta1=0.9, beta2=0.999, eps=1e-8, density=0.03, sparsifier="block",
                  value_encoding="int4", staleness=0, bucket_mb=4.0, cpu_threads=1, exchange="auto",
-                 dgc_momentum=0.0, timeout_s=None, seed=1, check_every=100, world=None):
+                 dgc_momentum=0.0, overlap_device_copies=True, timeout_s=None, seed=1, check_every=100, world=None):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedModel wraps a torch.nn.Module, got {type(module).__name__}")
@@ -76,7 +79,8 @@ class DistributedModel(torch.nn.Module):
                       weight_decay=weight_decay, beta1=beta1, beta2=beta2, eps=eps, density=density,
                       sparsifier=sparsifier, value_encoding=value_encoding, staleness=staleness,
                       bucket_mb=bucket_mb, cpu_threads=cpu_threads, exchange=exchange,
-                      dgc_momentum=dgc_momentum, timeout_s=timeout_s, seed=seed)
+                      dgc_momentum=dgc_momentum, overlap_device_copies=overlap_device_copies,
+                      timeout_s=timeout_s, seed=seed)
         options = _C.ReplicaOptions()
         for name in _OPTION_NAMES:
             try:

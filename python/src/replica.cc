@@ -36,6 +36,7 @@ struct PyReplicaOptions {
   int cpu_threads = 1;
   std::string exchange = "auto";
   double dgc_momentum = 0.0;
+  bool overlap_device_copies = true;
   double timeout_s = 60.0;
   uint64_t seed = 1;
 };
@@ -81,6 +82,7 @@ ReplicaOptions ToEngine(const PyReplicaOptions& p) {
   Set(&c, "cpu_threads", p.cpu_threads);
   Set(&c, "exchange", p.exchange);
   Set(&c, "dgc_momentum", p.dgc_momentum);
+  Set(&c, "overlap_device_copies", p.overlap_device_copies);
   Set(&c, "timeout_s", p.timeout_s);
   Set(&c, "seed", p.seed);
   if (Status s = engine::Validate(c); !s.ok()) throw py::value_error(KeywordMessage(s.message()));
@@ -152,6 +154,7 @@ void BindReplica(py::module_& m) {
       .def_readwrite("cpu_threads", &PyReplicaOptions::cpu_threads)
       .def_readwrite("exchange", &PyReplicaOptions::exchange)
       .def_readwrite("dgc_momentum", &PyReplicaOptions::dgc_momentum)
+      .def_readwrite("overlap_device_copies", &PyReplicaOptions::overlap_device_copies)
       .def_readwrite("timeout_s", &PyReplicaOptions::timeout_s)
       .def_readwrite("seed", &PyReplicaOptions::seed)
       .def("validate", [](const PyReplicaOptions& p) { ToEngine(p); }, "Raises ValueError on a bad option");

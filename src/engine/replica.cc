@@ -5,6 +5,7 @@
 #include <set>
 
 #include "control_kinds.h"
+#include "device_copier.h"
 #include "frugal/comm/collectives.h"
 #include "frugal/engine/checkpoint.h"
 
@@ -48,6 +49,7 @@ ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(
   ReplicaOptions ro;
   ro.bucket_mb = d.bucket_mb;
   ro.timeout = TimeoutOf(d);
+  ro.overlap_device_copies = d.overlap_device_copies;
   PipelineOptions& po = ro.pipeline;
   po.sparsifier = NameOf(d.sparsifier);
   po.density = d.density;
@@ -110,6 +112,9 @@ class Replica::Impl {
   std::vector<torch::Tensor> params;  // per slot
   BucketLayout layout;
   std::unique_ptr<GradientPipeline> pipeline;
+  // After the pipeline: destroyed first, so its thread's last hand-over
+  // still finds the pipeline.
+  std::unique_ptr<DeviceCopier> copier;
   std::vector<unsigned> hooks;  // per param: its gradient hook, removed when the replica goes
   bool finished = false;
 
@@ -130,6 +135,9 @@ class Replica::Impl {
   Result<std::vector<BucketSpec>> InitialBuckets();
   Status BroadcastInitial(std::vector<BucketSpec>* specs);
   void OnGradient(size_t slot_index, const torch::Tensor& grad);
+  // The bucket's gradients are all in: to the pipeline, through the copier
+  // on an accelerator.
+  Status BucketDone(size_t bucket);
   void CopyOut(size_t bucket, Span<const float> master);
   engine::CopyOutFn MakeCopyOut() {
     return [this](size_t b, Span<const float> m) { CopyOut(b, m); };
@@ -164,6 +172,7 @@ Status Replica::Impl::Init(std::vector<std::pair<std::string, torch::Tensor>> na
   FRUGAL_ASSIGN_OR_RETURN(std::vector<BucketSpec> specs, InitialBuckets());
   FRUGAL_RETURN_IF_ERROR(BroadcastInitial(&specs));
   FRUGAL_ASSIGN_OR_RETURN(pipeline, GradientPipeline::Create(options.pipeline, std::move(specs), transport));
+  copier = std::make_unique<DeviceCopier>(device, layout.bucket_sizes, options.overlap_device_copies);
   pending.assign(layout.bucket_params.size(), 0);
   got_grad.assign(layout.slots.size(), true);
   for (size_t i = 0; i < params.size(); ++i) {
@@ -211,18 +220,44 @@ Status Replica::Impl::BroadcastInitial(std::vector<BucketSpec>* specs) {
 void Replica::Impl::OnGradient(size_t i, const torch::Tensor& grad) {
   if (finished || current_iteration < 0 || !hook_error.ok() || got_grad[i]) return;
   const ParamSlot& slot = layout.slots[i];
-  Span<float> buf = pipeline->GradBuffer(slot.bucket, current_iteration);
-  torch::Tensor g = grad.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-  std::memcpy(buf.data() + slot.offset, g.data_ptr<float>(), slot.numel * sizeof(float));
+  if (copier->active()) {
+    copier->CopyGradient(slot.bucket, slot.offset, grad);
+  } else {
+    Span<float> buf = pipeline->GradBuffer(slot.bucket, current_iteration);
+    torch::Tensor g = grad.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    std::memcpy(buf.data() + slot.offset, g.data_ptr<float>(), slot.numel * sizeof(float));
+  }
   got_grad[i] = true;
   if (--pending[slot.bucket] == 0) {
-    Status s = pipeline->Submit(slot.bucket, current_iteration);
+    Status s = BucketDone(slot.bucket);
     if (!s.ok()) hook_error = s;
   }
 }
 
+Status Replica::Impl::BucketDone(size_t bucket) {
+  const int64_t t = current_iteration;
+  if (!copier->active()) return pipeline->Submit(bucket, t);
+  copier->CompleteBucket(bucket, [this, bucket, t](Span<const float> staged) {
+    Span<float> buf = pipeline->GradBuffer(bucket, t);
+    std::memcpy(buf.data(), staged.data(), staged.size() * sizeof(float));
+    return pipeline->Submit(bucket, t);
+  });
+  return Status::Ok();
+}
+
 void Replica::Impl::CopyOut(size_t bucket, Span<const float> master) {
   torch::NoGradGuard no_grad;
+  if (copier->active()) {
+    const torch::Tensor staged = copier->StageUpload(bucket, master);
+    for (size_t i : layout.bucket_params[bucket]) {
+      const ParamSlot& slot = layout.slots[i];
+      params[i].copy_(staged.narrow(0, static_cast<int64_t>(slot.offset), static_cast<int64_t>(slot.numel))
+                          .view(params[i].sizes()),
+                      /*non_blocking=*/true);
+    }
+    copier->Uploaded(bucket);
+    return;
+  }
   for (size_t i : layout.bucket_params[bucket]) {
     const ParamSlot& slot = layout.slots[i];
     torch::Tensor src = torch::from_blob(const_cast<float*>(master.data() + slot.offset), params[i].sizes(),
@@ -277,12 +312,17 @@ Status Replica::EndBackward() {
   for (size_t i = 0; i < m.layout.slots.size(); ++i) {
     if (m.got_grad[i]) continue;
     const ParamSlot& slot = m.layout.slots[i];
-    Span<float> buf = m.pipeline->GradBuffer(slot.bucket, m.current_iteration);
-    std::fill(buf.data() + slot.offset, buf.data() + slot.offset + slot.numel, 0.0f);
+    if (m.copier->active()) {
+      m.copier->ZeroStaged(slot.bucket, slot.offset, slot.numel);
+    } else {
+      Span<float> buf = m.pipeline->GradBuffer(slot.bucket, m.current_iteration);
+      std::fill(buf.data() + slot.offset, buf.data() + slot.offset + slot.numel, 0.0f);
+    }
     m.got_grad[i] = true;
-    if (--m.pending[slot.bucket] == 0) FRUGAL_RETURN_IF_ERROR(m.pipeline->Submit(slot.bucket, m.current_iteration));
+    if (--m.pending[slot.bucket] == 0) FRUGAL_RETURN_IF_ERROR(m.BucketDone(slot.bucket));
   }
-  return Status::Ok();
+  // On an accelerator: every bucket handed over before the step goes on.
+  return m.copier->Drain();
 }
 
 Status Replica::Finish() {

@@ -131,6 +131,7 @@ Status Worker::Impl::BuildModel() {
     FRUGAL_ASSIGN_OR_RETURN(model, models::CreateModel(options.model, data.train.num_classes));
   }
   model->to(device);
+  train::MoveToDevice(&data, device);
   return Status::Ok();
 }
 

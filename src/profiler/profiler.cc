@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 
@@ -22,20 +23,53 @@ void Sync(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize();
 }
 
-// Median wall time of fn over `repeats` runs after `warmup` runs.
+struct Sampled {
+  double seconds = 0;  // median per run
+  int runs = 1;        // runs per timed sample
+};
+
+// Bound on the runs in one sample: an operator of a few microseconds reaches
+// 1 ms well before it.
+constexpr int kMaxRunsPerSample = 4096;
+
+// Seconds of `runs` back-to-back runs of fn, synced once at the end.
 template <typename Fn>
-double MedianSeconds(const torch::Device& device, int warmup, int repeats, Fn fn) {
+double TimeRuns(const torch::Device& device, int runs, Fn& fn) {
+  auto t0 = Clock::now();
+  for (int i = 0; i < runs; ++i) fn();
+  Sync(device);
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Note [Runs per sample]: the wall clock around one run and a device sync
+// counts the sync (tens of microseconds on CUDA) and the launch latency into
+// every sample, as much as a small kernel itself. So each sample runs fn k
+// times between two syncs, the kernels queue back to back, and the sample's
+// time divided by k is the per-run time. k doubles from 1 until a batch
+// lasts min_sample_s (that also warms up), then is set from the rate seen.
+// Kernels shorter than their launch still measure the launch rate, as they
+// do in a real step. Plain syncs keep this device-generic (CPU, CUDA) and free
+// of CUDA headers, which a CPU-only LibTorch lacks.
+template <typename Fn>
+Sampled MedianSeconds(const torch::Device& device, int warmup, int repeats, double min_sample_s, Fn fn) {
   for (int i = 0; i < warmup; ++i) fn();
   Sync(device);
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    auto t0 = Clock::now();
-    fn();
-    Sync(device);
-    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  Sampled out;
+  if (min_sample_s > 0) {
+    int k = 1;
+    double t = TimeRuns(device, k, fn);
+    while (t < min_sample_s && k < kMaxRunsPerSample) {
+      k = std::min(2 * k, kMaxRunsPerSample);
+      t = TimeRuns(device, k, fn);
+    }
+    const double per_run = std::max(t / k, 1e-9);
+    out.runs = static_cast<int>(std::clamp(std::ceil(min_sample_s / per_run), 1.0, double{kMaxRunsPerSample}));
   }
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) times.push_back(TimeRuns(device, out.runs, fn) / out.runs);
   std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  out.seconds = times[times.size() / 2];
+  return out;
 }
 
 // The device string as LibTorch reads it; a typo or a missing GPU is the
@@ -59,6 +93,10 @@ Status CheckOptions(const ProfileOptions& o) {
   if (o.repeats < 1 || o.warmup < 0 || o.repeats > kMaxRuns || o.warmup > kMaxRuns) {
     return Status::InvalidArgument("--repeats must be in [1, 10000] and --warmup in [0, 10000]");
   }
+  // Up to 10 s per sample: more is a unit mistake (seconds, not milliseconds).
+  if (!(o.min_sample_s >= 0 && o.min_sample_s <= 10)) {
+    return Status::InvalidArgument("minimum sample time must be in [0, 10] seconds");
+  }
   return CheckDevice(o.device);
 }
 
@@ -81,11 +119,16 @@ Result<std::vector<OpTiming>> ProfileOperators(const std::vector<sim::Operator>&
         torch::Tensor a = torch::randn({op.batch, op.m, op.k}, opts);
         torch::Tensor w = torch::randn({op.batch, op.k, op.n}, opts);
         torch::Tensor dc = torch::randn({op.batch, op.m, op.n}, opts);
-        t.forward_s = MedianSeconds(device, o.warmup, o.repeats, [&] { (void)torch::matmul(a, w); });
-        t.backward_s = MedianSeconds(device, o.warmup, o.repeats, [&] {
+        const Sampled fwd =
+            MedianSeconds(device, o.warmup, o.repeats, o.min_sample_s, [&] { (void)torch::matmul(a, w); });
+        const Sampled bwd = MedianSeconds(device, o.warmup, o.repeats, o.min_sample_s, [&] {
           (void)torch::matmul(dc, w.transpose(1, 2));
           (void)torch::matmul(a.transpose(1, 2), dc);
         });
+        t.forward_s = fwd.seconds;
+        t.forward_runs = fwd.runs;
+        t.backward_s = bwd.seconds;
+        t.backward_runs = bwd.runs;
       } else {
         // An element-wise kernel that reads and writes as many bytes as the
         // operator moves: out = relu(in) reads n and writes n elements.
@@ -94,10 +137,14 @@ Result<std::vector<OpTiming>> ProfileOperators(const std::vector<sim::Operator>&
           int64_t n = std::max<int64_t>(1, static_cast<int64_t>(bytes / (2.0 * static_cast<double>(elem))));
           torch::Tensor in = torch::randn({n}, opts);
           torch::Tensor res = torch::empty({n}, opts);
-          return MedianSeconds(device, o.warmup, o.repeats, [&] { torch::relu_out(res, in); });
+          return MedianSeconds(device, o.warmup, o.repeats, o.min_sample_s, [&] { torch::relu_out(res, in); });
         };
-        t.forward_s = time_bytes(op.fwd_bytes);
-        t.backward_s = time_bytes(op.bwd_bytes > 0 ? op.bwd_bytes : op.fwd_bytes);
+        const Sampled fwd = time_bytes(op.fwd_bytes);
+        const Sampled bwd = time_bytes(op.bwd_bytes > 0 ? op.bwd_bytes : op.fwd_bytes);
+        t.forward_s = fwd.seconds;
+        t.forward_runs = fwd.runs;
+        t.backward_s = bwd.seconds;
+        t.backward_runs = bwd.runs;
       }
       out.push_back(t);
     }
@@ -128,13 +175,13 @@ Result<MachineMeasurement> MeasureMachine(const ProfileOptions& o) {
     for (int64_t n : {512, 1024, 2048}) {
       torch::Tensor a = torch::randn({n, n}, opts);
       torch::Tensor b = torch::randn({n, n}, opts);
-      double s = MedianSeconds(device, o.warmup, o.repeats, [&] { (void)torch::matmul(a, b); });
+      double s = MedianSeconds(device, o.warmup, o.repeats, o.min_sample_s, [&] { (void)torch::matmul(a, b); }).seconds;
       m.matmul_tflops = std::max(m.matmul_tflops, 2.0 * n * n * n / s / 1e12);
     }
     const int64_t elems = 64 << 20;  // 256 MB of fp32
     torch::Tensor src = torch::randn({elems}, torch::TensorOptions().device(device));
     torch::Tensor dst = torch::empty_like(src);
-    double s = MedianSeconds(device, o.warmup, o.repeats, [&] { dst.copy_(src); });
+    double s = MedianSeconds(device, o.warmup, o.repeats, o.min_sample_s, [&] { dst.copy_(src); }).seconds;
     m.memory_bandwidth_gbs = 2.0 * static_cast<double>(elems) * 4 / s / 1e9;
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("libtorch: ") + e.what_without_backtrace());
@@ -146,18 +193,18 @@ Result<MachineMeasurement> MeasureMachine(const ProfileOptions& o) {
   FRUGAL_ASSIGN_OR_RETURN(auto sparsifier, compress::CreateSparsifier("block"));
   compress::SparseVector sv;
   torch::Device cpu(torch::kCPU);
-  double ss = MedianSeconds(cpu, o.warmup, o.repeats, [&] {
-    (void)sparsifier->Sparsify(Span<const float>(grad.data(), n), 0.01, &sv);
-  });
+  double ss = MedianSeconds(cpu, o.warmup, o.repeats, o.min_sample_s, [&] {
+                (void)sparsifier->Sparsify(Span<const float>(grad.data(), n), 0.01, &sv);
+              }).seconds;
   m.sparsify_gbs = static_cast<double>(n) * 4 / ss / 1e9;
   optim::OptimizerOptions oo;
   oo.momentum = 0.9;
   FRUGAL_ASSIGN_OR_RETURN(auto opt, optim::CreateSparseOptimizer(oo, n, "probe"));
   std::vector<float> params(n, 0.0f);
-  double os = MedianSeconds(cpu, o.warmup, o.repeats, [&] {
-    (void)opt->Step(Span<float>(params.data(), n), Span<const uint32_t>(sv.indices.data(), sv.indices.size()),
-                    Span<const float>(sv.values.data(), sv.values.size()));
-  });
+  double os = MedianSeconds(cpu, o.warmup, o.repeats, o.min_sample_s, [&] {
+                (void)opt->Step(Span<float>(params.data(), n), Span<const uint32_t>(sv.indices.data(), sv.indices.size()),
+                                Span<const float>(sv.values.data(), sv.values.size()));
+              }).seconds;
   m.sparse_optimizer_gbs = static_cast<double>(sv.nnz()) * 4 / os / 1e9;
   return m;
 }

@@ -51,11 +51,40 @@ TEST(ProfilerTest, MachineMeasurementBecomesAHardwareDescription) {
   EXPECT_EQ(parsed->name, "this-machine");
 }
 
+// Note [Runs per sample]: a small operator runs many times per sample, so the
+// sync is not counted into its time; with min_sample_s = 0 it runs once.
+TEST(ProfilerTest, SmallOperatorsRunSeveralTimesPerSample) {
+  sim::Operator op;
+  op.kind = sim::OpKind::kMatmul;
+  op.batch = 1;
+  op.m = op.n = op.k = 8;
+  ProfileOptions o;
+  o.warmup = 0;
+  o.repeats = 3;
+  o.min_sample_s = 1e-3;
+  auto batched = ProfileOperators({op}, o);
+  ASSERT_TRUE(batched.ok()) << batched.status().ToString();
+  ASSERT_EQ(batched->size(), 1u);
+  EXPECT_GT((*batched)[0].forward_runs, 1);
+  EXPECT_GT((*batched)[0].backward_runs, 1);
+  EXPECT_GT((*batched)[0].forward_s, 0);
+  // A run of an 8x8x8 GEMM is far below the 1 ms sample.
+  EXPECT_LT((*batched)[0].forward_s, 1e-3);
+  o.min_sample_s = 0;
+  auto single = ProfileOperators({op}, o);
+  ASSERT_TRUE(single.ok()) << single.status().ToString();
+  EXPECT_EQ((*single)[0].forward_runs, 1);
+  EXPECT_EQ((*single)[0].backward_runs, 1);
+}
+
 TEST(ProfilerTest, BadOptionsAreErrors) {
   ProfileOptions o;
   o.repeats = 0;
   EXPECT_FALSE(ProfileOperators({}, o).ok());
   o.repeats = 1;
+  o.min_sample_s = -1;
+  EXPECT_FALSE(ProfileOperators({}, o).ok());
+  o.min_sample_s = 1e-3;
   o.device = "toaster";
   sim::Operator op;
   op.kind = sim::OpKind::kMatmul;

@@ -103,6 +103,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options) {
     FRUGAL_ASSIGN_OR_RETURN(impl->data, LoadTrainingData(options));
     FRUGAL_ASSIGN_OR_RETURN(impl->model, models::CreateModel(options.model, impl->data.train.num_classes));
     impl->model->to(impl->device);
+    MoveToDevice(&impl->data, impl->device);
     FRUGAL_ASSIGN_OR_RETURN(impl->optimizer, MakeTorchOptimizer(options, impl->model->parameters()));
 
     FRUGAL_ASSIGN_OR_RETURN(data::BatchPlan plan,

@@ -54,9 +54,18 @@ Result<TrainingData> LoadTrainingData(const TrainOptions& options) {
   return out;
 }
 
+void MoveToDevice(TrainingData* data, const torch::Device& device) {
+  if (device.is_cpu()) return;
+  for (TensorDataset* ds : {&data->train, &data->test}) {
+    ds->images = ds->images.to(device);
+    ds->labels = ds->labels.to(device);
+  }
+}
+
 Batch MakeBatch(const TensorDataset& ds, const std::vector<int64_t>& indices, const torch::Device& device) {
   torch::Tensor idx = torch::from_blob(const_cast<int64_t*>(indices.data()),
                                        {static_cast<int64_t>(indices.size())}, torch::kInt64);
+  if (!ds.images.device().is_cpu()) idx = idx.to(ds.images.device());
   Batch b;
   b.x = ds.images.index_select(0, idx).to(device);
   b.y = ds.labels.index_select(0, idx).to(device);

@@ -40,6 +40,7 @@ struct ReplicaOptions {
   PipelineOptions pipeline;                  // sparsifier, density, wire, staleness, optimizer, exchange, lr_at
   double bucket_mb = 4.0;                    // bucket capacity in MB of fp32; a parameter is never split
   std::chrono::milliseconds timeout{60000};  // bound on every control message wait
+  bool overlap_device_copies = true;         // Note [Gradients off the GPU] (device_copier.h)
 };
 
 // The replica's options from a run configuration (the C++ worker and the

@@ -69,6 +69,10 @@ struct DistributedOptions {
   int staleness = 0;
   double bucket_mb = 4.0;  // gradient bucket size (MB of fp32), parameters never split
   int cpu_threads = 1;     // CPU pipeline threads per worker
+  // On an accelerator, gradients leave and parameters return through pinned
+  // buffers on a side stream (Note [Gradients off the GPU]); false = one
+  // synchronous copy per parameter (the old path, for comparison).
+  bool overlap_device_copies = true;
   // Local-update mode (sync = local, DiLoCo-style): each worker takes
   // local_steps inner optimizer steps alone, then the workers exchange their
   // sparsified, error-fed parameter change and apply it with an outer
@@ -162,6 +166,11 @@ void VisitFields(DistributedOptions& o, V&& visit) {
   visit(Field("staleness", d, "0 or 1: forward t uses the parameters after t-1-staleness").Min(0).Max(1), o.staleness);
   visit(Field("bucket_mb", d, "Gradient bucket size in MB of fp32").Positive().Max(4096), o.bucket_mb);
   visit(Field("cpu_threads", d, "CPU pipeline threads per worker").PerWorker().Min(1).Max(256), o.cpu_threads);
+  visit(Field("overlap_device_copies", d,
+              "On a GPU: gradients and parameters cross through pinned buffers on a side stream, overlapped with "
+              "backward (false: a synchronous copy per parameter)")
+            .PerWorker(),
+        o.overlap_device_copies);
   visit(Field("exchange", d, "auto, flat or hierarchical"), o.exchange);
   const char* l = "Local updates";
   visit(Field("sync", l, "step: exchange gradients every step; local: every --local-steps steps exchange the "

@@ -22,12 +22,19 @@ struct ProfileOptions {
   int warmup = 2;              // untimed runs per operator
   int repeats = 5;             // timed runs; the median is kept
   bool fp16 = false;           // time GEMMs in fp16 (GPU devices only; CPU stays fp32)
+  // Each timed sample runs the operator k times between two device syncs and
+  // keeps the time divided by k, with k (at most 4096) chosen so that a sample
+  // lasts at least this long: a sync costs tens of microseconds on a GPU, as
+  // much as a small kernel. 0: one run per sample.
+  double min_sample_s = 1e-3;
 };
 
 struct OpTiming {
   std::string key;  // sim::OperatorKey
   double forward_s = 0;
   double backward_s = 0;
+  int forward_runs = 1;   // runs per timed sample (k above)
+  int backward_runs = 1;
 };
 
 // Times every operator: GEMMs (and convolutions, as the implicit GEMM the

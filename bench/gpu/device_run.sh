@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# bench/gpu/device_run.sh OUT [BUDGET_S]: issue 20's and issue 18's GPU
+# measurements in one pass on a GPU machine with no apt (docs/gpu.md):
+# build Frugal and the Python package against the machine's PyTorch wheel,
+# run the Python tests on CUDA, time `frugal train --device cuda` (1 and 4
+# workers sharing the GPU, overlapped and synchronous device copies) against
+# PyTorch DDP (NCCL, Gloo) and a plain PyTorch step, then the planner's
+# profile-based prediction of single-GPU GPT steps.
+# Each step runs under its own timeout and is skipped once BUDGET_S (default
+# 560) would be passed; every log is packed into OUT/gpu.tgz after each
+# step, so whatever ran comes back. Needs .gpu/ (debs, fashion-mnist,
+# bible.data) from ../shared/gpu/prepare.sh, as docs/gpu.md says.
+set -uo pipefail
+out=${1:?usage: device_run.sh OUT [BUDGET_S]}
+budget=${2:-560}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+work=/tmp/gpu-run
+rm -rf "$work" && mkdir -p "$work/runs" "$out"
+py=${PY:-/opt/torch/.venv/bin/python3}
+[ -x $py ] || py=$(command -v python3)
+build=${BUILD:-/root/fbuild}
+device=${DEVICE:-cuda}   # DEVICE=cpu BUILD=build STEPS=3 SKIP_BUILD=1: a dry run on a CPU machine
+steps=${STEPS:-234}      # one epoch of Fashion-MNIST at 4 workers x 64
+data=$root/.gpu/fashion-mnist
+
+log() { echo "[+${SECONDS}s] $*" | tee -a "$work/steps.log"; }
+pack() { tar czf "$out/gpu.tgz.tmp" -C "$work" . && mv "$out/gpu.tgz.tmp" "$out/gpu.tgz"; }
+# step NAME LIMIT_S CMD...: runs CMD under a timeout into NAME.log, unless the budget is spent.
+step() {
+  local name=$1 limit=$2; shift 2
+  if (( SECONDS + limit / 2 > budget )); then log "skip $name (budget)"; return 0; fi
+  (( SECONDS + limit > budget )) && limit=$(( budget - SECONDS ))
+  log "start $name (limit ${limit}s)"
+  timeout --kill-after=5 "$limit" "$@" > "$work/$name.log" 2>&1
+  local rc=$?
+  log "end $name rc=$rc"
+  tail -n 6 "$work/$name.log" | sed 's/^/    /' | tee -a "$work/steps.log"
+  pack
+  return 0
+}
+
+build_frugal() {
+  if [ ! -d /opt/deps/usr ]; then
+    mkdir -p /opt/deps/extra
+    for f in .gpu/debs/*.deb; do dpkg -x "$f" /opt/deps; done
+    for so in /opt/deps/usr/lib/x86_64-linux-gnu/lib*.so.* /opt/deps/lib/x86_64-linux-gnu/lib*.so.*; do
+      [ -e "$so" ] || continue; b=$(basename "$so")
+      [[ "$b" =~ \.so\.[0-9]+$ ]] || continue
+      ldconfig -p | grep -q "^[[:space:]]*$b " || ln -sf "$so" /opt/deps/extra/"$b"
+    done
+    rm -f /opt/deps/usr/lib/x86_64-linux-gnu/libz.so
+  fi
+  local pb
+  pb=$($py -c 'import pybind11; print(pybind11.get_cmake_dir())' 2>/dev/null || true)
+  cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFRUGAL_BUILD_TESTS=OFF -DFRUGAL_BUILD_BENCH=OFF \
+    "-DCMAKE_PREFIX_PATH=/opt/deps/usr;$($py -c 'import torch;print(torch.utils.cmake_prefix_path)')" \
+    -DFRUGAL_PYTHON=$py ${pb:+-Dpybind11_DIR=$pb} \
+    -DZLIB_LIBRARY=/lib/x86_64-linux-gnu/libz.so.1 -DZLIB_INCLUDE_DIR=/usr/include -DCMAKE_POLICY_VERSION_MINIMUM=3.5 &&
+  cmake --build $build -j"$(nproc)"
+}
+
+export LD_LIBRARY_PATH=/opt/deps/extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PATH=$PATH:/opt/deps/sbin:/opt/deps/bin PYTHONUNBUFFERED=1
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc; $py -c 'import torch; print(torch.__version__, torch.version.cuda)'; } > "$work/machine.txt" 2>&1
+log "machine: $(tr '\n' ' ' < "$work/machine.txt")"
+[ -n "${SKIP_BUILD:-}" ] || step build 240 build_frugal
+if [ ! -x $build/frugal ]; then log "no frugal binary: stop"; pack; exit 1; fi
+grep -i "python package" "$work/build.log" 2>/dev/null | head -3 | tee -a "$work/steps.log"
+
+fr() {  # fr NAME ARGS...: frugal train on the GPU, Fashion-MNIST from .gpu
+  local name=$1; shift
+  step "train-$name" 120 $build/frugal train --device $device --data-dir "$data" --text-file .gpu/bible.data \
+    --runs-dir "$work/runs" --run-name "$name" --log-every 50 "$@"
+}
+ddp() {  # ddp NAME CASE...: bench/baselines/ddp_gpu_test.sh cases, one epoch of 4 x 64 at most
+  local name=$1; shift
+  step "ddp-$name" 150 env PY=$py DATA_DIR="$data" OUT_DIR="$work/ddp" DEVICE=$device STEPS=$steps \
+    EXTRA="--text-file .gpu/bible.data" bash bench/baselines/ddp_gpu_test.sh "$@"
+}
+export FRUGAL_BINARY=$build/frugal PYTHONPATH=$build/python OMP_NUM_THREADS=1
+pytest() { step "pytest-$1" "$2" $py -m pytest -q -p no:cacheprovider "${@:3}"; }
+
+# The overlapped copies move the same bits as the synchronous ones (python/tests/test_cuda.py).
+pytest cuda 90 python/tests/test_cuda.py
+# Four workers sharing the GPU, 1% like the first probe (issue 20): overlapped vs synchronous copies,
+# against DDP over Gloo (4 ranks on the GPU), over NCCL (1 rank), and plain PyTorch steps.
+r18="--workers 4 --model resnet18 --adapt off --density 0.01 --max-steps $steps --eval-every $steps"
+fr resnet18-w4-overlap $r18
+fr resnet18-w4-sync $r18 --no-overlap-device-copies
+ddp resnet18 resnet18-gloo4 resnet18-nccl1 resnet18-compute resnet18-compute4
+# Planner (issue 18): single-GPU GPT steps measured, predicted from frugal profile.
+step planner 150 env BUDGET_S=130 DEVICE=${device/cuda/cuda:0} bash bench/planner/gpu_validate.sh "$work/planner" $build/frugal $py
+c4="--workers 4 --model cnn --max-steps $steps --eval-every $steps"
+fr cnn-w4-overlap $c4 --adapt off --density 0.01
+ddp cnn cnn-gloo4 cnn-compute
+fr resnet18-w4-overlap-cpu3 $r18 --cpu-threads 3
+fr resnet18-w1 --workers 1 --model resnet18 --max-steps $steps --eval-every $steps
+fr gpt-tiny-w4 --workers 4 --model gpt-tiny --dataset text --max-steps $steps --eval-every $steps
+fr cnn-w4-sync $c4 --adapt off --density 0.01 --no-overlap-device-copies
+step example 60 $build/frugal run --workers 4 -- $py examples/distributed_model.py --device $device --steps 300
+pytest rest 150 python/tests/test_api.py python/tests/test_training.py python/tests/test_hook.py
+log "done"
+pack
