@@ -8,8 +8,10 @@
 # profile-based prediction of single-GPU GPT steps.
 # Each step runs under its own timeout and is skipped once BUDGET_S (default
 # 560) would be passed; every log is packed into OUT/gpu.tgz after each
-# step, so whatever ran comes back. Needs .gpu/ (debs, fashion-mnist,
-# bible.data) from ../shared/gpu/prepare.sh, as docs/gpu.md says.
+# step, so whatever ran comes back. ONLY="group ..." runs only those groups
+# (pytest-cuda resnet18 ddp-resnet18 planner cnn ddp-cnn more example
+# pytest-rest). Needs .gpu/ (debs, fashion-mnist, bible.data) from
+# ../shared/gpu/prepare.sh, as docs/gpu.md says.
 set -uo pipefail
 out=${1:?usage: device_run.sh OUT [BUDGET_S]}
 budget=${2:-560}
@@ -64,7 +66,8 @@ export LD_LIBRARY_PATH=/opt/deps/extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=$PATH:/opt/deps/sbin:/opt/deps/bin PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc; $py -c 'import torch; print(torch.__version__, torch.version.cuda)'; } > "$work/machine.txt" 2>&1
 log "machine: $(tr '\n' ' ' < "$work/machine.txt")"
-[ -n "${SKIP_BUILD:-}" ] || step build 240 build_frugal
+export -f build_frugal; export build py
+[ -n "${SKIP_BUILD:-}" ] || step build 240 bash -c build_frugal
 if [ ! -x $build/frugal ]; then log "no frugal binary: stop"; pack; exit 1; fi
 grep -i "python package" "$work/build.log" 2>/dev/null | head -3 | tee -a "$work/steps.log"
 
@@ -81,24 +84,32 @@ ddp() {  # ddp NAME CASE...: bench/baselines/ddp_gpu_test.sh cases, one epoch of
 export FRUGAL_BINARY=$build/frugal PYTHONPATH=$build/python OMP_NUM_THREADS=1
 pytest() { step "pytest-$1" "$2" $py -m pytest -q -p no:cacheprovider "${@:3}"; }
 
+want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }  # ONLY="a b": only those groups
+
 # The overlapped copies move the same bits as the synchronous ones (python/tests/test_cuda.py).
-pytest cuda 90 python/tests/test_cuda.py
+want pytest-cuda && pytest cuda 90 python/tests/test_cuda.py
 # Four workers sharing the GPU, 1% like the first probe (issue 20): overlapped vs synchronous copies,
-# against DDP over Gloo (4 ranks on the GPU), over NCCL (1 rank), and plain PyTorch steps.
+# and the CPU pipeline's threads (auto = the cores per worker, at most 4; 1 was the default until
+# 2026-11-26), against DDP over Gloo (4 ranks on the GPU), over NCCL (1 rank), and plain PyTorch steps.
 r18="--workers 4 --model resnet18 --adapt off --density 0.01 --max-steps $steps --eval-every $steps"
-fr resnet18-w4-overlap $r18
-fr resnet18-w4-sync $r18 --no-overlap-device-copies
-ddp resnet18 resnet18-gloo4 resnet18-nccl1 resnet18-compute resnet18-compute4
+if want resnet18; then
+  fr resnet18-w4-overlap $r18
+  fr resnet18-w4-sync $r18 --no-overlap-device-copies
+  fr resnet18-w4-overlap-cpu1 $r18 --cpu-threads 1
+fi
+want ddp-resnet18 && ddp resnet18 resnet18-gloo4 resnet18-nccl1 resnet18-compute
 # Planner (issue 18): single-GPU GPT steps measured, predicted from frugal profile.
-step planner 150 env BUDGET_S=130 DEVICE=${device/cuda/cuda:0} bash bench/planner/gpu_validate.sh "$work/planner" $build/frugal $py
+want planner && step planner 150 env BUDGET_S=130 DEVICE=${device/cuda/cuda:0} bash bench/planner/gpu_validate.sh "$work/planner" $build/frugal $py
 c4="--workers 4 --model cnn --max-steps $steps --eval-every $steps"
-fr cnn-w4-overlap $c4 --adapt off --density 0.01
-ddp cnn cnn-gloo4 cnn-compute
-fr resnet18-w4-overlap-cpu3 $r18 --cpu-threads 3
-fr resnet18-w1 --workers 1 --model resnet18 --max-steps $steps --eval-every $steps
-fr gpt-tiny-w4 --workers 4 --model gpt-tiny --dataset text --max-steps $steps --eval-every $steps
-fr cnn-w4-sync $c4 --adapt off --density 0.01 --no-overlap-device-copies
-step example 60 $build/frugal run --workers 4 -- $py examples/distributed_model.py --device $device --steps 300
-pytest rest 150 python/tests/test_api.py python/tests/test_training.py python/tests/test_hook.py
+want cnn && fr cnn-w4-overlap $c4 --adapt off --density 0.01
+want ddp-cnn && ddp cnn cnn-gloo4 cnn-compute
+if want more; then
+  fr resnet18-w1 --workers 1 --model resnet18 --max-steps $steps --eval-every $steps
+  fr gpt-tiny-w4 --workers 4 --model gpt-tiny --dataset text --max-steps $steps --eval-every $steps
+  fr cnn-w4-sync $c4 --adapt off --density 0.01 --no-overlap-device-copies
+fi
+want example && step example 60 $build/frugal run --workers 4 -- $py examples/distributed_model.py --device $device --steps 300
+want pytest-rest && pytest rest 150 python/tests/test_api.py python/tests/test_training.py python/tests/test_hook.py \
+  python/tests/test_launcher.py
 log "done"
 pack

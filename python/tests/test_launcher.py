@@ -36,6 +36,21 @@ def test_killed_worker_fails_the_others_cleanly(tmp_path):
         assert res["seconds"] < 8 + 4, res  # within the network timeout
 
 
+def test_program_is_started_by_the_path_given(tmp_path):
+    # A virtual environment's python is a symlink that finds its packages
+    # from the path it was started by: frugal run must not resolve it.
+    script = tmp_path / "program.sh"
+    script.write_text('#!/bin/sh\necho "$0" > "$1"\n')
+    script.chmod(0o755)
+    link = tmp_path / "venv-python"
+    link.symlink_to(script)
+    out = tmp_path / "argv0.txt"
+    proc = subprocess.run([frugal_binary(), "run", "--workers", "1", "--", str(link), str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text().strip() == str(link)
+
+
 def test_run_usage_errors():
     binary = frugal_binary()
     p = subprocess.run([binary, "run", "--workers", "2"], capture_output=True, text=True, timeout=30)

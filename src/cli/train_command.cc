@@ -103,6 +103,7 @@ void LaunchLocal(engine::RunConfig& config, const std::string& local_clusters, c
   std::filesystem::create_directories(dir, ec);
   if (ec) throw UsageError("cannot create run directory " + dir.string() + ": " + ec.message());
   std::string config_path = (dir / "config.toml").string();
+  config.distributed.cpu_threads = engine::ResolveCpuThreads(config, config.distributed.workers);
   {
     std::ofstream out(config_path);
     out << engine::ToToml(config);

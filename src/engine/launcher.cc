@@ -50,9 +50,12 @@ std::string DescribeExit(int status) {
   return "status " + std::to_string(status);
 }
 
-// The file behind /proc/self/exe (or any symlink), so workers show up as
-// "frugal worker ..." in ps.
+// The file behind /proc/self/exe, so workers show up as "frugal worker ..."
+// in ps. Any other path is started as given: a virtual environment's python
+// is a symlink that finds its environment (pyvenv.cfg) from the path it was
+// started by, and loses its packages when started by the target's path.
 std::string ResolveExecutable(const std::string& exe) {
+  if (exe.rfind("/proc/", 0) != 0) return exe;
   char buf[PATH_MAX];
   if (realpath(exe.c_str(), buf) == nullptr) return exe;
   return buf;

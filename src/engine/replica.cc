@@ -58,7 +58,7 @@ ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(
   po.whole_bucket_share = d.whole_bucket_share;
   po.wire = WireFormatOf(d);
   po.staleness = d.staleness;
-  po.cpu_threads = d.cpu_threads;
+  po.cpu_threads = ResolveCpuThreads(config, 1);  // frugal train resolved it already, knowing its workers
   po.dgc_momentum = static_cast<float>(d.dgc_momentum);
   po.optimizer = MakeOptimizerOptions(t);
   po.exchange.timeout = ro.timeout;

@@ -1,5 +1,8 @@
 #include "frugal/engine/run_config.h"
 
+#include <algorithm>
+#include <thread>
+
 namespace frugal::engine {
 
 namespace {
@@ -101,6 +104,13 @@ std::string ToToml(const RunConfig& config) {
     out += std::string(f.key) + " = " + TomlValue(value) + "\n";
   });
   return out;
+}
+
+int ResolveCpuThreads(const RunConfig& config, int workers_on_host) {
+  if (config.distributed.cpu_threads > 0) return config.distributed.cpu_threads;
+  if (config.train.device.rfind("cpu", 0) == 0) return 1;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::clamp(cores / std::max(1, workers_on_host), 1, 4);
 }
 
 uint64_t SharedDigest(const RunConfig& config) {

@@ -68,7 +68,7 @@ struct DistributedOptions {
   // (docs/benchmarks.md, "Staleness").
   int staleness = 0;
   double bucket_mb = 4.0;  // gradient bucket size (MB of fp32), parameters never split
-  int cpu_threads = 1;     // CPU pipeline threads per worker
+  int cpu_threads = 0;     // CPU pipeline threads per worker; 0 = ResolveCpuThreads
   // On an accelerator, gradients leave and parameters return through pinned
   // buffers on a side stream (Note [Gradients off the GPU]); false = one
   // synchronous copy per parameter (the old path, for comparison).
@@ -165,7 +165,13 @@ void VisitFields(DistributedOptions& o, V&& visit) {
   visit(Field("value_encoding", d, "Gradient values on the wire: fp32, fp16, bf16, int8 or int4 (error-fed rounding)"), o.value_encoding);
   visit(Field("staleness", d, "0 or 1: forward t uses the parameters after t-1-staleness").Min(0).Max(1), o.staleness);
   visit(Field("bucket_mb", d, "Gradient bucket size in MB of fp32").Positive().Max(4096), o.bucket_mb);
-  visit(Field("cpu_threads", d, "CPU pipeline threads per worker").PerWorker().Min(1).Max(256), o.cpu_threads);
+  visit(Field("cpu_threads", d,
+              "CPU pipeline threads per worker (0 = auto: 1 with --device cpu; on a GPU the host's cores per "
+              "worker on it, at most 4)")
+            .PerWorker()
+            .Min(0)
+            .Max(256),
+        o.cpu_threads);
   visit(Field("overlap_device_copies", d,
               "On a GPU: gradients and parameters cross through pinned buffers on a side stream, overlapped with "
               "backward (false: a synchronous copy per parameter)")
@@ -255,6 +261,12 @@ Status Validate(const RunConfig& config);
 Status SetOption(RunConfig* config, const std::string& key, const std::string& text);
 // Whether `key` names an option.
 bool HasOption(const std::string& key);
+
+// The CPU pipeline threads of a worker: --cpu-threads, or for 0 (auto) 1
+// when the model computes on the CPU (the cores are its), else the host's
+// cores shared among `workers_on_host` workers, between 1 and 4. On a GPU
+// the pipeline is what the iteration waits for (docs/benchmarks.md, "GPU").
+int ResolveCpuThreads(const RunConfig& config, int workers_on_host);
 
 // Every option as `key = value` TOML lines, in field-list order.
 std::string ToToml(const RunConfig& config);
