@@ -63,7 +63,7 @@ build_frugal() {
 }
 
 export LD_LIBRARY_PATH=/opt/deps/extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PATH=$PATH:/opt/deps/sbin:/opt/deps/bin PYTHONUNBUFFERED=1
+export PATH=$PATH:/opt/deps/sbin:/opt/deps/bin PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc; $py -c 'import torch; print(torch.__version__, torch.version.cuda)'; } > "$work/machine.txt" 2>&1
 log "machine: $(tr '\n' ' ' < "$work/machine.txt")"
 export -f build_frugal; export build py

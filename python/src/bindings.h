@@ -20,6 +20,23 @@ namespace py = pybind11;
 // RuntimeError; the message is the Status's. No-op for Ok.
 void ThrowIfError(const Status& status);
 
+// Releases the GIL around a blocking wait with CPython's own calls, not
+// py::gil_scoped_release, whose bookkeeping lives in pybind11's internals:
+// those are shared with torch's own pybind11, which on a pip wheel may be
+// another version. On the torch 2.11 wheel every test that reached a
+// gil_scoped_release crashed and every other one passed (docs/gpu.md,
+// "Python package"). Nothing inside may touch Python objects.
+class ReleaseGil {
+ public:
+  ReleaseGil() : state_(PyEval_SaveThread()) {}
+  ~ReleaseGil() { PyEval_RestoreThread(state_); }
+  ReleaseGil(const ReleaseGil&) = delete;
+  ReleaseGil& operator=(const ReleaseGil&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
 // One rank's membership of a Frugal world: its transport (and, for the
 // process that serves the rendezvous itself, nothing more once the table is
 // out). Python objects that use the transport (replicas, hook states) keep

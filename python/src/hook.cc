@@ -51,7 +51,7 @@ void Run(CompressedAllReduce& ar, uint64_t index, torch::Tensor bucket) {
   const bool direct = bucket.device().is_cpu() && bucket.scalar_type() == torch::kFloat32 && bucket.is_contiguous();
   Status s;
   {
-    py::gil_scoped_release release;
+    ReleaseGil release;
     try {
       if (!direct) work = bucket.detach().to(torch::kCPU, torch::kFloat32).contiguous();
       s = ar.Run(index, Span<float>(work.data_ptr<float>(), static_cast<size_t>(work.numel())));

@@ -95,7 +95,7 @@ std::unique_ptr<Replica> Create(World& world, std::vector<std::pair<std::string,
   ReplicaOptions options = ToEngine(p);
   Result<std::unique_ptr<Replica>> replica = Status::Internal("not created");
   {
-    py::gil_scoped_release release;  // the initial broadcast waits for the peers
+    ReleaseGil release;  // the initial broadcast waits for the peers
     replica = Replica::Create(options, std::move(params), world.transport_ptr());
   }
   ThrowIfError(replica.status());
@@ -108,7 +108,7 @@ template <typename F>
 void NoGil(F&& f) {
   Status s;
   {
-    py::gil_scoped_release release;
+    ReleaseGil release;
     try {
       s = f();
     } catch (const c10::Error& e) {

@@ -49,7 +49,7 @@ std::unique_ptr<World> Join(const std::string& rendezvous, int rank, const std::
   }
   Result<std::unique_ptr<comm::Transport>> transport = Status::Internal("not joined");
   {
-    py::gil_scoped_release release;
+    ReleaseGil release;
     Status served;
     std::thread serving;
     if (server) serving = std::thread([&] { served = server->Serve(jo.timeout).status(); });
