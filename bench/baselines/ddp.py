@@ -17,6 +17,10 @@ the same keys Frugal uses (wall_time_s, step, test_accuracy, iter_s, ...).
                       PeriodicModelAverager: after --localsgd-warmup steps of ordinary DDP, each rank
                       steps on its own gradient and the parameters are averaged every
                       --localsgd-period steps (one rank per host, so no intra-host gradient allreduce)
+    --hook frugal     DDP + frugal.sparse_hook at --frugal-density: an existing DDP script converted
+                      with one line (docs/python.md)
+    --hook frugal_model  no DDP: the model in frugal.DistributedModel (Frugal's whole pipeline), its
+                      step() for the optimizer's; both need build/python on PYTHONPATH
 
 --time-budget S stops training (all ranks agree, via a one-element allreduce
 per step) once S seconds of training have elapsed, evaluations not counted
@@ -321,7 +325,11 @@ def parse_args():
                     help="one process, no DDP: time plain PyTorch steps (--max-steps of them, default 50, after "
                          "--compute-warmup); prints the summary line only")
     ap.add_argument("--compute-warmup", type=int, default=10, help="--compute-only: untimed steps first")
-    ap.add_argument("--hook", default="none", choices=["none", "fp16", "powersgd", "localsgd"])
+    ap.add_argument("--hook", default="none", choices=["none", "fp16", "powersgd", "localsgd", "frugal", "frugal_model"],
+                    help="frugal: DDP + frugal.sparse_hook (the one-line conversion); frugal_model: no DDP, the "
+                         "model in frugal.DistributedModel (needs the frugal package on PYTHONPATH)")
+    ap.add_argument("--frugal-density", type=float, default=0.03,
+                    help="--hook frugal / frugal_model: fraction of each bucket sent (Frugal's default)")
     ap.add_argument("--powersgd-rank", type=int, default=4)
     ap.add_argument("--localsgd-period", type=int, default=4, help="--hook localsgd: steps between averagings")
     ap.add_argument("--localsgd-warmup", type=int, default=0,
@@ -420,10 +428,61 @@ def init_distributed(args, device):
                             timeout=datetime.timedelta(seconds=args.timeout_s))
 
 
+def join_frugal(args):
+    """frugal.init() from this script's --rank/--world/--master, as torchrun's variables: rank 0 serves
+    Frugal's rendezvous on the master port + 1. Across network namespaces the harness names each rank's
+    address in FRUGAL_ADVERTISE_HOST."""
+    import frugal
+    host, port = args.master.rsplit(":", 1)
+    os.environ.update(RANK=str(args.rank), WORLD_SIZE=str(args.world), MASTER_ADDR=host, MASTER_PORT=port)
+    return frugal, frugal.init(timeout_s=args.timeout_s)
+
+
+class FrugalModel:
+    """--hook frugal_model: the user's model in frugal.DistributedModel instead of DDP (error feedback, sparse
+    exchange, the sparse optimizer on a master copy); Run calls it like DDP and steps it through FrugalStep."""
+
+    def __init__(self, args, model):
+        frugal, _ = join_frugal(args)
+        self.module = model
+        self.dm = frugal.DistributedModel(model, optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
+                                          weight_decay=args.weight_decay, beta1=args.beta1, beta2=args.beta2,
+                                          eps=args.eps, density=args.frugal_density, timeout_s=args.timeout_s,
+                                          seed=args.seed)
+
+    def __call__(self, x):
+        return self.dm(x)
+
+    def finish(self):
+        """The final parameters into the module (replicas compared)."""
+        self.dm.finish()
+
+
+class FrugalStep:
+    """The optimizer's face of a FrugalModel: Run sets param_groups[0]["lr"] before each step's forward, which
+    zero_grad() passes on (set_lr acts from the next backward), and step() is DistributedModel.step()."""
+
+    def __init__(self, model, lr):
+        self.dm = model.dm
+        self.param_groups = [{"lr": lr}]
+        self.lr = lr
+
+    def zero_grad(self, set_to_none=True):
+        if self.param_groups[0]["lr"] != self.lr:
+            self.lr = self.param_groups[0]["lr"]
+            self.dm.set_lr(self.lr)
+
+    def step(self):
+        self.dm.step()
+
+
 def build_ddp(args, device):
-    """The model on DEVICE wrapped in DDP (which broadcasts rank 0's parameters), with the --hook registered."""
+    """The model on DEVICE wrapped in DDP (which broadcasts rank 0's parameters), with the --hook registered;
+    for --hook frugal_model a FrugalModel instead."""
     model, nparams = checked_model(args)
     model.to(device)
+    if args.hook == "frugal_model":
+        return FrugalModel(args, model)
     ddp_kwargs = {"device_ids": [device.index]} if device.type == "cuda" else {}
     if args.single_bucket:
         # One hook call per step. PowerSGD over Gloo in torch 1.13 crashes or hangs with several buckets
@@ -442,6 +501,10 @@ def build_ddp(args, device):
                                             start_powerSGD_iter=2, use_error_feedback=True, warm_start=True,
                                             random_seed=args.seed)
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    elif args.hook == "frugal":
+        frugal, _ = join_frugal(args)
+        ddp.register_comm_hook(frugal.hook_state(density=args.frugal_density, timeout_s=args.timeout_s),
+                               frugal.sparse_hook)
     elif args.hook == "localsgd":
         from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook
         # Every rank is its own host here: post_local_gradient_allreduce=False skips the intra-host
@@ -456,6 +519,8 @@ def build_ddp(args, device):
 def make_optimizer(args, ddp):
     """SGD with momentum, or AdamW (as frugal --optimizer); for --hook localsgd wrapped in PostLocalSGDOptimizer, which averages the
     parameters every --localsgd-period steps after --localsgd-warmup (the hook's start_localSGD_iter)."""
+    if args.hook == "frugal_model":
+        return FrugalStep(ddp, args.lr)
     opt = make_plain_optimizer(args, ddp.parameters())
     if args.hook != "localsgd":
         return opt
@@ -615,6 +680,8 @@ class Run:
         if self.args.hook == "localsgd":
             from torch.distributed.algorithms.model_averaging import utils as averaging
             averaging.average_parameters(self.ddp.module.parameters(), dist.group.WORLD)
+        if self.args.hook == "frugal_model":
+            self.ddp.finish()
         synchronize(self.device)
         train_time = self.train_time()
         fields = self.evaluate()

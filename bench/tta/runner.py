@@ -69,6 +69,9 @@ def run_ddp(args, sc, system, tb, run_dir, budget):
     with ProcessGroup() as procs:
         for i in range(sc.workers):
             env = dict(os.environ, GLOO_SOCKET_IFNAME=tb.ifname(i), OMP_NUM_THREADS="1")
+            # py_*: the frugal package of the build, reachable at this rank's address.
+            env["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.abspath(args.frugal)), "python")
+            env["FRUGAL_ADVERTISE_HOST"] = tb.hosts[i].address
             procs.start(ddp_command(args, sc, system, tb, i, port, budget, run_dir),
                         os.path.join(run_dir, "rank%d.log" % i), env=env)
         # The budget counts training time only (ddp.py leaves its evaluations

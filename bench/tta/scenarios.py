@@ -1,7 +1,10 @@
 """The time-to-accuracy scenarios and the systems they compare (issue 5).
 
 A system name says what runs: `frugal*` are Frugal variants (see
-frugal_variant_args), `ddp*` PyTorch DDP with a communication hook.
+frugal_variant_args), `ddp*` PyTorch DDP with a communication hook, `py_*`
+Frugal's Python package inside the same PyTorch script (bench/baselines/ddp.py):
+py_hook is DDP with frugal.sparse_hook, py_model the model in
+frugal.DistributedModel (issue 20: a user's DDP script converted).
 """
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional
@@ -14,6 +17,8 @@ LOCALSGD_PERIODS = {"ddp_localsgd4": 4, "ddp_localsgd16": 16}
 DDP_SYSTEMS = {"ddp": ["--hook", "none"], "ddp_fp16": ["--hook", "fp16"], "ddp_unlimited": ["--hook", "none"]}
 DDP_SYSTEMS.update({name: ["--hook", "powersgd", "--powersgd-rank", str(r)] for name, r in POWERSGD_RANKS.items()})
 DDP_SYSTEMS.update({name: ["--hook", "localsgd", "--localsgd-period", str(p)] for name, p in LOCALSGD_PERIODS.items()})
+PY_SYSTEMS = {"py_hook": ["--hook", "frugal"], "py_model": ["--hook", "frugal_model"]}
+DDP_SYSTEMS.update(PY_SYSTEMS)
 STOCK_SYSTEMS = ["ddp_powersgd1", "ddp_powersgd", "ddp_powersgd8", "ddp_localsgd4", "ddp_localsgd16"]
 SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
 # Frugal's local-update mode (--sync local): an outer step over the sparse,
@@ -23,7 +28,7 @@ FRUGAL_LOCAL_STEPS = 16
 FRUGAL_WARMUP_STEPS = 150
 ALL_SYSTEMS = ["frugal", "frugal_fixed", "frugal_fp16", "frugal_warmup", "frugal_flat", "frugal_adapt", "frugal_local", "frugal_slow", "frugal_slow_balanced"] + \
     ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"] + \
-    [s for s in STOCK_SYSTEMS if s != "ddp_powersgd"]
+    [s for s in STOCK_SYSTEMS if s != "ddp_powersgd"] + list(PY_SYSTEMS)
 # frugal_slow*: every worker in its own CPU cgroup (bench/harness/cgroups.py):
 # HETERO_CORES each, rank SLOW_RANK half of that, so each computes at its own
 # fixed speed as on separate devices. (--compute-slowdown sleeps, which on 4
@@ -133,6 +138,8 @@ FULL_BUDGETS = {"frugal": 900, "frugal_fixed": 900, "frugal_fp16": 900, "frugal_
 FULL_BUDGETS.update({"frugal_d" + d: 900 for d in SWEEP_DENSITIES})
 # Local SGD sends a full model every 4 or 16 steps: it can finish its epochs.
 FULL_BUDGETS.update({"ddp_powersgd1": 300, "ddp_powersgd8": 300, "ddp_localsgd4": 900, "ddp_localsgd16": 900})
+# Frugal's Python package trains as long as Frugal.
+FULL_BUDGETS.update({"py_hook": 900, "py_model": 900})
 ADAPT_SYSTEMS = ["frugal", "frugal_fixed", "frugal_adapt"] + ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_unlimited"]
 
 
