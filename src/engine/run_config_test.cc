@@ -1,7 +1,9 @@
 #include "frugal/engine/run_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
+#include <thread>
 #include <type_traits>
 
 #include <gtest/gtest.h>
@@ -130,6 +132,23 @@ TEST(RunConfigTest, ValidationNamesTheOptionAndRejectsNan) {
 
 // --adapt auto (the default) is valid where an explicit --adapt on is not:
 // it resolves to off for an elastic or local-update run.
+TEST(RunConfigTest, CpuThreadsAutoIsOneOnTheCpuAndTheCoresPerWorkerOnAGpu) {
+  RunConfig c;
+  EXPECT_EQ(c.distributed.cpu_threads, 0);  // the default: auto
+  EXPECT_TRUE(Validate(c).ok());
+  c.train.device = "cpu";
+  EXPECT_EQ(ResolveCpuThreads(c, 1), 1);
+  EXPECT_EQ(ResolveCpuThreads(c, 4), 1);
+  c.train.device = "cuda:0";
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(ResolveCpuThreads(c, 1), std::clamp(cores, 1, 4));
+  EXPECT_EQ(ResolveCpuThreads(c, 1000), 1);  // never 0, however many workers share the host
+  c.distributed.cpu_threads = 3;  // given: kept, on any device
+  EXPECT_EQ(ResolveCpuThreads(c, 4), 3);
+  c.distributed.cpu_threads = -1;
+  EXPECT_FALSE(Validate(c).ok());
+}
+
 TEST(RunConfigTest, AdaptAutoIsTheDefaultAndValidWhereOnIsNot) {
   RunConfig c;
   EXPECT_EQ(c.distributed.adapt, AdaptMode::kAuto);
