@@ -56,6 +56,7 @@ Sampled MedianSeconds(const torch::Device& device, int warmup, int repeats, doub
   Sync(device);
   Sampled out;
   if (min_sample_s > 0) {
+    if (warmup == 0) TimeRuns(device, 1, fn);  // a first call's set-up would pass for a slow run
     int k = 1;
     double t = TimeRuns(device, k, fn);
     while (t < min_sample_s && k < kMaxRunsPerSample) {
