@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,9 @@ class Worker::Impl {
   PipelineStats finished_stats;
   comm::TransportStats finished_traffic;
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  // When the first generation's training started: the metrics' clock
+  // (Note [Training clock] in worker.cc).
+  std::optional<std::chrono::steady_clock::time_point> training_started;
 
   // Elastic membership (worker_elastic.cc); null for a fixed world.
   std::unique_ptr<comm::MembershipClient> membership;
