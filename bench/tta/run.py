@@ -21,6 +21,8 @@ fluctuating trace starts at the same second for every system):
   ddp_localsgd4, ddp_localsgd16  PyTorch post-local SGD (PostLocalSGDOptimizer +
                  PeriodicModelAverager), parameters averaged every 4 or 16 steps
   ddp_unlimited  DDP on the same hosts with no rate limit (datacenter reference)
+  py_hook        the DDP script with frugal.sparse_hook registered (Frugal's Python package)
+  py_model       the same script with the model in frugal.DistributedModel instead of DDP
 
 Each system gets a time budget (seconds of training); one that does not reach
 the target accuracy within its run gets its elapsed training time as a lower

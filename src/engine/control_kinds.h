@@ -19,6 +19,7 @@ enum ControlKind : uint32_t {
   kJoinState = 9,      // rank 0 -> each joiner: the run state sections of the restore point
   kLocalInitialParams = 10,  // broadcast from rank 0: fp32 initial parameters of one bucket (--sync local)
   kEvaluation = 11,    // all-gather: i64 correct, i64 predictions, f64 loss sum of this rank's test shard
+  kStart = 12,         // all-gather: empty; every rank has its initial parameters (Note [Training clock])
 };
 
 }  // namespace frugal::engine

@@ -120,6 +120,10 @@ Status Worker::Impl::Init() {
     protocol = std::make_unique<AdaptationProtocol>(transport.get(), &replica->pipeline(), cursor.get(),
                                                     std::move(policy), initial, timeout);
   }
+  // Rank 0's broadcast of the initial parameters returns once sent; the
+  // clock waits until every rank has received them (Note [Training clock]).
+  auto ready = comm::AllGather(*transport, ControlTag(start_step, kStart), comm::Bytes(), timeout);
+  if (!ready.ok()) return ready.status().WithContext("waiting for every worker to start");
   return OpenReporter();
 }
 
@@ -172,8 +176,9 @@ Status Worker::Impl::OpenReporter() {
   ro.append = start_step > 0 || generation.number > 1;
   // Note [Training clock]: wall_time_s and train_time_s count from the start
   // of training, after data loading, the configuration check and the initial
-  // broadcast (as bench/baselines/ddp.py's do); a later generation of an
-  // elastic run continues that clock. Counting from the process start put
+  // broadcast has reached every rank (a fixed world waits for all at kStart),
+  // as bench/baselines/ddp.py's do (DDP's constructor broadcasts, then a
+  // barrier); a later generation of an elastic run continues that clock. Counting from the process start put
   // every worker's start-up, ~10 s for 4 workers on 2 cores, into each
   // Frugal time-to-accuracy figure from 2026-11-23 to 2026-11-26.
   if (!training_started) training_started = Clock::now();
