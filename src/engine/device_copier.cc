@@ -30,7 +30,7 @@ DeviceCopier::DeviceCopier(const torch::Device& device, const std::vector<size_t
   if (!enabled || device.is_cpu()) return;
   c10::impl::VirtualGuardImpl impl(device.type());
   if (!device_.has_index()) device_ = impl.getDevice();  // "cuda" = the current one
-  side_ = impl.getStreamFromGlobalPool(device);
+  side_ = impl.getStreamFromGlobalPool(device_);
   for (size_t n : bucket_sizes) {
     staged_.push_back(Pinned(n));
     upload_.push_back(Pinned(n));
