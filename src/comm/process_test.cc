@@ -131,9 +131,12 @@ TEST(ProcessTest, TwoProcessesAndTwoThreadsExchangeAcrossTwoClusters) {
 // Receive timeouts alone: lost-peer detection is effectively off (grace 60 s).
 TEST(ProcessTest, KilledWorkerIsAnErrorOnEverySurvivorNotAHang) {
   std::vector<int> peer_status;
-  // Rank 3 dies (SIGKILL, no goodbye) before exchange 2.
+  // Rank 3 dies (SIGKILL, no goodbye) before exchange 2. The timeout also
+  // bounds exchange 0, which waits for the peer processes to connect: 2 s
+  // leaves room for a loaded machine and ThreadSanitizer's slowdown, where
+  // 500 ms did not.
   auto outcomes =
-      RunMixedWorld(5, milliseconds(500), milliseconds(60000), {{}, {"--die-before", "2"}}, &peer_status);
+      RunMixedWorld(5, milliseconds(2000), milliseconds(60000), {{}, {"--die-before", "2"}}, &peer_status);
   ASSERT_EQ(outcomes.size(), 2u);
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(outcomes[r].completed, 2) << "rank " << r;

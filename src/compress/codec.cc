@@ -354,7 +354,12 @@ Status ReadVarintSection(Reader* r, uint64_t count, uint64_t limit, uint64_t val
                          std::vector<uint32_t>* out) {
   uint64_t length;
   if (!r->ReadU64(&length)) return Status::Corruption("varint section length truncated");
-  if (length > r->left() - value_bytes) return Status::Corruption("varint section truncated");
+  // The length field itself may have eaten into the value section: check
+  // before subtracting (a wrapped difference let a 150-byte message allocate
+  // 1 GiB of indices; found by codec_fuzz).
+  if (value_bytes > r->left() || length > r->left() - value_bytes) {
+    return Status::Corruption("varint section truncated");
+  }
   if (count > length) return Status::Corruption("varint section too short for its " + std::string(what) + "s");
   size_t before = r->left();
   out->resize(count);

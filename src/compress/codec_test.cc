@@ -238,6 +238,26 @@ TEST(Codec, DecodeRejectsMalformedHeaders) {
   ExpectCorrupt(bad, "nnz > dense size");
 }
 
+// Regression (codec_fuzz): a varint section whose length field leaves fewer
+// bytes than the value section needs. The bound on the length was computed as
+// left - value_bytes after the field was read, which wrapped, and the decoder
+// then allocated index_count ids (here 2^28, 1 GiB) before failing.
+TEST(Codec, VarintLengthFieldEatingTheValuesIsRejectedBeforeAllocating) {
+  std::vector<uint8_t> b = Valid(IndexEncoding::kBlockVarint);  // fp16 values: 2 bytes each
+  const uint64_t nnz = 21;
+  std::vector<uint8_t> bad(b.begin(), b.begin() + 32);
+  PokeU64(&bad, 8, uint64_t{1} << 32);   // dense size: 2^28 blocks
+  PokeU64(&bad, 16, nnz);                // 42 value bytes
+  PokeU64(&bad, 24, uint64_t{1} << 28);  // block ids claimed
+  bad.resize(32 + 8 + 2 * nnz - 4, 0);   // length field + 38 bytes: 46 left before the field, 38 after
+  PokeU64(&bad, 32, uint64_t{1} << 40);  // section length: far beyond the message
+  SparseVector out;
+  Status st = Decode(bad, DecodeLimits{}, &out);
+  EXPECT_EQ(st.code(), Status::Code::kCorruption);
+  EXPECT_NE(st.message().find("varint section truncated"), std::string::npos) << st.message();
+  ExpectCorrupt(bad, "varint length over the values");
+}
+
 TEST(Codec, DecodeRejectsBadIndices) {
   // Absolute u32: index section starts after the 32-byte header.
   std::vector<uint8_t> b = Valid(IndexEncoding::kAbsoluteU32);

@@ -14,6 +14,7 @@
 
 #include "mailbox.h"
 #include "rate_limited_log.h"
+#include "tsan_handoff.h"
 #include "wire_header.h"
 #include "zap_handler.h"
 #include "zmq_socket_setup.h"
@@ -72,7 +73,11 @@ Result<std::unique_ptr<ZmqListener>> ZmqListener::Bind(const std::string& addres
 
 namespace {
 
-void ReleasePayload(void* /*data*/, void* hint) { delete static_cast<SharedBytes*>(hint); }
+// Runs on ZeroMQ's I/O thread once the frame is sent (Note [ThreadSanitizer and libzmq]).
+void ReleasePayload(void* /*data*/, void* hint) {
+  TsanAcquire(hint);
+  delete static_cast<SharedBytes*>(hint);
+}
 
 class ZmqTransport final : public Transport {
  public:
@@ -309,6 +314,7 @@ class ZmqTransport final : public Transport {
     if (payload && !payload->empty()) {
       auto* hold = new SharedBytes(std::move(payload));
       body = zmq::message_t(const_cast<uint8_t*>((*hold)->data()), (*hold)->size(), &ReleasePayload, hold);
+      TsanRelease(hold);  // after this thread's last use of the payload
     }
     SendRetrying(dealer, body, zmq::send_flags::none);
   }
