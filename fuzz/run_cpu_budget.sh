@@ -7,6 +7,10 @@
 # (docs/security.md, "Fuzzing"). Prints one summary line.
 # Usage: fuzz/run_cpu_budget.sh TARGET CPU_S WALL_S [LOG]
 #   e.g. nice -n 19 fuzz/run_cpu_budget.sh wire 600 1800
+# FUZZ_UNIT_TIMEOUT_S (default 60): libFuzzer's -timeout, which is wall time.
+# A fuzzer at nice 19 beside a build can be starved for 20 s and more: with
+# -timeout=20 one such stall was reported as a "timeout" on an input that
+# runs in 20 ms (control, 2026-11-26). Re-run any reported timeout alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="$1"; cpu_s="$2"; wall_s="$3"
@@ -15,7 +19,7 @@ log="${4:-$dir/cpu_budget_${target}.log}"
 bin="$dir/frugal_${target}_fuzz"
 [[ -x "$bin" ]] || { echo "run_cpu_budget: $bin not built (make fuzz)" >&2; exit 2; }
 mkdir -p "$dir/corpus/$target" "$dir/crashes"
-"$bin" -max_total_time=$((wall_s + 60)) -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+"$bin" -max_total_time=$((wall_s + 60)) -timeout="${FUZZ_UNIT_TIMEOUT_S:-60}" -rss_limit_mb=2048 -print_final_stats=1 \
   -artifact_prefix="$dir/crashes/${target}-" "$dir/corpus/$target" "fuzz/corpus/$target" >"$log" 2>&1 &
 pid=$!
 tck=$(getconf CLK_TCK)

@@ -11,9 +11,17 @@ runs on this machine (issue 6, part 7).
    `flat` topology: workers 2 and 4; links 100 Mbit/s, 500 Mbit/s and
    unlimited; density 1% and 10%; batch 32 or 64 (alternating); each for
    --steps steps, and takes the median iteration time of the second half.
-3. Writes frugal_runs.csv in the `frugal plan frugal-validate` format and
-   runs the validation twice: from the profile alone, and with the measured
-   compute time per sample (the controller's situation).
+3. With --hybrid (issue 18's check of `plan hybrid`'s iteration model),
+   4 more on the `clusters` topology with uneven clusters: 3+1 and 2+1
+   workers, joined by a WAN of 100 or 20 Mbit/s, unlimited inside a cluster,
+   each worker given its cluster (--cluster), density 1% and 10%.
+4. Writes frugal_runs.csv (flat) and frugal_runs_clusters.csv (--hybrid) in
+   the `frugal plan frugal-validate` format, with Frugal's staleness, and
+   validates each three times: from the profile alone (independent
+   selections), with the measured compute time per sample, and with both
+   the compute and the measured merged density (the controller's
+   situation; Note [Selections overlap]).
+Every run is at a fixed density (--adapt off) and --staleness STALENESS.
 Needs root (network namespaces).
 """
 import argparse
@@ -30,18 +38,25 @@ from harness import FrugalJob, ProcessGroup, Testbed, hold_testbed_lock, read_js
 
 
 def run_config(args, workers, rate, density, batch, name):
+    """WORKERS: a count (flat topology, every link RATE) or "3+1" (clusters
+    joined by a WAN of RATE)."""
     run_dir = os.path.join(args.out_dir, "runs")
     metrics = os.path.join(run_dir, name, "metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
     worker_args = ["--model", "mlp", "--density", str(density), "--batch-size", str(batch), "--max-steps",
                    str(args.steps), "--epochs", "5", "--log-every", "1", "--eval-every", "100000",
-                   "--checksum-every", "0", "--runs-dir", run_dir, "--run-name", name, "--timeout-s", "120"]
-    with Testbed().up("flat", workers, rate=rate) as tb, ProcessGroup() as procs:
-        FrugalJob(args.frugal, tb, port=29700, quiet_all=True).start(procs, lambda rank: worker_args)
+                   "--checksum-every", "0", "--runs-dir", run_dir, "--run-name", name, "--timeout-s", "120",
+                   "--adapt", "off", "--staleness", str(args.staleness)]
+    clusters = "+" in str(workers)
+    with Testbed().up("clusters" if clusters else "flat", workers, rate=rate) as tb, ProcessGroup() as procs:
+        log_dir = os.path.join(run_dir, name + "-logs")
+        os.makedirs(log_dir, exist_ok=True)
+        FrugalJob(args.frugal, tb, port=29700, quiet_all=True, with_cluster=clusters).start(
+            procs, lambda rank: worker_args, log_dir=log_dir)
         procs.wait_all(time.time() + 900, poll_s=0.2)
         if procs.failed():
-            raise RuntimeError("config %s failed" % name)
+            raise RuntimeError("config %s failed (logs in %s)" % (name, log_dir))
     steps = [r for r in read_jsonl(metrics) if "iter_s" in r and r["step"] > args.steps // 2]
     iter_s = statistics.median(r["iter_s"] for r in steps)
     compute = statistics.median(r["compute_s"] for r in steps)
@@ -51,7 +66,7 @@ def run_config(args, workers, rate, density, batch, name):
     return iter_s, compute / batch, stages
 
 
-STAGES = ("sparsify_s", "exchange_s", "optimizer_s", "wait_s")
+STAGES = ("sparsify_s", "exchange_s", "optimizer_s", "wait_s", "merged_density")
 
 
 def main():
@@ -60,6 +75,9 @@ def main():
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "build", "bench", "planner"))
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--combine-gbs", default="0.2", help="[host] cpu_combine_gbs written into the profile")
+    ap.add_argument("--staleness", type=int, default=0, choices=(0, 1), help="frugal --staleness (default 0, frugal's)")
+    ap.add_argument("--hybrid", action="store_true", help="also the uneven two-cluster runs (plan hybrid's check)")
+    ap.add_argument("--no-flat", action="store_true", help="skip the 12 flat runs")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("frugal_runs: needs root (network namespaces)")
@@ -79,43 +97,68 @@ def main():
         text = text.replace("[host]\n", "[host]\ncores = %d.0\ncpu_combine_gbs = %s\n" % (os.cpu_count(), args.combine_gbs))
         with open(hw, "w") as f:
             f.write(text)
-    rows = []
-    configs = []
-    k = 0
-    for workers in (2, 4):
-        for rate in (100, 500, 0):
-            for density in (0.01, 0.1):
-                configs.append((workers, rate, density, 32 if k % 2 else 64))
-                k += 1
-    for workers, rate, density, batch in configs:
-        name = "w%d-r%d-d%g-b%d" % (workers, rate, density, batch)
-        iter_s, s_per_sample, stages = run_config(args, workers, rate, density, batch, name)
-        print("%-22s iteration %.3f s, compute %.2f ms/sample, %s" %
-              (name, iter_s, 1e3 * s_per_sample, " ".join("%s %.1f ms" % (k, 1e3 * v) for k, v in stages.items())),
-              flush=True)
-        rows.append((workers, rate, density, batch, iter_s, s_per_sample, stages))
-    header = "model,clusters,intra mbps,inter mbps,density,batch per worker,iteration time (ms)"
-    plain = os.path.join(args.out_dir, "frugal_runs.csv")
-    fed = os.path.join(args.out_dir, "frugal_runs_with_compute.csv")
-    with open(plain, "w") as f, open(fed, "w") as g:
-        f.write(header + "\n")
-        g.write(header + ",compute ms per sample\n")
-        for workers, rate, density, batch, iter_s, sps, _ in rows:
-            bw = str(rate) if rate else "unlimited"
-            line = "mlp,%d,%s,unlimited,%g,%d,%.2f" % (workers, bw, density, batch, 1e3 * iter_s)
-            f.write(line + "\n")
-            g.write(line + ",%.4f\n" % (1e3 * sps))
-    with open(os.path.join(args.out_dir, "frugal_runs_stages.csv"), "w") as f:
-        f.write("workers,mbps,density,batch,iteration ms,compute ms," + ",".join(k[:-2] + " ms" for k in STAGES) + "\n")
-        for workers, rate, density, batch, iter_s, sps, stages in rows:
-            f.write("%d,%s,%g,%d,%.2f,%.2f,%s\n" % (workers, rate or "unlimited", density, batch, 1e3 * iter_s,
-                                                 1e3 * sps * batch, ",".join("%.2f" % (1e3 * stages[k]) for k in STAGES)))
+    groups = []
+    if not args.no_flat:
+        configs = []
+        k = 0
+        for workers in (2, 4):
+            for rate in (100, 500, 0):
+                for density in (0.01, 0.1):
+                    configs.append((workers, rate, density, 32 if k % 2 else 64))
+                    k += 1
+        groups.append(("frugal_runs", configs))
+    if args.hybrid:
+        groups.append(("frugal_runs_clusters", [("3+1", 100, 0.01, 64), ("3+1", 100, 0.1, 32),
+                                                ("3+1", 20, 0.1, 64), ("2+1", 100, 0.1, 32)]))
+    outputs = []
+    for stem, configs in groups:
+        rows = []
+        for workers, rate, density, batch in configs:
+            name = "w%s-r%d-d%g-b%d" % (workers, rate, density, batch)
+            iter_s, s_per_sample, stages = run_config(args, workers, rate, density, batch, name)
+            print("%-22s iteration %.3f s, compute %.2f ms/sample, %s, merged density %.4f" %
+                  (name, iter_s, 1e3 * s_per_sample,
+                   " ".join("%s %.1f ms" % (k, 1e3 * v) for k, v in stages.items() if k.endswith("_s")),
+                   stages["merged_density"]), flush=True)
+            rows.append((workers, rate, density, batch, iter_s, s_per_sample, stages))
+        outputs += write_rows(args, stem, rows)
     # Every worker runs on this one host: --workers-per-host 0 (issue 18).
     common = ["--bytes-per-value", "2.25", "--workers-per-host", "0"]
     lock.close()
-    for path, extra in ((plain, ["--shared-cpu"] + common), (fed, common)):
+    for path, fed in outputs:
+        extra = common if fed else ["--shared-cpu"] + common
         print("\n$ frugal plan frugal-validate %s --hardware %s %s" % (os.path.basename(path), hw, " ".join(extra)))
         subprocess.run([args.frugal, "plan", "frugal-validate", path, "--hardware", hw] + extra)
+
+
+def write_rows(args, stem, rows):
+    """STEM.csv, STEM_with_compute.csv, STEM_with_telemetry.csv (validate
+    format) and STEM_stages.csv; returns [(path, has measured compute)]. A
+    flat run's link limit is the intra-cluster rate; a clusters run's is the
+    WAN (inter) rate."""
+    header = "model,clusters,intra mbps,inter mbps,density,batch per worker,iteration time (ms),staleness"
+    plain = os.path.join(args.out_dir, stem + ".csv")
+    fed = os.path.join(args.out_dir, stem + "_with_compute.csv")
+    tele = os.path.join(args.out_dir, stem + "_with_telemetry.csv")
+    with open(plain, "w") as f, open(fed, "w") as g, open(tele, "w") as h:
+        f.write(header + "\n")
+        g.write(header + ",compute ms per sample\n")
+        h.write(header + ",compute ms per sample,merged density\n")
+        for workers, rate, density, batch, iter_s, sps, stages in rows:
+            bw = str(rate) if rate else "unlimited"
+            intra, inter = ("unlimited", bw) if "+" in str(workers) else (bw, "unlimited")
+            line = "mlp,%s,%s,%s,%g,%d,%.2f,%d" % (workers, intra, inter, density, batch, 1e3 * iter_s, args.staleness)
+            f.write(line + "\n")
+            g.write(line + ",%.4f\n" % (1e3 * sps))
+            h.write(line + ",%.4f,%.5f\n" % (1e3 * sps, stages["merged_density"]))
+    with open(os.path.join(args.out_dir, stem + "_stages.csv"), "w") as f:
+        f.write("workers,mbps,density,batch,iteration ms,compute ms," +
+                ",".join(k[:-2] + " ms" for k in STAGES if k.endswith("_s")) + ",merged density\n")
+        for workers, rate, density, batch, iter_s, sps, stages in rows:
+            f.write("%s,%s,%g,%d,%.2f,%.2f,%s,%.5f\n" % (
+                workers, rate or "unlimited", density, batch, 1e3 * iter_s, 1e3 * sps * batch,
+                ",".join("%.2f" % (1e3 * stages[k]) for k in STAGES if k.endswith("_s")), stages["merged_density"]))
+    return [(plain, False), (fed, True), (tele, True)]
 
 
 if __name__ == "__main__":

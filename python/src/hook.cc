@@ -81,6 +81,7 @@ void BindHook(py::module_& m) {
         d["calls"] = s.calls;
         d["sent_values"] = s.sent_values;
         d["total_values"] = s.total_values;
+        d["merged_values"] = s.merged_values;
         d["sent_bytes"] = s.sent_bytes;
         d["sparsify_s"] = s.sparsify_s;
         d["exchange_s"] = s.exchange_s;

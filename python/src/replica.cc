@@ -211,6 +211,7 @@ void BindReplica(py::module_& m) {
         d["tasks"] = s.tasks;
         d["sent_values"] = s.sent_values;
         d["total_values"] = s.total_values;
+        d["merged_values"] = s.merged_values;
         return d;
       });
 }

@@ -39,6 +39,7 @@ for step in range(3):  # DDP rebuilds its buckets after the first iteration
         overlap_diff = max(overlap_diff, (a.grad - b.grad).abs().max().item())
 d, s = dense_state.stats(), sparse_state.stats()
 write_result(rank, max_diff=max_diff, overlap_diff=overlap_diff, dense_calls=d["calls"], dense_sent=d["sent_values"],
-             dense_total=d["total_values"], sparse_sent=s["sent_values"], sparse_total=s["total_values"],
+             dense_total=d["total_values"], dense_merged=d["merged_values"], sparse_sent=s["sent_values"],
+             sparse_total=s["total_values"], sparse_merged=s["merged_values"],
              sparse_grad_norm=float(sum(p.grad.norm() ** 2 for p in nets[2].parameters()) ** 0.5))
 dist.destroy_process_group()

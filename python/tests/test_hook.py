@@ -19,6 +19,9 @@ def test_hook_matches_ddp_allreduce_at_density_one_and_sends_a_fraction_below(tm
         assert r["overlap_diff"] == 0.0, r  # the overlapped hook computes what the inline one does
         assert r["dense_calls"] >= 3 and r["dense_sent"] == r["dense_total"]
         assert 0 < r["sparse_sent"] < 0.5 * r["sparse_total"], r
+        # The merged update is the union of the ranks' selections.
+        assert r["dense_merged"] == r["dense_total"], r
+        assert r["sparse_sent"] <= r["sparse_merged"] <= r["sparse_total"], r
         assert r["sparse_grad_norm"] > 0
 
 

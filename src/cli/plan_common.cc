@@ -6,6 +6,14 @@
 
 namespace frugal::cli {
 
+void AddSelectionOverlapOption(CLI::App* cmd, double* overlap) {
+  cmd->add_option("--selection-overlap", *overlap,
+                  "How much the workers' sparse selections coincide, 0-1 (0: independent, an upper bound on the "
+                  "merged volume; a run's metrics.jsonl reports the measured merged_density; docs/planner.md)")
+      ->capture_default_str()
+      ->check(Bounded(0, 1));
+}
+
 void ModelFlags::Add(CLI::App* cmd) {
   // Bounds far above the largest published models (GPT-1T: 128 layers,
   // hidden 25600, 160 heads), so that a typo is named, not simulated.

@@ -36,6 +36,9 @@ struct ModelFlags {
 
 nlohmann::json ToJson(const sim::ParallelStrategy& s, const sim::IterationPrediction& p);
 
+// --selection-overlap for the Frugal-pipeline commands (FrugalJob::selection_overlap).
+void AddSelectionOverlapOption(CLI::App* cmd, double* overlap);
+
 // "a,b,,c" -> {a, b, c}; UsageError naming `flag` when nothing is left.
 std::vector<std::string> SplitList(const std::string& text, const std::string& flag);
 

@@ -57,7 +57,7 @@ struct HybridOpts {
   std::vector<std::string> cloud;
   double wan_gbps = 1, wan_latency_ms = 20;
   int64_t global_batch = 256;
-  double iterations = 0, density = 0.01, deadline_hours = 0, budget_usd = 0;
+  double iterations = 0, density = 0.01, deadline_hours = 0, budget_usd = 0, selection_overlap = 0;
 };
 
 void PrintPlan(const sim::HybridPlan& p, bool recommended) {
@@ -93,6 +93,7 @@ void RunHybrid(const HybridOpts& o) {
   r.global_batch = o.global_batch;
   r.iterations = o.iterations;
   r.density = o.density;
+  r.selection_overlap = o.selection_overlap;
   r.deadline_hours = o.deadline_hours;
   r.budget_usd = o.budget_usd;
   const sim::HybridReport report = OrThrow(sim::PlanHybrid(r));
@@ -139,6 +140,7 @@ void AddHybrid(CLI::App* plan) {
   cmd->add_option("--density", o->density, "Fraction of gradient values exchanged")
       ->capture_default_str()
       ->check(Bounded(1e-9, 1));
+  AddSelectionOverlapOption(cmd, &o->selection_overlap);
   cmd->add_option("--deadline-hours", o->deadline_hours, "Goal: finish by then, as cheaply as possible")
       ->check(Bounded(1e-9, 1e9));
   cmd->add_option("--budget-usd", o->budget_usd, "Goal: spend at most this, as fast as possible")

@@ -148,6 +148,7 @@ void AddFrugalFlags(CLI::App* cmd, FrugalOpts* o) {
       ->capture_default_str()
       ->check(Bounded(0, 1e4));
   cmd->add_flag("--shared-cpu", o->job.shared_cpu, "Compute, sparsifier and optimizer share the CPU cores");
+  AddSelectionOverlapOption(cmd, &o->job.selection_overlap);
   cmd->add_option("--workers-per-host", o->job.workers_per_host, "Workers sharing one host's CPU cores")
       ->capture_default_str()
       ->check(Bounded(1, 1 << 20));
@@ -199,6 +200,7 @@ void AddFrugalValidate(CLI::App* plan) {
     bool shared_cpu = false;
     double bytes_per_value = 0;
     int workers_per_host = 1;
+    double selection_overlap = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = plan->add_subcommand("frugal-validate",
@@ -214,10 +216,12 @@ void AddFrugalValidate(CLI::App* plan) {
                   "Workers sharing one host's cores (0: all of a row's workers, as on the one-machine testbed)")
       ->capture_default_str()
       ->check(Bounded(0, 1 << 20));
+  AddSelectionOverlapOption(cmd, &o->selection_overlap);
   cmd->callback([o] {
     auto rows = OrThrow(sim::LoadFrugalMeasurementsCsv(o->file));
     for (auto& r : rows) {
       if (o->bytes_per_value > 0) r.job.bytes_per_selected = o->bytes_per_value;
+      r.job.selection_overlap = o->selection_overlap;
       int workers = 0;
       for (const sim::ClusterSpec& c : r.job.clusters) workers += c.workers;
       r.job.workers_per_host = o->workers_per_host > 0 ? o->workers_per_host : workers;

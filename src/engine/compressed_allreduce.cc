@@ -125,6 +125,7 @@ Status CompressedAllReduce::Impl::RunLocked(BucketState& state, uint64_t bucket,
   stats.calls += 1;
   stats.sent_values += mine.nnz();
   stats.total_values += data.size();
+  stats.merged_values += sum.nnz();
   stats.sent_bytes += sent_bytes;
   stats.sparsify_s += Seconds(t1 - t0);
   stats.exchange_s += Seconds(t2 - t1);

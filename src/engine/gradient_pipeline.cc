@@ -268,6 +268,7 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
     stats_.tasks += 1;
     stats_.sent_values += mine.nnz();
     stats_.total_values += b.master.size();
+    stats_.merged_values += update.nnz();
   }
   cv_.notify_all();
   return Status::Ok();

@@ -139,6 +139,13 @@ TEST(GradientPipelineTest, SparseRunsKeepReplicasIdenticalAndSendAboutTheDensity
     double density = static_cast<double>(run.stats[r].sent_values) / static_cast<double>(run.stats[r].total_values);
     EXPECT_GT(density, 0.03);
     EXPECT_LT(density, 0.08);
+    // Every rank applies the same merged update: the union of the four
+    // selections, at least this rank's and at most all of them.
+    EXPECT_EQ(run.stats[r].merged_values, run.stats[0].merged_values);
+    EXPECT_GE(run.stats[r].merged_values, run.stats[r].sent_values);
+    uint64_t all_sent = 0;
+    for (int q = 0; q < 4; ++q) all_sent += run.stats[q].sent_values;
+    EXPECT_LE(run.stats[r].merged_values, all_sent);
   }
   // Error feedback: even at 5% density the parameters move towards the
   // mean target (2.5 * 0.1 * ((i % 7) + 1)) and away from the start.
@@ -176,6 +183,7 @@ TEST(GradientPipelineTest, SmallBucketsAreSentWhole) {
   for (int r = 0; r < 2; ++r) {
     ASSERT_TRUE(run.statuses[r].ok()) << run.statuses[r].ToString();
     EXPECT_EQ(run.stats[r].sent_values, run.stats[r].total_values);
+    EXPECT_EQ(run.stats[r].merged_values, run.stats[r].total_values);
     EXPECT_EQ(run.checksums[r], run.checksums[0]);
   }
 }

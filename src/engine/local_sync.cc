@@ -344,6 +344,7 @@ PipelineStats LocalSync::stats() const {
   s.tasks = r.calls;
   s.sent_values = r.sent_values;
   s.total_values = r.total_values;
+  s.merged_values = r.merged_values;
   return s;
 }
 

@@ -34,13 +34,14 @@ nlohmann::json PipelineRecord(const PipelineStats& now, const PipelineStats& bef
                               const comm::TransportStats& traffic_before, double steps, double* sent_mbit_per_s,
                               double span_s, double* density) {
   auto per_step = [&](uint64_t a, uint64_t b) { return static_cast<double>(a - b) / steps; };
+  const uint64_t window_values = now.total_values - before.total_values;
   const double inter = per_step(traffic.inter_cluster.bytes_sent, traffic_before.inter_cluster.bytes_sent);
   const double intra = per_step(traffic.intra_cluster.bytes_sent, traffic_before.intra_cluster.bytes_sent);
   *sent_mbit_per_s = (inter + intra) * steps * 8 / span_s / 1e6;
-  *density = now.total_values > before.total_values
-                 ? static_cast<double>(now.sent_values - before.sent_values) /
-                       static_cast<double>(now.total_values - before.total_values)
-                 : 0.0;
+  auto share = [&](uint64_t a, uint64_t b) {
+    return window_values > 0 ? static_cast<double>(a - b) / static_cast<double>(window_values) : 0.0;
+  };
+  *density = share(now.sent_values, before.sent_values);
   return {{"wait_s", (now.wait_s - before.wait_s) / steps},
           {"sparsify_s", (now.sparsify_s - before.sparsify_s) / steps},
           {"exchange_s", (now.exchange_s - before.exchange_s) / steps},
@@ -51,7 +52,8 @@ nlohmann::json PipelineRecord(const PipelineStats& now, const PipelineStats& bef
            per_step(traffic.intra_cluster.bytes_received, traffic_before.intra_cluster.bytes_received)},
           {"bytes_received_inter",
            per_step(traffic.inter_cluster.bytes_received, traffic_before.inter_cluster.bytes_received)},
-          {"density", *density}};
+          {"density", *density},
+          {"merged_density", share(now.merged_values, before.merged_values)}};
 }
 
 }  // namespace
@@ -64,6 +66,7 @@ void Accumulate(PipelineStats* total, const PipelineStats& d) {
   total->tasks += d.tasks;
   total->sent_values += d.sent_values;
   total->total_values += d.total_values;
+  total->merged_values += d.merged_values;
 }
 
 void SetPipelineTimes(const PipelineStats& st, WorkerResult* result) {

@@ -23,8 +23,31 @@ double ComputeSeconds(const Workload& w, const OperatorCostModel& cost) {
   return s;
 }
 
-// Union density of n independent selections at density d each.
-double UnionDensity(double d, int n) { return 1.0 - std::pow(1.0 - d, n); }
+// Note [Selections overlap]
+// The merged update of n workers is the union of their selections. For
+// independent selections at density d its density is 1 - (1 - d)^n, and the
+// first model used that. Real top-k (and block top-k) selections of workers
+// training the same model coincide: on mlp at 10% density, 3 and 4 workers'
+// unions were about 1.1x and 1.3x one worker's selection (testbed,
+// 2026-11-26, docs/planner.md), where independence gives 2.7x and 3.4x. The model now counts
+// 1 + (n - 1)(1 - overlap) independent selections: overlap 0 is the old
+// bound, 1 means identical selections. The hierarchical exchange sends each
+// cluster's union over the slow links, so the overlap decides what a WAN
+// carries (issue 18, the check of plan hybrid). A job's own telemetry
+// (measured_merged_density) fixes the overlap, inverted from the formula.
+double UnionDensity(double d, int n, double overlap) {
+  const double effective = 1.0 + (n - 1) * (1.0 - overlap);
+  return 1.0 - std::pow(1.0 - d, effective);
+}
+
+// The overlap at which n selections at density d merge to density `merged`;
+// clamped to [0, 1] (a measured union can fall outside the model's range).
+double OverlapFromMerged(double d, int n, double merged) {
+  if (n <= 1 || d >= 1 || merged <= 0) return 0;
+  if (merged >= 1) return 0;
+  const double effective = std::log(1.0 - merged) / std::log(1.0 - d);
+  return std::clamp(1.0 - (effective - 1.0) / (n - 1), 0.0, 1.0);
+}
 
 Status CheckJob(const FrugalJob& job) {
   if (job.clusters.empty()) return Status::InvalidArgument("the topology needs at least one cluster");
@@ -33,6 +56,12 @@ Status CheckJob(const FrugalJob& job) {
   if (job.staleness < 0) return Status::InvalidArgument("staleness must not be negative");
   if (job.workers_per_host < 1) return Status::InvalidArgument("workers per host must be at least 1");
   if (job.pipeline_threads < 1) return Status::InvalidArgument("pipeline threads must be at least 1");
+  if (!(job.selection_overlap >= 0 && job.selection_overlap <= 1)) {
+    return Status::InvalidArgument("selection overlap must be in [0, 1]");
+  }
+  if (!(job.measured_merged_density >= 0 && job.measured_merged_density <= 1)) {
+    return Status::InvalidArgument("measured merged density must be in [0, 1]");
+  }
   for (const ClusterSpec& c : job.clusters) {
     if (c.workers <= 0 || c.intra_gbps <= 0) {
       return Status::InvalidArgument("every cluster needs a positive worker count and bandwidth");
@@ -50,9 +79,8 @@ Status CheckJob(const FrugalJob& job) {
 // leader per cluster exchanges the cluster's merged chunk with the other
 // clusters over its uplink (each uplink carries C-1 chunks each way), then
 // the global merged update is broadcast inside the cluster. Merged densities
-// assume independent selections (an upper bound on the volume: real top-k
-// selections overlap). The slowest cluster sets the pace.
-double ExchangeSeconds(const FrugalJob& job, const HardwareSpec& hw, double params, double merged) {
+// follow Note [Selections overlap]. The slowest cluster sets the pace.
+double ExchangeSeconds(const FrugalJob& job, const HardwareSpec& hw, double params, double merged, double overlap) {
   const double chunk = job.density * params * job.bytes_per_selected;
   const int num_clusters = static_cast<int>(job.clusters.size());
   double exchange = 0;
@@ -60,7 +88,7 @@ double ExchangeSeconds(const FrugalJob& job, const HardwareSpec& hw, double para
     const double intra = c.intra_gbps * 1e9 / 8.0 * hw.efficiency.inter_link;
     double t = (c.workers - 1) * chunk / intra;
     if (num_clusters > 1) {
-      const double cluster_chunk = UnionDensity(job.density, c.workers) * params * job.bytes_per_selected;
+      const double cluster_chunk = UnionDensity(job.density, c.workers, overlap) * params * job.bytes_per_selected;
       const double inter = job.inter_cluster_gbps * 1e9 / 8.0 * hw.efficiency.inter_link;
       t += (num_clusters - 1) * cluster_chunk / inter + job.inter_cluster_latency_ms * 1e-3;
       if (c.workers > 1) t += merged * params * job.bytes_per_selected / intra;
@@ -78,13 +106,13 @@ double ExchangeSeconds(const FrugalJob& job, const HardwareSpec& hw, double para
 // Workers sharing one host's cores (the testbed: every worker on one 2-core
 // machine) divide them: beyond one worker per core each CPU stage runs
 // workers_per_host / cores times slower. Both are issue 18, item 3.
-double CombineBytes(const FrugalJob& job, double params, double merged) {
+double CombineBytes(const FrugalJob& job, double params, double merged, double overlap) {
   const int num_clusters = static_cast<int>(job.clusters.size());
   double worst = 0;
   for (const ClusterSpec& c : job.clusters) {
     double in = (c.workers - 1) * job.density * params * job.bytes_per_selected;
     if (num_clusters > 1) {
-      in += (num_clusters - 1) * UnionDensity(job.density, c.workers) * params * job.bytes_per_selected;
+      in += (num_clusters - 1) * UnionDensity(job.density, c.workers, overlap) * params * job.bytes_per_selected;
     }
     worst = std::max(worst, in + merged * params * job.bytes_per_selected);
   }
@@ -217,15 +245,18 @@ Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const Hard
   out.gpu_s = telemetry ? job.compute_fixed_s + job.compute_s_per_sample * static_cast<double>(job.batch_per_worker)
                         : ComputeSeconds(w, *cost) * (hw.is_cpu ? out.cpu_share : 1.0);
   const double pcie = hw.host.pcie_gbs * 1e9;
-  const double merged = UnionDensity(job.density, total_workers);
+  const double overlap = job.measured_merged_density > 0
+                             ? OverlapFromMerged(job.density, total_workers, job.measured_merged_density)
+                             : job.selection_overlap;
+  const double merged = UnionDensity(job.density, total_workers, overlap);
   out.merged_density = merged;
   const double d2h = grad_bytes / pcie;
   const double h2d = merged * params * job.bytes_per_selected / pcie;
   out.copy_s = d2h + h2d;
   out.sparsify_s = out.cpu_share * grad_bytes / (hw.host.cpu_sparsify_gbs * 1e9);
   out.optimizer_s = out.cpu_share * merged * params * 4.0 / (hw.host.cpu_optimizer_gbs * 1e9);
-  out.combine_s = out.cpu_share * CombineBytes(job, params, merged) / (hw.host.cpu_combine_gbs * 1e9);
-  out.exchange_s = ExchangeSeconds(job, hw, params, merged);
+  out.combine_s = out.cpu_share * CombineBytes(job, params, merged, overlap) / (hw.host.cpu_combine_gbs * 1e9);
+  out.exchange_s = ExchangeSeconds(job, hw, params, merged, overlap);
   FRUGAL_ASSIGN_OR_RETURN(out.iteration_s, SteadyStateIterationSeconds(job, shared, out, d2h, h2d));
   if (job.pipeline_threads == 1) {
     FRUGAL_ASSIGN_OR_RETURN(const double chain, ChainIterationSeconds(job, out, d2h, h2d));

@@ -12,12 +12,25 @@
 namespace frugal::sim {
 namespace {
 
-enum Column { kModel, kClusters, kIntra, kInter, kDensity, kBatch, kTimeMs, kStaleness, kComputeMs, kNumColumns };
+enum Column {
+  kModel,
+  kClusters,
+  kIntra,
+  kInter,
+  kDensity,
+  kBatch,
+  kTimeMs,
+  kStaleness,
+  kComputeMs,
+  kMergedDensity,
+  kNumColumns
+};
 
-const char* kNames[kNumColumns] = {"model",   "clusters",         "intra mbps",          "inter mbps",           "density",
-                                   "batch per worker", "iteration time (ms)", "staleness", "compute ms per sample"};
+const char* kNames[kNumColumns] = {"model",   "clusters",         "intra mbps",          "inter mbps",
+                                   "density", "batch per worker", "iteration time (ms)", "staleness",
+                                   "compute ms per sample", "merged density"};
 
-bool Optional(int c) { return c == kStaleness || c == kComputeMs; }
+bool Optional(int c) { return c == kStaleness || c == kComputeMs || c == kMergedDensity; }
 
 std::string Lowered(std::string s) {
   for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -89,6 +102,10 @@ Result<FrugalMeasurement> ParseMeasurement(const CsvTable& t, size_t r, const st
     double ms = 0;
     FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kComputeMs, false, &ms));
     m.job.compute_s_per_sample = ms * 1e-3;
+  }
+  if (col[kMergedDensity] >= 0) {
+    FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kMergedDensity, false, &m.job.measured_merged_density));
+    if (m.job.measured_merged_density > 1) return t.Error(r, "'merged density' must be in [0, 1]");
   }
   return m;
 }

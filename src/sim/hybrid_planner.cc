@@ -64,6 +64,7 @@ class Evaluator {
       job.inter_cluster_gbps = r_.wan_gbps;
       job.inter_cluster_latency_ms = r_.wan_latency_ms;
       job.density = r_.density;
+      job.selection_overlap = r_.selection_overlap;
       FRUGAL_ASSIGN_OR_RETURN(FrugalPrediction p, PredictFrugalIteration(job, hw));
       return p.iteration_s;
     };

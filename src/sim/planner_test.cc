@@ -167,6 +167,59 @@ TEST(FrugalPipelineTest, TelemetryAndSharedCpu) {
   }
 }
 
+// Note [Selections overlap]: the merged density between one selection
+// (overlap 1) and independent selections (overlap 0), the WAN carrying each
+// cluster's union, and telemetry fixing the overlap.
+TEST(FrugalPipelineTest, SelectionOverlapSetsTheMergedVolume) {
+  FrugalJob job;
+  job.model = *BuiltinModel("mlp");
+  job.batch_per_worker = 32;
+  job.clusters = {ClusterSpec{3, 10}, ClusterSpec{1, 10}};
+  job.inter_cluster_gbps = 0.02;
+  job.density = 0.1;
+  job.staleness = 0;
+  const HardwareSpec hw = *BuiltinHardware("rtx3090");
+  auto predict = [&](double overlap, double measured) {
+    FrugalJob j = job;
+    j.selection_overlap = overlap;
+    j.measured_merged_density = measured;
+    Result<FrugalPrediction> p = PredictFrugalIteration(j, hw);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return *p;
+  };
+  const FrugalPrediction independent = predict(0, 0);
+  EXPECT_NEAR(independent.merged_density, 1 - std::pow(0.9, 4), 1e-12);
+  const FrugalPrediction same = predict(1, 0);
+  EXPECT_NEAR(same.merged_density, 0.1, 1e-12);
+  const FrugalPrediction half = predict(0.5, 0);
+  EXPECT_NEAR(half.merged_density, 1 - std::pow(0.9, 1 + 3 * 0.5), 1e-12);
+  // The WAN dominates at 20 Mbit/s: cluster a's union goes over it, so the
+  // exchange shrinks with the overlap, by the union's ratio (3 workers:
+  // 1 - 0.9^3 = 0.271 against 0.1 at full overlap), up to the other terms.
+  EXPECT_LT(same.exchange_s, half.exchange_s);
+  EXPECT_LT(half.exchange_s, independent.exchange_s);
+  Result<Workload> w = BuildWorkload(job.model, WorkloadOptions{});
+  const double wan_bytes_per_s = 0.02e9 / 8 * hw.efficiency.inter_link;
+  const double union3 = 1 - std::pow(0.9, 3);
+  EXPECT_NEAR(independent.exchange_s - same.exchange_s,
+              (union3 - 0.1) * w->total_params * job.bytes_per_selected / wan_bytes_per_s +
+                  (independent.merged_density - 0.1) * w->total_params * job.bytes_per_selected /
+                      (10e9 / 8 * hw.efficiency.inter_link),
+              1e-9);
+  // Telemetry: a measured merged density is inverted to the overlap that
+  // gives it, and overrides the option.
+  const FrugalPrediction measured = predict(0, half.merged_density);
+  EXPECT_NEAR(measured.merged_density, half.merged_density, 1e-12);
+  EXPECT_NEAR(measured.exchange_s, half.exchange_s, 1e-12);
+  // Outside the model's range it is clamped: below one selection, full overlap.
+  EXPECT_NEAR(predict(0, 0.05).merged_density, 0.1, 1e-12);
+  job.selection_overlap = 1.5;
+  EXPECT_EQ(PredictFrugalIteration(job, hw).status().code(), Status::Code::kInvalidArgument);
+  job.selection_overlap = 0;
+  job.measured_merged_density = std::nan("");
+  EXPECT_EQ(PredictFrugalIteration(job, hw).status().code(), Status::Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace frugal::sim
 
@@ -176,9 +229,10 @@ namespace {
 TEST(FrugalValidationTest, ParsesAndValidates) {
   const std::string csv =
       "# measured on the testbed\n"
-      "model,clusters,intra mbps,inter mbps,density,batch per worker,iteration time (ms),compute ms per sample\n"
-      "mlp,4,100,unlimited,0.01,32,400,1.5\n"
-      "mlp,2+2,unlimited,100,0.1,64,900,1.5\n";
+      "model,clusters,intra mbps,inter mbps,density,batch per worker,iteration time (ms),compute ms per sample,"
+      "merged density\n"
+      "mlp,4,100,unlimited,0.01,32,400,1.5,0\n"
+      "mlp,2+2,unlimited,100,0.1,64,900,1.5,0.13\n";
   Result<std::vector<FrugalMeasurement>> rows = ParseFrugalMeasurementsCsv(csv, "f.csv");
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
   ASSERT_EQ(rows->size(), 2u);
@@ -188,6 +242,8 @@ TEST(FrugalValidationTest, ParsesAndValidates) {
   EXPECT_DOUBLE_EQ((*rows)[1].job.clusters[1].intra_gbps, kUnlimitedMbps / 1000);
   EXPECT_DOUBLE_EQ((*rows)[1].job.inter_cluster_gbps, 0.1);
   EXPECT_DOUBLE_EQ((*rows)[1].job.compute_s_per_sample, 1.5e-3);
+  EXPECT_DOUBLE_EQ((*rows)[0].job.measured_merged_density, 0);
+  EXPECT_DOUBLE_EQ((*rows)[1].job.measured_merged_density, 0.13);
   Result<FrugalValidationReport> report = ValidateFrugal(*rows, *BuiltinHardware("cpu-local"), true);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   double sum = 0;
@@ -209,6 +265,12 @@ TEST(FrugalValidationTest, ErrorsNameTheLine) {
   EXPECT_NE(error("vgg,4,100,100,0.1,32,400\n").find("f.csv:2: unknown model"), std::string::npos);
   EXPECT_NE(error("mlp,4,fast,100,0.1,32,400\n").find("'intra mbps' must be"), std::string::npos);
   EXPECT_NE(error("mlp,4,100,100,0.1,32\n").find("expected 7 fields"), std::string::npos);
+  const std::string merged_header =
+      "model,clusters,intra mbps,inter mbps,density,batch per worker,iteration time (ms),merged density\n";
+  Result<std::vector<FrugalMeasurement>> bad = ParseFrugalMeasurementsCsv(merged_header + "mlp,4,100,100,0.1,32,400,1.5\n", "f.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("f.csv:2: 'merged density' must be in [0, 1]"), std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace

@@ -64,6 +64,7 @@ Status ValidateCompressedAllReduceOptions(const CompressedAllReduceOptions& opti
 struct CompressedAllReduceStats {
   uint64_t calls = 0;
   uint64_t sent_values = 0;   // coordinates this rank contributed
+  uint64_t merged_values = 0; // coordinates of the merged result (the union of all selections)
   uint64_t total_values = 0;  // coordinates it could have contributed
   uint64_t sent_bytes = 0;    // encoded bytes this rank contributed
   double sparsify_s = 0;

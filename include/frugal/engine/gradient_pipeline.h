@@ -67,6 +67,11 @@ struct PipelineStats {
   uint64_t tasks = 0;      // bucket-iterations applied
   uint64_t sent_values = 0;  // coordinates this worker contributed
   uint64_t total_values = 0; // coordinates it could have contributed
+  // Coordinates of the merged update applied (the union of every worker's
+  // selection): merged_values / total_values is the merged density, which the
+  // planner's exchange model needs (Note [Selections overlap] in
+  // src/sim/frugal_pipeline.cc).
+  uint64_t merged_values = 0;
 };
 
 using CopyOutFn = std::function<void(size_t bucket, Span<const float> master)>;

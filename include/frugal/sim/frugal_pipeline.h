@@ -61,6 +61,16 @@ struct FrugalJob {
   // thread] in frugal_pipeline.cc); with more, the stages are pipelined.
   // Default 1, as in frugal.
   int pipeline_threads = 1;
+  // How much the workers' selections coincide, in [0, 1] (Note [Selections
+  // overlap] in frugal_pipeline.cc): the merged update of n workers at
+  // density d has density 1 - (1 - d)^(1 + (n - 1)(1 - overlap)). 0, the
+  // default, is independent selections (an upper bound on the volume); 1 is
+  // every worker choosing the same coordinates.
+  double selection_overlap = 0;
+  // Telemetry: the measured density of the whole job's merged update (frugal
+  // worker's metrics "merged_density"). When > 0 it sets selection_overlap
+  // (as compute_s_per_sample sets the compute). Default 0.
+  double measured_merged_density = 0;
 };
 
 struct FrugalPrediction {

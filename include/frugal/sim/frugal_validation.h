@@ -8,7 +8,8 @@
 // `clusters` is the worker count per cluster joined by '+', e.g. "4" (flat)
 // or "2+2"; bandwidths are per worker inside a cluster and per cluster uplink
 // between clusters, in Mbit/s, or "unlimited". Optional columns: "staleness"
-// (default 1) and "compute ms per sample" (measured compute, see FrugalJob).
+// (default 1), "compute ms per sample" (measured compute, see FrugalJob) and
+// "merged density" (the measured density of the merged update: FrugalJob::measured_merged_density).
 //
 // Thread safety: pure functions.
 #pragma once

@@ -45,6 +45,7 @@ struct HybridRequest {
   int64_t global_batch = 256;     // Samples per iteration; default 256.
   double iterations = 0;          // Iterations to the target accuracy (> 0).
   double density = 0.01;          // Frugal's sparse exchange; default 1%.
+  double selection_overlap = 0;   // FrugalJob::selection_overlap; default 0 (independent selections).
   // Exactly one of the two goals is > 0: cheapest plan finishing by the
   // deadline, or fastest plan within the budget.
   double deadline_hours = 0;
