@@ -123,7 +123,10 @@ def main():
             rows.append((workers, rate, density, batch, iter_s, s_per_sample, stages))
         outputs += write_rows(args, stem, rows)
     # Every worker runs on this one host: --workers-per-host 0 (issue 18).
-    common = ["--bytes-per-value", "2.25", "--workers-per-host", "0"]
+    # The wire bytes are frugal-validate's default, Frugal's default wire
+    # (int4 chunks, int8 merged updates, varint block ids); the runs before
+    # 2026-11-26 sent fp16 and were validated with --bytes-per-value 2.25.
+    common = ["--workers-per-host", "0"]
     lock.close()
     for path, fed in outputs:
         extra = common if fed else ["--shared-cpu"] + common

@@ -73,7 +73,7 @@ def main():
     p.add_argument("--build-dir", default="build")
     p.add_argument("--model", default="mlp")
     p.add_argument("--hosts", type=int, default=4)
-    p.add_argument("--rate", type=float, default=100, help="Mbit/s per host link (0: unshaped)")
+    p.add_argument("--rate", type=int, default=100, help="whole Mbit/s per host link, as testbed.sh takes it (0: unshaped)")
     p.add_argument("--steps", type=int, default=120)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--pairs", type=int, default=3, help="plain/CURVE pairs, alternating")

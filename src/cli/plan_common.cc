@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "frugal/compress/codec.h"
+#include "frugal/compress/value_codes.h"
 #include "input_checks.h"
 
 namespace frugal::cli {
@@ -12,6 +14,31 @@ void AddSelectionOverlapOption(CLI::App* cmd, double* overlap) {
                   "merged volume; a run's metrics.jsonl reports the measured merged_density; docs/planner.md)")
       ->capture_default_str()
       ->check(Bounded(0, 1));
+}
+
+void WireBytesFlags::Add(CLI::App* cmd) {
+  cmd->add_option("--bytes-per-value", chunk,
+                  "Wire bytes per selected value (0: Frugal's default, int4 codes with varint block ids, about "
+                  "0.57; fp16 with block ids: 2.25)")
+      ->capture_default_str()
+      ->check(Bounded(0, 64));
+  cmd->add_option("--merged-bytes-per-value", merged,
+                  "Wire bytes per value of merged updates (0: int8 codes for Frugal's default wire, about 1.07, "
+                  "or --bytes-per-value when that is given)")
+      ->capture_default_str()
+      ->check(Bounded(0, 64));
+}
+
+void WireBytesFlags::Apply(sim::FrugalJob* job) const {
+  using compress::IndexEncoding;
+  using compress::ValueEncoding;
+  const double index = compress::IndexBytesPerValue(IndexEncoding::kBlockVarint, job->density);
+  job->bytes_per_selected = chunk > 0 ? chunk : compress::BytesPerValue(ValueEncoding::kInt4) + index;
+  if (merged > 0) {
+    job->merged_bytes_per_selected = merged;
+  } else {
+    job->merged_bytes_per_selected = chunk > 0 ? chunk : compress::BytesPerValue(ValueEncoding::kInt8) + index;
+  }
 }
 
 void ModelFlags::Add(CLI::App* cmd) {

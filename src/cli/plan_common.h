@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "frugal/sim/frugal_pipeline.h"
 #include "frugal/sim/simulator.h"
 #include "frugal/sim/workload.h"
 
@@ -38,6 +39,19 @@ nlohmann::json ToJson(const sim::ParallelStrategy& s, const sim::IterationPredic
 
 // --selection-overlap for the Frugal-pipeline commands (FrugalJob::selection_overlap).
 void AddSelectionOverlapOption(CLI::App* cmd, double* overlap);
+
+// --bytes-per-value and --merged-bytes-per-value for the Frugal-pipeline
+// commands. 0 (default) is Frugal's default wire at the job's density: int4
+// codes with varint block ids, merged updates as int8. A chunk figure given
+// alone is used for merged updates too (fp16 or fp32 wires merge unchanged).
+struct WireBytesFlags {
+  double chunk = 0;
+  double merged = 0;
+
+  void Add(CLI::App* cmd);
+  // Sets job->bytes_per_selected and merged_bytes_per_selected for job->density.
+  void Apply(sim::FrugalJob* job) const;
+};
 
 // "a,b,,c" -> {a, b, c}; UsageError naming `flag` when nothing is left.
 std::vector<std::string> SplitList(const std::string& text, const std::string& flag);

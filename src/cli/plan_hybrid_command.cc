@@ -58,6 +58,7 @@ struct HybridOpts {
   double wan_gbps = 1, wan_latency_ms = 20;
   int64_t global_batch = 256;
   double iterations = 0, density = 0.01, deadline_hours = 0, budget_usd = 0, selection_overlap = 0;
+  WireBytesFlags wire;
 };
 
 void PrintPlan(const sim::HybridPlan& p, bool recommended) {
@@ -94,6 +95,11 @@ void RunHybrid(const HybridOpts& o) {
   r.iterations = o.iterations;
   r.density = o.density;
   r.selection_overlap = o.selection_overlap;
+  sim::FrugalJob wire_job;
+  wire_job.density = o.density;
+  o.wire.Apply(&wire_job);
+  r.bytes_per_selected = wire_job.bytes_per_selected;
+  r.merged_bytes_per_selected = wire_job.merged_bytes_per_selected;
   r.deadline_hours = o.deadline_hours;
   r.budget_usd = o.budget_usd;
   const sim::HybridReport report = OrThrow(sim::PlanHybrid(r));
@@ -141,6 +147,7 @@ void AddHybrid(CLI::App* plan) {
       ->capture_default_str()
       ->check(Bounded(1e-9, 1));
   AddSelectionOverlapOption(cmd, &o->selection_overlap);
+  o->wire.Add(cmd);
   cmd->add_option("--deadline-hours", o->deadline_hours, "Goal: finish by then, as cheaply as possible")
       ->check(Bounded(1e-9, 1e9));
   cmd->add_option("--budget-usd", o->budget_usd, "Goal: spend at most this, as fast as possible")

@@ -122,6 +122,7 @@ struct FrugalOpts {
   std::vector<int> clusters = {4};
   double intra_gbps = 10;
   double inter_mbps = 100;
+  WireBytesFlags wire;
 };
 
 void AddFrugalFlags(CLI::App* cmd, FrugalOpts* o) {
@@ -149,6 +150,7 @@ void AddFrugalFlags(CLI::App* cmd, FrugalOpts* o) {
       ->check(Bounded(0, 1e4));
   cmd->add_flag("--shared-cpu", o->job.shared_cpu, "Compute, sparsifier and optimizer share the CPU cores");
   AddSelectionOverlapOption(cmd, &o->job.selection_overlap);
+  o->wire.Add(cmd);
   cmd->add_option("--workers-per-host", o->job.workers_per_host, "Workers sharing one host's CPU cores")
       ->capture_default_str()
       ->check(Bounded(1, 1 << 20));
@@ -160,6 +162,7 @@ void RunFrugal(FrugalOpts* o) {
   o->job.clusters.clear();
   for (int w : o->clusters) o->job.clusters.push_back(sim::ClusterSpec{w, o->intra_gbps});
   o->job.inter_cluster_gbps = o->inter_mbps / 1000.0;
+  o->wire.Apply(&o->job);
   const sim::HardwareSpec hw = OrThrow(sim::LoadHardware(o->hardware));
   const sim::FrugalPrediction p = OrThrow(sim::PredictFrugalIteration(o->job, hw));
   std::printf("iteration      %.4f s (%.1f samples/s), bottleneck: %s\n", p.iteration_s, p.samples_per_s,
@@ -198,7 +201,7 @@ void AddFrugalValidate(CLI::App* plan) {
     std::string file;
     std::string hardware = "cpu-local";
     bool shared_cpu = false;
-    double bytes_per_value = 0;
+    WireBytesFlags wire;
     int workers_per_host = 1;
     double selection_overlap = 0;
   };
@@ -208,10 +211,7 @@ void AddFrugalValidate(CLI::App* plan) {
   cmd->add_option("file", o->file, "Measurements CSV (see docs/planner.md)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--hardware", o->hardware, "Built-in hardware or TOML file")->capture_default_str();
   cmd->add_flag("--shared-cpu", o->shared_cpu, "Compute, sparsifier and optimizer share the CPU cores");
-  cmd->add_option("--bytes-per-value", o->bytes_per_value,
-                  "Wire bytes per selected value of the measured runs (Frugal's default fp16 + block ids: 2.25; "
-                  "0 = the model's default 4.25)")
-      ->check(Bounded(0, 64));
+  o->wire.Add(cmd);
   cmd->add_option("--workers-per-host", o->workers_per_host,
                   "Workers sharing one host's cores (0: all of a row's workers, as on the one-machine testbed)")
       ->capture_default_str()
@@ -220,7 +220,7 @@ void AddFrugalValidate(CLI::App* plan) {
   cmd->callback([o] {
     auto rows = OrThrow(sim::LoadFrugalMeasurementsCsv(o->file));
     for (auto& r : rows) {
-      if (o->bytes_per_value > 0) r.job.bytes_per_selected = o->bytes_per_value;
+      o->wire.Apply(&r.job);
       r.job.selection_overlap = o->selection_overlap;
       int workers = 0;
       for (const sim::ClusterSpec& c : r.job.clusters) workers += c.workers;

@@ -162,6 +162,7 @@ std::unique_ptr<engine::AdaptationPolicy> MakeController(const engine::RunConfig
   co.density_exponent = config.distributed.adapt_density_exponent;
   for (int c = 0; c < topo.num_clusters(); ++c) co.cluster_sizes.push_back(static_cast<int>(topo.members(c).size()));
   co.bytes_per_value = engine::WireBytesPerValue(config.distributed);
+  co.merged_bytes_per_value = engine::MergedWireBytesPerValue(config.distributed);
   auto controller = control::BandwidthController::Create(co);
   ThrowIfError(controller.status());
   return std::move(*controller);

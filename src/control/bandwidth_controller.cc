@@ -88,6 +88,7 @@ Result<sim::FrugalPrediction> BandwidthController::PredictStages(double density,
   job.batch_per_worker = batch_per_worker;
   job.density = density;
   job.bytes_per_selected = options_.bytes_per_value;
+  job.merged_bytes_per_selected = options_.merged_bytes_per_value;
   job.staleness = options_.staleness;
   job.compute_s_per_sample = std::max(compute_s_per_sample, 1e-9);
   job.shared_cpu = false;  // measured compute already includes the contention it sees

@@ -140,6 +140,11 @@ double WireBytesPerValue(const DistributedOptions& o) {
   return compress::BytesPerValue(w.values) + compress::IndexBytesPerValue(w.indices, o.density);
 }
 
+double MergedWireBytesPerValue(const DistributedOptions& o) {
+  const compress::WireFormat w = compress::MergedWireFormat(WireFormatOf(o));
+  return compress::BytesPerValue(w.values) + compress::IndexBytesPerValue(w.indices, o.density);
+}
+
 std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
   return std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
 }

@@ -177,6 +177,7 @@ TEST(RunConfigTest, SetOptionAcceptsKebabCaseAndNamesUnknownKeys) {
 TEST(RunConfigTest, WireBytesFollowTheEncoding) {
   DistributedOptions d;
   EXPECT_DOUBLE_EQ(WireBytesPerValue(d), 129.0 / 256 + 1.0 / 16);  // int4 codes, one-byte block-id gaps at 3%
+  EXPECT_DOUBLE_EQ(MergedWireBytesPerValue(d), 257.0 / 256 + 1.0 / 16);  // merged: int8 codes
   d.density = 0.005;  // gaps of 200 blocks take two bytes
   EXPECT_DOUBLE_EQ(WireBytesPerValue(d), 129.0 / 256 + 2.0 / 16);
   d.density = 0.03;

@@ -26,18 +26,21 @@ double ComputeSeconds(const Workload& w, const OperatorCostModel& cost) {
 // Note [Selections overlap]
 // The merged update of n workers is the union of their selections. For
 // independent selections at density d its density is 1 - (1 - d)^n, and the
-// first model used that. Real top-k (and block top-k) selections of workers
-// training the same model coincide: on mlp at 10% density, 3 and 4 workers'
-// unions were about 1.1x and 1.3x one worker's selection (testbed,
-// 2026-11-26, docs/planner.md), where independence gives 2.7x and 3.4x. The model now counts
-// 1 + (n - 1)(1 - overlap) independent selections: overlap 0 is the old
-// bound, 1 means identical selections. The hierarchical exchange sends each
-// cluster's union over the slow links, so the overlap decides what a WAN
-// carries (issue 18, the check of plan hybrid). A job's own telemetry
-// (measured_merged_density) fixes the overlap, inverted from the formula.
+// first model used that. Workers training the same model choose partly the
+// same coordinates. The model counts 1 + (n - 1)(1 - overlap) independent
+// selections: overlap 0 is the old bound, 1 means identical selections.
+// Measured on mlp (frugal worker's merged_density, testbed, 2026-11-26,
+// docs/planner.md) at 10.4% density: 2 workers' union 0.18-0.19 (independent
+// 0.197), 4 workers' 0.31-0.33 (0.355), an overlap of about 0.1-0.2, so the
+// bound is close there. A job's own telemetry (measured_merged_density)
+// fixes the overlap, inverted from the formula.
 double UnionDensity(double d, int n, double overlap) {
   const double effective = 1.0 + (n - 1) * (1.0 - overlap);
   return 1.0 - std::pow(1.0 - d, effective);
+}
+
+double MergedBytes(const FrugalJob& job) {
+  return job.merged_bytes_per_selected > 0 ? job.merged_bytes_per_selected : job.bytes_per_selected;
 }
 
 // The overlap at which n selections at density d merge to density `merged`;
@@ -56,6 +59,10 @@ Status CheckJob(const FrugalJob& job) {
   if (job.staleness < 0) return Status::InvalidArgument("staleness must not be negative");
   if (job.workers_per_host < 1) return Status::InvalidArgument("workers per host must be at least 1");
   if (job.pipeline_threads < 1) return Status::InvalidArgument("pipeline threads must be at least 1");
+  if (!(job.bytes_per_selected > 0 && job.bytes_per_selected < 1e3) ||
+      !(job.merged_bytes_per_selected >= 0 && job.merged_bytes_per_selected < 1e3)) {
+    return Status::InvalidArgument("bytes per selected value must be positive and finite");
+  }
   if (!(job.selection_overlap >= 0 && job.selection_overlap <= 1)) {
     return Status::InvalidArgument("selection overlap must be in [0, 1]");
   }
@@ -74,24 +81,43 @@ Status CheckJob(const FrugalJob& job) {
 }
 
 // Note [Sparse exchange cost]
-// Topology-aware exchange as in Frugal's engine: workers of a cluster gather
-// their sparse chunks (ring all-gather on the intra-cluster network), one
-// leader per cluster exchanges the cluster's merged chunk with the other
-// clusters over its uplink (each uplink carries C-1 chunks each way), then
-// the global merged update is broadcast inside the cluster. Merged densities
-// follow Note [Selections overlap]. The slowest cluster sets the pace.
+// Topology-aware exchange as in Frugal's engine (comm::SparseExchange,
+// kHierarchical): workers of a cluster gather their sparse chunks at the
+// leader (intra-cluster network); each leader sends one message to every
+// other cluster over its uplink and receives one from each (full duplex: the
+// uplink takes the larger of the two directions); then the global merged
+// update is broadcast inside the cluster. A cluster's message is the merged
+// union of its workers' chunks (Note [Selections overlap]), in the merged
+// wire format; a one-worker cluster forwards its own chunk unchanged. The
+// slowest cluster sets the pace.
+double ClusterMessageBytes(const FrugalJob& job, const ClusterSpec& c, double params, double overlap) {
+  if (c.workers == 1) return job.density * params * job.bytes_per_selected;
+  return UnionDensity(job.density, c.workers, overlap) * params * MergedBytes(job);
+}
+
+// Bytes cluster `self` receives from all the other clusters.
+double FromOtherClusters(const FrugalJob& job, size_t self, double params, double overlap) {
+  double in = 0;
+  for (size_t o = 0; o < job.clusters.size(); ++o) {
+    if (o != self) in += ClusterMessageBytes(job, job.clusters[o], params, overlap);
+  }
+  return in;
+}
+
 double ExchangeSeconds(const FrugalJob& job, const HardwareSpec& hw, double params, double merged, double overlap) {
   const double chunk = job.density * params * job.bytes_per_selected;
-  const int num_clusters = static_cast<int>(job.clusters.size());
+  const size_t num_clusters = job.clusters.size();
   double exchange = 0;
-  for (const ClusterSpec& c : job.clusters) {
+  for (size_t i = 0; i < num_clusters; ++i) {
+    const ClusterSpec& c = job.clusters[i];
     const double intra = c.intra_gbps * 1e9 / 8.0 * hw.efficiency.inter_link;
     double t = (c.workers - 1) * chunk / intra;
     if (num_clusters > 1) {
-      const double cluster_chunk = UnionDensity(job.density, c.workers, overlap) * params * job.bytes_per_selected;
+      const double out = static_cast<double>(num_clusters - 1) * ClusterMessageBytes(job, c, params, overlap);
+      const double in = FromOtherClusters(job, i, params, overlap);
       const double inter = job.inter_cluster_gbps * 1e9 / 8.0 * hw.efficiency.inter_link;
-      t += (num_clusters - 1) * cluster_chunk / inter + job.inter_cluster_latency_ms * 1e-3;
-      if (c.workers > 1) t += merged * params * job.bytes_per_selected / intra;
+      t += std::max(out, in) / inter + job.inter_cluster_latency_ms * 1e-3;
+      if (c.workers > 1) t += merged * params * MergedBytes(job) / intra;
     }
     exchange = std::max(exchange, t);
   }
@@ -102,19 +128,16 @@ double ExchangeSeconds(const FrugalJob& job, const HardwareSpec& hw, double para
 // Every worker decodes the sparse chunks it receives, merges them with its
 // own, and encodes the merged update (Frugal's engine does this on the host
 // CPU): bytes in (the other workers' chunks of its cluster, and the other
-// clusters' merged chunks) plus merged bytes out, at host.cpu_combine_gbs.
+// clusters' messages) plus merged bytes out, at host.cpu_combine_gbs.
 // Workers sharing one host's cores (the testbed: every worker on one 2-core
 // machine) divide them: beyond one worker per core each CPU stage runs
 // workers_per_host / cores times slower. Both are issue 18, item 3.
 double CombineBytes(const FrugalJob& job, double params, double merged, double overlap) {
-  const int num_clusters = static_cast<int>(job.clusters.size());
   double worst = 0;
-  for (const ClusterSpec& c : job.clusters) {
-    double in = (c.workers - 1) * job.density * params * job.bytes_per_selected;
-    if (num_clusters > 1) {
-      in += (num_clusters - 1) * UnionDensity(job.density, c.workers, overlap) * params * job.bytes_per_selected;
-    }
-    worst = std::max(worst, in + merged * params * job.bytes_per_selected);
+  for (size_t i = 0; i < job.clusters.size(); ++i) {
+    double in = (job.clusters[i].workers - 1) * job.density * params * job.bytes_per_selected;
+    if (job.clusters.size() > 1) in += FromOtherClusters(job, i, params, overlap);
+    worst = std::max(worst, in + merged * params * MergedBytes(job));
   }
   return worst;
 }
@@ -251,7 +274,7 @@ Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const Hard
   const double merged = UnionDensity(job.density, total_workers, overlap);
   out.merged_density = merged;
   const double d2h = grad_bytes / pcie;
-  const double h2d = merged * params * job.bytes_per_selected / pcie;
+  const double h2d = merged * params * MergedBytes(job) / pcie;
   out.copy_s = d2h + h2d;
   out.sparsify_s = out.cpu_share * grad_bytes / (hw.host.cpu_sparsify_gbs * 1e9);
   out.optimizer_s = out.cpu_share * merged * params * 4.0 / (hw.host.cpu_optimizer_gbs * 1e9);

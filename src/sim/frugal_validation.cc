@@ -30,6 +30,11 @@ const char* kNames[kNumColumns] = {"model",   "clusters",         "intra mbps", 
                                    "density", "batch per worker", "iteration time (ms)", "staleness",
                                    "compute ms per sample", "merged density"};
 
+// As `plan frugal`'s --batch and --staleness (the pipeline is played for 24
+// iterations); a larger number would also overflow the integer it goes into.
+constexpr int64_t kMaxBatch = 1000000;
+constexpr int kMaxStaleness = 16;
+
 bool Optional(int c) { return c == kStaleness || c == kComputeMs || c == kMergedDensity; }
 
 std::string Lowered(std::string s) {
@@ -84,7 +89,9 @@ Result<FrugalMeasurement> ParseMeasurement(const CsvTable& t, size_t r, const st
   FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kBatch, false, &batch));
   FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kTimeMs, false, &m.iteration_ms));
   if (m.job.density <= 0 || m.job.density > 1) return t.Error(r, "'density' must be in (0, 1]");
-  if (batch < 1 || batch != std::floor(batch)) return t.Error(r, "'batch per worker' must be a positive integer");
+  if (batch < 1 || batch > kMaxBatch || batch != std::floor(batch)) {
+    return t.Error(r, "'batch per worker' must be a whole number from 1 to " + std::to_string(kMaxBatch));
+  }
   if (m.iteration_ms <= 0 || intra <= 0 || inter <= 0) {
     return t.Error(r, "bandwidths and iteration time must be positive");
   }
@@ -96,6 +103,9 @@ Result<FrugalMeasurement> ParseMeasurement(const CsvTable& t, size_t r, const st
   if (col[kStaleness] >= 0) {
     double st = 0;
     FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kStaleness, false, &st));
+    if (st > kMaxStaleness || st != std::floor(st)) {
+      return t.Error(r, "'staleness' must be a whole number from 0 to " + std::to_string(kMaxStaleness));
+    }
     m.job.staleness = static_cast<int>(st);
   }
   if (col[kComputeMs] >= 0) {

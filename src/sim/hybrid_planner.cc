@@ -65,6 +65,8 @@ class Evaluator {
       job.inter_cluster_latency_ms = r_.wan_latency_ms;
       job.density = r_.density;
       job.selection_overlap = r_.selection_overlap;
+      job.bytes_per_selected = r_.bytes_per_selected;
+      job.merged_bytes_per_selected = r_.merged_bytes_per_selected;
       FRUGAL_ASSIGN_OR_RETURN(FrugalPrediction p, PredictFrugalIteration(job, hw));
       return p.iteration_s;
     };

@@ -220,6 +220,34 @@ TEST(FrugalPipelineTest, SelectionOverlapSetsTheMergedVolume) {
   EXPECT_EQ(PredictFrugalIteration(job, hw).status().code(), Status::Code::kInvalidArgument);
 }
 
+// Merged updates travel in their own format (int8 where chunks are int4):
+// the WAN, the broadcast, the combine's output and the copy to the device
+// carry merged bytes, a worker's own chunk its chunk bytes.
+TEST(FrugalPipelineTest, MergedUpdatesHaveTheirOwnWireBytes) {
+  FrugalJob job;
+  job.model = *BuiltinModel("mlp");
+  job.clusters = {ClusterSpec{2, 10}, ClusterSpec{2, 10}};
+  job.inter_cluster_gbps = 0.1;
+  job.inter_cluster_latency_ms = 0;
+  job.density = 0.05;
+  job.bytes_per_selected = 0.5;
+  const HardwareSpec hw = *BuiltinHardware("rtx3090");
+  Result<FrugalPrediction> same = PredictFrugalIteration(job, hw);  // merged 0: as the chunks
+  job.merged_bytes_per_selected = 1.0;
+  Result<FrugalPrediction> doubled = PredictFrugalIteration(job, hw);
+  ASSERT_TRUE(same.ok() && doubled.ok());
+  const double params = BuildWorkload(job.model, WorkloadOptions{})->total_params;
+  const double intra = 10e9 / 8 * hw.efficiency.inter_link, wan = 0.1e9 / 8 * hw.efficiency.inter_link;
+  const double union2 = 1 - std::pow(0.95, 2), union4 = 1 - std::pow(0.95, 4);
+  EXPECT_NEAR(same->exchange_s, 0.05 * params * 0.5 / intra + union2 * params * 0.5 / wan + union4 * params * 0.5 / intra,
+              1e-9);
+  EXPECT_NEAR(doubled->exchange_s,
+              0.05 * params * 0.5 / intra + union2 * params * 1.0 / wan + union4 * params * 1.0 / intra, 1e-9);
+  EXPECT_GT(doubled->copy_s, same->copy_s);
+  job.merged_bytes_per_selected = -1;
+  EXPECT_EQ(PredictFrugalIteration(job, hw).status().code(), Status::Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace frugal::sim
 
@@ -265,6 +293,16 @@ TEST(FrugalValidationTest, ErrorsNameTheLine) {
   EXPECT_NE(error("vgg,4,100,100,0.1,32,400\n").find("f.csv:2: unknown model"), std::string::npos);
   EXPECT_NE(error("mlp,4,fast,100,0.1,32,400\n").find("'intra mbps' must be"), std::string::npos);
   EXPECT_NE(error("mlp,4,100,100,0.1,32\n").find("expected 7 fields"), std::string::npos);
+  // Regression (sim_fuzz): a huge batch was converted to int64 before any bound.
+  EXPECT_NE(error("mlp,2,100,unlimited,0.01,6333333333333333333333333333333333333,30.69\n")
+                .find("f.csv:2: 'batch per worker' must be a whole number from 1 to 1000000"),
+            std::string::npos);
+  Result<std::vector<FrugalMeasurement>> stale = ParseFrugalMeasurementsCsv(
+      "model,clusters,intra mbps,inter mbps,density,batch per worker,iteration time (ms),staleness\n"
+      "mlp,4,100,100,0.1,32,400,1e40\n",
+      "f.csv");
+  ASSERT_FALSE(stale.ok());
+  EXPECT_NE(stale.status().message().find("'staleness' must be a whole number from 0 to 16"), std::string::npos);
   const std::string merged_header =
       "model,clusters,intra mbps,inter mbps,density,batch per worker,iteration time (ms),merged density\n";
   Result<std::vector<FrugalMeasurement>> bad = ParseFrugalMeasurementsCsv(merged_header + "mlp,4,100,100,0.1,32,400,1.5\n", "f.csv");

@@ -56,6 +56,7 @@ struct ControllerOptions {
   std::vector<int> cluster_sizes;     // workers per cluster (rank order); empty = one cluster of all
   int64_t batch_per_worker = 64;      // the configured (initial) batch
   double bytes_per_value = 2.25;      // wire bytes per selected value (fp16 + block id / 16)
+  double merged_bytes_per_value = 0;  // the same in merged updates (engine::MergedWireBytesPerValue); 0 = bytes_per_value
   int staleness = 0;                  // as the engine's default (docs/architecture.md)
   double min_density = 0.001;
   double max_density = 0.1;

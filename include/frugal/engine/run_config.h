@@ -294,6 +294,10 @@ inline compress::WireFormat WireFormatOf(const DistributedOptions& o) {
 // u32 per 16-value block, or ~2 bytes of varint otherwise). The controller's
 // traffic model uses it.
 double WireBytesPerValue(const DistributedOptions& o);
+// The same for a combined (merged) update, which a cluster leader sends to
+// the other clusters and broadcasts to its members: compress::MergedWireFormat
+// (int4 codes travel as int8 there).
+double MergedWireBytesPerValue(const DistributedOptions& o);
 std::chrono::milliseconds TimeoutOf(const DistributedOptions& o);
 
 }  // namespace frugal::engine

@@ -35,8 +35,15 @@ struct FrugalJob {
   double inter_cluster_latency_ms = 1;     // Default 1 ms.
   double density = 0.01;                   // Fraction of gradient values exchanged; default 1%.
   // Wire bytes per selected value: 16-value blocks of fp32 plus a 4-byte
-  // block index = 4.25; default 4.25 (block sparsification).
+  // block index = 4.25; default 4.25 (block sparsification). Frugal's own
+  // default wire (int4 codes, varint block ids) is about 0.57, and the CLI's
+  // plan commands default to it (FrugalWireBytes in src/cli).
   double bytes_per_selected = 4.25;
+  // The same for a merged update (a cluster's union sent to the other
+  // clusters, the global result broadcast inside a cluster, the update copied
+  // to the device): Frugal sends these as int8 where its chunks are int4
+  // (compress::MergedWireFormat), about 1.07. 0 (default): bytes_per_selected.
+  double merged_bytes_per_selected = 0;
   int staleness = 1;                       // Default 1; 0 = fully synchronous.
   // Telemetry from a running job (the controller's case): when > 0, the
   // forward + backward time is compute_fixed_s + batch x compute_s_per_sample

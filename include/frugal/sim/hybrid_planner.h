@@ -46,6 +46,8 @@ struct HybridRequest {
   double iterations = 0;          // Iterations to the target accuracy (> 0).
   double density = 0.01;          // Frugal's sparse exchange; default 1%.
   double selection_overlap = 0;   // FrugalJob::selection_overlap; default 0 (independent selections).
+  double bytes_per_selected = 4.25;       // FrugalJob::bytes_per_selected (the CLI sets Frugal's wire).
+  double merged_bytes_per_selected = 0;   // FrugalJob::merged_bytes_per_selected.
   // Exactly one of the two goals is > 0: cheapest plan finishing by the
   // deadline, or fastest plan within the budget.
   double deadline_hours = 0;
