@@ -33,4 +33,23 @@ TEST(TomlTextTest, RefusesBinaryIntegersToml11WouldOverflow) {
   EXPECT_EQ(TomlTextProblem("x0b" + std::string(80, '1')), "");  // not a literal's start
 }
 
+// Regression (sim_fuzz, 2026-11-26): "se = [[[[..." 300 deep overflowed
+// toml11's recursive parser's stack.
+TEST(TomlTextTest, RefusesNestingToml11WouldRecurseTooDeeply) {
+  const std::string ok = "a = " + std::string(64, '[') + std::string(64, ']') + "\n[t]\n[[arr]]\nb = {c = {d = 1}}\n";
+  EXPECT_EQ(TomlTextProblem(ok), "");
+  EXPECT_EQ(TomlTextProblem("x = 1\nse = " + std::string(300, '[')),
+            "2: arrays or inline tables nested more than 64 deep (byte 75)");
+  EXPECT_NE(TomlTextProblem("a = " + std::string(65, '{')), "");
+  // Brackets inside strings and comments do not count.
+  const std::string many(200, '[');
+  EXPECT_EQ(TomlTextProblem("a = \"" + many + "\"\nb = '" + many + "'\n# " + many + "\nc = \"\"\"\n" + many +
+                            "\"\"\"\nd = \"esc \\\" " + many + "\"\n"),
+            "");
+  // Sequential arrays do not add up.
+  std::string flat;
+  for (int i = 0; i < 100; ++i) flat += "k" + std::to_string(i) + " = [[1], [2]]\n";
+  EXPECT_EQ(TomlTextProblem(flat), "");
+}
+
 }  // namespace frugal
