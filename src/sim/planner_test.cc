@@ -1,6 +1,7 @@
 #include "frugal/sim/planner.h"
 
 #include <cmath>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,18 @@
 
 namespace frugal::sim {
 namespace {
+
+// A Frugal job of `model` over `clusters` (workers each, 10 Gbit/s inside)
+// joined by `inter_gbps`, at `density`.
+FrugalJob ClusteredJob(const char* model, std::vector<int> clusters, double inter_gbps, double density) {
+  FrugalJob job;
+  job.model = *BuiltinModel(model);
+  job.clusters.clear();
+  for (int w : clusters) job.clusters.push_back(ClusterSpec{w, 10});
+  job.inter_cluster_gbps = inter_gbps;
+  job.density = density;
+  return job;
+}
 
 TEST(PlannerTest, RanksFeasibleStrategies) {
   Result<ModelSpec> m = BuiltinModel("gpt-13b");
@@ -50,12 +63,8 @@ TEST(PlannerTest, CostRankingDiffersAcrossHardware) {
 }
 
 TEST(FrugalPipelineTest, StalenessOverlapsStages) {
-  FrugalJob job;
-  job.model = *BuiltinModel("resnet18");
+  FrugalJob job = ClusteredJob("resnet18", {4, 4}, 0.1, 0.01);
   job.batch_per_worker = 64;
-  job.clusters = {ClusterSpec{4, 10}, ClusterSpec{4, 10}};
-  job.inter_cluster_gbps = 0.1;
-  job.density = 0.01;
   job.pipeline_threads = 2;  // Stages pipelined; one thread: see OnePipelineThreadChainsTheStages.
   const HardwareSpec hw = *BuiltinHardware("rtx3090");
   Result<FrugalPrediction> stale = PredictFrugalIteration(job, hw);
@@ -171,12 +180,8 @@ TEST(FrugalPipelineTest, TelemetryAndSharedCpu) {
 // (overlap 1) and independent selections (overlap 0), the WAN carrying each
 // cluster's union, and telemetry fixing the overlap.
 TEST(FrugalPipelineTest, SelectionOverlapSetsTheMergedVolume) {
-  FrugalJob job;
-  job.model = *BuiltinModel("mlp");
+  FrugalJob job = ClusteredJob("mlp", {3, 1}, 0.02, 0.1);
   job.batch_per_worker = 32;
-  job.clusters = {ClusterSpec{3, 10}, ClusterSpec{1, 10}};
-  job.inter_cluster_gbps = 0.02;
-  job.density = 0.1;
   job.staleness = 0;
   const HardwareSpec hw = *BuiltinHardware("rtx3090");
   auto predict = [&](double overlap, double measured) {
@@ -224,12 +229,8 @@ TEST(FrugalPipelineTest, SelectionOverlapSetsTheMergedVolume) {
 // the WAN, the broadcast, the combine's output and the copy to the device
 // carry merged bytes, a worker's own chunk its chunk bytes.
 TEST(FrugalPipelineTest, MergedUpdatesHaveTheirOwnWireBytes) {
-  FrugalJob job;
-  job.model = *BuiltinModel("mlp");
-  job.clusters = {ClusterSpec{2, 10}, ClusterSpec{2, 10}};
-  job.inter_cluster_gbps = 0.1;
+  FrugalJob job = ClusteredJob("mlp", {2, 2}, 0.1, 0.05);
   job.inter_cluster_latency_ms = 0;
-  job.density = 0.05;
   job.bytes_per_selected = 0.5;
   const HardwareSpec hw = *BuiltinHardware("rtx3090");
   Result<FrugalPrediction> same = PredictFrugalIteration(job, hw);  // merged 0: as the chunks
