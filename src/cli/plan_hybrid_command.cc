@@ -93,13 +93,9 @@ void RunHybrid(const HybridOpts& o) {
   r.wan_latency_ms = o.wan_latency_ms;
   r.global_batch = o.global_batch;
   r.iterations = o.iterations;
-  r.density = o.density;
-  r.selection_overlap = o.selection_overlap;
-  sim::FrugalJob wire_job;
-  wire_job.density = o.density;
-  o.wire.Apply(&wire_job);
-  r.bytes_per_selected = wire_job.bytes_per_selected;
-  r.merged_bytes_per_selected = wire_job.merged_bytes_per_selected;
+  r.exchange.density = o.density;
+  r.exchange.selection_overlap = o.selection_overlap;
+  o.wire.Apply(&r.exchange);
   r.deadline_hours = o.deadline_hours;
   r.budget_usd = o.budget_usd;
   const sim::HybridReport report = OrThrow(sim::PlanHybrid(r));

@@ -46,8 +46,7 @@ double MergedBytes(const FrugalJob& job) {
 // The overlap at which n selections at density d merge to density `merged`;
 // clamped to [0, 1] (a measured union can fall outside the model's range).
 double OverlapFromMerged(double d, int n, double merged) {
-  if (n <= 1 || d >= 1 || merged <= 0) return 0;
-  if (merged >= 1) return 0;
+  if (n <= 1 || d >= 1 || merged <= 0 || merged >= 1) return 0;
   const double effective = std::log(1.0 - merged) / std::log(1.0 - d);
   return std::clamp(1.0 - (effective - 1.0) / (n - 1), 0.0, 1.0);
 }

@@ -57,16 +57,12 @@ class Evaluator {
     if (plan.onprem_gpus > 0) clusters.push_back(ClusterSpec{plan.onprem_gpus, r_.onprem_intra_gbps});
     if (plan.cloud_gpus > 0) clusters.push_back(ClusterSpec{plan.cloud_gpus, offer->intra_gbps});
     auto period = [&](const HardwareSpec& hw, int64_t batch) -> Result<double> {
-      FrugalJob job;
+      FrugalJob job = r_.exchange;
       job.model = r_.model;
       job.batch_per_worker = batch;
       job.clusters = clusters;
       job.inter_cluster_gbps = r_.wan_gbps;
       job.inter_cluster_latency_ms = r_.wan_latency_ms;
-      job.density = r_.density;
-      job.selection_overlap = r_.selection_overlap;
-      job.bytes_per_selected = r_.bytes_per_selected;
-      job.merged_bytes_per_selected = r_.merged_bytes_per_selected;
       FRUGAL_ASSIGN_OR_RETURN(FrugalPrediction p, PredictFrugalIteration(job, hw));
       return p.iteration_s;
     };
@@ -133,7 +129,7 @@ Status CheckRequest(const HybridRequest& r) {
   if (r.global_batch <= 0) return Status::InvalidArgument("global batch must be positive");
   if (r.onprem_gpus < 0) return Status::InvalidArgument("on-prem GPU count must not be negative");
   if (r.onprem_gpus == 0 && r.offers.empty()) return Status::InvalidArgument("no on-prem GPUs and no cloud offer");
-  if (!(r.wan_gbps > 0) || !(r.onprem_intra_gbps > 0) || !(r.density > 0) || r.density > 1 || r.wan_latency_ms < 0 ||
+  if (!(r.wan_gbps > 0) || !(r.onprem_intra_gbps > 0) || !(r.exchange.density > 0) || r.exchange.density > 1 || r.wan_latency_ms < 0 ||
       r.onprem_price_per_gpu_hour < 0) {
     return Status::InvalidArgument("bandwidths must be positive, density in (0, 1], latency and prices not negative");
   }

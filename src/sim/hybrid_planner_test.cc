@@ -96,7 +96,7 @@ TEST(HybridPlannerTest, BadInputsAreRejected) {
   nothing.offers.clear();
   EXPECT_EQ(code(nothing), Status::Code::kInvalidArgument);
   HybridRequest density = Request();
-  density.density = 2;
+  density.exchange.density = 2;
   EXPECT_EQ(code(density), Status::Code::kInvalidArgument);
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "frugal/common/status.h"
+#include "frugal/sim/frugal_pipeline.h"
 #include "frugal/sim/hardware.h"
 #include "frugal/sim/workload.h"
 
@@ -44,10 +45,10 @@ struct HybridRequest {
   double wan_latency_ms = 20;     // Default 20.
   int64_t global_batch = 256;     // Samples per iteration; default 256.
   double iterations = 0;          // Iterations to the target accuracy (> 0).
-  double density = 0.01;          // Frugal's sparse exchange; default 1%.
-  double selection_overlap = 0;   // FrugalJob::selection_overlap; default 0 (independent selections).
-  double bytes_per_selected = 4.25;       // FrugalJob::bytes_per_selected (the CLI sets Frugal's wire).
-  double merged_bytes_per_selected = 0;   // FrugalJob::merged_bytes_per_selected.
+  // Frugal's sparse exchange for every plan: density (default 1%), wire bytes
+  // (the CLI sets Frugal's own wire), selection overlap. Each plan copies it
+  // and sets the model, batch and clusters.
+  FrugalJob exchange;
   // Exactly one of the two goals is > 0: cheapest plan finishing by the
   // deadline, or fastest plan within the budget.
   double deadline_hours = 0;
