@@ -157,7 +157,9 @@ std::unique_ptr<engine::AdaptationPolicy> MakeController(const engine::RunConfig
   control::ControllerOptions co;
   co.adapt_density = config.distributed.adapt == engine::AdaptMode::kOn;
   co.model = config.train.model;
-  co.batch_per_worker = config.train.batch_size;
+  const int64_t world = topo.world_size();
+  co.batch_per_worker = config.train.global_batch > 0 ? std::max<int64_t>(1, config.train.global_batch / world)
+                                                      : config.train.batch_size;
   co.staleness = config.distributed.staleness;
   co.density_exponent = config.distributed.adapt_density_exponent;
   for (int c = 0; c < topo.num_clusters(); ++c) co.cluster_sizes.push_back(static_cast<int>(topo.members(c).size()));

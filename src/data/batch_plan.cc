@@ -7,6 +7,17 @@
 
 namespace frugal::data {
 
+Result<std::vector<int64_t>> SplitGlobalBatch(int64_t global, int world) {
+  if (world < 1) return Status::InvalidArgument("no workers");
+  if (global < world) {
+    return Status::InvalidArgument("a global batch of " + std::to_string(global) + " cannot be split over " +
+                                   std::to_string(world) + " workers: every worker needs at least one sample");
+  }
+  std::vector<int64_t> sizes(static_cast<size_t>(world), global / world);
+  for (int64_t r = 0; r < global % world; ++r) ++sizes[static_cast<size_t>(r)];
+  return sizes;
+}
+
 Result<BatchPlan> BatchPlan::Create(int64_t num_samples, std::vector<int64_t> batch_sizes,
                                     uint64_t seed, bool drop_last) {
   if (num_samples < 0) return Status::InvalidArgument("negative number of samples");

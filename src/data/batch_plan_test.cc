@@ -82,6 +82,23 @@ TEST(BatchPlanTest, RejectsBadArguments) {
   EXPECT_FALSE(BatchPlan::Create(-1, {1}, 0, true).ok());
 }
 
+TEST(BatchPlanTest, GlobalBatchSplitsEvenlyWithTheRemainderOnTheFirstWorkers) {
+  auto four = SplitGlobalBatch(10, 4);
+  ASSERT_TRUE(four.ok()) << four.status().ToString();
+  EXPECT_EQ(*four, (std::vector<int64_t>{3, 3, 2, 2}));
+  auto one = SplitGlobalBatch(7, 1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(*one, (std::vector<int64_t>{7}));
+  auto exact = SplitGlobalBatch(12, 3);
+  ASSERT_TRUE(exact.ok());
+  EXPECT_EQ(*exact, (std::vector<int64_t>{4, 4, 4}));
+  auto too_small = SplitGlobalBatch(3, 4);
+  ASSERT_FALSE(too_small.ok());
+  EXPECT_EQ(too_small.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(too_small.status().message().find("4 workers"), std::string::npos) << too_small.status().message();
+  EXPECT_FALSE(SplitGlobalBatch(4, 0).ok());
+}
+
 TEST(BatchCursorTest, FixedSizesGiveBatchPlanSlicesAcrossEpochs) {
   auto plan = BatchPlan::Create(1000, {16, 16, 32}, 9, true);
   auto cursor = BatchCursor::Create(1000, 9, {16, 16, 32});

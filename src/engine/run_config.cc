@@ -78,6 +78,12 @@ Status Validate(const RunConfig& config) {
     return Status::InvalidArgument("--min-workers " + std::to_string(config.elastic.min_workers) +
                                    " is more than --workers " + std::to_string(config.distributed.workers));
   }
+  if (config.train.global_batch > 0 && config.train.global_batch < config.distributed.workers &&
+      config.worker.coordinator.empty()) {
+    return Status::InvalidArgument("--global-batch " + std::to_string(config.train.global_batch) +
+                                   " is less than --workers " + std::to_string(config.distributed.workers) +
+                                   ": every worker needs at least one sample per step");
+  }
   return config.train.Validate();
 }
 

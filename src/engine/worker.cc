@@ -144,6 +144,11 @@ Status Worker::Impl::BuildModel() {
 
 Status Worker::Impl::PlanSteps() {
   std::vector<int64_t> batch_sizes(transport->world_size(), options.batch_size);
+  if (options.global_batch > 0) {
+    auto split = data::SplitGlobalBatch(options.global_batch, transport->world_size());
+    if (!split.ok()) return split.status().WithContext("--global-batch");
+    batch_sizes = std::move(*split);
+  }
   FRUGAL_ASSIGN_OR_RETURN(data::BatchPlan plan, data::BatchPlan::Create(data.train.size, batch_sizes, options.seed, true));
   total_steps = options.epochs * plan.steps_per_epoch();
   if (options.max_steps > 0) total_steps = std::min(total_steps, options.max_steps);

@@ -31,7 +31,8 @@
 // the state and counted in samples, the rolled-back iterations are
 // replayed: no sample is lost or applied twice. The new world may have a
 // different size: batch sizes, sharding, topology and learning-rate
-// schedule follow it, as for a checkpoint resumed with another world size.
+// schedule follow it, as for a checkpoint resumed with another world size
+// (with --global-batch only the per-worker split changes).
 #include <algorithm>
 #include <cstdio>
 #include <thread>

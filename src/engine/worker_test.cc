@@ -56,6 +56,52 @@ TEST(WorkerTest, ExactnessModeMatchesSingleProcessTraining) {
   EXPECT_EQ(ranks[0].result.train.steps, 50);
 }
 
+// --global-batch: three workers share a global batch of 16 as 6, 5 and 5
+// samples (unequal shares weight their losses) and follow single-process
+// training on the same 16 samples per step, which has the same number of
+// steps; the batch no longer depends on the world size.
+TEST(WorkerTest, GlobalBatchSplitOverThreeWorkersMatchesSingleProcessTraining) {
+  RunConfig o = BaseOptions("global-batch");
+  o.train.model = "cnn";
+  o.train.global_batch = 16;
+  o.train.max_steps = 20;
+  o.train.momentum = 0.0;
+  o.distributed.density = 1.0;
+  o.distributed.value_encoding = compress::ValueEncoding::kFp32;
+  o.distributed.staleness = 0;
+  auto ranks = RunWorkers(o, {"local", "local", "local"});
+  for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+
+  train::TrainOptions single = o.train;
+  single.run_name = "global-batch-single";
+  auto trainer = train::Trainer::Create(single);
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  auto result = (*trainer)->Run();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  std::vector<float> reference = (*trainer)->Parameters();
+
+  ASSERT_EQ(ranks[0].params.size(), reference.size());
+  EXPECT_LT(RelativeDistance(ranks[0].params, reference), 1e-5);
+  EXPECT_EQ(ranks[0].params, ranks[2].params);
+  EXPECT_EQ(ranks[0].result.train.steps, 20);
+
+  // Without a step limit an epoch of 320 samples has 320 / 16 = 20 steps on
+  // any world size (10 with a batch of 16 per worker).
+  RunConfig epoch = o;
+  epoch.train.max_steps = 0;
+  epoch.train.synthetic_train_size = 320;
+  epoch.train.run_name = "global-batch-epoch";
+  auto two = RunWorkers(epoch, {"local", "local"});
+  for (auto& r : two) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(two[0].result.train.steps, 20);
+
+  RunConfig tiny = o;
+  tiny.train.global_batch = 2;
+  auto refused = RunWorkers(tiny, {"local", "local", "local"});
+  ASSERT_FALSE(refused[0].status.ok());
+  EXPECT_NE(refused[0].status.message().find("--global-batch"), std::string::npos) << refused[0].status.ToString();
+}
+
 TEST(WorkerTest, SparseStaleTrainingKeepsReplicasIdenticalAndLearns) {
   RunConfig o = BaseOptions("sparse");
   o.train.model = "mlp";

@@ -76,6 +76,9 @@ class Trainer::Impl {
 
 namespace {
 
+// One process trains on the whole global batch.
+int64_t BatchOf(const TrainOptions& o) { return o.global_batch > 0 ? o.global_batch : o.batch_size; }
+
 std::string DefaultRunName(const std::string& model) {
   std::time_t now = std::time(nullptr);
   char buf[32];
@@ -107,7 +110,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options) {
     FRUGAL_ASSIGN_OR_RETURN(impl->optimizer, MakeTorchOptimizer(options, impl->model->parameters()));
 
     FRUGAL_ASSIGN_OR_RETURN(data::BatchPlan plan,
-                            data::BatchPlan::Create(impl->data.train.size, {options.batch_size}, options.seed, true));
+                            data::BatchPlan::Create(impl->data.train.size, {BatchOf(options)}, options.seed, true));
     impl->plan = std::make_unique<data::BatchPlan>(std::move(plan));
     impl->total_steps = options.epochs * impl->plan->steps_per_epoch();
     if (options.max_steps > 0) impl->total_steps = std::min(impl->total_steps, options.max_steps);
@@ -222,7 +225,7 @@ Result<TrainResult> Trainer::Impl::Run() {
   result.steps = step;
   result.final_test_accuracy = report.last_accuracy();
   result.wall_time_s = report.Elapsed();
-  result.samples_per_s = static_cast<double>(step * options.batch_size) / result.wall_time_s;
+  result.samples_per_s = static_cast<double>(step * BatchOf(options)) / result.wall_time_s;
   return result;
 }
 

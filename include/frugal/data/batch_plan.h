@@ -25,6 +25,12 @@ namespace frugal::data {
 // The shuffled sample order of `epoch` (docs/data.md has the algorithm).
 std::vector<int64_t> ShuffledOrder(int64_t num_samples, uint64_t seed, int64_t epoch);
 
+// Per-worker batch sizes adding up to `global` over `world` workers, as
+// even as possible: the first global % world workers take one more sample.
+// InvalidArgument when global < world (a worker would have no sample) or
+// world < 1.
+Result<std::vector<int64_t>> SplitGlobalBatch(int64_t global, int world);
+
 class BatchPlan {
  public:
   // REQUIRES: num_samples >= 0, every batch size > 0.

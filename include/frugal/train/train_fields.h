@@ -33,6 +33,11 @@ void VisitFields(TrainOptions& o, V&& visit) {
   visit(Field("epochs", sc, "Passes over the training set").Min(1).Max(1e6), o.epochs);
   visit(Field("max_steps", sc, "Stop after this many steps (0 = no limit)").NonNegative(), o.max_steps);
   visit(Field("batch_size", sc, "Samples per step per worker").Min(1).Max(1 << 20), o.batch_size);
+  visit(Field("global_batch", sc,
+              "Samples per step over all workers, split evenly and kept when the world changes size "
+              "(0 = batch-size on every worker)")
+            .NonNegative().Max(1 << 26, "a step's samples are held in memory"),
+        o.global_batch);
 
   const char* op = "Optimizer";
   visit(Field("optimizer", op, "sgd, adam or adamw"), o.optimizer);

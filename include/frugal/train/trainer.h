@@ -36,6 +36,12 @@ struct TrainOptions {
   int64_t epochs = 3;
   int64_t max_steps = 0;         // stop after this many steps; 0 = no limit
   int64_t batch_size = 64;       // per worker
+  // Samples per step over all workers, split as evenly as possible
+  // (data::SplitGlobalBatch); 0 = batch_size on every worker. Unlike
+  // batch_size it survives a change of world size (elastic generations,
+  // resuming with another world size): the steps per epoch and the
+  // learning-rate schedule stay the same.
+  int64_t global_batch = 0;
   // Optimiser.
   OptimizerKind optimizer = OptimizerKind::kSgd;
   double lr = 0.05;
