@@ -247,16 +247,18 @@ void BM_TorchSgd(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 
-// W workers' block-sparsified gradients (n = 10M, d = 1%) merged into one.
+// W workers' block-sparsified gradients (n = 10M, d = 1%, or the second
+// argument in per mille) merged into one.
 void BM_Merge(benchmark::State& state) {
   const size_t w = state.range(0);
+  const double density = state.range(1) > 0 ? static_cast<double>(state.range(1)) / 1000.0 : 0.01;
   const size_t n = 10000000;
   std::vector<SparseVector> parts(w);
   std::vector<const SparseVector*> ptrs;
   size_t total = 0;
   for (size_t i = 0; i < w; ++i) {
     auto s = MakeSparsifier("block", frugal::compress::SimdLevel::kAuto);
-    Check(s->Sparsify(Synthetic(n, static_cast<uint32_t>(100 + i)), 0.01, &parts[i]), state);
+    Check(s->Sparsify(Synthetic(n, static_cast<uint32_t>(100 + i)), density, &parts[i]), state);
     ptrs.push_back(&parts[i]);
     total += parts[i].nnz();
   }
@@ -365,7 +367,7 @@ void RegisterAll(bool have_real) {
   benchmark::RegisterBenchmark("SparseSgd", BM_SparseSgd)->Apply(sizes_densities)->Unit(ms);
   auto* tsgd = benchmark::RegisterBenchmark("TorchSgd", BM_TorchSgd)->Unit(ms);
   for (int64_t n : kSizes) tsgd->Arg(n);
-  benchmark::RegisterBenchmark("Merge", BM_Merge)->Arg(2)->Arg(4)->Arg(8)->Unit(ms);
+  benchmark::RegisterBenchmark("Merge", BM_Merge)->Args({2, 10})->Args({4, 10})->Args({8, 10})->Args({4, 100})->Unit(ms);
   benchmark::RegisterBenchmark("QualitySynthetic", BM_QualitySynthetic)->Args({10000000, 1000})->Iterations(1);
   if (have_real) {
     benchmark::RegisterBenchmark("RealBlock", BM_RealBlock)->Apply(densities)->Unit(ms);

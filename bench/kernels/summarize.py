@@ -45,7 +45,7 @@ def main():
     plain = find(runs, f"PlainSum/{N}")
     sgd = find(runs, f"SparseSgd/{N}/{D}")
     torch_sgd = find(runs, f"TorchSgd/{N}")
-    merge = find(runs, "Merge/4")
+    merge = find(runs, "Merge/4/10")
     q_real = find(runs, f"QualityReal/{D}")
     q_syn = find(runs, f"QualitySynthetic/{N}/{D}")
     out = {

@@ -29,6 +29,67 @@ void SiftDown(std::vector<Head>& heap, size_t i) {
   heap[i] = item;
 }
 
+// A heap of every non-empty input's first index.
+std::vector<Head> FirstHeads(Span<const SparseVector* const> inputs) {
+  std::vector<Head> heap;
+  heap.reserve(inputs.size());
+  for (size_t w = 0; w < inputs.size(); ++w) {
+    if (inputs[w]->nnz() > 0) heap.push_back({inputs[w]->indices[0], static_cast<uint32_t>(w)});
+  }
+  for (size_t i = heap.size(); i-- > 0;) SiftDown(heap, i);
+  return heap;
+}
+
+// Note [Block merge]
+// The block sparsifier's vectors hold whole aligned blocks of kBlockSize
+// coordinates, and so do the merged updates built from them. When every
+// input does, the merge runs over blocks: one heap step per block instead of
+// per run, and a block is copied or added as 16 values at a time into an
+// output sized up front, with no per-element test or push_back. The sums
+// are the same additions in the same input order as the element-wise path,
+// so the result is bit-identical. Measured by bench/kernels (Merge/W/D).
+bool WholeBlocks(const SparseVector& v) {
+  const size_t n = v.nnz();
+  if (n % kBlockSize != 0) return false;
+  for (size_t b = 0; b < n; b += kBlockSize) {
+    if (v.indices[b] % kBlockSize != 0 || v.indices[b + kBlockSize - 1] != v.indices[b] + (kBlockSize - 1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// REQUIRES: every input is WholeBlocks and valid; *out is empty, with
+// dense_size set.
+void MergeBlocks(Span<const SparseVector* const> inputs, SparseVector* out) {
+  std::vector<size_t> pos(inputs.size(), 0);
+  std::vector<Head> heap = FirstHeads(inputs);
+  uint32_t block[kBlockSize];
+  while (!heap.empty()) {
+    const Head top = heap[0];
+    const SparseVector& v = *inputs[top.input];
+    const size_t p = pos[top.input];
+    const float* src = v.values.data() + p;
+    const size_t n = out->indices.size();
+    if (n > 0 && out->indices[n - kBlockSize] == top.index) {
+      float* dst = out->values.data() + n - kBlockSize;
+      for (size_t k = 0; k < kBlockSize; ++k) dst[k] += src[k];
+    } else {
+      for (size_t k = 0; k < kBlockSize; ++k) block[k] = top.index + static_cast<uint32_t>(k);
+      out->indices.insert(out->indices.end(), block, block + kBlockSize);
+      out->values.insert(out->values.end(), src, src + kBlockSize);
+    }
+    pos[top.input] = p + kBlockSize;
+    if (p + kBlockSize < v.nnz()) {
+      heap[0].index = v.indices[p + kBlockSize];
+    } else {
+      heap[0] = heap.back();
+      heap.pop_back();
+    }
+    if (!heap.empty()) SiftDown(heap, 0);
+  }
+}
+
 }  // namespace
 
 Status MergeSparse(Span<const SparseVector* const> inputs, SparseVector* out) {
@@ -47,13 +108,14 @@ Status MergeSparse(Span<const SparseVector* const> inputs, SparseVector* out) {
   }
   out->indices.reserve(total);
   out->values.reserve(total);
-  std::vector<size_t> pos(inputs.size(), 0);
-  std::vector<Head> heap;
-  heap.reserve(inputs.size());
-  for (size_t w = 0; w < inputs.size(); ++w) {
-    if (inputs[w]->nnz() > 0) heap.push_back({inputs[w]->indices[0], static_cast<uint32_t>(w)});
+  bool blocks = true;
+  for (size_t w = 0; w < inputs.size() && blocks; ++w) blocks = WholeBlocks(*inputs[w]);
+  if (blocks) {
+    MergeBlocks(inputs, out);
+    return Status::Ok();
   }
-  for (size_t i = heap.size(); i-- > 0;) SiftDown(heap, i);
+  std::vector<size_t> pos(inputs.size(), 0);
+  std::vector<Head> heap = FirstHeads(inputs);
   while (!heap.empty()) {
     const Head top = heap[0];
     const SparseVector& v = *inputs[top.input];

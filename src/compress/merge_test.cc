@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 namespace frugal::compress {
@@ -89,6 +90,63 @@ TEST(Merge, BlockStructuredInputsMatchDenseSum) {
     }
     EXPECT_EQ(j, out.nnz());
   }
+}
+
+// Note [Block merge]: inputs made only of whole aligned blocks take the
+// block path. Its sums must be bit-identical to the element-wise path's;
+// one extra single-element input (a 0 added last to a coordinate already
+// present, which changes no sum) sends the same data down the element path.
+TEST(Merge, WholeBlockInputsMergeBitIdenticallyToTheElementPath) {
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  const uint64_t n = 16 * 400;
+  for (size_t w : {1, 2, 4, 7}) {
+    std::vector<SparseVector> vs(w);
+    std::vector<const SparseVector*> ptrs;
+    std::vector<float> dense(n, 0.0f);
+    for (auto& v : vs) {
+      v.dense_size = n;
+      for (uint64_t b = 0; b < n / 16; ++b) {
+        if (b != 0 && rng() % 3 != 0) continue;  // block 0 in every input
+        for (uint64_t i = 16 * b; i < 16 * b + 16; ++i) {
+          v.indices.push_back(static_cast<uint32_t>(i));
+          // Magnitudes 1e-3 to 1e5: fp32 sums depend on their order.
+          v.values.push_back(mantissa(rng) * std::pow(10.0f, static_cast<float>(rng() % 9) - 3.0f));
+          dense[i] += v.values.back();
+        }
+      }
+      ptrs.push_back(&v);
+    }
+    SparseVector blocks;
+    ASSERT_TRUE(MergeSparse(ptrs, &blocks).ok());
+    ASSERT_TRUE(ValidateSparseVector(blocks).ok());
+    SparseVector zero{n, {5}, {0.0f}};
+    std::vector<const SparseVector*> mixed = ptrs;
+    mixed.push_back(&zero);
+    SparseVector elements;
+    ASSERT_TRUE(MergeSparse(mixed, &elements).ok());
+    EXPECT_EQ(blocks.indices, elements.indices) << w;
+    EXPECT_EQ(blocks.values, elements.values) << w;
+    size_t j = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      if (j < blocks.nnz() && blocks.indices[j] == i) ASSERT_EQ(blocks.values[j++], dense[i]) << i;
+    }
+    EXPECT_EQ(j, blocks.nnz());
+    EXPECT_EQ(blocks.nnz() % 16, 0u);
+  }
+  // Input order inside the block path: 1e8 + 1 - 1e8 is 0 in fp32.
+  SparseVector a{32, {}, {}}, b{32, {}, {}}, c{32, {}, {}};
+  for (uint32_t i = 16; i < 32; ++i) {
+    a.indices.push_back(i), a.values.push_back(1e8f);
+    b.indices.push_back(i), b.values.push_back(1.0f);
+    c.indices.push_back(i), c.values.push_back(-1e8f);
+  }
+  std::vector<const SparseVector*> in = {&a, &b, &c};
+  SparseVector out;
+  ASSERT_TRUE(MergeSparse(in, &out).ok());
+  ASSERT_EQ(out.nnz(), 16u);
+  EXPECT_EQ(out.indices.front(), 16u);
+  for (float v : out.values) EXPECT_EQ(v, 0.0f);
 }
 
 TEST(Merge, SumsDuplicatesInInputOrder) {
