@@ -89,6 +89,7 @@ struct SimulateFlags {
   double tiresias_threshold = 16 * 3600.0;
   double afsp_prior = 600;
   double stickiness_horizon = 600;
+  double contended_horizon = 60;
 };
 
 void PrintHeader() {
@@ -117,6 +118,7 @@ void RunSimulate(const SimulateFlags& f) {
   popts.afsp_prior_seconds = f.afsp_prior;
   popts.reallocation_cost = f.realloc_cost;
   popts.stickiness_horizon = f.stickiness_horizon;
+  popts.contended_horizon = f.contended_horizon;
 
   std::vector<std::string> policies = f.compare ? PolicyNames() : std::vector<std::string>{f.policy};
   if (f.compare && !f.out.empty()) fs::create_directories(f.out);
@@ -251,6 +253,11 @@ void AddSimulate(CLI::App* cluster) {
                   "more than cost / horizon in throughput (0 disables)")
       ->capture_default_str()
       ->check(Bounded(0, 1e9));
+  sim->add_option("--contended-horizon", sim_flags->contended_horizon,
+                  "AFS-P, afs-goodput: while GPUs are contended, seconds over which a running job's resize is valued "
+                  "against --realloc-cost (Note [Switch cost]; about one round)")
+      ->capture_default_str()
+      ->check(Bounded(1e-3, 1e9));
   AddConfigOption(sim);
   sim->callback([sim, sim_flags] {
     if (ApplyConfigAndMaybePrint(sim)) return;

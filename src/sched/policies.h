@@ -14,8 +14,13 @@ std::unique_ptr<Policy> NewTiresiasPolicy(double threshold_gpu_seconds);
 std::unique_ptr<Policy> NewOptimusPolicy();
 // `min_gain`: see Note [Hysteresis] in hysteresis.h (0 disables).
 std::unique_ptr<Policy> NewAfsLPolicy(double min_gain);
-std::unique_ptr<Policy> NewAfsPPolicy(double prior_seconds, double min_gain);
+// Note [Switch cost] in afs_policy.cc; seconds = 0 disables it.
+struct SwitchCost {
+  double seconds = 0;             // Lost per resize of a running job.
+  double contended_horizon = 0;   // Horizon of the contended pass.
+};
+std::unique_ptr<Policy> NewAfsPPolicy(double prior_seconds, double min_gain, SwitchCost switch_cost);
 // AFS-P reasoning with each job's best batch size at every GPU count.
-std::unique_ptr<Policy> NewAfsGoodputPolicy(double prior_seconds, double min_gain);
+std::unique_ptr<Policy> NewAfsGoodputPolicy(double prior_seconds, double min_gain, SwitchCost switch_cost);
 
 }  // namespace frugal::sched

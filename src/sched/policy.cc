@@ -33,9 +33,10 @@ Result<std::unique_ptr<Policy>> CreatePolicy(const std::string& name, const Poli
   if (options.stickiness_horizon > 0) {
     min_gain = std::clamp(options.reallocation_cost / options.stickiness_horizon, 0.0, 1.0);
   }
+  SwitchCost switch_cost{std::max(options.reallocation_cost, 0.0), std::max(options.contended_horizon, 0.0)};
   if (name == "afs-l") return NewAfsLPolicy(min_gain);
-  if (name == "afs-p") return NewAfsPPolicy(options.afsp_prior_seconds, min_gain);
-  if (name == "afs-goodput") return NewAfsGoodputPolicy(options.afsp_prior_seconds, min_gain);
+  if (name == "afs-p") return NewAfsPPolicy(options.afsp_prior_seconds, min_gain, switch_cost);
+  if (name == "afs-goodput") return NewAfsGoodputPolicy(options.afsp_prior_seconds, min_gain, switch_cost);
   std::string known;
   for (const auto& n : PolicyNames()) known += (known.empty() ? "" : ", ") + n;
   return Status::InvalidArgument("unknown policy '" + name + "' (known: " + known + ")");

@@ -205,6 +205,52 @@ TEST(SchedAfsTest, HysteresisKeepsRunningJobsWhenTheGainIsSmall) {
   EXPECT_EQ(out[0].NumGpus(), 3);
 }
 
+// Note [Switch cost], contended pass, hand-computed. Two identical running
+// jobs on one 4-GPU node, A (first by submission) on 3 GPUs, B on 1; rates
+// 1, 1.8, 2.4, 2.9 at 1-4 GPUs. The plain AFS rule gives 2 + 2 (B's step
+// 1 -> 2, 0.8 / 1.8 = 0.44, beats A's 2 -> 3, 0.6 / 1.8 = 0.33). With the
+// 30 s switch cost over the 60 s contended horizon, counts other than the
+// current one are worth 60 / 90 of their rate: A's step to its current 3
+// GPUs (1.2 -> 2.4, gain 1.0) beats B's 1 -> 2 (1 -> 1.2, 0.17), so
+// nobody is resized.
+TEST(SchedAfsPTest, SwitchCostKeepsRunningJobsUnderContention) {
+  TableSpeed s({1.0, 1.8, 2.4, 2.9});
+  std::vector<JobView> jobs = {Job(0, &s, 0, 1, 4), Job(1, &s, 1, 1, 4)};
+  for (JobView& j : jobs) {
+    j.progress = 1000;
+    j.max_gpus_at_max_batch = 4;
+  }
+  jobs[0].placement = Placement({{0, 3}});
+  jobs[1].placement = Placement({{0, 1}});
+  for (const std::string name : {"afs-p", "afs-goodput"}) {
+    auto out = Make(name)->Schedule(Cluster(1, 4), jobs);
+    EXPECT_EQ(out[0].NumGpus(), 3) << name;
+    EXPECT_EQ(out[1].NumGpus(), 1) << name;
+    PolicyOptions free_switch;
+    free_switch.reallocation_cost = 0;
+    out = Make(name, free_switch)->Schedule(Cluster(1, 4), jobs);
+    EXPECT_EQ(out[0].NumGpus(), 2) << name;
+    EXPECT_EQ(out[1].NumGpus(), 2) << name;
+  }
+}
+
+// Note [Switch cost], leftover pass: one job on 2 of 4 GPUs (rates 1, 1.9,
+// 2.2, 2.5). In the contended pass 3 or 4 GPUs are worth 2.2 or 2.5 x 60/90
+// (1.47, 1.67) < 1.9, so it stays on 2; the 2 idle GPUs are then valued
+// over its remaining time (1000 progress / 2.2 per s = 455 s: 2.2 x 455 /
+// 485 = 2.06 > 1.9), and it grows to 4.
+TEST(SchedAfsPTest, SwitchCostStillGrowsIntoIdleGpus) {
+  TableSpeed s({1.0, 1.9, 2.2, 2.5});
+  std::vector<JobView> jobs = {Job(0, &s, 0, 1, 4)};
+  jobs[0].progress = 1000;
+  jobs[0].placement = Placement({{0, 2}});
+  EXPECT_EQ(Make("afs-p")->Schedule(Cluster(1, 4), jobs)[0].NumGpus(), 4);
+  // A much longer contended horizon changes nothing here: the GPUs are idle.
+  PolicyOptions long_horizon;
+  long_horizon.contended_horizon = 6000;
+  EXPECT_EQ(Make("afs-p", long_horizon)->Schedule(Cluster(1, 4), jobs)[0].NumGpus(), 4);
+}
+
 // A job whose goodput depends on the batch: rate(n, B) = n * f(B / n) with a
 // per-GPU sweet spot at 64 samples.
 class BatchSpeed : public SpeedEstimate {

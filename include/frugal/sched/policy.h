@@ -78,6 +78,13 @@ struct PolicyOptions {
   // see Note [Hysteresis] in src/sched/hysteresis.h.
   double reallocation_cost = 30;
   double stickiness_horizon = 600;
+  // AFS-P, afs-goodput: while GPUs are contended, a resize of a running job
+  // is valued over at most this many seconds (one scheduling round), i.e. it
+  // must raise the job's throughput by more than reallocation_cost / this;
+  // GPUs nobody takes that way are handed out valuing resizes over the job's
+  // estimated remaining time. See Note [Switch cost] in
+  // src/sched/afs_policy.cc; reallocation_cost = 0 disables both.
+  double contended_horizon = 60;
 };
 
 class Policy {
