@@ -58,6 +58,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "elastic_step.h"
 #include "hysteresis.h"
@@ -65,6 +66,69 @@
 
 namespace frugal::sched {
 namespace {
+
+// A job's best goodput at m GPUs over its batch candidates (Note [AFS
+// goodput]), memoised: the two passes of Note [Switch cost] ask for the same
+// counts again.
+class GoodputRates {
+ public:
+  GoodputRates(const std::vector<JobView>& jobs, int gpus_per_node)
+      : g_(gpus_per_node), batches_(jobs.size()), memo_(jobs.size()) {
+    for (size_t i = 0; i < jobs.size(); ++i) batches_[i] = BatchSizeCandidates(jobs[i]);
+  }
+  double At(const JobView& job, size_t i, int m) {
+    if (m <= 0) return 0.0;
+    std::vector<double>& memo = memo_[i];
+    if (memo.size() <= static_cast<size_t>(m)) memo.resize(m + 1, -1);
+    if (memo[m] >= 0) return memo[m];
+    Shape shape = CompactShape(m, g_);
+    double best = 0;
+    for (int b : batches_[i]) best = std::max(best, job.speed->ProgressRateAt(shape, b));
+    memo[m] = best;
+    return best;
+  }
+
+ private:
+  int g_;
+  std::vector<std::vector<int>> batches_;
+  std::vector<std::vector<double>> memo_;
+};
+
+// One hand-out pass of the AFS rule (Note [AFS rule]): while GPUs are free,
+// the growable job that wins every pairwise comparison (lhs of the winner
+// against rhs of the others) gets its next growth step; `update(i)`
+// recomputes job i's step and says whether it can still grow; `before`
+// orders jobs by (finish, submit time, id).
+template <typename Update, typename Before>
+void HandOut(std::vector<size_t>* order, const std::vector<GrowthStep>& steps, const std::vector<double>& lhs,
+             const std::vector<double>& rhs, std::vector<int>* counts, int* free, Update&& update, Before&& before) {
+  std::sort(order->begin(), order->end(), before);
+  while (*free > 0 && !order->empty()) {
+    long winner = -1;
+    size_t winner_pos = 0;
+    for (size_t pos = 0; pos < order->size(); ++pos) {
+      size_t b = (*order)[pos];
+      if (steps[b].k > *free) continue;
+      if (winner < 0 || !(lhs[winner] > rhs[b])) {
+        winner = static_cast<long>(b);
+        winner_pos = pos;
+      }
+    }
+    if (winner < 0) break;
+    size_t w = static_cast<size_t>(winner);
+    (*counts)[w] += steps[w].k;
+    *free -= steps[w].k;
+    order->erase(order->begin() + winner_pos);
+    if (update(w)) order->insert(std::lower_bound(order->begin(), order->end(), w, before), w);
+  }
+}
+
+// AFS-P's length class: log2 of the estimated remaining work in one-GPU
+// seconds over the prior; see Note [AFS-P estimator].
+double LengthClass(double progress, double rate_at_one, double prior_seconds) {
+  double seconds_at_one = rate_at_one > 0 ? std::max(progress / rate_at_one, prior_seconds) : 1e300;
+  return std::floor(std::log2(seconds_at_one / std::max(prior_seconds, 1e-9)));
+}
 
 class AfsPolicy : public Policy {
  public:
@@ -84,25 +148,11 @@ class AfsPolicy : public Policy {
     std::vector<GrowthStep> steps(n);
     std::vector<size_t> order;  // Growable jobs by (finish, id).
     order.reserve(n);
-    std::vector<std::vector<int>> batches(n);
-    if (goodput_) {
-      for (size_t i = 0; i < n; ++i) batches[i] = BatchSizeCandidates(jobs[i]);
-    }
-    // Throughput at m GPUs (compact placement). With goodput it is the best
-    // over the batch candidates (Note [AFS goodput]), memoised per job: the
-    // two passes of Note [Switch cost] ask for the same counts again.
-    std::vector<std::vector<double>> goodput_memo(goodput_ ? n : 0);
+    // Throughput at m GPUs (compact placement); Note [AFS goodput].
+    std::optional<GoodputRates> goodput;
+    if (goodput_) goodput.emplace(jobs, g);
     auto rate_of = [&](const JobView& job, size_t i, int m) {
-      if (!goodput_) return CompactRate(job, m, g);
-      if (m <= 0) return 0.0;
-      std::vector<double>& memo = goodput_memo[i];
-      if (memo.size() <= static_cast<size_t>(m)) memo.resize(m + 1, -1);
-      if (memo[m] >= 0) return memo[m];
-      Shape shape = CompactShape(m, g);
-      double best = 0;
-      for (int b : batches[i]) best = std::max(best, job.speed->ProgressRateAt(shape, b));
-      memo[m] = best;
-      return best;
+      return goodput ? goodput->At(job, i, m) : CompactRate(job, m, g);
     };
     // Current GPUs and remaining work (progress units) of running jobs, for
     // Note [Switch cost]; empty when it is off.
@@ -147,11 +197,7 @@ class AfsPolicy : public Policy {
       if (oracle_) {
         remaining[i] = jobs[i].remaining_progress;
       } else {
-        // Length class: log2 of the estimated remaining work in one-GPU
-        // seconds over the prior; see Note [AFS-P estimator].
-        double one = rate_of(jobs[i], i, 1);
-        double seconds_at_one = one > 0 ? std::max(jobs[i].progress / one, prior_seconds_) : 1e300;
-        finish[i] = std::floor(std::log2(seconds_at_one / std::max(prior_seconds_, 1e-9)));
+        finish[i] = LengthClass(jobs[i].progress, rate_of(jobs[i], i, 1), prior_seconds_);
       }
     }
     // The AFS hand-out, one growth step at a time (Note [AFS rule]); a
@@ -167,25 +213,7 @@ class AfsPolicy : public Policy {
       for (size_t i = 0; i < n; ++i) {
         if (update(i)) order.push_back(i);
       }
-      std::sort(order.begin(), order.end(), before);
-      while (free > 0 && !order.empty()) {
-        long winner = -1;
-        size_t winner_pos = 0;
-        for (size_t pos = 0; pos < order.size(); ++pos) {
-          size_t b = order[pos];
-          if (steps[b].k > free) continue;
-          if (winner < 0 || !(lhs[winner] > rhs[b])) {
-            winner = static_cast<long>(b);
-            winner_pos = pos;
-          }
-        }
-        if (winner < 0) break;
-        size_t w = static_cast<size_t>(winner);
-        counts[w] += steps[w].k;
-        free -= steps[w].k;
-        order.erase(order.begin() + winner_pos);
-        if (update(w)) order.insert(std::lower_bound(order.begin(), order.end(), w, before), w);
-      }
+      HandOut(&order, steps, lhs, rhs, &counts, &free, update, before);
     }
     DampReallocations(cluster.spec, jobs, min_gain_,
                       [&](size_t i, int m) { return rate_of(jobs[i], i, m); }, &counts);
