@@ -65,10 +65,8 @@ TEST(LocalSyncTest, SyncsOncePerRoundOverTheHierarchicalExchange) {
 TEST(LocalSyncTest, OneStepRoundsReproduceTheSynchronousPath) {
   RunConfig o = LocalOptions("local-h1");
   o.train.max_steps = 6;
-  o.train.momentum = 0.0;
+  MakeExact(&o);
   o.distributed.local_steps = 1;
-  o.distributed.density = 1.0;
-  o.distributed.value_encoding = compress::ValueEncoding::kFp32;
   o.distributed.outer_lr = 1.0;
   o.distributed.outer_momentum = 0.0;
   auto local = RunWorkers(o, {"local", "local"});

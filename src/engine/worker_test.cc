@@ -33,21 +33,14 @@ TEST(WorkerTest, ExactnessModeMatchesSingleProcessTraining) {
   o.train.model = "cnn";
   o.train.batch_size = 8;
   o.train.max_steps = 50;
-  o.train.momentum = 0.0;
-  o.distributed.density = 1.0;
-  o.distributed.value_encoding = compress::ValueEncoding::kFp32;
-  o.distributed.staleness = 0;
+  MakeExact(&o);
   auto ranks = RunWorkers(o, {"local", "local"});
   for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
 
   train::TrainOptions single = o.train;
   single.batch_size = 16;
   single.run_name = "exact-single";
-  auto trainer = train::Trainer::Create(single);
-  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
-  auto result = (*trainer)->Run();
-  ASSERT_TRUE(result.ok()) << result.status().ToString();
-  std::vector<float> reference = (*trainer)->Parameters();
+  std::vector<float> reference = SingleProcessParameters(single);
 
   ASSERT_EQ(ranks[0].params.size(), reference.size());
   EXPECT_LT(RelativeDistance(ranks[0].params, reference), 1e-5);
@@ -65,20 +58,13 @@ TEST(WorkerTest, GlobalBatchSplitOverThreeWorkersMatchesSingleProcessTraining) {
   o.train.model = "cnn";
   o.train.global_batch = 16;
   o.train.max_steps = 20;
-  o.train.momentum = 0.0;
-  o.distributed.density = 1.0;
-  o.distributed.value_encoding = compress::ValueEncoding::kFp32;
-  o.distributed.staleness = 0;
+  MakeExact(&o);
   auto ranks = RunWorkers(o, {"local", "local", "local"});
   for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
 
   train::TrainOptions single = o.train;
   single.run_name = "global-batch-single";
-  auto trainer = train::Trainer::Create(single);
-  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
-  auto result = (*trainer)->Run();
-  ASSERT_TRUE(result.ok()) << result.status().ToString();
-  std::vector<float> reference = (*trainer)->Parameters();
+  std::vector<float> reference = SingleProcessParameters(single);
 
   ASSERT_EQ(ranks[0].params.size(), reference.size());
   EXPECT_LT(RelativeDistance(ranks[0].params, reference), 1e-5);

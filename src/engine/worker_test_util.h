@@ -10,7 +10,11 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "frugal/comm/inproc_transport.h"
+#include "frugal/compress/codec.h"
+#include "frugal/train/trainer.h"
 #include "frugal/engine/worker.h"
 
 namespace frugal::engine {
@@ -75,6 +79,31 @@ inline std::vector<RankOutcome> RunWorkers(const RunConfig& options, std::vector
   }
   for (auto& t : threads) t.join();
   return out;
+}
+
+// Exactness mode: every value sent (density 1) in fp32, staleness 0 and no
+// momentum, so that N workers follow single-process training up to rounding.
+inline void MakeExact(RunConfig* o) {
+  o->train.momentum = 0.0;
+  o->distributed.density = 1.0;
+  o->distributed.value_encoding = compress::ValueEncoding::kFp32;
+  o->distributed.staleness = 0;
+}
+
+// The final parameters of `options` trained in one process (train::Trainer);
+// empty, with a test failure, if it did not run.
+inline std::vector<float> SingleProcessParameters(const train::TrainOptions& options) {
+  auto trainer = train::Trainer::Create(options);
+  if (!trainer.ok()) {
+    ADD_FAILURE() << trainer.status().ToString();
+    return {};
+  }
+  auto result = (*trainer)->Run();
+  if (!result.ok()) {
+    ADD_FAILURE() << result.status().ToString();
+    return {};
+  }
+  return (*trainer)->Parameters();
 }
 
 inline double RelativeDistance(const std::vector<float>& a, const std::vector<float>& b) {
