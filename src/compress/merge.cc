@@ -44,8 +44,9 @@ std::vector<Head> FirstHeads(Span<const SparseVector* const> inputs) {
 // The block sparsifier's vectors hold whole aligned blocks of kBlockSize
 // coordinates, and so do the merged updates built from them. When every
 // input does, the merge runs over blocks: one heap step per block instead of
-// per run, and a block is copied or added as 16 values at a time into an
-// output sized up front, with no per-element test or push_back. The sums
+// per run, and a block is added in place or appended as 16 indices and
+// values at once into the output reserved up front, with no per-element
+// test. The sums
 // are the same additions in the same input order as the element-wise path,
 // so the result is bit-identical. Measured by bench/kernels (Merge/W/D).
 bool WholeBlocks(const SparseVector& v) {
