@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -317,6 +319,43 @@ void ByteWriter::Append(const uint8_t* p, size_t n) {
     }
   }
   out_.insert(out_.end(), p, p + n);
+}
+
+// Note [Sized snapshots]: a writer that grows by doubling touches about
+// twice its final size in fresh pages and copies itself on the way; with
+// each bucket's residual and momentum serialised into temporaries first
+// (doubling as well), the first checkpoint of mlp touched about 300 MB to
+// build 94 MB, and stalled training for 2.5 s of its 2.8 s snapshot on a
+// loaded machine (0.03-0.07 s for the later, recycled ones). Sections are
+// now sized first (Reserve, with a little room for the next one's growth)
+// and written in place (BytesAppended).
+void ByteWriter::Reserve(size_t total) {
+  if (total <= out_.capacity()) return;
+  if (total > kRecycleMin) {
+    if (auto pooled = TakePooled(total)) {
+      pooled->assign(out_.begin(), out_.end());
+      std::vector<uint8_t> old = std::move(out_);
+      out_ = std::move(*pooled);
+      RecycleCheckpointBuffer(std::move(old));
+      return;
+    }
+  }
+  // 1/32 spare: the next checkpoint's section may be a little larger (the
+  // pipeline's settings grow with each controller decision) and should
+  // still fit the recycled buffer instead of faulting in a fresh one.
+  out_.reserve(total + total / 32);
+}
+
+void ByteWriter::BytesAppended(size_t n, const std::function<void(std::vector<uint8_t>*)>& append) {
+  U64(n);
+  Reserve(out_.size() + n);
+  const size_t before = out_.size();
+  append(&out_);
+  if (out_.size() != before + n) {
+    std::fprintf(stderr, "frugal: internal error: a section block of %zu bytes appended %zu\n", n,
+                 out_.size() - before);
+    std::abort();
+  }
 }
 
 void ByteWriter::U64(uint64_t v) {

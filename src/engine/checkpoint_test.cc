@@ -129,5 +129,35 @@ TEST(CheckpointTest, ByteWriterContinuesInARecycledBuffer) {
   EXPECT_TRUE(r.done());
 }
 
+// Note [Sized snapshots]: a reserved writer does not move while its blocks
+// are appended in place, the bytes equal those of Bytes(), and a later
+// writer a little larger still fits its buffer.
+TEST(CheckpointTest, ReservedWriterAppendsInPlaceAndItsBufferFitsALargerNextOne) {
+  std::vector<uint8_t> block(size_t{3} << 20);
+  for (size_t i = 0; i < block.size(); ++i) block[i] = static_cast<uint8_t>(i * 7);
+  auto write = [&](size_t extra) {
+    ByteWriter w;
+    w.Reserve(8 + 8 + block.size() + 8 + extra);
+    w.I64(5);
+    w.BytesAppended(block.size(), [&](std::vector<uint8_t>* out) { out->insert(out->end(), block.begin(), block.end()); });
+    w.Bytes(std::vector<uint8_t>(extra, 1));
+    return w.Take();
+  };
+  std::vector<uint8_t> first = write(16);
+  ByteWriter plain;
+  plain.I64(5);
+  plain.Bytes(block);
+  plain.Bytes(std::vector<uint8_t>(16, 1));
+  EXPECT_EQ(first, plain.Take());
+  // Room for a next one up to 1/32 larger (64 KiB more here) without a new buffer.
+  EXPECT_GE(first.capacity(), first.size() + (64 << 10));
+  RecycleCheckpointBuffer(std::move(first));
+  std::vector<uint8_t> second = write(64 << 10);
+  ByteReader r(second, "t");
+  EXPECT_EQ(*r.I64(), 5);
+  EXPECT_EQ(*r.Bytes(), block);
+  RecycleCheckpointBuffer(std::move(second));
+}
+
 }  // namespace
 }  // namespace frugal::engine

@@ -269,6 +269,8 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
     stats_.sent_values += mine.nnz();
     stats_.total_values += b.master.size();
     stats_.merged_values += update.nnz();
+    stats_.held_mass += b.feedback->last_mass().held;
+    stats_.sent_mass += b.feedback->last_mass().sent;
   }
   cv_.notify_all();
   return Status::Ok();
@@ -362,7 +364,25 @@ Result<std::vector<uint8_t>> GradientPipeline::Impl::SaveState(StateParts parts)
   FRUGAL_RETURN_IF_ERROR(Drain());
   if (next_iteration_ == 0) return Status::Internal("SaveState before the first BeginIteration");
   const bool shared = parts != StateParts::kLocal, local = parts != StateParts::kShared;
+  // Sized first, written in place (Note [Sized snapshots] in checkpoint.cc);
+  // the pipeline is drained, so nothing changes between the two passes.
+  std::vector<std::vector<uint8_t>> sparsifier_states(buckets_.size());
+  size_t total = 8 + 8 + 8;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shared) total += 8 + 24 * settings_.size();
+  }
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = *buckets_[i];
+    std::lock_guard<std::mutex> lock(b.mu);
+    if (shared) total += 8 + 4 * b.master.size() + 8 + b.optimizer->StateBytes();
+    if (local) {
+      sparsifier_states[i] = b.sparsifier->state().Serialize();
+      total += 8 + b.feedback->SerializedSize() + 8 + sparsifier_states[i].size();
+    }
+  }
   ByteWriter w;
+  w.Reserve(total);
   w.I64(next_iteration_ - 1);  // t: the iteration just begun, whose gradients are not submitted yet
   w.U64((shared ? 1 : 0) | (local ? 2 : 0));
   if (shared) {
@@ -375,15 +395,17 @@ Result<std::vector<uint8_t>> GradientPipeline::Impl::SaveState(StateParts parts)
     }
   }
   w.U64(buckets_.size());
-  for (auto& bp : buckets_) {
-    Bucket& b = *bp;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = *buckets_[i];
     std::lock_guard<std::mutex> lock(b.mu);
     if (shared) w.Floats(b.master.data(), b.master.size());
     if (local) {
-      w.Bytes(b.feedback->Serialize());
-      w.Bytes(b.sparsifier->state().Serialize());
+      w.BytesAppended(b.feedback->SerializedSize(), [&](std::vector<uint8_t>* out) { b.feedback->AppendTo(out); });
+      w.Bytes(sparsifier_states[i]);
     }
-    if (shared) w.Bytes(b.optimizer->SerializeState());
+    if (shared) {
+      w.BytesAppended(b.optimizer->StateBytes(), [&](std::vector<uint8_t>* out) { b.optimizer->AppendState(out); });
+    }
   }
   return w.Take();
 }

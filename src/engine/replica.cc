@@ -392,6 +392,9 @@ Status Replica::LoadLocalState(const std::vector<uint8_t>& local_state) {
 
 std::vector<uint8_t> Replica::SaveParameters() const {
   ByteWriter w;
+  size_t total = 0;
+  for (const auto& p : impl_->params) total += 8 + 4 * static_cast<size_t>(p.numel());
+  w.Reserve(total);  // Note [Sized snapshots] in checkpoint.cc
   for (const auto& p : impl_->params) {
     torch::Tensor c = p.detach().to(torch::kCPU).contiguous();
     w.Floats(c.data_ptr<float>(), static_cast<size_t>(c.numel()));

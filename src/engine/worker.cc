@@ -42,6 +42,10 @@ nlohmann::json PipelineRecord(const PipelineStats& now, const PipelineStats& bef
     return window_values > 0 ? static_cast<double>(a - b) / static_cast<double>(window_values) : 0.0;
   };
   *density = share(now.sent_values, before.sent_values);
+  // Mean delay of gradient mass in the residual, in steps (Note [Deferred
+  // mass]); 0 when nothing was sent (a dense bucket defers nothing either).
+  const double sent_mass = now.sent_mass - before.sent_mass;
+  const double deferral = sent_mass > 0 ? (now.held_mass - before.held_mass - sent_mass) / sent_mass : 0.0;
   return {{"wait_s", (now.wait_s - before.wait_s) / steps},
           {"sparsify_s", (now.sparsify_s - before.sparsify_s) / steps},
           {"exchange_s", (now.exchange_s - before.exchange_s) / steps},
@@ -53,7 +57,8 @@ nlohmann::json PipelineRecord(const PipelineStats& now, const PipelineStats& bef
           {"bytes_received_inter",
            per_step(traffic.inter_cluster.bytes_received, traffic_before.inter_cluster.bytes_received)},
           {"density", *density},
-          {"merged_density", share(now.merged_values, before.merged_values)}};
+          {"merged_density", share(now.merged_values, before.merged_values)},
+          {"deferral_steps", deferral}};
 }
 
 }  // namespace
@@ -67,6 +72,8 @@ void Accumulate(PipelineStats* total, const PipelineStats& d) {
   total->sent_values += d.sent_values;
   total->total_values += d.total_values;
   total->merged_values += d.merged_values;
+  total->held_mass += d.held_mass;
+  total->sent_mass += d.sent_mass;
 }
 
 void SetPipelineTimes(const PipelineStats& st, WorkerResult* result) {

@@ -75,22 +75,26 @@ void PutBytes(std::vector<uint8_t>* out, const void* p, size_t n) {
 }
 
 // Shared state serialisation: header, step, then named float buffers.
-std::vector<uint8_t> SerializeBuffers(uint8_t kind, uint64_t step, const std::vector<const std::vector<float>*>& bufs,
-                                      const std::vector<uint64_t>& bitmap) {
-  std::vector<uint8_t> out;
-  PutBytes(&out, &kStateMagic, 4);  // Little-endian hosts only.
-  out.push_back(kStateVersion);
-  out.push_back(kind);
-  PutBytes(&out, &step, 8);
+void AppendBuffers(std::vector<uint8_t>* out, uint8_t kind, uint64_t step,
+                   const std::vector<const std::vector<float>*>& bufs, const std::vector<uint64_t>& bitmap) {
+  PutBytes(out, &kStateMagic, 4);  // Little-endian hosts only.
+  out->push_back(kStateVersion);
+  out->push_back(kind);
+  PutBytes(out, &step, 8);
   for (const auto* b : bufs) {
     uint64_t n = b->size();
-    PutBytes(&out, &n, 8);
-    PutBytes(&out, b->data(), 4 * b->size());
+    PutBytes(out, &n, 8);
+    PutBytes(out, b->data(), 4 * b->size());
   }
   uint64_t words = bitmap.size();
-  PutBytes(&out, &words, 8);
-  PutBytes(&out, bitmap.data(), 8 * bitmap.size());
-  return out;
+  PutBytes(out, &words, 8);
+  PutBytes(out, bitmap.data(), 8 * bitmap.size());
+}
+
+size_t BuffersBytes(const std::vector<const std::vector<float>*>& bufs, const std::vector<uint64_t>& bitmap) {
+  size_t n = 4 + 1 + 1 + 8 + 8 + 8 * bitmap.size();
+  for (const auto* b : bufs) n += 8 + 4 * b->size();
+  return n;
 }
 
 Status DeserializeBuffers(Span<const uint8_t> bytes, const std::string& name, uint8_t kind, uint64_t* step,
@@ -325,7 +329,8 @@ class SparseSgd final : public SparseOptimizerBase<SparseSgd> {
     }
   }
 
-  std::vector<uint8_t> SerializeState() const override { return SerializeBuffers(0, 0, {&buf_}, initialized_); }
+  void AppendState(std::vector<uint8_t>* out) const override { AppendBuffers(out, 0, 0, {&buf_}, initialized_); }
+  size_t StateBytes() const override { return BuffersBytes({&buf_}, initialized_); }
   Status DeserializeState(Span<const uint8_t> bytes) override {
     uint64_t step = 0;
     return DeserializeBuffers(bytes, name_, 0, &step, {&buf_}, &initialized_);
@@ -359,9 +364,10 @@ class SparseAdam final : public SparseOptimizerBase<SparseAdam> {
   SparseAdam(const OptimizerOptions& o, size_t n, std::string name)
       : SparseOptimizerBase(o, n, std::move(name)), decoupled_(o.kind == "adamw"), m_(n, 0.0f), v_(n, 0.0f) {}
 
-  std::vector<uint8_t> SerializeState() const override {
-    return SerializeBuffers(decoupled_ ? 2 : 1, step_, {&m_, &v_}, {});
+  void AppendState(std::vector<uint8_t>* out) const override {
+    AppendBuffers(out, decoupled_ ? 2 : 1, step_, {&m_, &v_}, {});
   }
+  size_t StateBytes() const override { return BuffersBytes({&m_, &v_}, {}); }
   Status DeserializeState(Span<const uint8_t> bytes) override {
     std::vector<uint64_t> no_bitmap;
     return DeserializeBuffers(bytes, name_, decoupled_ ? 2 : 1, &step_, {&m_, &v_}, &no_bitmap);
@@ -399,6 +405,13 @@ class SparseAdam final : public SparseOptimizerBase<SparseAdam> {
 };
 
 }  // namespace
+
+std::vector<uint8_t> SparseOptimizer::SerializeState() const {
+  std::vector<uint8_t> out;
+  out.reserve(StateBytes());
+  AppendState(&out);
+  return out;
+}
 
 Result<std::unique_ptr<SparseOptimizer>> CreateSparseOptimizer(const OptimizerOptions& o, size_t num_params,
                                                                 const std::string& tensor_name) {

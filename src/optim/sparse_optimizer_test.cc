@@ -199,6 +199,10 @@ TEST(SparseOptimizer, StateRoundTripContinuesIdentically) {
     ASSERT_TRUE(a->Step(p, idx, g).ok());
     auto b = Make(o, 100);
     std::vector<uint8_t> bytes = a->SerializeState();
+    EXPECT_EQ(bytes.size(), a->StateBytes()) << kind;
+    std::vector<uint8_t> appended = {42};  // AppendState adds the same bytes after what is there
+    a->AppendState(&appended);
+    EXPECT_EQ(std::vector<uint8_t>(appended.begin() + 1, appended.end()), bytes) << kind;
     ASSERT_TRUE(b->DeserializeState(bytes).ok());
     std::vector<float> pa = p, pb = p;
     ASSERT_TRUE(a->Step(pa, idx, g).ok());

@@ -39,6 +39,12 @@ struct ErrorFeedbackOptions {
   ValueEncoding wire_values = ValueEncoding::kFp32;
 };
 
+// L1 masses of one Compress call (Note [Deferred mass] in error_feedback.cc).
+struct FeedbackMass {
+  double held = 0;  // |r + g|_1 (r + u with DGC momentum): what could be sent
+  double sent = 0;  // |sent|_1 after rounding to the wire
+};
+
 class ErrorFeedback {
  public:
   ErrorFeedback(size_t num_elements, ErrorFeedbackOptions options);
@@ -53,12 +59,18 @@ class ErrorFeedback {
   // DGC velocity u (empty unless momentum > 0).
   Span<const float> velocity() const { return Span<const float>(velocity_.data(), velocity_.size()); }
   const ErrorFeedbackOptions& options() const { return options_; }
+  // The masses of the last successful Compress (zero before the first).
+  const FeedbackMass& last_mass() const { return last_mass_; }
 
   // Zeroes residual and velocity.
   void Reset();
 
   // Byte form of residual and velocity for checkpoints.
   std::vector<uint8_t> Serialize() const;
+  // The same bytes appended to *out (a checkpoint section built in place),
+  // and their count.
+  void AppendTo(std::vector<uint8_t>* out) const;
+  size_t SerializedSize() const { return 4 + 1 + 1 + 8 + 4 * (residual_.size() + velocity_.size()); }
   // Fails (state unchanged) if the bytes are malformed or sized for another tensor.
   Status Deserialize(Span<const uint8_t> bytes);
 
@@ -66,6 +78,7 @@ class ErrorFeedback {
   ErrorFeedbackOptions options_;
   std::vector<float> residual_;
   std::vector<float> velocity_;
+  FeedbackMass last_mass_;
 };
 
 }  // namespace frugal::compress

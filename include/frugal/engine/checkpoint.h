@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -64,6 +65,12 @@ class ByteWriter {
   void F64(double v);
   void Bytes(const std::vector<uint8_t>& b);
   void Floats(const float* data, size_t n);
+  // A length-prefixed block of n bytes that `append` adds to the buffer in
+  // place (no temporary copy). REQUIRES: it appends exactly n bytes.
+  void BytesAppended(size_t n, const std::function<void(std::vector<uint8_t>*)>& append);
+  // Room for `total` bytes in all, taken from a recycled buffer when one is
+  // large enough (Note [Sized snapshots] in checkpoint.cc).
+  void Reserve(size_t total);
   std::vector<uint8_t> Take() { return std::move(out_); }
 
  private:

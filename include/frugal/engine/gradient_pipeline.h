@@ -72,6 +72,11 @@ struct PipelineStats {
   // planner's exchange model needs (Note [Selections overlap] in
   // src/sim/frugal_pipeline.cc).
   uint64_t merged_values = 0;
+  // L1 mass this worker could have sent (residual + gradient) and sent,
+  // summed over bucket-iterations (Note [Deferred mass] in
+  // src/compress/error_feedback.cc).
+  double held_mass = 0;
+  double sent_mass = 0;
 };
 
 using CopyOutFn = std::function<void(size_t bucket, Span<const float> master)>;

@@ -65,7 +65,11 @@ class SparseOptimizer {
   virtual const std::string& tensor_name() const = 0;
 
   // Byte form of the optimizer state (buffers, step count) for checkpoints.
-  virtual std::vector<uint8_t> SerializeState() const = 0;
+  std::vector<uint8_t> SerializeState() const;
+  // The same bytes appended to *out (a checkpoint section built in place),
+  // and their count.
+  virtual void AppendState(std::vector<uint8_t>* out) const = 0;
+  virtual size_t StateBytes() const = 0;
   // Fails, leaving the state unchanged, on malformed bytes or another shape/kind.
   virtual Status DeserializeState(Span<const uint8_t> bytes) = 0;
 };
