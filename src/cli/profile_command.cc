@@ -62,9 +62,11 @@ void AddProfileCommand(CLI::App& app) {
       std::ofstream hout(f->hardware_out);
       hout << sim::HardwareToToml(hw);
       if (!hout) throw RunError("cannot write " + f->hardware_out);
-      std::printf("GEMM %.3f TFLOP/s, memory %.1f GB/s, sparsify %.2f GB/s, sparse optimizer %.2f GB/s -> %s\n",
-                  m->matmul_tflops, m->memory_bandwidth_gbs, m->sparsify_gbs, m->sparse_optimizer_gbs,
-                  f->hardware_out.c_str());
+      std::printf(
+          "GEMM %.3f TFLOP/s, memory %.1f GB/s, sparsify %.2f GB/s, sparse optimizer %.2f GB/s, combine %.2f GB/s "
+          "-> %s\n",
+          m->matmul_tflops, m->memory_bandwidth_gbs, m->sparsify_gbs, m->sparse_optimizer_gbs, m->combine_gbs,
+          f->hardware_out.c_str());
     }
   });
 }

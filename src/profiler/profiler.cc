@@ -8,6 +8,8 @@
 
 #include <torch/torch.h>
 
+#include "frugal/compress/codec.h"
+#include "frugal/compress/merge.h"
 #include "frugal/compress/sparse_vector.h"
 #include "frugal/compress/sparsifier.h"
 #include "frugal/optim/sparse_optimizer.h"
@@ -165,6 +167,51 @@ std::string ProfileCsv(const std::vector<OpTiming>& timings, const std::string& 
   return out;
 }
 
+namespace {
+
+// MachineMeasurement::combine_gbs: the engine's combine (decode, merge,
+// encode the merged update) over 4 chunks of `grad` sparsified at 1%, each
+// from the gradient rotated by a different offset so their blocks differ.
+Result<double> MeasureCombine(const ProfileOptions& o, const std::vector<float>& grad) {
+  constexpr int kWorkers = 4;
+  const compress::WireFormat wire{compress::ValueEncoding::kInt4, compress::IndexEncoding::kBlockVarint};
+  const size_t n = grad.size();
+  std::vector<std::vector<uint8_t>> chunks(kWorkers);
+  std::vector<float> rotated(n);
+  for (int w = 0; w < kWorkers; ++w) {
+    FRUGAL_ASSIGN_OR_RETURN(auto sparsifier, compress::CreateSparsifier("block"));
+    const size_t shift = static_cast<size_t>(w) * (n / kWorkers) + 16 * static_cast<size_t>(w);
+    for (size_t i = 0; i < n; ++i) rotated[i] = grad[(i + shift) % n];
+    compress::SparseVector sv;
+    FRUGAL_RETURN_IF_ERROR(sparsifier->Sparsify(Span<const float>(rotated.data(), n), 0.01, &sv));
+    compress::RoundToWire(wire.values, Span<float>(sv.values.data(), sv.values.size()));
+    FRUGAL_RETURN_IF_ERROR(compress::Encode(sv, wire, &chunks[w]));
+  }
+  std::vector<compress::SparseVector> decoded(kWorkers);
+  compress::SparseVector merged;
+  std::vector<uint8_t> out;
+  Status failed;
+  const double s = MedianSeconds(torch::Device(torch::kCPU), o.warmup, o.repeats, o.min_sample_s, [&] {
+                     std::vector<const compress::SparseVector*> parts;
+                     for (int w = 0; w < kWorkers; ++w) {
+                       Status st = compress::Decode(Span<const uint8_t>(chunks[w].data(), chunks[w].size()), {},
+                                                    &decoded[w]);
+                       if (!st.ok()) failed = st;
+                       parts.push_back(&decoded[w]);
+                     }
+                     Status st = compress::MergeSparse(
+                         Span<const compress::SparseVector* const>(parts.data(), parts.size()), &merged);
+                     if (st.ok()) st = compress::Encode(merged, compress::MergedWireFormat(wire), &out);
+                     if (!st.ok()) failed = st;
+                   }).seconds;
+  FRUGAL_RETURN_IF_ERROR(failed.WithContext("measuring the combine"));
+  double bytes = static_cast<double>(out.size());
+  for (int w = 1; w < kWorkers; ++w) bytes += static_cast<double>(chunks[w].size());
+  return bytes / s / 1e9;
+}
+
+}  // namespace
+
 Result<MachineMeasurement> MeasureMachine(const ProfileOptions& o) {
   FRUGAL_RETURN_IF_ERROR(CheckOptions(o));
   MachineMeasurement m;
@@ -207,6 +254,7 @@ Result<MachineMeasurement> MeasureMachine(const ProfileOptions& o) {
                                 Span<const float>(sv.values.data(), sv.values.size()));
               }).seconds;
   m.sparse_optimizer_gbs = static_cast<double>(sv.nnz()) * 4 / os / 1e9;
+  FRUGAL_ASSIGN_OR_RETURN(m.combine_gbs, MeasureCombine(o, grad));
   return m;
 }
 
@@ -222,6 +270,7 @@ sim::HardwareSpec ApplyMeasurement(sim::HardwareSpec hw, const MachineMeasuremen
   hw.efficiency.memory = 1.0;
   hw.host.cpu_sparsify_gbs = m.sparsify_gbs;
   hw.host.cpu_optimizer_gbs = m.sparse_optimizer_gbs;
+  hw.host.cpu_combine_gbs = m.combine_gbs;
   return hw;
 }
 

@@ -44,8 +44,10 @@ TEST(ProfilerTest, MachineMeasurementBecomesAHardwareDescription) {
   EXPECT_GT(m->memory_bandwidth_gbs, 0);
   EXPECT_GT(m->sparsify_gbs, 0);
   EXPECT_GT(m->sparse_optimizer_gbs, 0);
+  EXPECT_GT(m->combine_gbs, 0);
   sim::HardwareSpec hw = ApplyMeasurement(*sim::BuiltinHardware("cpu-local"), *m, "this-machine");
   EXPECT_EQ(hw.device.peak_tflops_fp32, m->matmul_tflops);
+  EXPECT_EQ(hw.host.cpu_combine_gbs, m->combine_gbs);
   auto parsed = sim::ParseHardwareToml(sim::HardwareToToml(hw), "roundtrip");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->name, "this-machine");

@@ -52,6 +52,11 @@ struct MachineMeasurement {
   double memory_bandwidth_gbs = 0; // large copy, bytes read + written per second
   double sparsify_gbs = 0;         // block sparsifier at 1%, dense bytes scanned per second
   double sparse_optimizer_gbs = 0; // sparse SGD-momentum, selected-value bytes per second
+  // The exchange's combine (Note [Combine cost and shared hosts] in
+  // src/sim/frugal_pipeline.cc): decode 4 workers' block chunks at 1% (int4),
+  // merge them and encode the merged update; the planner's bytes (3 chunks
+  // in, the merged update out) per second.
+  double combine_gbs = 0;
 };
 
 Result<MachineMeasurement> MeasureMachine(const ProfileOptions& options);
