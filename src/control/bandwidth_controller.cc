@@ -106,6 +106,10 @@ Result<sim::FrugalPrediction> BandwidthController::PredictStages(double density,
   hw.efficiency.inter_link = 1.0;  // the estimate is already an achieved rate
   hw.host.cpu_sparsify_gbs = sparsify_gbs;  // measured rates (Note [CPU stages priced])
   hw.host.cpu_optimizer_gbs = optimizer_gbs;
+  // The engine's optimizer seconds include decoding and merging the peers'
+  // chunks (gradient_pipeline.cc), so the measured optimizer rate already
+  // prices the combine; the planner's own combine stage would count it twice.
+  hw.host.cpu_combine_gbs = kUnpricedGbs;
   hw.host.pcie_gbs = 1e6;
   return sim::PredictFrugalIteration(job, hw);
 }
