@@ -92,7 +92,22 @@ struct ServeFlags {
   int max_restarts = 3;
   std::string controller = "elastic";
   int max_nodes_per_job = 1;
+  double realloc_cost = -1;  // < 0: by controller (Note [Live switch cost])
+  double contended_horizon = 60;
 };
+
+// Note [Live switch cost]
+// The policies weigh a resize against the seconds the job loses to it
+// (Note [Switch cost] in src/sched/afs_policy.cc). The simulator's 30 s is a
+// restart from a checkpoint, which is what the restart controller does (its
+// start-up alone took tens of seconds in docs/cluster.md). The elastic
+// controller resizes in place: the job stalls for its switch, measured at
+// 0.3-4.5 s (`switch_s`, docs/cluster.md and docs/benchmarks.md), so it is
+// priced at 5 s and resizes that pay for themselves are not refused.
+double ReallocationCost(const ServeFlags& f) {
+  if (f.realloc_cost >= 0) return f.realloc_cost;
+  return f.controller == "restart" ? 30.0 : 5.0;
+}
 
 std::unique_ptr<cluster::JobController> MakeController(const ServeFlags& f) {
   if (f.controller == "restart") {
@@ -130,13 +145,16 @@ void RunServe(const ServeFlags& f) {
   mo.round_interval_s = f.round_s;
   mo.node_timeout_s = f.node_timeout_s;
   mo.max_restarts = f.max_restarts;
+  mo.policy_options.reallocation_cost = ReallocationCost(f);
+  mo.policy_options.contended_horizon = f.contended_horizon;
   auto manager = cluster::ClusterManager::Open(std::move(*store), MakeController(f), cluster::SystemWallClock(), mo);
   if (!manager.ok()) throw UsageError(manager.status().message());
   InstallStopHandlers();
   auto server = cluster::ClusterServer::Start(**manager, so);
   if (!server.ok()) throw RunError(server.status().message());
-  std::printf("frugal cluster: serving on http://%s:%d (policy %s, %s jobs, state %s)\n", so.host.c_str(),
-              (*server)->port(), f.policy.c_str(), f.controller.c_str(), f.state.c_str());
+  std::printf("frugal cluster: serving on http://%s:%d (policy %s, %s jobs, resize cost %g s, state %s)\n",
+              so.host.c_str(), (*server)->port(), f.policy.c_str(), f.controller.c_str(),
+              mo.policy_options.reallocation_cost, f.state.c_str());
   std::fflush(stdout);
   while (!g_stop.load() && (*server)->error().ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   Status error = (*server)->error();
@@ -168,6 +186,14 @@ void AddServe(CLI::App* cluster) {
   cmd->add_option("--max-nodes-per-job", f->max_nodes_per_job,
                   "Elastic: hosts one job may span (more than 1 needs a runs dir the agents share)")
       ->capture_default_str()->check(Bounded(1, 1024));
+  cmd->add_option("--realloc-cost", f->realloc_cost,
+                  "Seconds a resize costs a job, as the policy weighs it (default: 5 with --controller elastic, "
+                  "30 with restart)")
+      ->check(Bounded(0, 86400));
+  cmd->add_option("--contended-horizon", f->contended_horizon,
+                  "Seconds over which a resize must pay for its cost while GPUs are contended (afs-p, "
+                  "afs-goodput)")
+      ->capture_default_str()->check(Bounded(0, 86400));
   cmd->callback([f] { RunServe(*f); });
 }
 
