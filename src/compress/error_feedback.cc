@@ -31,19 +31,22 @@ Status ErrorFeedback::Compress(Span<const float> grad, Sparsifier& sparsifier, d
   const size_t n = residual_.size();
   float* r = residual_.data();
   const float* g = grad.data();
-  // Eight float lanes, so that the sum vectorises; added in double per call.
+  // Eight float lanes, so that the sums vectorise; added in double per call.
   float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float sq_lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   const size_t whole = n - n % 8;
   if (velocity_.empty()) {
     for (size_t i = 0; i < whole; i += 8) {
       for (size_t l = 0; l < 8; ++l) {
         r[i + l] += g[i + l];
         lanes[l] += std::fabs(r[i + l]);
+        sq_lanes[l] += r[i + l] * r[i + l];
       }
     }
     for (size_t i = whole; i < n; ++i) {
       r[i] += g[i];
       lanes[0] += std::fabs(r[i]);
+      sq_lanes[0] += r[i] * r[i];
     }
   } else {
     float* u = velocity_.data();
@@ -52,22 +55,27 @@ Status ErrorFeedback::Compress(Span<const float> grad, Sparsifier& sparsifier, d
       u[i] = m * u[i] + g[i];
       r[i] += u[i];
       lanes[i % 8] += std::fabs(r[i]);
+      sq_lanes[i % 8] += r[i] * r[i];
     }
   }
   Status st = sparsifier.Sparsify(Span<const float>(r, n), density, out);
   if (!st.ok()) return st.WithContext("error feedback");  // e.g. residual overflowed to Inf
   RoundToWire(options_.wire_values, Span<float>(out->values.data(), out->values.size()));
-  double sent = 0;
+  double sent = 0, sent_sq = 0;
   for (size_t j = 0; j < out->indices.size(); ++j) {
-    r[out->indices[j]] -= out->values[j];
-    sent += std::fabs(out->values[j]);
+    const float v = out->values[j];
+    r[out->indices[j]] -= v;
+    sent += std::fabs(v);
+    sent_sq += static_cast<double>(v) * v;
   }
   if (!velocity_.empty()) {
     for (uint32_t i : out->indices) velocity_[i] = 0.0f;
   }
-  last_mass_.held = 0;
-  for (float l : lanes) last_mass_.held += l;
-  last_mass_.sent = sent;
+  last_mass_ = FeedbackMass{0, sent, 0, sent_sq};
+  for (size_t l = 0; l < 8; ++l) {
+    last_mass_.held += lanes[l];
+    last_mass_.held_sq += sq_lanes[l];
+  }
   return Status::Ok();
 }
 
@@ -76,7 +84,8 @@ Status ErrorFeedback::Compress(Span<const float> grad, Sparsifier& sparsifier, d
 // cost is delay. By Little's law the mean delay (in steps) of gradient mass
 // in the residual is its backlog over its throughput:
 //   deferral = (|r + g|_1 - |sent|_1) / |sent|_1,
-// and sent / held is the share of the backlog sent each step. Both come
+// and sent / held is the share of the backlog sent each step (in L1, and
+// in squared L2, which weighs the large coordinates). They come
 // from sums already in reach (the accumulation pass and the sent values),
 // so they are measured on every call; the metrics report them per window
 // (docs/metrics.md). Sign cancellation inside the residual makes the L1

@@ -75,14 +75,23 @@ TEST(ErrorFeedback, ReportsHeldAndSentMass) {
       std::vector<float> acc(ef.residual().begin(), ef.residual().end());
       std::vector<float> u(ef.velocity().begin(), ef.velocity().end());
       for (size_t i = 0; i < n; ++i) acc[i] += momentum > 0 ? momentum * u[i] + g[i] : g[i];
-      double held = 0;
-      for (float x : acc) held += std::fabs(x);
+      double held = 0, held_sq = 0;
+      for (float x : acc) {
+        held += std::fabs(x);
+        held_sq += static_cast<double>(x) * x;
+      }
       SparseVector sent;
       ASSERT_TRUE(ef.Compress(g, *s, 0.125, &sent).ok());
-      double sent_l1 = 0;
-      for (float v : sent.values) sent_l1 += std::fabs(v);
+      double sent_l1 = 0, sent_sq = 0;
+      for (float v : sent.values) {
+        sent_l1 += std::fabs(v);
+        sent_sq += static_cast<double>(v) * v;
+      }
       ASSERT_NEAR(ef.last_mass().held, held, 1e-4 * held) << "step " << step;
       ASSERT_NEAR(ef.last_mass().sent, sent_l1, 1e-9 * sent_l1) << "step " << step;
+      ASSERT_NEAR(ef.last_mass().held_sq, held_sq, 1e-4 * held_sq) << "step " << step;
+      ASSERT_NEAR(ef.last_mass().sent_sq, sent_sq, 1e-9 * sent_sq) << "step " << step;
+      ASSERT_LE(ef.last_mass().sent_sq, ef.last_mass().held_sq * (1 + 1e-4));
     }
     if (momentum > 0) continue;  // masking clears velocity: no simple steady state
     // Steady state: what leaves per step is what arrives, and the backlog

@@ -269,8 +269,11 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
     stats_.sent_values += mine.nnz();
     stats_.total_values += b.master.size();
     stats_.merged_values += update.nnz();
-    stats_.held_mass += b.feedback->last_mass().held;
-    stats_.sent_mass += b.feedback->last_mass().sent;
+    const compress::FeedbackMass& mass = b.feedback->last_mass();
+    stats_.held_mass += mass.held;
+    stats_.sent_mass += mass.sent;
+    stats_.held_sq += mass.held_sq;
+    stats_.sent_sq += mass.sent_sq;
   }
   cv_.notify_all();
   return Status::Ok();

@@ -46,6 +46,7 @@ nlohmann::json PipelineRecord(const PipelineStats& now, const PipelineStats& bef
   // mass]); 0 when nothing was sent (a dense bucket defers nothing either).
   const double sent_mass = now.sent_mass - before.sent_mass;
   const double deferral = sent_mass > 0 ? (now.held_mass - before.held_mass - sent_mass) / sent_mass : 0.0;
+  const double held_sq = now.held_sq - before.held_sq;  // share of the squared L2 norm sent
   return {{"wait_s", (now.wait_s - before.wait_s) / steps},
           {"sparsify_s", (now.sparsify_s - before.sparsify_s) / steps},
           {"exchange_s", (now.exchange_s - before.exchange_s) / steps},
@@ -58,7 +59,8 @@ nlohmann::json PipelineRecord(const PipelineStats& now, const PipelineStats& bef
            per_step(traffic.inter_cluster.bytes_received, traffic_before.inter_cluster.bytes_received)},
           {"density", *density},
           {"merged_density", share(now.merged_values, before.merged_values)},
-          {"deferral_steps", deferral}};
+          {"deferral_steps", deferral},
+          {"sent_share_l2", held_sq > 0 ? (now.sent_sq - before.sent_sq) / held_sq : 0.0}};
 }
 
 }  // namespace
@@ -74,6 +76,8 @@ void Accumulate(PipelineStats* total, const PipelineStats& d) {
   total->merged_values += d.merged_values;
   total->held_mass += d.held_mass;
   total->sent_mass += d.sent_mass;
+  total->held_sq += d.held_sq;
+  total->sent_sq += d.sent_sq;
 }
 
 void SetPipelineTimes(const PipelineStats& st, WorkerResult* result) {

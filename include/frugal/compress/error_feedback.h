@@ -41,8 +41,10 @@ struct ErrorFeedbackOptions {
 
 // L1 masses of one Compress call (Note [Deferred mass] in error_feedback.cc).
 struct FeedbackMass {
-  double held = 0;  // |r + g|_1 (r + u with DGC momentum): what could be sent
-  double sent = 0;  // |sent|_1 after rounding to the wire
+  double held = 0;     // |r + g|_1 (r + u with DGC momentum): what could be sent
+  double sent = 0;     // |sent|_1 after rounding to the wire
+  double held_sq = 0;  // |r + g|_2^2
+  double sent_sq = 0;  // |sent|_2^2
 };
 
 class ErrorFeedback {

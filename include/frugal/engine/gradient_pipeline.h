@@ -77,6 +77,8 @@ struct PipelineStats {
   // src/compress/error_feedback.cc).
   double held_mass = 0;
   double sent_mass = 0;
+  double held_sq = 0;  // the same in squared L2
+  double sent_sq = 0;
 };
 
 using CopyOutFn = std::function<void(size_t bucket, Span<const float> master)>;
