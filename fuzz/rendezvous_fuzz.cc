@@ -66,26 +66,23 @@ void RendezvousTable(const std::string& answer) {
 void MembershipRegistration(bool plain, const std::string& body) {
   json req = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (req.is_discarded() || !req.is_object()) return;  // Handle() answers these before parsing.
-  std::string id, why;
-  PeerInfo info;
-  std::vector<int64_t> snapshots;
-  bool join = false;
-  if (!membership_wire::ParseRegistration(req, plain, &id, &info, &snapshots, &join, &why)) {
+  std::string why;
+  membership_wire::RegistrationRequest r;
+  if (!membership_wire::ParseRegistration(req, plain, &r, &why)) {
     FRUGAL_FUZZ_CHECK(!why.empty());
     return;
   }
-  FRUGAL_FUZZ_CHECK(info.rank >= -1 && info.rank <= 65535);
-  FRUGAL_FUZZ_CHECK(Bounded(info.endpoint) && Bounded(info.cluster));
+  FRUGAL_FUZZ_CHECK(r.info.rank >= -1 && r.info.rank <= 65535);
+  FRUGAL_FUZZ_CHECK(Bounded(r.info.endpoint) && Bounded(r.info.cluster));
   if (plain) return;
-  FRUGAL_FUZZ_CHECK(Bounded(id) && snapshots.size() <= 64);
-  for (int64_t s : snapshots) FRUGAL_FUZZ_CHECK(s >= 0);
-  json again = membership_wire::RegistrationJson(id, info, snapshots, join);
-  std::string id2, why2;
-  PeerInfo info2;
-  std::vector<int64_t> snapshots2;
-  bool join2 = false;
-  FRUGAL_FUZZ_CHECK(membership_wire::ParseRegistration(again, false, &id2, &info2, &snapshots2, &join2, &why2));
-  FRUGAL_FUZZ_CHECK(id2 == id && join2 == join && snapshots2 == snapshots && SamePeers({info2}, {info}));
+  FRUGAL_FUZZ_CHECK(Bounded(r.id) && r.snapshots.size() <= 64 && r.max_world >= 0);
+  for (int64_t s : r.snapshots) FRUGAL_FUZZ_CHECK(s >= 0);
+  json again = membership_wire::RegistrationJson(r);
+  std::string why2;
+  membership_wire::RegistrationRequest r2;
+  FRUGAL_FUZZ_CHECK(membership_wire::ParseRegistration(again, false, &r2, &why2));
+  FRUGAL_FUZZ_CHECK(r2.id == r.id && r2.join == r.join && r2.snapshots == r.snapshots &&
+                    r2.max_world == r.max_world && SamePeers({r2.info}, {r.info}));
 }
 
 // The worker's parse of a generation's table.

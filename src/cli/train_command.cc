@@ -161,6 +161,7 @@ std::unique_ptr<engine::AdaptationPolicy> MakeController(const engine::RunConfig
   co.batch_per_worker = config.train.global_batch > 0 ? std::max<int64_t>(1, config.train.global_batch / world)
                                                       : config.train.batch_size;
   co.staleness = config.distributed.staleness;
+  co.pipeline_threads = engine::ResolveCpuThreads(config, 1);  // as the Replica resolves it (replica.cc)
   co.density_exponent = config.distributed.adapt_density_exponent;
   for (int c = 0; c < topo.num_clusters(); ++c) co.cluster_sizes.push_back(static_cast<int>(topo.members(c).size()));
   co.bytes_per_value = engine::WireBytesPerValue(config.distributed);
@@ -207,6 +208,9 @@ void RunElasticWorker(const engine::RunConfig& config, const comm::SecurityOptio
   mo.listen = id.listen;
   mo.advertise_host = id.advertise_host;
   mo.join = config.elastic.join;
+  // A join that would leave a worker without a sample of the global batch
+  // is refused by the coordinator, instead of failing the running job.
+  mo.max_world = static_cast<int>(std::min<int64_t>(config.train.global_batch, 1 << 30));
   mo.rank = id.rank;
   mo.timeout = engine::TimeoutOf(config.distributed);
   mo.zmq.security = security;

@@ -123,8 +123,13 @@ Result<Generation> MembershipClient::Register(const std::vector<int64_t>& snapsh
   FRUGAL_ASSIGN_OR_RETURN(std::string endpoint, wire::Advertised(listener->endpoint(), s.options.advertise_host));
   const bool join = s.options.join && s.generation == 0;
   const int rank = s.generation == 0 && !join ? s.options.rank : -1;
-  const json req =
-      membership_wire::RegistrationJson(s.id, PeerInfo{rank, endpoint, s.options.cluster, ""}, snapshots, join);
+  membership_wire::RegistrationRequest mine;
+  mine.id = s.id;
+  mine.info = PeerInfo{rank, endpoint, s.options.cluster, ""};
+  mine.snapshots = snapshots;
+  mine.join = join;
+  mine.max_world = join ? s.options.max_world : 0;
+  const json req = membership_wire::RegistrationJson(mine);
   FRUGAL_ASSIGN_OR_RETURN(std::string answer, s.Request(req, s.options.timeout));
   FRUGAL_ASSIGN_OR_RETURN(Generation g, membership_wire::ParseTable(answer, s.where));
   FRUGAL_ASSIGN_OR_RETURN(*transport, ConnectZmqTransport(std::move(listener), g.rank, g.peers));

@@ -112,7 +112,7 @@ void MembershipServer::Impl::HandleRegister(zmq::message_t routing, const std::s
                                             bool plain) {
   Registration r;
   std::string why;
-  if (!membership_wire::ParseRegistration(req, plain, &r.id, &r.info, &r.snapshots, &r.join, &why)) {
+  if (!membership_wire::ParseRegistration(req, plain, &r, &why)) {
     wire::Reply(router, routing, json{{"error", why}});
     return;
   }
@@ -135,6 +135,17 @@ void MembershipServer::Impl::HandleRegister(zmq::message_t routing, const std::s
   } else if (r.join) {
     if (Find(r.id) != nullptr) {
       wire::Reply(router, r.routing, json{{"error", "member " + r.id + " is already in the job"}});
+      return;
+    }
+    const int64_t world_after = LiveMembers() + static_cast<int64_t>(joiner_seen.size()) + 1;
+    if (r.max_world > 0 && world_after > r.max_world) {
+      Log("refused worker " + r.id + ": " + std::to_string(world_after) + " workers would exceed its limit of " +
+          std::to_string(r.max_world));
+      wire::Reply(router, r.routing,
+                  json{{"error", "joining would make " + std::to_string(world_after) + " workers, more than the " +
+                                     std::to_string(r.max_world) + " the run's --global-batch allows (at least one "
+                                     "sample per worker); raise --global-batch or stop a worker first"},
+                       {"code", "refused"}});
       return;
     }
     Log("worker " + r.id + " (" + r.info.cluster + ") asks to join");
@@ -234,8 +245,7 @@ json MembershipServer::Impl::HandleControl(const std::string& op, const json& re
     auto workers = wire::IntField(req, "workers", 0, 65535, "resize");
     if (!workers.ok()) return json{{"error", "resize needs \"workers\", an integer from 0 to 65535"}};
     const int64_t want = *workers;
-    int64_t active = 0;
-    for (const Member& m : members) active += (!m.gone && !m.leaving && !m.done) ? 1 : 0;
+    int64_t active = LiveMembers();
     if (want < options.min_workers) {
       return json{{"error", "cannot resize to " + std::to_string(want) + " workers: --min-workers is " +
                                 std::to_string(options.min_workers)}};

@@ -13,6 +13,7 @@
 #include <zmq.hpp>
 
 #include "frugal/comm/membership.h"
+#include "membership_wire.h"
 #include "rendezvous_wire.h"
 #include "zmq/zap_handler.h"
 
@@ -31,12 +32,8 @@ struct Member {
   bool gone = false;     // declared dead
 };
 
-struct Registration {
+struct Registration : membership_wire::RegistrationRequest {
   zmq::message_t routing;
-  std::string id;  // empty: a plain rendezvous registration
-  PeerInfo info;
-  std::vector<int64_t> snapshots;
-  bool join = false;
 };
 
 struct MembershipServer::Impl {
@@ -63,6 +60,12 @@ struct MembershipServer::Impl {
     } else {
       std::fprintf(stderr, "frugal coordinator: %s\n", line.c_str());
     }
+  }
+  // Members that will be in the next generation (not lost, leaving or done).
+  int64_t LiveMembers() const {
+    int64_t n = 0;
+    for (const Member& m : members) n += (!m.gone && !m.leaving && !m.done) ? 1 : 0;
+    return n;
   }
   Member* Find(const std::string& id) {
     for (Member& m : members) {

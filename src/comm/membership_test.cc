@@ -42,10 +42,11 @@ struct Coordinator {
   }
 };
 
-std::unique_ptr<MembershipClient> NewClient(const std::string& server, bool join = false) {
+std::unique_ptr<MembershipClient> NewClient(const std::string& server, bool join = false, int max_world = 0) {
   MembershipClientOptions o;
   o.server = server;
   o.join = join;
+  o.max_world = max_world;
   o.heartbeat_interval = 50ms;
   o.timeout = 20s;
   auto c = MembershipClient::Create(o);
@@ -129,6 +130,37 @@ TEST(MembershipTest, FirstGenerationThenAJoinerGetsTheNewestCommonSnapshot) {
   EXPECT_EQ(g3[0].peers.size(), 4u);
   EXPECT_EQ(g3[0].joined, (std::vector<int>{2, 3}));
   EXPECT_GE(g3[2].rank, 2);  // after the holders of state
+}
+
+// A joiner whose run allows at most 2 workers (--global-batch 2) is refused
+// with an error naming the limit, and the running world is not disturbed;
+// one that allows 3 is taken.
+TEST(MembershipTest, AJoinBeyondTheJoinersWorldLimitIsRefusedAndTheJobGoesOn) {
+  Coordinator co(2);
+  auto a = NewClient(co.server->endpoint());
+  auto b = NewClient(co.server->endpoint());
+  std::vector<std::unique_ptr<Transport>> t1;
+  auto g1 = RegisterAll({a.get(), b.get()}, {{}, {}}, &t1);
+  ASSERT_EQ(g1[0].number, 1);
+  auto c = NewClient(co.server->endpoint(), /*join=*/true, /*max_world=*/2);
+  std::unique_ptr<Transport> tc;
+  Result<Generation> refused = c->Register({}, &tc);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--global-batch"), std::string::npos) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("3 workers"), std::string::npos) << refused.status().ToString();
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(a->pending(), 0);
+  EXPECT_EQ(co.StatusJson()["generation"], 1);
+
+  auto d = NewClient(co.server->endpoint(), /*join=*/true, /*max_world=*/3);
+  std::unique_ptr<Transport> td;
+  auto joined = std::async(std::launch::async, [&] { return d->Register({}, &td); });
+  ASSERT_TRUE(WaitFor([&] { return a->pending() == 2 && b->pending() == 2; }));
+  t1.clear();
+  std::vector<std::unique_ptr<Transport>> t2;
+  auto g2 = RegisterAll({a.get(), b.get()}, {{5}, {5}}, &t2);
+  ASSERT_TRUE(joined.get().ok());
+  EXPECT_EQ(g2[0].peers.size(), 3u);
 }
 
 TEST(MembershipTest, ASilentMemberIsLostAndTheOthersAreToldToAbort) {

@@ -19,8 +19,7 @@ bool IsShortString(const json& j, const char* key) {
 
 }  // namespace
 
-bool ParseRegistration(const json& req, bool plain, std::string* id, PeerInfo* info, std::vector<int64_t>* snapshots,
-                       bool* join, std::string* why) {
+bool ParseRegistration(const json& req, bool plain, RegistrationRequest* out, std::string* why) {
   if (!IsShortString(req, "endpoint") || !IsShortString(req, "cluster")) {
     *why = "malformed registration; expected \"endpoint\" and \"cluster\" of 1 to 256 characters";
     return false;
@@ -36,19 +35,28 @@ bool ParseRegistration(const json& req, bool plain, std::string* id, PeerInfo* i
     }
     rank = *r;
   }
-  *info = PeerInfo{static_cast<int>(rank), req["endpoint"].get<std::string>(), req["cluster"].get<std::string>(), ""};
+  out->info = PeerInfo{static_cast<int>(rank), req["endpoint"].get<std::string>(), req["cluster"].get<std::string>(), ""};
   if (plain) return true;
   if (!IsShortString(req, "id")) {
     *why = "malformed registration: \"id\" must be a string of 1 to 256 characters";
     return false;
   }
-  *id = req["id"].get<std::string>();
+  out->id = req["id"].get<std::string>();
   if (req.contains("join") && !req["join"].is_boolean()) {
     *why = "malformed registration: \"join\" must be true or false";
     return false;
   }
-  *join = req.contains("join") && req["join"].get<bool>();
-  snapshots->clear();
+  out->join = req.contains("join") && req["join"].get<bool>();
+  out->max_world = 0;
+  if (req.contains("max_world")) {
+    auto m = IntField(req, "max_world", 1, 1 << 30, "registration");
+    if (!m.ok()) {
+      *why = "malformed registration: \"max_world\" must be a positive integer";
+      return false;
+    }
+    out->max_world = *m;
+  }
+  out->snapshots.clear();
   if (req.contains("snapshots")) {
     if (!req["snapshots"].is_array() || req["snapshots"].size() > 64) {
       *why = "malformed registration: \"snapshots\" must be a list of at most 64 iterations";
@@ -59,15 +67,17 @@ bool ParseRegistration(const json& req, bool plain, std::string* id, PeerInfo* i
         *why = "malformed registration: a snapshot iteration is not a non-negative integer";
         return false;
       }
-      snapshots->push_back(s.get<int64_t>());
+      out->snapshots.push_back(s.get<int64_t>());
     }
   }
   return true;
 }
 
-json RegistrationJson(const std::string& id, const PeerInfo& self, const std::vector<int64_t>& snapshots, bool join) {
-  return json{{"op", "register"},       {"id", id},           {"rank", self.rank}, {"endpoint", self.endpoint},
-              {"cluster", self.cluster}, {"snapshots", snapshots}, {"join", join}};
+json RegistrationJson(const RegistrationRequest& r) {
+  json j{{"op", "register"},          {"id", r.id},         {"rank", r.info.rank}, {"endpoint", r.info.endpoint},
+         {"cluster", r.info.cluster}, {"snapshots", r.snapshots}, {"join", r.join}};
+  if (r.max_world > 0) j["max_world"] = r.max_world;
+  return j;
 }
 
 json TableJson(const Generation& g) {

@@ -15,12 +15,21 @@ namespace frugal::comm::membership_wire {
 inline constexpr int kProtocolVersion = 1;
 
 // A registration: the plain rendezvous one ({rank, endpoint, cluster}) or
-// an elastic one (plus id, snapshots, join). False with `why` on bad input.
-bool ParseRegistration(const nlohmann::json& req, bool plain, std::string* id, PeerInfo* info,
-                       std::vector<int64_t>* snapshots, bool* join, std::string* why);
+// an elastic one (plus id, snapshots, join, max_world).
+struct RegistrationRequest {
+  std::string id;  // empty: a plain rendezvous registration
+  PeerInfo info;
+  std::vector<int64_t> snapshots;
+  bool join = false;
+  // A joiner's limit on the world it joins (its run's --global-batch: one
+  // sample per worker at least); 0 = none. Absent from older peers.
+  int64_t max_world = 0;
+};
 
-nlohmann::json RegistrationJson(const std::string& id, const PeerInfo& self, const std::vector<int64_t>& snapshots,
-                                bool join);
+// False with `why` on bad input.
+bool ParseRegistration(const nlohmann::json& req, bool plain, RegistrationRequest* out, std::string* why);
+
+nlohmann::json RegistrationJson(const RegistrationRequest& r);
 
 // The table of a generation as sent to the member of rank `rank`.
 nlohmann::json TableJson(const Generation& g);

@@ -221,13 +221,18 @@ TEST(RendezvousWireTest, MalformedFramesAreRejectedWithAReason) {
   auto out_of_order = wire::ParseWorldTable(R"({"version":1,"rank":0,"peers":)" + swapped + "}", "server");
   EXPECT_EQ(out_of_order.status().code(), Status::Code::kCorruption);
 
-  std::string id, why;
-  PeerInfo info;
-  std::vector<int64_t> snapshots;
-  bool join = false;
+  std::string why;
+  membership_wire::RegistrationRequest r;
   const auto wrapped = nlohmann::json::parse(R"({"rank":18446744073709551615,"endpoint":"tcp://h:1","cluster":"a"})");
-  EXPECT_FALSE(membership_wire::ParseRegistration(wrapped, true, &id, &info, &snapshots, &join, &why));
+  EXPECT_FALSE(membership_wire::ParseRegistration(wrapped, true, &r, &why));
   EXPECT_NE(why.find("rank"), std::string::npos);
+  for (const char* bad : {"0", "-3", "1.5", "\"4\""}) {
+    const auto j = nlohmann::json::parse(std::string(R"({"id":"w","endpoint":"tcp://h:1","cluster":"a","max_world":)") +
+                                         bad + "}");
+    why.clear();
+    EXPECT_FALSE(membership_wire::ParseRegistration(j, false, &r, &why)) << bad;
+    EXPECT_NE(why.find("max_world"), std::string::npos) << bad;
+  }
 }
 
 }  // namespace

@@ -97,6 +97,9 @@ struct MembershipClientOptions {
   std::string listen = "tcp://127.0.0.1:*";
   std::string advertise_host;          // as JoinOptions::advertise_host
   bool join = false;                   // joining a running job
+  // A joiner is refused (an error naming the limit) when the world would
+  // grow beyond this many workers: its run's --global-batch. 0 = no limit.
+  int max_world = 0;
   int rank = -1;                       // rank wanted in the first generation (-1: assigned)
   std::chrono::milliseconds heartbeat_interval{250};
   std::chrono::milliseconds timeout{60000};  // bound on each registration
