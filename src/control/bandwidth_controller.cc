@@ -90,6 +90,7 @@ Result<sim::FrugalPrediction> BandwidthController::PredictStages(double density,
   job.bytes_per_selected = options_.bytes_per_value;
   job.merged_bytes_per_selected = options_.merged_bytes_per_value;
   job.staleness = options_.staleness;
+  job.pipeline_threads = std::max(1, options_.pipeline_threads);
   job.compute_s_per_sample = std::max(compute_s_per_sample, 1e-9);
   job.shared_cpu = false;  // measured compute already includes the contention it sees
   const double gbps = std::max(bandwidth_mbit, 1e-3) / 1000.0;

@@ -114,7 +114,7 @@ std::string ToToml(const RunConfig& config) {
 
 int ResolveCpuThreads(const RunConfig& config, int workers_on_host) {
   if (config.distributed.cpu_threads > 0) return config.distributed.cpu_threads;
-  if (config.train.device.rfind("cpu", 0) == 0) return 1;
+  if (config.train.device.rfind("cpu", 0) == 0) return 2;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::clamp(cores / std::max(1, workers_on_host), 1, 4);
 }

@@ -132,13 +132,13 @@ TEST(RunConfigTest, ValidationNamesTheOptionAndRejectsNan) {
 
 // --adapt auto (the default) is valid where an explicit --adapt on is not:
 // it resolves to off for an elastic or local-update run.
-TEST(RunConfigTest, CpuThreadsAutoIsOneOnTheCpuAndTheCoresPerWorkerOnAGpu) {
+TEST(RunConfigTest, CpuThreadsAutoIsTwoOnTheCpuAndTheCoresPerWorkerOnAGpu) {
   RunConfig c;
   EXPECT_EQ(c.distributed.cpu_threads, 0);  // the default: auto
   EXPECT_TRUE(Validate(c).ok());
   c.train.device = "cpu";
-  EXPECT_EQ(ResolveCpuThreads(c, 1), 1);
-  EXPECT_EQ(ResolveCpuThreads(c, 4), 1);
+  EXPECT_EQ(ResolveCpuThreads(c, 1), 2);
+  EXPECT_EQ(ResolveCpuThreads(c, 4), 2);
   c.train.device = "cuda:0";
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   EXPECT_EQ(ResolveCpuThreads(c, 1), std::clamp(cores, 1, 4));

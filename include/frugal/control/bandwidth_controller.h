@@ -58,6 +58,7 @@ struct ControllerOptions {
   double bytes_per_value = 2.25;      // wire bytes per selected value (fp16 + block id / 16)
   double merged_bytes_per_value = 0;  // the same in merged updates (engine::MergedWireBytesPerValue); 0 = bytes_per_value
   int staleness = 0;                  // as the engine's default (docs/architecture.md)
+  int pipeline_threads = 1;           // the workers' CPU pipeline threads (engine::ResolveCpuThreads)
   double min_density = 0.001;
   double max_density = 0.1;
   double density_floor = 0.002;       // below this, grow the batch instead

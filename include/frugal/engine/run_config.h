@@ -262,10 +262,13 @@ Status SetOption(RunConfig* config, const std::string& key, const std::string& t
 // Whether `key` names an option.
 bool HasOption(const std::string& key);
 
-// The CPU pipeline threads of a worker: --cpu-threads, or for 0 (auto) 1
-// when the model computes on the CPU (the cores are its), else the host's
-// cores shared among `workers_on_host` workers, between 1 and 4. On a GPU
-// the pipeline is what the iteration waits for (docs/benchmarks.md, "GPU").
+// The CPU pipeline threads of a worker: --cpu-threads, or for 0 (auto) 2
+// when the model computes on the CPU (the cores are its: the second thread
+// only overlaps one bucket's network wait with another's CPU stages; mlp at
+// 100 Mbit/s and 9%: 0.199 -> 0.174 s per iteration, at 1 Gbit/s equal,
+// docs/benchmarks.md), else the host's cores shared among
+// `workers_on_host` workers, between 1 and 4. On a GPU the pipeline is what
+// the iteration waits for (docs/benchmarks.md, "GPU").
 int ResolveCpuThreads(const RunConfig& config, int workers_on_host);
 
 // Every option as `key = value` TOML lines, in field-list order.
