@@ -12,6 +12,11 @@ Two modes, both on loopback with real processes (docs/architecture.md,
                   new one joins, keeping 4-6 workers; then the same run
                   undisturbed; compares final test accuracy.
 
+--testbed-rate R (changes mode, root): every process runs in its own network
+namespace of the shaped testbed (testbed/testbed.sh, `flat`, each host's
+link R Mbit/s both ways): the coordinator and the three first workers on
+hosts 0-2, the joiner on host 3. Then a join's state crosses a real link.
+
 Both runs use --global-batch (default 256, the undisturbed run's 4 x 64):
 the global batch, the steps per epoch and the learning-rate schedule stay
 the same whatever the world size, so the chaos run differs from the calm
@@ -39,27 +44,55 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness.testbed import Testbed, hold_testbed_lock  # noqa: E402
 
-def start_coordinator(frugal, world, min_workers, heartbeat_s):
-    p = subprocess.Popen([frugal, "coordinator", "--elastic", "--listen", "tcp://127.0.0.1:*", "--world", str(world),
-                          "--min-workers", str(min_workers), "--heartbeat-timeout-s", str(heartbeat_s),
-                          "--timeout-s", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+class Hosts:
+    """Where each process runs: loopback, or testbed host i (namespace, address)."""
+
+    def __init__(self, testbed=None):
+        self.testbed = testbed
+
+    def prefix(self, i):
+        return self.testbed.prefix(i) if self.testbed else []
+
+    def address(self, i):
+        return self.testbed.hosts[i].address if self.testbed else "127.0.0.1"
+
+    def secure_args(self):
+        # The testbed's hosts are namespaces of this machine: plain TCP off
+        # loopback needs --insecure.
+        return ["--insecure"] if self.testbed else []
+
+
+LOOPBACK = Hosts()
+
+
+def start_coordinator(frugal, world, min_workers, heartbeat_s, hosts=LOOPBACK):
+    p = subprocess.Popen(hosts.prefix(0) + [frugal, "coordinator", "--elastic", "--listen",
+                                            "tcp://%s:*" % hosts.address(0), "--world", str(world),
+                                            "--min-workers", str(min_workers), "--heartbeat-timeout-s", str(heartbeat_s),
+                                            "--timeout-s", "120"] + hosts.secure_args(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     m = re.search(r"listening on (tcp://\S+)", p.stdout.readline())
     if not m:
         raise RuntimeError("coordinator did not start: " + p.stderr.read())
     return p, m.group(1)
 
 
-def start_worker(frugal, endpoint, run_args, join=False):
-    args = [frugal, "worker", "--elastic", "--coordinator", endpoint, "--quiet", *run_args]
+def start_worker(frugal, endpoint, run_args, join=False, hosts=LOOPBACK, host=0):
+    args = hosts.prefix(host) + [frugal, "worker", "--elastic", "--coordinator", endpoint, "--quiet", *run_args]
+    if hosts.testbed:
+        args += ["--listen", "tcp://%s:*" % hosts.address(host)] + hosts.secure_args()
     if join:
         args.append("--join")
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def status(frugal, endpoint):
-    r = subprocess.run([frugal, "job", "status", "--json", "--coordinator", endpoint], capture_output=True,
-                       text=True, timeout=30)
+def status(frugal, endpoint, hosts=LOOPBACK):
+    r = subprocess.run(hosts.prefix(0) + [frugal, "job", "status", "--json", "--coordinator", endpoint] +
+                       hosts.secure_args(), capture_output=True, text=True, timeout=30)
     return json.loads(r.stdout) if r.returncode == 0 else None
 
 
@@ -67,23 +100,26 @@ def running(s):
     return [m for m in s["members"] if m["state"] == "running"] if s else []
 
 
-def wait_progress(frugal, endpoint, generation, beyond, limit_s=600):
-    """Waits until every running member of `generation` reported an iteration > beyond; returns the time."""
+def wait_progress(frugal, endpoint, generation, beyond, limit_s=600, hosts=LOOPBACK, seen_generation=None):
+    """Waits until every running member of `generation` reported an iteration > beyond; returns the time.
+    seen_generation, if given, gets the time the coordinator first showed `generation`."""
     deadline = time.time() + limit_s
     while time.time() < deadline:
-        s = status(frugal, endpoint)
+        s = status(frugal, endpoint, hosts)
         ms = running(s)
+        if seen_generation is not None and s and s["generation"] >= generation and not seen_generation:
+            seen_generation.append(time.time())
         if s and s["generation"] >= generation and ms and min(m["iteration"] for m in ms) > beyond:
             return time.time(), s
         time.sleep(0.05)
     raise RuntimeError("no progress beyond iteration %d in generation %d" % (beyond, generation))
 
 
-def change_costs(args, run_args):
-    co, ep = start_coordinator(args.frugal, 3, 2, args.heartbeat_s)
-    workers = [start_worker(args.frugal, ep, run_args) for _ in range(3)]
+def change_costs(args, run_args, hosts=LOOPBACK):
+    co, ep = start_coordinator(args.frugal, 3, 2, args.heartbeat_s, hosts)
+    workers = [start_worker(args.frugal, ep, run_args, hosts=hosts, host=h) for h in range(3)]
     results = []
-    _, s = wait_progress(args.frugal, ep, 1, 30)
+    _, s = wait_progress(args.frugal, ep, 1, 30, hosts=hosts)
     for kind in ("kill", "join", "leave"):
         before = max(m["iteration"] for m in running(s))
         gen = s["generation"]
@@ -92,17 +128,23 @@ def change_costs(args, run_args):
             victim = next(w for w in workers if w.poll() is None)
             victim.send_signal(signal.SIGKILL)
         elif kind == "join":
-            workers.append(start_worker(args.frugal, ep, run_args, join=True))
+            workers.append(start_worker(args.frugal, ep, run_args, join=True, hosts=hosts, host=3))
         else:
             victim = next(w for w in reversed(workers) if w.poll() is None)
             victim.send_signal(signal.SIGTERM)
         # The restore point is at most `before`; wait for progress beyond it in the next generation.
-        t1, s = wait_progress(args.frugal, ep, gen + 1, before)
+        seen = []
+        t1, s = wait_progress(args.frugal, ep, gen + 1, before, hosts=hosts, seen_generation=seen)
         after = s["generation"]
-        results.append({"change": kind, "stall_s": round(t1 - t0, 2), "iteration_at_change": before,
-                        "generation": after, "workers": len(running(s))})
+        # stall_s: from the disturbance (for a join: the joiner's start, while
+        # the others train on); formed_to_progress_s: from the coordinator
+        # first showing the new generation until every member trains in it
+        # (the state transfer to a joiner included).
+        results.append({"change": kind, "stall_s": round(t1 - t0, 2),
+                        "formed_to_progress_s": round(t1 - seen[0], 2) if seen else None,
+                        "iteration_at_change": before, "generation": after, "workers": len(running(s))})
         print(json.dumps(results[-1]), flush=True)
-        _, s = wait_progress(args.frugal, ep, after, before + 20)
+        _, s = wait_progress(args.frugal, ep, after, before + 20, hosts=hosts)
     for w in workers:
         if w.poll() is None:
             w.wait(timeout=900)
@@ -180,6 +222,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--heartbeat-s", type=float, default=2.0)
     ap.add_argument("--global-batch", type=int, default=256, help="0: --batch-size 64 per worker")
+    ap.add_argument("--testbed-rate", type=int, default=0,
+                    help="changes mode: run on the shaped testbed, each link this many Mbit/s (0: loopback)")
     ap.add_argument("--out")
     args = ap.parse_args()
     args.frugal = os.path.abspath(args.frugal)
@@ -189,7 +233,15 @@ def main():
                 "--heartbeat-timeout-s", str(args.heartbeat_s)]
     if args.global_batch > 0:
         run_args += ["--global-batch", str(args.global_batch)]
-    if args.mode == "changes":
+    if args.mode == "changes" and args.testbed_rate > 0:
+        ok, why = Testbed.available()
+        if not ok:
+            sys.exit("--testbed-rate needs the namespace testbed: " + why)
+        lock = hold_testbed_lock(wait=True)  # noqa: F841 (held for the run)
+        with Testbed().up("flat", "4", rate=args.testbed_rate, expect=4) as tb:
+            changes = change_costs(args, run_args + ["--run-name", "changes"], Hosts(tb))
+        result = {"mode": "changes", "testbed_rate_mbit": args.testbed_rate, "changes": changes}
+    elif args.mode == "changes":
         result = {"mode": "changes", "changes": change_costs(args, run_args + ["--run-name", "changes"])}
     else:
         result = dict(mode="chaos", **chaos(args, run_args, runs))

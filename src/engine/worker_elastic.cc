@@ -58,11 +58,23 @@ CheckpointSections JoinerSections(const CheckpointSections& snapshot) {
 
 }  // namespace
 
+// A dropped snapshot's buffers go to the next one (Note [Recycled checkpoint
+// buffers] in checkpoint.cc): one every --elastic-every steps would
+// otherwise fault in its tens of MB afresh each time.
 Status Worker::Impl::TakeSnapshot(int64_t t) {
+  auto drop = [&](Snapshot& old) {
+    for (auto& [name, bytes] : old.sections) RecycleCheckpointBuffer(std::move(bytes));
+  };
   FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, StateSections(t, StateScope::kSnapshot));
-  if (!snapshots.empty() && snapshots.back().t == t) snapshots.pop_back();  // a joiner's received copy
+  if (!snapshots.empty() && snapshots.back().t == t) {  // a joiner's received copy
+    drop(snapshots.back());
+    snapshots.pop_back();
+  }
   snapshots.push_back(Snapshot{t, std::move(s), true});
-  while (snapshots.size() > 2) snapshots.pop_front();
+  while (snapshots.size() > 2) {
+    drop(snapshots.front());
+    snapshots.pop_front();
+  }
   return Status::Ok();
 }
 
