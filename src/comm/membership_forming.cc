@@ -67,6 +67,21 @@ bool MembershipServer::Impl::TryForm() {
     return true;
   }
   if (pending == 0 || regs.empty()) return false;
+  const bool finished = std::all_of(members.begin(), members.end(), [](const Member& m) { return m.done || m.gone; }) &&
+                        std::any_of(members.begin(), members.end(), [](const Member& m) { return m.done; });
+  if (finished) {
+    // A join that arrives as the last members finish: the run is complete,
+    // so the joiner is told so instead of the job failing for want of a
+    // member holding the state.
+    for (Registration& r : regs) {
+      Log("worker " + r.id + " came too late: the job has finished");
+      wire::Reply(router, r.routing, json{{"error", "the job has finished; nothing to join"}, {"code", "finished"}});
+    }
+    regs.clear();
+    joiner_seen.clear();
+    pending = 0;
+    return false;
+  }
   for (const Member& m : members) {
     if (m.gone || m.leaving || m.done) continue;
     const bool registered =

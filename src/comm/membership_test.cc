@@ -163,6 +163,29 @@ TEST(MembershipTest, AJoinBeyondTheJoinersWorldLimitIsRefusedAndTheJobGoesOn) {
   EXPECT_EQ(g2[0].peers.size(), 3u);
 }
 
+// A join that arrives as the members finish is told the job has finished,
+// and the job ends well (it used to fail: no member held the state).
+TEST(MembershipTest, AJoinAtTheEndIsToldTheJobFinishedAndTheJobSucceeds) {
+  Coordinator co(2);
+  auto a = NewClient(co.server->endpoint());
+  auto b = NewClient(co.server->endpoint());
+  std::vector<std::unique_ptr<Transport>> t1;
+  RegisterAll({a.get(), b.get()}, {{}, {}}, &t1);
+  auto c = NewClient(co.server->endpoint(), /*join=*/true);
+  std::unique_ptr<Transport> tc;
+  auto joined = std::async(std::launch::async, [&] { return c->Register({}, &tc); });
+  ASSERT_TRUE(WaitFor([&] { return a->pending() == 2; }));
+  a->Done();
+  b->Done();
+  Result<Generation> g = joined.get();
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("finished"), std::string::npos) << g.status().ToString();
+  c.reset();
+  ASSERT_EQ(co.served.wait_for(10s), std::future_status::ready);
+  Status served = co.served.get();
+  EXPECT_TRUE(served.ok()) << served.ToString();
+}
+
 TEST(MembershipTest, ASilentMemberIsLostAndTheOthersAreToldToAbort) {
   Coordinator co(3, /*min_workers=*/2, /*heartbeat_timeout=*/300ms);
   std::vector<std::unique_ptr<MembershipClient>> cs;
