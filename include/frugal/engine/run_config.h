@@ -166,7 +166,7 @@ void VisitFields(DistributedOptions& o, V&& visit) {
   visit(Field("staleness", d, "0 or 1: forward t uses the parameters after t-1-staleness").Min(0).Max(1), o.staleness);
   visit(Field("bucket_mb", d, "Gradient bucket size in MB of fp32").Positive().Max(4096), o.bucket_mb);
   visit(Field("cpu_threads", d,
-              "CPU pipeline threads per worker (0 = auto: 1 with --device cpu; on a GPU the host's cores per "
+              "CPU pipeline threads per worker (0 = auto: 2 with --device cpu; on a GPU the host's cores per "
               "worker on it, at most 4)")
             .PerWorker()
             .Min(0)
