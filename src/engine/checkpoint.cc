@@ -308,16 +308,19 @@ void RecycleCheckpointBuffer(std::vector<uint8_t>&& buffer) {
   }
 }
 
+bool ByteWriter::ContinueInPooled(size_t need) {
+  if (need <= out_.capacity() || need <= kRecycleMin) return false;
+  auto pooled = TakePooled(need);
+  if (!pooled) return false;
+  pooled->assign(out_.begin(), out_.end());
+  std::vector<uint8_t> old = std::move(out_);
+  out_ = std::move(*pooled);
+  RecycleCheckpointBuffer(std::move(old));
+  return true;
+}
+
 void ByteWriter::Append(const uint8_t* p, size_t n) {
-  const size_t need = out_.size() + n;
-  if (need > out_.capacity() && need > kRecycleMin) {
-    if (auto pooled = TakePooled(need)) {
-      pooled->assign(out_.begin(), out_.end());
-      std::vector<uint8_t> old = std::move(out_);
-      out_ = std::move(*pooled);
-      RecycleCheckpointBuffer(std::move(old));
-    }
-  }
+  ContinueInPooled(out_.size() + n);
   out_.insert(out_.end(), p, p + n);
 }
 
@@ -330,16 +333,7 @@ void ByteWriter::Append(const uint8_t* p, size_t n) {
 // now sized first (Reserve, with a little room for the next one's growth)
 // and written in place (BytesAppended).
 void ByteWriter::Reserve(size_t total) {
-  if (total <= out_.capacity()) return;
-  if (total > kRecycleMin) {
-    if (auto pooled = TakePooled(total)) {
-      pooled->assign(out_.begin(), out_.end());
-      std::vector<uint8_t> old = std::move(out_);
-      out_ = std::move(*pooled);
-      RecycleCheckpointBuffer(std::move(old));
-      return;
-    }
-  }
+  if (total <= out_.capacity() || ContinueInPooled(total)) return;
   // 1/32 spare: the next checkpoint's section may be a little larger (the
   // pipeline's settings grow with each controller decision) and should
   // still fit the recycled buffer instead of faulting in a fresh one.

@@ -75,6 +75,9 @@ class ByteWriter {
 
  private:
   void Append(const uint8_t* p, size_t n);
+  // Moves the bytes so far into a recycled buffer of at least `need` bytes
+  // when out_ is too small and one is pooled; false otherwise.
+  bool ContinueInPooled(size_t need);
   std::vector<uint8_t> out_;
 };
 
