@@ -92,22 +92,19 @@ struct ServeFlags {
   int max_restarts = 3;
   std::string controller = "elastic";
   int max_nodes_per_job = 1;
-  double realloc_cost = -1;  // < 0: by controller (Note [Live switch cost])
+  double realloc_cost = -1;  // < 0: the default (Note [Live switch cost])
   double contended_horizon = 60;
 };
 
 // Note [Live switch cost]
 // The policies weigh a resize against the seconds the job loses to it
-// (Note [Switch cost] in src/sched/afs_policy.cc). The simulator's 30 s is a
-// restart from a checkpoint, which is what the restart controller does (its
-// start-up alone took tens of seconds in docs/cluster.md). The elastic
-// controller resizes in place: the job stalls for its switch, measured at
-// 0.3-4.5 s (`switch_s`, docs/cluster.md and docs/benchmarks.md), so it is
-// priced at 5 s and resizes that pay for themselves are not refused.
-double ReallocationCost(const ServeFlags& f) {
-  if (f.realloc_cost >= 0) return f.realloc_cost;
-  return f.controller == "restart" ? 30.0 : 5.0;
-}
+// (Note [Switch cost] in src/sched/afs_policy.cc); --realloc-cost sets it.
+// The default stays the simulator's 30 s for both controllers. The elastic
+// controller's resizes stall a job for only 0.3-4.5 s (`switch_s`,
+// docs/cluster.md), but pricing them at 5 s made afs-p leave job a at 2
+// workers after job b finished in the live test (cluster_live_test.py),
+// where 30 s grows it back to 4; why is not established yet.
+double ReallocationCost(const ServeFlags& f) { return f.realloc_cost >= 0 ? f.realloc_cost : 30.0; }
 
 std::unique_ptr<cluster::JobController> MakeController(const ServeFlags& f) {
   if (f.controller == "restart") {
@@ -187,8 +184,7 @@ void AddServe(CLI::App* cluster) {
                   "Elastic: hosts one job may span (more than 1 needs a runs dir the agents share)")
       ->capture_default_str()->check(Bounded(1, 1024));
   cmd->add_option("--realloc-cost", f->realloc_cost,
-                  "Seconds a resize costs a job, as the policy weighs it (default: 5 with --controller elastic, "
-                  "30 with restart)")
+                  "Seconds a resize costs a job, as the policy weighs it (default 30)")
       ->check(Bounded(0, 86400));
   cmd->add_option("--contended-horizon", f->contended_horizon,
                   "Seconds over which a resize must pay for its cost while GPUs are contended (afs-p, "

@@ -93,7 +93,7 @@ class Fixture:
             f.write(f'name = "{name}"\nmin_workers = {lo}\nmax_workers = {hi}\nmodel = "mlp"\n'
                     f'dataset = "synthetic"\nsynthetic_train_size = 4096\nsynthetic_test_size = 256\n'
                     f"max_steps = {STEPS[name]}\nlog_every = 5\nbatch_size = 32\ntimeout_s = 60\n"
-                    f"elastic_every = 5\n")
+                    f"elastic_every = 5\nepochs = 1000\n")  # max_steps ends a job, not 3 epochs of 4096 samples
         out = subprocess.run([self.frugal, "cluster", "submit", path, "--server", f"127.0.0.1:{self.port}"],
                              capture_output=True, text=True, timeout=30)
         assert out.returncode == 0, out.stderr
