@@ -99,12 +99,16 @@ struct ServeFlags {
 // Note [Live switch cost]
 // The policies weigh a resize against the seconds the job loses to it
 // (Note [Switch cost] in src/sched/afs_policy.cc); --realloc-cost sets it.
-// The default stays the simulator's 30 s for both controllers. The elastic
-// controller's resizes stall a job for only 0.3-4.5 s (`switch_s`,
-// docs/cluster.md), but pricing them at 5 s made afs-p leave job a at 2
-// workers after job b finished in the live test (cluster_live_test.py),
-// where 30 s grows it back to 4; why is not established yet.
-double ReallocationCost(const ServeFlags& f) { return f.realloc_cost >= 0 ? f.realloc_cost : 30.0; }
+// The default follows the controller: a restart costs a job the simulator's
+// 30 s (process start, checkpoint load, steps redone); an elastic resize
+// stalls it only for `switch_s`, 0.1-4.5 s measured (docs/cluster.md), so it
+// is priced at 5 s. An earlier 5 s trial seemed to keep job a of the live
+// test at 2 workers; the cause was the job's measured rates (4 workers
+// slower than 2 on a 2-core machine), not the price.
+double ReallocationCost(const ServeFlags& f) {
+  if (f.realloc_cost >= 0) return f.realloc_cost;
+  return f.controller == "restart" ? 30.0 : 5.0;
+}
 
 std::unique_ptr<cluster::JobController> MakeController(const ServeFlags& f) {
   if (f.controller == "restart") {
@@ -184,7 +188,7 @@ void AddServe(CLI::App* cluster) {
                   "Elastic: hosts one job may span (more than 1 needs a runs dir the agents share)")
       ->capture_default_str()->check(Bounded(1, 1024));
   cmd->add_option("--realloc-cost", f->realloc_cost,
-                  "Seconds a resize costs a job, as the policy weighs it (default 30)")
+                  "Seconds a resize costs a job, as the policy weighs it (default: 5 elastic, 30 restart)")
       ->check(Bounded(0, 86400));
   cmd->add_option("--contended-horizon", f->contended_horizon,
                   "Seconds over which a resize must pay for its cost while GPUs are contended (afs-p, "

@@ -5,16 +5,15 @@ Real processes: `frugal cluster serve` (elastic jobs), one `frugal cluster
 agent` with 4 CPU slots, and two small training jobs (mlp), each an elastic
 coordinator plus one `frugal worker --elastic` per slot. It checks that
 
-  1. a job starts on the agent with its max_workers (4);
-  2. a second job makes afs-p shrink the first to 2 workers in place: two
-     workers leave, the same coordinator and run go on (no restart: its
-     metrics.jsonl has a generation event with 2 workers and its step counter
-     never goes back);
-  3. the server killed with SIGKILL and restarted on the same database
+  1. job b (2 workers) starts, then job a (2-4 workers) gets the 2 free slots;
+  2. the server killed with SIGKILL and restarted on the same database
      re-adopts the running tasks (same generation, nothing restarted);
-  4. once the second job finishes (its steps done), the first grows back to
-     4 with two --join workers (a generation event with 2 joined);
-  5. the first job, cancelled, has all its tasks stopped;
+  3. b cancelled (all its tasks stopped), a grows to 4 in place with two
+     --join workers (a generation event with 2 joined);
+  4. a third job c makes afs-p shrink a to 2 workers in place: two workers
+     leave, the same coordinator and run go on (no restart: its step counter
+     never goes back); c finishes by its steps;
+  5. a, cancelled, has all its tasks stopped;
   6. an agent that goes silent (SIGSTOP) is marked down, and up again
      when it comes back (SIGCONT).
 
@@ -34,9 +33,15 @@ import tempfile
 import time
 import urllib.request
 
-# a runs until the test cancels it (after its grow), so the test does not
-# depend on how fast a trains relative to b's start-up.
-STEPS = {"a": 100000, "b": 20}
+# a and b run until the test cancels them, so the test does not depend on
+# how fast they train; c ends by its steps.
+STEPS = {"a": 100000, "b": 100000, "c": 20}
+
+
+def cancel(fx, job_id):
+    out = subprocess.run([fx.frugal, "cluster", "cancel", str(job_id), "--server", f"127.0.0.1:{fx.port}"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
 
 
 class Fixture:
@@ -155,16 +160,13 @@ def tasks_running(fx, job_id):
 def scenario(fx):
     fx.start_server()
     fx.start_agent()
+    b = fx.submit("b", 2, 2)
+    fx.wait("job b running on 2 workers", lambda: (j := fx.job(b)) and j["state"] == "running" and j["workers"] == 2, 60)
     a = fx.submit("a", 2, 4)
-    fx.wait("job a running on 4 workers", lambda: (j := fx.job(a)) and j["state"] == "running" and j["workers"] == 4, 60)
+    fx.wait("job a running on the 2 free slots",
+            lambda: (j := fx.job(a)) and j["state"] == "running" and j["workers"] == 2, 60)
     fx.wait("job a past its first checkpoint", lambda: fx.job(a)["step"] >= 15, 480)
     incarnation = fx.job(a)["incarnation"]
-    b = fx.submit("b", 2, 2)
-    fx.wait("afs-p shrinking a to 2 workers for b", lambda: fx.job(a)["workers"] == 2 and fx.job(b)["workers"] == 2, 30)
-    assert fx.job(a)["incarnation"] == incarnation, f"the shrink restarted job a: {fx.job(a)}"
-    fx.wait("a's workers leaving: a generation of 2 in its metrics",
-            lambda: any(g["workers"] == 2 for g in generations(fx, a)), 120)
-    fx.wait("b reporting steps", lambda: fx.job(b)["step"] >= 5, 240)
 
     # Server crash and restart on the same database: the tasks keep running and are adopted.
     before = {j["id"]: j["generation"] for j in fx.get("/api/jobs")}
@@ -177,17 +179,34 @@ def scenario(fx):
     nodes = fx.get("/api/nodes")
     assert len(nodes) == 1 and nodes[0]["name"] == "host-a", nodes
 
-    fx.wait("b finished", lambda: fx.job(b)["state"] == "finished", 400)
+    # b cancelled: a grows to 4 in place. a has never run at 4, so the policy
+    # extrapolates its 2-worker rate (Note [Live throughput prior]); a rate it
+    # measured at 4 would decide instead, and 4 processes on this 2-core
+    # machine train slower than 2 (measured: 647 against 925 samples/s).
+    cancel(fx, b)
+    fx.wait("b cancelled", lambda: fx.job(b)["state"] == "cancelled", 30)
     # The two joiners may start far enough apart to join in two generations.
-    fx.wait("a grown back to 4 with --join workers",
-            lambda: (gs := generations(fx, a)) and gs[-1]["workers"] == 4 and sum(g["joined"] for g in gs) >= 2, 240)
-    out = subprocess.run([fx.frugal, "cluster", "cancel", str(a), "--server", f"127.0.0.1:{fx.port}"],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    try:
+        fx.wait("a grown to 4 with --join workers",
+                lambda: (gs := generations(fx, a)) and gs[-1]["workers"] == 4 and sum(g["joined"] for g in gs) >= 2,
+                240)
+    except AssertionError as e:  # Say what the policy saw: the rates it learned per worker count.
+        raise AssertionError(f"{e}; job a: {fx.job(a)}") from None
+
+    # A new job c makes afs-p shrink a to 2 in place: two workers leave, the
+    # same coordinator and run go on.
+    c = fx.submit("c", 2, 2)
+    fx.wait("afs-p shrinking a to 2 workers for c", lambda: fx.job(a)["workers"] == 2 and fx.job(c)["workers"] == 2, 30)
+    fx.wait("a's workers leaving: a later generation of 2 in its metrics",
+            lambda: (gs := generations(fx, a)) and gs[-1]["workers"] == 2 and any(g["workers"] == 4 for g in gs), 120)
+    fx.wait("c finished", lambda: fx.job(c)["state"] == "finished", 400)
+    assert fx.job(c)["step"] >= STEPS["c"], fx.job(c)
+
+    cancel(fx, a)
     fx.wait("a cancelled", lambda: fx.job(a)["state"] == "cancelled", 30)
-    fx.wait("every task of a exited", lambda: tasks_running(fx, a) == 0, 120)
-    assert fx.job(b)["step"] >= STEPS["b"], fx.job(b)
     for j in (a, b):
+        fx.wait(f"every task of job {j} exited", lambda: tasks_running(fx, j) == 0, 120)
+    for j in (a, b, c):
         detail = fx.get(f"/api/jobs/{j}")
         assert any(s["loss"] > 0 for s in detail["samples"]), detail["samples"][:3]
     # No restart: one coordinator for a, and its step counter never went back.
@@ -198,12 +217,12 @@ def scenario(fx):
     assert steps == sorted(steps), f"job a's steps went back (a restart): {steps}"
     events = fx.get("/api/events")
     resized = [e["message"] for e in events if e["job_id"] == a and e["kind"] == "resize"]
-    assert any(m.startswith("4 -> 2 workers") and "[in place]" in m for m in resized), resized
     assert any(m.startswith("2 -> 4 workers") and "[in place]" in m for m in resized), resized
-    assert fx.get(f"/api/jobs/{a}")["samples"][0]["workers"] == 4
+    assert any(m.startswith("4 -> 2 workers") and "[in place]" in m for m in resized), resized
+    assert fx.get(f"/api/jobs/{a}")["samples"][0]["workers"] == 2
     print("job a's generations:", [(g["generation"], g["workers"], g["joined"], g["switch_s"]) for g in generations(fx, a)])
     kinds = [e["kind"] for e in events]
-    assert "resize" in kinds and kinds.count("finished") == 1 and kinds.count("cancelled") == 1, kinds
+    assert "resize" in kinds and kinds.count("finished") == 1 and kinds.count("cancelled") == 2, kinds
 
     # Agent silent -> node down; back -> node up.
     os.kill(fx.agent.pid, signal.SIGSTOP)
