@@ -171,5 +171,29 @@ TEST(Merge, RejectsBadInputs) {
   EXPECT_EQ(out.nnz(), 0u);
 }
 
+TEST(Merge, CombineEncodedIsTheMergeOfTheDecodedParts) {
+  std::mt19937 rng(7);
+  const WireFormat fp32{ValueEncoding::kFp32, IndexEncoding::kAbsoluteU32};
+  std::vector<std::vector<uint8_t>> parts(3);
+  std::vector<SparseVector> vs;
+  for (auto& p : parts) {
+    vs.push_back(Random(500, 0.1, rng));
+    ASSERT_TRUE(Encode(vs.back(), fp32, &p).ok());
+  }
+  SparseVector merged, want, got;
+  ASSERT_TRUE(DecodeAndMerge(parts, &merged).ok());
+  std::vector<const SparseVector*> ptrs = {&vs[0], &vs[1], &vs[2]};
+  ASSERT_TRUE(MergeSparse(ptrs, &want).ok());
+  EXPECT_EQ(merged.indices, want.indices);
+  EXPECT_EQ(merged.values, want.values);
+  std::vector<uint8_t> out = {1, 2, 3};  // replaced, not appended to
+  ASSERT_TRUE(CombineEncoded(parts, fp32, &out).ok());
+  ASSERT_TRUE(Decode(Span<const uint8_t>(out.data(), out.size()), {}, &got).ok());
+  EXPECT_EQ(got.indices, want.indices);
+  EXPECT_EQ(got.values, want.values);  // fp32 stays fp32 in the merged format
+  parts[1].pop_back();  // a truncated part
+  EXPECT_FALSE(CombineEncoded(parts, fp32, &out).ok());
+}
+
 }  // namespace
 }  // namespace frugal::compress

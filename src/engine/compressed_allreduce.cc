@@ -8,7 +8,6 @@
 
 #include "frugal/compress/error_feedback.h"
 #include "frugal/engine/checkpoint.h"
-#include "merged_update.h"
 #include "frugal/compress/merge.h"
 #include "frugal/compress/sparsifier.h"
 
@@ -68,9 +67,11 @@ class CompressedAllReduce::Impl {
 };
 
 // Leaders merge the contributions in rank order (Note [Merged updates] in
-// merged_update.cc), so all ranks decode byte-identical sums.
+// src/compress/merge.cc), so all ranks decode byte-identical sums.
 Result<comm::Bytes> CompressedAllReduce::Impl::Combine(std::vector<comm::Bytes> parts) const {
-  return CombineEncoded(parts, options.wire);
+  comm::Bytes out;
+  FRUGAL_RETURN_IF_ERROR(compress::CombineEncoded(parts, options.wire, &out));
+  return out;
 }
 
 BucketState& CompressedAllReduce::Impl::StateOf(uint64_t bucket) {
@@ -113,7 +114,7 @@ Status CompressedAllReduce::Impl::RunLocked(BucketState& state, uint64_t bucket,
   FRUGAL_ASSIGN_OR_RETURN(std::vector<comm::Bytes> parts, exchange->RunUncombined(tag, std::move(encoded)));
   auto t2 = Clock::now();
   compress::SparseVector sum;
-  FRUGAL_RETURN_IF_ERROR(DecodeAndMerge(parts, &sum));
+  FRUGAL_RETURN_IF_ERROR(compress::DecodeAndMerge(parts, &sum));
   if (sum.dense_size != data.size()) {
     return Status::Corruption("the merged update has " + std::to_string(sum.dense_size) + " values, this rank's " +
                               std::to_string(data.size()) + ": do all ranks train the same model?");

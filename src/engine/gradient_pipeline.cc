@@ -13,7 +13,6 @@
 #include "frugal/compress/merge.h"
 #include "frugal/compress/sparsifier.h"
 #include "frugal/engine/checkpoint.h"
-#include "merged_update.h"
 
 namespace frugal::engine {
 
@@ -195,7 +194,9 @@ Status GradientPipeline::Impl::Init(std::vector<BucketSpec> specs) {
 }
 
 Result<comm::Bytes> GradientPipeline::Impl::Combine(std::vector<comm::Bytes> parts) {
-  return CombineEncoded(parts, options_.wire);
+  comm::Bytes out;
+  FRUGAL_RETURN_IF_ERROR(compress::CombineEncoded(parts, options_.wire, &out));
+  return out;
 }
 
 void GradientPipeline::Impl::ThreadMain() {
@@ -235,8 +236,8 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
       exchange_->RunUncombined(GradientTag(t, task.bucket, buckets_.size()), std::move(encoded));
   if (!parts.ok()) return parts.status().WithContext("iteration " + std::to_string(t) + ", bucket " + b.name);
   auto t2 = Clock::now();
-  compress::SparseVector update;  // Note [Merged updates] in merged_update.cc
-  FRUGAL_RETURN_IF_ERROR(DecodeAndMerge(*parts, &update));
+  compress::SparseVector update;  // Note [Merged updates] in src/compress/merge.cc
+  FRUGAL_RETURN_IF_ERROR(compress::DecodeAndMerge(*parts, &update));
   if (update.dense_size != b.master.size()) {
     return Status::Corruption("bucket " + b.name + ": merged update has " + std::to_string(update.dense_size) +
                               " elements, expected " + std::to_string(b.master.size()));

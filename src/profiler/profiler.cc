@@ -187,21 +187,10 @@ Result<double> MeasureCombine(const ProfileOptions& o, const std::vector<float>&
     compress::RoundToWire(wire.values, Span<float>(sv.values.data(), sv.values.size()));
     FRUGAL_RETURN_IF_ERROR(compress::Encode(sv, wire, &chunks[w]));
   }
-  std::vector<compress::SparseVector> decoded(kWorkers);
-  compress::SparseVector merged;
   std::vector<uint8_t> out;
   Status failed;
   const double s = MedianSeconds(torch::Device(torch::kCPU), o.warmup, o.repeats, o.min_sample_s, [&] {
-                     std::vector<const compress::SparseVector*> parts;
-                     for (int w = 0; w < kWorkers; ++w) {
-                       Status st = compress::Decode(Span<const uint8_t>(chunks[w].data(), chunks[w].size()), {},
-                                                    &decoded[w]);
-                       if (!st.ok()) failed = st;
-                       parts.push_back(&decoded[w]);
-                     }
-                     Status st = compress::MergeSparse(
-                         Span<const compress::SparseVector* const>(parts.data(), parts.size()), &merged);
-                     if (st.ok()) st = compress::Encode(merged, compress::MergedWireFormat(wire), &out);
+                     Status st = compress::CombineEncoded(chunks, wire, &out);
                      if (!st.ok()) failed = st;
                    }).seconds;
   FRUGAL_RETURN_IF_ERROR(failed.WithContext("measuring the combine"));

@@ -2,8 +2,12 @@
 // sparse all-reduce).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "frugal/common/span.h"
 #include "frugal/common/status.h"
+#include "frugal/compress/codec.h"
 #include "frugal/compress/sparse_vector.h"
 
 namespace frugal::compress {
@@ -15,5 +19,16 @@ namespace frugal::compress {
 // Fails with InvalidArgument if an input breaks the SparseVector invariants or
 // the dense sizes differ. W = 0 gives an empty vector of dense_size 0.
 Status MergeSparse(Span<const SparseVector* const> inputs, SparseVector* out);
+
+// The combine of a sparse exchange (Note [Merged updates] in merge.cc):
+// decodes the encoded `parts` and sums them in the given order into `out`
+// (one part is decoded as is). Corruption for a part that does not decode,
+// InvalidArgument for dense sizes that differ between parts.
+Status DecodeAndMerge(const std::vector<std::vector<uint8_t>>& parts, SparseVector* out);
+
+// DecodeAndMerge, then encoded in MergedWireFormat(wire), replacing *out: the
+// combine of a leader whose result travels on. The gradient pipeline, the
+// compressed all-reduce and the profiler's measure of it share this one.
+Status CombineEncoded(const std::vector<std::vector<uint8_t>>& parts, WireFormat wire, std::vector<uint8_t>* out);
 
 }  // namespace frugal::compress
