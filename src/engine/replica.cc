@@ -170,7 +170,7 @@ Status Replica::Impl::Init(std::vector<std::pair<std::string, torch::Tensor>> na
   if (!(options.bucket_mb > 0)) return Status::InvalidArgument("bucket_mb must be > 0");
   layout = BucketLayout::Pack(numels, static_cast<size_t>(options.bucket_mb * 1024 * 1024 / sizeof(float)));
   FRUGAL_ASSIGN_OR_RETURN(std::vector<BucketSpec> specs, InitialBuckets());
-  FRUGAL_RETURN_IF_ERROR(BroadcastInitial(&specs));
+  if (options.broadcast_initial) FRUGAL_RETURN_IF_ERROR(BroadcastInitial(&specs));
   FRUGAL_ASSIGN_OR_RETURN(pipeline, GradientPipeline::Create(options.pipeline, std::move(specs), transport));
   copier = std::make_unique<DeviceCopier>(device, layout.bucket_sizes, options.overlap_device_copies);
   pending.assign(layout.bucket_params.size(), 0);

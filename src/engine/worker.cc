@@ -170,9 +170,10 @@ Status Worker::Impl::PlanSteps() {
   return Status::Ok();
 }
 
-Status Worker::Impl::BuildReplica() {
+Status Worker::Impl::BuildReplica(bool broadcast_initial) {
   const train::LrSchedule* sch = schedule.get();
   ReplicaOptions ro = MakeReplicaOptions(config, [sch](int64_t t) { return sch->At(t); });
+  ro.broadcast_initial = broadcast_initial;
   std::vector<std::pair<std::string, torch::Tensor>> params;
   for (const auto& item : model->named_parameters(/*recurse=*/true)) params.emplace_back(item.key(), item.value());
   FRUGAL_ASSIGN_OR_RETURN(replica, Replica::Create(ro, std::move(params), transport.get()));

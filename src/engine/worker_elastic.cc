@@ -137,6 +137,15 @@ Status Worker::Impl::RestoreGeneration(const comm::Generation& g) {
   return Status::Ok();
 }
 
+// Note [No broadcast on restore]
+// A new replica starts from rank 0's parameters, broadcast to every rank
+// (Replica::Create). A generation that restores a step (every one after the
+// first) overwrites them at once: survivors load their own snapshot,
+// joiners the state rank 0 sends them. So it builds its replica without the
+// broadcast, which sent the whole model from rank 0 to every other rank at
+// each change: 23.3 MB per rank for mlp, 1.9 s per receiver over a
+// 100 Mbit/s link, paid by a kill and a join alike (docs/benchmarks.md,
+// "Change costs on the testbed").
 Status Worker::Impl::EnterGeneration(const comm::Generation& g) {
   generation = g;
   {
@@ -145,7 +154,7 @@ Status Worker::Impl::EnterGeneration(const comm::Generation& g) {
   }
   FRUGAL_RETURN_IF_ERROR(CheckSameConfiguration(*transport, SharedDigest(config), timeout));
   FRUGAL_RETURN_IF_ERROR(PlanSteps());
-  FRUGAL_RETURN_IF_ERROR(BuildReplica());
+  FRUGAL_RETURN_IF_ERROR(BuildReplica(/*broadcast_initial=*/g.restore < 0));  // Note [No broadcast on restore]
   if (g.restore >= 0) {
     FRUGAL_RETURN_IF_ERROR(RestoreGeneration(g));
   } else if (!config.checkpoint.resume_from.empty()) {

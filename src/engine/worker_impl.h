@@ -108,7 +108,7 @@ class Worker::Impl {
   Status Prepare();
   Status BuildModel();
   Status PlanSteps();
-  Status BuildReplica();
+  Status BuildReplica(bool broadcast_initial = true);  // ReplicaOptions::broadcast_initial
   Status OpenReporter();
   std::vector<torch::Tensor> Buffers(bool floating_only) const;
   Result<WorkerResult> Run();

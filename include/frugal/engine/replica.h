@@ -41,6 +41,11 @@ struct ReplicaOptions {
   double bucket_mb = 4.0;                    // bucket capacity in MB of fp32; a parameter is never split
   std::chrono::milliseconds timeout{60000};  // bound on every control message wait
   bool overlap_device_copies = true;         // Note [Gradients off the GPU] (device_copier.h)
+  // Every replica starts from rank 0's parameters, sent to all at Create.
+  // false skips that broadcast, for a caller that loads the same state into
+  // every rank right after (an elastic generation's restore, Note [No
+  // broadcast on restore] in worker_elastic.cc).
+  bool broadcast_initial = true;
 };
 
 // The replica's options from a run configuration (the C++ worker and the
