@@ -116,10 +116,20 @@ Status WriteAtomically(const std::string& path, const std::vector<uint8_t>& byte
 
 }  // namespace
 
-std::vector<uint8_t> EncodeCheckpoint(const CheckpointSections& sections) {
-  std::vector<uint8_t> out(kMagic, kMagic + 8);
-  PutU64(&out, sections.size());
+std::vector<uint8_t> EncodeCheckpoint(const CheckpointSections& sections, const std::set<std::string>& skip) {
+  size_t size = 8 + 8 + 8;  // magic, count, checksum
+  uint64_t count = 0;
   for (const auto& [name, bytes] : sections) {
+    if (skip.count(name)) continue;
+    size += 8 + name.size() + 8 + bytes.size();
+    ++count;
+  }
+  std::vector<uint8_t> out;
+  out.reserve(size);
+  out.insert(out.end(), kMagic, kMagic + 8);
+  PutU64(&out, count);
+  for (const auto& [name, bytes] : sections) {
+    if (skip.count(name)) continue;
     PutU64(&out, name.size());
     out.insert(out.end(), name.begin(), name.end());
     PutU64(&out, bytes.size());

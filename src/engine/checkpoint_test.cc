@@ -29,6 +29,13 @@ TEST(CheckpointTest, SectionsRoundTrip) {
   std::ifstream f(path, std::ios::binary);
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   EXPECT_EQ(bytes, EncodeCheckpoint(in));
+  // Skipped sections: the encoding of the map without them.
+  CheckpointSections without = in;
+  without.erase("beta");
+  EXPECT_EQ(EncodeCheckpoint(in, {"beta", "absent"}), EncodeCheckpoint(without));
+  auto parsed = ParseCheckpoint(EncodeCheckpoint(in, {"beta"}), "joiner state");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(*parsed, without);
 }
 
 TEST(CheckpointTest, TruncatedOrFlippedFilesAreCorruptionNamingTheFile) {

@@ -35,6 +35,7 @@
 // (with --global-batch only the per-worker split changes).
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <thread>
 
 #include "control_kinds.h"
@@ -49,11 +50,9 @@ namespace {
 // optimizer and controller state, buffers, data position), not the
 // sender's own residuals and sparsifier states, which a joiner would drop
 // anyway (it starts with empty ones, like a rank new to a resumed run).
-CheckpointSections JoinerSections(const CheckpointSections& snapshot) {
-  CheckpointSections out = snapshot;
-  out.erase("local");
-  out.erase("local_sync_own");
-  return out;
+const std::set<std::string>& NotForJoiners() {
+  static const std::set<std::string> kOwn = {"local", "local_sync_own"};
+  return kOwn;
 }
 
 }  // namespace
@@ -130,7 +129,7 @@ Status Worker::Impl::RestoreGeneration(const comm::Generation& g) {
                                          /*residuals=*/false, "snapshot of " + what));
   join_state_bytes = 0;
   if (rank() == 0 && !g.joined.empty()) {
-    auto bytes = std::make_shared<const comm::Bytes>(EncodeCheckpoint(JoinerSections(snap.sections)));
+    auto bytes = std::make_shared<const comm::Bytes>(EncodeCheckpoint(snap.sections, NotForJoiners()));
     join_state_bytes = static_cast<int64_t>(bytes->size());
     for (int r : g.joined) FRUGAL_RETURN_IF_ERROR(transport->Send(r, tag, bytes));
   }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,10 @@ using CheckpointSections = std::map<std::string, std::vector<uint8_t>>;
 
 // The bytes of a checkpoint file (magic, sections, checksum); ParseCheckpoint
 // reads them back. Also the form in which an elastic joiner receives state.
-std::vector<uint8_t> EncodeCheckpoint(const CheckpointSections& sections);
+// Sections named in `skip` are left out, as if absent from `sections`
+// (a joiner's state without the sender's own sections, without copying
+// the rest first). One allocation of the exact size.
+std::vector<uint8_t> EncodeCheckpoint(const CheckpointSections& sections, const std::set<std::string>& skip = {});
 // Writes the file atomically: `path`.tmp, fsync, rename, fsync of the
 // directory. The sections are streamed, never joined into one buffer.
 Status WriteCheckpointFile(const std::string& path, const CheckpointSections& sections);
