@@ -114,6 +114,12 @@ class GradientPipeline::Impl {
   }
   size_t num_buckets() const { return buckets_.size(); }
   size_t bucket_size(size_t b) const { return buckets_[b]->master.size(); }
+  void VisitMasters(const CopyOutFn& visit) const {
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      std::lock_guard<std::mutex> lock(buckets_[b]->mu);
+      visit(b, Span<const float>(buckets_[b]->master.data(), buckets_[b]->master.size()));
+    }
+  }
   Result<std::vector<uint8_t>> SaveState(StateParts parts);
   Status LoadState(const std::vector<uint8_t>& bytes, bool residuals);
   Status LoadLocalState(const std::vector<uint8_t>& bytes);
@@ -503,6 +509,7 @@ Span<float> GradientPipeline::GradBuffer(size_t b, int64_t t) { return impl_->Gr
 Status GradientPipeline::Submit(size_t b, int64_t t) { return impl_->Submit(b, t); }
 Status GradientPipeline::Finish(const CopyOutFn& f) { return impl_->Finish(f); }
 uint64_t GradientPipeline::Checksum() const { return impl_->Checksum(); }
+void GradientPipeline::VisitMasters(const CopyOutFn& visit) const { impl_->VisitMasters(visit); }
 PipelineStats GradientPipeline::stats() const { return impl_->stats(); }
 Result<std::vector<uint8_t>> GradientPipeline::SaveState(StateParts parts) { return impl_->SaveState(parts); }
 Status GradientPipeline::LoadState(const std::vector<uint8_t>& bytes, bool residuals) {

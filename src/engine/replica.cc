@@ -134,6 +134,14 @@ class Replica::Impl {
   Status Init(std::vector<std::pair<std::string, torch::Tensor>> named);
   Result<std::vector<BucketSpec>> InitialBuckets();
   Status BroadcastInitial(std::vector<BucketSpec>* specs);
+  // After a LoadState: the next BeginIteration is the saved t and keeps
+  // the loaded parameters.
+  Status KeepLoadedAt(const std::vector<uint8_t>& pipeline_state) {
+    FRUGAL_ASSIGN_OR_RETURN(int64_t t, ByteReader(pipeline_state, "pipeline state").I64());
+    current_iteration = t - 1;
+    keep_params_at = t;
+    return Status::Ok();
+  }
   void OnGradient(size_t slot_index, const torch::Tensor& grad);
   // The bucket's gradients are all in: to the pipeline, through the copier
   // on an accelerator.
@@ -415,10 +423,36 @@ Status Replica::LoadState(const std::vector<uint8_t>& pipeline_state, const std:
     m.params[i].copy_(cpu);
   }
   if (!r.done()) return Status::Corruption("checkpoint parameters: more values than this model has");
-  FRUGAL_ASSIGN_OR_RETURN(int64_t t, ByteReader(pipeline_state, "pipeline state").I64());
-  m.current_iteration = t - 1;
-  m.keep_params_at = t;
-  return Status::Ok();
+  return m.KeepLoadedAt(pipeline_state);
+}
+
+Status Replica::LoadStateWithMastersAsParameters(const std::vector<uint8_t>& pipeline_state, bool residuals) {
+  Impl& m = *impl_;
+  if (m.current_iteration >= 0) return Status::Internal("Replica::LoadState after the run started");
+  FRUGAL_RETURN_IF_ERROR(m.pipeline->LoadState(pipeline_state, residuals));
+  torch::NoGradGuard no_grad;
+  m.pipeline->VisitMasters([&m](size_t b, Span<const float> master) {
+    for (size_t i : m.layout.bucket_params[b]) {
+      const ParamSlot& slot = m.layout.slots[i];
+      m.params[i].copy_(torch::from_blob(const_cast<float*>(master.data() + slot.offset), m.params[i].sizes(),
+                                         torch::kFloat32));
+    }
+  });
+  return m.KeepLoadedAt(pipeline_state);
+}
+
+bool Replica::ParametersAreMasters() const {
+  const Impl& m = *impl_;
+  bool equal = true;
+  m.pipeline->VisitMasters([&](size_t b, Span<const float> master) {
+    for (size_t i : m.layout.bucket_params[b]) {
+      if (!equal) return;
+      const ParamSlot& slot = m.layout.slots[i];
+      torch::Tensor c = m.params[i].detach().to(torch::kCPU).contiguous();
+      equal = std::memcmp(c.data_ptr<float>(), master.data() + slot.offset, slot.numel * sizeof(float)) == 0;
+    }
+  });
+  return equal;
 }
 
 int64_t Replica::iteration() const { return impl_->current_iteration; }

@@ -106,6 +106,17 @@ Result<LoopEnd> Worker::Impl::MembershipCheck(int64_t t) {
   return change ? LoopEnd::kSwitch : LoopEnd::kFinished;
 }
 
+// Note [Parameters from masters]
+// A joiner needs the parameters the forward of the restored step uses and
+// the masters. At staleness 0 (the default) they are the same values: the
+// state is taken right after BeginIteration copied the masters out. Rank 0
+// checks that bit for bit (Replica::ParametersAreMasters) on its restored
+// snapshot and then sends the masters only, with an empty marker section;
+// the joiner sets its parameters from the masters it loads. For mlp that
+// leaves 23.3 of 70.6 MB unsent: 1.9 s at 100 Mbit/s. At staleness 1 the
+// parameters are one update behind, the check fails, and both are sent.
+// The marker stays in rank 0's snapshot, where the parameters still are
+// (RestoreSections prefers them).
 Status Worker::Impl::RestoreGeneration(const comm::Generation& g) {
   const bool joined = std::find(g.joined.begin(), g.joined.end(), rank()) != g.joined.end();
   const comm::Tag tag = ControlTag(g.restore, kJoinState);
@@ -129,7 +140,12 @@ Status Worker::Impl::RestoreGeneration(const comm::Generation& g) {
                                          /*residuals=*/false, "snapshot of " + what));
   join_state_bytes = 0;
   if (rank() == 0 && !g.joined.empty()) {
-    auto bytes = std::make_shared<const comm::Bytes>(EncodeCheckpoint(snap.sections, NotForJoiners()));
+    std::set<std::string> skip = NotForJoiners();
+    if (!local && replica->ParametersAreMasters()) {  // Note [Parameters from masters]
+      snap.sections[kMastersAsParameters] = {};
+      skip.insert("parameters");
+    }
+    auto bytes = std::make_shared<const comm::Bytes>(EncodeCheckpoint(snap.sections, skip));
     join_state_bytes = static_cast<int64_t>(bytes->size());
     for (int r : g.joined) FRUGAL_RETURN_IF_ERROR(transport->Send(r, tag, bytes));
   }

@@ -39,6 +39,10 @@ enum class LoopEnd { kFinished, kSwitch, kStop };
 //               rank's own part ("local") apart.
 enum class StateScope { kRank0File, kOwnFile, kSnapshot };
 
+// An empty section: the state's parameters are its masters (Note
+// [Parameters from masters] in worker_elastic.cc).
+inline constexpr const char* kMastersAsParameters = "masters_as_parameters";
+
 // Adds the counters of `d` (one generation's) to `total`; the traffic's
 // messages_in_flight becomes d's (a current value, not a count).
 void Accumulate(PipelineStats* total, const PipelineStats& d);

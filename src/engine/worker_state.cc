@@ -135,13 +135,18 @@ Status Worker::Impl::ReportCheckpoint(bool wait) {
 // them when `residuals`), then, if given, this rank's own part `mine`.
 Status Worker::Impl::RestoreSections(CheckpointSections& s, const CheckpointSections* mine, bool residuals,
                                      const std::string& what) {
+  // A joiner's state may carry the masters only (Note [Parameters from masters]).
+  const bool masters_as_parameters = !local && !s.count("parameters") && s.count(kMastersAsParameters);
   for (const char* name : {"parameters", "meta", "buffers"}) {
+    if (masters_as_parameters && std::string(name) == "parameters") continue;
     if (!s.count(name)) return Status::Corruption(what + " has no '" + name + "' section");
   }
   if (local) {
     FRUGAL_RETURN_IF_ERROR(RestoreLocalSync(s, mine, residuals, what));
   } else if (!s.count("pipeline")) {
     return Status::Corruption(what + " has no 'pipeline' section (a --sync local checkpoint?)");
+  } else if (masters_as_parameters) {
+    FRUGAL_RETURN_IF_ERROR(replica->LoadStateWithMastersAsParameters(s["pipeline"], residuals));
   } else {
     FRUGAL_RETURN_IF_ERROR(replica->LoadState(s["pipeline"], s["parameters"], residuals));
   }

@@ -112,6 +112,11 @@ class GradientPipeline {
   // every bucket with the final master parameters.
   Status Finish(const CopyOutFn& copy_out);
 
+  // Calls visit for every bucket with its master parameters, under the
+  // bucket's lock. REQUIRES: no iteration in flight (right after SaveState
+  // or LoadState).
+  void VisitMasters(const CopyOutFn& visit) const;
+
   // FNV-1a 64 of the master parameters copied by the last Finish or
   // BeginIteration(want_checksum = true): a version every worker agrees on.
   uint64_t Checksum() const;

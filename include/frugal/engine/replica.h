@@ -119,6 +119,14 @@ class Replica {
   // saved parameters. residuals = false: see GradientPipeline::LoadState.
   // REQUIRES: before the first BeginIteration.
   Status LoadState(const std::vector<uint8_t>& pipeline_state, const std::vector<uint8_t>& parameters, bool residuals);
+  // The same, with the parameters set to the loaded masters: for a state
+  // saved where ParametersAreMasters() held (Note [Parameters from
+  // masters] in worker_elastic.cc).
+  Status LoadStateWithMastersAsParameters(const std::vector<uint8_t>& pipeline_state, bool residuals);
+  // Every parameter equals its master bit for bit (at staleness 0, right
+  // after SavePipelineState or LoadState; at staleness 1 the parameters are
+  // one update behind). REQUIRES: no iteration in flight.
+  bool ParametersAreMasters() const;
   // After LoadState: this rank's residuals from its own (kLocal) state.
   Status LoadLocalState(const std::vector<uint8_t>& local_state);
 
