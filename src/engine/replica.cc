@@ -430,14 +430,7 @@ Status Replica::LoadStateWithMastersAsParameters(const std::vector<uint8_t>& pip
   Impl& m = *impl_;
   if (m.current_iteration >= 0) return Status::Internal("Replica::LoadState after the run started");
   FRUGAL_RETURN_IF_ERROR(m.pipeline->LoadState(pipeline_state, residuals));
-  torch::NoGradGuard no_grad;
-  m.pipeline->VisitMasters([&m](size_t b, Span<const float> master) {
-    for (size_t i : m.layout.bucket_params[b]) {
-      const ParamSlot& slot = m.layout.slots[i];
-      m.params[i].copy_(torch::from_blob(const_cast<float*>(master.data() + slot.offset), m.params[i].sizes(),
-                                         torch::kFloat32));
-    }
-  });
+  m.pipeline->VisitMasters(m.MakeCopyOut());  // as BeginIteration copies them out
   return m.KeepLoadedAt(pipeline_state);
 }
 
