@@ -186,12 +186,12 @@ Status DecodeAndMerge(const std::vector<std::vector<uint8_t>>& parts, SparseVect
   return MergeSparse(Span<const SparseVector* const>(ptrs.data(), ptrs.size()), out);
 }
 
-Status CombineEncoded(const std::vector<std::vector<uint8_t>>& parts, WireFormat wire, std::vector<uint8_t>* out) {
+Result<std::vector<uint8_t>> CombineEncoded(const std::vector<std::vector<uint8_t>>& parts, WireFormat wire) {
   thread_local SparseVector merged;  // reused like `decoded` above
   FRUGAL_RETURN_IF_ERROR(DecodeAndMerge(parts, &merged));
-  // A union of whole blocks is whole blocks, so the wire format still fits.
-  out->clear();
-  return Encode(merged, MergedWireFormat(wire), out);
+  std::vector<uint8_t> out;  // a union of whole blocks is whole blocks, so the wire format still fits
+  FRUGAL_RETURN_IF_ERROR(Encode(merged, MergedWireFormat(wire), &out));
+  return out;
 }
 
 }  // namespace frugal::compress

@@ -186,13 +186,13 @@ TEST(Merge, CombineEncodedIsTheMergeOfTheDecodedParts) {
   ASSERT_TRUE(MergeSparse(ptrs, &want).ok());
   EXPECT_EQ(merged.indices, want.indices);
   EXPECT_EQ(merged.values, want.values);
-  std::vector<uint8_t> out = {1, 2, 3};  // replaced, not appended to
-  ASSERT_TRUE(CombineEncoded(parts, fp32, &out).ok());
-  ASSERT_TRUE(Decode(Span<const uint8_t>(out.data(), out.size()), {}, &got).ok());
+  auto out = CombineEncoded(parts, fp32);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_TRUE(Decode(Span<const uint8_t>(out->data(), out->size()), {}, &got).ok());
   EXPECT_EQ(got.indices, want.indices);
   EXPECT_EQ(got.values, want.values);  // fp32 stays fp32 in the merged format
   parts[1].pop_back();  // a truncated part
-  EXPECT_FALSE(CombineEncoded(parts, fp32, &out).ok());
+  EXPECT_FALSE(CombineEncoded(parts, fp32).ok());
 }
 
 }  // namespace

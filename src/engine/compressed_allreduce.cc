@@ -69,9 +69,7 @@ class CompressedAllReduce::Impl {
 // Leaders merge the contributions in rank order (Note [Merged updates] in
 // src/compress/merge.cc), so all ranks decode byte-identical sums.
 Result<comm::Bytes> CompressedAllReduce::Impl::Combine(std::vector<comm::Bytes> parts) const {
-  comm::Bytes out;
-  FRUGAL_RETURN_IF_ERROR(compress::CombineEncoded(parts, options.wire, &out));
-  return out;
+  return compress::CombineEncoded(parts, options.wire);
 }
 
 BucketState& CompressedAllReduce::Impl::StateOf(uint64_t bucket) {

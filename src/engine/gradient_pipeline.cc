@@ -200,9 +200,7 @@ Status GradientPipeline::Impl::Init(std::vector<BucketSpec> specs) {
 }
 
 Result<comm::Bytes> GradientPipeline::Impl::Combine(std::vector<comm::Bytes> parts) {
-  comm::Bytes out;
-  FRUGAL_RETURN_IF_ERROR(compress::CombineEncoded(parts, options_.wire, &out));
-  return out;
+  return compress::CombineEncoded(parts, options_.wire);
 }
 
 void GradientPipeline::Impl::ThreadMain() {

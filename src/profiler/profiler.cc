@@ -187,14 +187,18 @@ Result<double> MeasureCombine(const ProfileOptions& o, const std::vector<float>&
     compress::RoundToWire(wire.values, Span<float>(sv.values.data(), sv.values.size()));
     FRUGAL_RETURN_IF_ERROR(compress::Encode(sv, wire, &chunks[w]));
   }
-  std::vector<uint8_t> out;
+  size_t out_bytes = 0;
   Status failed;
   const double s = MedianSeconds(torch::Device(torch::kCPU), o.warmup, o.repeats, o.min_sample_s, [&] {
-                     Status st = compress::CombineEncoded(chunks, wire, &out);
-                     if (!st.ok()) failed = st;
+                     auto out = compress::CombineEncoded(chunks, wire);
+                     if (out.ok()) {
+                       out_bytes = out->size();
+                     } else {
+                       failed = out.status();
+                     }
                    }).seconds;
   FRUGAL_RETURN_IF_ERROR(failed.WithContext("measuring the combine"));
-  double bytes = static_cast<double>(out.size());
+  double bytes = static_cast<double>(out_bytes);
   for (int w = 1; w < kWorkers; ++w) bytes += static_cast<double>(chunks[w].size());
   return bytes / s / 1e9;
 }

@@ -26,9 +26,9 @@ Status MergeSparse(Span<const SparseVector* const> inputs, SparseVector* out);
 // InvalidArgument for dense sizes that differ between parts.
 Status DecodeAndMerge(const std::vector<std::vector<uint8_t>>& parts, SparseVector* out);
 
-// DecodeAndMerge, then encoded in MergedWireFormat(wire), replacing *out: the
-// combine of a leader whose result travels on. The gradient pipeline, the
-// compressed all-reduce and the profiler's measure of it share this one.
-Status CombineEncoded(const std::vector<std::vector<uint8_t>>& parts, WireFormat wire, std::vector<uint8_t>* out);
+// DecodeAndMerge, then encoded in MergedWireFormat(wire): the combine of a
+// leader whose result travels on. The gradient pipeline, the compressed
+// all-reduce and the profiler's measure of it share this one.
+Result<std::vector<uint8_t>> CombineEncoded(const std::vector<std::vector<uint8_t>>& parts, WireFormat wire);
 
 }  // namespace frugal::compress
