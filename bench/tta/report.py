@@ -7,7 +7,7 @@ import os
 import time
 
 from scenarios import ALL_SYSTEMS, POWERSGD_RANKS
-from summary import TRAIN_TIME, WALL_TIME, best_powersgd, project_ddp
+from summary import TRAIN_TIME, WALL_TIME, best_powersgd, project_ddp, resolve_targets
 
 
 def log(msg):
@@ -39,7 +39,7 @@ def scenario_json(sc, sys_res, netns):
     return {
         "name": sc.name, "model": sc.model, "workers": sc.workers, "topology": sc.topology,
         "rate_mbit": sc.rate_mbit if sc.topology != "fluctuating" else "trace",
-        "target_acc": sc.target_acc, "tta_s": by(lambda s: s.tta.time), "final_acc": by(lambda s: s.final_acc),
+        "metric": sc.metric, "target_acc": sc.target_acc, "target_vs_ddp": sc.target_vs_ddp, "tta_s": by(lambda s: s.tta.time), "final_acc": by(lambda s: s.final_acc),
         "iter_s": by(lambda s: s.iter_s),
         "lower_bound": {s.system: bool(s.tta.lower_bound) for s in sys_res if not s.crashed},
         "bytes_per_iter": by(lambda s: s.bytes_per_iter),
@@ -48,28 +48,28 @@ def scenario_json(sc, sys_res, netns):
         "second_target": {"target_acc": sc.second_target, "tta_s": by(lambda s: s.tta2.time),
                           "lower_bound": {s.system: bool(s.tta2.lower_bound) for s in sys_res},
                           "tta_projected_s": by(lambda s: s.tta2.projected)},
-        "best_powersgd": best_powersgd_json(sys_res),
+        "best_powersgd": best_powersgd_json(sys_res, sc),
         "epochs": sc.epochs, "eval_every": sc.eval_every,
         "budget_s": {s.system: s.budget_s for s in sys_res},
         "netns": netns}
 
 
-def best_powersgd_json(sys_res):
+def best_powersgd_json(sys_res, sc):
     """{system, rank, reached_target} of the best PowerSGD rank, or None."""
-    best = best_powersgd(sys_res)
+    best = best_powersgd(sys_res, sc)
     if best is None:
         return None
     return {"system": best.system, "rank": POWERSGD_RANKS[best.system], "reached_target": not best.tta.lower_bound}
 
 
-def best_powersgd_line(sys_res):
+def best_powersgd_line(sys_res, sc):
     """The markdown sentence naming the best PowerSGD rank, or None."""
-    best = best_powersgd(sys_res)
+    best = best_powersgd(sys_res, sc)
     if best is None:
         return None
     ran = sorted(POWERSGD_RANKS[s.system] for s in sys_res if s.system in POWERSGD_RANKS and not s.crashed)
     how = ("first to the target, in %.1f s" % best.tta.time if not best.tta.lower_bound else
-           "none reached the target; best accuracy %.4f" % best.best_acc)
+           "none reached the target; best %s %s" % (sc.metric, fmt(best.best_acc, 4)))
     return "Best PowerSGD rank (of %s): %d (`%s`, %s)." % (", ".join(map(str, ran)), POWERSGD_RANKS[best.system],
                                                           best.system, how)
 
@@ -77,11 +77,11 @@ def best_powersgd_line(sys_res):
 def write_curves_csv(path, results):
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["scenario", "system", "time_s", "time_basis", "step", "test_accuracy"])
+        w.writerow(["scenario", "system", "time_s", "time_basis", "step", "value", "metric"])
         for sc, sys_res in results:
             for s in sys_res:
-                for t, step, acc in s.curve:
-                    w.writerow([sc.name, s.system, "%.3f" % t, s.time_basis, step, "%.4f" % acc])
+                for t, step, value in s.curve:
+                    w.writerow([sc.name, s.system, "%.3f" % t, s.time_basis, step, "%.4f" % value, sc.metric])
 
 
 def write_summary_csv(path, results):
@@ -91,14 +91,15 @@ def write_summary_csv(path, results):
         w = csv.writer(f)
         w.writerow(["scenario", "system", "target_acc", "tta_s", "tta_lower_bound", "second_target", "tta2_s",
                     "tta2_lower_bound", "tta_step", "tta2_step", "iter_s", "bytes_per_iter", "bytes_source",
-                    "steps", "final_acc", "best_acc", "budget_s", "crashed", "error", "compute_s", "time_basis"])
+                    "steps", "final_acc", "best_acc", "budget_s", "crashed", "error", "compute_s", "time_basis",
+                    "metric"])
         for sc, sys_res in results:
             for s in sys_res:
                 w.writerow([sc.name, s.system, sc.target_acc, fmt(s.tta.time, 2), int(bool(s.tta.lower_bound)),
                             sc.second_target or "", fmt(s.tta2.time, 2), int(bool(s.tta2.lower_bound)),
                             step(s.tta.step), step(s.tta2.step), fmt(s.iter_s, 4), fmt(s.bytes_per_iter, 0),
                             s.bytes_src, s.steps, fmt(s.final_acc, 4), fmt(s.best_acc, 4), s.budget_s,
-                            int(s.crashed), s.error, fmt(s.compute_s, 4), s.time_basis])
+                            int(s.crashed), s.error, fmt(s.compute_s, 4), s.time_basis, sc.metric])
 
 
 def target_cells(s, key, fr):
@@ -153,10 +154,12 @@ def scenario_markdown(sc, sys_res):
     # The reference: Frugal at its defaults, else the scenario's first Frugal variant.
     ok = [s for s in sys_res if not s.crashed]
     fr = next((s for s in ok if s.system == "frugal"), next((s for s in ok if s.system.startswith("frugal")), None))
-    head = "| system | TTA %.0f%% (s) | Frugal speed-up | " % (100 * t1)
+    head = "| system | to %s (s) | Frugal speed-up | " % sc.target_label(t1)
     if t2:
-        head += "TTA %.0f%% (s) | Frugal speed-up | " % (100 * t2)
-    head += "iter (s) | compute (s) (iter/compute) | bytes/iter sent | steps run | best acc | final acc | budget (s) |"
+        head += "to %s (s) | Frugal speed-up | " % sc.target_label(t2)
+    what = "acc" if sc.metric == "test_accuracy" else sc.metric
+    head += "iter (s) | compute (s) (iter/compute) | bytes/iter sent | steps run | best %s | final %s | budget (s) |" % (
+        what, what)
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     keys = ("tta", "tta2") if t2 else ("tta",)
     lines += [system_row(s, keys, fr, head.count("|") - 1) for s in sys_res]
@@ -165,12 +168,18 @@ def scenario_markdown(sc, sys_res):
               "steps ddp_unlimited needed x this system's measured seconds per step. final acc is empty for runs "
               "stopped by their budget. compute: median forward+backward seconds per step (Frugal: no exchange in "
               "it; DDP: includes the allreduce DDP runs inside backward).", ""]
-    best = best_powersgd_line(sys_res)
+    if sc.target_vs_ddp is not None:
+        lines += ["Targets: ddp_unlimited's final %s %s %s (%s)." % (
+            sc.metric, "plus" if sc.lower_is_better else "minus",
+            " and ".join("%g%%" % (100 * m) for m in sc.target_vs_ddp if m is not None),
+            "it completed" if any(s.system == "ddp_unlimited" and s.completed for s in sys_res)
+            else "it did not complete, so the scenario's fixed targets"), ""]
+    best = best_powersgd_line(sys_res, sc)
     return lines + ([best, ""] if best else [])
 
 
 def write_plot(path, results):
-    """Test accuracy vs wall time, one panel per scenario; a plot problem must not lose the measurements."""
+    """The metric vs training time, one panel per scenario; a plot problem must not lose the measurements."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -201,8 +210,9 @@ def plot_panel(ax, sc, sys_res):
     train_time = all(s.time_basis == TRAIN_TIME for s in sys_res if s.curve)
     ax.set_xlabel("%s since start of training (s, log)" % ("training time (evaluations excluded)" if train_time
                                                           else "wall time"))
-    ax.set_ylabel("test accuracy")
-    ax.set_ylim(max(0.0, min([0.5] + accs) - 0.02), max([0.95] + accs))
+    ax.set_ylabel(sc.metric.replace("_", " "))
+    if not sc.lower_is_better:
+        ax.set_ylim(max(0.0, min([0.5] + accs) - 0.02), max([0.95] + accs))
     ax.set_title(sc.name)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -211,6 +221,7 @@ def plot_panel(ax, sc, sys_res):
 def write_outputs(out_dir, json_path, results, netns):
     """Writes every output for RESULTS; JSON_PATH None means OUT_DIR/tta.json."""
     os.makedirs(out_dir, exist_ok=True)
+    results = [(resolve_targets(sc, sys_res), sys_res) for sc, sys_res in results]
     for sc, sys_res in results:
         project_ddp(sys_res, sc)
     json_path = json_path or os.path.join(out_dir, "tta.json")

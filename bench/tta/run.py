@@ -35,10 +35,10 @@ report says so.
 
 Outputs (in --out-dir, default <build-dir>/bench):
   tta.json          schema of issue 5
-  tta_curves.csv    scenario,system,time_s,time_basis,step,test_accuracy
+  tta_curves.csv    scenario,system,time_s,time_basis,step,value,metric (test_accuracy or val_loss)
   tta_summary.csv   one row per (scenario, system)
   tta.md            markdown table with ratios
-  tta.png           test accuracy vs wall time, one panel per scenario
+  tta.png           the metric vs training time, one panel per scenario
 
   bench/tta/run.py --quick                 # reduced set, < 10 minutes
   bench/tta/run.py --scenarios mlp-flat-100

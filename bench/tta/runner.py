@@ -23,6 +23,7 @@ def frugal_worker_args(args, sc, system, rank, run_dir):
            "--runs-dir", run_dir, "--run-name", "run", "--timeout-s", "120"]
     if sc.max_steps:
         cmd += ["--max-steps", str(sc.max_steps)]
+    cmd += list(sc.train_args) + list(sc.frugal_args)
     if args.frugal_density is not None:
         cmd += ["--density", str(args.frugal_density)]
     return cmd + args.frugal_args.split() + frugal_variant_args(system, rank)
@@ -58,6 +59,7 @@ def ddp_command(args, sc, system, tb, rank, port, budget, run_dir):
                              "--timeout-s", "120"]
     if sc.max_steps:
         cmd += ["--max-steps", str(sc.max_steps)]
+    cmd += list(sc.train_args)
     if is_powersgd(system) and args.powersgd_buckets == "single":
         cmd.append("--single-bucket")
     return cmd
@@ -159,7 +161,7 @@ def run_system(args, sc, system, tb):
         s.error = crash_message(run_dir, sc.workers)
         if s.crashed:
             log("  %s CRASHED: %s" % (system, s.error or "(no message; see %s)" % run_dir))
-    log("  %s: %.0f s wall, steps %s, iter %s s, best acc %.4f, TTA %s%s" % (
-        system, time.time() - t0, s.steps, fmt(s.iter_s, 3), s.best_acc, fmt(s.tta.time, 1),
+    log("  %s: %.0f s wall, steps %s, iter %s s, best %s %s, TTA %s%s" % (
+        system, time.time() - t0, s.steps, fmt(s.iter_s, 3), sc.metric, fmt(s.best_acc, 4), fmt(s.tta.time, 1),
         " (lower bound)" if s.tta.lower_bound else ""))
     return s

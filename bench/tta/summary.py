@@ -58,9 +58,9 @@ def median(xs):
     return xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m])
 
 
-def first_reaching(curve, target):
-    """The first curve point at or above TARGET accuracy, or None."""
-    return next((c for c in curve if c[2] >= target), None)
+def first_reaching(curve, target, sc):
+    """The first curve point that meets TARGET on SC's metric, or None."""
+    return next((c for c in curve if sc.reaches(c[2], target)), None)
 
 
 def _bytes_per_iter(system, logs):
@@ -80,9 +80,11 @@ def time_basis(recs):
 
 def summarise(system, recs, budget, killed, sc):
     """The SystemResult of SYSTEM's records RECS on scenario SC. killed: the
-    harness stopped it (over budget), so it did not complete."""
+    harness stopped it (over budget), so it did not complete. The curve, best
+    and final values are of SC's metric (best_acc/final_acc name the
+    accuracy, the default metric)."""
     basis = time_basis(recs)
-    curve = sorted((r[basis], r["step"], r["test_accuracy"]) for r in recs if "test_accuracy" in r)
+    curve = sorted((r[basis], r["step"], r[sc.metric]) for r in recs if r.get(sc.metric) is not None)
     final = [r for r in recs if r.get("final")]
     logs = [r for r in recs if "iter_s" in r]
     iters = [r["iter_s"] for r in logs[1:]] or [r["iter_s"] for r in logs]
@@ -92,21 +94,43 @@ def summarise(system, recs, budget, killed, sc):
     out = SystemResult(system=system, curve=curve, completed=completed, budget_s=budget, elapsed_s=elapsed,
                        steps=max([r.get("step", 0) for r in recs] + [0]), iter_s=median(iters),
                        bytes_per_iter=median(bytes_) if bytes_ else None, bytes_src=bytes_src,
-                       final_acc=final[0]["test_accuracy"] if completed else None,
-                       best_acc=max([c[2] for c in curve] + [0]), time_basis=basis,
+                       final_acc=final[0].get(sc.metric) if completed else None,
+                       best_acc=sc.best([c[2] for c in curve]), time_basis=basis,
                        compute_s=median([r.get("compute_s", r.get("step_s")) for r in logs[1:] or logs
                                          if r.get("compute_s", r.get("step_s")) is not None]))
+    apply_targets(out, sc)
+    return out
+
+
+def apply_targets(out, sc):
+    """Sets OUT's time to each of SC's targets (a lower bound where it did not get there)."""
     for key, target in sc.targets():
+        res = out.target(key)
+        res.time, res.step, res.lower_bound = None, None, False
         if target is None:
             continue
-        hit = first_reaching(curve, target)
-        res = out.target(key)
+        hit = first_reaching(out.curve, target, sc)
         res.time, res.step = (hit[0], hit[1]) if hit else (None, None)
         # Not reached: the training time it had is a lower bound.
         res.lower_bound = hit is None
         if hit is None:
-            res.time = min(budget, elapsed) if not completed else elapsed
-    return out
+            res.time = min(out.budget_s, out.elapsed_s) if not out.completed else out.elapsed_s
+
+
+def resolve_targets(sc, sys_res):
+    """SC with its targets set from DDP's own final result where SC asks for that (target_vs_ddp) and
+    ddp_unlimited completed, and every result's target times recomputed; else SC unchanged."""
+    ref = next((s for s in sys_res if s.system == "ddp_unlimited" and s.completed and s.final_acc is not None),
+               None)
+    if sc.target_vs_ddp is None or ref is None:
+        return sc
+    sign = 1 if sc.lower_is_better else -1
+    margins = sc.target_vs_ddp
+    sc = sc.with_(target_acc=ref.final_acc * (1 + sign * margins[0]),
+                  second_target=ref.final_acc * (1 + sign * margins[1]) if margins[1] is not None else None)
+    for s in sys_res:
+        apply_targets(s, sc)
+    return sc
 
 
 def project_ddp(sys_res, sc):
@@ -125,12 +149,12 @@ def project_ddp(sys_res, sc):
                 continue
             if not res.lower_bound or s.system == "ddp_unlimited" or s.steps == 0:
                 continue
-            hit = first_reaching(ref.curve, target)
+            hit = first_reaching(ref.curve, target, sc)
             if hit is not None:
                 res.projected = hit[1] * s.elapsed_s / s.steps
 
 
-def best_powersgd(sys_res, key="tta"):
+def best_powersgd(sys_res, sc, key="tta"):
     """The PowerSGD system (one per rank) that reached target KEY first, else the one with the best accuracy;
     None when the scenario ran no PowerSGD system that finished without crashing."""
     runs = [s for s in sys_res if s.system in POWERSGD_RANKS and not s.crashed]
@@ -139,4 +163,4 @@ def best_powersgd(sys_res, key="tta"):
     reached = [s for s in runs if not s.target(key).lower_bound and s.target(key).time is not None]
     if reached:
         return min(reached, key=lambda s: s.target(key).time)
-    return max(runs, key=lambda s: s.best_acc)
+    return sc.best(runs, key=lambda s: s.best_acc)
