@@ -98,7 +98,7 @@ def run_config():
 
 def rendezvous():
     # selector (0 rendezvous registration, 1 its table, 2 elastic / 3 plain
-    # membership registration, 4 membership table, 5 field readers), world
+    # membership registration, 4 membership table, 5 field readers, 6 heartbeat), world
     # byte (1 + b % 16; the high nibble marks taken ranks for 0), frame.
     peers = '[{"rank":0,"endpoint":"tcp://10.0.0.1:5000","cluster":"a","public_key":""},' \
             '{"rank":1,"endpoint":"tcp://10.0.0.2:5000","cluster":"b","public_key":"k"}]'
@@ -112,6 +112,9 @@ def rendezvous():
     write("rendezvous", "generation", b"\x04\x00" + ('{"version":1,"generation":3,"rank":0,"peers":%s,'
           '"restore":20,"joined":[1]}' % peers).encode())
     write("rendezvous", "generation_failed", b"\x04\x00" + b'{"error":"gone","code":"failed"}')
+    write("rendezvous", "heartbeat", b"\x06\x00" + b'{"op":"heartbeat","id":"w-1","generation":3,"iteration":41,'
+          b'"member":{"rank":1,"endpoint":"tcp://h:1","cluster":"a","world":2}}')
+    write("rendezvous", "heartbeat_joiner", b"\x06\x00" + b'{"op":"heartbeat","id":"w-2","generation":0,"iteration":-1}')
     write("rendezvous", "fields", b"\x05\x04" + b'{"n":3,"rank":2,"endpoint":"tcp://0.0.0.0:7","cluster":"c",'
           b'"host":"10.1.1.1"}')
 
@@ -140,6 +143,17 @@ def coordinator():
     write("coordinator", "adopt", b"\x01\x00\x00" + b'\x00{"op":"heartbeat","id":"w0","generation":4,"iteration":9,'
           b'"member":{"rank":0,"endpoint":"tcp://h:1","cluster":"a"}}\n\x01{"op":"status"}')
     write("coordinator", "lost", b"\x01\x00\x01" + b"\n".join(form + [beat(0, "w0", 1)]))
+    # A restarted coordinator (Note [Coordinator restart]): heartbeats that
+    # carry their member's entry and world size, a join held meanwhile.
+    def member_beat(client, wid, rank, world=3, gen=4):
+        return bytes([client]) + ('{"op":"heartbeat","id":"%s","generation":%d,"iteration":9,"member":{"rank":%d,'
+                                  '"endpoint":"tcp://h:%d","cluster":"a","world":%d}}'
+                                  % (wid, gen, rank, client + 1, world)).encode()
+    write("coordinator", "recover", b"\x01\x00\x00" + b"\n".join([
+        member_beat(0, "w0", 0), reg(3, "j", -1, join=True), member_beat(1, "w9", 1, world=2),
+        member_beat(2, "w2", 2), member_beat(1, "w1", 1), reg(0, "w0", -1, snaps="[9]"), b"\x05{\"op\":\"status\"}"]))
+    write("coordinator", "recover_lost", b"\x01\x00\x01" + b"\n".join([
+        member_beat(0, "w0", 0), member_beat(1, "w1", 1), reg(0, "w0", -1, snaps="[9]")]))
 
 
 def main():

@@ -101,6 +101,28 @@ void MembershipTable(const std::string& answer) {
                     again->restore == g->restore && again->joined == g->joined && SamePeers(again->peers, g->peers));
 }
 
+// The coordinator's check of a heartbeat (Note [Coordinator restart]).
+void MembershipHeartbeat(const std::string& body) {
+  json req = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (req.is_discarded() || !req.is_object()) return;  // Handle() answers these before parsing.
+  std::string why;
+  membership_wire::Heartbeat h;
+  if (!membership_wire::ParseHeartbeat(req, &h, &why)) {
+    FRUGAL_FUZZ_CHECK(!why.empty());
+    return;
+  }
+  FRUGAL_FUZZ_CHECK(Bounded(h.id) && h.generation >= 0 && h.iteration >= -1 && h.world >= 0 && h.world <= 65536);
+  if (h.info.rank >= 0) {
+    FRUGAL_FUZZ_CHECK(h.generation >= 1 && Bounded(h.info.endpoint) && Bounded(h.info.cluster));
+    FRUGAL_FUZZ_CHECK(h.info.rank <= 65535 && (h.world == 0 || h.info.rank < h.world));
+  }
+  membership_wire::Heartbeat h2;
+  std::string why2;
+  FRUGAL_FUZZ_CHECK(membership_wire::ParseHeartbeat(membership_wire::HeartbeatJson(h), &h2, &why2));
+  FRUGAL_FUZZ_CHECK(h2.id == h.id && h2.generation == h.generation && h2.iteration == h.iteration &&
+                    h2.world == h.world && SamePeers({h2.info}, {h.info}));
+}
+
 // The shared field readers, on any JSON value.
 void Fields(int world, const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -124,12 +146,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t param = in.Byte();
   const int world = 1 + param % 16;
   const std::string body = in.RestAsString();
-  switch (which % 6) {
+  switch (which % 7) {
     case 0: RendezvousRegistration(world, static_cast<uint8_t>(param >> 4), body); break;
     case 1: RendezvousTable(body); break;
     case 2: MembershipRegistration(false, body); break;
     case 3: MembershipRegistration(true, body); break;
     case 4: MembershipTable(body); break;
+    case 6: MembershipHeartbeat(body); break;
     default: Fields(world, body); break;
   }
   return 0;

@@ -40,6 +40,7 @@ struct MembershipClient::Impl {
   std::mutex mu;
   std::condition_variable cv;
   PeerInfo self;                                  // GUARDED_BY(mu): this member in its generation's table
+  int64_t world = 0;                              // GUARDED_BY(mu): that table's size
   bool stopping = false;                          // GUARDED_BY(mu)
   std::function<void(const Status&)> on_abort;    // GUARDED_BY(mu)
   std::thread heartbeat;
@@ -136,8 +137,9 @@ Result<Generation> MembershipClient::Register(const std::vector<int64_t>& snapsh
   {
     std::lock_guard<std::mutex> lock(s.mu);
     s.self = g.peers[g.rank];
+    s.world = static_cast<int64_t>(g.peers.size());
+    s.generation = g.number;  // under mu: a heartbeat sends the generation with its entry
   }
-  s.generation = g.number;
   if (s.pending <= g.number) s.pending = 0;
   return g;
 }
@@ -189,19 +191,24 @@ void MembershipClient::Impl::HeartbeatLoop() {
         std::unique_lock<std::mutex> lock(mu);
         if (cv.wait_for(lock, options.heartbeat_interval, [this] { return stopping; })) return;
       }
-      json hb{{"op", "heartbeat"}, {"id", id}, {"generation", generation.load()}, {"iteration", iteration.load()}};
+      membership_wire::Heartbeat hb;
+      hb.id = id;
+      hb.iteration = iteration.load();
       {
         // Who we are in our generation: a restarted coordinator rebuilds
         // the membership from these (Note [Coordinator restart]).
         std::lock_guard<std::mutex> lock(mu);
-        if (self.rank >= 0) hb["member"] = {{"rank", self.rank}, {"endpoint", self.endpoint}, {"cluster", self.cluster}};
+        hb.generation = generation;
+        hb.info = self;
+        hb.world = world;
       }
-      zmq::message_t frame(hb.dump());
+      zmq::message_t frame(membership_wire::HeartbeatJson(hb).dump());
       (void)dealer.send(frame, zmq::send_flags::dontwait);  // dropped while the coordinator is away
       zmq::message_t reply;
       while (dealer.recv(reply, zmq::recv_flags::dontwait)) {
         HandleReply(reply.to_string());
         last_reply = Clock::now();
+        if (warned) std::fprintf(stderr, "frugal worker: %s answers again\n", where.c_str());
         warned = false;
       }
       if (!warned && Clock::now() - last_reply > options.timeout / 4) {

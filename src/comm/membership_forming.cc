@@ -31,6 +31,7 @@ using wire::Clock;
 
 void MembershipServer::Impl::CheckLiveness() {
   const auto now = Clock::now();
+  if (recovering && now >= recover_deadline) FinishRecovery();  // Note [Coordinator restart]
   for (Member& m : members) {
     if (m.gone || m.done || now - m.last_seen <= options.heartbeat_timeout) continue;
     m.gone = true;
@@ -193,7 +194,7 @@ void MembershipServer::Impl::FailJob(const Status& why) {
 }
 
 bool MembershipServer::Impl::Over() const {
-  if (generation == 0 || !regs.empty() || !joiner_seen.empty()) return false;
+  if (generation == 0 || recovering || !regs.empty() || !joiner_seen.empty()) return false;
   return std::all_of(members.begin(), members.end(), [](const Member& m) { return m.done || m.gone; }) &&
          std::any_of(members.begin(), members.end(), [](const Member& m) { return m.done; });
 }

@@ -99,7 +99,7 @@ void MembershipServer::Impl::Handle(std::vector<zmq::message_t>& parts) {
       zmq::message_t copy(parts[0].data(), parts[0].size());
       HandleRegister(std::move(copy), PeerKeyOf(parts[1]), req, op.empty());
     } else if (op == "heartbeat") {
-      wire::Reply(router, parts[0], HandleHeartbeat(req));
+      wire::Reply(router, parts[0], HandleHeartbeat(req, PeerKeyOf(parts[1])));
     } else {
       wire::Reply(router, parts[0], HandleControl(op, req));
     }
@@ -119,6 +119,17 @@ void MembershipServer::Impl::HandleRegister(zmq::message_t routing, const std::s
   // With CURVE the key is the one ZAP admitted on this connection.
   r.info.public_key = key;
   r.routing = std::move(routing);
+  Admit(std::move(r));
+}
+
+// A parsed registration: into the first world, as a joiner, or as a member
+// registering for the next generation; or refused.
+void MembershipServer::Impl::Admit(Registration r) {
+  if (recovering) {  // judged once the membership is known (Note [Coordinator restart])
+    held.push_back(std::move(r));
+    return;
+  }
+  const bool plain = r.id.empty();
   if (generation == 0) {
     const bool taken = r.info.rank >= 0 && std::any_of(regs.begin(), regs.end(), [&](const Registration& o) {
                          return o.info.rank == r.info.rank;
@@ -172,53 +183,110 @@ void MembershipServer::Impl::HandleRegister(zmq::message_t routing, const std::s
   regs.push_back(std::move(r));
 }
 
-json MembershipServer::Impl::HandleHeartbeat(const json& req) {
-  const std::string id = req.value("id", std::string());
+json MembershipServer::Impl::HandleHeartbeat(const json& req, const std::string& key) {
+  membership_wire::Heartbeat hb;
+  std::string why;
+  if (!membership_wire::ParseHeartbeat(req, &hb, &why)) return json{{"error", why}};
   json reply{{"generation", generation}, {"pending", pending}, {"abort", abort}, {"stop", stop}};
-  if (Member* m = Find(id); m != nullptr && !m->gone) {
+  if (Member* m = Find(hb.id); m != nullptr && !m->gone) {
     m->last_seen = Clock::now();
-    if (auto it = wire::IntField(req, "iteration", -1, INT64_MAX, "heartbeat"); it.ok()) m->iteration = *it;
+    m->iteration = hb.iteration;
     reply["leave"] = m->leaving;
     return reply;
   }
-  if (auto it = joiner_seen.find(id); it != joiner_seen.end()) {
+  if (auto it = joiner_seen.find(hb.id); it != joiner_seen.end()) {
     it->second = Clock::now();
     return reply;
   }
-  if (Adopt(id, req)) {
+  if (std::any_of(held.begin(), held.end(), [&](const Registration& r) { return r.id == hb.id; })) return reply;
+  if (Adopt(hb, key)) {
     reply["generation"] = generation;
     reply["pending"] = pending;
     return reply;
   }
   if (generation == 0) return reply;  // registered (or about to), the world is not formed yet
-  return json{{"error", "worker " + id + " is not a member of this job"}, {"code", "unknown"}};
+  return json{{"error", "worker " + hb.id + " is not a member of this job"}, {"code", "unknown"}};
 }
 
 // Note [Coordinator restart]
 // Workers keep training while their coordinator is away (their heartbeats
 // go unanswered). A coordinator restarted on the same address knows
-// nothing; every heartbeat carries the member's generation, rank, endpoint
-// and cluster, so the new coordinator adopts the running generation from
-// them: the first heartbeat of generation g > 0 sets the generation, and
-// every member of g that beats is added in its rank. From then on it serves
-// as if it had never left (joins, leaves, losses). A worker that is not
-// heard from is never adopted, and so is not waited for.
-bool MembershipServer::Impl::Adopt(const std::string& id, const json& req) {
-  if (!regs.empty() || !req.contains("member") || !req["member"].is_object()) return false;
-  auto g = wire::IntField(req, "generation", 1, INT64_MAX, "heartbeat");
-  if (!g.ok() || (generation != 0 && *g != generation) || id.empty() || id.size() > 256) return false;
-  auto info = wire::PeerFromJson(req["member"], 65536, "heartbeat of " + id);
-  if (!info.ok()) return false;
-  for (const Member& m : members) {
-    if (m.info.rank == info->rank) return false;
+// nothing; every heartbeat carries the member's id, generation, iteration
+// and its entry in that generation's table (rank, endpoint, cluster) with
+// the table's size, so the new coordinator adopts the running generation
+// from them:
+//   - The first heartbeat of a generation g >= 1 that reaches a server
+//     without a generation starts a *recovery*: the server takes g as its
+//     generation and the heartbeat's world size as the size to rebuild.
+//     First-world registrations it held are kept back with the rest (below).
+//   - Each member of g that beats is added in its rank (with the key its
+//     connection authenticated, under CURVE). A heartbeat of another
+//     generation or size, or for a rank already taken, is not adopted:
+//     the worker is told it is not a member.
+//   - The recovery ends once every rank 0..world-1 is heard, or after
+//     heartbeat_timeout from its start: a live member beats every 250 ms, so
+//     a rank not heard by then is treated as lost. Its worker died while no
+//     coordinator was up, and the normal loss round starts (abort, pending
+//     g+1): the survivors whose waits on it failed are still in
+//     Worker::AwaitChange's grace if the coordinator came back in time.
+//   - Meanwhile nothing forms and nothing is pending; registrations (a
+//     joiner, or a member whose request reached the new server before its
+//     heartbeats did) are held and judged when the recovery ends, as if
+//     they had arrived then.
+// From then on it serves as if it had never left (joins, leaves, losses).
+// A heartbeat that arrives after the recovery ended is not adopted: a rank
+// not heard in time was declared lost, as after a silence in a running job.
+bool MembershipServer::Impl::Adopt(const membership_wire::Heartbeat& hb, const std::string& key) {
+  if (hb.info.rank < 0) return false;
+  if (generation == 0) {
+    generation = hb.generation;
+    recovering = true;
+    recover_world = hb.world;
+    recover_deadline = Clock::now() + options.heartbeat_timeout;
+    for (Registration& r : regs) held.push_back(std::move(r));
+    regs.clear();
+    Log("restarted: recovering generation " + std::to_string(generation) + " from the workers' heartbeats");
+  } else if (!recovering || hb.generation != generation || hb.world != recover_world) {
+    return false;
   }
-  generation = *g;
-  Member m{id, *info, Clock::now()};
-  if (auto it = wire::IntField(req, "iteration", -1, INT64_MAX, "heartbeat"); it.ok()) m.iteration = *it;
-  members.push_back(m);
+  for (const Member& m : members) {
+    if (m.info.rank == hb.info.rank) return false;
+  }
+  Member m{hb.id, hb.info, Clock::now()};
+  m.info.public_key = key;
+  m.iteration = hb.iteration;
+  members.push_back(std::move(m));
   std::sort(members.begin(), members.end(), [](const Member& a, const Member& b) { return a.info.rank < b.info.rank; });
-  Log("recovered worker " + id + " (rank " + std::to_string(info->rank) + ") of generation " + std::to_string(*g));
+  Log("recovered worker " + hb.id + " (rank " + std::to_string(hb.info.rank) + ") of generation " +
+      std::to_string(generation));
+  if (recover_world > 0 && static_cast<int64_t>(members.size()) == recover_world) FinishRecovery();
   return true;
+}
+
+// The end of a recovery (Note [Coordinator restart]): ranks not heard are
+// lost, held registrations are judged.
+void MembershipServer::Impl::FinishRecovery() {
+  recovering = false;
+  std::vector<bool> heard(static_cast<size_t>(recover_world), false);
+  for (const Member& m : members) {
+    if (m.info.rank < recover_world) heard[m.info.rank] = true;
+  }
+  const size_t adopted = members.size();
+  for (int64_t r = 0; r < recover_world; ++r) {
+    if (heard[r]) continue;
+    Member lost{"", PeerInfo{static_cast<int>(r), "", "", ""}, Clock::now()};
+    lost.gone = true;
+    members.push_back(std::move(lost));
+    Log("rank " + std::to_string(r) + " of generation " + std::to_string(generation) +
+        " lost: not heard from since the restart");
+  }
+  std::sort(members.begin(), members.end(), [](const Member& a, const Member& b) { return a.info.rank < b.info.rank; });
+  Log("recovered generation " + std::to_string(generation) + ": " + std::to_string(adopted) + " of " +
+      (recover_world > 0 ? std::to_string(recover_world) : std::string("?")) + " workers");
+  if (members.size() > adopted) WantChange(true);
+  std::vector<Registration> waiting = std::move(held);
+  held.clear();
+  for (Registration& r : waiting) Admit(std::move(r));
 }
 
 json MembershipServer::Impl::HandleControl(const std::string& op, const json& req) {
@@ -283,9 +351,10 @@ json MembershipServer::Impl::StatusJson() const {
   return json{{"generation", generation},
               {"pending", pending},
               {"joining", joiner_seen.size()},
-              {"registered", regs.size()},
+              {"registered", regs.size() + held.size()},
               {"min_workers", options.min_workers},
               {"stop", stop},
+              {"recovering", recovering},
               {"members", ms}};
 }
 

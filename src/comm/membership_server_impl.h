@@ -53,6 +53,11 @@ struct MembershipServer::Impl {
   bool abort = false;   // the pending change follows a death
   bool stop = false;
   Status failed;
+  // Note [Coordinator restart]: adopting a running generation from heartbeats.
+  bool recovering = false;
+  int64_t recover_world = 0;  // the adopted generation's size (0: its heartbeats do not say)
+  Clock::time_point recover_deadline = Clock::time_point::max();
+  std::vector<Registration> held;  // registrations that wait for the recovery to end
 
   void Log(const std::string& line) const {
     if (options.log) {
@@ -68,6 +73,7 @@ struct MembershipServer::Impl {
     return n;
   }
   Member* Find(const std::string& id) {
+    if (id.empty()) return nullptr;  // the ranks a recovery never heard have no id
     for (Member& m : members) {
       if (m.id == id) return &m;
     }
@@ -81,10 +87,12 @@ struct MembershipServer::Impl {
   Status Serve();
   void Handle(std::vector<zmq::message_t>& parts);
   void HandleRegister(zmq::message_t routing, const std::string& key, const nlohmann::json& req, bool plain);
-  nlohmann::json HandleHeartbeat(const nlohmann::json& req);
+  void Admit(Registration r);
+  nlohmann::json HandleHeartbeat(const nlohmann::json& req, const std::string& key);
   nlohmann::json HandleControl(const std::string& op, const nlohmann::json& req);
   nlohmann::json StatusJson() const;
-  bool Adopt(const std::string& id, const nlohmann::json& req);
+  bool Adopt(const membership_wire::Heartbeat& hb, const std::string& key);
+  void FinishRecovery();
   void CheckLiveness();
   bool TryForm();
   void FormFirst();

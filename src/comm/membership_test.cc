@@ -303,7 +303,7 @@ TEST(MembershipTest, ARestartedCoordinatorRecoversTheMembershipFromHeartbeats) {
   Coordinator second(2, 1, 1000ms, ep);
   ASSERT_TRUE(WaitFor([&] {
     auto s = second.StatusJson();
-    return s["generation"] == 1 && s["members"].size() == 2;
+    return s["generation"] == 1 && s["members"].size() == 2 && s["recovering"] == false;
   }));
   // It serves a change: b leaves, a registers again alone.
   ASSERT_TRUE(b->RequestLeave().ok());
@@ -315,6 +315,152 @@ TEST(MembershipTest, ARestartedCoordinatorRecoversTheMembershipFromHeartbeats) {
   EXPECT_EQ(g->number, 2);
   EXPECT_EQ(g->restore, 40);
   EXPECT_EQ(t->world_size(), 1);
+}
+
+// After a join (generation 2 of three workers) the coordinator dies and a
+// new one starts on its address: it reports generation 2 with the same
+// members in the same ranks, and a further join forms generation 3 with
+// the survivors first and the joiner last, as if it had never died.
+TEST(MembershipTest, ARestartedCoordinatorKnowsTheGenerationAndServesAJoin) {
+  auto first = std::make_unique<Coordinator>(2);
+  const std::string ep = first->server->endpoint();
+  auto a = NewClient(ep);
+  auto b = NewClient(ep);
+  auto c = NewClient(ep, /*join=*/true);
+  std::vector<std::unique_ptr<Transport>> t1;
+  RegisterAll({a.get(), b.get()}, {{}, {}}, &t1);
+  std::unique_ptr<Transport> tc;
+  auto c_joined = std::async(std::launch::async, [&] { return c->Register({}, &tc); });
+  ASSERT_TRUE(WaitFor([&] { return a->pending() == 2 && b->pending() == 2; }));
+  t1.clear();
+  std::vector<std::unique_ptr<Transport>> t2;
+  auto g2 = RegisterAll({a.get(), b.get()}, {{10}, {10}}, &t2);
+  Result<Generation> gc = c_joined.get();
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  ASSERT_EQ(g2[0].number, 2);
+  const std::vector<PeerInfo> table = g2[0].peers;
+  const std::vector<std::string> ids = {g2[0].rank == 0 ? a->id() : b->id(), g2[0].rank == 0 ? b->id() : a->id(),
+                                        c->id()};
+  a->ReportIteration(17);
+
+  first.reset();
+  Coordinator second(2, 1, 1000ms, ep);
+  nlohmann::json s;
+  ASSERT_TRUE(WaitFor([&] {
+    s = second.StatusJson();
+    return s["recovering"] == false && s["generation"] == 2 && s["members"].size() == 3;
+  })) << s.dump();
+  EXPECT_EQ(s["pending"], 0);
+  for (int r = 0; r < 3; ++r) {
+    const nlohmann::json& m = s["members"][r];
+    EXPECT_EQ(m["rank"], r);
+    EXPECT_EQ(m["id"], ids[r]);
+    EXPECT_EQ(m["endpoint"], table[r].endpoint);
+    EXPECT_EQ(m["cluster"], table[r].cluster);
+    EXPECT_EQ(m["state"], "running");
+    if (m["id"] == a->id()) {
+      EXPECT_EQ(m["iteration"], 17);
+    }
+  }
+
+  auto d = NewClient(ep, /*join=*/true);
+  std::unique_ptr<Transport> td;
+  auto d_joined = std::async(std::launch::async, [&] { return d->Register({}, &td); });
+  ASSERT_TRUE(WaitFor([&] { return a->pending() == 3 && b->pending() == 3 && c->pending() == 3; }));
+  t2.clear();
+  tc.reset();
+  std::vector<std::unique_ptr<Transport>> t3;
+  auto g3 = RegisterAll({a.get(), b.get(), c.get()}, {{10, 20}, {20}, {20}}, &t3);
+  Result<Generation> gd = d_joined.get();
+  ASSERT_TRUE(gd.ok()) << gd.status().ToString();
+  for (const Generation& g : {g3[0], g3[1], g3[2], *gd}) {
+    EXPECT_EQ(g.number, 3);
+    EXPECT_EQ(g.restore, 20);
+    EXPECT_EQ(g.joined, std::vector<int>{3});
+    EXPECT_EQ(g.peers.size(), 4u);
+  }
+  EXPECT_EQ(g3[0].rank, g2[0].rank);  // survivors keep their rank order
+  EXPECT_EQ(g3[2].rank, 2);
+  EXPECT_EQ(gd->rank, 3);
+  EXPECT_EQ(t3[0]->world_size(), 4);
+}
+
+// A worker that dies while no coordinator is up is never heard by the new
+// one: once the recovery's wait ends, its rank is lost, the survivors are
+// told to abort, and they form the next generation without it.
+TEST(MembershipTest, ARankNotHeardAfterARestartIsLostAndTheSurvivorsGoOn) {
+  auto first = std::make_unique<Coordinator>(3, /*min_workers=*/2, /*heartbeat_timeout=*/300ms);
+  const std::string ep = first->server->endpoint();
+  std::vector<std::unique_ptr<MembershipClient>> cs;
+  for (int i = 0; i < 3; ++i) cs.push_back(NewClient(ep));
+  std::vector<std::unique_ptr<Transport>> t1;
+  auto g1 = RegisterAll({cs[0].get(), cs[1].get(), cs[2].get()}, {{}, {}, {}}, &t1);
+  std::atomic<int> aborts{0};
+  cs[0]->OnAbort([&](const Status&) { ++aborts; });
+  first.reset();
+  cs[2].reset();  // dies while no coordinator is up
+  Coordinator second(3, /*min_workers=*/2, /*heartbeat_timeout=*/300ms, ep);
+  ASSERT_TRUE(WaitFor([&] { return aborts.load() == 1 && cs[1]->pending() == 2; }));
+  nlohmann::json s = second.StatusJson();
+  EXPECT_EQ(s["recovering"], false);
+  ASSERT_EQ(s["members"].size(), 3u);
+  EXPECT_EQ(s["members"][g1[2].rank]["state"], "lost");
+  t1.clear();
+  std::vector<std::unique_ptr<Transport>> t2;
+  auto g2 = RegisterAll({cs[0].get(), cs[1].get()}, {{5, 10}, {5}}, &t2);
+  EXPECT_EQ(g2[0].number, 2);
+  EXPECT_EQ(g2[0].restore, 5);
+  EXPECT_TRUE(g2[0].joined.empty());
+  EXPECT_EQ(t2[0]->world_size(), 2);
+}
+
+// The recovery over the wire: a heartbeat that names its generation's size
+// starts it, a malformed or foreign one is refused with an error, a
+// registration that arrives meanwhile waits, and the last rank heard ends it.
+TEST(MembershipTest, RecoveryAdoptsWellFormedHeartbeatsOfOneGenerationOnly) {
+  Coordinator co(2, 1, 60s);  // the recovery's wait never ends by itself here
+  const std::string ep = co.server->endpoint();
+  auto send = [&](const std::string& frame) {
+    auto r = MembershipRequest(ep, frame, 5s);
+    EXPECT_TRUE(r.ok()) << frame << ": " << r.status().ToString();
+    return nlohmann::json::parse(r.ok() ? *r : "{}");
+  };
+  auto beat = [](const std::string& id, int generation, int rank, const std::string& world) {
+    return R"({"op":"heartbeat","id":")" + id + R"(","generation":)" + std::to_string(generation) +
+           R"(,"iteration":9,"member":{"rank":)" + std::to_string(rank) +
+           R"(,"endpoint":"tcp://127.0.0.1:1","cluster":"a","world":)" + world + "}}";
+  };
+  for (const std::string& bad : {beat("x", 4, 3, "3"), beat("x", 4, 0, "0"), beat("x", 4, 0, "1e300"),
+                                 beat("x", 0, 0, "3"), std::string(R"({"op":"heartbeat","id":"x","member":7})")}) {
+    EXPECT_TRUE(send(bad).contains("error")) << bad;
+  }
+  EXPECT_EQ(co.StatusJson()["generation"], 0);
+
+  EXPECT_EQ(send(beat("w0", 4, 0, "3"))["generation"], 4);
+  EXPECT_TRUE(send(beat("w9", 5, 1, "3")).contains("error"));  // another generation
+  EXPECT_TRUE(send(beat("w9", 4, 0, "3")).contains("error"));  // a rank taken
+  EXPECT_TRUE(send(beat("w9", 4, 1, "2")).contains("error"));  // another size
+  EXPECT_EQ(send(beat("w2", 4, 2, "3"))["generation"], 4);
+  // A join that arrives now waits (its request gives up after 2 s; the
+  // server's state is what is checked).
+  auto joined = std::async(std::launch::async, [&] {
+    return MembershipRequest(ep, R"({"op":"register","id":"j","endpoint":"tcp://127.0.0.1:2","cluster":"a","join":true})",
+                             2s);
+  });
+  nlohmann::json s;
+  ASSERT_TRUE(WaitFor([&] { return (s = co.StatusJson())["registered"] == 1; })) << s.dump();
+  EXPECT_EQ(s["recovering"], true);
+  EXPECT_EQ(s["members"].size(), 2u);
+  EXPECT_EQ(s["joining"], 0);
+  EXPECT_EQ(s["pending"], 0);
+
+  EXPECT_EQ(send(beat("w1", 4, 1, "3"))["generation"], 4);
+  s = co.StatusJson();
+  EXPECT_EQ(s["recovering"], false);
+  EXPECT_EQ(s["members"].size(), 3u);
+  EXPECT_EQ(s["joining"], 1);  // the held join is served now
+  EXPECT_EQ(s["pending"], 5);
+  joined.wait();
 }
 
 }  // namespace

@@ -80,6 +80,62 @@ json RegistrationJson(const RegistrationRequest& r) {
   return j;
 }
 
+bool ParseHeartbeat(const json& req, Heartbeat* out, std::string* why) {
+  *out = Heartbeat{};
+  if (!IsShortString(req, "id")) {
+    *why = "malformed heartbeat: \"id\" must be a string of 1 to 256 characters";
+    return false;
+  }
+  out->id = req["id"].get<std::string>();
+  if (req.contains("iteration")) {
+    auto it = IntField(req, "iteration", -1, INT64_MAX, "heartbeat");
+    if (!it.ok()) {
+      *why = "malformed heartbeat: \"iteration\" must be an integer of at least -1";
+      return false;
+    }
+    out->iteration = *it;
+  }
+  if (req.contains("generation")) {
+    auto g = IntField(req, "generation", 0, INT64_MAX, "heartbeat");
+    if (!g.ok()) {
+      *why = "malformed heartbeat: \"generation\" must be a non-negative integer";
+      return false;
+    }
+    out->generation = *g;
+  }
+  if (!req.contains("member")) return true;
+  const json& m = req["member"];
+  if (!m.is_object() || !IsShortString(m, "endpoint") || !IsShortString(m, "cluster") || out->generation < 1) {
+    *why = "malformed heartbeat: \"member\" needs \"endpoint\" and \"cluster\" of 1 to 256 characters, and "
+           "\"generation\" at least 1";
+    return false;
+  }
+  if (m.contains("world")) {
+    auto w = IntField(m, "world", 1, 65536, "heartbeat");
+    if (!w.ok()) {
+      *why = "malformed heartbeat: the member's \"world\" must be an integer from 1 to 65536";
+      return false;
+    }
+    out->world = *w;
+  }
+  auto rank = IntField(m, "rank", 0, (out->world > 0 ? out->world : 65536) - 1, "heartbeat");
+  if (!rank.ok()) {
+    *why = "malformed heartbeat: the member's \"rank\" must be an integer from 0 to its world size - 1";
+    return false;
+  }
+  out->info = PeerInfo{static_cast<int>(*rank), m["endpoint"].get<std::string>(), m["cluster"].get<std::string>(), ""};
+  return true;
+}
+
+json HeartbeatJson(const Heartbeat& h) {
+  json j{{"op", "heartbeat"}, {"id", h.id}, {"generation", h.generation}, {"iteration", h.iteration}};
+  if (h.info.rank >= 0) {
+    j["member"] = {{"rank", h.info.rank}, {"endpoint", h.info.endpoint}, {"cluster", h.info.cluster}};
+    if (h.world > 0) j["member"]["world"] = h.world;
+  }
+  return j;
+}
+
 json TableJson(const Generation& g) {
   json peers = json::array();
   for (const PeerInfo& p : g.peers) peers.push_back(wire::PeerToJson(p));

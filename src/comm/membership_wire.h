@@ -31,6 +31,25 @@ bool ParseRegistration(const nlohmann::json& req, bool plain, RegistrationReques
 
 nlohmann::json RegistrationJson(const RegistrationRequest& r);
 
+// A heartbeat: who beats, in which generation, how far it got, and its
+// entry in that generation's table with the table's size, from which a
+// restarted coordinator rebuilds the membership (Note [Coordinator restart]
+// in membership_server.cc). A worker not yet in a generation sends no
+// entry (rank -1); an older worker sends no "world" (0).
+struct Heartbeat {
+  std::string id;
+  int64_t generation = 0;
+  int64_t iteration = -1;
+  PeerInfo info;  // rank -1: no entry
+  int64_t world = 0;
+};
+
+// False with `why` on bad input. A heartbeat without an entry is accepted
+// with only `id` checked; the other fields keep their defaults when absent.
+bool ParseHeartbeat(const nlohmann::json& req, Heartbeat* out, std::string* why);
+
+nlohmann::json HeartbeatJson(const Heartbeat& h);
+
 // The table of a generation as sent to the member of rank `rank`.
 nlohmann::json TableJson(const Generation& g);
 // Parses a table; errors carried by the reply become the Status.

@@ -3,13 +3,14 @@
 
 Each scenario starts `frugal coordinator --elastic` and `frugal worker
 --elastic` processes, disturbs the job (SIGKILL, --join, SIGTERM, a kill
-during a join), and checks that:
+during a join, a coordinator killed and restarted before a kill), and
+checks that:
   - the coordinator and every remaining worker exit 0;
   - the remaining workers end in the same generation with equal checksums
     of the master parameters (the replicas are identical);
   - the generation number shows the change happened.
 
-Usage: elastic_test.py --frugal build/frugal [--scenario kill,join,leave,kill-during-join]
+Usage: elastic_test.py --frugal build/frugal [--scenario kill,join,leave,kill-during-join,coordinator-restart]
 """
 import argparse
 import json
@@ -36,16 +37,27 @@ class Job:
         self.frugal = frugal
         self.runs = tempfile.mkdtemp(prefix="frugal_elastic_")
         self.name = name
+        self.world = world
+        self.min_workers = min_workers
+        self.endpoint = self.start_coordinator("tcp://127.0.0.1:*")
+        self.workers = []
+
+    def start_coordinator(self, listen):
         self.coordinator = subprocess.Popen(
-            [frugal, "coordinator", "--elastic", "--listen", "tcp://127.0.0.1:*", "--world", str(world),
-             "--min-workers", str(min_workers), "--timeout-s", "60", "--heartbeat-timeout-s", "4"],
+            [self.frugal, "coordinator", "--elastic", "--listen", listen, "--world", str(self.world),
+             "--min-workers", str(self.min_workers), "--timeout-s", "60", "--heartbeat-timeout-s", "4"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.coordinator.stdout.readline()
         m = re.search(r"listening on (tcp://\S+)", line)
         if not m:
             raise RuntimeError("coordinator did not start: " + line + self.coordinator.stderr.read())
-        self.endpoint = m.group(1)
-        self.workers = []
+        return m.group(1)
+
+    def restart_coordinator(self):
+        """SIGKILL the coordinator and start another with the same flags on its address."""
+        self.coordinator.send_signal(signal.SIGKILL)
+        self.coordinator.communicate()
+        assert self.start_coordinator(self.endpoint) == self.endpoint
 
     def start_worker(self, *extra):
         p = subprocess.Popen(worker_args(self.frugal, self.endpoint, self.runs, self.name, extra),
@@ -166,8 +178,35 @@ def scenario_kill_during_join(frugal):
     check(job, outs[:2], coord, expect_finished=2, expect_generation_at_least=1)
 
 
+def scenario_coordinator_restart(frugal):
+    """The coordinator dies (SIGKILL) and restarts on its address with the same
+    flags: it adopts generation 1 from the workers' heartbeats (Note
+    [Coordinator restart]) and then handles a loss as if it had never died."""
+    job = Job(frugal, world=3, min_workers=2, name="coordinator-restart")
+    for _ in range(3):
+        job.start_worker()
+    job.wait_for_iteration(10)
+    job.restart_coordinator()
+    deadline = time.time() + TIMEOUT_S
+    s = None
+    while time.time() < deadline:
+        s = job.status()
+        if s and not s["recovering"] and s["generation"] >= 1:
+            break
+        time.sleep(0.1)
+    assert s and s["generation"] == 1 and len(s["members"]) == 3, "not recovered: %s" % s
+    assert sorted(m["rank"] for m in s["members"]) == [0, 1, 2] and all(m["state"] == "running" for m in s["members"]), s
+    victim = job.workers[2]
+    victim.send_signal(signal.SIGKILL)
+    outs, coord = job.finish()
+    assert outs[2][0] == -signal.SIGKILL
+    assert "recovered generation 1: 3 of 3 workers" in coord[2], coord[2]
+    assert "lost: no heartbeat" in coord[2], coord[2]
+    check(job, outs[:2], coord, expect_finished=2, expect_generation_at_least=2)
+
+
 SCENARIOS = {"kill": scenario_kill, "join": scenario_join, "leave": scenario_leave,
-             "kill-during-join": scenario_kill_during_join}
+             "kill-during-join": scenario_kill_during_join, "coordinator-restart": scenario_coordinator_restart}
 
 
 def main():

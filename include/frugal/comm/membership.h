@@ -15,7 +15,10 @@
 // Protocol: one JSON frame each way over DEALER -> ROUTER, the frames of
 // rendezvous.h extended with an "op" (docs/architecture.md lists them):
 //   register   {id, endpoint, cluster, snapshots, join} -> the next table
-//   heartbeat  {id, generation, iteration}              -> what is pending
+//   heartbeat  {id, generation, iteration, member}      -> what is pending
+//              (member: {rank, endpoint, cluster, world} in its generation,
+//              from which a restarted coordinator adopts the running
+//              generation: Note [Coordinator restart], membership_server.cc)
 //   leave      {id}                                     -> ok
 //   done       {id}                                     -> ok
 //   status     {}                                       -> the membership
@@ -68,7 +71,11 @@ class MembershipServer {
   // Serves until the job is over: every member has finished or left (Ok),
   // or fewer than min_workers remain, or a registration round timed out
   // (the error, also sent to the workers). A world of plain rendezvous
-  // registrations ends once its table is out.
+  // registrations ends once its table is out. A server started where a
+  // running job's coordinator was (a restart: same address and options)
+  // adopts that job's generation from its workers' heartbeats and serves it
+  // from there; ranks not heard within heartbeat_timeout are lost (Note
+  // [Coordinator restart] in membership_server.cc).
   Status Serve();
   // Makes Serve return (Ok) at its next poll, from any thread.
   void Shutdown();
