@@ -50,11 +50,27 @@ def run_frugal(args, sc, system, tb, run_dir, budget):
     return os.path.join(run_dir, "run", "metrics.jsonl"), (not ok)
 
 
+def slow_ddp(sc, system):
+    """Plain DDP (or fp16) below 50 Mbit/s: one step takes tens of seconds (~19 s per mlp step at 10 Mbit/s,
+    and the initial broadcast from rank 0 about a minute)."""
+    return sc.rate_mbit is not None and 0 < sc.rate_mbit < 50 and system in ("ddp", "ddp_fp16")
+
+
+def ddp_log_every(args, sc, system):
+    """ddp.py's --log-every: every step for slow_ddp, so that the projection has steps to count."""
+    return 1 if slow_ddp(sc, system) else max(1, args.log_every // 5)
+
+
+def ddp_stall_s(args, sc, system):
+    """Seconds without a new metrics record before a DDP run counts as hung (slow_ddp: broadcast + a step)."""
+    return max(args.stall_s, 360) if slow_ddp(sc, system) else args.stall_s
+
+
 def ddp_command(args, sc, system, tb, rank, port, budget, run_dir):
     cmd = tb.prefix(rank) + ["env", "GLOO_SOCKET_IFNAME=" + tb.ifname(rank), PY, DDP, "--rank", str(rank),
                              "--world", str(sc.workers), "--master", "%s:%d" % (tb.hosts[0].address, port),
                              "--model", sc.model] + DDP_SYSTEMS[system] + ["--epochs", str(sc.epochs),
-                             "--eval-every", str(sc.eval_every), "--log-every", str(max(1, args.log_every // 5)),
+                             "--eval-every", str(sc.eval_every), "--log-every", str(ddp_log_every(args, sc, system)),
                              "--threads", "1", "--time-budget", str(budget), "--run-dir", run_dir,
                              "--timeout-s", "120"]
     if sc.max_steps:
@@ -68,6 +84,7 @@ def ddp_command(args, sc, system, tb, rank, port, budget, run_dir):
 def run_ddp(args, sc, system, tb, run_dir, budget):
     """Runs one DDP job; returns the path of rank 0's metrics.jsonl and whether it was killed."""
     port = 29600 if tb.use_netns else free_port()
+    stall_s = ddp_stall_s(args, sc, system)
     with ProcessGroup() as procs:
         for i in range(sc.workers):
             env = dict(os.environ, GLOO_SOCKET_IFNAME=tb.ifname(i), OMP_NUM_THREADS="1")
@@ -80,14 +97,14 @@ def run_ddp(args, sc, system, tb, run_dir, budget):
         # out), so the wall-clock deadline allows as long again for them;
         # a hang is caught by the stall check.
         waited = procs.wait_all(time.time() + 2 * budget + args.grace_s + 60,
-                                progress_file=os.path.join(run_dir, "metrics.jsonl"), stall_s=args.stall_s)
+                                progress_file=os.path.join(run_dir, "metrics.jsonl"), stall_s=stall_s)
         ok = waited.all_exited
         if waited.stalled:
             procs.signal_all(signal.SIGUSR1)  # ddp.py dumps its Python stacks into the rank logs
             time.sleep(2)
-            log("  %s: no progress for %.0f s (hung), killing it" % (system, args.stall_s))
+            log("  %s: no progress for %.0f s (hung), killing it" % (system, stall_s))
             with open(os.path.join(run_dir, "hung.txt"), "w") as f:
-                f.write("no new metrics record for %.0f s; killed by the harness\n" % args.stall_s)
+                f.write("no new metrics record for %.0f s; killed by the harness\n" % stall_s)
             ok = True  # not a budget kill: reported as a failure below
         elif not ok:
             log("  %s: did not stop on its own, killing it" % system)
