@@ -70,6 +70,16 @@ def _bytes_per_iter(system, logs):
     return [r["bytes_sent_iface"] for r in logs[1:] or logs if "bytes_sent_iface" in r], "interface"
 
 
+def _typical(system, per_window):
+    """Bytes per iteration of a run: the median over its logging windows, except for the systems that send
+    only every H steps (local updates), whose median window sends nothing: their mean."""
+    if not per_window:
+        return None
+    if is_localsgd(system) or system.startswith("frugal_local"):
+        return sum(per_window) / len(per_window)
+    return median(per_window)
+
+
 def time_basis(recs):
     """TRAIN_TIME when every evaluation and logging-window record has
     train_time_s, else WALL_TIME (event records, e.g. the controller's
@@ -93,7 +103,7 @@ def summarise(system, recs, budget, killed, sc):
     elapsed = max([c[0] for c in curve] + [r[basis] for r in recs if basis in r] + [0])
     out = SystemResult(system=system, curve=curve, completed=completed, budget_s=budget, elapsed_s=elapsed,
                        steps=max([r.get("step", 0) for r in recs] + [0]), iter_s=median(iters),
-                       bytes_per_iter=median(bytes_) if bytes_ else None, bytes_src=bytes_src,
+                       bytes_per_iter=_typical(system, bytes_), bytes_src=bytes_src,
                        final_acc=final[0].get(sc.metric) if completed else None,
                        best_acc=sc.best([c[2] for c in curve]), time_basis=basis,
                        compute_s=median([r.get("compute_s", r.get("step_s")) for r in logs[1:] or logs
