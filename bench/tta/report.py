@@ -186,19 +186,27 @@ def write_plot(path, results):
         import matplotlib.pyplot as plt
         n = len(results)
         fig, axes = plt.subplots(1, n, figsize=(6.5 * n, 4.5), squeeze=False)
+        colors = system_colors([s.system for _, sys_res in results for s in sys_res], plt)
         for ax, (sc, sys_res) in zip(axes[0], results):
-            plot_panel(ax, sc, sys_res)
+            plot_panel(ax, sc, sys_res, colors)
         fig.tight_layout()
         fig.savefig(path, dpi=110)
     except Exception as e:  # noqa: BLE001
         log("no plot: %s" % e)
 
 
-def plot_panel(ax, sc, sys_res):
+def system_colors(systems, plt):
+    """One colour per system of the run, the same in every panel and distinct (tab20 beyond ten systems),
+    in ALL_SYSTEMS order (a variant outside it, e.g. frugal_d0.3, by name after them)."""
+    order = sorted(set(systems), key=lambda x: (ALL_SYSTEMS.index(x) if x in ALL_SYSTEMS else len(ALL_SYSTEMS), x))
+    if len(order) <= 10:
+        return {x: "C%d" % i for i, x in enumerate(order)}
+    return {x: plt.cm.tab20(i % 20) for i, x in enumerate(order)}
+
+
+def plot_panel(ax, sc, sys_res, colors):
     for s in sys_res:
-        # The same colour in every panel; a density outside the sweep gets one by its name.
-        index = ALL_SYSTEMS.index(s.system) if s.system in ALL_SYSTEMS else len(ALL_SYSTEMS) + sum(map(ord, s.system))
-        color = "C%d" % (index % 10)
+        color = colors[s.system]
         if s.curve:
             ax.plot([c[0] for c in s.curve], [c[2] for c in s.curve], marker=".", color=color, label=s.system)
         elif s.crashed:
