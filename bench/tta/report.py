@@ -39,7 +39,8 @@ def scenario_json(sc, sys_res, netns):
     return {
         "name": sc.name, "model": sc.model, "workers": sc.workers, "topology": sc.topology,
         "rate_mbit": sc.rate_mbit if sc.topology != "fluctuating" else "trace",
-        "metric": sc.metric, "target_acc": sc.target_acc, "target_vs_ddp": sc.target_vs_ddp, "tta_s": by(lambda s: s.tta.time), "final_acc": by(lambda s: s.final_acc),
+        "metric": sc.metric, "target_acc": sc.target_acc, "target_vs_ddp": sc.target_vs_ddp,
+        "tta_s": by(lambda s: s.tta.time), "final_acc": by(lambda s: s.final_acc),
         "iter_s": by(lambda s: s.iter_s),
         "lower_bound": {s.system: bool(s.tta.lower_bound) for s in sys_res if not s.crashed},
         "bytes_per_iter": by(lambda s: s.bytes_per_iter),
