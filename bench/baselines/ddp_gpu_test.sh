@@ -7,7 +7,9 @@
 #
 #   bench/baselines/ddp_gpu_test.sh [CASE...]      (default: every case below)
 #
-# Cases: MODEL-nccl1 MODEL-gloo1 MODEL-gloo4 MODEL-compute MODEL-compute4 (MODEL: resnet18, cnn, gpt-tiny;
+# Cases: MODEL-nccl1 MODEL-gloo1 MODEL-gloo4 MODEL-compute MODEL-compute4, MODEL-pymodel4 (the model in
+# frugal.DistributedModel, 4 ranks) and MODEL-pyhook4 (DDP over Gloo + frugal.sparse_hook, 4 ranks), both at
+# FRUGAL_DENSITY (0.03) with build/python on PYTHONPATH (MODEL: resnet18, cnn, gpt-tiny;
 # gpt-tiny is not in the default list: it needs --text-file through EXTRA) and nccl2-refused.
 # Environment (defaults): PY (python3), DATA_DIR (/usr/share/datasets/fashion-mnist), OUT_DIR (/tmp/ddp_gpu:
 # a folder per case with rankN.log and metrics.jsonl, and summary.jsonl), DEVICE (cuda; cpu is a dry run of
@@ -29,6 +31,7 @@ BATCH=${BATCH:-64}
 COMPUTE_STEPS=${COMPUTE_STEPS:-100}
 EXTRA=${EXTRA:-}
 CASE_TIMEOUT=${CASE_TIMEOUT:-240}
+FRUGAL_DENSITY=${FRUGAL_DENSITY:-0.03}
 # One host: the ranks meet on loopback (Gloo and NCCL otherwise pick an interface from the host name).
 export GLOO_SOCKET_IFNAME=${GLOO_SOCKET_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
@@ -152,6 +155,8 @@ run_case() {
     gloo4) ddp_case "$c" 4 --backend gloo $(model_flags "$model") ;;
     compute) compute_case "$c" 1 $(model_flags "$model") ;;
     compute4) compute_case "$c" 4 $(model_flags "$model") ;;
+    pymodel4) ddp_case "$c" 4 --hook frugal_model --frugal-density "$FRUGAL_DENSITY" $(model_flags "$model") ;;
+    pyhook4) ddp_case "$c" 4 --backend gloo --hook frugal --frugal-density "$FRUGAL_DENSITY" $(model_flags "$model") ;;
     refused) nccl_refused_case ;;
     *) echo "unknown case $c"; FAILED=$((FAILED + 1)) ;;
   esac

@@ -9,8 +9,8 @@
 # Each step runs under its own timeout and is skipped once BUDGET_S (default
 # 560) would be passed; every log is packed into OUT/gpu.tgz after each
 # step, so whatever ran comes back. ONLY="group ..." runs only those groups
-# (pytest-cuda resnet18 ddp-resnet18 planner cnn ddp-cnn more example
-# pytest-rest). Needs .gpu/ (debs, fashion-mnist, bible.data) from
+# (probe pytest-cuda pypath gpt resnet18 ddp-resnet18 planner cnn ddp-cnn more
+# example pytest-rest). Needs .gpu/ (debs, fashion-mnist, bible.data) from
 # ../shared/gpu/prepare.sh, as docs/gpu.md says.
 set -uo pipefail
 out=${1:?usage: device_run.sh OUT [BUDGET_S]}
@@ -78,7 +78,7 @@ fr() {  # fr NAME ARGS...: frugal train on the GPU, Fashion-MNIST from .gpu
 }
 ddp() {  # ddp NAME CASE...: bench/baselines/ddp_gpu_test.sh cases, one epoch of 4 x 64 at most
   local name=$1; shift
-  step "ddp-$name" 150 env PY=$py DATA_DIR="$data" OUT_DIR="$work/ddp" DEVICE=$device STEPS=$steps \
+  step "ddp-$name" "${DDP_LIMIT:-150}" env PY=$py DATA_DIR="$data" OUT_DIR="$work/ddp" DEVICE=$device STEPS=$steps \
     EXTRA="--text-file .gpu/bible.data" bash bench/baselines/ddp_gpu_test.sh "$@"
 }
 export FRUGAL_BINARY=$build/frugal PYTHONPATH=$build/python OMP_NUM_THREADS=1
@@ -86,8 +86,26 @@ pytest() { step "pytest-$1" "$2" $py -m pytest -q -p no:cacheprovider "${@:3}"; 
 
 want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }  # ONLY="a b": only those groups
 
+# The Python package's smallest run (every GIL release), and on a crash the same under cuda-gdb for
+# the native stacks of each rank (gdb-RANK.log).
+if want probe; then
+  step probe 60 $build/frugal run --workers 2 --timeout-s 20 -- $py -X faulthandler bench/gpu/probe.py $device
+  if [ -n "${PROBE_GDB:-}" ] || ! grep -q "rank 0 checksum" "$work/probe.log"; then
+    gdb_cmd="cuda-gdb -q -batch -ex 'set pagination off' -ex 'handle SIGPIPE SIGUSR1 SIGUSR2 nostop noprint'"
+    gdb_cmd+=" -ex run -ex 'info sharedlibrary' -ex 'thread apply all bt 30' --args $py bench/gpu/probe.py $device"
+    step probe-gdb 150 $build/frugal run --workers 2 --timeout-s 90 -- \
+      bash -c "$gdb_cmd > $work/gdb-\$FRUGAL_RANK.log 2>&1"
+  fi
+fi
 # The overlapped copies move the same bits as the synchronous ones (python/tests/test_cuda.py).
 want pytest-cuda && pytest cuda 90 python/tests/test_cuda.py
+# The Python path against the CLI on the same settings (issue 20's 5% goal), at the default density 3%:
+# frugal train vs the model in frugal.DistributedModel (ddp.py --hook frugal_model) vs DDP + frugal.sparse_hook,
+# and 4 plain PyTorch processes stepping at once (the compute a shared GPU gives each worker).
+if want pypath; then
+  fr resnet18-w4-d3 --workers 4 --model resnet18 --adapt off --density 0.03 --max-steps $steps --eval-every $steps
+  DDP_LIMIT=240 COMPUTE_STEPS=${COMPUTE4_STEPS:-800} ddp resnet18-py resnet18-pymodel4 resnet18-pyhook4 resnet18-compute4
+fi
 # Four workers sharing the GPU, 1% like the first probe (issue 20): overlapped vs synchronous copies,
 # and the CPU pipeline's threads (auto = the cores per worker, at most 4; 1 was the default until
 # 2026-11-26), against DDP over Gloo (4 ranks on the GPU), over NCCL (1 rank), and plain PyTorch steps.
@@ -107,6 +125,11 @@ if want more; then
   fr resnet18-w1 --workers 1 --model resnet18 --max-steps $steps --eval-every $steps
   fr gpt-tiny-w4 --workers 4 --model gpt-tiny --dataset text --max-steps $steps --eval-every $steps
   fr cnn-w4-sync $c4 --adapt off --density 0.01 --no-overlap-device-copies
+fi
+# gpt-tiny: DDP over Gloo, 4 ranks, against Frugal's 4 workers (same steps, AdamW as in docs/benchmarks.md).
+if want gpt; then
+  ddp gpt gpt-tiny-gloo4
+  fr gpt-tiny-w4 --workers 4 --model gpt-tiny --dataset text --max-steps $steps --eval-every $steps
 fi
 want example && step example 60 $build/frugal run --workers 4 -- $py examples/distributed_model.py --device $device --steps 300
 want pytest-rest && pytest rest 150 python/tests/test_api.py python/tests/test_training.py python/tests/test_hook.py \

@@ -50,7 +50,9 @@ class DistributedModel(torch.nn.Module):
       value_encoding: 'int4' (default), 'int8', 'fp16', 'bf16' or 'fp32' on the wire;
         rounding errors are fed back like unsent coordinates.
       staleness: 0 or 1. bucket_mb: gradient bucket size.
-      cpu_threads: threads of the CPU pipeline. exchange: 'auto', 'flat' or
+      cpu_threads: threads of the CPU pipeline; 0 (default) = as frugal train:
+        2 on a CPU device, on a GPU the host's cores per local worker (at
+        most 4). exchange: 'auto', 'flat' or
         'hierarchical'. dgc_momentum: error-feedback momentum correction.
         overlap_device_copies: on a GPU, gradients leave and parameters return
         through pinned buffers on a side stream, overlapped with backward
@@ -63,7 +65,7 @@ class DistributedModel(torch.nn.Module):
 
     def __init__(self, module, *, optimizer="sgd", lr=0.01, momentum=0.0, dampening=0.0, nesterov=False,
                  weight_decay=0.0, beta1=0.9, beta2=0.999, eps=1e-8, density=0.03, sparsifier="block",
-                 value_encoding="int4", staleness=0, bucket_mb=4.0, cpu_threads=1, exchange="auto",
+                 value_encoding="int4", staleness=0, bucket_mb=4.0, cpu_threads=0, exchange="auto",
                  dgc_momentum=0.0, overlap_device_copies=True, timeout_s=None, seed=1, check_every=100, world=None):
         super().__init__()
         if not isinstance(module, torch.nn.Module):

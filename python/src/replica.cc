@@ -3,6 +3,7 @@
 // keyword arguments and are validated here, with the keyword names in the
 // messages; below this edge the engine's own checks hold.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -33,7 +34,7 @@ struct PyReplicaOptions {
   std::string value_encoding = "int4";
   int staleness = 0;
   double bucket_mb = 4.0;
-  int cpu_threads = 1;
+  int cpu_threads = 0;  // auto, as frugal train: resolved in Create from the parameters' device
   std::string exchange = "auto";
   double dgc_momentum = 0.0;
   bool overlap_device_copies = true;
@@ -63,8 +64,17 @@ void Set(engine::RunConfig* c, const char* key, const T& value) {
   if (!s.ok()) throw py::value_error(KeywordMessage(s.message()));
 }
 
-ReplicaOptions ToEngine(const PyReplicaOptions& p) {
+// Workers of this host: frugal run and torchrun set LOCAL_WORLD_SIZE; 1 when
+// neither started the process.
+int LocalWorkers() {
+  const char* v = std::getenv("LOCAL_WORLD_SIZE");
+  const int n = v == nullptr ? 1 : std::atoi(v);
+  return n > 0 ? n : 1;
+}
+
+ReplicaOptions ToEngine(const PyReplicaOptions& p, const std::string& device) {
   engine::RunConfig c;
+  c.train.device = device;
   Set(&c, "optimizer", p.optimizer);
   Set(&c, "lr", p.lr);
   Set(&c, "momentum", p.momentum);
@@ -80,6 +90,9 @@ ReplicaOptions ToEngine(const PyReplicaOptions& p) {
   Set(&c, "staleness", p.staleness);
   Set(&c, "bucket_mb", p.bucket_mb);
   Set(&c, "cpu_threads", p.cpu_threads);
+  // 0 = auto, resolved as frugal train does (1-4 per worker on a GPU, from
+  // the host's cores and its workers).
+  if (p.cpu_threads == 0) c.distributed.cpu_threads = engine::ResolveCpuThreads(c, LocalWorkers());
   Set(&c, "exchange", p.exchange);
   Set(&c, "dgc_momentum", p.dgc_momentum);
   Set(&c, "overlap_device_copies", p.overlap_device_copies);
@@ -92,7 +105,8 @@ ReplicaOptions ToEngine(const PyReplicaOptions& p) {
 
 std::unique_ptr<Replica> Create(World& world, std::vector<std::pair<std::string, torch::Tensor>> params,
                                 const PyReplicaOptions& p) {
-  ReplicaOptions options = ToEngine(p);
+  const std::string device = params.empty() ? std::string("cpu") : params.front().second.device().str();
+  ReplicaOptions options = ToEngine(p, device);
   Result<std::unique_ptr<Replica>> replica = Status::Internal("not created");
   {
     ReleaseGil release;  // the initial broadcast waits for the peers
@@ -157,7 +171,7 @@ void BindReplica(py::module_& m) {
       .def_readwrite("overlap_device_copies", &PyReplicaOptions::overlap_device_copies)
       .def_readwrite("timeout_s", &PyReplicaOptions::timeout_s)
       .def_readwrite("seed", &PyReplicaOptions::seed)
-      .def("validate", [](const PyReplicaOptions& p) { ToEngine(p); }, "Raises ValueError on a bad option");
+      .def("validate", [](const PyReplicaOptions& p) { ToEngine(p, "cpu"); }, "Raises ValueError on a bad option");
 
   py::class_<Replica>(m, "Replica", "One rank's model replica inside Frugal's pipeline (engine::Replica)")
       .def(py::init(&Create), py::arg("world"), py::arg("params"), py::arg("options"), py::keep_alive<1, 2>())
