@@ -16,6 +16,7 @@ pytestmark = [
 
 
 def _train(tmp_path, workers, staleness, overlap):
+    tmp_path.mkdir(parents=True, exist_ok=True)  # the workers write their results into it
     proc, results = run_workers(workers, "train_worker.py", 60, 0.1, staleness, "cuda", int(overlap),
                                 tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
