@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "control_kinds.h"
 #include "frugal/comm/collectives.h"
@@ -15,7 +17,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-constexpr uint64_t kStateVersion = 1;
+// 1: blocking rounds only; 2: adds the overlapped round's state (a merged
+// pseudo-gradient waiting for its outer step; each rank's base).
+constexpr uint64_t kStateVersion = 2;
 
 // FNV-1a over the anchors' 32-bit words, as the pipeline's checksum.
 uint64_t Fingerprint(const std::vector<std::vector<float>>& buckets) {
@@ -42,24 +46,46 @@ class LocalSync::Impl {
   std::chrono::milliseconds timeout{60000};
 
   std::vector<std::vector<float>> anchor, master, grad;  // per bucket
+  // base: the inner parameters at the last sync point, from which the
+  // current round's pseudo-gradient is measured (= anchor when rounds block).
+  // sending: the pseudo-gradient of the round in flight, replaced by the
+  // ranks' merged average when its exchange is done.
+  std::vector<std::vector<float>> base, sending;
   std::vector<std::unique_ptr<optim::SparseOptimizer>> inner, outer;
   std::unique_ptr<CompressedAllReduce> reduce;
   int64_t synced_at = 0;  // the iteration whose forward first used the current anchor
   int64_t last_step = 0;  // iterations with an inner step are < last_step
   int64_t rounds = 0;
   double optimizer_s = 0;
+  double wait_s = 0;  // the compute thread waiting for an overlapped round's exchange
 
+  // The overlapped round: its exchange runs on `flight`; `pending` once it
+  // is done (joined) and its outer step not yet taken.
+  std::thread flight;
+  Status flight_status;
+  bool in_flight = false;
+  bool pending = false;
+  mutable std::mutex stats_mu;  // guards reduce_stats (the exchange thread writes it)
+  CompressedAllReduceStats reduce_stats;
+
+  ~Impl() { (void)Drain(); }
   Status Init();
   Status BroadcastInitial();
   Status MakeInner();
   Status MakeOuter();
   Status MakeReduce();
   Status Sync(int64_t t);
+  Status SyncOverlapped(int64_t t);
+  Status Exchange(std::vector<std::vector<float>>* deltas, int64_t t);
+  Status Drain();
+  Status ApplyPending();
+  Status OuterStep(const std::vector<std::vector<float>>& merged);
+  void TakePseudoGradient(std::vector<std::vector<float>>* into);
   void ReadGradients();
   std::vector<uint8_t> SaveShared() const;
   std::vector<uint8_t> SaveOwn() const;
-  Status LoadShared(const std::vector<uint8_t>& bytes);
-  Status LoadOwn(const std::vector<uint8_t>& bytes);
+  Status LoadShared(const std::vector<uint8_t>& bytes, int64_t* version);
+  Status LoadOwn(const std::vector<uint8_t>& bytes, int64_t version);
 };
 
 Status LocalSync::Impl::Init() {
@@ -77,6 +103,8 @@ Status LocalSync::Impl::Init() {
   }
   FRUGAL_RETURN_IF_ERROR(BroadcastInitial());
   master = anchor;
+  base = anchor;
+  sending = grad;
   FRUGAL_RETURN_IF_ERROR(MakeInner());
   FRUGAL_RETURN_IF_ERROR(MakeOuter());
   return MakeReduce();
@@ -145,21 +173,97 @@ Status LocalSync::Impl::MakeReduce() {
   return Status::Ok();
 }
 
-// One round's exchange and outer step; see the header.
-Status LocalSync::Impl::Sync(int64_t t) {
-  double step_s = 0;
-  for (size_t b = 0; b < anchor.size(); ++b) {
-    std::vector<float>& delta = grad[b];
-    for (size_t i = 0; i < delta.size(); ++i) delta[i] = anchor[b][i] - master[b][i];
-    Status s = reduce->Run(b, Span<float>(delta.data(), delta.size()));
-    if (!s.ok()) return s.WithContext("--sync local round ending before step " + std::to_string(t));
-    const auto t0 = Clock::now();
-    FRUGAL_RETURN_IF_ERROR(outer[b]->StepDense(Span<float>(anchor[b].data(), anchor[b].size()),
-                                               Span<const float>(delta.data(), delta.size())));
-    master[b] = anchor[b];
-    step_s += Seconds(Clock::now() - t0);
+// delta_b = base_b - master_b: this rank's inner progress since the last
+// sync point.
+void LocalSync::Impl::TakePseudoGradient(std::vector<std::vector<float>>* into) {
+  for (size_t b = 0; b < master.size(); ++b) {
+    std::vector<float>& d = (*into)[b];
+    for (size_t i = 0; i < d.size(); ++i) d[i] = base[b][i] - master[b][i];
   }
-  optimizer_s += step_s;
+}
+
+// Replaces each bucket of `deltas` by the ranks' merged average (residual
+// added, sparsified, encoded, exchanged, decoded).
+Status LocalSync::Impl::Exchange(std::vector<std::vector<float>>* deltas, int64_t t) {
+  for (size_t b = 0; b < deltas->size(); ++b) {
+    std::vector<float>& d = (*deltas)[b];
+    Status s = reduce->Run(b, Span<float>(d.data(), d.size()));
+    if (!s.ok()) return s.WithContext("--sync local round ending before step " + std::to_string(t));
+  }
+  std::lock_guard<std::mutex> lock(stats_mu);
+  reduce_stats = reduce->stats();
+  return Status::Ok();
+}
+
+// anchor_b <- NesterovSGD(anchor_b, merged_b), every bucket.
+Status LocalSync::Impl::OuterStep(const std::vector<std::vector<float>>& merged) {
+  const auto t0 = Clock::now();
+  for (size_t b = 0; b < anchor.size(); ++b) {
+    FRUGAL_RETURN_IF_ERROR(outer[b]->StepDense(Span<float>(anchor[b].data(), anchor[b].size()),
+                                               Span<const float>(merged[b].data(), merged[b].size())));
+  }
+  optimizer_s += Seconds(Clock::now() - t0);
+  return Status::Ok();
+}
+
+// One blocking round; see the header.
+Status LocalSync::Impl::Sync(int64_t t) {
+  TakePseudoGradient(&grad);
+  FRUGAL_RETURN_IF_ERROR(Exchange(&grad, t));
+  FRUGAL_RETURN_IF_ERROR(OuterStep(grad));
+  master = anchor;
+  base = anchor;
+  synced_at = t;
+  ++rounds;
+  return Status::Ok();
+}
+
+// Waits for the round in flight; its merged pseudo-gradient is then pending.
+Status LocalSync::Impl::Drain() {
+  if (!in_flight) return Status::Ok();
+  const auto t0 = Clock::now();
+  flight.join();
+  wait_s += Seconds(Clock::now() - t0);
+  in_flight = false;
+  pending = flight_status.ok();
+  return flight_status;
+}
+
+// The outer step of the round that was in flight, on the anchor.
+Status LocalSync::Impl::ApplyPending() {
+  FRUGAL_RETURN_IF_ERROR(Drain());
+  if (!pending) return Status::Ok();
+  FRUGAL_RETURN_IF_ERROR(OuterStep(sending));
+  pending = false;
+  return Status::Ok();
+}
+
+// Note [Overlapped rounds]: at the sync point ending round k, a rank takes
+// its pseudo-gradient delta_k = base - master (its progress during round k
+// alone), takes the outer step of round k-1 (whose exchange ran during
+// round k) on the anchor, and restarts from master = anchor - delta_k: the
+// global model with the rounds up to k-1 merged, plus its own round k,
+// which round k's merged average replaces one round later. Then delta_k's
+// exchange starts on a thread, and base = master. So the inner steps never
+// wait for the link unless an exchange outlasts a whole round (wait_s).
+// Anchors change only by merged averages, in the same order on every rank,
+// so they stay bit-identical; the models differ between ranks by their own
+// last round, as in blocking mode between sync points. Finish takes the
+// outer step in flight, then syncs the steps after the last sync point in
+// a blocking round, so a run ends on identical replicas. With one worker's
+// worth of steps per round this is Streaming DiLoCo's one-round delay, with
+// the own round applied eagerly (Kale et al., "Eager updates", 2025).
+Status LocalSync::Impl::SyncOverlapped(int64_t t) {
+  TakePseudoGradient(&grad);
+  FRUGAL_RETURN_IF_ERROR(ApplyPending());
+  for (size_t b = 0; b < master.size(); ++b) {
+    for (size_t i = 0; i < master[b].size(); ++i) master[b][i] = anchor[b][i] - grad[b][i];
+  }
+  base = master;
+  sending.swap(grad);
+  in_flight = true;
+  flight_status = Status::Ok();
+  flight = std::thread([this, t] { flight_status = Exchange(&sending, t); });
   synced_at = t;
   ++rounds;
   return Status::Ok();
@@ -181,21 +285,25 @@ void LocalSync::Impl::ReadGradients() {
 }
 
 // Note [Local-update state]: the shared section (rank 0 writes it; equal on
-// every rank) holds a version, the round counters and per bucket the anchor
-// and the outer optimizer's momentum; each rank's own section holds per
-// bucket its inner parameters and inner optimizer state, then its
-// CompressedAllReduce state (residuals, sparsifier states). A checkpoint in
-// the middle of a round therefore resumes bit-exactly: each rank continues
-// from its own inner parameters.
+// every rank) holds a version, the round counters, whether an overlapped
+// round's merged pseudo-gradient awaits its outer step, and per bucket the
+// anchor, the outer optimizer's momentum and (if pending) that merged
+// pseudo-gradient. Each rank's own section holds per bucket its inner
+// parameters and inner optimizer state, then its CompressedAllReduce state
+// (residuals, sparsifier states), then (version 2) per bucket its base. A
+// round in flight is waited for before saving (its result is shared: every
+// rank merged the same bytes), so a checkpoint in the middle of a round
+// resumes bit-exactly: each rank continues from its own inner parameters.
 std::vector<uint8_t> LocalSync::Impl::SaveShared() const {
   ByteWriter w;
   for (int64_t v : {static_cast<int64_t>(kStateVersion), synced_at, last_step, rounds,
-                    static_cast<int64_t>(anchor.size())}) {
+                    static_cast<int64_t>(anchor.size()), static_cast<int64_t>(pending)}) {
     w.I64(v);
   }
   for (size_t b = 0; b < anchor.size(); ++b) {
     w.Floats(anchor[b].data(), anchor[b].size());
     w.Bytes(outer[b]->SerializeState());
+    if (pending) w.Floats(sending[b].data(), sending[b].size());
   }
   return w.Take();
 }
@@ -208,36 +316,42 @@ std::vector<uint8_t> LocalSync::Impl::SaveOwn() const {
     w.Bytes(inner[b]->SerializeState());
   }
   w.Bytes(reduce->SaveState());
+  for (const auto& bucket : base) w.Floats(bucket.data(), bucket.size());
   return w.Take();
 }
 
-Status LocalSync::Impl::LoadShared(const std::vector<uint8_t>& bytes) {
+Status LocalSync::Impl::LoadShared(const std::vector<uint8_t>& bytes, int64_t* version) {
   ByteReader r(bytes, "local-update state");
-  int64_t v[5];
-  for (int64_t& x : v) {
-    FRUGAL_ASSIGN_OR_RETURN(x, r.I64());
+  FRUGAL_ASSIGN_OR_RETURN(*version, r.I64());
+  if (*version != 1 && *version != static_cast<int64_t>(kStateVersion)) {
+    return Status::Corruption("local-update state: unknown version " + std::to_string(*version));
   }
-  if (v[0] != static_cast<int64_t>(kStateVersion)) {
-    return Status::Corruption("local-update state: unknown version " + std::to_string(v[0]));
+  int64_t v[5] = {0, 0, 0, 0, 0};  // synced_at, last_step, rounds, buckets, pending
+  for (int i = 0; i < (*version == 1 ? 4 : 5); ++i) {
+    FRUGAL_ASSIGN_OR_RETURN(v[i], r.I64());
   }
-  if (v[4] != static_cast<int64_t>(anchor.size())) {
-    return Status::Corruption("local-update state has " + std::to_string(v[4]) + " buckets, this model has " +
+  if (v[3] != static_cast<int64_t>(anchor.size())) {
+    return Status::Corruption("local-update state has " + std::to_string(v[3]) + " buckets, this model has " +
                               std::to_string(anchor.size()) + " (same model and --bucket-mb?)");
   }
-  if (v[1] < 0 || v[2] < v[1] || v[3] < 0) return Status::Corruption("local-update state: bad round counters");
+  if (v[0] < 0 || v[1] < v[0] || v[2] < 0 || v[4] < 0 || v[4] > 1) {
+    return Status::Corruption("local-update state: bad round counters");
+  }
   for (size_t b = 0; b < anchor.size(); ++b) {
     FRUGAL_RETURN_IF_ERROR(r.Floats(anchor[b].data(), anchor[b].size()));
     FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> st, r.Bytes());
     FRUGAL_RETURN_IF_ERROR(outer[b]->DeserializeState(Span<const uint8_t>(st.data(), st.size())));
+    if (v[4] == 1) FRUGAL_RETURN_IF_ERROR(r.Floats(sending[b].data(), sending[b].size()));
   }
   if (!r.done()) return Status::Corruption("local-update state: trailing bytes");
-  synced_at = v[1];
-  last_step = v[2];
-  rounds = v[3];
+  synced_at = v[0];
+  last_step = v[1];
+  rounds = v[2];
+  pending = v[4] == 1;
   return Status::Ok();
 }
 
-Status LocalSync::Impl::LoadOwn(const std::vector<uint8_t>& bytes) {
+Status LocalSync::Impl::LoadOwn(const std::vector<uint8_t>& bytes, int64_t version) {
   ByteReader r(bytes, "local-update state of this rank");
   FRUGAL_ASSIGN_OR_RETURN(int64_t n, r.I64());
   if (n != static_cast<int64_t>(master.size())) return Status::Corruption("local-update state: bucket count differs");
@@ -248,6 +362,11 @@ Status LocalSync::Impl::LoadOwn(const std::vector<uint8_t>& bytes) {
   }
   FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> reduce_state, r.Bytes());
   FRUGAL_RETURN_IF_ERROR(reduce->LoadState(reduce_state));
+  if (version == 1) {
+    base = anchor;  // rounds blocked: every round started at the anchor
+  } else {
+    for (auto& bucket : base) FRUGAL_RETURN_IF_ERROR(r.Floats(bucket.data(), bucket.size()));
+  }
   if (!r.done()) return Status::Corruption("local-update state of this rank: trailing bytes");
   return Status::Ok();
 }
@@ -287,7 +406,7 @@ void LocalSync::CopyIn(bool anchor) {
 Status LocalSync::BeginIteration(int64_t t, bool check_replicas) {
   Impl& m = *impl_;
   if (t - m.synced_at >= m.config.distributed.local_steps && m.last_step > m.synced_at) {
-    FRUGAL_RETURN_IF_ERROR(m.Sync(t));
+    FRUGAL_RETURN_IF_ERROR(m.config.distributed.local_overlap ? m.SyncOverlapped(t) : m.Sync(t));
     CopyIn(/*anchor=*/false);
   }
   if (check_replicas) FRUGAL_RETURN_IF_ERROR(CheckReplicas(t).status());
@@ -311,7 +430,13 @@ Status LocalSync::EndBackward(int64_t t) {
 
 Status LocalSync::Finish(int64_t t) {
   Impl& m = *impl_;
-  if (m.last_step > m.synced_at) FRUGAL_RETURN_IF_ERROR(m.Sync(t));
+  FRUGAL_RETURN_IF_ERROR(m.ApplyPending());
+  if (m.last_step > m.synced_at) {
+    FRUGAL_RETURN_IF_ERROR(m.Sync(t));
+  } else {
+    m.master = m.anchor;
+    m.base = m.anchor;
+  }
   CopyIn(/*anchor=*/true);
   return Status::Ok();
 }
@@ -336,11 +461,16 @@ Result<uint64_t> LocalSync::CheckReplicas(int64_t t) {
 }
 
 PipelineStats LocalSync::stats() const {
-  const CompressedAllReduceStats r = impl_->reduce->stats();
+  CompressedAllReduceStats r;
+  {
+    std::lock_guard<std::mutex> lock(impl_->stats_mu);
+    r = impl_->reduce_stats;
+  }
   PipelineStats s;
   s.sparsify_s = r.sparsify_s;
   s.exchange_s = r.exchange_s;
   s.optimizer_s = impl_->optimizer_s;
+  s.wait_s = impl_->wait_s;
   s.tasks = r.calls;
   s.sent_values = r.sent_values;
   s.total_values = r.total_values;
@@ -350,23 +480,29 @@ PipelineStats LocalSync::stats() const {
 
 int64_t LocalSync::rounds() const { return impl_->rounds; }
 
-void LocalSync::SaveSections(bool shared, CheckpointSections* sections) const {
+Status LocalSync::SaveSections(bool shared, CheckpointSections* sections) {
+  FRUGAL_RETURN_IF_ERROR(impl_->Drain().WithContext("waiting for the round in flight before saving"));
   if (shared) (*sections)["local_sync"] = impl_->SaveShared();
   (*sections)["local_sync_own"] = impl_->SaveOwn();
+  return Status::Ok();
 }
 
 Status LocalSync::RestoreSections(const CheckpointSections& s, const std::vector<uint8_t>* own,
                                   const std::string& what) {
   Impl& m = *impl_;
+  FRUGAL_RETURN_IF_ERROR(m.Drain());  // none is in flight before the first step; kept for safety
   auto it = s.find("local_sync");
   if (it == s.end()) return Status::Corruption(what + " has no 'local_sync' section (not a --sync local run?)");
-  FRUGAL_RETURN_IF_ERROR(m.LoadShared(it->second).WithContext(what));
+  int64_t version = 0;
+  FRUGAL_RETURN_IF_ERROR(m.LoadShared(it->second, &version).WithContext(what));
   if (own != nullptr) {
-    FRUGAL_RETURN_IF_ERROR(m.LoadOwn(*own).WithContext(what));
+    FRUGAL_RETURN_IF_ERROR(m.LoadOwn(*own, version).WithContext(what));
   } else {
     // A rank the checkpoint did not have: it joins at the anchor with fresh
-    // inner state and no residual.
+    // inner state and no residual (a pending outer step still applies to
+    // its anchor at the next sync point).
     m.master = m.anchor;
+    m.base = m.anchor;
     FRUGAL_RETURN_IF_ERROR(m.MakeInner());
     FRUGAL_RETURN_IF_ERROR(m.MakeReduce());
   }

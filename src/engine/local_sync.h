@@ -13,10 +13,13 @@
 //
 // Per iteration t, on the compute thread:
 //   BeginIteration(t): if local_steps inner steps were taken since the last
-//     sync, sync now (below). Non-overlapped: the exchange blocks.
+//     sync, sync now: with --no-local-overlap as below, the exchange
+//     blocking; by default overlapped (Note [Overlapped rounds] in
+//     local_sync.cc: the exchange runs on a thread during the next round and
+//     its outer step lands one round late).
 //   forward, backward (the model's .grad tensors)
 //   EndBackward(t): inner step on master with lr_at(t); master -> model.
-// Sync (the round that ends before iteration t):
+// Blocking sync (the round that ends before iteration t):
 //   delta_b = anchor_b - master_b               (the pseudo-gradient)
 //   delta_b <- CompressedAllReduce(delta_b)     (residual added, sparsified,
 //               encoded, exchanged, decoded and averaged over the ranks)
@@ -32,7 +35,9 @@
 // (equal to the update of the mean gradient for SGD with or without momentum,
 // which are linear), up to float rounding.
 //
-// Thread safety: one thread (the worker's compute thread).
+// Thread safety: one thread (the worker's compute thread) calls it; an
+// overlapped round's exchange runs on a thread of its own, which only this
+// object joins.
 #pragma once
 
 #include <cstdint>
@@ -97,7 +102,9 @@ class LocalSync {
   // sections: "local_sync" (rank 0 only: anchors, outer state, round
   // counters) and "local_sync_own" (every rank: its inner parameters and
   // optimizer state, its residuals).
-  void SaveSections(bool shared, CheckpointSections* sections) const;
+  // Waits for a round in flight first (its merged pseudo-gradient is then
+  // saved as pending).
+  Status SaveSections(bool shared, CheckpointSections* sections);
   // Restores rank 0's shared section from `s`, and this rank's own part
   // from `own` (null: this rank starts the round from the anchor, with
   // fresh inner state and no residual). Corruption names `what`.

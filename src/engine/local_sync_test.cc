@@ -69,6 +69,7 @@ TEST(LocalSyncTest, OneStepRoundsReproduceTheSynchronousPath) {
   o.distributed.local_steps = 1;
   o.distributed.outer_lr = 1.0;
   o.distributed.outer_momentum = 0.0;
+  o.distributed.local_overlap = false;  // the overlapped rounds land one round late
   auto local = RunWorkers(o, {"local", "local"});
   for (auto& r : local) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
 
@@ -90,6 +91,32 @@ TEST(LocalSyncTest, OneStepRoundsReproduceTheSynchronousPath) {
   EXPECT_GT(RelativeDistance(four[0].params, sync[0].params), 1e-4);
 }
 
+// The overlapped rounds (the default; Note [Overlapped rounds]): each
+// round's outer step lands one round late, so the run ends elsewhere than
+// the blocking one, yet the anchors, and the replicas after the last round,
+// stay bit-identical on every rank, over the hierarchical exchange too.
+TEST(LocalSyncTest, OverlappedRoundsKeepReplicasIdenticalAndDifferFromBlockingOnes) {
+  RunConfig o = LocalOptions("local-overlap");
+  o.train.max_steps = 9;  // rounds at 2, 4, 6, 8; Finish: the round in flight, then step 8 alone
+  o.distributed.local_steps = 2;
+  o.distributed.checksum_every = 3;  // the anchors compared while a round is in flight
+  ASSERT_TRUE(o.distributed.local_overlap);
+  auto overlapped = RunWorkers(o, {"a", "a", "b"});
+  for (auto& r : overlapped) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  for (auto& r : overlapped) EXPECT_EQ(r.params, overlapped[0].params);
+
+  RunConfig blocking = o;
+  blocking.train.run_name = "local-overlap-blocking";
+  blocking.distributed.local_overlap = false;
+  auto blocked = RunWorkers(blocking, {"a", "a", "b"});
+  for (auto& r : blocked) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_GT(RelativeDistance(overlapped[0].params, blocked[0].params), 1e-6);
+  // Same rounds on the wire: 4 + the last one, each bucket once, plus the
+  // checksums; rank 2 is cluster b's leader.
+  EXPECT_EQ(overlapped[2].result.traffic.inter_cluster.messages_sent,
+            blocked[2].result.traffic.inter_cluster.messages_sent);
+}
+
 RunConfig LocalCheckpointOptions(const std::string& run) {
   RunConfig o = LocalOptions(run);
   o.train.max_steps = 8;
@@ -102,36 +129,44 @@ RunConfig LocalCheckpointOptions(const std::string& run) {
 
 // The outer momentum, the anchors, each rank's inner parameters, optimizer
 // state and residuals, and the round counters are run state: a run resumed
-// from the checkpoint of step 6 (mid-round, after one outer step) ends
-// bit-identical to the run that wrote it.
+// from the checkpoint of step 6 (mid-round, the round of step 4 in flight:
+// its merged pseudo-gradient is saved as pending) ends bit-identical to the
+// run that wrote it, with overlapped rounds and with blocking ones.
 TEST(LocalSyncTest, ResumeFromAMidRoundCheckpointIsBitExact) {
-  RunConfig o = LocalCheckpointOptions("local-ckpt");
-  auto full = RunWorkers(o, {"local", "local"});
-  for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  const std::string step6 = CheckpointStepDir(o.checkpoint.checkpoint_dir, 6);
-  auto rank0 = ReadCheckpointFile(CheckpointRankFile(step6, 0));
-  auto rank1 = ReadCheckpointFile(CheckpointRankFile(step6, 1));
-  ASSERT_TRUE(rank0.ok() && rank1.ok());
-  EXPECT_EQ(rank0->count("local_sync"), 1u);
-  EXPECT_EQ(rank0->count("local_sync_own"), 1u);
-  EXPECT_EQ(rank1->count("local_sync"), 0u);
-  EXPECT_EQ(rank1->count("local_sync_own"), 1u);
+  for (bool overlap : {true, false}) {
+    SCOPED_TRACE(overlap ? "overlapped rounds" : "blocking rounds");
+    const std::string run = overlap ? "local-ckpt" : "local-ckpt-blocking";
+    RunConfig o = LocalCheckpointOptions(run);
+    o.distributed.local_overlap = overlap;
+    auto full = RunWorkers(o, {"local", "local"});
+    for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    const std::string step6 = CheckpointStepDir(o.checkpoint.checkpoint_dir, 6);
+    auto rank0 = ReadCheckpointFile(CheckpointRankFile(step6, 0));
+    auto rank1 = ReadCheckpointFile(CheckpointRankFile(step6, 1));
+    ASSERT_TRUE(rank0.ok() && rank1.ok());
+    EXPECT_EQ(rank0->count("local_sync"), 1u);
+    EXPECT_EQ(rank0->count("local_sync_own"), 1u);
+    EXPECT_EQ(rank1->count("local_sync"), 0u);
+    EXPECT_EQ(rank1->count("local_sync_own"), 1u);
 
-  RunConfig resumed = o;
-  resumed.train.run_name = "local-ckpt-resumed";
-  resumed.checkpoint.resume_from = step6;
-  auto again = RunWorkers(resumed, {"local", "local"});
-  for (auto& r : again) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  EXPECT_EQ(again[0].result.train.steps, 8);
-  EXPECT_EQ(again[0].result.final_checksum, full[0].result.final_checksum);
-  EXPECT_EQ(again[0].params, full[0].params);
-  EXPECT_EQ(again[1].params, full[1].params);
+    RunConfig resumed = o;
+    resumed.train.run_name = run + "-resumed";
+    resumed.checkpoint.resume_from = step6;
+    auto again = RunWorkers(resumed, {"local", "local"});
+    for (auto& r : again) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(again[0].result.train.steps, 8);
+    EXPECT_EQ(again[0].result.final_checksum, full[0].result.final_checksum);
+    EXPECT_EQ(again[0].params, full[0].params);
+    EXPECT_EQ(again[1].params, full[1].params);
+    if (!overlap) continue;
 
-  // A third rank, absent from the checkpoint, joins the round at the anchor.
-  resumed.train.run_name = "local-ckpt-3";
-  auto three = RunWorkers(resumed, {"local", "local", "local"});
-  for (auto& r : three) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  EXPECT_EQ(three[2].params, three[0].params);
+    // A third rank, absent from the checkpoint, joins the round at the
+    // anchor (the pending outer step reaches its anchor too).
+    resumed.train.run_name = run + "-3";
+    auto three = RunWorkers(resumed, {"local", "local", "local"});
+    for (auto& r : three) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(three[2].params, three[0].params);
+  }
 }
 
 TEST(LocalSyncTest, AStepModeCheckpointIsNotALocalOne) {

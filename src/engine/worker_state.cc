@@ -29,7 +29,7 @@ Result<CheckpointSections> Worker::Impl::StateSections(int64_t t, StateScope sco
   using Parts = GradientPipeline::StateParts;
   const bool shared = scope != StateScope::kOwnFile;
   if (local) {
-    local->SaveSections(shared, &sections);  // the replica's pipeline is idle in local mode
+    FRUGAL_RETURN_IF_ERROR(local->SaveSections(shared, &sections));  // the replica's pipeline is idle in local mode
   } else if (scope == StateScope::kSnapshot) {
     FRUGAL_ASSIGN_OR_RETURN(sections["pipeline"], replica->SavePipelineState(Parts::kShared));
     FRUGAL_ASSIGN_OR_RETURN(sections["local"], replica->SavePipelineState(Parts::kLocal));

@@ -81,6 +81,10 @@ struct DistributedOptions {
   int64_t local_steps = 32;
   double outer_lr = 0.7;
   double outer_momentum = 0.9;  // 0 = plain outer SGD
+  // The round's exchange runs on a thread while the next round's inner
+  // steps go on, and its outer step lands one round late (Note [Overlapped
+  // rounds] in local_sync.cc); false: the exchange blocks the compute thread.
+  bool local_overlap = true;
   // Exchange (comm).
   comm::ExchangeAlgorithm exchange = comm::ExchangeAlgorithm::kAuto;
   double timeout_s = 60.0;        // bound on every network wait
@@ -186,6 +190,10 @@ void VisitFields(DistributedOptions& o, V&& visit) {
   visit(Field("outer_lr", l, "--sync local: outer learning rate").Positive().Max(10), o.outer_lr);
   visit(Field("outer_momentum", l, "--sync local: outer Nesterov momentum (0 = none)").UnitInterval(),
         o.outer_momentum);
+  visit(Field("local_overlap", l,
+              "--sync local: exchange a round while the next round's inner steps run, applying it one round "
+              "late (false: the exchange blocks training)"),
+        o.local_overlap);
   visit(Field("timeout_s", d, "Bound on every network wait, seconds").PerWorker().Positive().Max(86400), o.timeout_s);
   visit(Field("checksum_every", d, "Compare replica checksums every N steps (0 = at the end)").NonNegative(),
         o.checksum_every);
