@@ -250,9 +250,11 @@ Status LocalSync::Impl::ApplyPending() {
 // so they stay bit-identical; the models differ between ranks by their own
 // last round, as in blocking mode between sync points. Finish takes the
 // outer step in flight, then syncs the steps after the last sync point in
-// a blocking round, so a run ends on identical replicas. With one worker's
-// worth of steps per round this is Streaming DiLoCo's one-round delay, with
-// the own round applied eagerly (Kale et al., "Eager updates", 2025).
+// a blocking round, so a run ends on identical replicas. This is a delay of
+// one whole round (Streaming DiLoCo overlaps less), with the own round
+// applied eagerly (as in Kale et al., "Eager updates", 2025). Opt-in
+// (--local-overlap): with DiLoCo's outer momentum 0.9 the stale outer step
+// converged lower on mlp (docs/benchmarks.md, "Overlapped rounds").
 Status LocalSync::Impl::SyncOverlapped(int64_t t) {
   TakePseudoGradient(&grad);
   FRUGAL_RETURN_IF_ERROR(ApplyPending());

@@ -13,8 +13,8 @@
 //
 // Per iteration t, on the compute thread:
 //   BeginIteration(t): if local_steps inner steps were taken since the last
-//     sync, sync now: with --no-local-overlap as below, the exchange
-//     blocking; by default overlapped (Note [Overlapped rounds] in
+//     sync, sync now: by default as below, the exchange blocking; with
+//     --local-overlap overlapped (Note [Overlapped rounds] in
 //     local_sync.cc: the exchange runs on a thread during the next round and
 //     its outer step lands one round late).
 //   forward, backward (the model's .grad tensors)

@@ -91,7 +91,7 @@ TEST(LocalSyncTest, OneStepRoundsReproduceTheSynchronousPath) {
   EXPECT_GT(RelativeDistance(four[0].params, sync[0].params), 1e-4);
 }
 
-// The overlapped rounds (the default; Note [Overlapped rounds]): each
+// The overlapped rounds (--local-overlap; Note [Overlapped rounds]): each
 // round's outer step lands one round late, so the run ends elsewhere than
 // the blocking one, yet the anchors, and the replicas after the last round,
 // stay bit-identical on every rank, over the hierarchical exchange too.
@@ -100,7 +100,7 @@ TEST(LocalSyncTest, OverlappedRoundsKeepReplicasIdenticalAndDifferFromBlockingOn
   o.train.max_steps = 9;  // rounds at 2, 4, 6, 8; Finish: the round in flight, then step 8 alone
   o.distributed.local_steps = 2;
   o.distributed.checksum_every = 3;  // the anchors compared while a round is in flight
-  ASSERT_TRUE(o.distributed.local_overlap);
+  o.distributed.local_overlap = true;
   auto overlapped = RunWorkers(o, {"a", "a", "b"});
   for (auto& r : overlapped) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   for (auto& r : overlapped) EXPECT_EQ(r.params, overlapped[0].params);
