@@ -59,11 +59,11 @@ class LocalSync::Impl {
   double optimizer_s = 0;
   double wait_s = 0;  // the compute thread waiting for an overlapped round's exchange
 
-  // The overlapped round: its exchange runs on `flight`; `pending` once it
-  // is done (joined) and its outer step not yet taken.
+  // The overlapped round: its exchange runs on `flight` (joinable while in
+  // flight); `pending` once it is done (joined) and its outer step not yet
+  // taken.
   std::thread flight;
   Status flight_status;
-  bool in_flight = false;
   bool pending = false;
   mutable std::mutex stats_mu;  // guards reduce_stats (the exchange thread writes it)
   CompressedAllReduceStats reduce_stats;
@@ -220,11 +220,10 @@ Status LocalSync::Impl::Sync(int64_t t) {
 
 // Waits for the round in flight; its merged pseudo-gradient is then pending.
 Status LocalSync::Impl::Drain() {
-  if (!in_flight) return Status::Ok();
+  if (!flight.joinable()) return Status::Ok();
   const auto t0 = Clock::now();
   flight.join();
   wait_s += Seconds(Clock::now() - t0);
-  in_flight = false;
   pending = flight_status.ok();
   return flight_status;
 }
@@ -263,7 +262,6 @@ Status LocalSync::Impl::SyncOverlapped(int64_t t) {
   }
   base = master;
   sending.swap(grad);
-  in_flight = true;
   flight_status = Status::Ok();
   flight = std::thread([this, t] { flight_status = Exchange(&sending, t); });
   synced_at = t;
