@@ -18,8 +18,9 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // 1: blocking rounds only; 2: adds the overlapped round's state (a merged
-// pseudo-gradient waiting for its outer step; each rank's base).
-constexpr uint64_t kStateVersion = 2;
+// pseudo-gradient waiting for its outer step; each rank's base); 3: per
+// fragment (Note [Local-update state]).
+constexpr uint64_t kStateVersion = 3;
 
 // FNV-1a over the anchors' 32-bit words, as the pipeline's checksum.
 uint64_t Fingerprint(const std::vector<std::vector<float>>& buckets) {
@@ -36,6 +37,18 @@ uint64_t Fingerprint(const std::vector<std::vector<float>>& buckets) {
 
 }  // namespace
 
+// One fragment of the parameters (--local-fragments; Note [Fragments]): per
+// bucket b the slice [lo[b], hi[b]), its last sync point, and its exchange.
+struct Fragment {
+  std::vector<size_t> lo, hi;
+  int64_t synced_at = 0;  // the iteration whose forward first used its last sync
+  // Its merged pseudo-gradient (in `sending`, once the exchange is joined)
+  // takes its outer step before iteration apply_at; -1: none.
+  int64_t apply_at = -1;
+  std::thread flight;  // joinable while its exchange runs
+  Status flight_status;
+};
+
 class LocalSync::Impl {
  public:
   RunConfig config;
@@ -46,41 +59,40 @@ class LocalSync::Impl {
   std::chrono::milliseconds timeout{60000};
 
   std::vector<std::vector<float>> anchor, master, grad;  // per bucket
-  // base: the inner parameters at the last sync point, from which the
-  // current round's pseudo-gradient is measured (= anchor when rounds block).
-  // sending: the pseudo-gradient of the round in flight, replaced by the
-  // ranks' merged average when its exchange is done.
+  // base: the inner parameters at the fragment's last sync point (rebased
+  // on the anchor when its outer step lands), from which the current round's
+  // pseudo-gradient is measured. sending: the pseudo-gradients sent, each
+  // fragment's slice replaced by the ranks' merged average by its exchange.
   std::vector<std::vector<float>> base, sending;
-  std::vector<std::unique_ptr<optim::SparseOptimizer>> inner, outer;
-  std::unique_ptr<CompressedAllReduce> reduce;
-  int64_t synced_at = 0;  // the iteration whose forward first used the current anchor
+  std::vector<std::unique_ptr<optim::SparseOptimizer>> inner;  // per bucket
+  std::vector<std::unique_ptr<optim::SparseOptimizer>> outer;  // per bucket and fragment: b * P + f
+  std::unique_ptr<CompressedAllReduce> reduce;  // bucket ids b * P + f
+  std::vector<std::unique_ptr<Fragment>> frags;
+  int64_t stride = 1;  // iterations between two fragments' sync points: local_steps / P
+  int64_t delay = 0;   // iterations from a fragment's sync to its outer step (0: blocking)
+  int64_t next_fragment = 0;
+  int64_t synced_at = 0;  // the iteration of the last fragment's sync point
   int64_t last_step = 0;  // iterations with an inner step are < last_step
-  int64_t rounds = 0;
+  int64_t rounds = 0;     // fragment syncs
   double optimizer_s = 0;
   double wait_s = 0;  // the compute thread waiting for an overlapped round's exchange
-
-  // The overlapped round: its exchange runs on `flight` (joinable while in
-  // flight); `pending` once it is done (joined) and its outer step not yet
-  // taken.
-  std::thread flight;
-  Status flight_status;
-  bool pending = false;
-  mutable std::mutex stats_mu;  // guards reduce_stats (the exchange thread writes it)
+  mutable std::mutex stats_mu;  // guards reduce_stats (the exchange threads write it)
   CompressedAllReduceStats reduce_stats;
 
-  ~Impl() { (void)Drain(); }
+  ~Impl() { (void)DrainAll(); }
+  size_t P() const { return frags.size(); }
   Status Init();
+  void MakeFragments();
   Status BroadcastInitial();
   Status MakeInner();
   Status MakeOuter();
   Status MakeReduce();
-  Status Sync(int64_t t);
-  Status SyncOverlapped(int64_t t);
-  Status Exchange(std::vector<std::vector<float>>* deltas, int64_t t);
-  Status Drain();
-  Status ApplyPending();
-  Status OuterStep(const std::vector<std::vector<float>>& merged);
-  void TakePseudoGradient(std::vector<std::vector<float>>* into);
+  Status SyncFragment(size_t f, int64_t t, int64_t after);
+  Status Exchange(size_t f, int64_t t);
+  Status Drain(size_t f);
+  Status DrainAll();
+  Status Apply(size_t f);
+  Status ApplyDue(int64_t t, bool* applied);
   void ReadGradients();
   std::vector<uint8_t> SaveShared() const;
   std::vector<uint8_t> SaveOwn() const;
@@ -105,6 +117,7 @@ Status LocalSync::Impl::Init() {
   master = anchor;
   base = anchor;
   sending = grad;
+  MakeFragments();
   FRUGAL_RETURN_IF_ERROR(MakeInner());
   FRUGAL_RETURN_IF_ERROR(MakeOuter());
   return MakeReduce();
@@ -141,8 +154,26 @@ Status LocalSync::Impl::MakeInner() {
   return Status::Ok();
 }
 
+// Fragment f holds, of every bucket of n values, [n f / P, n (f + 1) / P).
+void LocalSync::Impl::MakeFragments() {
+  const DistributedOptions& d = config.distributed;
+  const int64_t p = std::max<int64_t>(1, d.local_fragments);
+  stride = std::max<int64_t>(1, d.local_steps / p);
+  delay = !d.local_overlap ? 0 : d.local_delay > 0 ? d.local_delay : stride;
+  frags.clear();
+  for (int64_t f = 0; f < p; ++f) {
+    auto fr = std::make_unique<Fragment>();
+    for (size_t n : layout.bucket_sizes) {
+      fr->lo.push_back(n * f / p);
+      fr->hi.push_back(n * (f + 1) / p);
+    }
+    frags.push_back(std::move(fr));
+  }
+}
+
 // DiLoCo's outer optimizer: SGD with Nesterov momentum on the anchor, the
-// averaged pseudo-gradient as its gradient (plain SGD without momentum).
+// averaged pseudo-gradient as its gradient (plain SGD without momentum); one
+// per bucket slice of each fragment.
 Status LocalSync::Impl::MakeOuter() {
   const DistributedOptions& d = config.distributed;
   optim::OptimizerOptions o;
@@ -152,8 +183,10 @@ Status LocalSync::Impl::MakeOuter() {
   o.nesterov = d.outer_momentum > 0;
   outer.clear();
   for (size_t b = 0; b < anchor.size(); ++b) {
-    FRUGAL_ASSIGN_OR_RETURN(auto opt, optim::CreateSparseOptimizer(o, anchor[b].size(), layout.bucket_names[b]));
-    outer.push_back(std::move(opt));
+    for (const auto& fr : frags) {
+      FRUGAL_ASSIGN_OR_RETURN(auto opt, optim::CreateSparseOptimizer(o, fr->hi[b] - fr->lo[b], layout.bucket_names[b]));
+      outer.push_back(std::move(opt));
+    }
   }
   return Status::Ok();
 }
@@ -173,21 +206,47 @@ Status LocalSync::Impl::MakeReduce() {
   return Status::Ok();
 }
 
-// delta_b = base_b - master_b: this rank's inner progress since the last
-// sync point.
-void LocalSync::Impl::TakePseudoGradient(std::vector<std::vector<float>>* into) {
+// Note [Fragments]: with --local-fragments P, the parameters are cut into P
+// fragments (a 1/P slice of every bucket) that sync in turn, one every
+// local_steps / P iterations, so each fragment still syncs every local_steps
+// (its first round is shorter) and the link carries 1/P of a round at a time,
+// as in Streaming DiLoCo (Douillard et al., 2025). Each fragment has its
+// own outer optimizer state and its own error-feedback residual.
+//
+// A sync of fragment f at iteration t: delta = base - master on f's slices
+// (this rank's progress since f's last sync point), sent; base = master.
+// Its outer step lands before iteration t + delay: anchor <- NesterovSGD(
+// anchor, merged delta), then the rank rebases its own progress since t on
+// the new anchor: master <- anchor - (base - master), base <- anchor. With
+// delay 0 (blocking) the exchange runs inline and nothing has progressed:
+// master = base = anchor. Note [Overlapped rounds] has the delay > 0 case.
+Status LocalSync::Impl::SyncFragment(size_t f, int64_t t, int64_t after) {
+  Fragment& fr = *frags[f];
   for (size_t b = 0; b < master.size(); ++b) {
-    std::vector<float>& d = (*into)[b];
-    for (size_t i = 0; i < d.size(); ++i) d[i] = base[b][i] - master[b][i];
+    for (size_t i = fr.lo[b]; i < fr.hi[b]; ++i) {
+      sending[b][i] = base[b][i] - master[b][i];
+      base[b][i] = master[b][i];
+    }
   }
+  fr.synced_at = t;
+  fr.apply_at = t + after;
+  ++rounds;
+  if (after == 0) {
+    FRUGAL_RETURN_IF_ERROR(Exchange(f, t));
+    return Apply(f);
+  }
+  fr.flight_status = Status::Ok();
+  fr.flight = std::thread([this, f, t] { frags[f]->flight_status = Exchange(f, t); });
+  return Status::Ok();
 }
 
-// Replaces each bucket of `deltas` by the ranks' merged average (residual
-// added, sparsified, encoded, exchanged, decoded).
-Status LocalSync::Impl::Exchange(std::vector<std::vector<float>>* deltas, int64_t t) {
-  for (size_t b = 0; b < deltas->size(); ++b) {
-    std::vector<float>& d = (*deltas)[b];
-    Status s = reduce->Run(b, Span<float>(d.data(), d.size()));
+// Replaces fragment f's slices of `sending` by the ranks' merged average
+// (residual added, sparsified, encoded, exchanged, decoded).
+Status LocalSync::Impl::Exchange(size_t f, int64_t t) {
+  const Fragment& fr = *frags[f];
+  for (size_t b = 0; b < sending.size(); ++b) {
+    if (fr.hi[b] == fr.lo[b]) continue;
+    Status s = reduce->Run(b * P() + f, Span<float>(sending[b].data() + fr.lo[b], fr.hi[b] - fr.lo[b]));
     if (!s.ok()) return s.WithContext("--sync local round ending before step " + std::to_string(t));
   }
   std::lock_guard<std::mutex> lock(stats_mu);
@@ -195,79 +254,74 @@ Status LocalSync::Impl::Exchange(std::vector<std::vector<float>>* deltas, int64_
   return Status::Ok();
 }
 
-// anchor_b <- NesterovSGD(anchor_b, merged_b), every bucket.
-Status LocalSync::Impl::OuterStep(const std::vector<std::vector<float>>& merged) {
+// Waits for fragment f's exchange, if one is running.
+Status LocalSync::Impl::Drain(size_t f) {
+  Fragment& fr = *frags[f];
+  if (!fr.flight.joinable()) return Status::Ok();
+  const auto t0 = Clock::now();
+  fr.flight.join();
+  wait_s += Seconds(Clock::now() - t0);
+  if (!fr.flight_status.ok()) fr.apply_at = -1;
+  return fr.flight_status;
+}
+
+Status LocalSync::Impl::DrainAll() {
+  Status first;
+  for (size_t f = 0; f < frags.size(); ++f) {
+    Status s = Drain(f);
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
+// Fragment f's outer step on the anchor, then the rebase (Note [Fragments]).
+Status LocalSync::Impl::Apply(size_t f) {
+  FRUGAL_RETURN_IF_ERROR(Drain(f));
+  Fragment& fr = *frags[f];
   const auto t0 = Clock::now();
   for (size_t b = 0; b < anchor.size(); ++b) {
-    FRUGAL_RETURN_IF_ERROR(outer[b]->StepDense(Span<float>(anchor[b].data(), anchor[b].size()),
-                                               Span<const float>(merged[b].data(), merged[b].size())));
+    const size_t lo = fr.lo[b], n = fr.hi[b] - fr.lo[b];
+    if (n == 0) continue;
+    FRUGAL_RETURN_IF_ERROR(outer[b * P() + f]->StepDense(Span<float>(anchor[b].data() + lo, n),
+                                                         Span<const float>(sending[b].data() + lo, n)));
+    for (size_t i = lo; i < lo + n; ++i) {
+      master[b][i] = anchor[b][i] - (base[b][i] - master[b][i]);
+      base[b][i] = anchor[b][i];
+    }
   }
   optimizer_s += Seconds(Clock::now() - t0);
+  fr.apply_at = -1;
   return Status::Ok();
 }
 
-// One blocking round; see the header.
-Status LocalSync::Impl::Sync(int64_t t) {
-  TakePseudoGradient(&grad);
-  FRUGAL_RETURN_IF_ERROR(Exchange(&grad, t));
-  FRUGAL_RETURN_IF_ERROR(OuterStep(grad));
-  master = anchor;
-  base = anchor;
-  synced_at = t;
-  ++rounds;
-  return Status::Ok();
-}
-
-// Waits for the round in flight; its merged pseudo-gradient is then pending.
-Status LocalSync::Impl::Drain() {
-  if (!flight.joinable()) return Status::Ok();
-  const auto t0 = Clock::now();
-  flight.join();
-  wait_s += Seconds(Clock::now() - t0);
-  pending = flight_status.ok();
-  return flight_status;
-}
-
-// The outer step of the round that was in flight, on the anchor.
-Status LocalSync::Impl::ApplyPending() {
-  FRUGAL_RETURN_IF_ERROR(Drain());
-  if (!pending) return Status::Ok();
-  FRUGAL_RETURN_IF_ERROR(OuterStep(sending));
-  pending = false;
-  return Status::Ok();
-}
-
-// Note [Overlapped rounds]: at the sync point ending round k, a rank takes
-// its pseudo-gradient delta_k = base - master (its progress during round k
-// alone), takes the outer step of round k-1 (whose exchange ran during
-// round k) on the anchor, and restarts from master = anchor - delta_k: the
-// global model with the rounds up to k-1 merged, plus its own round k,
-// which round k's merged average replaces one round later. Then delta_k's
-// exchange starts on a thread, and base = master. So the inner steps never
-// wait for the link unless an exchange outlasts a whole round (wait_s).
-// Anchors change only by merged averages, in the same order on every rank,
-// so they stay bit-identical; the models differ between ranks by their own
-// last round, as in blocking mode between sync points. Finish takes the
-// outer step in flight, then syncs the steps after the last sync point in
-// a blocking round, so a run ends on identical replicas. This is a delay of
-// one whole round (Streaming DiLoCo overlaps less), with the own round
-// applied eagerly (as in Kale et al., "Eager updates", 2025). Opt-in
-// (--local-overlap): with DiLoCo's outer momentum 0.9 the stale outer step
-// converged lower on mlp (docs/benchmarks.md, "Overlapped rounds").
-Status LocalSync::Impl::SyncOverlapped(int64_t t) {
-  TakePseudoGradient(&grad);
-  FRUGAL_RETURN_IF_ERROR(ApplyPending());
-  for (size_t b = 0; b < master.size(); ++b) {
-    for (size_t i = 0; i < master[b].size(); ++i) master[b][i] = anchor[b][i] - grad[b][i];
+// The outer steps due before iteration t, in fragment order (their slices
+// are disjoint, so the order does not change the result).
+Status LocalSync::Impl::ApplyDue(int64_t t, bool* applied) {
+  for (size_t f = 0; f < frags.size(); ++f) {
+    if (frags[f]->apply_at < 0 || frags[f]->apply_at > t) continue;
+    FRUGAL_RETURN_IF_ERROR(Apply(f));
+    *applied = true;
   }
-  base = master;
-  sending.swap(grad);
-  flight_status = Status::Ok();
-  flight = std::thread([this, t] { flight_status = Exchange(&sending, t); });
-  synced_at = t;
-  ++rounds;
   return Status::Ok();
 }
+
+// Note [Overlapped rounds]: with --local-overlap, a fragment's exchange runs
+// on a thread while the inner steps go on, and its outer step lands `delay`
+// iterations after its sync point (--local-delay; default local_steps / P,
+// when the next fragment syncs). Without fragments that is one whole round:
+// at the sync ending round k the rank applies round k-1's merged step, so it
+// continues from the global model with the rounds up to k-1 merged plus its
+// own round k, which round k's merged average replaces one round later (the
+// "eager" own update of Kale et al., 2025). The inner steps never wait for
+// the link unless an exchange outlasts its delay (wait_s). Anchors change
+// only by merged averages, at the same iterations and in the same order on
+// every rank, so they stay bit-identical; the models differ between ranks
+// by their own progress since the fragment's sync, as in blocking mode
+// between sync points. Finish takes the outer steps in flight, then syncs
+// every fragment's steps since its last sync in a blocking round, so a run
+// ends on identical replicas. A whole round's delay with DiLoCo's outer
+// momentum 0.9 converged 3 points lower on mlp (docs/benchmarks.md,
+// "Overlapped rounds"); fragments shorten the delay to local_steps / P.
 
 void LocalSync::Impl::ReadGradients() {
   for (size_t i = 0; i < params.size(); ++i) {
@@ -285,25 +339,34 @@ void LocalSync::Impl::ReadGradients() {
 }
 
 // Note [Local-update state]: the shared section (rank 0 writes it; equal on
-// every rank) holds a version, the round counters, whether an overlapped
-// round's merged pseudo-gradient awaits its outer step, and per bucket the
-// anchor, the outer optimizer's momentum and (if pending) that merged
-// pseudo-gradient. Each rank's own section holds per bucket its inner
-// parameters and inner optimizer state, then its CompressedAllReduce state
-// (residuals, sparsifier states), then (version 2) per bucket its base. A
-// round in flight is waited for before saving (its result is shared: every
-// rank merged the same bytes), so a checkpoint in the middle of a round
-// resumes bit-exactly: each rank continues from its own inner parameters.
+// every rank) holds a version, the round counters, and (version 3) the
+// fragment count, the next fragment to sync and per fragment its last sync
+// point and the iteration its pending outer step lands before (-1: none);
+// then per bucket the anchor, per fragment the outer optimizer's momentum,
+// and per fragment with a pending step its merged pseudo-gradient. Each
+// rank's own section holds per bucket its inner parameters and inner
+// optimizer state, then its CompressedAllReduce state (residuals, sparsifier
+// states), then (version 2 on) per bucket its base. Rounds in flight are
+// waited for before saving (their results are shared: every rank merged the
+// same bytes), so a checkpoint in the middle of a round resumes bit-exactly:
+// each rank continues from its own inner parameters. Versions 1 (blocking)
+// and 2 (one pending flag) are one fragment's state and still load.
 std::vector<uint8_t> LocalSync::Impl::SaveShared() const {
   ByteWriter w;
   for (int64_t v : {static_cast<int64_t>(kStateVersion), synced_at, last_step, rounds,
-                    static_cast<int64_t>(anchor.size()), static_cast<int64_t>(pending)}) {
+                    static_cast<int64_t>(anchor.size()), static_cast<int64_t>(P()), next_fragment}) {
     w.I64(v);
+  }
+  for (const auto& fr : frags) {
+    w.I64(fr->synced_at);
+    w.I64(fr->apply_at);
   }
   for (size_t b = 0; b < anchor.size(); ++b) {
     w.Floats(anchor[b].data(), anchor[b].size());
-    w.Bytes(outer[b]->SerializeState());
-    if (pending) w.Floats(sending[b].data(), sending[b].size());
+    for (size_t f = 0; f < P(); ++f) w.Bytes(outer[b * P() + f]->SerializeState());
+    for (const auto& fr : frags) {
+      if (fr->apply_at >= 0) w.Floats(sending[b].data() + fr->lo[b], fr->hi[b] - fr->lo[b]);
+    }
   }
   return w.Take();
 }
@@ -323,31 +386,57 @@ std::vector<uint8_t> LocalSync::Impl::SaveOwn() const {
 Status LocalSync::Impl::LoadShared(const std::vector<uint8_t>& bytes, int64_t* version) {
   ByteReader r(bytes, "local-update state");
   FRUGAL_ASSIGN_OR_RETURN(*version, r.I64());
-  if (*version != 1 && *version != static_cast<int64_t>(kStateVersion)) {
+  if (*version < 1 || *version > static_cast<int64_t>(kStateVersion)) {
     return Status::Corruption("local-update state: unknown version " + std::to_string(*version));
   }
-  int64_t v[5] = {0, 0, 0, 0, 0};  // synced_at, last_step, rounds, buckets, pending
-  for (int i = 0; i < (*version == 1 ? 4 : 5); ++i) {
+  // synced_at, last_step, rounds, buckets, then v2: pending; v3: fragments, next fragment
+  int64_t v[6] = {0, 0, 0, 0, 0, 1};
+  const int header = *version == 1 ? 4 : *version == 2 ? 5 : 6;
+  for (int i = 0; i < header; ++i) {
     FRUGAL_ASSIGN_OR_RETURN(v[i], r.I64());
   }
   if (v[3] != static_cast<int64_t>(anchor.size())) {
     return Status::Corruption("local-update state has " + std::to_string(v[3]) + " buckets, this model has " +
                               std::to_string(anchor.size()) + " (same model and --bucket-mb?)");
   }
-  if (v[0] < 0 || v[1] < v[0] || v[2] < 0 || v[4] < 0 || v[4] > 1) {
+  const int64_t fragments = *version == 3 ? v[4] : 1;
+  if (fragments != static_cast<int64_t>(P())) {
+    return Status::Corruption("local-update state has " + std::to_string(fragments) +
+                              " fragments: resume with --local-fragments " + std::to_string(fragments));
+  }
+  const int64_t next = *version == 3 ? v[5] : 0;
+  if (v[0] < 0 || v[1] < v[0] || v[2] < 0 || next < 0 || next >= fragments || (*version == 2 && (v[4] < 0 || v[4] > 1))) {
     return Status::Corruption("local-update state: bad round counters");
+  }
+  std::vector<std::pair<int64_t, int64_t>> at(P(), {v[0], -1});  // per fragment: synced_at, apply_at
+  if (*version == 2 && v[4] == 1) at[0].second = v[0] + delay;  // the old overlapped round: at the next sync
+  for (size_t f = 0; *version == 3 && f < P(); ++f) {
+    FRUGAL_ASSIGN_OR_RETURN(at[f].first, r.I64());
+    FRUGAL_ASSIGN_OR_RETURN(at[f].second, r.I64());
+    if (at[f].first < 0 || at[f].first > v[1] || at[f].second < -1) {
+      return Status::Corruption("local-update state: bad sync points of fragment " + std::to_string(f));
+    }
   }
   for (size_t b = 0; b < anchor.size(); ++b) {
     FRUGAL_RETURN_IF_ERROR(r.Floats(anchor[b].data(), anchor[b].size()));
-    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> st, r.Bytes());
-    FRUGAL_RETURN_IF_ERROR(outer[b]->DeserializeState(Span<const uint8_t>(st.data(), st.size())));
-    if (v[4] == 1) FRUGAL_RETURN_IF_ERROR(r.Floats(sending[b].data(), sending[b].size()));
+    for (size_t f = 0; f < P(); ++f) {
+      FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> st, r.Bytes());
+      FRUGAL_RETURN_IF_ERROR(outer[b * P() + f]->DeserializeState(Span<const uint8_t>(st.data(), st.size())));
+    }
+    for (size_t f = 0; f < P(); ++f) {
+      const Fragment& fr = *frags[f];
+      if (at[f].second >= 0) FRUGAL_RETURN_IF_ERROR(r.Floats(sending[b].data() + fr.lo[b], fr.hi[b] - fr.lo[b]));
+    }
   }
   if (!r.done()) return Status::Corruption("local-update state: trailing bytes");
   synced_at = v[0];
   last_step = v[1];
   rounds = v[2];
-  pending = v[4] == 1;
+  next_fragment = next;
+  for (size_t f = 0; f < P(); ++f) {
+    frags[f]->synced_at = at[f].first;
+    frags[f]->apply_at = at[f].second;
+  }
   return Status::Ok();
 }
 
@@ -405,10 +494,15 @@ void LocalSync::CopyIn(bool anchor) {
 
 Status LocalSync::BeginIteration(int64_t t, bool check_replicas) {
   Impl& m = *impl_;
-  if (t - m.synced_at >= m.config.distributed.local_steps && m.last_step > m.synced_at) {
-    FRUGAL_RETURN_IF_ERROR(m.config.distributed.local_overlap ? m.SyncOverlapped(t) : m.Sync(t));
-    CopyIn(/*anchor=*/false);
+  bool changed = false;
+  FRUGAL_RETURN_IF_ERROR(m.ApplyDue(t, &changed));
+  if (t - m.synced_at >= m.stride && m.last_step > m.synced_at) {
+    FRUGAL_RETURN_IF_ERROR(m.SyncFragment(static_cast<size_t>(m.next_fragment), t, m.delay));
+    m.next_fragment = (m.next_fragment + 1) % static_cast<int64_t>(m.P());
+    m.synced_at = t;
+    changed = true;
   }
+  if (changed) CopyIn(/*anchor=*/false);
   if (check_replicas) FRUGAL_RETURN_IF_ERROR(CheckReplicas(t).status());
   return Status::Ok();
 }
@@ -428,15 +522,19 @@ Status LocalSync::EndBackward(int64_t t) {
   return Status::Ok();
 }
 
+// The outer steps in flight, then one blocking round of every fragment
+// with steps since its last sync point; the model then holds the anchor.
 Status LocalSync::Finish(int64_t t) {
   Impl& m = *impl_;
-  FRUGAL_RETURN_IF_ERROR(m.ApplyPending());
-  if (m.last_step > m.synced_at) {
-    FRUGAL_RETURN_IF_ERROR(m.Sync(t));
-  } else {
-    m.master = m.anchor;
-    m.base = m.anchor;
+  for (size_t f = 0; f < m.P(); ++f) {
+    if (m.frags[f]->apply_at >= 0) FRUGAL_RETURN_IF_ERROR(m.Apply(f));
   }
+  for (size_t f = 0; f < m.P(); ++f) {
+    if (m.last_step > m.frags[f]->synced_at) FRUGAL_RETURN_IF_ERROR(m.SyncFragment(f, t, /*after=*/0));
+  }
+  m.synced_at = t;
+  m.master = m.anchor;
+  m.base = m.anchor;
   CopyIn(/*anchor=*/true);
   return Status::Ok();
 }
@@ -481,7 +579,7 @@ PipelineStats LocalSync::stats() const {
 int64_t LocalSync::rounds() const { return impl_->rounds; }
 
 Status LocalSync::SaveSections(bool shared, CheckpointSections* sections) {
-  FRUGAL_RETURN_IF_ERROR(impl_->Drain().WithContext("waiting for the round in flight before saving"));
+  FRUGAL_RETURN_IF_ERROR(impl_->DrainAll().WithContext("waiting for the rounds in flight before saving"));
   if (shared) (*sections)["local_sync"] = impl_->SaveShared();
   (*sections)["local_sync_own"] = impl_->SaveOwn();
   return Status::Ok();
@@ -490,7 +588,7 @@ Status LocalSync::SaveSections(bool shared, CheckpointSections* sections) {
 Status LocalSync::RestoreSections(const CheckpointSections& s, const std::vector<uint8_t>* own,
                                   const std::string& what) {
   Impl& m = *impl_;
-  FRUGAL_RETURN_IF_ERROR(m.Drain());  // none is in flight before the first step; kept for safety
+  FRUGAL_RETURN_IF_ERROR(m.DrainAll());  // none is in flight before the first step; kept for safety
   auto it = s.find("local_sync");
   if (it == s.end()) return Status::Corruption(what + " has no 'local_sync' section (not a --sync local run?)");
   int64_t version = 0;

@@ -12,23 +12,26 @@
 // bucket, the topology-aware SparseExchange).
 //
 // Per iteration t, on the compute thread:
-//   BeginIteration(t): if local_steps inner steps were taken since the last
-//     sync, sync now: by default as below, the exchange blocking; with
-//     --local-overlap overlapped (Note [Overlapped rounds] in
-//     local_sync.cc: the exchange runs on a thread during the next round and
-//     its outer step lands one round late).
+//   BeginIteration(t): takes the outer steps due before t; then, if
+//     local_steps / P inner steps were taken since the last sync point,
+//     syncs the next of the P fragments (--local-fragments, default 1: the
+//     whole model every local_steps; Note [Fragments] in local_sync.cc). By
+//     default the exchange blocks, as below; with --local-overlap it runs on
+//     a thread during the next inner steps and its outer step lands
+//     --local-delay steps later (Note [Overlapped rounds]).
 //   forward, backward (the model's .grad tensors)
 //   EndBackward(t): inner step on master with lr_at(t); master -> model.
-// Blocking sync (the round that ends before iteration t):
+// Blocking sync (one fragment, the round that ends before iteration t):
 //   delta_b = anchor_b - master_b               (the pseudo-gradient)
 //   delta_b <- CompressedAllReduce(delta_b)     (residual added, sparsified,
 //               encoded, exchanged, decoded and averaged over the ranks)
 //   outer step: anchor_b <- NesterovSGD(anchor_b, delta_b)
-//   master_b <- anchor_b; model <- anchor
+//   master_b <- anchor_b; model <- master
 // Every rank applies the same merged bytes with the same outer state, so
 // the anchors (and the models right after a sync) are bit-identical.
-// Finish(t) syncs a last, shorter round if steps were taken since the
-// last sync, so every run ends on identical replicas.
+// Finish(t) takes the outer steps in flight and syncs a last, shorter round
+// of every fragment with steps since its last sync, so every run ends on
+// identical replicas.
 //
 // With local_steps 1, density 1, fp32 values, outer lr 1 and outer momentum
 // 0, a round is one synchronous step: the mean of the workers' inner updates
@@ -36,8 +39,8 @@
 // which are linear), up to float rounding.
 //
 // Thread safety: one thread (the worker's compute thread) calls it; an
-// overlapped round's exchange runs on a thread of its own, which only this
-// object joins.
+// overlapped fragment's exchange runs on a thread of its own (it touches
+// only its fragment's slices), which only this object joins.
 #pragma once
 
 #include <cstdint>
@@ -96,7 +99,7 @@ class LocalSync {
   // Counters for the metrics: sparsify_s and exchange_s of the syncs,
   // optimizer_s of inner and outer steps, sent/total values of the syncs.
   PipelineStats stats() const;
-  int64_t rounds() const;  // syncs so far
+  int64_t rounds() const;  // fragment syncs so far
 
   // Run state (Note [Local-update state] in local_sync.cc), as checkpoint
   // sections: "local_sync" (rank 0 only: anchors, outer state, round

@@ -117,6 +117,35 @@ TEST(LocalSyncTest, OverlappedRoundsKeepReplicasIdenticalAndDifferFromBlockingOn
             blocked[2].result.traffic.inter_cluster.messages_sent);
 }
 
+// Streaming DiLoCo's fragments (--local-fragments; Note [Fragments]): with
+// P = 2 and H = 4 one half of every bucket syncs every 2 steps, so 8 steps
+// make fragment syncs at 2 (f0), 4 (f1), 6 (f0), then Finish syncs f1 (last
+// at 4) and f0 (last at 6): 5 syncs of 3 bucket slices each cross the slow
+// link, against 2 rounds of 3 buckets without fragments. Blocking and
+// overlapped, every replica ends bit-identical, elsewhere than without
+// fragments.
+TEST(LocalSyncTest, FragmentsSyncInTurnAndKeepReplicasIdentical) {
+  RunConfig o = LocalOptions("local-fragments");
+  o.train.max_steps = 8;
+  o.distributed.checksum_every = 3;  // the anchors compared while fragments are in flight
+  o.distributed.bucket_mb = 2;       // cnn: 3 buckets
+  auto whole = RunWorkers(o, {"a", "a", "b"});
+  for (auto& r : whole) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  const uint64_t checksums = whole[2].result.traffic.inter_cluster.messages_sent - 2u * 3u;
+  for (bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap ? "overlapped" : "blocking");
+    RunConfig f = o;
+    f.train.run_name = overlap ? "local-fragments-overlap" : "local-fragments-blocking";
+    f.distributed.local_fragments = 2;
+    f.distributed.local_overlap = overlap;
+    auto ranks = RunWorkers(f, {"a", "a", "b"});
+    for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    for (auto& r : ranks) EXPECT_EQ(r.params, ranks[0].params);
+    EXPECT_EQ(ranks[2].result.traffic.inter_cluster.messages_sent, 5u * 3u + checksums);
+    EXPECT_GT(RelativeDistance(ranks[0].params, whole[0].params), 1e-6);
+  }
+}
+
 RunConfig LocalCheckpointOptions(const std::string& run) {
   RunConfig o = LocalOptions(run);
   o.train.max_steps = 8;
@@ -131,13 +160,17 @@ RunConfig LocalCheckpointOptions(const std::string& run) {
 // state and residuals, and the round counters are run state: a run resumed
 // from the checkpoint of step 6 (mid-round, the round of step 4 in flight:
 // its merged pseudo-gradient is saved as pending) ends bit-identical to the
-// run that wrote it, with overlapped rounds and with blocking ones.
+// run that wrote it, with overlapped rounds and with blocking ones, and with
+// two overlapped fragments (synced at 2, 4, 6: at step 6 fragment 1's outer
+// step has landed and fragment 0's is in flight).
 TEST(LocalSyncTest, ResumeFromAMidRoundCheckpointIsBitExact) {
-  for (bool overlap : {true, false}) {
-    SCOPED_TRACE(overlap ? "overlapped rounds" : "blocking rounds");
-    const std::string run = overlap ? "local-ckpt" : "local-ckpt-blocking";
+  for (int mode : {0, 1, 2}) {
+    const bool overlap = mode != 1;
+    SCOPED_TRACE(mode == 0 ? "overlapped rounds" : mode == 1 ? "blocking rounds" : "overlapped fragments");
+    const std::string run = mode == 0 ? "local-ckpt" : mode == 1 ? "local-ckpt-blocking" : "local-ckpt-fragments";
     RunConfig o = LocalCheckpointOptions(run);
     o.distributed.local_overlap = overlap;
+    o.distributed.local_fragments = mode == 2 ? 2 : 1;
     auto full = RunWorkers(o, {"local", "local"});
     for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
     const std::string step6 = CheckpointStepDir(o.checkpoint.checkpoint_dir, 6);
@@ -158,7 +191,16 @@ TEST(LocalSyncTest, ResumeFromAMidRoundCheckpointIsBitExact) {
     EXPECT_EQ(again[0].result.final_checksum, full[0].result.final_checksum);
     EXPECT_EQ(again[0].params, full[0].params);
     EXPECT_EQ(again[1].params, full[1].params);
-    if (!overlap) continue;
+    if (mode == 2) {
+      RunConfig other = resumed;
+      other.train.run_name = run + "-other";
+      other.distributed.local_fragments = 1;
+      auto wrong = RunWorkers(other, {"local", "local"});
+      EXPECT_EQ(wrong[0].status.code(), Status::Code::kCorruption) << wrong[0].status.ToString();
+      EXPECT_NE(wrong[0].status.message().find("resume with --local-fragments 2"), std::string::npos)
+          << wrong[0].status.ToString();
+    }
+    if (mode != 0) continue;
 
     // A third rank, absent from the checkpoint, joins the round at the
     // anchor (the pending outer step reaches its anchor too).
@@ -198,6 +240,17 @@ TEST(LocalSyncTest, BadOptionsAreClearErrors) {
   EXPECT_NE(message([](RunConfig& c) { c.distributed.local_steps = 0; }).find("--local-steps"), std::string::npos);
   EXPECT_NE(message([](RunConfig& c) { c.distributed.outer_lr = 0; }).find("--outer-lr"), std::string::npos);
   EXPECT_NE(message([](RunConfig& c) { c.distributed.outer_momentum = 1.0; }).find("--outer-momentum"),
+            std::string::npos);
+  EXPECT_NE(message([](RunConfig& c) { c.distributed.local_fragments = 3; }).find("must divide --local-steps 4"),
+            std::string::npos);
+  EXPECT_NE(message([](RunConfig& c) { c.distributed.local_delay = 2; }).find("add --local-overlap"),
+            std::string::npos);
+  EXPECT_NE(message([](RunConfig& c) {
+              c.distributed.local_overlap = true;
+              c.distributed.local_delay = 5;
+            }).find("exceeds --local-steps 4"),
+            std::string::npos);
+  EXPECT_NE(message([](RunConfig& c) { c.distributed.local_fragments = 0; }).find("--local-fragments"),
             std::string::npos);
   EXPECT_TRUE(Validate(LocalOptions("good")).ok());
   RunConfig c;

@@ -43,6 +43,21 @@ Status ValidateSync(const RunConfig& config) {
   if (d.staleness != 0) {
     return Status::InvalidArgument("--staleness applies to --sync step only; --sync local needs --staleness 0");
   }
+  if (d.local_steps % d.local_fragments != 0) {
+    return Status::InvalidArgument("--local-fragments " + std::to_string(d.local_fragments) +
+                                   " must divide --local-steps " + std::to_string(d.local_steps) +
+                                   " (each fragment syncs every --local-steps steps, one every "
+                                   "local_steps / local_fragments)");
+  }
+  if (d.local_delay > 0 && !d.local_overlap) {
+    return Status::InvalidArgument("--local-delay applies to overlapped rounds: add --local-overlap, or drop "
+                                   "--local-delay");
+  }
+  if (d.local_delay > d.local_steps) {
+    return Status::InvalidArgument("--local-delay " + std::to_string(d.local_delay) + " exceeds --local-steps " +
+                                   std::to_string(d.local_steps) +
+                                   ": a fragment's outer step must land before its next sync");
+  }
   if (d.workers < 2) {  // one worker runs the single-process trainer, which has no outer step
     return Status::InvalidArgument("--sync local needs --workers 2 or more (with --workers 1 there is no "
                                    "pseudo-gradient to exchange: drop --sync local)");

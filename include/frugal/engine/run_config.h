@@ -87,6 +87,13 @@ struct DistributedOptions {
   // Mbit/s it halved the iteration time but ended 3 points lower, and never
   // reached 88% (docs/benchmarks.md, "Overlapped rounds").
   bool local_overlap = false;
+  // Streaming DiLoCo's fragments (Note [Fragments] in local_sync.cc): the
+  // parameters in local_fragments slices that sync in turn, one every
+  // local_steps / local_fragments steps. local_delay: with local_overlap,
+  // the steps from a fragment's sync to its outer step (0: local_steps /
+  // local_fragments, when the next fragment syncs).
+  int64_t local_fragments = 1;
+  int64_t local_delay = 0;
   // Exchange (comm).
   comm::ExchangeAlgorithm exchange = comm::ExchangeAlgorithm::kAuto;
   double timeout_s = 60.0;        // bound on every network wait
@@ -196,6 +203,18 @@ void VisitFields(DistributedOptions& o, V&& visit) {
               "--sync local: exchange a round while the next round's inner steps run, applying it one round "
               "late (default false: the exchange blocks training; overlapped rounds converged lower on mlp)"),
         o.local_overlap);
+  visit(Field("local_fragments", l,
+              "--sync local: cut the parameters into this many fragments that sync in turn, one every "
+              "local_steps / local_fragments steps (Streaming DiLoCo); must divide --local-steps")
+            .Min(1)
+            .Max(64),
+        o.local_fragments);
+  visit(Field("local_delay", l,
+              "--sync local --local-overlap: steps from a fragment's sync to its outer step (0 = local_steps / "
+              "local_fragments, when the next fragment syncs); at most --local-steps")
+            .NonNegative()
+            .Max(1000000),
+        o.local_delay);
   visit(Field("timeout_s", d, "Bound on every network wait, seconds").PerWorker().Positive().Max(86400), o.timeout_s);
   visit(Field("checksum_every", d, "Compare replica checksums every N steps (0 = at the end)").NonNegative(),
         o.checksum_every);
