@@ -157,7 +157,7 @@ Status LocalSync::Impl::MakeInner() {
 // Fragment f holds, of every bucket of n values, [n f / P, n (f + 1) / P).
 void LocalSync::Impl::MakeFragments() {
   const DistributedOptions& d = config.distributed;
-  const int64_t p = std::max<int64_t>(1, d.local_fragments);
+  const int64_t p = LocalFragmentsOf(d);
   stride = std::max<int64_t>(1, d.local_steps / p);
   delay = !d.local_overlap ? 0 : d.local_delay > 0 ? d.local_delay : stride;
   frags.clear();

@@ -47,6 +47,7 @@ TEST(LocalSyncTest, SyncsOncePerRoundOverTheHierarchicalExchange) {
   o.train.max_steps = 8;
   o.distributed.checksum_every = 0;
   o.distributed.bucket_mb = 2;  // cnn: 3 buckets (fc2 + fc1.bias, fc1.weight, conv1 + conv2)
+  o.distributed.local_fragments = 1;
   auto ranks = RunWorkers(o, {"a", "a", "b", "b"});
   for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   // 2 rounds x 3 buckets of pseudo-gradients plus the final checksum.
@@ -101,6 +102,7 @@ TEST(LocalSyncTest, OverlappedRoundsKeepReplicasIdenticalAndDifferFromBlockingOn
   o.distributed.local_steps = 2;
   o.distributed.checksum_every = 3;  // the anchors compared while a round is in flight
   o.distributed.local_overlap = true;
+  o.distributed.local_fragments = 1;  // the whole model, a whole round late
   auto overlapped = RunWorkers(o, {"a", "a", "b"});
   for (auto& r : overlapped) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   for (auto& r : overlapped) EXPECT_EQ(r.params, overlapped[0].params);
@@ -129,6 +131,8 @@ TEST(LocalSyncTest, FragmentsSyncInTurnAndKeepReplicasIdentical) {
   o.train.max_steps = 8;
   o.distributed.checksum_every = 3;  // the anchors compared while fragments are in flight
   o.distributed.bucket_mb = 2;       // cnn: 3 buckets
+  o.distributed.local_fragments = 1;
+  o.distributed.local_overlap = false;
   auto whole = RunWorkers(o, {"a", "a", "b"});
   for (auto& r : whole) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   const uint64_t checksums = whole[2].result.traffic.inter_cluster.messages_sent - 2u * 3u;
@@ -243,15 +247,26 @@ TEST(LocalSyncTest, BadOptionsAreClearErrors) {
             std::string::npos);
   EXPECT_NE(message([](RunConfig& c) { c.distributed.local_fragments = 3; }).find("must divide --local-steps 4"),
             std::string::npos);
-  EXPECT_NE(message([](RunConfig& c) { c.distributed.local_delay = 2; }).find("add --local-overlap"),
+  EXPECT_NE(message([](RunConfig& c) {
+              c.distributed.local_overlap = false;
+              c.distributed.local_delay = 2;
+            }).find("add --local-overlap"),
             std::string::npos);
   EXPECT_NE(message([](RunConfig& c) {
               c.distributed.local_overlap = true;
               c.distributed.local_delay = 5;
             }).find("exceeds --local-steps 4"),
             std::string::npos);
-  EXPECT_NE(message([](RunConfig& c) { c.distributed.local_fragments = 0; }).find("--local-fragments"),
+  EXPECT_NE(message([](RunConfig& c) { c.distributed.local_fragments = -1; }).find("--local-fragments"),
             std::string::npos);
+  // 0 picks the largest divisor of --local-steps up to 4.
+  DistributedOptions d;
+  for (auto [steps, want] : std::vector<std::pair<int64_t, int64_t>>{{32, 4}, {6, 3}, {2, 2}, {7, 1}, {1, 1}}) {
+    d.local_steps = steps;
+    EXPECT_EQ(LocalFragmentsOf(d), want) << "--local-steps " << steps;
+  }
+  d.local_fragments = 8;
+  EXPECT_EQ(LocalFragmentsOf(d), 8);
   EXPECT_TRUE(Validate(LocalOptions("good")).ok());
   RunConfig c;
   Status s = SetOption(&c, "sync", "sometimes");

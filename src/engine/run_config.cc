@@ -43,11 +43,11 @@ Status ValidateSync(const RunConfig& config) {
   if (d.staleness != 0) {
     return Status::InvalidArgument("--staleness applies to --sync step only; --sync local needs --staleness 0");
   }
-  if (d.local_steps % d.local_fragments != 0) {
+  if (d.local_fragments > 0 && d.local_steps % d.local_fragments != 0) {
     return Status::InvalidArgument("--local-fragments " + std::to_string(d.local_fragments) +
                                    " must divide --local-steps " + std::to_string(d.local_steps) +
                                    " (each fragment syncs every --local-steps steps, one every "
-                                   "local_steps / local_fragments)");
+                                   "local_steps / local_fragments; 0 picks a divisor)");
   }
   if (d.local_delay > 0 && !d.local_overlap) {
     return Status::InvalidArgument("--local-delay applies to overlapped rounds: add --local-overlap, or drop "
@@ -168,6 +168,14 @@ double MergedWireBytesPerValue(const DistributedOptions& o) {
 
 std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
   return std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+}
+
+int64_t LocalFragmentsOf(const DistributedOptions& o) {
+  if (o.local_fragments > 0) return o.local_fragments;
+  for (int64_t p = kAutoLocalFragments; p > 1; --p) {
+    if (o.local_steps % p == 0) return p;
+  }
+  return 1;
 }
 
 }  // namespace frugal::engine

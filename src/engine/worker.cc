@@ -224,8 +224,13 @@ void Worker::Impl::PrintHeader() const {
               replica->num_buckets(), data.train.name.c_str(), static_cast<long long>(total_steps), dist.density,
               dist.staleness, NameOf(dist.value_encoding), NameOf(dist.exchange));
   if (local) {
-    std::printf("local updates: %lld inner steps per round, outer lr %g, outer momentum %g\n",
-                static_cast<long long>(dist.local_steps), dist.outer_lr, dist.outer_momentum);
+    const int64_t fragments = LocalFragmentsOf(dist);
+    const int64_t delay = dist.local_delay > 0 ? dist.local_delay : dist.local_steps / fragments;
+    std::printf("local updates: %lld inner steps per round in %lld fragment(s), %s, outer lr %g, outer momentum %g\n",
+                static_cast<long long>(dist.local_steps), static_cast<long long>(fragments),
+                dist.local_overlap ? ("overlapped, outer steps " + std::to_string(delay) + " steps late").c_str()
+                                   : "blocking",
+                dist.outer_lr, dist.outer_momentum);
   }
   std::printf("metrics: %s\n", reporter->metrics_path().c_str());
   std::fflush(stdout);

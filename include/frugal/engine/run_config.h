@@ -81,18 +81,21 @@ struct DistributedOptions {
   int64_t local_steps = 32;
   double outer_lr = 0.7;
   double outer_momentum = 0.9;  // 0 = plain outer SGD
-  // true: the round's exchange runs on a thread while the next round's
-  // inner steps go on, and its outer step lands one round late (Note
-  // [Overlapped rounds] in local_sync.cc). Off by default: on mlp at 10
-  // Mbit/s it halved the iteration time but ended 3 points lower, and never
-  // reached 88% (docs/benchmarks.md, "Overlapped rounds").
-  bool local_overlap = false;
+  // true: a fragment's exchange runs on a thread while the inner steps go
+  // on, and its outer step lands local_delay steps later (Note [Overlapped
+  // rounds] in local_sync.cc). false: the exchange blocks training.
+  bool local_overlap = true;
   // Streaming DiLoCo's fragments (Note [Fragments] in local_sync.cc): the
   // parameters in local_fragments slices that sync in turn, one every
-  // local_steps / local_fragments steps. local_delay: with local_overlap,
+  // local_steps / local_fragments steps (0: the largest divisor of
+  // local_steps up to kAutoLocalFragments). local_delay: with local_overlap,
   // the steps from a fragment's sync to its outer step (0: local_steps /
-  // local_fragments, when the next fragment syncs).
-  int64_t local_fragments = 1;
+  // fragments, when the next fragment syncs). With one fragment the
+  // overlapped outer step lands a whole round late, which on mlp at 10
+  // Mbit/s ended 3 points lower; 4 fragments converged as the blocking
+  // rounds and reached 88% in 0.62x their time (docs/benchmarks.md,
+  // "Fragments").
+  int64_t local_fragments = 0;
   int64_t local_delay = 0;
   // Exchange (comm).
   comm::ExchangeAlgorithm exchange = comm::ExchangeAlgorithm::kAuto;
@@ -200,13 +203,14 @@ void VisitFields(DistributedOptions& o, V&& visit) {
   visit(Field("outer_momentum", l, "--sync local: outer Nesterov momentum (0 = none)").UnitInterval(),
         o.outer_momentum);
   visit(Field("local_overlap", l,
-              "--sync local: exchange a round while the next round's inner steps run, applying it one round "
-              "late (default false: the exchange blocks training; overlapped rounds converged lower on mlp)"),
+              "--sync local: exchange a fragment while the inner steps run, its outer step landing "
+              "--local-delay steps later (false: the exchange blocks training)"),
         o.local_overlap);
   visit(Field("local_fragments", l,
               "--sync local: cut the parameters into this many fragments that sync in turn, one every "
-              "local_steps / local_fragments steps (Streaming DiLoCo); must divide --local-steps")
-            .Min(1)
+              "local_steps / local_fragments steps (Streaming DiLoCo); must divide --local-steps (0 = the "
+              "largest divisor of --local-steps up to 4)")
+            .NonNegative()
             .Max(64),
         o.local_fragments);
   visit(Field("local_delay", l,
@@ -331,5 +335,9 @@ double WireBytesPerValue(const DistributedOptions& o);
 // (int4 codes travel as int8 there).
 double MergedWireBytesPerValue(const DistributedOptions& o);
 std::chrono::milliseconds TimeoutOf(const DistributedOptions& o);
+// --sync local's fragment count: local_fragments, or for 0 the largest
+// divisor of local_steps up to kAutoLocalFragments.
+constexpr int64_t kAutoLocalFragments = 4;
+int64_t LocalFragmentsOf(const DistributedOptions& o);
 
 }  // namespace frugal::engine
