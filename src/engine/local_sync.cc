@@ -222,6 +222,10 @@ Status LocalSync::Impl::MakeReduce() {
 // master = base = anchor. Note [Overlapped rounds] has the delay > 0 case.
 Status LocalSync::Impl::SyncFragment(size_t f, int64_t t, int64_t after) {
   Fragment& fr = *frags[f];
+  if (fr.apply_at >= 0) {  // Validate keeps the delay within a round, so this is a bug
+    return Status::Internal("--sync local: fragment " + std::to_string(f) + " syncs at step " + std::to_string(t) +
+                            " before its outer step of step " + std::to_string(fr.apply_at) + " landed");
+  }
   for (size_t b = 0; b < master.size(); ++b) {
     for (size_t i = fr.lo[b]; i < fr.hi[b]; ++i) {
       sending[b][i] = base[b][i] - master[b][i];
