@@ -159,7 +159,7 @@ void LocalSync::Impl::MakeFragments() {
   const DistributedOptions& d = config.distributed;
   const int64_t p = LocalFragmentsOf(d);
   stride = std::max<int64_t>(1, d.local_steps / p);
-  delay = !d.local_overlap ? 0 : d.local_delay > 0 ? d.local_delay : stride;
+  delay = LocalDelayOf(d);
   frags.clear();
   for (int64_t f = 0; f < p; ++f) {
     auto fr = std::make_unique<Fragment>();

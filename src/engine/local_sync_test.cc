@@ -267,6 +267,13 @@ TEST(LocalSyncTest, BadOptionsAreClearErrors) {
   }
   d.local_fragments = 8;
   EXPECT_EQ(LocalFragmentsOf(d), 8);
+  // The delay: local_steps / fragments by default, 0 when blocking.
+  d.local_steps = 32;
+  EXPECT_EQ(LocalDelayOf(d), 4);
+  d.local_delay = 6;
+  EXPECT_EQ(LocalDelayOf(d), 6);
+  d.local_overlap = false;
+  EXPECT_EQ(LocalDelayOf(d), 0);
   EXPECT_TRUE(Validate(LocalOptions("good")).ok());
   RunConfig c;
   Status s = SetOption(&c, "sync", "sometimes");

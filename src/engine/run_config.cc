@@ -178,4 +178,9 @@ int64_t LocalFragmentsOf(const DistributedOptions& o) {
   return 1;
 }
 
+int64_t LocalDelayOf(const DistributedOptions& o) {
+  if (!o.local_overlap) return 0;
+  return o.local_delay > 0 ? o.local_delay : std::max<int64_t>(1, o.local_steps / LocalFragmentsOf(o));
+}
+
 }  // namespace frugal::engine

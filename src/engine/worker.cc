@@ -225,10 +225,9 @@ void Worker::Impl::PrintHeader() const {
               dist.staleness, NameOf(dist.value_encoding), NameOf(dist.exchange));
   if (local) {
     const int64_t fragments = LocalFragmentsOf(dist);
-    const int64_t delay = dist.local_delay > 0 ? dist.local_delay : dist.local_steps / fragments;
     std::printf("local updates: %lld inner steps per round in %lld fragment(s), %s, outer lr %g, outer momentum %g\n",
                 static_cast<long long>(dist.local_steps), static_cast<long long>(fragments),
-                dist.local_overlap ? ("overlapped, outer steps " + std::to_string(delay) + " steps late").c_str()
+                dist.local_overlap ? ("overlapped, outer steps " + std::to_string(LocalDelayOf(dist)) + " steps late").c_str()
                                    : "blocking",
                 dist.outer_lr, dist.outer_momentum);
   }

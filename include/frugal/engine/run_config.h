@@ -339,5 +339,8 @@ std::chrono::milliseconds TimeoutOf(const DistributedOptions& o);
 // divisor of local_steps up to kAutoLocalFragments.
 constexpr int64_t kAutoLocalFragments = 4;
 int64_t LocalFragmentsOf(const DistributedOptions& o);
+// --sync local's steps from a fragment's sync to its outer step: 0 when the
+// exchange blocks, else local_delay, or for 0 local_steps / fragments.
+int64_t LocalDelayOf(const DistributedOptions& o);
 
 }  // namespace frugal::engine
