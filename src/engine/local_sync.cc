@@ -91,6 +91,7 @@ class LocalSync::Impl {
   Status Exchange(size_t f, int64_t t);
   Status Drain(size_t f);
   Status DrainAll();
+  double OuterLrAt(int64_t t) const;
   Status Apply(size_t f);
   Status ApplyDue(int64_t t, bool* applied);
   void ReadGradients();
@@ -278,14 +279,37 @@ Status LocalSync::Impl::DrainAll() {
   return first;
 }
 
+// Note [Outer annealing]: DiLoCo's outer step (lr 0.7, Nesterov momentum
+// 0.9) moves the anchor by about outer_lr / (1 - momentum) = 7 times the
+// workers' average progress when successive rounds agree, and its momentum
+// carries the progress of about 1 / (1 - momentum) = 10 past rounds. When
+// the inner learning rate decays at the end of a run, the anchor therefore
+// keeps its large, lagging steps: the replicas never settle as a
+// synchronous run does in its last steps. With --outer-anneal the outer lr
+// of a round synced at iteration t is outer_lr x s(t), s the inner
+// schedule's decay since its warm-up (lr_at(t) / lr_at(warmup)), but never
+// below 1 - momentum: the gain falls with the inner lr to 1, plain
+// averaging of the workers' progress. A pure function of the sync point,
+// so every rank and a resumed run step alike.
+double LocalSync::Impl::OuterLrAt(int64_t t) const {
+  const DistributedOptions& d = config.distributed;
+  if (!d.outer_anneal) return d.outer_lr;
+  const int64_t w = config.train.warmup_steps;
+  const double peak = lr_at(w);
+  const double s = peak > 0 ? lr_at(std::max(t, w)) / peak : 1.0;
+  return std::max(d.outer_lr * s, std::min(d.outer_lr, 1.0 - d.outer_momentum));
+}
+
 // Fragment f's outer step on the anchor, then the rebase (Note [Fragments]).
 Status LocalSync::Impl::Apply(size_t f) {
   FRUGAL_RETURN_IF_ERROR(Drain(f));
   Fragment& fr = *frags[f];
   const auto t0 = Clock::now();
+  const double outer_lr = OuterLrAt(fr.synced_at);
   for (size_t b = 0; b < anchor.size(); ++b) {
     const size_t lo = fr.lo[b], n = fr.hi[b] - fr.lo[b];
     if (n == 0) continue;
+    outer[b * P() + f]->set_lr(outer_lr);
     FRUGAL_RETURN_IF_ERROR(outer[b * P() + f]->StepDense(Span<float>(anchor[b].data() + lo, n),
                                                          Span<const float>(sending[b].data() + lo, n)));
     for (size_t i = lo; i < lo + n; ++i) {

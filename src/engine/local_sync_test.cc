@@ -150,6 +150,37 @@ TEST(LocalSyncTest, FragmentsSyncInTurnAndKeepReplicasIdentical) {
   }
 }
 
+// --outer-anneal (Note [Outer annealing]): the outer lr follows the inner
+// schedule's decay, floored at 1 - momentum. A constant schedule, or an
+// outer lr already at the floor, leaves the run bit-identical; a decaying
+// schedule moves it, and the replicas stay bit-identical.
+TEST(LocalSyncTest, OuterAnnealingFollowsTheDecayOfTheInnerSchedule) {
+  RunConfig o = LocalOptions("local-anneal");
+  o.train.max_steps = 8;
+  o.train.warmup_steps = 0;
+  o.train.lr_schedule = train::LrScheduleKind::kCosine;
+  o.distributed.local_steps = 2;
+  o.distributed.local_fragments = 1;
+  auto run = [](RunConfig c, const std::string& name, bool anneal) {
+    c.train.run_name = name;
+    c.distributed.outer_anneal = anneal;
+    auto ranks = RunWorkers(c, {"local", "local"});
+    for (auto& r : ranks) EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(ranks[0].params, ranks[1].params);
+    return ranks[0].params;
+  };
+  EXPECT_GT(RelativeDistance(run(o, "anneal-cos-off", false), run(o, "anneal-cos-on", true)), 1e-6);
+
+  RunConfig constant = o;
+  constant.train.lr_schedule = train::LrScheduleKind::kConstant;
+  EXPECT_EQ(run(constant, "anneal-const-off", false), run(constant, "anneal-const-on", true));
+
+  RunConfig floored = o;  // outer lr 0.5 = 1 - momentum 0.5: the gain is 1 from the start
+  floored.distributed.outer_lr = 0.5;
+  floored.distributed.outer_momentum = 0.5;
+  EXPECT_EQ(run(floored, "anneal-floor-off", false), run(floored, "anneal-floor-on", true));
+}
+
 RunConfig LocalCheckpointOptions(const std::string& run) {
   RunConfig o = LocalOptions(run);
   o.train.max_steps = 8;

@@ -225,11 +225,11 @@ void Worker::Impl::PrintHeader() const {
               dist.staleness, NameOf(dist.value_encoding), NameOf(dist.exchange));
   if (local) {
     const int64_t fragments = LocalFragmentsOf(dist);
-    std::printf("local updates: %lld inner steps per round in %lld fragment(s), %s, outer lr %g, outer momentum %g\n",
+    std::printf("local updates: %lld inner steps per round in %lld fragment(s), %s, outer lr %g%s, outer momentum %g\n",
                 static_cast<long long>(dist.local_steps), static_cast<long long>(fragments),
                 dist.local_overlap ? ("overlapped, outer steps " + std::to_string(LocalDelayOf(dist)) + " steps late").c_str()
                                    : "blocking",
-                dist.outer_lr, dist.outer_momentum);
+                dist.outer_lr, dist.outer_anneal ? " (annealed)" : "", dist.outer_momentum);
   }
   std::printf("metrics: %s\n", reporter->metrics_path().c_str());
   std::fflush(stdout);

@@ -81,6 +81,11 @@ struct DistributedOptions {
   int64_t local_steps = 32;
   double outer_lr = 0.7;
   double outer_momentum = 0.9;  // 0 = plain outer SGD
+  // true: the outer step's gain over plain averaging, outer_lr / (1 -
+  // outer_momentum) (7 by default), decays with the inner learning-rate
+  // schedule after its warm-up, down to 1 (Note [Outer annealing] in
+  // local_sync.cc).
+  bool outer_anneal = false;
   // true: a fragment's exchange runs on a thread while the inner steps go
   // on, and its outer step lands local_delay steps later (Note [Overlapped
   // rounds] in local_sync.cc). false: the exchange blocks training.
@@ -202,6 +207,10 @@ void VisitFields(DistributedOptions& o, V&& visit) {
   visit(Field("outer_lr", l, "--sync local: outer learning rate").Positive().Max(10), o.outer_lr);
   visit(Field("outer_momentum", l, "--sync local: outer Nesterov momentum (0 = none)").UnitInterval(),
         o.outer_momentum);
+  visit(Field("outer_anneal", l,
+              "--sync local: the outer step's gain, outer lr / (1 - outer momentum), decays with the inner "
+              "learning-rate schedule down to 1 (plain averaging)"),
+        o.outer_anneal);
   visit(Field("local_overlap", l,
               "--sync local: exchange a fragment while the inner steps run, its outer step landing "
               "--local-delay steps later (false: the exchange blocks training)"),
