@@ -30,8 +30,8 @@
 // Every rank applies the same merged bytes with the same outer state, so
 // the anchors (and the models right after a sync) are bit-identical.
 // Finish(t) takes the outer steps in flight and syncs a last, shorter round
-// of every fragment with steps since its last sync, so every run ends on
-// identical replicas.
+// of every fragment with steps since its last sync, applied as a plain
+// average (no outer step), so every run ends on identical replicas.
 //
 // With local_steps 1, density 1, fp32 values, outer lr 1 and outer momentum
 // 0, a round is one synchronous step: the mean of the workers' inner updates

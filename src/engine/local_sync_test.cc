@@ -181,6 +181,29 @@ TEST(LocalSyncTest, OuterAnnealingFollowsTheDecayOfTheInnerSchedule) {
   EXPECT_EQ(run(floored, "anneal-floor-off", false), run(floored, "anneal-floor-on", true));
 }
 
+// Note [The last round]: Finish's round is a plain average of the replicas,
+// whatever the outer optimizer: a run of exactly one round ends where outer
+// lr 1 without momentum ends, bit for bit; with a round before it, the outer
+// step of that round makes them differ.
+TEST(LocalSyncTest, TheLastRoundIsAPlainAverage) {
+  RunConfig o = LocalOptions("local-last");
+  o.distributed.local_steps = 4;
+  o.distributed.local_fragments = 1;
+  auto run = [](RunConfig c, const std::string& name, double lr, double momentum) {
+    c.train.run_name = name;
+    c.distributed.outer_lr = lr;
+    c.distributed.outer_momentum = momentum;
+    auto ranks = RunWorkers(c, {"local", "local"});
+    for (auto& r : ranks) EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(ranks[0].params, ranks[1].params);
+    return ranks[0].params;
+  };
+  o.train.max_steps = 4;
+  EXPECT_EQ(run(o, "last-one-nesterov", 0.7, 0.9), run(o, "last-one-average", 1.0, 0.0));
+  o.train.max_steps = 6;
+  EXPECT_GT(RelativeDistance(run(o, "last-two-nesterov", 0.7, 0.9), run(o, "last-two-average", 1.0, 0.0)), 1e-6);
+}
+
 RunConfig LocalCheckpointOptions(const std::string& run) {
   RunConfig o = LocalOptions(run);
   o.train.max_steps = 8;
