@@ -150,6 +150,16 @@ TEST(LocalSyncTest, FragmentsSyncInTurnAndKeepReplicasIdentical) {
   }
 }
 
+// Runs `c` as run `name` on two ranks; both end bit-identical: returns rank
+// 0's parameters.
+std::vector<float> TwoReplicas(RunConfig c, const std::string& name) {
+  c.train.run_name = name;
+  auto ranks = RunWorkers(c, {"local", "local"});
+  for (auto& r : ranks) EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(ranks[0].params, ranks[1].params);
+  return ranks[0].params;
+}
+
 // --outer-anneal (Note [Outer annealing]): the outer lr follows the inner
 // schedule's decay, floored at 1 - momentum. A constant schedule, or an
 // outer lr already at the floor, leaves the run bit-identical; a decaying
@@ -162,12 +172,8 @@ TEST(LocalSyncTest, OuterAnnealingFollowsTheDecayOfTheInnerSchedule) {
   o.distributed.local_steps = 2;
   o.distributed.local_fragments = 1;
   auto run = [](RunConfig c, const std::string& name, bool anneal) {
-    c.train.run_name = name;
     c.distributed.outer_anneal = anneal;
-    auto ranks = RunWorkers(c, {"local", "local"});
-    for (auto& r : ranks) EXPECT_TRUE(r.status.ok()) << r.status.ToString();
-    EXPECT_EQ(ranks[0].params, ranks[1].params);
-    return ranks[0].params;
+    return TwoReplicas(c, name);
   };
   EXPECT_GT(RelativeDistance(run(o, "anneal-cos-off", false), run(o, "anneal-cos-on", true)), 1e-6);
 
@@ -190,13 +196,9 @@ TEST(LocalSyncTest, TheLastRoundIsAPlainAverage) {
   o.distributed.local_steps = 4;
   o.distributed.local_fragments = 1;
   auto run = [](RunConfig c, const std::string& name, double lr, double momentum) {
-    c.train.run_name = name;
     c.distributed.outer_lr = lr;
     c.distributed.outer_momentum = momentum;
-    auto ranks = RunWorkers(c, {"local", "local"});
-    for (auto& r : ranks) EXPECT_TRUE(r.status.ok()) << r.status.ToString();
-    EXPECT_EQ(ranks[0].params, ranks[1].params);
-    return ranks[0].params;
+    return TwoReplicas(c, name);
   };
   o.train.max_steps = 4;
   EXPECT_EQ(run(o, "last-one-nesterov", 0.7, 0.9), run(o, "last-one-average", 1.0, 0.0));
