@@ -74,7 +74,6 @@ class LocalSync::Impl {
   int64_t synced_at = 0;  // the iteration of the last fragment's sync point
   int64_t last_step = 0;  // iterations with an inner step are < last_step
   int64_t rounds = 0;     // fragment syncs
-  bool finishing = false;  // Finish's last round: a plain average (Note [The last round])
   double optimizer_s = 0;
   double wait_s = 0;  // the compute thread waiting for an overlapped round's exchange
   mutable std::mutex stats_mu;  // guards reduce_stats (the exchange threads write it)
@@ -88,12 +87,13 @@ class LocalSync::Impl {
   Status MakeInner();
   Status MakeOuter();
   Status MakeReduce();
-  Status SyncFragment(size_t f, int64_t t, int64_t after);
+  // average: apply the round as a plain average, not an outer step (Finish).
+  Status SyncFragment(size_t f, int64_t t, int64_t after, bool average = false);
   Status Exchange(size_t f, int64_t t);
   Status Drain(size_t f);
   Status DrainAll();
   double OuterLrAt(int64_t t) const;
-  Status Apply(size_t f);
+  Status Apply(size_t f, bool average = false);
   Status ApplyDue(int64_t t, bool* applied);
   void ReadGradients();
   std::vector<uint8_t> SaveShared() const;
@@ -222,7 +222,7 @@ Status LocalSync::Impl::MakeReduce() {
 // the new anchor: master <- anchor - (base - master), base <- anchor. With
 // delay 0 (blocking) the exchange runs inline and nothing has progressed:
 // master = base = anchor. Note [Overlapped rounds] has the delay > 0 case.
-Status LocalSync::Impl::SyncFragment(size_t f, int64_t t, int64_t after) {
+Status LocalSync::Impl::SyncFragment(size_t f, int64_t t, int64_t after, bool average) {
   Fragment& fr = *frags[f];
   if (fr.apply_at >= 0) {  // Validate keeps the delay within a round, so this is a bug
     return Status::Internal("--sync local: fragment " + std::to_string(f) + " syncs at step " + std::to_string(t) +
@@ -239,7 +239,7 @@ Status LocalSync::Impl::SyncFragment(size_t f, int64_t t, int64_t after) {
   ++rounds;
   if (after == 0) {
     FRUGAL_RETURN_IF_ERROR(Exchange(f, t));
-    return Apply(f);
+    return Apply(f, average);
   }
   fr.flight_status = Status::Ok();
   fr.flight = std::thread([this, f, t] { frags[f]->flight_status = Exchange(f, t); });
@@ -301,8 +301,9 @@ double LocalSync::Impl::OuterLrAt(int64_t t) const {
   return std::max(d.outer_lr * s, std::min(d.outer_lr, 1.0 - d.outer_momentum));
 }
 
-// Fragment f's outer step on the anchor, then the rebase (Note [Fragments]).
-Status LocalSync::Impl::Apply(size_t f) {
+// Fragment f's outer step on the anchor (with average, the plain average of
+// Note [The last round]), then the rebase (Note [Fragments]).
+Status LocalSync::Impl::Apply(size_t f, bool average) {
   FRUGAL_RETURN_IF_ERROR(Drain(f));
   Fragment& fr = *frags[f];
   const auto t0 = Clock::now();
@@ -310,7 +311,7 @@ Status LocalSync::Impl::Apply(size_t f) {
   for (size_t b = 0; b < anchor.size(); ++b) {
     const size_t lo = fr.lo[b], n = fr.hi[b] - fr.lo[b];
     if (n == 0) continue;
-    if (finishing) {
+    if (average) {
       for (size_t i = lo; i < lo + n; ++i) anchor[b][i] -= sending[b][i];
     } else {
       outer[b * P() + f]->set_lr(outer_lr);
@@ -568,11 +569,9 @@ Status LocalSync::Finish(int64_t t) {
   for (size_t f = 0; f < m.P(); ++f) {
     if (m.frags[f]->apply_at >= 0) FRUGAL_RETURN_IF_ERROR(m.Apply(f));
   }
-  m.finishing = true;
   for (size_t f = 0; f < m.P(); ++f) {
-    if (m.last_step > m.frags[f]->synced_at) FRUGAL_RETURN_IF_ERROR(m.SyncFragment(f, t, /*after=*/0));
+    if (m.last_step > m.frags[f]->synced_at) FRUGAL_RETURN_IF_ERROR(m.SyncFragment(f, t, /*after=*/0, /*average=*/true));
   }
-  m.finishing = false;
   m.synced_at = t;
   m.master = m.anchor;
   m.base = m.anchor;
