@@ -9,8 +9,8 @@
 # Each step runs under its own timeout and is skipped once BUDGET_S (default
 # 560) would be passed; every log is packed into OUT/gpu.tgz after each
 # step, so whatever ran comes back. ONLY="group ..." runs only those groups
-# (probe pytest-cuda pypath gpt resnet18 ddp-resnet18 planner cnn ddp-cnn more
-# example pytest-rest). Needs .gpu/ (debs, fashion-mnist, bible.data) from
+# (probe profile loop3 tta100 pytest-cuda pypath gpt resnet18 ddp-resnet18 planner cnn
+# ddp-cnn more example pytest-rest). Needs .gpu/ (debs, fashion-mnist, bible.data) from
 # ../shared/gpu/prepare.sh, as docs/gpu.md says.
 set -uo pipefail
 out=${1:?usage: device_run.sh OUT [BUDGET_S]}
@@ -96,6 +96,28 @@ if want probe; then
     step probe-gdb 150 $build/frugal run --workers 2 --timeout-s 90 -- \
       bash -c "$gdb_cmd > $work/gdb-\$FRUGAL_RANK.log 2>&1"
   fi
+fi
+# Where a worker's compute goes (issue 20's goal: within 5% of a plain step): four plain PyTorch
+# processes against four frugal.DistributedModel workers sharing the GPU, phase by phase (a device sync
+# after each) and under torch.profiler (bench/gpu/profile_step.py).
+if want profile; then
+  for mode in plain frugal; do
+    step profile-$mode 90 $build/frugal run --workers 4 --timeout-s 60 -- $py bench/gpu/profile_step.py \
+      --mode $mode --device $device --data-dir "$data" --steps ${PROFILE_STEPS:-100} ${PROFILE_ARGS:-} --out "$work/profile/$mode"
+  done
+fi
+# The default density (3%) against DDP over Gloo in the same call, on loopback.
+if want loop3; then
+  fr resnet18-w4-d3 --workers 4 --model resnet18 --adapt off --density 0.03 --max-steps $steps --eval-every $steps
+  ddp resnet18 resnet18-gloo4
+fi
+# 100 Mbit/s on the testbed (network namespaces and tbf, iproute2 from .gpu/debs): resnet18, four
+# workers sharing the GPU, two epochs, Frugal against DDP over Gloo (shaped: a slice, projected) and
+# unshaped DDP (bench/tta/run.py, scenario resnet18-flat-100).
+if want tta100; then
+  step tta100 ${TTA_LIMIT:-300} env FRUGAL_BENCH_PYTHON=$py $py bench/tta/run.py --frugal $build/frugal \
+    --scenarios resnet18-flat-100 ${TTA_SYSTEMS:+--systems $TTA_SYSTEMS} --grace-s 60 \
+    --train-args "--device $device --data-dir $data" --out-dir "$work/tta100"
 fi
 # The overlapped copies move the same bits as the synchronous ones (python/tests/test_cuda.py).
 want pytest-cuda && pytest cuda 90 python/tests/test_cuda.py

@@ -43,6 +43,8 @@ Outputs (in --out-dir, default <build-dir>/bench):
   bench/tta/run.py --quick                 # reduced set, < 10 minutes
   bench/tta/run.py --scenarios mlp-flat-100
   bench/tta/run.py --smoke                 # 2 workers, a few steps (the ctest)
+  FRUGAL_BENCH_PYTHON=/venv/bin/python3 bench/tta/run.py --scenarios resnet18-flat-100 \
+      --train-args "--device cuda"         # on a GPU machine (bench/gpu/device_run.sh, group tta100)
 
 This file is the command line; scenarios.py holds the scenarios and systems,
 runner.py runs one system (through bench/harness), summary.py turns its
@@ -77,6 +79,8 @@ def parse_args():
     ap.add_argument("--epochs", type=int, help="override the scenarios' epochs")
     ap.add_argument("--frugal-density", type=float)
     ap.add_argument("--frugal-args", default="", help="extra flags for every frugal worker, e.g. '--staleness 0'")
+    ap.add_argument("--train-args", default="",
+                    help="extra flags for every system, Frugal and ddp.py alike, e.g. '--device cuda --data-dir D'")
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--stall-s", type=float, default=90,
                     help="DDP runs whose metrics file does not change for this long are reported as hung")
@@ -154,6 +158,7 @@ def main():
         return 2
     try:
         scens = scenarios.select(args.smoke, args.quick, args.scenarios, args.epochs, args.systems)
+        scens = [sc.with_(train_args=sc.train_args + tuple(args.train_args.split())) for sc in scens]
     except scenarios.ScenarioError as e:
         print("run.py: %s" % e, file=sys.stderr)
         return 2

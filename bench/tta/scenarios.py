@@ -258,6 +258,12 @@ SCENARIOS = {s.name: s for s in [
     _low_rate("mlp-flat-10", "mlp", "flat", 10, 0.88, 0.85),
     _low_rate("cnn-flat-10", "cnn", "flat", 10, 0.90, 0.87),
     _low_rate("mlp-clusters-10", "mlp", "clusters", 10, 0.88, 0.85),  # two clusters of 2 joined by a 10 Mbit/s WAN
+    # Issue 20, on a GPU machine (run.py --train-args "--device cuda"): four
+    # workers sharing one GPU, two epochs; targets DDP's final accuracy and 1
+    # point below it. Shaped DDP (~5 s per step) gets a slice and a projection.
+    Scenario("resnet18-flat-100", "resnet18", "flat", 100, 0.91, ["frugal", "ddp", "ddp_unlimited"],
+             epochs=2, eval_every=39, second_target=0.90, target_vs_ddp=(0.0, 0.01),
+             budgets={"frugal": 150, "frugal_local": 150, "ddp": 45, "ddp_unlimited": 150}),
     _gpt("gpt-flat-100", 100),
     _gpt("gpt-flat-10", 10),
 ]}
