@@ -50,7 +50,7 @@ def scenario_json(sc, sys_res, netns):
                           "lower_bound": {s.system: bool(s.tta2.lower_bound) for s in sys_res},
                           "tta_projected_s": by(lambda s: s.tta2.projected)},
         "best_powersgd": best_powersgd_json(sys_res, sc),
-        "epochs": sc.epochs, "eval_every": sc.eval_every,
+        "epochs": sc.epochs, "frugal_epochs": sc.frugal_epochs, "eval_every": sc.eval_every,
         "budget_s": {s.system: s.budget_s for s in sys_res},
         "netns": netns}
 
@@ -149,8 +149,9 @@ def time_basis_line(sys_res):
 
 def scenario_markdown(sc, sys_res):
     rate = "trace (mean ~117 Mbit/s, 40-247)" if sc.topology == "fluctuating" else "%s Mbit/s" % sc.rate_mbit
-    lines = ["### %s: %s, %d workers, %s (%s), %d epoch(s), eval every %d steps" % (
-        sc.name, sc.model, sc.workers, sc.topology, rate, sc.epochs, sc.eval_every), "", time_basis_line(sys_res), ""]
+    epochs = "%d epoch(s)" % sc.epochs + (" (Frugal: %d)" % sc.frugal_epochs if sc.frugal_epochs else "")
+    lines = ["### %s: %s, %d workers, %s (%s), %s, eval every %d steps" % (
+        sc.name, sc.model, sc.workers, sc.topology, rate, epochs, sc.eval_every), "", time_basis_line(sys_res), ""]
     t1, t2 = sc.target_acc, sc.second_target
     # The reference: Frugal at its defaults, else the scenario's first Frugal variant.
     ok = [s for s in sys_res if not s.crashed]

@@ -78,6 +78,9 @@ def parse_args():
     ap.add_argument("--budget-scale", type=float, default=1.0, help="multiply every time budget")
     ap.add_argument("--epochs", type=int, help="override the scenarios' epochs")
     ap.add_argument("--frugal-density", type=float)
+    ap.add_argument("--frugal-epochs", type=int,
+                    help="epochs of the Frugal systems only (DDP keeps the scenario's, so the target stays DDP's "
+                         "result at that length while Frugal may train longer to reach it)")
     ap.add_argument("--frugal-args", default="", help="extra flags for every frugal worker, e.g. '--staleness 0'")
     ap.add_argument("--train-args", default="",
                     help="extra flags for every system, Frugal and ddp.py alike, e.g. '--device cuda --data-dir D'")
@@ -158,7 +161,8 @@ def main():
         return 2
     try:
         scens = scenarios.select(args.smoke, args.quick, args.scenarios, args.epochs, args.systems)
-        scens = [sc.with_(train_args=sc.train_args + tuple(args.train_args.split())) for sc in scens]
+        scens = [sc.with_(train_args=sc.train_args + tuple(args.train_args.split()),
+                          frugal_epochs=args.frugal_epochs or sc.frugal_epochs) for sc in scens]
     except scenarios.ScenarioError as e:
         print("run.py: %s" % e, file=sys.stderr)
         return 2

@@ -16,7 +16,7 @@ DDP = os.path.join(ROOT, "bench", "baselines", "ddp.py")
 
 def frugal_worker_args(args, sc, system, rank, run_dir):
     """The `frugal worker` flags of one rank after the ones every worker gets."""
-    cmd = ["--model", sc.model, "--epochs", str(sc.epochs),
+    cmd = ["--model", sc.model, "--epochs", str(sc.frugal_epochs or sc.epochs),
            # Same metrics cadence as ddp.py, so the median "iter" of both
            # excludes the windows that contain an evaluation.
            "--eval-every", str(sc.eval_every), "--log-every", str(max(1, args.log_every // 5)),

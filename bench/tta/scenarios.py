@@ -148,6 +148,9 @@ class Scenario:
     # completed, each target becomes its final metric x (1 + margin) (a loss;
     # an accuracy: x (1 - margin)), else target_acc/second_target stand.
     target_vs_ddp: Optional[Tuple[float, float]] = None
+    # Epochs of the Frugal systems when they differ (run.py --frugal-epochs):
+    # the targets stay DDP's result after `epochs`, Frugal may train longer.
+    frugal_epochs: Optional[int] = None
 
     def __post_init__(self):
         if not self.hosts:
