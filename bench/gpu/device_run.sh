@@ -116,7 +116,7 @@ fi
 # unshaped DDP (bench/tta/run.py, scenario resnet18-flat-100).
 if want tta100; then
   step tta100 ${TTA_LIMIT:-300} env FRUGAL_BENCH_PYTHON=$py $py bench/tta/run.py --frugal $build/frugal \
-    --scenarios resnet18-flat-100 ${TTA_SYSTEMS:+--systems $TTA_SYSTEMS} --grace-s 60 \
+    --scenarios resnet18-flat-100 ${TTA_SYSTEMS:+--systems $TTA_SYSTEMS} --grace-s 60 ${TTA_ARGS:-} \
     --train-args "--device $device --data-dir $data" --out-dir "$work/tta100"
 fi
 # The overlapped copies move the same bits as the synchronous ones (python/tests/test_cuda.py).
