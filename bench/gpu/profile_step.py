@@ -17,8 +17,8 @@ of Fashion-MNIST held on the device, and measures, after --warmup steps:
      copies to the device, and the top operators by self device time.
 The plain processes wait for each other (files in --out) before each part,
 so the four share the GPU as Frugal's workers do. Each rank writes
-OUT/rankR.json and prints one summary line; rank 0 also writes the
-profiler's table to OUT/profile-rankR.txt.
+OUT/MODE-rankR.json and prints one summary line; rank 0 also writes the
+profiler's table to OUT/profile-MODE-rank0.txt.
 """
 import argparse
 import json
@@ -54,11 +54,6 @@ def parse_args():
     return args
 
 
-def sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 class Barrier:
     """All ranks of the launch reach a named point (files in a shared folder); plain processes have no world."""
 
@@ -76,13 +71,12 @@ class Barrier:
 
 
 class Trainer:
-    """One process's loop; `phase` marks each phase's end (a device sync and a time stamp when asked)."""
+    """One process's training loop, plain or through frugal.DistributedModel."""
 
     def __init__(self, args, device):
         self.args, self.device = args, device
         torch.manual_seed(1)
         net = baseline.build_model(args.model).to(device).train()
-        self.net = net
         if args.mode == "frugal":
             import frugal
             self.world = frugal.init(timeout_s=args.timeout_s)
@@ -105,7 +99,7 @@ class Trainer:
         """One training step; with MARKS, a device sync and a time stamp after each phase."""
         def mark(name):
             if marks is not None:
-                sync(self.device)
+                baseline.synchronize(self.device)
                 marks.append((name, time.perf_counter()))
         mark("start")
         b = self.args.batch_size
@@ -153,11 +147,11 @@ def device_totals(prof):
 def profile(trainer, steps, device):
     from torch.profiler import ProfilerActivity, profile as torch_profile
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    sync(device)
+    baseline.synchronize(device)
     with torch_profile(activities=activities) as prof:
         for _ in range(steps):
             trainer.step()
-        sync(device)
+        baseline.synchronize(device)
     totals = {k: v / steps for k, v in device_totals(prof).items()}  # per step
     sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
     try:
@@ -177,7 +171,7 @@ def main():
 
     for _ in range(args.warmup):
         trainer.step()
-    sync(device)
+    baseline.synchronize(device)
 
     if barrier:
         barrier.wait(args.mode + "-free")
@@ -185,7 +179,7 @@ def main():
     for _ in range(args.steps):
         loss = trainer.step()
     loss_value = loss.item()
-    sync(device)
+    baseline.synchronize(device)
     free_s = (time.perf_counter() - t0) / args.steps
 
     if barrier:
