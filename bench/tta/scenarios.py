@@ -46,6 +46,8 @@ FRUGAL_LOCAL_DENSITY = "0.48"
 # rounding, 8x fewer bytes than fp32): on loopback it ended at 2.2824, the
 # fp32 rounds' 2.2825.
 FRUGAL_LOCAL_FRAGMENTS = 4
+# The outer step of the *_avg* and dense variants: plain averaging.
+PLAIN_AVERAGING = ["--outer-lr", "1", "--outer-momentum", "0"]
 # frugal_warmup: density from 25% down to the default over this many steps.
 FRUGAL_WARMUP_STEPS = 150
 ALL_SYSTEMS = ["frugal", "frugal_fixed", "frugal_fp16", "frugal_warmup", "frugal_flat", "frugal_adapt", "frugal_local", "frugal_local_stream", "frugal_local_blocking", "frugal_local_avg", "frugal_local_avg_d1", "frugal_local_dense", "frugal_slow", "frugal_slow_balanced"] + \
@@ -80,12 +82,11 @@ def frugal_variant_args(system, rank):
     if system == "frugal_local_blocking":
         return frugal_variant_args("frugal_local", rank) + ["--no-local-overlap", "--local-fragments", "1"]
     if system == "frugal_local_avg":
-        return frugal_variant_args("frugal_local", rank) + ["--outer-lr", "1", "--outer-momentum", "0"]
+        return frugal_variant_args("frugal_local", rank) + PLAIN_AVERAGING
     if system == "frugal_local_avg_d1":
-        return frugal_variant_args("frugal_local_d1", rank) + ["--outer-lr", "1", "--outer-momentum", "0"]
+        return frugal_variant_args("frugal_local_d1", rank) + PLAIN_AVERAGING
     if system == "frugal_local_dense":
-        return frugal_variant_args("frugal_local_d1", rank) + ["--value-encoding", "fp32", "--outer-lr", "1",
-                                                               "--outer-momentum", "0"]
+        return frugal_variant_args("frugal_local_avg_d1", rank) + ["--value-encoding", "fp32"]
     if system == "frugal_local" or system.startswith("frugal_local_d"):
         density = system[len("frugal_local_d"):] or FRUGAL_LOCAL_DENSITY
         return ["--sync", "local", "--local-steps", str(FRUGAL_LOCAL_STEPS), "--density", density]
