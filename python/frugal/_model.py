@@ -53,7 +53,7 @@ class DistributedModel(torch.nn.Module):
       cpu_threads: threads of the CPU pipeline; 0 (default) = as frugal train:
         2 on a CPU device, on a GPU the host's cores per local worker (at
         most 4). exchange: 'auto', 'flat' or
-        'hierarchical'. dgc_momentum: error-feedback momentum correction.
+        'hierarchical' ('sharded' is for the sparse_hook only). dgc_momentum: error-feedback momentum correction.
         overlap_device_copies: on a GPU, gradients leave and parameters return
         through pinned buffers on a side stream, overlapped with backward
         (False: one synchronous copy per parameter, for comparison).

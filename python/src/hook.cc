@@ -25,7 +25,7 @@ std::unique_ptr<CompressedAllReduce> Create(World& world, double density, const 
   auto values = ParseEnum<compress::ValueEncoding>(value_encoding);
   if (!values) throw py::value_error("value_encoding must be fp32, fp16, bf16, int8 or int4, got '" + value_encoding + "'");
   auto algorithm = ParseEnum<comm::ExchangeAlgorithm>(exchange);
-  if (!algorithm) throw py::value_error("exchange must be auto, flat or hierarchical, got '" + exchange + "'");
+  if (!algorithm) throw py::value_error("exchange must be auto, flat, hierarchical or sharded, got '" + exchange + "'");
   CompressedAllReduceOptions o;
   o.density = density;
   o.sparsifier = sparsifier;

@@ -37,6 +37,11 @@ Result<Bytes> SparseExchange::Run(Tag tag, Bytes contribution) {
 }
 
 Result<std::vector<Bytes>> SparseExchange::RunUncombined(Tag tag, Bytes contribution) {
+  if (algorithm_ == ExchangeAlgorithm::kSharded) {
+    return InContext(tag, Status::InvalidArgument("the sharded exchange needs the codec: it is the compressed "
+                                                  "all-reduce's (--sync local, the DDP hook), not the step "
+                                                  "pipeline's"));
+  }
   if (algorithm_ == ExchangeAlgorithm::kFlat) {
     // AllGather sends one shared buffer to all N-1 peers (zero-copy on the
     // ZeroMQ backend) and returns the parts in rank order.

@@ -198,6 +198,21 @@ TEST_P(SparseExchangeTest, CombineErrorIsReported) {
   }
 }
 
+// The sharded exchange needs the codec (engine::CompressedAllReduce): here it
+// is an error that says where it lives, on every rank, at once.
+TEST_P(SparseExchangeTest, ShardedIsRejectedWithoutWaiting) {
+  World w = MakeWorld(GetParam(), {"p", "p"});
+  ExchangeOptions opts;
+  opts.algorithm = ExchangeAlgorithm::kSharded;
+  auto results = ExchangeAll(w, SumU32, opts, [](int) { return Bytes(4); });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(results[r].ok());
+    EXPECT_EQ(results[r].status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(results[r].status().message().find("compressed all-reduce"), std::string::npos)
+        << results[r].status().ToString();
+  }
+}
+
 // A rank that never contributes must turn into an error, not a hang, on
 // every other rank.
 TEST_P(SparseExchangeTest, SilentRankGivesTimeoutOnEveryOtherRank) {

@@ -25,19 +25,23 @@ RunConfig LocalOptions(const std::string& run) {
 // others (22 steps, H = 4), replica checks every 5 steps (mid-round: the
 // anchors are compared): every replica ends bit-identical, and it learns
 // (the synthetic task reaches 100% in one epoch with every step synced).
+// Over the flat and the sharded exchange (Note [Sharded exchange]).
 TEST(LocalSyncTest, ReplicasStayBitIdenticalAndLearn) {
-  RunConfig o = LocalOptions("local-identical");
-  o.train.model = "mlp";  // learns the synthetic task in these few steps (cnn does not)
-  o.train.epochs = 2;
-  o.train.max_steps = 22;
-  auto ranks = RunWorkers(o, {"local", "local", "local"});
-  for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  for (auto& r : ranks) {
-    EXPECT_EQ(r.result.final_checksum, ranks[0].result.final_checksum);
-    EXPECT_EQ(r.params, ranks[0].params);
+  for (auto exchange : {comm::ExchangeAlgorithm::kAuto, comm::ExchangeAlgorithm::kSharded}) {
+    RunConfig o = LocalOptions(std::string("local-identical-") + NameOf(exchange));
+    o.train.model = "mlp";  // learns the synthetic task in these few steps (cnn does not)
+    o.train.epochs = 2;
+    o.train.max_steps = 22;
+    o.distributed.exchange = exchange;
+    auto ranks = RunWorkers(o, {"local", "local", "local"});
+    for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    for (auto& r : ranks) {
+      EXPECT_EQ(r.result.final_checksum, ranks[0].result.final_checksum) << NameOf(exchange);
+      EXPECT_EQ(r.params, ranks[0].params) << NameOf(exchange);
+    }
+    EXPECT_EQ(ranks[0].result.train.steps, 22);
+    EXPECT_GT(ranks[0].result.train.final_test_accuracy, 0.9) << NameOf(exchange);
   }
-  EXPECT_EQ(ranks[0].result.train.steps, 22);
-  EXPECT_GT(ranks[0].result.train.final_test_accuracy, 0.9);
 }
 
 // Two clusters: the round's exchange is the topology-aware one (only the
@@ -82,6 +86,16 @@ TEST(LocalSyncTest, OneStepRoundsReproduceTheSynchronousPath) {
   ASSERT_EQ(local[0].params.size(), sync[0].params.size());
   EXPECT_LT(RelativeDistance(local[0].params, sync[0].params), 1e-5);
   EXPECT_EQ(local[0].params, local[1].params);
+
+  // At density 1 in fp32 the sharded exchange's means are the flat one's,
+  // bit for bit (Note [Sharded exchange]).
+  RunConfig sharded = o;
+  sharded.train.run_name = "local-h1-sharded";
+  sharded.distributed.exchange = comm::ExchangeAlgorithm::kSharded;
+  auto shard = RunWorkers(sharded, {"local", "local"});
+  for (auto& r : shard) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(shard[0].params, local[0].params);
+  EXPECT_EQ(shard[1].params, local[0].params);
 
   // Not vacuous: four local steps per round end measurably elsewhere.
   RunConfig h4 = o;

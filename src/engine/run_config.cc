@@ -31,7 +31,13 @@ std::string TomlValue(const T& v) {
 // The local-update mode's cross-field checks.
 Status ValidateSync(const RunConfig& config) {
   const DistributedOptions& d = config.distributed;
-  if (d.sync != SyncMode::kLocal) return Status::Ok();
+  if (d.sync != SyncMode::kLocal) {
+    if (d.exchange == comm::ExchangeAlgorithm::kSharded) {
+      return Status::InvalidArgument("--exchange sharded needs --sync local (the step pipeline's exchange is flat "
+                                     "or hierarchical)");
+    }
+    return Status::Ok();
+  }
   if (config.elastic.elastic) {
     return Status::InvalidArgument("--sync local runs without --elastic for now (membership changes do not carry "
                                    "the outer state yet)");

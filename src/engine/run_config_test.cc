@@ -163,6 +163,15 @@ TEST(RunConfigTest, AdaptAutoIsTheDefaultAndValidWhereOnIsNot) {
   EXPECT_NE(Validate(c).message().find("--sync local runs with --adapt off"), std::string::npos);
 }
 
+TEST(RunConfigTest, ShardedExchangeNeedsSyncLocal) {
+  RunConfig c;
+  c.distributed.exchange = comm::ExchangeAlgorithm::kSharded;
+  EXPECT_NE(Validate(c).message().find("--exchange sharded needs --sync local"), std::string::npos)
+      << Validate(c).message();
+  c.distributed.sync = SyncMode::kLocal;
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).ToString();
+}
+
 TEST(RunConfigTest, SetOptionAcceptsKebabCaseAndNamesUnknownKeys) {
   RunConfig c;
   ASSERT_TRUE(SetOption(&c, "value-encoding", "bf16").ok());

@@ -13,6 +13,10 @@
 //                  links; each leader combines the per-cluster messages in
 //                  cluster-id order and broadcasts the result to its members.
 //   kAuto          kFlat with one cluster, kHierarchical otherwise.
+//   kSharded       not SparseExchange's: a reduce-scatter and an all-gather
+//                  of re-compressed shards, which needs the codec
+//                  (engine::CompressedAllReduce, Note [Sharded exchange]).
+//                  Run returns InvalidArgument.
 //
 // Determinism: the combine inputs are always ordered (rank order inside a
 // cluster, cluster-id order across clusters), so if CombineFn is a pure
@@ -35,7 +39,7 @@ namespace frugal::comm {
 // Called with at least two parts (a single part is passed through as is).
 using CombineFn = std::function<Result<Bytes>(std::vector<Bytes> parts)>;
 
-enum class ExchangeAlgorithm { kAuto, kFlat, kHierarchical };
+enum class ExchangeAlgorithm { kAuto, kFlat, kHierarchical, kSharded };
 
 struct ExchangeOptions {
   ExchangeAlgorithm algorithm = ExchangeAlgorithm::kAuto;

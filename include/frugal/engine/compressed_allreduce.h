@@ -7,6 +7,11 @@
 //   sent = sparsify(acc, density)       (compress::Sparsifier, per-bucket state)
 //   encode -> SparseExchange (flat or hierarchical; leaders decode+merge)
 //   grad <- densify(merged) / world_size
+// With exchange.algorithm kSharded the bucket is cut into world_size shards,
+// each compressed and sent to its owner rank, which averages the shard,
+// compresses the mean with a residual of its own and sends it to every rank
+// (a reduce-scatter and an all-gather: Note [Sharded exchange] in
+// compressed_allreduce.cc).
 // so what a rank did not send stays in its residual and is sent later, as in
 // the GradientPipeline, but the update is handed back instead of applied by
 // Frugal's optimizer.
@@ -49,8 +54,9 @@ struct CompressedAllReduceOptions {
   // fp16 values and block ids: what the CLI's default block sparsifier sends.
   compress::WireFormat wire{compress::ValueEncoding::kFp16, compress::IndexEncoding::kBlockId};
   float dgc_momentum = 0.0f;  // error-feedback momentum correction; 0 = off
-  // Algorithm (auto: flat in one cluster, hierarchical across clusters) and
-  // the bound on every wait for a peer. Default timeout: 60 s.
+  // Algorithm (auto: flat in one cluster, hierarchical across clusters;
+  // sharded: see the top) and the bound on every wait for a peer. Default
+  // timeout: 60 s.
   comm::ExchangeOptions exchange;
   uint64_t seed = 1;  // randomk
   // Distinguishes the messages of objects sharing one transport, < 256.

@@ -27,7 +27,8 @@ struct frugal::EnumNames<frugal::comm::ExchangeAlgorithm> {
   static constexpr std::pair<comm::ExchangeAlgorithm, const char*> kTable[] = {
       {comm::ExchangeAlgorithm::kAuto, "auto"},
       {comm::ExchangeAlgorithm::kFlat, "flat"},
-      {comm::ExchangeAlgorithm::kHierarchical, "hierarchical"}};
+      {comm::ExchangeAlgorithm::kHierarchical, "hierarchical"},
+      {comm::ExchangeAlgorithm::kSharded, "sharded"}};
 };
 
 namespace frugal::engine {
@@ -200,7 +201,10 @@ void VisitFields(DistributedOptions& o, V&& visit) {
               "backward (false: a synchronous copy per parameter)")
             .PerWorker(),
         o.overlap_device_copies);
-  visit(Field("exchange", d, "auto, flat or hierarchical"), o.exchange);
+  visit(Field("exchange", d,
+              "auto, flat or hierarchical; sharded (--sync local): a reduce-scatter and an all-gather of "
+              "re-compressed shards, 2(N-1)/N of a round's bytes per worker instead of N-1"),
+        o.exchange);
   const char* l = "Local updates";
   visit(Field("sync", l, "step: exchange gradients every step; local: every --local-steps steps exchange the "
                          "sparsified, error-fed parameter change and take an outer Nesterov step (DiLoCo-style)"),
