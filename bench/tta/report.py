@@ -173,7 +173,8 @@ def scenario_markdown(sc, sys_res):
     if sc.target_vs_ddp is not None:
         lines += ["Targets: ddp_unlimited's final %s %s %s (%s)." % (
             sc.metric, "plus" if sc.lower_is_better else "minus",
-            " and ".join("%g%%" % (100 * m) for m in sc.target_vs_ddp if m is not None),
+            " and ".join(("%g%%" if sc.lower_is_better else "%g points") % (100 * m)
+                         for m in sc.target_vs_ddp if m is not None),
             "it completed" if any(s.system == "ddp_unlimited" and s.completed for s in sys_res)
             else "it did not complete, so the scenario's fixed targets"), ""]
     best = best_powersgd_line(sys_res, sc)

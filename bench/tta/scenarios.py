@@ -155,10 +155,11 @@ class Scenario:
     metric: str = "test_accuracy"
     train_args: Tuple[str, ...] = ()
     frugal_args: Tuple[str, ...] = ()
-    # Targets relative to DDP's own result (issue 15: "DDP's final validation
-    # loss plus 1%"): (margin of tta, margin of tta2); when ddp_unlimited
-    # completed, each target becomes its final metric x (1 + margin) (a loss;
-    # an accuracy: x (1 - margin)), else target_acc/second_target stand.
+    # Targets relative to DDP's own result (issue 15: "DDP's final accuracy
+    # minus 0.3 points, or DDP's final validation loss plus 1%"): (margin of
+    # tta, margin of tta2); when ddp_unlimited completed, each target becomes
+    # its final loss x (1 + margin), or its final accuracy - margin (points:
+    # 0.003 is 0.3 points), else target_acc/second_target stand.
     target_vs_ddp: Optional[Tuple[float, float]] = None
     # Epochs of the Frugal systems when they differ (run.py --frugal-epochs):
     # the targets stay DDP's result after `epochs`, Frugal may train longer.
@@ -195,8 +196,10 @@ class Scenario:
         return pick(items, key=key) if key else pick(items)
 
     def target_label(self, target):
-        """A target as the report prints it: "88%" or "val_loss 2.20"."""
-        return "%s %.3f" % (self.metric, target) if self.lower_is_better else "%.0f%%" % (100 * target)
+        """A target as the report prints it: "88%", "88.1%" or "val_loss 2.200"."""
+        if self.lower_is_better:
+            return "%s %.3f" % (self.metric, target)
+        return ("%.2f" % (100 * target)).rstrip("0").rstrip(".") + "%"
 
     def with_(self, **changes):
         return replace(self, **changes)
@@ -239,9 +242,15 @@ GPT_STEPS = 200
 GPT_WORKERS = 2
 
 
+# Issue 15's high target on accuracy: DDP's final accuracy minus 0.3 points;
+# the second, 3 points below it (the fixed targets stand when ddp_unlimited
+# did not complete).
+LOW_RATE_ACCURACY_MARGINS = (0.003, 0.03)
+
+
 def _low_rate(name, model, topology, rate, target, second_target):
     return Scenario(name, model, topology, rate, target, LOW_RATE_SYSTEMS, budgets=LOW_RATE_BUDGETS,
-                    second_target=second_target)
+                    second_target=second_target, target_vs_ddp=LOW_RATE_ACCURACY_MARGINS)
 
 
 def _gpt(name, rate):

@@ -134,10 +134,13 @@ def resolve_targets(sc, sys_res):
                None)
     if sc.target_vs_ddp is None or ref is None:
         return sc
-    sign = 1 if sc.lower_is_better else -1
-    margins = sc.target_vs_ddp
-    sc = sc.with_(target_acc=ref.final_acc * (1 + sign * margins[0]),
-                  second_target=ref.final_acc * (1 + sign * margins[1]) if margins[1] is not None else None)
+    def target(margin):
+        if margin is None:
+            return None
+        # A loss: relative (plus 1%); an accuracy: points (minus 0.3 points).
+        return ref.final_acc * (1 + margin) if sc.lower_is_better else ref.final_acc - margin
+
+    sc = sc.with_(target_acc=target(sc.target_vs_ddp[0]), second_target=target(sc.target_vs_ddp[1]))
     for s in sys_res:
         apply_targets(s, sc)
     return sc

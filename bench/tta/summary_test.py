@@ -69,6 +69,17 @@ class SummaryTest(unittest.TestCase):
         self.assertEqual(fr.tta2.step, 20)  # 2.1 <= 2.1
         self.assertEqual(ddp.tta.step, 30)
 
+    def test_accuracy_targets_relative_to_ddp_are_points_below_it(self):
+        acc = ACC.with_(target_vs_ddp=(0.003, 0.03))
+        ddp = summarise("ddp_unlimited", records("test_accuracy", [0.80, 0.88, 0.884]), 100, False, acc)
+        fr = summarise("frugal", records("test_accuracy", [0.85, 0.8805, 0.8815]), 100, False, acc)
+        sc = resolve_targets(acc, [fr, ddp])
+        self.assertAlmostEqual(sc.target_acc, 0.881)
+        self.assertAlmostEqual(sc.second_target, 0.854)
+        self.assertEqual(fr.tta.step, 30)   # 0.8815 >= 0.881; 0.8805 is not
+        self.assertEqual(fr.tta2.step, 20)
+        self.assertEqual(SCENARIOS["mlp-flat-10"].target_vs_ddp, (0.003, 0.03))
+
     def test_relative_targets_stand_without_a_completed_ddp_run(self):
         ddp = summarise("ddp_unlimited", records("val_loss", [3.0, 2.0], final=False), 100, True, LOSS)
         self.assertIs(resolve_targets(LOSS, [ddp]), LOSS)
