@@ -123,6 +123,8 @@ class CompressedAllReduce::Impl {
   comm::Tag TagOf(BucketState& state, uint64_t bucket) const;
   Status RunLocked(BucketState& state, uint64_t bucket, Span<float> data);
   Status RunSharded(BucketState& state, uint64_t bucket, Span<float> data);
+  Status CompressOwnMean(BucketState& state, const std::vector<comm::Bytes>& parts, size_t shard_size,
+                         comm::Bytes* out) const;
   Result<comm::Bytes> RecvFrom(int src, comm::Tag tag, const char* phase) const;
   void Count(const CompressedAllReduceStats& call);
 };
@@ -251,6 +253,27 @@ Status CompressedAllReduce::Impl::RunLocked(BucketState& state, uint64_t bucket,
   return Status::Ok();
 }
 
+// Step 2 of Note [Sharded exchange] on the owner: the mean of the world's
+// contributions to its shard (`parts`, in rank order), compressed with the
+// owner's residual into *out.
+Status CompressedAllReduce::Impl::CompressOwnMean(BucketState& state, const std::vector<comm::Bytes>& parts,
+                                                  size_t shard_size, comm::Bytes* out) const {
+  compress::SparseVector sum;
+  FRUGAL_RETURN_IF_ERROR(compress::DecodeAndMerge(parts, &sum));
+  if (sum.dense_size != shard_size) {
+    return Status::Corruption("this rank's shard of the update has " + std::to_string(sum.dense_size) +
+                              " values in a peer's message, " + std::to_string(shard_size) +
+                              " here: do all ranks train the same model?");
+  }
+  const float inv_world = 1.0f / static_cast<float>(transport->world_size());
+  std::vector<float> mean(shard_size, 0.0f);
+  for (size_t i = 0; i < sum.nnz(); ++i) mean[sum.indices[i]] = sum.values[i] * inv_world;
+  compress::SparseVector sent;
+  FRUGAL_RETURN_IF_ERROR(state.owned.feedback->Compress(Span<const float>(mean.data(), mean.size()),
+                                                        *state.owned.sparsifier, options.density, &sent));
+  return compress::Encode(sent, options.wire, out);
+}
+
 // Note [Sharded exchange].
 Status CompressedAllReduce::Impl::RunSharded(BucketState& state, uint64_t bucket, Span<float> data) {
   using Clock = std::chrono::steady_clock;
@@ -296,16 +319,7 @@ Status CompressedAllReduce::Impl::RunSharded(BucketState& state, uint64_t bucket
       FRUGAL_ASSIGN_OR_RETURN(to_mine[static_cast<size_t>(k)], RecvFrom(k, scatter_tag, "gathering my shard"));
     }
     exchange_s += Seconds(Clock::now() - wait);
-    compress::SparseVector sum;
-    FRUGAL_RETURN_IF_ERROR(compress::DecodeAndMerge(to_mine, &sum));
-    if (sum.dense_size != own_end - own_begin) return mismatch(sum.dense_size, own_end - own_begin, me);
-    const float inv_world = 1.0f / static_cast<float>(world);
-    std::vector<float> mean(own_end - own_begin, 0.0f);
-    for (size_t i = 0; i < sum.nnz(); ++i) mean[sum.indices[i]] = sum.values[i] * inv_world;
-    compress::SparseVector out;
-    FRUGAL_RETURN_IF_ERROR(state.owned.feedback->Compress(Span<const float>(mean.data(), mean.size()),
-                                                          *state.owned.sparsifier, options.density, &out));
-    FRUGAL_RETURN_IF_ERROR(compress::Encode(out, options.wire, mean_msg.get()));
+    FRUGAL_RETURN_IF_ERROR(CompressOwnMean(state, to_mine, own_end - own_begin, mean_msg.get()));
     for (int k = 0; k < world; ++k) {
       if (k != me) FRUGAL_RETURN_IF_ERROR(transport->Send(k, gather_tag, comm::SharedBytes(mean_msg)));
     }
