@@ -281,10 +281,6 @@ Status CompressedAllReduce::Impl::RunSharded(BucketState& state, uint64_t bucket
   const int me = transport->rank();
   const comm::Tag scatter_tag = TagOf(state, bucket);
   const comm::Tag gather_tag = TagOf(state, bucket);
-  auto mismatch = [&](uint64_t got, size_t want, int shard) {
-    return Status::Corruption("shard " + std::to_string(shard) + " of the update has " + std::to_string(got) +
-                              " values, this rank's " + std::to_string(want) + ": do all ranks train the same model?");
-  };
   CompressedAllReduceStats call;
   call.calls = 1;
   call.total_values = data.size();
@@ -339,7 +335,11 @@ Status CompressedAllReduce::Impl::RunSharded(BucketState& state, uint64_t bucket
     const comm::Bytes& bytes = k == me ? *mean_msg : received;
     compress::SparseVector shard;
     FRUGAL_RETURN_IF_ERROR(compress::Decode(Span<const uint8_t>(bytes.data(), bytes.size()), {}, &shard));
-    if (shard.dense_size != end - begin) return mismatch(shard.dense_size, end - begin, k);
+    if (shard.dense_size != end - begin) {
+      return Status::Corruption("shard " + std::to_string(k) + " of the update has " +
+                                std::to_string(shard.dense_size) + " values, this rank's " +
+                                std::to_string(end - begin) + ": do all ranks train the same model?");
+    }
     for (size_t i = 0; i < shard.nnz(); ++i) result[begin + shard.indices[i]] = shard.values[i];
     call.merged_values += shard.nnz();
   }
