@@ -74,8 +74,10 @@ std::pair<size_t, size_t> ShardRange(size_t n, int world, int j) {
   return {edge(j), j + 1 == world ? n : edge(j + 1)};
 }
 
-void WriteCompressor(ByteWriter& w, const Compressor& c) {
-  w.U64(c.size);
+// `size` as the entry's size (a bucket's, where its whole-bucket compressor
+// is empty), then c's residual and sparsifier state (empty bytes for none).
+void WriteCompressor(ByteWriter& w, const Compressor& c, uint64_t size) {
+  w.U64(size);
   w.Bytes(c.feedback ? c.feedback->Serialize() : std::vector<uint8_t>());
   w.Bytes(c.sparsifier ? c.sparsifier->state().Serialize() : std::vector<uint8_t>());
 }
@@ -391,9 +393,7 @@ std::vector<uint8_t> CompressedAllReduce::SaveState() const {
   size_t sharded = 0;
   for (const auto& [index, state] : impl_->buckets) {
     w.U64(index);
-    w.U64(state->size);
-    w.Bytes(state->whole.feedback ? state->whole.feedback->Serialize() : std::vector<uint8_t>());
-    w.Bytes(state->whole.sparsifier ? state->whole.sparsifier->state().Serialize() : std::vector<uint8_t>());
+    WriteCompressor(w, state->whole, state->size);
     sharded += !state->shards.empty();
   }
   if (sharded == 0) return w.Take();
@@ -402,8 +402,8 @@ std::vector<uint8_t> CompressedAllReduce::SaveState() const {
     if (state->shards.empty()) continue;
     w.U64(index);
     w.U64(state->shards.size() + 1);
-    for (const Compressor& c : state->shards) WriteCompressor(w, c);
-    WriteCompressor(w, state->owned);
+    for (const Compressor& c : state->shards) WriteCompressor(w, c, c.size);
+    WriteCompressor(w, state->owned, state->owned.size);
   }
   return w.Take();
 }
