@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 namespace frugal::compress {
 namespace {
@@ -10,6 +11,11 @@ namespace {
 constexpr uint32_t kMagic = 0x56535246;  // "FRSV" little-endian.
 constexpr uint8_t kVersion = 1;
 constexpr size_t kHeaderSize = 4 + 4 + 8 + 8 + 8;
+// Header flags (codec.h).
+constexpr uint8_t kAllIndices = 1;
+
+// Every index present: no index section (kAllIndices).
+bool HasAllIndices(const SparseVector& v) { return v.nnz() > 0 && v.nnz() == v.dense_size; }
 
 uint32_t FloatBits(float f) {
   uint32_t u;
@@ -111,6 +117,24 @@ void PutVarintSection(const SparseVector& v, size_t step, std::vector<uint8_t>* 
   for (int i = 0; i < 8; ++i) (*out)[length_at + i] = static_cast<uint8_t>(length >> (8 * i));
 }
 
+// The index section of v in encoding e (absent under kAllIndices).
+void PutIndexSection(const SparseVector& v, IndexEncoding e, std::vector<uint8_t>* out) {
+  switch (e) {
+    case IndexEncoding::kAbsoluteU32:
+      for (uint32_t i : v.indices) PutU32(out, i);
+      break;
+    case IndexEncoding::kBlockId:
+      for (size_t j = 0; j < v.nnz(); j += kBlockSize) PutU32(out, v.indices[j] / kBlockSize);
+      break;
+    case IndexEncoding::kDeltaVarint:
+      PutVarintSection(v, 1, out);
+      break;
+    case IndexEncoding::kBlockVarint:
+      PutVarintSection(v, kBlockSize, out);
+      break;
+  }
+}
+
 Status CheckBlocks(const SparseVector& v) {
   size_t j = 0;
   while (j < v.indices.size()) {
@@ -204,6 +228,7 @@ Result<IndexEncoding> ParseIndexEncoding(const std::string& name) {
 }
 
 double IndexBytesPerValue(IndexEncoding e, double density) {
+  if (density >= 1) return 0.0;
   switch (e) {
     case IndexEncoding::kAbsoluteU32:
       return 4.0;
@@ -221,6 +246,7 @@ double IndexBytesPerValue(IndexEncoding e, double density) {
 
 size_t EncodedSize(const SparseVector& v, WireFormat format) {
   size_t size = kHeaderSize + ValueSectionBytes(format.values, v.nnz());
+  if (HasAllIndices(v)) return size;
   switch (format.indices) {
     case IndexEncoding::kAbsoluteU32:
       return size + 4 * v.nnz();
@@ -253,8 +279,9 @@ Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* ou
       return Status::InvalidArgument("value at index " + std::to_string(v.indices[j]) + " is not finite");
     }
   }
-  uint64_t index_count = v.nnz();
-  if (IsBlockIndexed(format.indices)) {
+  const bool all = HasAllIndices(v);
+  uint64_t index_count = all ? 0 : v.nnz();
+  if (IsBlockIndexed(format.indices) && !all) {
     FRUGAL_RETURN_IF_ERROR(CheckBlocks(v));
     index_count = (v.nnz() + kBlockSize - 1) / kBlockSize;
   }
@@ -263,24 +290,11 @@ Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* ou
   out->push_back(kVersion);
   out->push_back(static_cast<uint8_t>(format.values));
   out->push_back(static_cast<uint8_t>(format.indices));
-  out->push_back(0);
+  out->push_back(all ? kAllIndices : 0);
   PutU64(out, v.dense_size);
   PutU64(out, v.nnz());
   PutU64(out, index_count);
-  switch (format.indices) {
-    case IndexEncoding::kAbsoluteU32:
-      for (uint32_t i : v.indices) PutU32(out, i);
-      break;
-    case IndexEncoding::kBlockId:
-      for (size_t j = 0; j < v.nnz(); j += kBlockSize) PutU32(out, v.indices[j] / kBlockSize);
-      break;
-    case IndexEncoding::kDeltaVarint:
-      PutVarintSection(v, 1, out);
-      break;
-    case IndexEncoding::kBlockVarint:
-      PutVarintSection(v, kBlockSize, out);
-      break;
-  }
+  if (!all) PutIndexSection(v, format.indices, out);
   PutValues(format.values, Span<const float>(v.values.data(), v.values.size()), out);
   return Status::Ok();
 }
@@ -293,15 +307,16 @@ struct WireHeader {
   uint64_t dense_size;
   uint64_t nnz;
   uint64_t index_count;
+  bool all;  // kAllIndices: no index section
 };
 
 // Reads the fixed header and checks every field against the format and `limits`.
 Status ReadHeader(Reader* r, size_t total_bytes, const DecodeLimits& limits, WireHeader* h) {
   uint32_t magic;
-  uint8_t version, value_enc, index_enc, reserved;
+  uint8_t version, value_enc, index_enc, flags;
   uint64_t dense_size, nnz, index_count;
   if (!r->ReadU32(&magic) || !r->ReadU8(&version) || !r->ReadU8(&value_enc) || !r->ReadU8(&index_enc) ||
-      !r->ReadU8(&reserved) || !r->ReadU64(&dense_size) || !r->ReadU64(&nnz) || !r->ReadU64(&index_count)) {
+      !r->ReadU8(&flags) || !r->ReadU64(&dense_size) || !r->ReadU64(&nnz) || !r->ReadU64(&index_count)) {
     return Status::Corruption("header truncated: " + std::to_string(total_bytes) + " bytes, need " +
                               std::to_string(kHeaderSize));
   }
@@ -309,7 +324,7 @@ Status ReadHeader(Reader* r, size_t total_bytes, const DecodeLimits& limits, Wir
   if (version != kVersion) return Status::Corruption("unsupported version " + std::to_string(version));
   if (value_enc > kMaxValueEncoding) return Status::Corruption("unknown value encoding " + std::to_string(value_enc));
   if (index_enc > 3) return Status::Corruption("unknown index encoding " + std::to_string(index_enc));
-  if (reserved != 0) return Status::Corruption("reserved header byte is not zero");
+  if ((flags & ~kAllIndices) != 0) return Status::Corruption("unknown header flags " + std::to_string(flags));
   if (dense_size > limits.max_dense_size || dense_size > (uint64_t{1} << 32)) {
     return Status::Corruption("dense size " + std::to_string(dense_size) + " exceeds limit " +
                               std::to_string(limits.max_dense_size));
@@ -320,11 +335,16 @@ Status ReadHeader(Reader* r, size_t total_bytes, const DecodeLimits& limits, Wir
   if (nnz > limits.max_nnz) {
     return Status::Corruption("nnz " + std::to_string(nnz) + " exceeds limit " + std::to_string(limits.max_nnz));
   }
+  if ((flags & kAllIndices) != 0 && (nnz == 0 || nnz != dense_size || index_count != 0)) {
+    return Status::Corruption("all-indices flag with nnz " + std::to_string(nnz) + ", dense size " +
+                              std::to_string(dense_size) + " and index count " + std::to_string(index_count));
+  }
   h->values = static_cast<ValueEncoding>(value_enc);
   h->indices = static_cast<IndexEncoding>(index_enc);
   h->dense_size = dense_size;
   h->nnz = nnz;
   h->index_count = index_count;
+  h->all = (flags & kAllIndices) != 0;
   return Status::Ok();
 }
 
@@ -422,6 +442,11 @@ Status DecodeBlockIndices(Reader* r, const WireHeader& h, uint64_t value_bytes, 
 }
 
 Status DecodeIndices(Reader* r, const WireHeader& h, uint64_t value_bytes, SparseVector* out) {
+  if (h.all) {
+    out->indices.resize(h.nnz);
+    std::iota(out->indices.begin(), out->indices.end(), uint32_t{0});
+    return Status::Ok();
+  }
   switch (h.indices) {
     case IndexEncoding::kAbsoluteU32:
       return DecodeAbsoluteIndices(r, h, value_bytes, out);

@@ -313,6 +313,47 @@ TEST(Codec, DecodeRejectsBadIndices) {
   ExpectCorrupt(bad, "varint block length beyond buffer");
 }
 
+// A vector with every index (a density-1 round) carries no index section:
+// the header's flags say so, whatever the index encoding asked for.
+TEST(Codec, EveryIndexPresentCostsNoIndexBytes) {
+  SparseVector full;
+  full.dense_size = 37;  // two whole blocks and a short tail
+  for (uint32_t i = 0; i < 37; ++i) {
+    full.indices.push_back(i);
+    full.values.push_back(0.5f * static_cast<float>(i) - 3.0f);
+  }
+  for (auto ienc : {IndexEncoding::kAbsoluteU32, IndexEncoding::kDeltaVarint, IndexEncoding::kBlockId,
+                    IndexEncoding::kBlockVarint}) {
+    std::vector<uint8_t> bytes;
+    ASSERT_TRUE(Encode(full, {ValueEncoding::kInt4, ienc}, &bytes).ok());
+    EXPECT_EQ(bytes.size(), 32 + ValueSectionBytes(ValueEncoding::kInt4, 37));
+    EXPECT_EQ(bytes.size(), EncodedSize(full, {ValueEncoding::kInt4, ienc}));
+    EXPECT_EQ(bytes[7], 1);  // flags: every index
+    SparseVector got;
+    ASSERT_TRUE(Decode(bytes, DecodeLimits{}, &got).ok());
+    EXPECT_EQ(got.dense_size, 37u);
+    EXPECT_EQ(got.indices, full.indices);
+    EXPECT_EQ(got.values.size(), 37u);
+    // The flag on a vector that is not full, or with an index count, or
+    // unknown flag bits: corrupt.
+    auto bad = bytes;
+    PokeU64(&bad, 8, 38);
+    ExpectCorrupt(bad, "all indices, nnz below dense size");
+    bad = bytes;
+    PokeU64(&bad, 24, 3);
+    ExpectCorrupt(bad, "all indices with an index count");
+    bad = bytes;
+    bad[7] = 2;
+    ExpectCorrupt(bad, "unknown flag");
+  }
+  std::vector<uint8_t> partial = Valid(IndexEncoding::kBlockVarint);
+  EXPECT_EQ(partial[7], 0);  // a partial vector keeps its index section
+  partial[7] = 1;
+  ExpectCorrupt(partial, "all indices on a partial vector");
+  EXPECT_EQ(IndexBytesPerValue(IndexEncoding::kBlockVarint, 1.0), 0.0);
+  EXPECT_EQ(IndexBytesPerValue(IndexEncoding::kAbsoluteU32, 1.0), 0.0);
+}
+
 TEST(Codec, DecodeRejectsNonFiniteValues) {
   std::vector<uint8_t> b = Valid(IndexEncoding::kAbsoluteU32);
   b[b.size() - 1] = 0x7c;  // last fp16 value -> Inf

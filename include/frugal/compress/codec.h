@@ -2,10 +2,16 @@
 //
 // Layout (all integers little-endian):
 //   u32 magic "FRSV" | u8 version (1) | u8 ValueEncoding | u8 IndexEncoding |
-//   u8 reserved (0) | u64 dense_size | u64 nnz | u64 index_count |
+//   u8 flags | u64 dense_size | u64 nnz | u64 index_count |
 //   index section | value section (nnz values)
 // index_count is nnz for kAbsoluteU32 / kDeltaVarint and the number of
 // blocks for kBlockId / kBlockVarint.
+// flags: bit 0 (kAllIndices) says every index 0..dense_size-1 is present:
+// the index section is omitted and index_count is 0, whatever the
+// IndexEncoding. Encode sets it for any non-empty vector with nnz ==
+// dense_size (a density-1 round: its indices would cost 1/16 to 4 bytes per
+// value and say nothing). The other bits are 0. (The byte was reserved, 0,
+// before: older messages decode as they did.)
 //   kAbsoluteU32: index_count x u32.
 //   kDeltaVarint: u64 byte length, then index_count LEB128 u32 varints: the
 //                 first index, then gaps (index[i] - index[i-1] >= 1).
@@ -73,7 +79,8 @@ Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* ou
 
 // Index bytes per selected value, for planning: exact for u32 and block ids;
 // for the varint encodings one varint per (block) gap of the mean gap at
-// `density` (kDeltaVarint: 2 bytes, a conservative flat figure).
+// `density` (kDeltaVarint: 2 bytes, a conservative flat figure). 0 at
+// density >= 1 (kAllIndices).
 double IndexBytesPerValue(IndexEncoding e, double density);
 
 // Bytes Encode would produce for v (the varint encodings count their varints).
