@@ -335,9 +335,13 @@ Status ReadHeader(Reader* r, size_t total_bytes, const DecodeLimits& limits, Wir
   if (nnz > limits.max_nnz) {
     return Status::Corruption("nnz " + std::to_string(nnz) + " exceeds limit " + std::to_string(limits.max_nnz));
   }
-  if ((flags & kAllIndices) != 0 && (nnz == 0 || nnz != dense_size || index_count != 0)) {
+  const bool full = nnz > 0 && nnz == dense_size;
+  if ((flags & kAllIndices) != 0 && (!full || index_count != 0)) {
     return Status::Corruption("all-indices flag with nnz " + std::to_string(nnz) + ", dense size " +
                               std::to_string(dense_size) + " and index count " + std::to_string(index_count));
+  }
+  if ((flags & kAllIndices) == 0 && full) {  // the format is canonical: Encode sets the flag here
+    return Status::Corruption("every index present without the all-indices flag");
   }
   h->values = static_cast<ValueEncoding>(value_enc);
   h->indices = static_cast<IndexEncoding>(index_enc);

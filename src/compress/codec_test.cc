@@ -346,6 +346,15 @@ TEST(Codec, EveryIndexPresentCostsNoIndexBytes) {
     bad[7] = 2;
     ExpectCorrupt(bad, "unknown flag");
   }
+  // The format stays canonical: every index written out (flag 0) is refused.
+  std::vector<uint8_t> listed = {0x46, 0x52, 0x53, 0x56, 1, 0, 0, 0};  // "FRSV" v1 fp32 u32, flags 0
+  for (uint64_t field : {1, 1, 1}) {                                  // dense size, nnz, index count
+    for (int i = 0; i < 8; ++i) listed.push_back(static_cast<uint8_t>(field >> (8 * i)));
+  }
+  for (uint8_t b : {0, 0, 0, 0, 0, 0, 0x80, 0x3f}) listed.push_back(b);  // index 0, value 1.0f
+  ExpectCorrupt(listed, "every index listed");
+  listed[7] = 1;
+  ExpectCorrupt(listed, "flag with an index section");
   std::vector<uint8_t> partial = Valid(IndexEncoding::kBlockVarint);
   EXPECT_EQ(partial[7], 0);  // a partial vector keeps its index section
   partial[7] = 1;
