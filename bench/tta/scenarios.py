@@ -51,12 +51,17 @@ FRUGAL_LOCAL_DENSITY = "0.48"
 # the engine's outer step. On mlp (loopback, 2026-11-27) it ended at 88.27%,
 # the whole fp32 rounds' 88.26%, where the flat exchange's whole int4 rounds
 # ended at 88.06%; and its rounds fit a 10 Mbit/s link behind mlp's compute.
+# frugal_local_auto is `--sync local --local-steps 16` with nothing else: the
+# engine's local defaults since 2026-11-27 (density 1; the sharded exchange
+# on one cluster, across clusters the hierarchical one whose leaders
+# compress their cluster's sum with a residual of their own; deflated int4
+# values).
 FRUGAL_LOCAL_FRAGMENTS = 4
 # The outer step of the *_avg* and dense variants: plain averaging.
 PLAIN_AVERAGING = ["--outer-lr", "1", "--outer-momentum", "0"]
 # frugal_warmup: density from 25% down to the default over this many steps.
 FRUGAL_WARMUP_STEPS = 150
-ALL_SYSTEMS = ["frugal", "frugal_fixed", "frugal_fp16", "frugal_warmup", "frugal_flat", "frugal_adapt", "frugal_local", "frugal_local_stream", "frugal_local_blocking", "frugal_local_avg", "frugal_local_avg_d1", "frugal_local_dense", "frugal_local_sharded", "frugal_slow", "frugal_slow_balanced"] + \
+ALL_SYSTEMS = ["frugal", "frugal_fixed", "frugal_fp16", "frugal_warmup", "frugal_flat", "frugal_adapt", "frugal_local", "frugal_local_stream", "frugal_local_blocking", "frugal_local_avg", "frugal_local_avg_d1", "frugal_local_dense", "frugal_local_sharded", "frugal_local_auto", "frugal_slow", "frugal_slow_balanced"] + \
     ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"] + \
     [s for s in STOCK_SYSTEMS if s != "ddp_powersgd"] + list(PY_SYSTEMS)
 # frugal_slow*: every worker in its own CPU cgroup (bench/harness/cgroups.py):
@@ -93,6 +98,8 @@ def frugal_variant_args(system, rank):
         return frugal_variant_args("frugal_local_d1", rank) + PLAIN_AVERAGING
     if system == "frugal_local_sharded":
         return frugal_variant_args("frugal_local_d1", rank) + ["--exchange", "sharded"]
+    if system == "frugal_local_auto":
+        return ["--sync", "local", "--local-steps", str(FRUGAL_LOCAL_STEPS)]
     if system == "frugal_local_dense":
         return frugal_variant_args("frugal_local_avg_d1", rank) + ["--value-encoding", "fp32"]
     if system == "frugal_local" or system.startswith("frugal_local_d"):
@@ -219,7 +226,7 @@ CLUSTER_SYSTEMS = ["frugal", "frugal_flat", "ddp", "ddp_fp16"] + STOCK_SYSTEMS +
 # their epochs; shaped DDP runs ~3 s/iteration on mlp at 100 Mbit/s, so it
 # gets a fixed slice and a lower bound.
 FULL_BUDGETS = {"frugal": 900, "frugal_fixed": 900, "frugal_fp16": 900, "frugal_warmup": 900, "frugal_flat": 900, "ddp": 300, "ddp_fp16": 300, "ddp_powersgd": 300,
-                "ddp_unlimited": 900, "frugal_adapt": 900, "frugal_local": 900, "frugal_local_stream": 900, "frugal_local_blocking": 900, "frugal_local_avg": 900, "frugal_local_dense": 900, "frugal_local_avg_d1": 900, "frugal_local_sharded": 900, "frugal_slow": 900,
+                "ddp_unlimited": 900, "frugal_adapt": 900, "frugal_local": 900, "frugal_local_stream": 900, "frugal_local_blocking": 900, "frugal_local_avg": 900, "frugal_local_dense": 900, "frugal_local_avg_d1": 900, "frugal_local_sharded": 900, "frugal_local_auto": 900, "frugal_slow": 900,
                 "frugal_slow_balanced": 900}
 FULL_BUDGETS.update({"frugal_d" + d: 900 for d in SWEEP_DENSITIES})
 # Local SGD sends a full model every 4 or 16 steps: it can finish its epochs.
@@ -237,7 +244,7 @@ def _full(name, model, topology, rate, target, systems, second_target):
 # Issue 15, below 20 Mbit/s: the synchronous default, the local-update mode and
 # every stock alternative. Plain DDP and PowerSGD get short budgets and are
 # projected (plain DDP needs ~30 s per mlp step at 10 Mbit/s).
-LOW_RATE_SYSTEMS = ["frugal", "frugal_local", "frugal_local_sharded", "frugal_local_avg", "frugal_local_blocking", "ddp", "ddp_powersgd1", "ddp_powersgd", "ddp_localsgd16", "ddp_unlimited"]
+LOW_RATE_SYSTEMS = ["frugal", "frugal_local", "frugal_local_sharded", "frugal_local_auto", "frugal_local_avg", "frugal_local_blocking", "ddp", "ddp_powersgd1", "ddp_powersgd", "ddp_localsgd16", "ddp_unlimited"]
 LOW_RATE_BUDGETS = dict(FULL_BUDGETS, ddp=120, ddp_fp16=120, ddp_powersgd1=600, ddp_powersgd=600)
 # gpt-tiny (docs/models.md) as docs/benchmarks.md trains it: AdamW, 30 warm-up
 # steps then cosine, 8 windows of 128 bytes per worker and step; Frugal reads

@@ -30,6 +30,7 @@ std::unique_ptr<CompressedAllReduce> Create(World& world, double density, const 
   o.density = density;
   o.sparsifier = sparsifier;
   o.wire = engine::WireFormatOf(*kind, *values);
+  o.wire.deflate = true;  // as frugal train --sync local (the hook has no controller to mislead)
   o.exchange.algorithm = *algorithm;
   if (!(timeout_s > 0)) throw py::value_error("timeout_s must be > 0");
   o.exchange.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));

@@ -20,8 +20,8 @@ def test_init_without_launcher_is_a_world_of_one():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(density=0), "density must be in (0, 1], got 0"),
-    (dict(density=1.5), "density must be in (0, 1]"),
+    (dict(density=-0.5), "density must be in [0, 1], got -0.5"),  # 0: the mode's default (3%)
+    (dict(density=1.5), "density must be in [0, 1]"),
     (dict(optimizer="rmsprop"), "optimizer: unknown value 'rmsprop' (known: sgd, adam, adamw)"),
     (dict(sparsifier="magic"), "magic"),
     (dict(value_encoding="int2"), "value_encoding: unknown value 'int2'"),

@@ -36,7 +36,7 @@ Result<Bytes> SparseExchange::Run(Tag tag, Bytes contribution) {
   return result;
 }
 
-Result<std::vector<Bytes>> SparseExchange::RunUncombined(Tag tag, Bytes contribution) {
+Result<std::vector<Bytes>> SparseExchange::RunUncombined(Tag tag, Bytes contribution, const ClusterFn& cluster) {
   if (algorithm_ == ExchangeAlgorithm::kSharded) {
     return InContext(tag, Status::InvalidArgument("the sharded exchange needs the codec: it is the compressed "
                                                   "all-reduce's (--sync local, the DDP hook), not the step "
@@ -49,7 +49,7 @@ Result<std::vector<Bytes>> SparseExchange::RunUncombined(Tag tag, Bytes contribu
     if (!parts.ok()) return InContext(tag, parts.status().WithContext("allgather"));
     return parts;
   }
-  Result<Bytes> result = RunHierarchical(tag, std::move(contribution));
+  Result<Bytes> result = RunHierarchical(tag, std::move(contribution), cluster);
   if (!result.ok()) return InContext(tag, result.status());
   std::vector<Bytes> out;
   out.push_back(std::move(result).value());
@@ -72,7 +72,7 @@ Result<Bytes> SparseExchange::RecvFrom(int src, Tag tag, const char* phase) {
   return std::move(msg->payload);
 }
 
-Result<Bytes> SparseExchange::RunHierarchical(Tag tag, Bytes contribution) {
+Result<Bytes> SparseExchange::RunHierarchical(Tag tag, Bytes contribution, const ClusterFn& cluster_fn) {
   const Topology& topo = transport_->topology();
   const int me = transport_->rank();
   const int cluster = topo.cluster_id(me);
@@ -95,7 +95,9 @@ Result<Bytes> SparseExchange::RunHierarchical(Tag tag, Bytes contribution) {
       local.push_back(std::move(part));
     }
   }
-  FRUGAL_ASSIGN_OR_RETURN(Bytes cluster_combined, Combine(std::move(local)));
+  // A cluster of one sends its contribution as it is.
+  FRUGAL_ASSIGN_OR_RETURN(Bytes cluster_combined, local.size() > 1 && cluster_fn ? cluster_fn(std::move(local))
+                                                                                 : Combine(std::move(local)));
 
   // 2. Exactly one message per ordered pair of clusters crosses a slow link.
   auto shared_cluster = std::make_shared<const Bytes>(std::move(cluster_combined));

@@ -5,6 +5,8 @@
 #include <limits>
 #include <numeric>
 
+#include <zlib.h>
+
 namespace frugal::compress {
 namespace {
 
@@ -13,6 +15,7 @@ constexpr uint8_t kVersion = 1;
 constexpr size_t kHeaderSize = 4 + 4 + 8 + 8 + 8;
 // Header flags (codec.h).
 constexpr uint8_t kAllIndices = 1;
+constexpr uint8_t kDeflatedValues = 2;
 
 // Every index present: no index section (kAllIndices).
 bool HasAllIndices(const SparseVector& v) { return v.nnz() > 0 && v.nnz() == v.dense_size; }
@@ -133,6 +136,41 @@ void PutIndexSection(const SparseVector& v, IndexEncoding e, std::vector<uint8_t
       PutVarintSection(v, kBlockSize, out);
       break;
   }
+}
+
+// *packed: `raw` deflated (zlib, level 1), when that is worth sending
+// (kDeflatedValues: smaller with its length field, within kMaxInflateRatio).
+bool DeflateWorthIt(const std::vector<uint8_t>& raw, std::vector<uint8_t>* packed) {
+  if (raw.empty()) return false;
+  uLongf size = compressBound(static_cast<uLong>(raw.size()));
+  packed->resize(size);
+  if (compress2(packed->data(), &size, raw.data(), static_cast<uLong>(raw.size()), 1) != Z_OK) return false;
+  packed->resize(size);
+  return size + 8 < raw.size() && raw.size() <= kMaxInflateRatio * size;
+}
+
+// Inflates the deflated value section (u64 length | stream, all of `r`'s
+// remaining bytes) into exactly value_bytes bytes.
+Status Inflate(Reader* r, Span<const uint8_t> all, uint64_t value_bytes, std::vector<uint8_t>* out) {
+  uint64_t length;
+  if (!r->ReadU64(&length)) return Status::Corruption("deflated value section truncated");
+  if (length != r->left()) {
+    return Status::Corruption("deflated value section of " + std::to_string(length) + " bytes, " +
+                              std::to_string(r->left()) + " present");
+  }
+  if (length + 8 >= value_bytes || value_bytes > kMaxInflateRatio * length) {
+    return Status::Corruption("deflated value section of " + std::to_string(length) + " bytes for " +
+                              std::to_string(value_bytes) + " (not what an encoder sends)");
+  }
+  out->resize(value_bytes);
+  uLongf out_size = static_cast<uLongf>(value_bytes);
+  uLong in_size = static_cast<uLong>(length);
+  const int rc = uncompress2(out->data(), &out_size, all.data() + r->offset(all), &in_size);
+  if (rc != Z_OK || out_size != value_bytes || in_size != length) {
+    return Status::Corruption("deflated value section does not inflate to " + std::to_string(value_bytes) +
+                              " bytes (zlib " + std::to_string(rc) + ")");
+  }
+  return Status::Ok();
 }
 
 Status CheckBlocks(const SparseVector& v) {
@@ -285,17 +323,25 @@ Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* ou
     FRUGAL_RETURN_IF_ERROR(CheckBlocks(v));
     index_count = (v.nnz() + kBlockSize - 1) / kBlockSize;
   }
+  std::vector<uint8_t> values, packed;
+  PutValues(format.values, Span<const float>(v.values.data(), v.values.size()), &values);
+  const bool deflated = format.deflate && DeflateWorthIt(values, &packed);
   out->reserve(out->size() + EncodedSize(v, format));
   PutU32(out, kMagic);
   out->push_back(kVersion);
   out->push_back(static_cast<uint8_t>(format.values));
   out->push_back(static_cast<uint8_t>(format.indices));
-  out->push_back(all ? kAllIndices : 0);
+  out->push_back(static_cast<uint8_t>((all ? kAllIndices : 0) | (deflated ? kDeflatedValues : 0)));
   PutU64(out, v.dense_size);
   PutU64(out, v.nnz());
   PutU64(out, index_count);
   if (!all) PutIndexSection(v, format.indices, out);
-  PutValues(format.values, Span<const float>(v.values.data(), v.values.size()), out);
+  if (deflated) {
+    PutU64(out, packed.size());
+    out->insert(out->end(), packed.begin(), packed.end());
+  } else {
+    out->insert(out->end(), values.begin(), values.end());
+  }
   return Status::Ok();
 }
 
@@ -307,7 +353,8 @@ struct WireHeader {
   uint64_t dense_size;
   uint64_t nnz;
   uint64_t index_count;
-  bool all;  // kAllIndices: no index section
+  bool all;       // kAllIndices: no index section
+  bool deflated;  // kDeflatedValues: u64 length | zlib stream
 };
 
 // Reads the fixed header and checks every field against the format and `limits`.
@@ -324,7 +371,9 @@ Status ReadHeader(Reader* r, size_t total_bytes, const DecodeLimits& limits, Wir
   if (version != kVersion) return Status::Corruption("unsupported version " + std::to_string(version));
   if (value_enc > kMaxValueEncoding) return Status::Corruption("unknown value encoding " + std::to_string(value_enc));
   if (index_enc > 3) return Status::Corruption("unknown index encoding " + std::to_string(index_enc));
-  if ((flags & ~kAllIndices) != 0) return Status::Corruption("unknown header flags " + std::to_string(flags));
+  if ((flags & ~(kAllIndices | kDeflatedValues)) != 0) {
+    return Status::Corruption("unknown header flags " + std::to_string(flags));
+  }
   if (dense_size > limits.max_dense_size || dense_size > (uint64_t{1} << 32)) {
     return Status::Corruption("dense size " + std::to_string(dense_size) + " exceeds limit " +
                               std::to_string(limits.max_dense_size));
@@ -349,6 +398,7 @@ Status ReadHeader(Reader* r, size_t total_bytes, const DecodeLimits& limits, Wir
   h->nnz = nnz;
   h->index_count = index_count;
   h->all = (flags & kAllIndices) != 0;
+  h->deflated = (flags & kDeflatedValues) != 0;
   return Status::Ok();
 }
 
@@ -468,17 +518,30 @@ Status DecodeImpl(Span<const uint8_t> bytes, const DecodeLimits& limits, SparseV
   WireHeader h;
   FRUGAL_RETURN_IF_ERROR(ReadHeader(&r, bytes.size(), limits, &h));
   const uint64_t value_bytes = ValueSectionBytes(h.values, h.nnz);  // nnz <= 2^32: no overflow.
-  if (value_bytes > r.left()) return Status::Corruption("value section truncated");
+  // The bytes the value section takes at the end: value_bytes, or deflated
+  // a length field and at least one byte, inflating to at most
+  // kMaxInflateRatio times the bytes present (before anything is allocated).
+  const uint64_t tail = h.deflated ? 9 : value_bytes;
+  if (tail > r.left() || (h.deflated && value_bytes > kMaxInflateRatio * r.left())) {
+    return Status::Corruption("value section truncated");
+  }
 
   out->dense_size = h.dense_size;
-  FRUGAL_RETURN_IF_ERROR(DecodeIndices(&r, h, value_bytes, out));
-  if (r.left() != value_bytes) {
-    return Status::Corruption(std::to_string(r.left() - std::min<uint64_t>(r.left(), value_bytes)) +
-                              " trailing bytes after the value section");
+  FRUGAL_RETURN_IF_ERROR(DecodeIndices(&r, h, tail, out));
+  std::vector<uint8_t> inflated;
+  Span<const uint8_t> section;
+  if (h.deflated) {
+    FRUGAL_RETURN_IF_ERROR(Inflate(&r, bytes, value_bytes, &inflated));
+    section = Span<const uint8_t>(inflated.data(), inflated.size());
+  } else {
+    if (r.left() != value_bytes) {
+      return Status::Corruption(std::to_string(r.left() - std::min<uint64_t>(r.left(), value_bytes)) +
+                                " trailing bytes after the value section");
+    }
+    section = bytes.subspan(bytes.size() - value_bytes, value_bytes);
   }
   out->values.resize(h.nnz);
-  return ReadValues(h.values, bytes.subspan(bytes.size() - value_bytes, value_bytes),
-                    Span<float>(out->values.data(), out->values.size()));
+  return ReadValues(h.values, section, Span<float>(out->values.data(), out->values.size()));
 }
 
 }  // namespace

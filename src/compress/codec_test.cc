@@ -7,6 +7,8 @@
 #include <cstring>
 #include <random>
 
+#include <zlib.h>
+
 namespace frugal::compress {
 namespace {
 
@@ -361,6 +363,98 @@ TEST(Codec, EveryIndexPresentCostsNoIndexBytes) {
   ExpectCorrupt(partial, "all indices on a partial vector");
   EXPECT_EQ(IndexBytesPerValue(IndexEncoding::kBlockVarint, 1.0), 0.0);
   EXPECT_EQ(IndexBytesPerValue(IndexEncoding::kAbsoluteU32, 1.0), 0.0);
+}
+
+// Heavy-tailed values (a pseudo-gradient's), every index: int4 codes that
+// zlib shrinks.
+SparseVector HeavyTailed(uint64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::student_t_distribution<float> t3(3.0f);
+  SparseVector v;
+  v.dense_size = n;
+  for (uint32_t i = 0; i < n; ++i) {
+    v.indices.push_back(i);
+    v.values.push_back(t3(rng));
+  }
+  return v;
+}
+
+// Note kDeflatedValues (codec.h): the deflated message is smaller, flagged,
+// and decodes to exactly what the raw one decodes to; values that do not
+// shrink (a few) or shrink beyond kMaxInflateRatio (zeros) go raw.
+TEST(Codec, DeflatedValuesDecodeAsTheRawOnes) {
+  const SparseVector v = HeavyTailed(20000, 5);
+  for (auto ienc : {IndexEncoding::kBlockVarint, IndexEncoding::kAbsoluteU32}) {
+    SparseVector sparse = v;  // and a sparse selection, with an index section
+    if (ienc == IndexEncoding::kAbsoluteU32) {
+      sparse = RandomSparse(60000, 20000, 9);
+      sparse.values = v.values;
+    }
+    std::vector<uint8_t> raw, packed;
+    ASSERT_TRUE(Encode(sparse, {ValueEncoding::kInt4, ienc, false}, &raw).ok());
+    ASSERT_TRUE(Encode(sparse, {ValueEncoding::kInt4, ienc, true}, &packed).ok());
+    EXPECT_EQ(raw[7] & 2, 0);
+    EXPECT_EQ(packed[7] & 2, 2);
+    EXPECT_GT(raw.size() - packed.size(), ValueSectionBytes(ValueEncoding::kInt4, sparse.nnz()) / 10)
+        << "t(3) int4 codes shrink by more than 10%";
+    EXPECT_LE(packed.size(), EncodedSize(sparse, {ValueEncoding::kInt4, ienc, true}));
+    SparseVector a, b;
+    ASSERT_TRUE(Decode(raw, DecodeLimits{}, &a).ok());
+    Status st = Decode(packed, DecodeLimits{}, &b);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(b.indices, a.indices);
+    EXPECT_EQ(b.values, a.values);
+    std::vector<uint8_t> again;
+    ASSERT_TRUE(Encode(b, {ValueEncoding::kInt4, ienc, true}, &again).ok());
+    EXPECT_EQ(again, packed);  // our own encoder is deterministic
+  }
+  SparseVector few = RandomSparse(50, 3, 4);  // 12 bytes: zlib's own framing is longer
+  SparseVector zeros = v;
+  std::fill(zeros.values.begin(), zeros.values.end(), 0.0f);  // int4 zeros shrink far beyond 16x
+  for (const auto& [vec, venc] : {std::pair{few, ValueEncoding::kFp32}, std::pair{zeros, ValueEncoding::kInt4}}) {
+    std::vector<uint8_t> raw, packed;
+    ASSERT_TRUE(Encode(vec, {venc, IndexEncoding::kDeltaVarint, false}, &raw).ok());
+    ASSERT_TRUE(Encode(vec, {venc, IndexEncoding::kDeltaVarint, true}, &packed).ok());
+    EXPECT_EQ(packed, raw);
+  }
+}
+
+// A deflated section whose length field, stream or ratio is wrong is
+// corrupt; so is every truncation.
+TEST(Codec, DecodeRejectsBadDeflatedValues) {
+  std::vector<uint8_t> good;
+  ASSERT_TRUE(Encode(HeavyTailed(4000, 6), {ValueEncoding::kInt4, IndexEncoding::kBlockVarint, true}, &good).ok());
+  ASSERT_EQ(good[7], 3);  // every index, deflated
+  const size_t at = 32;   // no index section: the length field follows the header
+  for (size_t len = 0; len < good.size(); len += 7) {
+    ExpectCorrupt(std::vector<uint8_t>(good.begin(), good.begin() + len), "truncated to " + std::to_string(len));
+  }
+  auto bad = good;
+  bad.push_back(0);
+  ExpectCorrupt(bad, "trailing byte");
+  bad = good;
+  PokeU64(&bad, at, good.size() - at - 9);
+  ExpectCorrupt(bad, "length field short of the stream");
+  bad = good;
+  bad[at + 8 + 40] ^= 0x5a;
+  ExpectCorrupt(bad, "damaged stream");
+  bad = good;
+  bad[7] = 1;  // the deflated bytes read as raw codes
+  ExpectCorrupt(bad, "flag cleared");
+  // A stream that inflates beyond kMaxInflateRatio is refused before it is
+  // inflated: 64 KiB of int4 zeros claimed by a message of a few hundred bytes.
+  std::vector<uint8_t> zeros(ValueSectionBytes(ValueEncoding::kInt4, 1u << 17), 0);
+  uLongf size = compressBound(static_cast<uLong>(zeros.size()));
+  std::vector<uint8_t> stream(size);
+  ASSERT_EQ(compress2(stream.data(), &size, zeros.data(), static_cast<uLong>(zeros.size()), 1), Z_OK);
+  stream.resize(size);
+  std::vector<uint8_t> bomb(good.begin(), good.begin() + at);
+  PokeU64(&bomb, 8, 1u << 17);
+  PokeU64(&bomb, 16, 1u << 17);
+  bomb.resize(at + 8);
+  PokeU64(&bomb, at, stream.size());
+  bomb.insert(bomb.end(), stream.begin(), stream.end());
+  ExpectCorrupt(bomb, "inflates beyond the ratio");
 }
 
 TEST(Codec, DecodeRejectsNonFiniteValues) {

@@ -197,10 +197,10 @@ Status LocalSync::Impl::MakeReduce() {
   const DistributedOptions& d = config.distributed;
   CompressedAllReduceOptions o;
   o.sparsifier = NameOf(d.sparsifier);
-  o.density = d.density;
+  o.density = DensityOf(d);
   o.wire = WireFormatOf(d);
   o.dgc_momentum = static_cast<float>(d.dgc_momentum);
-  o.exchange.algorithm = d.exchange;
+  o.exchange.algorithm = LocalExchangeOf(d, transport->topology().num_clusters());
   o.exchange.timeout = timeout;
   o.seed = config.train.seed;
   o.instance = 0;  // the worker's only CompressedAllReduce

@@ -52,7 +52,7 @@ ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(
   ro.overlap_device_copies = d.overlap_device_copies;
   PipelineOptions& po = ro.pipeline;
   po.sparsifier = NameOf(d.sparsifier);
-  po.density = d.density;
+  po.density = DensityOf(d);
   po.density_warmup_steps = d.density_warmup_steps;
   po.dense_bucket_max = static_cast<uint64_t>(d.dense_bucket_max);
   po.whole_bucket_share = d.whole_bucket_share;

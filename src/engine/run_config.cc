@@ -164,16 +164,26 @@ std::string CheckpointDirOf(const RunConfig& config) {
 
 double WireBytesPerValue(const DistributedOptions& o) {
   const compress::WireFormat w = WireFormatOf(o);
-  return compress::BytesPerValue(w.values) + compress::IndexBytesPerValue(w.indices, o.density);
+  return compress::BytesPerValue(w.values) + compress::IndexBytesPerValue(w.indices, DensityOf(o));
 }
 
 double MergedWireBytesPerValue(const DistributedOptions& o) {
   const compress::WireFormat w = compress::MergedWireFormat(WireFormatOf(o));
-  return compress::BytesPerValue(w.values) + compress::IndexBytesPerValue(w.indices, o.density);
+  return compress::BytesPerValue(w.values) + compress::IndexBytesPerValue(w.indices, DensityOf(o));
 }
 
 std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
   return std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+}
+
+double DensityOf(const DistributedOptions& o) {
+  if (o.density > 0) return o.density;
+  return o.sync == SyncMode::kLocal ? kLocalDensity : kStepDensity;
+}
+
+comm::ExchangeAlgorithm LocalExchangeOf(const DistributedOptions& o, int num_clusters) {
+  if (o.exchange != comm::ExchangeAlgorithm::kAuto || num_clusters > 1) return o.exchange;
+  return comm::ExchangeAlgorithm::kSharded;
 }
 
 int64_t LocalFragmentsOf(const DistributedOptions& o) {

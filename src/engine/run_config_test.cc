@@ -112,7 +112,11 @@ TEST(RunConfigTest, ValidationNamesTheOptionAndRejectsNan) {
   c.distributed.density = std::nan("");
   Status s = Validate(c);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(s.message(), "--density must be in (0, 1], got nan");
+  EXPECT_EQ(s.message(), "--density must be in [0, 1], got nan");
+  c.distributed.density = -0.1;
+  EXPECT_EQ(Validate(c).code(), Status::Code::kInvalidArgument);
+  c.distributed.density = 1.5;
+  EXPECT_EQ(Validate(c).code(), Status::Code::kInvalidArgument);
   c = RunConfig{};
   c.train.momentum = std::nan("");
   EXPECT_NE(Validate(c).message().find("--momentum"), std::string::npos);
@@ -181,6 +185,51 @@ TEST(RunConfigTest, SetOptionAcceptsKebabCaseAndNamesUnknownKeys) {
   EXPECT_FALSE(SetOption(&c, "sparsifier", "nope").ok());
   EXPECT_TRUE(HasOption("lr-gamma"));
   EXPECT_FALSE(HasOption("lr-gammas"));
+}
+
+// density 0 (the default) is the mode's: 3% a step, whole rounds (no index
+// bytes) with --sync local; an explicit density wins in both modes.
+TEST(RunConfigTest, DensityDefaultsToTheModes) {
+  DistributedOptions d;
+  EXPECT_EQ(d.density, 0.0);
+  EXPECT_DOUBLE_EQ(DensityOf(d), kStepDensity);
+  d.sync = SyncMode::kLocal;
+  EXPECT_DOUBLE_EQ(DensityOf(d), kLocalDensity);
+  EXPECT_DOUBLE_EQ(WireBytesPerValue(d), 129.0 / 256);  // int4 codes, every index: no index bytes
+  d.density = 0.25;
+  EXPECT_DOUBLE_EQ(DensityOf(d), 0.25);
+  d.sync = SyncMode::kStep;
+  EXPECT_DOUBLE_EQ(DensityOf(d), 0.25);
+}
+
+// Deflated values: auto is on with --sync local only (the step mode's
+// controller prices undeflated bytes); on and off are what they say.
+TEST(RunConfigTest, DeflateFollowsTheMode) {
+  DistributedOptions d;
+  EXPECT_FALSE(WireFormatOf(d).deflate);
+  d.sync = SyncMode::kLocal;
+  EXPECT_TRUE(WireFormatOf(d).deflate);
+  d.deflate = DeflateMode::kOff;
+  EXPECT_FALSE(WireFormatOf(d).deflate);
+  d.sync = SyncMode::kStep;
+  d.deflate = DeflateMode::kOn;
+  EXPECT_TRUE(WireFormatOf(d).deflate);
+  RunConfig c;
+  ASSERT_TRUE(SetOption(&c, "deflate", "off").ok());
+  EXPECT_EQ(c.distributed.deflate, DeflateMode::kOff);
+  EXPECT_FALSE(SetOption(&c, "deflate", "maybe").ok());
+}
+
+// --sync local's auto exchange: sharded on one cluster, the hierarchical
+// exchange's auto across clusters; an explicit choice wins.
+TEST(RunConfigTest, LocalExchangeIsShardedOnOneCluster) {
+  DistributedOptions d;
+  EXPECT_EQ(LocalExchangeOf(d, 1), comm::ExchangeAlgorithm::kSharded);
+  EXPECT_EQ(LocalExchangeOf(d, 2), comm::ExchangeAlgorithm::kAuto);
+  d.exchange = comm::ExchangeAlgorithm::kFlat;
+  EXPECT_EQ(LocalExchangeOf(d, 1), comm::ExchangeAlgorithm::kFlat);
+  d.exchange = comm::ExchangeAlgorithm::kSharded;
+  EXPECT_EQ(LocalExchangeOf(d, 3), comm::ExchangeAlgorithm::kSharded);
 }
 
 TEST(RunConfigTest, WireBytesFollowTheEncoding) {

@@ -129,7 +129,7 @@ Status Worker::Impl::Init() {
   }
   if (adapting) {
     Decision initial;
-    initial.density = dist.density;
+    initial.density = DensityOf(dist);
     initial.batch_sizes = cursor->batch_sizes();
     protocol = std::make_unique<AdaptationProtocol>(transport.get(), &replica->pipeline(), cursor.get(),
                                                     std::move(policy), initial, timeout);
@@ -221,8 +221,9 @@ void Worker::Impl::PrintHeader() const {
   std::printf("frugal train: %d workers, model %s (%lld parameters, %zu buckets), %s, %lld steps, "
               "density %g, staleness %d, %s values, exchange %s\n",
               transport->world_size(), options.model.c_str(), static_cast<long long>(models::CountParameters(*model)),
-              replica->num_buckets(), data.train.name.c_str(), static_cast<long long>(total_steps), dist.density,
-              dist.staleness, NameOf(dist.value_encoding), NameOf(dist.exchange));
+              replica->num_buckets(), data.train.name.c_str(), static_cast<long long>(total_steps), DensityOf(dist),
+              dist.staleness, NameOf(dist.value_encoding),
+              NameOf(local ? LocalExchangeOf(dist, transport->topology().num_clusters()) : dist.exchange));
   if (local) {
     const int64_t fragments = LocalFragmentsOf(dist);
     std::printf("local updates: %lld inner steps per round in %lld fragment(s), %s, outer lr %g%s, outer momentum %g\n",

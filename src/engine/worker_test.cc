@@ -134,7 +134,7 @@ TEST(WorkerTest, TwoClusterRunSendsOneMessagePerBucketAcrossTheSlowLink) {
   const auto& leader = ranks[0].result.traffic;
   const auto& member = ranks[1].result.traffic;
   const compress::WireFormat wire = WireFormatOf(o.distributed);
-  const double index = compress::IndexBytesPerValue(wire.indices, o.distributed.density);
+  const double index = compress::IndexBytesPerValue(wire.indices, DensityOf(o.distributed));
   const double per_value = (compress::BytesPerValue(compress::MergedWireFormat(wire).values) + index) /
                            (compress::BytesPerValue(wire.values) + index);
   double leader_grad_bytes = static_cast<double>(leader.inter_cluster.bytes_sent - 16);

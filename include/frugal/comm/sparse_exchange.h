@@ -38,6 +38,12 @@ namespace frugal::comm {
 // Combines contributions given in a deterministic order into one message.
 // Called with at least two parts (a single part is passed through as is).
 using CombineFn = std::function<Result<Bytes>(std::vector<Bytes> parts)>;
+// kHierarchical only: how a leader turns its cluster's contributions (rank
+// order, at least two) into the one message it sends to the other
+// clusters' leaders, in place of CombineFn (a caller that re-compresses the
+// cluster's sum with a residual of its own, engine::CompressedAllReduce).
+// Every leader must produce what every other leader can combine.
+using ClusterFn = std::function<Result<Bytes>(std::vector<Bytes> parts)>;
 
 enum class ExchangeAlgorithm { kAuto, kFlat, kHierarchical, kSharded };
 
@@ -65,14 +71,15 @@ class SparseExchange {
   // (kFlat: every rank's contribution in rank order; kHierarchical: the one
   // result). For a caller that decodes the result anyway, so that it can
   // merge the parts itself instead of having CombineFn encode them first.
-  Result<std::vector<Bytes>> RunUncombined(Tag tag, Bytes contribution);
+  // cluster: kHierarchical's cluster message (ClusterFn); null: CombineFn.
+  Result<std::vector<Bytes>> RunUncombined(Tag tag, Bytes contribution, const ClusterFn& cluster = nullptr);
 
   ExchangeAlgorithm algorithm() const { return algorithm_; }
 
  private:
   // `status` with the exchange's tag and this rank named.
   Status InContext(Tag tag, const Status& status) const;
-  Result<Bytes> RunHierarchical(Tag tag, Bytes contribution);
+  Result<Bytes> RunHierarchical(Tag tag, Bytes contribution, const ClusterFn& cluster);
   Result<Bytes> Combine(std::vector<Bytes> parts);
   Result<Bytes> RecvFrom(int src, Tag tag, const char* phase);
 

@@ -10,8 +10,13 @@
 // the index section is omitted and index_count is 0, whatever the
 // IndexEncoding. Encode sets it for any non-empty vector with nnz ==
 // dense_size (a density-1 round: its indices would cost 1/16 to 4 bytes per
-// value and say nothing). The other bits are 0. (The byte was reserved, 0,
-// before: older messages decode as they did.)
+// value and say nothing). Bit 1 (kDeflatedValues): the value section is
+// u64 length | a zlib stream of that many bytes, which inflates to exactly
+// the value section's bytes; Encode writes it when WireFormat::deflate asks
+// for it and it saves bytes, at most kMaxInflateRatio raw bytes per deflated
+// byte (which bounds what a message can make the decoder allocate). The
+// other bits are 0. (The byte was reserved, 0, before: older messages decode
+// as they did.)
 //   kAbsoluteU32: index_count x u32.
 //   kDeltaVarint: u64 byte length, then index_count LEB128 u32 varints: the
 //                 first index, then gaps (index[i] - index[i-1] >= 1).
@@ -51,7 +56,13 @@ inline bool IsBlockIndexed(IndexEncoding e) { return e == IndexEncoding::kBlockI
 struct WireFormat {
   ValueEncoding values = ValueEncoding::kFp32;
   IndexEncoding indices = IndexEncoding::kDeltaVarint;
+  // zlib (level 1) over the value section where that saves bytes: int4 codes
+  // are far from uniform nibbles (docs/kernels.md, "Deflated values").
+  bool deflate = false;
 };
+
+// Largest value section accepted per deflated byte (the flags above).
+inline constexpr uint64_t kMaxInflateRatio = 16;
 
 // The format of a combined (merged) update: the same as `wire`, except that
 // int4 becomes int8. A sum of coded values is not coded, and a merge has no
@@ -83,7 +94,8 @@ Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* ou
 // density >= 1 (kAllIndices).
 double IndexBytesPerValue(IndexEncoding e, double density);
 
-// Bytes Encode would produce for v (the varint encodings count their varints).
+// Bytes Encode would produce for v (the varint encodings count their varints);
+// with format.deflate an upper bound (the raw value section).
 size_t EncodedSize(const SparseVector& v, WireFormat format);
 
 // Decodes exactly `bytes` (no trailing data allowed) into *out, replacing its

@@ -5,7 +5,10 @@
 // bucket. Per call, for bucket index b:
 //   acc = residual(b) + grad            (compress::ErrorFeedback)
 //   sent = sparsify(acc, density)       (compress::Sparsifier, per-bucket state)
-//   encode -> SparseExchange (flat or hierarchical; leaders decode+merge)
+//   encode -> SparseExchange (flat or hierarchical; a cluster leader
+//             decodes its cluster's contributions, sums them and compresses
+//             the sum with a residual of its own for the other clusters:
+//             Note [Leader residual] in compressed_allreduce.cc)
 //   grad <- densify(merged) / world_size
 // With exchange.algorithm kSharded the bucket is cut into world_size shards,
 // each compressed and sent to its owner rank, which averages the shard,
@@ -95,7 +98,8 @@ class CompressedAllReduce {
   Status Run(uint64_t bucket, Span<float> data);
 
   // This rank's state as bytes, for checkpoints: per bucket index, its size,
-  // error-feedback residual and sparsifier state. LoadState replaces the
+  // error-feedback residuals (its own; a shard owner's and a cluster
+  // leader's) and sparsifier states. LoadState replaces the
   // state by such bytes (Corruption on malformed ones); the message counters
   // start again from 0, so every rank of a resumed run must load (or start
   // empty) at the same point. REQUIRES: no Run in flight.

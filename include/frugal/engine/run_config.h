@@ -37,7 +37,18 @@ namespace frugal::engine {
 // every local_steps inner steps with an outer step (src/engine/local_sync.h).
 enum class SyncMode { kStep, kLocal };
 
+// Whether message values are deflated (codec.h, kDeflatedValues): auto is on
+// with --sync local and off with --sync step, whose controller models the
+// bytes of undeflated values (WireFormatOf).
+enum class DeflateMode { kAuto, kOn, kOff };
+
 }  // namespace frugal::engine
+
+template <>
+struct frugal::EnumNames<frugal::engine::DeflateMode> {
+  static constexpr std::pair<engine::DeflateMode, const char*> kTable[] = {
+      {engine::DeflateMode::kAuto, "auto"}, {engine::DeflateMode::kOn, "on"}, {engine::DeflateMode::kOff, "off"}};
+};
 
 template <>
 struct frugal::EnumNames<frugal::engine::SyncMode> {
@@ -51,9 +62,13 @@ namespace frugal::engine {
 struct DistributedOptions {
   int workers = 4;  // worker processes `frugal train` starts; 1 = no engine
   // Compression (compress).
-  // Defaults: int4 codes at 3% send about the bytes of fp16 at 1% and converge
-  // like a denser exchange (docs/benchmarks.md, "Integer value codes").
-  double density = 0.03;  // fraction of each gradient bucket sent per step, (0, 1]
+  // Fraction of each gradient bucket sent per step (per round with --sync
+  // local), (0, 1]; 0: the mode's default (DensityOf). --sync step: 3%, where
+  // int4 codes send about the bytes of fp16 at 1% and converge like a denser
+  // exchange (docs/benchmarks.md, "Integer value codes"). --sync local: 1,
+  // whole int4 rounds with no index bytes, which ended mlp and gpt-tiny
+  // closest to DDP (docs/benchmarks.md, "The sharded exchange").
+  double density = 0;
   int64_t density_warmup_steps = 0;  // WarmupDensity (gradient_pipeline.h); 0 = off
   int64_t dense_bucket_max = 0;      // WholeBuckets (gradient_pipeline.h); 0 = off
   // WholeBuckets: the smallest buckets, together at most this share of the
@@ -61,6 +76,10 @@ struct DistributedOptions {
   double whole_bucket_share = 0.02;
   compress::SparsifierKind sparsifier = compress::SparsifierKind::kBlock;
   compress::ValueEncoding value_encoding = compress::ValueEncoding::kInt4;
+  // zlib over each message's values where that saves bytes (codec.h,
+  // kDeflatedValues; docs/kernels.md, "Deflated values"): 35% fewer bytes
+  // for mlp's whole int4 rounds. auto: see DeflateMode.
+  DeflateMode deflate = DeflateMode::kAuto;
   double dgc_momentum = 0.0;  // error-feedback momentum correction (0 = off)
   // Pipeline. staleness 0 or 1: forward t uses the parameters after
   // t-1-staleness. Default 0: buckets still overlap backward, and 1 (forward
@@ -171,7 +190,12 @@ void VisitFields(DistributedOptions& o, V&& visit) {
   visit(Field("workers", d, "Worker processes (train: started on this machine)")
             .PerWorker().Min(1).Max(kMaxLocalWorkers, "frugal train starts every worker on this machine"),
         o.workers);
-  visit(Field("density", d, "Fraction of each gradient bucket sent per step").Positive().Max(1), o.density);
+  visit(Field("density", d,
+              "Fraction of each gradient bucket sent per step, or per round with --sync local (0: 0.03 with "
+              "--sync step, 1 with --sync local)")
+            .Min(0)
+            .Max(1),
+        o.density);
   visit(Field("density_warmup_steps", d,
               "Steps over which the density falls geometrically from 25% to --density (DGC's warm-up; 0 = off)")
             .NonNegative().Max(1000000000),
@@ -187,6 +211,9 @@ void VisitFields(DistributedOptions& o, V&& visit) {
         o.whole_bucket_share);
   visit(Field("sparsifier", d, "block, sampled_topk (exact top-k, fast), topk or randomk"), o.sparsifier);
   visit(Field("value_encoding", d, "Gradient values on the wire: fp32, fp16, bf16, int8 or int4 (error-fed rounding)"), o.value_encoding);
+  visit(Field("deflate", d,
+              "zlib-compress each message's values where that saves bytes: auto (with --sync local), on or off"),
+        o.deflate);
   visit(Field("staleness", d, "0 or 1: forward t uses the parameters after t-1-staleness").Min(0).Max(1), o.staleness);
   visit(Field("bucket_mb", d, "Gradient bucket size in MB of fp32").Positive().Max(4096), o.bucket_mb);
   visit(Field("cpu_threads", d,
@@ -339,7 +366,9 @@ inline compress::WireFormat WireFormatOf(compress::SparsifierKind sparsifier, co
   return w;
 }
 inline compress::WireFormat WireFormatOf(const DistributedOptions& o) {
-  return WireFormatOf(o.sparsifier, o.value_encoding);
+  compress::WireFormat w = WireFormatOf(o.sparsifier, o.value_encoding);
+  w.deflate = o.deflate == DeflateMode::kOn || (o.deflate == DeflateMode::kAuto && o.sync == SyncMode::kLocal);
+  return w;
 }
 // Wire bytes per selected value: the value plus its share of the index (one
 // u32 per 16-value block, or ~2 bytes of varint otherwise). The controller's
@@ -350,6 +379,18 @@ double WireBytesPerValue(const DistributedOptions& o);
 // (int4 codes travel as int8 there).
 double MergedWireBytesPerValue(const DistributedOptions& o);
 std::chrono::milliseconds TimeoutOf(const DistributedOptions& o);
+// The density sent: density, or for 0 the mode's default (kStepDensity with
+// --sync step, kLocalDensity with --sync local).
+constexpr double kStepDensity = 0.03;
+constexpr double kLocalDensity = 1.0;
+double DensityOf(const DistributedOptions& o);
+// --sync local's exchange: exchange, or for auto the sharded exchange when
+// the workers form one cluster (half the flat all-gather's bytes at 4
+// workers, and whole int4 rounds ended mlp 0.2 points higher than over the
+// flat exchange: docs/benchmarks.md, "The sharded exchange"); with several
+// clusters auto stays the topology-aware hierarchical exchange, which the
+// sharded one is not.
+comm::ExchangeAlgorithm LocalExchangeOf(const DistributedOptions& o, int num_clusters);
 // --sync local's fragment count: local_fragments, or for 0 the largest
 // divisor of local_steps up to kAutoLocalFragments.
 constexpr int64_t kAutoLocalFragments = 4;
