@@ -147,8 +147,8 @@ class CompressedAllReduce::Impl {
   comm::Tag TagOf(BucketState& state, uint64_t bucket) const;
   Status RunLocked(BucketState& state, uint64_t bucket, Span<float> data);
   Status RunSharded(BucketState& state, uint64_t bucket, Span<float> data);
-  Status CompressOwnMean(BucketState& state, const std::vector<comm::Bytes>& parts, size_t shard_size,
-                         comm::Bytes* out) const;
+  Status CompressMerged(const std::vector<comm::Bytes>& parts, size_t size, float scale, Compressor& c,
+                        const std::string& what, comm::Bytes* out) const;
   Result<comm::Bytes> CompressCluster(BucketState& state, uint64_t bucket, const std::vector<comm::Bytes>& parts) const;
   Result<comm::Bytes> RecvFrom(int src, comm::Tag tag, const char* phase) const;
   void Count(const CompressedAllReduceStats& call);
@@ -285,24 +285,23 @@ Status CompressedAllReduce::Impl::RunLocked(BucketState& state, uint64_t bucket,
   return Status::Ok();
 }
 
-// Step 2 of Note [Sharded exchange] on the owner: the mean of the world's
-// contributions to its shard (`parts`, in rank order), compressed with the
-// owner's residual into *out.
-Status CompressedAllReduce::Impl::CompressOwnMean(BucketState& state, const std::vector<comm::Bytes>& parts,
-                                                  size_t shard_size, comm::Bytes* out) const {
+// The sum of `parts` (messages in rank order), times `scale`, compressed
+// with c's residual into *out: an owner's mean (step 2 of Note [Sharded
+// exchange]) or a leader's cluster sum (Note [Leader residual]). `what`
+// names the sum when a message has the wrong size.
+Status CompressedAllReduce::Impl::CompressMerged(const std::vector<comm::Bytes>& parts, size_t size, float scale,
+                                                 Compressor& c, const std::string& what, comm::Bytes* out) const {
   compress::SparseVector sum;
   FRUGAL_RETURN_IF_ERROR(compress::DecodeAndMerge(parts, &sum));
-  if (sum.dense_size != shard_size) {
-    return Status::Corruption("this rank's shard of the update has " + std::to_string(sum.dense_size) +
-                              " values in a peer's message, " + std::to_string(shard_size) +
-                              " here: do all ranks train the same model?");
+  if (sum.dense_size != size) {
+    return Status::Corruption(what + " has " + std::to_string(sum.dense_size) + " values in a peer's message, " +
+                              std::to_string(size) + " here: do all ranks train the same model?");
   }
-  const float inv_world = 1.0f / static_cast<float>(transport->world_size());
-  std::vector<float> mean(shard_size, 0.0f);
-  for (size_t i = 0; i < sum.nnz(); ++i) mean[sum.indices[i]] = sum.values[i] * inv_world;
+  std::vector<float> dense(size, 0.0f);
+  for (size_t i = 0; i < sum.nnz(); ++i) dense[sum.indices[i]] = sum.values[i] * scale;
   compress::SparseVector sent;
-  FRUGAL_RETURN_IF_ERROR(state.owned.feedback->Compress(Span<const float>(mean.data(), mean.size()),
-                                                        *state.owned.sparsifier, options.density, &sent));
+  FRUGAL_RETURN_IF_ERROR(
+      c.feedback->Compress(Span<const float>(dense.data(), dense.size()), *c.sparsifier, options.density, &sent));
   return compress::Encode(sent, options.wire, out);
 }
 
@@ -310,21 +309,9 @@ Status CompressedAllReduce::Impl::CompressOwnMean(BucketState& state, const std:
 // members' messages in rank order), compressed with the leader's residual.
 Result<comm::Bytes> CompressedAllReduce::Impl::CompressCluster(BucketState& state, uint64_t bucket,
                                                                const std::vector<comm::Bytes>& parts) const {
-  compress::SparseVector sum;
-  FRUGAL_RETURN_IF_ERROR(compress::DecodeAndMerge(parts, &sum));
-  if (sum.dense_size != state.size) {
-    return Status::Corruption("a cluster member's update has " + std::to_string(sum.dense_size) +
-                              " values, the leader's " + std::to_string(state.size) +
-                              ": do all ranks train the same model?");
-  }
   if (!state.leader.feedback) FRUGAL_RETURN_IF_ERROR(ResetCompressor(state.leader, bucket, kLeaderPart, state.size));
-  std::vector<float> dense(state.size, 0.0f);
-  for (size_t i = 0; i < sum.nnz(); ++i) dense[sum.indices[i]] = sum.values[i];
-  compress::SparseVector sent;
-  FRUGAL_RETURN_IF_ERROR(state.leader.feedback->Compress(Span<const float>(dense.data(), dense.size()),
-                                                         *state.leader.sparsifier, options.density, &sent));
   comm::Bytes out;
-  FRUGAL_RETURN_IF_ERROR(compress::Encode(sent, options.wire, &out));
+  FRUGAL_RETURN_IF_ERROR(CompressMerged(parts, state.size, 1.0f, state.leader, "the cluster's sum", &out));
   return out;
 }
 
@@ -369,7 +356,8 @@ Status CompressedAllReduce::Impl::RunSharded(BucketState& state, uint64_t bucket
       FRUGAL_ASSIGN_OR_RETURN(to_mine[static_cast<size_t>(k)], RecvFrom(k, scatter_tag, "gathering my shard"));
     }
     exchange_s += Seconds(Clock::now() - wait);
-    FRUGAL_RETURN_IF_ERROR(CompressOwnMean(state, to_mine, own_end - own_begin, mean_msg.get()));
+    FRUGAL_RETURN_IF_ERROR(CompressMerged(to_mine, own_end - own_begin, 1.0f / static_cast<float>(world),
+                                          state.owned, "this rank's shard of the update", mean_msg.get()));
     for (int k = 0; k < world; ++k) {
       if (k != me) FRUGAL_RETURN_IF_ERROR(transport->Send(k, gather_tag, comm::SharedBytes(mean_msg)));
     }
