@@ -323,8 +323,11 @@ Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* ou
     FRUGAL_RETURN_IF_ERROR(CheckBlocks(v));
     index_count = (v.nnz() + kBlockSize - 1) / kBlockSize;
   }
+  // Deflate needs the raw section first; without it the values go straight
+  // into *out, as they always did.
+  const Span<const float> vals(v.values.data(), v.values.size());
   std::vector<uint8_t> values, packed;
-  PutValues(format.values, Span<const float>(v.values.data(), v.values.size()), &values);
+  if (format.deflate) PutValues(format.values, vals, &values);
   const bool deflated = format.deflate && DeflateWorthIt(values, &packed);
   out->reserve(out->size() + EncodedSize(v, format));
   PutU32(out, kMagic);
@@ -339,8 +342,10 @@ Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* ou
   if (deflated) {
     PutU64(out, packed.size());
     out->insert(out->end(), packed.begin(), packed.end());
-  } else {
+  } else if (format.deflate) {
     out->insert(out->end(), values.begin(), values.end());
+  } else {
+    PutValues(format.values, vals, out);
   }
   return Status::Ok();
 }
