@@ -503,6 +503,9 @@ Result<std::unique_ptr<LocalSync>> LocalSync::Create(const RunConfig& config, st
   if (config.distributed.sync != SyncMode::kLocal) return Status::InvalidArgument("LocalSync needs --sync local");
   if (transport == nullptr) return Status::InvalidArgument("LocalSync needs a transport");
   if (params.size() != layout.slots.size()) return Status::InvalidArgument("LocalSync: parameters and layout differ");
+  if (config.distributed.outer_lr <= 0) {
+    return Status::InvalidArgument("LocalSync needs a resolved outer step: set outer_lr from OuterOf");
+  }
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   impl->lr_at = std::move(lr_at);

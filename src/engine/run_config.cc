@@ -194,6 +194,17 @@ int64_t LocalFragmentsOf(const DistributedOptions& o) {
   return 1;
 }
 
+double MinNesterovRounds(double momentum) { return 2.0 / (1.0 - momentum); }
+
+OuterStep OuterOf(const DistributedOptions& o, int64_t total_steps) {
+  if (o.outer_lr > 0) return {o.outer_lr, o.outer_momentum};
+  const double rounds = static_cast<double>(total_steps) / static_cast<double>(std::max<int64_t>(1, o.local_steps));
+  if (rounds >= MinNesterovRounds(o.outer_momentum) - 1e-9) {  // 2 / (1 - 0.9) is 20 + 4e-15
+    return {kDiLoCoOuterLr, o.outer_momentum};
+  }
+  return {1.0, 0.0};
+}
+
 int64_t LocalDelayOf(const DistributedOptions& o) {
   if (!o.local_overlap) return 0;
   return o.local_delay > 0 ? o.local_delay : std::max<int64_t>(1, o.local_steps / LocalFragmentsOf(o));

@@ -202,6 +202,27 @@ TEST(RunConfigTest, DensityDefaultsToTheModes) {
   EXPECT_DOUBLE_EQ(DensityOf(d), 0.25);
 }
 
+// --outer-lr 0 (auto): DiLoCo's Nesterov step over at least 2 / (1 -
+// momentum) rounds, plain averaging below; a set outer lr is kept as set.
+TEST(RunConfigTest, OuterStepFollowsTheRunsLengthInRounds) {
+  DistributedOptions d;
+  d.sync = SyncMode::kLocal;
+  d.local_steps = 16;
+  EXPECT_EQ(d.outer_lr, 0.0);
+  EXPECT_DOUBLE_EQ(MinNesterovRounds(0.9), 20.0);
+  EXPECT_EQ(OuterOf(d, 200), (OuterStep{1.0, 0.0}));  // gpt-tiny: 12.5 rounds
+  EXPECT_EQ(OuterOf(d, 702), (OuterStep{kDiLoCoOuterLr, 0.9}));  // mlp: 44 rounds
+  EXPECT_EQ(OuterOf(d, 319), (OuterStep{1.0, 0.0}));
+  EXPECT_EQ(OuterOf(d, 320), (OuterStep{kDiLoCoOuterLr, 0.9}));
+  d.outer_momentum = 0.5;  // 4 rounds suffice
+  EXPECT_EQ(OuterOf(d, 64), (OuterStep{kDiLoCoOuterLr, 0.5}));
+  d.outer_lr = 0.3;
+  EXPECT_EQ(OuterOf(d, 16), (OuterStep{0.3, 0.5}));
+  RunConfig c;
+  c.distributed.outer_lr = -0.1;
+  EXPECT_NE(Validate(c).message().find("--outer-lr"), std::string::npos) << Validate(c).message();
+}
+
 // Deflated values: auto is on with --sync local only (the step mode's
 // controller prices undeflated bytes); on and off are what they say.
 TEST(RunConfigTest, DeflateFollowsTheMode) {

@@ -179,7 +179,11 @@ Status Worker::Impl::BuildReplica(bool broadcast_initial) {
   FRUGAL_ASSIGN_OR_RETURN(replica, Replica::Create(ro, std::move(params), transport.get()));
   if (dist.sync == SyncMode::kLocal) {  // the replica's pipeline then stays idle
     std::vector<torch::Tensor> tensors = model->parameters(/*recurse=*/true);
-    FRUGAL_ASSIGN_OR_RETURN(local, LocalSync::Create(config, [sch](int64_t t) { return sch->At(t); },
+    RunConfig resolved = config;  // the outer step chosen for this run's length (OuterOf)
+    const OuterStep outer = OuterOf(dist, total_steps);
+    resolved.distributed.outer_lr = outer.lr;
+    resolved.distributed.outer_momentum = outer.momentum;
+    FRUGAL_ASSIGN_OR_RETURN(local, LocalSync::Create(resolved, [sch](int64_t t) { return sch->At(t); },
                                                      replica->layout(), std::move(tensors), transport.get()));
   }
   return Status::Ok();
@@ -226,11 +230,12 @@ void Worker::Impl::PrintHeader() const {
               NameOf(local ? LocalExchangeOf(dist, transport->topology().num_clusters()) : dist.exchange));
   if (local) {
     const int64_t fragments = LocalFragmentsOf(dist);
+    const OuterStep outer = OuterOf(dist, total_steps);
     std::printf("local updates: %lld inner steps per round in %lld fragment(s), %s, outer lr %g%s, outer momentum %g\n",
                 static_cast<long long>(dist.local_steps), static_cast<long long>(fragments),
                 dist.local_overlap ? ("overlapped, outer steps " + std::to_string(LocalDelayOf(dist)) + " steps late").c_str()
                                    : "blocking",
-                dist.outer_lr, dist.outer_anneal ? " (annealed)" : "", dist.outer_momentum);
+                outer.lr, dist.outer_anneal && outer.momentum > 0 ? " (annealed)" : "", outer.momentum);
   }
   std::printf("metrics: %s\n", reporter->metrics_path().c_str());
   std::fflush(stdout);
