@@ -335,10 +335,10 @@ Status Worker::Impl::Record(int64_t t, int64_t epoch) {
   char line[128];
   if (protocol) {
     extra["bandwidth_mbit"] = protocol->decision().bandwidth_mbit;
-    std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  link ~%.0f Mbit/s  density %.2g%%  batch %lld", sent_mbit,
+    std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  link ~%.0f Mbit/s  density %.3g%%  batch %lld", sent_mbit,
                   protocol->decision().bandwidth_mbit, 100 * density, static_cast<long long>(cursor->global_batch()));
   } else {
-    std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  density %.2g%%", sent_mbit, 100 * density);
+    std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  density %.3g%%", sent_mbit, 100 * density);
   }
   FRUGAL_RETURN_IF_ERROR(reporter->CloseWindow(t + 1, epoch, schedule->At(t), extra, line));
   window_stats = now;
