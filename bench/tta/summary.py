@@ -147,7 +147,8 @@ def resolve_targets(sc, sys_res):
 
 
 def project_ddp(sys_res, sc):
-    """For DDP variants stopped by their budget: projected TTA = (steps ddp_unlimited needed to reach the
+    """For DDP variants stopped by their budget (not ones that completed their steps short of the target):
+    projected TTA = (steps ddp_unlimited needed to reach the
     target) x (this system's measured seconds per step, evaluations included). Plain DDP computes the same
     numbers at any bandwidth, so only the time per step differs; for the fp16/PowerSGD hooks it assumes
     their convergence per step matches plain DDP. Local SGD is not projected: its steps cost differently
@@ -160,7 +161,9 @@ def project_ddp(sys_res, sc):
             if target is None or ref is None or s.crashed or not s.system.startswith("ddp") or \
                     is_localsgd(s.system):
                 continue
-            if not res.lower_bound or s.system == "ddp_unlimited" or s.steps == 0:
+            # A run that completed its steps without reaching the target fell
+            # short in accuracy, not in time: nothing to project.
+            if not res.lower_bound or s.completed or s.system == "ddp_unlimited" or s.steps == 0:
                 continue
             hit = first_reaching(ref.curve, target, sc)
             if hit is not None:

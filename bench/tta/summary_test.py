@@ -92,6 +92,14 @@ class SummaryTest(unittest.TestCase):
         self.assertEqual(ref.tta.step, 20)
         self.assertAlmostEqual(slow.tta.projected, 20 * slow.elapsed_s / slow.steps)
 
+    def test_a_completed_run_short_of_the_target_is_not_projected(self):
+        ref = summarise("ddp_unlimited", records("val_loss", [3.0, 2.1]), 100, False, LOSS)
+        short = summarise("ddp_powersgd", records("val_loss", [3.0, 2.5]), 100, False, LOSS)
+        project_ddp([ref, short], LOSS)
+        self.assertTrue(short.completed)
+        self.assertTrue(short.tta.lower_bound)
+        self.assertIsNone(short.tta.projected)
+
     def test_best_powersgd_on_a_loss_picks_the_lowest(self):
         a = summarise("ddp_powersgd1", records("val_loss", [3.0, 2.6]), 100, True, LOSS)
         b = summarise("ddp_powersgd", records("val_loss", [3.0, 2.4]), 100, True, LOSS)
