@@ -205,6 +205,13 @@ TEST(LocalSyncTest, OuterAnnealingFollowsTheDecayOfTheInnerSchedule) {
   EXPECT_EQ(run(floored, "anneal-floor-off", false), run(floored, "anneal-floor-on", true));
 }
 
+// The parameters after a two-replica run of c with this outer lr and momentum.
+std::vector<float> WithOuter(RunConfig c, const std::string& name, double lr, double momentum) {
+  c.distributed.outer_lr = lr;
+  c.distributed.outer_momentum = momentum;
+  return TwoReplicas(c, name);
+}
+
 // Note [The last round]: Finish's round is a plain average of the replicas,
 // whatever the outer optimizer: a run of exactly one round ends where outer
 // lr 1 without momentum ends, bit for bit; with a round before it, the outer
@@ -213,15 +220,10 @@ TEST(LocalSyncTest, TheLastRoundIsAPlainAverage) {
   RunConfig o = LocalOptions("local-last");
   o.distributed.local_steps = 4;
   o.distributed.local_fragments = 1;
-  auto run = [](RunConfig c, const std::string& name, double lr, double momentum) {
-    c.distributed.outer_lr = lr;
-    c.distributed.outer_momentum = momentum;
-    return TwoReplicas(c, name);
-  };
   o.train.max_steps = 4;
-  EXPECT_EQ(run(o, "last-one-nesterov", 0.7, 0.9), run(o, "last-one-average", 1.0, 0.0));
+  EXPECT_EQ(WithOuter(o, "last-one-nesterov", 0.7, 0.9), WithOuter(o, "last-one-average", 1.0, 0.0));
   o.train.max_steps = 6;
-  EXPECT_GT(RelativeDistance(run(o, "last-two-nesterov", 0.7, 0.9), run(o, "last-two-average", 1.0, 0.0)), 1e-6);
+  EXPECT_GT(RelativeDistance(WithOuter(o, "last-two-nesterov", 0.7, 0.9), WithOuter(o, "last-two-average", 1.0, 0.0)), 1e-6);
 }
 
 // --outer-lr 0 (OuterOf): a run of 4 rounds, fewer than the 20 that momentum
@@ -231,14 +233,9 @@ TEST(LocalSyncTest, AutoOuterStepAveragesAShortRun) {
   o.train.max_steps = 8;
   o.distributed.local_steps = 2;
   o.distributed.local_fragments = 1;
-  auto run = [](RunConfig c, const std::string& name, double lr, double momentum) {
-    c.distributed.outer_lr = lr;
-    c.distributed.outer_momentum = momentum;
-    return TwoReplicas(c, name);
-  };
-  const auto average = run(o, "auto-outer-average", 1.0, 0.0);
-  EXPECT_EQ(run(o, "auto-outer-auto", 0.0, 0.9), average);
-  EXPECT_GT(RelativeDistance(run(o, "auto-outer-nesterov", kDiLoCoOuterLr, 0.9), average), 1e-6);
+  const auto average = WithOuter(o, "auto-outer-average", 1.0, 0.0);
+  EXPECT_EQ(WithOuter(o, "auto-outer-auto", 0.0, 0.9), average);
+  EXPECT_GT(RelativeDistance(WithOuter(o, "auto-outer-nesterov", kDiLoCoOuterLr, 0.9), average), 1e-6);
 }
 
 RunConfig LocalCheckpointOptions(const std::string& run) {
