@@ -1,6 +1,7 @@
 #include "frugal/engine/compressed_allreduce.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -132,6 +133,21 @@ class CompressedAllReduce::Impl {
   mutable std::mutex mu;
   std::map<uint64_t, std::unique_ptr<BucketState>> buckets;  // GUARDED_BY(mu); entries never erased
   CompressedAllReduceStats stats;                            // GUARDED_BY(mu)
+  std::atomic<bool> deflate_on{true};                        // SetDeflate
+
+  // The wire format of the next messages: options.wire, deflated only while
+  // deflate_on.
+  compress::WireFormat Wire() const {
+    compress::WireFormat w = options.wire;
+    w.deflate = w.deflate && deflate_on.load(std::memory_order_relaxed);
+    return w;
+  }
+  // v's bytes in wire without deflate, where wire deflates; else encoded.
+  static size_t RawSize(const compress::SparseVector& v, compress::WireFormat wire, size_t encoded) {
+    if (!wire.deflate) return encoded;
+    wire.deflate = false;
+    return compress::EncodedSize(v, wire);
+  }
 
   bool sharded() const {
     return options.exchange.algorithm == comm::ExchangeAlgorithm::kSharded && transport->world_size() > 1;
@@ -157,7 +173,7 @@ class CompressedAllReduce::Impl {
 // Leaders merge the contributions in rank order (Note [Merged updates] in
 // src/compress/merge.cc), so all ranks decode byte-identical sums.
 Result<comm::Bytes> CompressedAllReduce::Impl::Combine(std::vector<comm::Bytes> parts) const {
-  return compress::CombineEncoded(parts, options.wire);
+  return compress::CombineEncoded(parts, Wire());
 }
 
 BucketState& CompressedAllReduce::Impl::StateOf(uint64_t bucket) {
@@ -240,6 +256,7 @@ void CompressedAllReduce::Impl::Count(const CompressedAllReduceStats& call) {
   stats.total_values += call.total_values;
   stats.merged_values += call.merged_values;
   stats.sent_bytes += call.sent_bytes;
+  stats.raw_bytes += call.raw_bytes;
   stats.sparsify_s += call.sparsify_s;
   stats.exchange_s += call.exchange_s;
 }
@@ -255,8 +272,10 @@ Status CompressedAllReduce::Impl::RunLocked(BucketState& state, uint64_t bucket,
   FRUGAL_RETURN_IF_ERROR(state.whole.feedback->Compress(Span<const float>(data.data(), data.size()),
                                                         *state.whole.sparsifier, options.density, &mine));
   comm::Bytes encoded;
-  FRUGAL_RETURN_IF_ERROR(compress::Encode(mine, options.wire, &encoded));
+  const compress::WireFormat wire = Wire();
+  FRUGAL_RETURN_IF_ERROR(compress::Encode(mine, wire, &encoded));
   const size_t sent_bytes = encoded.size();
+  const size_t raw_bytes = RawSize(mine, wire, sent_bytes);
   auto t1 = Clock::now();
   const comm::ClusterFn cluster = [&](std::vector<comm::Bytes> members) {
     return CompressCluster(state, bucket, members);
@@ -279,6 +298,7 @@ Status CompressedAllReduce::Impl::RunLocked(BucketState& state, uint64_t bucket,
   call.total_values = data.size();
   call.merged_values = sum.nnz();
   call.sent_bytes = sent_bytes;
+  call.raw_bytes = raw_bytes;
   call.sparsify_s = Seconds(t1 - t0);
   call.exchange_s = Seconds(t2 - t1);
   Count(call);
@@ -302,7 +322,7 @@ Status CompressedAllReduce::Impl::CompressMerged(const std::vector<comm::Bytes>&
   compress::SparseVector sent;
   FRUGAL_RETURN_IF_ERROR(
       c.feedback->Compress(Span<const float>(dense.data(), dense.size()), *c.sparsifier, options.density, &sent));
-  return compress::Encode(sent, options.wire, out);
+  return compress::Encode(sent, Wire(), out);
 }
 
 // Note [Leader residual]: the sum of a leader's cluster (`parts`, its
@@ -336,9 +356,11 @@ Status CompressedAllReduce::Impl::RunSharded(BucketState& state, uint64_t bucket
     FRUGAL_RETURN_IF_ERROR(c.feedback->Compress(Span<const float>(data.data() + begin, end - begin), *c.sparsifier,
                                                 options.density, &piece));
     comm::Bytes encoded;
-    FRUGAL_RETURN_IF_ERROR(compress::Encode(piece, options.wire, &encoded));
+    const compress::WireFormat wire = Wire();
+    FRUGAL_RETURN_IF_ERROR(compress::Encode(piece, wire, &encoded));
     call.sent_values += piece.nnz();
     call.sent_bytes += encoded.size();
+    call.raw_bytes += RawSize(piece, wire, encoded.size());
     if (j == me) {
       to_mine[static_cast<size_t>(me)] = std::move(encoded);
     } else {
@@ -535,6 +557,8 @@ Status CompressedAllReduce::LoadState(const std::vector<uint8_t>& bytes) {
   return Status::Ok();
 }
 
+void CompressedAllReduce::SetDeflate(bool on) { impl_->deflate_on.store(on, std::memory_order_relaxed); }
+bool CompressedAllReduce::deflating() const { return impl_->Wire().deflate; }
 const CompressedAllReduceOptions& CompressedAllReduce::options() const { return impl_->options; }
 CompressedAllReduceStats CompressedAllReduce::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

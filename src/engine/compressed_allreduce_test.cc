@@ -1,6 +1,7 @@
 #include "frugal/engine/compressed_allreduce.h"
 
 #include <cmath>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -24,10 +25,14 @@ struct Outcome {
   std::vector<Status> statuses;
   std::vector<uint64_t> bytes_sent;        // per rank, over all calls
   std::vector<uint64_t> inter_bytes_sent;  // the part that crossed clusters
+  std::vector<CompressedAllReduceStats> stats;
 };
 
+// Called on each rank's object before each call (rank, call).
+using BeforeCall = std::function<void(CompressedAllReduce&, int, int)>;
+
 Outcome RunWorld(const std::vector<std::string>& clusters, CompressedAllReduceOptions options, size_t n, int calls,
-                 int nonzero_calls) {
+                 int nonzero_calls, const BeforeCall& before_call = nullptr) {
   const int world = static_cast<int>(clusters.size());
   auto topo = comm::Topology::FromClusterNames(clusters);
   comm::InProcHub hub(*topo);
@@ -37,6 +42,7 @@ Outcome RunWorld(const std::vector<std::string>& clusters, CompressedAllReduceOp
   out.statuses.resize(world);
   out.bytes_sent.resize(world);
   out.inter_bytes_sent.resize(world);
+  out.stats.resize(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
@@ -48,6 +54,7 @@ Outcome RunWorld(const std::vector<std::string>& clusters, CompressedAllReduceOp
         return;
       }
       for (int c = 0; c < calls; ++c) {
+        if (before_call) before_call(**ar, r, c);
         for (size_t b = 0; b < sizes.size(); ++b) {
           std::vector<float> data(sizes[b]);
           for (size_t i = 0; i < data.size(); ++i) data[i] = c < nonzero_calls ? Grad(r, c, i + 1000 * b) : 0.0f;
@@ -59,6 +66,7 @@ Outcome RunWorld(const std::vector<std::string>& clusters, CompressedAllReduceOp
           for (size_t i = 0; i < data.size(); ++i) out.sums[r][b][i] += data[i];
         }
       }
+      out.stats[r] = (*ar)->stats();
       const comm::TransportStats stats = (*transport)->stats();
       out.bytes_sent[r] = stats.intra_cluster.bytes_sent + stats.inter_cluster.bytes_sent;
       out.inter_bytes_sent[r] = stats.inter_cluster.bytes_sent;
@@ -181,6 +189,32 @@ TEST(CompressedAllReduceTest, ShardedErrorFeedbackEventuallySendsEverything) {
   CompressedAllReduceOptions int4 = Sharded(Fp32(1.0));
   int4.wire.values = compress::ValueEncoding::kInt4;
   ExpectMean(RunWorld(four, int4, 256, 16, 1), 4, 1, 1e-4f);
+}
+
+// Deflate is lossless and flagged per message: ranks that switch it on and
+// off alone, call by call, get the values of ranks that always deflate, bit
+// for bit, and send more bytes; raw_bytes counts the bytes without deflate.
+TEST(CompressedAllReduceTest, RanksSwitchDeflateAloneWithoutChangingAValue) {
+  const std::vector<std::string> four = {"local", "local", "local", "local"};
+  CompressedAllReduceOptions o = Sharded(Fp32(1.0));
+  o.wire.values = compress::ValueEncoding::kInt4;
+  o.wire.deflate = true;
+  const Outcome always = RunWorld(four, o, 4000, 6, 2);
+  const Outcome mixed = RunWorld(four, o, 4000, 6, 2, [](CompressedAllReduce& ar, int r, int c) {
+    ar.SetDeflate((r + c) % 2 == 0);
+    EXPECT_EQ(ar.deflating(), (r + c) % 2 == 0);
+  });
+  const Outcome never = RunWorld(four, o, 4000, 6, 2, [](CompressedAllReduce& ar, int, int) { ar.SetDeflate(false); });
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(mixed.statuses[r].ok()) << mixed.statuses[r].ToString();
+    EXPECT_EQ(mixed.sums[r], always.sums[r]) << "rank " << r;
+    EXPECT_EQ(never.sums[r], always.sums[r]) << "rank " << r;
+    EXPECT_LT(always.stats[r].sent_bytes, always.stats[r].raw_bytes) << "rank " << r;
+    EXPECT_LT(always.bytes_sent[r], mixed.bytes_sent[r]) << "rank " << r;
+    EXPECT_LT(mixed.bytes_sent[r], never.bytes_sent[r]) << "rank " << r;
+    EXPECT_EQ(never.stats[r].sent_bytes, never.stats[r].raw_bytes) << "rank " << r;
+    EXPECT_EQ(never.stats[r].raw_bytes, always.stats[r].raw_bytes) << "rank " << r;
+  }
 }
 
 // Two objects on one transport (two DDP models) keep their messages apart.

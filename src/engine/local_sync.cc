@@ -47,6 +47,10 @@ struct Fragment {
   int64_t apply_at = -1;
   std::thread flight;  // joinable while its exchange runs
   Status flight_status;
+  // Its last exchange: seconds, bytes sent and those bytes without deflate
+  // (Note [Deflate while link-bound]).
+  double exchange_s = 0;
+  uint64_t sent_bytes = 0, raw_bytes = 0;
 };
 
 class LocalSync::Impl {
@@ -76,6 +80,12 @@ class LocalSync::Impl {
   int64_t rounds = 0;     // fragment syncs
   double optimizer_s = 0;
   double wait_s = 0;  // the compute thread waiting for an overlapped round's exchange
+  // Note [Deflate while link-bound]: on with --deflate auto and overlapped
+  // rounds. step_s: the compute thread's seconds per step (from the end of
+  // BeginIteration to the end of EndBackward, smoothed).
+  bool adapt_deflate = false;
+  Clock::time_point step_began;
+  double step_s = 0;
   mutable std::mutex stats_mu;  // guards reduce_stats (the exchange threads write it)
   CompressedAllReduceStats reduce_stats;
 
@@ -94,6 +104,7 @@ class LocalSync::Impl {
   Status DrainAll();
   double OuterLrAt(int64_t t) const;
   Status Apply(size_t f, bool average = false);
+  void DecideDeflate(const Fragment& fr);
   Status ApplyDue(int64_t t, bool* applied);
   void ReadGradients();
   std::vector<uint8_t> SaveShared() const;
@@ -205,6 +216,7 @@ Status LocalSync::Impl::MakeReduce() {
   o.seed = config.train.seed;
   o.instance = 0;  // the worker's only CompressedAllReduce
   FRUGAL_ASSIGN_OR_RETURN(reduce, CompressedAllReduce::Create(o, transport));
+  adapt_deflate = d.deflate == DeflateMode::kAuto && o.wire.deflate && delay > 0;
   return Status::Ok();
 }
 
@@ -249,15 +261,47 @@ Status LocalSync::Impl::SyncFragment(size_t f, int64_t t, int64_t after, bool av
 // Replaces fragment f's slices of `sending` by the ranks' merged average
 // (residual added, sparsified, encoded, exchanged, decoded).
 Status LocalSync::Impl::Exchange(size_t f, int64_t t) {
-  const Fragment& fr = *frags[f];
+  Fragment& fr = *frags[f];
+  const auto t0 = Clock::now();
+  const CompressedAllReduceStats before = reduce->stats();
   for (size_t b = 0; b < sending.size(); ++b) {
     if (fr.hi[b] == fr.lo[b]) continue;
     Status s = reduce->Run(b * P() + f, Span<float>(sending[b].data() + fr.lo[b], fr.hi[b] - fr.lo[b]));
     if (!s.ok()) return s.WithContext("--sync local round ending before step " + std::to_string(t));
   }
+  const CompressedAllReduceStats after = reduce->stats();
+  fr.exchange_s = Seconds(Clock::now() - t0);
+  fr.sent_bytes = after.sent_bytes - before.sent_bytes;
+  fr.raw_bytes = after.raw_bytes - before.raw_bytes;
   std::lock_guard<std::mutex> lock(stats_mu);
-  reduce_stats = reduce->stats();
+  reduce_stats = after;
   return Status::Ok();
+}
+
+// Note [Deflate while link-bound]: deflate (--deflate auto with --sync
+// local) cuts a round's bytes by a third on mlp, but on 2 cores shared by 4
+// workers its CPU comes out of compute: on cnn, whose raw rounds fit 10
+// Mbit/s, the exchange threads' encoding went from 0.007 to 0.017 s per
+// step and the compute from 0.135 to 0.150 s (docs/benchmarks.md, "The
+// outer step chosen by the run's length"). So each rank deflates only
+// while its rounds need it: after each overlapped round it predicts the
+// round's time without deflate (its measured time x raw bytes / bytes sent)
+// and stops deflating when that fits in kDeflateOffBelow of the round's
+// window (the steps until its outer step x the seconds per step); when not
+// deflating, it starts again once a round takes more than kDeflateOnAbove
+// of the window. Deflate is lossless and flagged per message, so the ranks
+// decide alone and every value, hence every replica, is the same whatever
+// they decide. Blocking rounds have no window: they deflate throughout.
+bool DeflateNextRound(double exchange_s, double raw_over_sent, double window_s, bool deflating) {
+  if (!(window_s > 0)) return true;
+  if (deflating) return exchange_s * std::max(1.0, raw_over_sent) >= kDeflateOffBelow * window_s;
+  return exchange_s > kDeflateOnAbove * window_s;
+}
+
+void LocalSync::Impl::DecideDeflate(const Fragment& fr) {
+  if (!adapt_deflate || fr.sent_bytes == 0) return;
+  const double ratio = static_cast<double>(fr.raw_bytes) / static_cast<double>(fr.sent_bytes);
+  reduce->SetDeflate(DeflateNextRound(fr.exchange_s, ratio, static_cast<double>(delay) * step_s, reduce->deflating()));
 }
 
 // Waits for fragment f's exchange, if one is running.
@@ -306,6 +350,7 @@ double LocalSync::Impl::OuterLrAt(int64_t t) const {
 Status LocalSync::Impl::Apply(size_t f, bool average) {
   FRUGAL_RETURN_IF_ERROR(Drain(f));
   Fragment& fr = *frags[f];
+  if (!average) DecideDeflate(fr);
   const auto t0 = Clock::now();
   const double outer_lr = OuterLrAt(fr.synced_at);
   for (size_t b = 0; b < anchor.size(); ++b) {
@@ -541,6 +586,7 @@ Status LocalSync::BeginIteration(int64_t t, bool check_replicas) {
   }
   if (changed) CopyIn(/*anchor=*/false);
   if (check_replicas) FRUGAL_RETURN_IF_ERROR(CheckReplicas(t).status());
+  m.step_began = Clock::now();
   return Status::Ok();
 }
 
@@ -556,6 +602,8 @@ Status LocalSync::EndBackward(int64_t t) {
   m.optimizer_s += Seconds(Clock::now() - t0);
   m.last_step = t + 1;
   CopyIn(/*anchor=*/false);
+  const double step = Seconds(Clock::now() - m.step_began);
+  m.step_s = m.step_s > 0 ? 0.8 * m.step_s + 0.2 * step : step;
   return Status::Ok();
 }
 
@@ -620,6 +668,7 @@ PipelineStats LocalSync::stats() const {
 }
 
 int64_t LocalSync::rounds() const { return impl_->rounds; }
+bool LocalSync::deflating() const { return impl_->reduce->deflating(); }
 
 Status LocalSync::SaveSections(bool shared, CheckpointSections* sections) {
   FRUGAL_RETURN_IF_ERROR(impl_->DrainAll().WithContext("waiting for the rounds in flight before saving"));

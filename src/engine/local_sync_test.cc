@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "frugal/engine/checkpoint.h"
+#include "local_sync.h"
 #include "worker_test_util.h"
 
 namespace frugal::engine {
@@ -223,7 +224,8 @@ TEST(LocalSyncTest, TheLastRoundIsAPlainAverage) {
   o.train.max_steps = 4;
   EXPECT_EQ(WithOuter(o, "last-one-nesterov", 0.7, 0.9), WithOuter(o, "last-one-average", 1.0, 0.0));
   o.train.max_steps = 6;
-  EXPECT_GT(RelativeDistance(WithOuter(o, "last-two-nesterov", 0.7, 0.9), WithOuter(o, "last-two-average", 1.0, 0.0)), 1e-6);
+  EXPECT_GT(RelativeDistance(WithOuter(o, "last-two-nesterov", 0.7, 0.9), WithOuter(o, "last-two-average", 1.0, 0.0)),
+            1e-6);
 }
 
 // --outer-lr 0 (OuterOf): a run of 4 rounds, fewer than the 20 that momentum
@@ -236,6 +238,34 @@ TEST(LocalSyncTest, AutoOuterStepAveragesAShortRun) {
   const auto average = WithOuter(o, "auto-outer-average", 1.0, 0.0);
   EXPECT_EQ(WithOuter(o, "auto-outer-auto", 0.0, 0.9), average);
   EXPECT_GT(RelativeDistance(WithOuter(o, "auto-outer-nesterov", kDiLoCoOuterLr, 0.9), average), 1e-6);
+}
+
+// Note [Deflate while link-bound]: off when the round without deflate is
+// predicted within half its window, on again past three quarters; blocking
+// rounds (no window) always deflate.
+TEST(LocalSyncTest, DeflateFollowsTheRoundsWindow) {
+  EXPECT_TRUE(DeflateNextRound(0.1, 1.5, 0.0, true));
+  EXPECT_TRUE(DeflateNextRound(0.1, 1.5, 0.0, false));
+  EXPECT_FALSE(DeflateNextRound(0.3, 1.5, 1.0, true));  // 0.45 < 0.5: raw fits
+  EXPECT_TRUE(DeflateNextRound(0.4, 1.5, 1.0, true));   // 0.6: raw would not
+  EXPECT_FALSE(DeflateNextRound(0.7, 1.0, 1.0, false));  // between: stays off
+  EXPECT_TRUE(DeflateNextRound(0.8, 1.0, 1.0, false));
+  EXPECT_FALSE(DeflateNextRound(0.45, 0.5, 1.0, true));  // a ratio below 1 counts as 1
+}
+
+// --deflate auto switches per rank and round; the values, hence the run,
+// are those of --deflate on, bit for bit.
+TEST(LocalSyncTest, AutoDeflateLeavesTheRunBitIdentical) {
+  RunConfig o = LocalOptions("local-deflate");
+  o.train.max_steps = 12;
+  o.distributed.density = 1;
+  o.distributed.local_fragments = 2;
+  o.distributed.deflate = DeflateMode::kOn;
+  const auto on = TwoReplicas(o, "deflate-on");
+  o.distributed.deflate = DeflateMode::kAuto;
+  EXPECT_EQ(TwoReplicas(o, "deflate-auto"), on);
+  o.distributed.deflate = DeflateMode::kOff;
+  EXPECT_EQ(TwoReplicas(o, "deflate-off"), on);
 }
 
 RunConfig LocalCheckpointOptions(const std::string& run) {

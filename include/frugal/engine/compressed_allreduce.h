@@ -76,6 +76,7 @@ struct CompressedAllReduceStats {
   uint64_t merged_values = 0; // coordinates of the merged result (the union of all selections)
   uint64_t total_values = 0;  // coordinates it could have contributed
   uint64_t sent_bytes = 0;    // encoded bytes this rank contributed
+  uint64_t raw_bytes = 0;     // the same messages' bytes without deflate (= sent_bytes when none was deflated)
   double sparsify_s = 0;
   double exchange_s = 0;
 };
@@ -105,6 +106,13 @@ class CompressedAllReduce {
   // empty) at the same point. REQUIRES: no Run in flight.
   std::vector<uint8_t> SaveState() const;
   Status LoadState(const std::vector<uint8_t>& bytes);
+
+  // With options.wire.deflate: whether the messages of the next Run are
+  // deflated (true at first). Deflate is lossless and flagged per message,
+  // so a rank may switch it alone between calls without changing any value
+  // (Note [Deflate while link-bound] in local_sync.cc).
+  void SetDeflate(bool on);
+  bool deflating() const;
 
   const CompressedAllReduceOptions& options() const;
   CompressedAllReduceStats stats() const;
