@@ -279,17 +279,17 @@ Status LocalSync::Impl::Exchange(size_t f, int64_t t) {
 }
 
 // Note [Deflate while link-bound]: deflate (--deflate auto with --sync
-// local) cuts a round's bytes by a third on mlp, but on 2 cores shared by 4
-// workers its CPU comes out of compute: on cnn, whose raw rounds fit 10
-// Mbit/s, the exchange threads' encoding went from 0.007 to 0.017 s per
-// step and the compute from 0.135 to 0.150 s (docs/benchmarks.md, "The
-// outer step chosen by the run's length"). So each rank deflates only
-// while its rounds need it: after each overlapped round it predicts the
-// round's time without deflate (its measured time x raw bytes / bytes sent)
-// and stops deflating when that fits in kDeflateOffBelow of the round's
-// window (the steps until its outer step x the seconds per step); when not
-// deflating, it starts again once a round takes more than kDeflateOnAbove
-// of the window. Deflate is lossless and flagged per message, so the ranks
+// local) cuts a round's bytes by a third on mlp, at a CPU cost: on cnn,
+// whose raw rounds fit 10 Mbit/s, the exchange threads' encoding took 0.017
+// s per step with it and 0.010 s under this rule, CPU that workers sharing
+// cores take from compute (the time to accuracy moved within the runs'
+// spread; docs/benchmarks.md, "Deflate only while the link needs it").
+// So each rank deflates only while its rounds need it: after each
+// overlapped round it predicts the round's time without deflate (its
+// measured time x raw bytes / bytes sent) and stops deflating when that
+// fits in kDeflateOffBelow of the round's window (the steps until its outer
+// step x the seconds per step); when not deflating, it starts again once a
+// round takes more than kDeflateOnAbove of the window. Deflate is lossless and flagged per message, so the ranks
 // decide alone and every value, hence every replica, is the same whatever
 // they decide. Blocking rounds have no window: they deflate throughout.
 bool DeflateNextRound(double exchange_s, double raw_over_sent, double window_s, bool deflating) {
@@ -668,7 +668,6 @@ PipelineStats LocalSync::stats() const {
 }
 
 int64_t LocalSync::rounds() const { return impl_->rounds; }
-bool LocalSync::deflating() const { return impl_->reduce->deflating(); }
 
 Status LocalSync::SaveSections(bool shared, CheckpointSections* sections) {
   FRUGAL_RETURN_IF_ERROR(impl_->DrainAll().WithContext("waiting for the rounds in flight before saving"));

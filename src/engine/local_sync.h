@@ -109,7 +109,6 @@ class LocalSync {
   // optimizer_s of inner and outer steps, sent/total values of the syncs.
   PipelineStats stats() const;
   int64_t rounds() const;  // fragment syncs so far
-  bool deflating() const;  // whether the next round's messages are deflated
 
   // Run state (Note [Local-update state] in local_sync.cc), as checkpoint
   // sections: "local_sync" (rank 0 only: anchors, outer state, round
