@@ -301,7 +301,8 @@ bool DeflateNextRound(double exchange_s, double raw_over_sent, double window_s, 
 void LocalSync::Impl::DecideDeflate(const Fragment& fr) {
   if (!adapt_deflate || fr.sent_bytes == 0) return;
   const double ratio = static_cast<double>(fr.raw_bytes) / static_cast<double>(fr.sent_bytes);
-  reduce->SetDeflate(DeflateNextRound(fr.exchange_s, ratio, static_cast<double>(delay) * step_s, reduce->deflating()));
+  const double window_s = static_cast<double>(delay) * step_s;
+  reduce->SetDeflate(DeflateNextRound(fr.exchange_s, ratio, window_s, reduce->deflating()));
 }
 
 // Waits for fragment f's exchange, if one is running.
