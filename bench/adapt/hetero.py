@@ -52,7 +52,7 @@ def run(args, mode, groups):
     metrics = os.path.join(run_dir, name, "metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
-    cmd = [args.frugal, "train", "--workers", str(len(groups.quotas)), "--adapt", mode,
+    cmd = [args.frugal, "train", "--workers", str(len(groups.quotas)), "--sync", "step", "--adapt", mode,
            "--max-steps", str(args.steps), "--epochs", "1", "--eval-every", "100000", "--checksum-every", "0",
            "--log-every", "5", "--threads", "1", "--runs-dir", run_dir, "--run-name", name, "--quiet"]
     log = open(os.path.join(args.out_dir, name + ".log"), "w")

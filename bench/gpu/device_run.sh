@@ -71,10 +71,10 @@ export -f build_frugal; export build py
 if [ ! -x $build/frugal ]; then log "no frugal binary: stop"; pack; exit 1; fi
 grep -i "python package" "$work/build.log" 2>/dev/null | head -3 | tee -a "$work/steps.log"
 
-fr() {  # fr NAME ARGS...: frugal train on the GPU, Fashion-MNIST from .gpu
+fr() {  # fr NAME ARGS...: frugal train on the GPU, Fashion-MNIST from .gpu; the step mode, as measured before --sync auto
   local name=$1; shift
   step "train-$name" 120 $build/frugal train --device $device --data-dir "$data" --text-file .gpu/bible.data \
-    --runs-dir "$work/runs" --run-name "$name" --log-every 50 "$@"
+    --runs-dir "$work/runs" --run-name "$name" --log-every 50 --sync step "$@"
 }
 ddp() {  # ddp NAME CASE...: bench/baselines/ddp_gpu_test.sh cases, one epoch of 4 x 64 at most
   local name=$1; shift

@@ -8,7 +8,7 @@ median iteration time of rank 0.
         /usr/bin/python3 python/bench/mlp_iteration.py --steps 200
     PYTHONPATH=build/python build/frugal run --workers 2 -- \
         /usr/bin/python3 python/bench/mlp_iteration.py --ddp-hook --overlap 0 --density 0.03
-    build/frugal train --workers 2 --model mlp --dataset synthetic --max-steps 200 \
+    build/frugal train --sync step --workers 2 --model mlp --dataset synthetic --max-steps 200 \
         --batch-size 64 --density 0.01 --staleness 0 --eval-every 0 --log-every 10
 
 Same defaults as `frugal train` had when this was written: sgd, lr 0.1,

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -121,19 +122,32 @@ TEST(CliTest, TwoWorkerProcessesTrainOnLoopback) {
   EXPECT_NE(r.output.find("done: 32 steps"), std::string::npos) << r.output;
   EXPECT_TRUE(std::filesystem::exists(runs / "procs" / "metrics.jsonl"));
   EXPECT_TRUE(std::filesystem::exists(runs / "procs" / "config.toml"));
-  // --adapt auto (the default) runs the controller here: its decisions are
-  // in the metrics; with --adapt off there are none.
+  // --sync auto (the default) trains in the local mode here, says so, and
+  // names it in the workers' configuration.
+  EXPECT_NE(r.output.find("sync: local updates, exchanged every 16 steps (--sync auto"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("local updates: 16 inner steps per round"), std::string::npos) << r.output;
+  std::ifstream toml(runs / "procs" / "config.toml");
+  std::string text((std::istreambuf_iterator<char>(toml)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("sync = \"local\""), std::string::npos) << text;
+  // In the step mode --adapt auto runs the controller: its decisions are in
+  // the metrics; with --adapt off there are none, nor in the local mode.
   auto decisions = [&](const std::string& run) {
     std::ifstream in(runs / run / "metrics.jsonl");
     int n = 0;
     for (std::string line; std::getline(in, line);) n += line.find("\"decision\"") != std::string::npos;
     return n;
   };
-  EXPECT_GT(decisions("procs"), 0);
-  std::filesystem::remove_all(runs / "procs-fixed");
-  r = Frugal("train --workers 2 --dataset synthetic --synthetic-train-size 512 --epochs 1 --adapt off "
-             "--batch-size 16 --lr 0.02 --threads 1 --run-name procs-fixed --runs-dir " + runs.string());
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(decisions("procs"), 0);
+  for (const std::string run : {"procs-step", "procs-fixed"}) {
+    std::filesystem::remove_all(runs / run);
+    r = Frugal("train --workers 2 --sync step --dataset synthetic --synthetic-train-size 512 --epochs 1 " +
+               std::string(run == "procs-fixed" ? "--adapt off " : "") +
+               "--batch-size 16 --lr 0.02 --threads 1 --run-name " + run + " --runs-dir " + runs.string());
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.find("local updates"), std::string::npos) << r.output;
+  }
+  EXPECT_GT(decisions("procs-step"), 0);
   EXPECT_EQ(decisions("procs-fixed"), 0);
 }
 

@@ -153,6 +153,22 @@ bool ResolveConfig(CLI::App* cmd, const engine::RunConfig& config) {
   return false;
 }
 
+// --sync auto: resolved once here, so the workers' config.toml names the mode
+// they run, and said, with the flag that picks the other one.
+void ResolveSync(engine::RunConfig& config) {
+  const bool chosen = config.distributed.sync == engine::SyncMode::kAuto;
+  config.distributed.sync = engine::SyncOf(config);
+  if (!chosen || config.train.quiet) return;
+  if (config.distributed.sync == engine::SyncMode::kLocal) {
+    std::printf("sync: local updates, exchanged every %lld steps (--sync auto; --sync step exchanges gradients "
+                "every step)\n",
+                static_cast<long long>(config.distributed.local_steps));
+  } else {
+    std::printf("sync: gradients every step (--sync auto, for the options given; --sync local exchanges every "
+                "--local-steps steps)\n");
+  }
+}
+
 std::unique_ptr<engine::AdaptationPolicy> MakeController(const engine::RunConfig& config, const comm::Topology& topo) {
   control::ControllerOptions co;
   co.adapt_density = config.distributed.adapt == engine::AdaptMode::kOn;
@@ -242,6 +258,7 @@ engine::AdaptMode ResolveAdapt(const engine::RunConfig& config) {
 }
 
 void RunWorker(engine::RunConfig config) {
+  config.distributed.sync = engine::SyncOf(config);  // before --adapt auto, which follows it
   config.distributed.adapt = ResolveAdapt(config);
   const engine::WorkerIdentity& id = config.worker;
   if (id.coordinator.empty()) throw UsageError("frugal worker needs --coordinator tcp://HOST:PORT");
@@ -304,6 +321,7 @@ void AddTrainCommand(CLI::App& app) {
       throw UsageError("checkpoints are written by the distributed engine: use --workers 2 or more");
     }
     if (config.distributed.workers > 1) {
+      ResolveSync(config);
       if (config.train.dataset == train::DatasetKind::kFashionMnist) {
         ThrowIfError(data::CheckFashionMnistFiles(config.train.data_dir));
       }

@@ -170,9 +170,45 @@ TEST(RunConfigTest, AdaptAutoIsTheDefaultAndValidWhereOnIsNot) {
 TEST(RunConfigTest, ShardedExchangeNeedsSyncLocal) {
   RunConfig c;
   c.distributed.exchange = comm::ExchangeAlgorithm::kSharded;
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).ToString();  // --sync auto: local here
+  c.distributed.sync = SyncMode::kStep;
   EXPECT_NE(Validate(c).message().find("--exchange sharded needs --sync local"), std::string::npos)
       << Validate(c).message();
   c.distributed.sync = SyncMode::kLocal;
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).ToString();
+}
+
+// --sync auto (the default): the local mode for 2 or more workers, the step
+// mode where an option needs it; step and local stay as set. Validation
+// checks the mode the run will take.
+TEST(RunConfigTest, SyncAutoIsLocalUnlessAnOptionNeedsTheStepMode) {
+  RunConfig c;
+  EXPECT_EQ(c.distributed.sync, SyncMode::kAuto);
+  EXPECT_EQ(c.distributed.local_steps, 16);
+  EXPECT_EQ(SyncOf(c), SyncMode::kLocal);
+  auto with = [](auto change) {
+    RunConfig x;
+    change(x);
+    return SyncOf(x);
+  };
+  EXPECT_EQ(with([](RunConfig& x) { x.elastic.elastic = true; }), SyncMode::kStep);
+  EXPECT_EQ(with([](RunConfig& x) { x.distributed.adapt = AdaptMode::kOn; }), SyncMode::kStep);
+  EXPECT_EQ(with([](RunConfig& x) { x.distributed.adapt = AdaptMode::kBatch; }), SyncMode::kStep);
+  EXPECT_EQ(with([](RunConfig& x) { x.distributed.adapt = AdaptMode::kOff; }), SyncMode::kLocal);
+  EXPECT_EQ(with([](RunConfig& x) { x.distributed.staleness = 1; }), SyncMode::kStep);
+  EXPECT_EQ(with([](RunConfig& x) { x.distributed.density_warmup_steps = 100; }), SyncMode::kStep);
+  EXPECT_EQ(with([](RunConfig& x) { x.distributed.workers = 1; }), SyncMode::kStep);
+  EXPECT_EQ(with([](RunConfig& x) { x.distributed.density = 0.05; }), SyncMode::kLocal);
+  EXPECT_EQ(with([](RunConfig& x) {
+              x.distributed.sync = SyncMode::kLocal;
+              x.elastic.elastic = true;
+            }),
+            SyncMode::kLocal);  // as set, and Validate says why not
+  EXPECT_EQ(with([](RunConfig& x) { x.distributed.sync = SyncMode::kStep; }), SyncMode::kStep);
+  c.distributed.local_fragments = 3;  // checked as a local run: 3 does not divide 16
+  EXPECT_NE(Validate(c).message().find("--local-fragments 3 must divide --local-steps 16"), std::string::npos)
+      << Validate(c).message();
+  c.elastic.elastic = true;  // auto then takes the step mode, where fragments do not apply
   EXPECT_TRUE(Validate(c).ok()) << Validate(c).ToString();
 }
 

@@ -432,6 +432,7 @@ Result<std::unique_ptr<Worker>> Worker::Create(const RunConfig& config, std::uni
                                                std::unique_ptr<AdaptationPolicy> policy) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  impl->config.distributed.sync = SyncOf(config);  // --sync auto (Note [Sync auto] in run_config.cc)
   impl->transport = std::move(transport);
   impl->policy = std::move(policy);
   try {
@@ -447,6 +448,7 @@ Result<std::unique_ptr<Worker>> Worker::CreateElastic(const RunConfig& config,
   if (!config.elastic.elastic) return Status::InvalidArgument("Worker::CreateElastic needs --elastic");
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  impl->config.distributed.sync = SyncOf(config);  // the step mode: --elastic needs it
   impl->membership = std::move(membership);
   try {
     FRUGAL_RETURN_IF_ERROR(impl->Prepare());

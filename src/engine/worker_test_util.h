@@ -35,6 +35,7 @@ inline RunConfig BaseOptions(const std::string& run) {
   o.threads = 1;
   c.distributed.timeout_s = 30;
   c.distributed.checksum_every = 5;
+  c.distributed.sync = SyncMode::kStep;  // these tests drive the gradient pipeline (--sync auto: local)
   o.runs_dir = (std::filesystem::temp_directory_path() / "frugal_worker_test").string();
   o.run_name = run;
   return c;

@@ -34,8 +34,9 @@ struct frugal::EnumNames<frugal::comm::ExchangeAlgorithm> {
 namespace frugal::engine {
 
 // How the replicas synchronise: every step (the gradient pipeline), or
-// every local_steps inner steps with an outer step (src/engine/local_sync.h).
-enum class SyncMode { kStep, kLocal };
+// every local_steps inner steps with an outer step (src/engine/local_sync.h);
+// auto chooses one of the two for the run (SyncOf).
+enum class SyncMode { kAuto, kStep, kLocal };
 
 // Whether message values are deflated (codec.h, kDeflatedValues): auto is on
 // with --sync local, where with overlapped rounds each rank deflates only
@@ -54,8 +55,8 @@ struct frugal::EnumNames<frugal::engine::DeflateMode> {
 
 template <>
 struct frugal::EnumNames<frugal::engine::SyncMode> {
-  static constexpr std::pair<engine::SyncMode, const char*> kTable[] = {{engine::SyncMode::kStep, "step"},
-                                                                        {engine::SyncMode::kLocal, "local"}};
+  static constexpr std::pair<engine::SyncMode, const char*> kTable[] = {
+      {engine::SyncMode::kAuto, "auto"}, {engine::SyncMode::kStep, "step"}, {engine::SyncMode::kLocal, "local"}};
 };
 
 namespace frugal::engine {
@@ -100,9 +101,11 @@ struct DistributedOptions {
   // sparsified, error-fed parameter change and apply it with an outer
   // step: Nesterov-momentum SGD (DiLoCo's defaults: lr 0.7, momentum 0.9) or
   // plain averaging (lr 1, no momentum). outer_lr 0: the run's length in
-  // rounds chooses (OuterOf).
-  SyncMode sync = SyncMode::kStep;
-  int64_t local_steps = 32;
+  // rounds chooses (OuterOf). sync auto: see SyncOf. local_steps 16: every
+  // local-mode measurement (docs/benchmarks.md, issue 15 and "The default
+  // picks the local mode").
+  SyncMode sync = SyncMode::kAuto;
+  int64_t local_steps = 16;
   double outer_lr = 0;
   double outer_momentum = 0.9;  // 0 = plain outer SGD
   // true: the outer step's gain over plain averaging, outer_lr / (1 -
@@ -188,6 +191,13 @@ struct RunConfig {
 
 inline constexpr int kMaxLocalWorkers = 256;
 
+// --sync auto (Note [Sync auto] in run_config.cc): the local mode for a fixed
+// world of 2 or more workers, the step mode where an option needs it
+// (--elastic, --adapt on or batch, --staleness > 0, --density-warmup-steps)
+// or with one worker. step and local are returned as set. A pure function of
+// the configuration, so the launcher and every rank choose alike.
+SyncMode SyncOf(const RunConfig& config);
+
 template <class V>
 void VisitFields(DistributedOptions& o, V&& visit) {
   const char* d = "Distributed";
@@ -239,7 +249,9 @@ void VisitFields(DistributedOptions& o, V&& visit) {
         o.exchange);
   const char* l = "Local updates";
   visit(Field("sync", l, "step: exchange gradients every step; local: every --local-steps steps exchange the "
-                         "sparsified, error-fed parameter change and take an outer Nesterov step (DiLoCo-style)"),
+                         "sparsified, error-fed parameter change and take an outer Nesterov step (DiLoCo-style); "
+                         "auto: local with 2 or more workers, unless --elastic, --adapt on|batch, --staleness or "
+                         "--density-warmup-steps asks for the step mode"),
         o.sync);
   visit(Field("local_steps", l, "--sync local: inner steps per round").Min(1).Max(1000000), o.local_steps);
   visit(Field("outer_lr", l,
