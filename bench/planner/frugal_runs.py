@@ -44,8 +44,9 @@ def run_config(args, workers, rate, density, batch, name):
     metrics = os.path.join(run_dir, name, "metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
-    worker_args = ["--model", "mlp", "--density", str(density), "--batch-size", str(batch), "--max-steps",
-                   str(args.steps), "--epochs", "5", "--log-every", "1", "--eval-every", "100000",
+    # --sync step: the planner models the step pipeline (the default, --sync auto, is the local mode).
+    worker_args = ["--sync", "step", "--model", "mlp", "--density", str(density), "--batch-size", str(batch),
+                   "--max-steps", str(args.steps), "--epochs", "5", "--log-every", "1", "--eval-every", "100000",
                    "--checksum-every", "0", "--runs-dir", run_dir, "--run-name", name, "--timeout-s", "120",
                    "--adapt", "off", "--staleness", str(args.staleness)]
     clusters = "+" in str(workers)

@@ -55,8 +55,9 @@ def make_keys(frugal, n, out):
 
 def run_once(args, tb, job, run_dir):
     os.makedirs(run_dir, exist_ok=True)
-    worker_args = ["--model", args.model, "--max-steps", str(args.steps), "--log-every", str(args.log_every),
-                   "--eval-every", "0", "--runs-dir", run_dir, "--run-name", "run", "--timeout-s", "120"] + args.worker_args.split()
+    # --sync step: an exchange every step, as when CURVE's cost was first measured (docs/security.md).
+    worker_args = ["--sync", "step", "--model", args.model, "--max-steps", str(args.steps),
+                   "--log-every", str(args.log_every), "--eval-every", "0", "--runs-dir", run_dir, "--run-name", "run", "--timeout-s", "120"] + args.worker_args.split()
     with ProcessGroup() as procs:
         job.start(procs, lambda rank: worker_args, log_dir=run_dir,
                   coordinator_log=os.path.join(run_dir, "coordinator.log"))
