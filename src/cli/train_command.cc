@@ -167,6 +167,7 @@ void ResolveSync(engine::RunConfig& config) {
     std::printf("sync: gradients every step (--sync auto, for the options given; --sync local exchanges every "
                 "--local-steps steps)\n");
   }
+  std::fflush(stdout);  // before the workers' output
 }
 
 std::unique_ptr<engine::AdaptationPolicy> MakeController(const engine::RunConfig& config, const comm::Topology& topo) {
