@@ -77,9 +77,7 @@ def frugal_variant_args(system, rank):
     """Extra `frugal worker` flags of a Frugal system variant. `frugal` is the
     default (--sync auto: the local mode with 2 or more workers since
     2026-11-27); the step-mode variants name --sync step."""
-    if system in LOCAL_VARIANTS:
-        return local_variant_args(system)
-    if system.startswith("frugal_local_d"):
+    if system in LOCAL_VARIANTS or system.startswith("frugal_local_d"):
         return local_variant_args(system)
     step = ["--sync", "step"]
     if system == "frugal_step":  # the default until 2026-11-27: every step, the controller choosing the density
