@@ -9,7 +9,7 @@
 # Each step runs under its own timeout and is skipped once BUDGET_S (default
 # 560) would be passed; every log is packed into OUT/gpu.tgz after each
 # step, so whatever ran comes back. ONLY="group ..." runs only those groups
-# (probe profile loop3 tta100 pytest-cuda pypath gpt resnet18 ddp-resnet18 planner cnn
+# (probe profile local loop3 tta100 pytest-cuda pypath gpt resnet18 ddp-resnet18 planner cnn
 # ddp-cnn more example pytest-rest). Needs .gpu/ (debs, fashion-mnist, bible.data) from
 # ../shared/gpu/prepare.sh, as docs/gpu.md says.
 set -uo pipefail
@@ -71,11 +71,12 @@ export -f build_frugal; export build py
 if [ ! -x $build/frugal ]; then log "no frugal binary: stop"; pack; exit 1; fi
 grep -i "python package" "$work/build.log" 2>/dev/null | head -3 | tee -a "$work/steps.log"
 
-fr() {  # fr NAME ARGS...: frugal train on the GPU, Fashion-MNIST from .gpu; the step mode, as measured before --sync auto
+frd() {  # frd NAME ARGS...: frugal train on the GPU, Fashion-MNIST from .gpu, the defaults otherwise
   local name=$1; shift
   step "train-$name" 120 $build/frugal train --device $device --data-dir "$data" --text-file .gpu/bible.data \
-    --runs-dir "$work/runs" --run-name "$name" --log-every 50 --sync step "$@"
+    --runs-dir "$work/runs" --run-name "$name" --log-every 50 "$@"
 }
+fr() { frd "$@" --sync step; }  # the step mode, as measured before --sync auto
 ddp() {  # ddp NAME CASE...: bench/baselines/ddp_gpu_test.sh cases, one epoch of 4 x 64 at most
   local name=$1; shift
   step "ddp-$name" "${DDP_LIMIT:-150}" env PY=$py DATA_DIR="$data" OUT_DIR="$work/ddp" DEVICE=$device STEPS=$steps \
@@ -109,6 +110,14 @@ fi
 # The default density (3%) against DDP over Gloo in the same call, on loopback.
 if want loop3; then
   fr resnet18-w4-d3 --workers 4 --model resnet18 --adapt off --density 0.03 --max-steps $steps --eval-every $steps
+  ddp resnet18 resnet18-gloo4
+fi
+# The default with 4 workers (--sync auto: the local mode), its inner steps on the GPU (--local-inner
+# auto; Note [Inner steps on the device]) and on the host, against DDP over Gloo, on loopback.
+if want local; then
+  l18="--workers 4 --model resnet18 --max-steps $steps --eval-every $steps"
+  frd resnet18-w4-local $l18
+  frd resnet18-w4-local-host $l18 --local-inner host
   ddp resnet18 resnet18-gloo4
 fi
 # 100 Mbit/s on the testbed (network namespaces and tbf, iproute2 from .gpu/debs): resnet18, four

@@ -1,11 +1,13 @@
 #include "local_sync.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "control_kinds.h"
+#include "device_inner.h"
 #include "frugal/comm/collectives.h"
 #include "frugal/engine/compressed_allreduce.h"
 #include "frugal/optim/sparse_optimizer.h"
@@ -69,6 +71,12 @@ class LocalSync::Impl {
   // fragment's slice replaced by the ranks' merged average by its exchange.
   std::vector<std::vector<float>> base, sending;
   std::vector<std::unique_ptr<optim::SparseOptimizer>> inner;  // per bucket
+  // Note [Inner steps on the device]: set when the inner steps run on the
+  // model's tensors; `inner` then holds their state only around a
+  // checkpoint, and `master` is current only while !master_stale.
+  std::unique_ptr<DeviceInner> device_inner;
+  bool master_stale = false;  // the model's tensors have inner steps that master lacks
+  bool master_nonfinite = false;
   std::vector<std::unique_ptr<optim::SparseOptimizer>> outer;  // per bucket and fragment: b * P + f
   std::unique_ptr<CompressedAllReduce> reduce;  // bucket ids b * P + f
   std::vector<std::unique_ptr<Fragment>> frags;
@@ -107,6 +115,7 @@ class LocalSync::Impl {
   void DecideDeflate(const Fragment& fr);
   Status ApplyDue(int64_t t, bool* applied);
   void ReadGradients();
+  Status PullMaster();
   std::vector<uint8_t> SaveShared() const;
   std::vector<uint8_t> SaveOwn() const;
   Status LoadShared(const std::vector<uint8_t>& bytes, int64_t* version);
@@ -164,6 +173,11 @@ Status LocalSync::Impl::MakeInner() {
     FRUGAL_ASSIGN_OR_RETURN(auto opt, optim::CreateSparseOptimizer(o, anchor[b].size(), layout.bucket_names[b]));
     inner.push_back(std::move(opt));
   }
+  const LocalInner place = config.distributed.local_inner;
+  const bool on_device = place == LocalInner::kDevice ||
+                         (place == LocalInner::kAuto && !params.empty() && !params[0].device().is_cpu());
+  device_inner = on_device ? std::make_unique<DeviceInner>(o, params) : nullptr;
+  master_stale = false;
   return Status::Ok();
 }
 
@@ -240,6 +254,7 @@ Status LocalSync::Impl::SyncFragment(size_t f, int64_t t, int64_t after, bool av
     return Status::Internal("--sync local: fragment " + std::to_string(f) + " syncs at step " + std::to_string(t) +
                             " before its outer step of step " + std::to_string(fr.apply_at) + " landed");
   }
+  FRUGAL_RETURN_IF_ERROR(PullMaster().WithContext("--sync local round ending before step " + std::to_string(t)));
   for (size_t b = 0; b < master.size(); ++b) {
     for (size_t i = fr.lo[b]; i < fr.hi[b]; ++i) {
       sending[b][i] = base[b][i] - master[b][i];
@@ -350,6 +365,7 @@ double LocalSync::Impl::OuterLrAt(int64_t t) const {
 // Note [The last round]), then the rebase (Note [Fragments]).
 Status LocalSync::Impl::Apply(size_t f, bool average) {
   FRUGAL_RETURN_IF_ERROR(Drain(f));
+  FRUGAL_RETURN_IF_ERROR(PullMaster());
   Fragment& fr = *frags[f];
   if (!average) DecideDeflate(fr);
   const auto t0 = Clock::now();
@@ -416,6 +432,31 @@ void LocalSync::Impl::ReadGradients() {
     std::memcpy(dst, cpu.data_ptr<float>(), slot.numel * sizeof(float));
     g = torch::Tensor();
   }
+}
+
+// The model's tensors into master, when inner steps on the device changed
+// them since the last download (Note [Inner steps on the device]). The host
+// optimizer rejects a non-finite gradient at its step; on the device it
+// shows here, at the next download.
+Status LocalSync::Impl::PullMaster() {
+  if (device_inner != nullptr && master_stale) {
+    bool finite = true;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const ParamSlot& slot = layout.slots[i];
+      float* dst = master[slot.bucket].data() + slot.offset;
+      torch::Tensor cpu = params[i].detach().to(torch::kCPU).contiguous();
+      std::memcpy(dst, cpu.data_ptr<float>(), slot.numel * sizeof(float));
+      for (size_t j = 0; j < slot.numel && finite; ++j) finite = std::isfinite(dst[j]);
+    }
+    master_stale = false;
+    master_nonfinite = master_nonfinite || !finite;
+  }
+  if (master_nonfinite) {
+    return Status::InvalidArgument(
+        "a parameter is NaN or Inf after the inner steps on the device (a non-finite gradient: lower --lr; "
+        "--local-inner host names the step and tensor)");
+  }
+  return Status::Ok();
 }
 
 // Note [Local-update state]: the shared section (rank 0 writes it; equal on
@@ -565,8 +606,12 @@ Result<std::unique_ptr<LocalSync>> LocalSync::Create(const RunConfig& config, st
   return sync;
 }
 
+// Puts the anchor or master into the model. The model's inner progress on
+// the device goes into master first, so putting the anchor in for an
+// evaluation loses nothing (a non-finite value shows at the next sync).
 void LocalSync::CopyIn(bool anchor) {
   torch::NoGradGuard no_grad;
+  (void)impl_->PullMaster();
   const auto& from = anchor ? impl_->anchor : impl_->master;
   for (size_t i = 0; i < impl_->params.size(); ++i) {
     const ParamSlot& slot = impl_->layout.slots[i];
@@ -593,6 +638,16 @@ Status LocalSync::BeginIteration(int64_t t, bool check_replicas) {
 
 Status LocalSync::EndBackward(int64_t t) {
   Impl& m = *impl_;
+  if (m.device_inner != nullptr) {  // Note [Inner steps on the device]: no copy until the next sync
+    const auto t0 = Clock::now();
+    m.device_inner->Step(m.params, m.lr_at(t));
+    m.master_stale = true;
+    m.optimizer_s += Seconds(Clock::now() - t0);
+    m.last_step = t + 1;
+    const double step = Seconds(Clock::now() - m.step_began);
+    m.step_s = m.step_s > 0 ? 0.8 * m.step_s + 0.2 * step : step;
+    return Status::Ok();
+  }
   m.ReadGradients();
   const auto t0 = Clock::now();
   for (size_t b = 0; b < m.master.size(); ++b) {
@@ -627,6 +682,7 @@ Status LocalSync::Finish(int64_t t) {
   m.synced_at = t;
   m.master = m.anchor;
   m.base = m.anchor;
+  m.master_stale = false;
   CopyIn(/*anchor=*/true);
   return Status::Ok();
 }
@@ -670,8 +726,12 @@ PipelineStats LocalSync::stats() const {
 
 int64_t LocalSync::rounds() const { return impl_->rounds; }
 
+bool LocalSync::inner_on_device() const { return impl_->device_inner != nullptr; }
+
 Status LocalSync::SaveSections(bool shared, CheckpointSections* sections) {
   FRUGAL_RETURN_IF_ERROR(impl_->DrainAll().WithContext("waiting for the rounds in flight before saving"));
+  FRUGAL_RETURN_IF_ERROR(impl_->PullMaster());
+  if (impl_->device_inner != nullptr) impl_->device_inner->Export(impl_->layout, impl_->inner);
   if (shared) (*sections)["local_sync"] = impl_->SaveShared();
   (*sections)["local_sync_own"] = impl_->SaveOwn();
   return Status::Ok();
@@ -696,6 +756,8 @@ Status LocalSync::RestoreSections(const CheckpointSections& s, const std::vector
     FRUGAL_RETURN_IF_ERROR(m.MakeInner());
     FRUGAL_RETURN_IF_ERROR(m.MakeReduce());
   }
+  m.master_stale = false;  // master is the restored state, not the model's
+  if (m.device_inner != nullptr) m.device_inner->Import(m.layout, m.inner);
   CopyIn(/*anchor=*/false);
   return Status::Ok();
 }

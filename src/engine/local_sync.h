@@ -21,6 +21,9 @@
 //     --local-delay steps later (Note [Overlapped rounds]).
 //   forward, backward (the model's .grad tensors)
 //   EndBackward(t): inner step on master with lr_at(t); master -> model.
+//     With --local-inner device (auto off the CPU) the model's own tensors
+//     take the step on their device, and master is downloaded only when a
+//     round needs it (Note [Inner steps on the device] in device_inner.cc).
 // Blocking sync (one fragment, the round that ends before iteration t):
 //   delta_b = anchor_b - master_b               (the pseudo-gradient)
 //   delta_b <- CompressedAllReduce(delta_b)     (residual added, sparsified,
@@ -109,6 +112,9 @@ class LocalSync {
   // optimizer_s of inner and outer steps, sent/total values of the syncs.
   PipelineStats stats() const;
   int64_t rounds() const;  // fragment syncs so far
+  // Whether the inner steps run on the model's device (Note [Inner steps on
+  // the device] in device_inner.cc; --local-inner).
+  bool inner_on_device() const;
 
   // Run state (Note [Local-update state] in local_sync.cc), as checkpoint
   // sections: "local_sync" (rank 0 only: anchors, outer state, round

@@ -231,8 +231,10 @@ void Worker::Impl::PrintHeader() const {
   if (local) {
     const int64_t fragments = LocalFragmentsOf(dist);
     const OuterStep outer = OuterOf(dist, total_steps);
-    std::printf("local updates: %lld inner steps per round in %lld fragment(s), %s, outer lr %g%s, outer momentum %g\n",
-                static_cast<long long>(dist.local_steps), static_cast<long long>(fragments),
+    std::printf("local updates: %lld inner steps per round (on the %s) in %lld fragment(s), %s, outer lr %g%s, "
+                "outer momentum %g\n",
+                static_cast<long long>(dist.local_steps), local->inner_on_device() ? "device" : "host",
+                static_cast<long long>(fragments),
                 dist.local_overlap ? ("overlapped, outer steps " + std::to_string(LocalDelayOf(dist)) + " steps late").c_str()
                                    : "blocking",
                 outer.lr, dist.outer_anneal && outer.momentum > 0 ? " (annealed)" : "", outer.momentum);

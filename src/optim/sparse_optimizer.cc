@@ -13,6 +13,7 @@
 // call) on CPUs without FMA.
 #include "frugal/optim/sparse_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -335,6 +336,14 @@ class SparseSgd final : public SparseOptimizerBase<SparseSgd> {
     uint64_t step = 0;
     return DeserializeBuffers(bytes, name_, 0, &step, {&buf_}, &initialized_);
   }
+  std::vector<float*> DenseBuffers() override {
+    if (buf_.empty()) return {};
+    return {buf_.data()};
+  }
+  uint64_t dense_steps() const override { return !initialized_.empty() && (initialized_[0] & 1) != 0 ? 1 : 0; }
+  void set_dense_steps(uint64_t steps) override {
+    std::fill(initialized_.begin(), initialized_.end(), steps > 0 ? ~uint64_t{0} : 0);
+  }
 
  private:
   friend class SparseOptimizerBase<SparseSgd>;
@@ -372,6 +381,9 @@ class SparseAdam final : public SparseOptimizerBase<SparseAdam> {
     std::vector<uint64_t> no_bitmap;
     return DeserializeBuffers(bytes, name_, decoupled_ ? 2 : 1, &step_, {&m_, &v_}, &no_bitmap);
   }
+  std::vector<float*> DenseBuffers() override { return {m_.data(), v_.data()}; }
+  uint64_t dense_steps() const override { return step_; }
+  void set_dense_steps(uint64_t steps) override { step_ = steps; }
 
  private:
   friend class SparseOptimizerBase<SparseAdam>;

@@ -45,7 +45,18 @@ enum class SyncMode { kAuto, kStep, kLocal };
 // controller models the bytes of undeflated values (WireFormatOf).
 enum class DeflateMode { kAuto, kOn, kOff };
 
+// Where --sync local takes its inner steps (Note [Inner steps on the
+// device] in device_inner.cc): on a host copy of the parameters, or on the
+// model's own tensors on their device; auto: the device unless it is the CPU.
+enum class LocalInner { kAuto, kHost, kDevice };
+
 }  // namespace frugal::engine
+
+template <>
+struct frugal::EnumNames<frugal::engine::LocalInner> {
+  static constexpr std::pair<engine::LocalInner, const char*> kTable[] = {
+      {engine::LocalInner::kAuto, "auto"}, {engine::LocalInner::kHost, "host"}, {engine::LocalInner::kDevice, "device"}};
+};
 
 template <>
 struct frugal::EnumNames<frugal::engine::DeflateMode> {
@@ -131,6 +142,9 @@ struct DistributedOptions {
   // "Fragments").
   int64_t local_fragments = 0;
   int64_t local_delay = 0;
+  // Where the inner steps run (LocalInner). On an H200 the device cut
+  // resnet18's local-mode iteration from 0.080 s (docs/benchmarks.md).
+  LocalInner local_inner = LocalInner::kAuto;
   // Exchange (comm).
   comm::ExchangeAlgorithm exchange = comm::ExchangeAlgorithm::kAuto;
   double timeout_s = 60.0;        // bound on every network wait
@@ -283,6 +297,12 @@ void VisitFields(DistributedOptions& o, V&& visit) {
             .NonNegative()
             .Max(1000000),
         o.local_delay);
+  visit(Field("local_inner", l,
+              "--sync local: where the inner steps run: host (a CPU copy of the parameters; every step's "
+              "gradients cross to it and the parameters back), device (the model's own tensors, torch operations "
+              "on its device; the parameters cross only at syncs) or auto (device unless it is the CPU)")
+            .PerWorker(),
+        o.local_inner);
   visit(Field("timeout_s", d, "Bound on every network wait, seconds").PerWorker().Positive().Max(86400), o.timeout_s);
   visit(Field("checksum_every", d, "Compare replica checksums every N steps (0 = at the end)").NonNegative(),
         o.checksum_every);

@@ -72,6 +72,18 @@ class SparseOptimizer {
   virtual size_t StateBytes() const = 0;
   // Fails, leaving the state unchanged, on malformed bytes or another shape/kind.
   virtual Status DeserializeState(Span<const uint8_t> bytes) = 0;
+
+  // The state in dense form, for a caller that takes the same dense steps
+  // elsewhere (LocalSync's inner steps on the model's device, Note [Inner
+  // steps on the device] in src/engine/device_inner.cc): its buffers, each
+  // size() floats (SGD: the momentum buffer when momentum > 0, else none;
+  // Adam/AdamW: the first and second moments), and its step count (Adam:
+  // the bias correction's; SGD: 1 once the momentum buffer exists, else 0).
+  // REQUIRES: only StepDense was called, so an SGD momentum buffer exists
+  // for every coordinate or for none.
+  virtual std::vector<float*> DenseBuffers() = 0;
+  virtual uint64_t dense_steps() const = 0;
+  virtual void set_dense_steps(uint64_t steps) = 0;
 };
 
 // InvalidArgument for an unknown kind or out-of-range option (negative lr,
