@@ -2,6 +2,7 @@
 
     PYTHONPATH=build/python build/frugal run --workers 4 -- \
         /usr/bin/python3 examples/distributed_model.py --steps 300 --density 0.01
+    ... examples/distributed_model.py --steps 300 --sync local    # frugal train's default mode
 
 Also runs alone (a world of one) and under torchrun. The model, data, loss and
 loop are plain PyTorch; the only changes are the wrapper and model.step()
@@ -48,15 +49,19 @@ def main():
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--density", type=float, default=0.01)
+    p.add_argument("--sync", choices=["step", "local"], default="step",
+                   help="step: the gradient pipeline every step; local: local steps, a synced fragment every 4")
+    p.add_argument("--density", type=float, default=None, help="default: 0.01 with --sync step, 1 with --sync local")
     p.add_argument("--staleness", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (several workers may share one GPU)")
     args = p.parse_args()
 
     world = frugal.init()  # FRUGAL_* from frugal run, torchrun's variables, or a world of one
     net = ResidualMLP().to(args.device)
-    model = frugal.DistributedModel(net, optimizer="sgd", lr=args.lr, momentum=0.9, density=args.density,
-                                    staleness=args.staleness)
+    density = args.density if args.density is not None or args.sync == "local" else 0.01
+    local = dict(total_steps=args.steps) if args.sync == "local" else {}
+    model = frugal.DistributedModel(net, optimizer="sgd", lr=args.lr, momentum=0.9, density=density,
+                                    staleness=args.staleness, sync=args.sync, **local)
     x, y = (t.to(args.device) for t in make_data(8192, world.rank))
     loss_fn = torch.nn.CrossEntropyLoss()
     start = time.time()
@@ -75,7 +80,8 @@ def main():
     if world.rank == 0:
         s = model.stats()
         print(f"done: {args.steps} steps, test accuracy {100 * accuracy:.2f}%, replica checksum {checksum:016x}, "
-              f"sent {100 * s['sent_values'] / max(1, s['total_values']):.1f}% of the gradient values")
+              f"sent {100 * s['sent_values'] / max(1, s['total_values']):.1f}% of the "
+              + (f"values of {s['rounds']} fragment syncs" if args.sync == "local" else "gradient values"))
         torch.save(model.state_dict(), "distributed_model.pt")  # loads into a plain ResidualMLP
 
 

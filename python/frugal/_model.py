@@ -9,7 +9,11 @@ from ._world import default_timeout_s, init
 
 _OPTION_NAMES = ("optimizer", "lr", "momentum", "dampening", "nesterov", "weight_decay", "beta1", "beta2", "eps",
                  "density", "sparsifier", "value_encoding", "staleness", "bucket_mb", "cpu_threads", "exchange",
-                 "dgc_momentum", "overlap_device_copies", "timeout_s", "seed")
+                 "dgc_momentum", "overlap_device_copies", "timeout_s", "seed", "sync", "local_steps", "outer_lr",
+                 "outer_momentum", "outer_anneal", "local_overlap", "local_fragments", "local_delay", "local_inner",
+                 "deflate")
+_LOCAL_DEFAULTS = dict(local_steps=16, outer_lr=0.0, outer_momentum=0.9, outer_anneal=True, local_overlap=True,
+                       local_fragments=0, local_delay=0, local_inner="auto", deflate="auto")
 
 
 # module -> the replicas whose autograd hooks sit on its parameters. A
@@ -36,6 +40,25 @@ class DistributedModel(torch.nn.Module):
     forward of iteration t uses the parameters after iteration t-2, so the
     exchange of t-1 overlaps the compute of t.
 
+    With ``sync="local"`` (what ``frugal train`` runs by default with two or
+    more workers) the workers step alone, DiLoCo-style: ``loss.backward()``
+    fills ``.grad`` as usual and ``step()`` takes an inner step of
+    ``optimizer`` on this rank's own parameters (on their device). Every
+    ``local_steps / local_fragments`` steps one fragment of the model is
+    synced: each rank's progress since that fragment's last sync is
+    error-fed, compressed (``density``, default 1: whole int4 rounds),
+    averaged over the ranks and applied to the synced parameters with an
+    outer Nesterov step; by default the exchange runs on a thread while the
+    inner steps go on. Between syncs the replicas differ;
+    ``with_synced_parameters(fn)`` evaluates the common model. Local-mode
+    keywords, as ``frugal train``'s flags of the same names: local_steps (16),
+    outer_lr (0: auto; DiLoCo's 0.7 with outer_momentum, or plain averaging
+    when ``total_steps`` is given and shorter than 20 rounds), outer_momentum
+    (0.9), outer_anneal (True: the outer gain decays with set_lr's decay),
+    local_overlap (True), local_fragments (0: up to 4), local_delay (0),
+    local_inner ('auto': the device unless it is the CPU; 'host'; 'device'),
+    deflate ('auto'), total_steps (None: unknown).
+
     All ranks start from rank 0's parameters (a broadcast at construction,
     as DDP does; iteration 0 begins at the first forward). Every ``check_every`` steps the replicas compare checksums
     of their parameters; a mismatch raises. Call ``finish()`` at the end: it
@@ -45,7 +68,9 @@ class DistributedModel(torch.nn.Module):
     Keyword arguments (defaults as ``frugal train``):
       optimizer: 'sgd', 'adam' or 'adamw'; lr, momentum, dampening, nesterov,
         weight_decay, beta1, beta2, eps as in torch.optim.
-      density: fraction of each bucket sent per step, in (0, 1].
+      sync: 'step' (default: the pipeline above) or 'local' (below).
+      density: fraction of each bucket sent per step (per round with
+        sync='local'), in (0, 1]; None: 0.03 with 'step', 1 with 'local'.
       sparsifier: 'block' (cache-line blocks), 'topk', 'sampled_topk' or 'randomk'.
       value_encoding: 'int4' (default), 'int8', 'fp16', 'bf16' or 'fp32' on the wire;
         rounding errors are fed back like unsent coordinates.
@@ -64,9 +89,10 @@ class DistributedModel(torch.nn.Module):
     """
 
     def __init__(self, module, *, optimizer="sgd", lr=0.01, momentum=0.0, dampening=0.0, nesterov=False,
-                 weight_decay=0.0, beta1=0.9, beta2=0.999, eps=1e-8, density=0.03, sparsifier="block",
+                 weight_decay=0.0, beta1=0.9, beta2=0.999, eps=1e-8, density=None, sparsifier="block",
                  value_encoding="int4", staleness=0, bucket_mb=4.0, cpu_threads=0, exchange="auto",
-                 dgc_momentum=0.0, overlap_device_copies=True, timeout_s=None, seed=1, check_every=100, world=None):
+                 dgc_momentum=0.0, overlap_device_copies=True, timeout_s=None, seed=1, check_every=100, world=None,
+                 sync="step", total_steps=None, **local_options):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedModel wraps a torch.nn.Module, got {type(module).__name__}")
@@ -77,12 +103,24 @@ class DistributedModel(torch.nn.Module):
             raise ValueError(f"check_every must be an integer >= 0, got {check_every!r}")
         if timeout_s is None:
             timeout_s = default_timeout_s()
-        values = dict(optimizer=optimizer, lr=lr, momentum=momentum, dampening=dampening, nesterov=nesterov,
+        unknown = sorted(set(local_options) - set(_LOCAL_DEFAULTS))
+        if unknown:
+            raise TypeError(f"DistributedModel got unexpected keyword argument(s) {', '.join(unknown)}")
+        if sync not in ("step", "local"):
+            raise ValueError(f"sync must be 'step' or 'local', got {sync!r}")
+        if sync == "step" and local_options:
+            raise ValueError(f"{', '.join(sorted(local_options))} apply to sync='local' only")
+        if total_steps is not None and not (isinstance(total_steps, int) and total_steps > 0):
+            raise ValueError(f"total_steps must be a positive integer or None, got {total_steps!r}")
+        values = dict(_LOCAL_DEFAULTS, **local_options)
+        values.update(optimizer=optimizer, lr=lr, momentum=momentum, dampening=dampening, nesterov=nesterov,
                       weight_decay=weight_decay, beta1=beta1, beta2=beta2, eps=eps, density=density,
                       sparsifier=sparsifier, value_encoding=value_encoding, staleness=staleness,
                       bucket_mb=bucket_mb, cpu_threads=cpu_threads, exchange=exchange,
                       dgc_momentum=dgc_momentum, overlap_device_copies=overlap_device_copies,
-                      timeout_s=timeout_s, seed=seed)
+                      timeout_s=timeout_s, seed=seed, sync=sync)
+        if values["density"] is None:
+            values["density"] = 0.0  # the mode's default
         options = _C.ReplicaOptions()
         for name in _OPTION_NAMES:
             try:
@@ -102,10 +140,17 @@ class DistributedModel(torch.nn.Module):
         self._options = options
         self._world = world if world is not None else init()
         self._replica = _C.Replica(self._world, params, options)
+        # sync='local': the mode steps the parameters itself; the replica
+        # gives it the bucket layout and averages the buffers (its hooks and
+        # pipeline stay idle), as in frugal train's workers.
+        self._local = None
+        if sync == "local":
+            self._local = _C.LocalSync(self._world, self._replica, [p for _, p in params], options, total_steps or 0)
+        self._t = 0  # sync='local': the iteration whose forward runs next
         # The replica's autograd hooks live on the module's parameters: the
         # module keeps the replica alive so a hook never outlives it.
         _replicas_of_module.setdefault(module, []).append(self._replica)
-        self._density = float(density)
+        self._density = options.resolved_density()
         self._lr = float(lr)
         self._finished = False
         # Iteration 0 begins at the first forward (or step, state_dict,
@@ -123,7 +168,11 @@ class DistributedModel(torch.nn.Module):
     def _begin(self):
         self._check_running()
         if not self._begun:
-            self._replica.begin_iteration(self._first_iteration, False)
+            if self._local is not None:
+                self._t = self._first_iteration
+                self._local.begin_iteration(self._t, False)
+            else:
+                self._replica.begin_iteration(self._first_iteration, False)
             self._begun = True
 
     def step(self):
@@ -135,6 +184,12 @@ class DistributedModel(torch.nn.Module):
         non-finite gradient).
         """
         self._begin()
+        if self._local is not None:
+            self._local.end_backward(self._t)
+            self._t += 1
+            self._local.begin_iteration(self._t, self.check_every > 0 and self._t % self.check_every == 0)
+            self._in_iteration = False
+            return
         self._replica.end_backward()
         t = self._replica.iteration + 1
         check = self.check_every > 0 and t % self.check_every == 0
@@ -146,16 +201,31 @@ class DistributedModel(torch.nn.Module):
         compares them across the replicas; returns their checksum (equal on
         every rank). Call it on every rank; the model cannot step afterwards."""
         self._begin()
-        self._replica.finish()
         self._finished = True
         self._in_iteration = False
+        if self._local is not None:
+            self._local.finish(self._t)
+            return self._local.check_replicas(self._t + 1)
+        self._replica.finish()
         return self._replica.check_replicas(self._replica.iteration + 1)
+
+    def with_synced_parameters(self, fn):
+        """Returns ``fn()`` run with the replicas' common parameters in the
+        module, e.g. an evaluation. With sync='local' that is the model of
+        the last syncs (each rank's own progress since is put back after);
+        with sync='step' the module always holds them."""
+        if self._local is None or self._finished:
+            return fn()
+        self._begin()
+        return self._local.on_anchor(fn)
 
     @property
     def iteration(self):
         """The iteration whose forward runs next (0 after construction, the
         saved one after load_state_dict)."""
-        return self._replica.iteration if self._begun else self._first_iteration
+        if not self._begun:
+            return self._first_iteration
+        return self._t if self._local is not None else self._replica.iteration
 
     @property
     def world(self):
@@ -171,13 +241,18 @@ class DistributedModel(torch.nn.Module):
         if self._options.lr == 0:
             raise ValueError("set_lr needs a model constructed with lr > 0")
         self._begin()
-        self._replica.set_from(self._replica.iteration, self._density, lr / self._options.lr)
+        if self._local is not None:
+            self._local.set_lr(self._t, float(lr))
+        else:
+            self._replica.set_from(self._replica.iteration, self._density, lr / self._options.lr)
         self._lr = float(lr)
 
     def set_density(self, density):
         """Density from the current iteration on (every rank, same iteration)."""
         if not 0 < density <= 1:
             raise ValueError(f"density must be in (0, 1], got {density}")
+        if self._local is not None:
+            raise ValueError("set_density applies to sync='step'; a sync='local' run keeps its density")
         self._begin()
         scale = self._lr / self._options.lr if self._options.lr > 0 else 1.0
         self._replica.set_from(self._replica.iteration, density, scale)
@@ -188,11 +263,12 @@ class DistributedModel(torch.nn.Module):
         statistics) over the ranks; call it on every rank before evaluating."""
         self._begin()
         buffers = [b for b in self.module.buffers() if b.is_floating_point()]
-        self._replica.average_buffers(self._replica.iteration, buffers)
+        self._replica.average_buffers(self.iteration, buffers)
 
     def stats(self):
-        """Cumulative seconds and counts of this rank's pipeline."""
-        return self._replica.stats()
+        """Cumulative seconds and counts of this rank's pipeline (sync='local':
+        of its rounds, with their count under 'rounds')."""
+        return self._local.stats() if self._local is not None else self._replica.stats()
 
     # --- checkpoints ------------------------------------------------------------
     def state_dict(self, *args, **kwargs):
@@ -210,6 +286,12 @@ class DistributedModel(torch.nn.Module):
                                "not in the middle of an iteration")
         if not self._finished:
             self._begin()
+        if self._local is not None:
+            local = self._local.save_state()  # waits for the rounds in flight
+            state = self.module.state_dict()
+            state["_frugal.local"] = local
+            state["_frugal.iteration"] = torch.tensor(self.iteration, dtype=torch.int64)
+            return state
         pipeline, parameters = self._replica.save_state()  # waits for the updates in flight
         state = self.module.state_dict()
         state["_frugal.pipeline"] = pipeline
@@ -227,6 +309,15 @@ class DistributedModel(torch.nn.Module):
         if self._begun:
             raise RuntimeError("load_state_dict must come before the first forward, step() or state_dict() of this "
                                "DistributedModel: the engine restores its state only before the run starts")
+        if self._local is not None:
+            if "_frugal.local" not in state_dict or "_frugal.iteration" not in state_dict:
+                raise ValueError("this state dict has no sync='local' state (_frugal.local, _frugal.iteration): "
+                                 "it was saved by another mode, or is a plain module checkpoint")
+            plain = {k: v for k, v in state_dict.items() if not k.startswith("_frugal.")}
+            result = self.module.load_state_dict(plain, strict=strict)
+            self._local.load_state(state_dict["_frugal.local"], residuals)
+            self._first_iteration = int(state_dict["_frugal.iteration"])
+            return result
         if "_frugal.pipeline" not in state_dict or "_frugal.parameters" not in state_dict:
             raise ValueError("this state dict has no Frugal state (_frugal.pipeline, _frugal.parameters); a plain "
                              "module checkpoint is loaded into the module before wrapping it: "
@@ -243,5 +334,5 @@ class DistributedModel(torch.nn.Module):
 
     def extra_repr(self):
         o = self._options
-        return (f"optimizer={o.optimizer}, lr={self._lr}, density={self._density}, sparsifier={o.sparsifier}, "
+        return (f"sync={o.sync}, optimizer={o.optimizer}, lr={self._lr}, density={self._density}, sparsifier={o.sparsifier}, "
                 f"staleness={o.staleness}, rank={self._world.rank}/{self._world.world_size}")

@@ -5,10 +5,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "bindings.h"
 #include "frugal/compress/sparsifier.h"
+#include "frugal/engine/checkpoint.h"
+#include "frugal/engine/local_sync.h"
 #include "frugal/engine/replica.h"
 #include "frugal/engine/run_config.h"
 
@@ -29,7 +33,7 @@ struct PyReplicaOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double density = 0.03;
+  double density = 0;  // 0: the mode's default (engine::DensityOf): 0.03 step, 1 local
   std::string sparsifier = "block";
   std::string value_encoding = "int4";
   int staleness = 0;
@@ -40,6 +44,17 @@ struct PyReplicaOptions {
   bool overlap_device_copies = true;
   double timeout_s = 60.0;
   uint64_t seed = 1;
+  // The local-update mode (DistributedModel(sync="local"); engine::LocalSync).
+  std::string sync = "step";
+  int64_t local_steps = 16;
+  double outer_lr = 0;  // 0: auto (engine::OuterOf over the run's steps, when given)
+  double outer_momentum = 0.9;
+  bool outer_anneal = true;
+  bool local_overlap = true;
+  int64_t local_fragments = 0;
+  int64_t local_delay = 0;
+  std::string local_inner = "auto";
+  std::string deflate = "auto";
 };
 
 // The keywords are the run configuration's field names (engine/run_config.h):
@@ -72,7 +87,8 @@ int LocalWorkers() {
   return n > 0 ? n : 1;
 }
 
-ReplicaOptions ToEngine(const PyReplicaOptions& p, const std::string& device) {
+// The run configuration of the keywords, validated.
+engine::RunConfig ToConfig(const PyReplicaOptions& p, const std::string& device) {
   engine::RunConfig c;
   c.train.device = device;
   Set(&c, "optimizer", p.optimizer);
@@ -98,9 +114,28 @@ ReplicaOptions ToEngine(const PyReplicaOptions& p, const std::string& device) {
   Set(&c, "overlap_device_copies", p.overlap_device_copies);
   Set(&c, "timeout_s", p.timeout_s);
   Set(&c, "seed", p.seed);
+  Set(&c, "sync", p.sync);
+  Set(&c, "local_steps", p.local_steps);
+  Set(&c, "outer_lr", p.outer_lr);
+  Set(&c, "outer_momentum", p.outer_momentum);
+  Set(&c, "outer_anneal", p.outer_anneal);
+  Set(&c, "local_overlap", p.local_overlap);
+  Set(&c, "local_fragments", p.local_fragments);
+  Set(&c, "local_delay", p.local_delay);
+  Set(&c, "local_inner", p.local_inner);
+  Set(&c, "deflate", p.deflate);
+  if (c.distributed.sync == engine::SyncMode::kAuto) throw py::value_error("sync must be 'step' or 'local'");
   if (Status s = engine::Validate(c); !s.ok()) throw py::value_error(KeywordMessage(s.message()));
+  return c;
+}
+
+ReplicaOptions ToEngine(const PyReplicaOptions& p, const std::string& device) {
   const double lr = p.lr;  // constant; DistributedModel.set_lr changes it through SetFrom
-  return engine::MakeReplicaOptions(c, [lr](int64_t) { return lr; });
+  return engine::MakeReplicaOptions(ToConfig(p, device), [lr](int64_t) { return lr; });
+}
+
+std::string DeviceOf(const std::vector<torch::Tensor>& params) {
+  return params.empty() ? std::string("cpu") : params.front().device().str();
 }
 
 std::unique_ptr<Replica> Create(World& world, std::vector<std::pair<std::string, torch::Tensor>> params,
@@ -146,9 +181,141 @@ std::vector<uint8_t> FromTensor(const torch::Tensor& t, const char* what) {
   return std::vector<uint8_t>(c.data_ptr<uint8_t>(), c.data_ptr<uint8_t>() + c.numel());
 }
 
-}  // namespace
+// Cumulative seconds and counts of a rank's pipeline or local mode.
+py::dict StatsDict(const engine::PipelineStats& s) {
+        py::dict d;
+        d["sparsify_s"] = s.sparsify_s;
+        d["exchange_s"] = s.exchange_s;
+        d["optimizer_s"] = s.optimizer_s;
+        d["wait_s"] = s.wait_s;
+        d["tasks"] = s.tasks;
+        d["sent_values"] = s.sent_values;
+        d["total_values"] = s.total_values;
+        d["merged_values"] = s.merged_values;
+  return d;
+}
 
-void BindReplica(py::module_& m) {
+// The learning rate of DistributedModel(sync="local") per iteration: the
+// constructor's, then each set_lr's from its iteration on (the inner steps
+// and --outer-anneal read it).
+class LrTrack {
+ public:
+  explicit LrTrack(double lr) { points_.emplace_back(0, lr); }
+  double At(int64_t t) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    double lr = points_.front().second;
+    for (const auto& [from, value] : points_) {
+      if (from <= t) lr = value;
+    }
+    return lr;
+  }
+  void Set(int64_t t, double lr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (points_.size() > 1 && points_.back().first >= t) points_.pop_back();
+    points_.emplace_back(t, lr);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::pair<int64_t, double>> points_;
+};
+
+// frugal._C.LocalSync: engine::LocalSync (the local-update mode) on the
+// parameters of a Replica, whose layout it shares and whose pipeline stays
+// idle, as in the Worker.
+struct PyLocal {
+  std::shared_ptr<LrTrack> lr;
+  std::unique_ptr<engine::LocalSync> sync;
+};
+
+std::unique_ptr<PyLocal> CreateLocal(World& world, Replica& replica, std::vector<torch::Tensor> params,
+                                     const PyReplicaOptions& p, int64_t total_steps) {
+  engine::RunConfig c = ToConfig(p, DeviceOf(params));
+  if (c.distributed.sync != engine::SyncMode::kLocal) throw py::value_error("LocalSync needs sync='local'");
+  // The outer step: as frugal train when the run's length is known, else
+  // DiLoCo's Nesterov step (a long run's choice).
+  const engine::OuterStep outer = total_steps > 0 ? engine::OuterOf(c.distributed, total_steps)
+                                  : c.distributed.outer_lr > 0
+                                      ? engine::OuterStep{c.distributed.outer_lr, c.distributed.outer_momentum}
+                                      : engine::OuterStep{engine::kDiLoCoOuterLr, c.distributed.outer_momentum};
+  c.distributed.outer_lr = outer.lr;
+  c.distributed.outer_momentum = outer.momentum;
+  auto local = std::make_unique<PyLocal>();
+  local->lr = std::make_shared<LrTrack>(p.lr);
+  std::shared_ptr<LrTrack> lr = local->lr;
+  Result<std::unique_ptr<engine::LocalSync>> sync = Status::Internal("not created");
+  {
+    ReleaseGil release;  // the initial broadcast waits for the peers
+    sync = engine::LocalSync::Create(c, [lr](int64_t t) { return lr->At(t); }, replica.layout(), std::move(params),
+                                     world.transport_ptr());
+  }
+  ThrowIfError(sync.status());
+  local->sync = std::move(*sync);
+  return local;
+}
+
+void BindLocal(py::module_& m) {
+  py::class_<PyLocal>(m, "LocalSync", "The local-update mode (engine::LocalSync) for DistributedModel(sync='local')")
+      .def(py::init(&CreateLocal), py::arg("world"), py::arg("replica"), py::arg("params"), py::arg("options"),
+           py::arg("total_steps") = 0, py::keep_alive<1, 2>(), py::keep_alive<1, 3>())
+      .def("begin_iteration",
+           [](PyLocal& l, int64_t t, bool check) { NoGil([&] { return l.sync->BeginIteration(t, check); }); },
+           py::arg("t"), py::arg("check_replicas") = false)
+      .def("end_backward", [](PyLocal& l, int64_t t) { NoGil([&] { return l.sync->EndBackward(t); }); },
+           py::arg("t"))
+      .def("finish", [](PyLocal& l, int64_t t) { NoGil([&] { return l.sync->Finish(t); }); }, py::arg("t"))
+      .def("check_replicas", [](PyLocal& l, int64_t t) {
+        uint64_t checksum = 0;
+        NoGil([&] {
+          auto c = l.sync->CheckReplicas(t);
+          if (c.ok()) checksum = *c;
+          return c.status();
+        });
+        return checksum;
+      }, py::arg("t"))
+      .def("on_anchor", [](PyLocal& l, const py::function& fn) {
+        std::optional<py::error_already_set> error;  // this rank's parameters go back in first
+        py::object result = l.sync->OnAnchor([&]() -> py::object {
+          try {
+            return fn();
+          } catch (py::error_already_set& e) {
+            error.emplace(std::move(e));
+            return py::none();
+          }
+        });
+        if (error) throw std::move(*error);
+        return result;
+      }, py::arg("fn"), "fn() with the synced parameters (the anchor) in the module; this rank's are put back after")
+      .def("set_lr", [](PyLocal& l, int64_t t, double lr) { l.lr->Set(t, lr); }, py::arg("t"), py::arg("lr"))
+      .def("save_state", [](PyLocal& l) {
+        engine::CheckpointSections sections;
+        NoGil([&] { return l.sync->SaveSections(/*shared=*/true, &sections); });  // waits for rounds in flight
+        return ToTensor(engine::EncodeCheckpoint(sections));
+      }, "The mode's whole state (shared and this rank's own) as a uint8 tensor")
+      .def("load_state", [](PyLocal& l, const torch::Tensor& state, bool own) {
+        const std::string what = "_frugal.local";
+        auto sections = engine::ParseCheckpoint(FromTensor(state, what.c_str()), what);
+        ThrowIfError(sections.status());
+        const std::vector<uint8_t>* mine = nullptr;
+        if (own) {
+          auto it = sections->find("local_sync_own");
+          if (it == sections->end()) ThrowIfError(Status::Corruption(what + " has no 'local_sync_own' section"));
+          mine = &it->second;
+        }
+        NoGil([&] { return l.sync->RestoreSections(*sections, mine, what); });
+      }, py::arg("state"), py::arg("own") = true,
+         "Restores save_state's tensor before the first begin_iteration; own=False starts this rank at the anchor "
+         "with fresh inner state and no residual")
+      .def_property_readonly("rounds", [](PyLocal& l) { return l.sync->rounds(); })
+      .def_property_readonly("inner_on_device", [](PyLocal& l) { return l.sync->inner_on_device(); })
+      .def("stats", [](PyLocal& l) {
+        py::dict d = StatsDict(l.sync->stats());
+        d["rounds"] = l.sync->rounds();
+        return d;
+      });
+}
+
+void BindOptions(py::module_& m) {
   py::class_<PyReplicaOptions>(m, "ReplicaOptions")
       .def(py::init<>())
       .def_readwrite("optimizer", &PyReplicaOptions::optimizer)
@@ -171,7 +338,25 @@ void BindReplica(py::module_& m) {
       .def_readwrite("overlap_device_copies", &PyReplicaOptions::overlap_device_copies)
       .def_readwrite("timeout_s", &PyReplicaOptions::timeout_s)
       .def_readwrite("seed", &PyReplicaOptions::seed)
-      .def("validate", [](const PyReplicaOptions& p) { ToEngine(p, "cpu"); }, "Raises ValueError on a bad option");
+      .def_readwrite("sync", &PyReplicaOptions::sync)
+      .def_readwrite("local_steps", &PyReplicaOptions::local_steps)
+      .def_readwrite("outer_lr", &PyReplicaOptions::outer_lr)
+      .def_readwrite("outer_momentum", &PyReplicaOptions::outer_momentum)
+      .def_readwrite("outer_anneal", &PyReplicaOptions::outer_anneal)
+      .def_readwrite("local_overlap", &PyReplicaOptions::local_overlap)
+      .def_readwrite("local_fragments", &PyReplicaOptions::local_fragments)
+      .def_readwrite("local_delay", &PyReplicaOptions::local_delay)
+      .def_readwrite("local_inner", &PyReplicaOptions::local_inner)
+      .def_readwrite("deflate", &PyReplicaOptions::deflate)
+      .def("validate", [](const PyReplicaOptions& p) { ToConfig(p, "cpu"); }, "Raises ValueError on a bad option")
+      .def("resolved_density", [](const PyReplicaOptions& p) { return engine::DensityOf(ToConfig(p, "cpu").distributed); },
+           "The density the run uses (density 0: the mode's default)");
+}
+
+}  // namespace
+
+void BindReplica(py::module_& m) {
+  BindOptions(m);
 
   py::class_<Replica>(m, "Replica", "One rank's model replica inside Frugal's pipeline (engine::Replica)")
       .def(py::init(&Create), py::arg("world"), py::arg("params"), py::arg("options"), py::keep_alive<1, 2>())
@@ -216,18 +401,9 @@ void BindReplica(py::module_& m) {
       .def_property_readonly("num_buckets", &Replica::num_buckets)
       .def_property_readonly("bucket_names", [](Replica& r) { return r.layout().bucket_names; })
       .def("stats", [](Replica& r) {
-        auto s = r.pipeline().stats();
-        py::dict d;
-        d["sparsify_s"] = s.sparsify_s;
-        d["exchange_s"] = s.exchange_s;
-        d["optimizer_s"] = s.optimizer_s;
-        d["wait_s"] = s.wait_s;
-        d["tasks"] = s.tasks;
-        d["sent_values"] = s.sent_values;
-        d["total_values"] = s.total_values;
-        d["merged_values"] = s.merged_values;
-        return d;
+        return StatsDict(r.pipeline().stats());
       });
+  BindLocal(m);
 }
 
 }  // namespace frugal::python

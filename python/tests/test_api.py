@@ -230,3 +230,62 @@ def test_init_rejects_bad_environment(monkeypatch):
     monkeypatch.setenv("FRUGAL_RENDEZVOUS_TIMEOUT_S", "0.3")
     with pytest.raises(TimeoutError):  # nobody serves that coordinator
         frugal.init()
+
+
+LOCAL = dict(sync="local", lr=0.05, momentum=0.9, local_steps=4, total_steps=9)
+
+
+@needs_replica
+def test_local_state_dict_round_trip_continues_bit_exactly():
+    """sync='local': the mode's whole state (anchor, outer momentum, inner
+    parameters and optimizer state, residuals, round counters) round-trips
+    through state_dict(); a restored model continues bit-exactly."""
+    torch.manual_seed(1)
+    net = TwoTower()
+    model = frugal.DistributedModel(net, **LOCAL)
+    train_from(model, 5)  # mid-round: a fragment's exchange may be in flight
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    assert {k for k in state if not k.startswith("_frugal.")} == set(net.state_dict())
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    train_from(model, 4)
+    model.finish()
+    assert model.stats()["rounds"] > 0
+    expected = {k: v.clone() for k, v in net.state_dict().items()}
+
+    torch.manual_seed(2)
+    restored = TwoTower()
+    model2 = frugal.DistributedModel(restored, **LOCAL)
+    buf.seek(0)
+    model2.load_state_dict(torch.load(buf))
+    assert model2.iteration == 5
+    train_from(model2, 4)
+    model2.finish()
+    for k, v in restored.state_dict().items():
+        assert torch.equal(v, expected[k]), k
+
+
+@needs_replica
+def test_local_mode_bad_arguments():
+    with pytest.raises(ValueError, match="sync must be 'step' or 'local'"):
+        frugal.DistributedModel(TwoTower(), sync="sometimes")
+    with pytest.raises(ValueError, match="local_steps apply to sync='local' only"):
+        frugal.DistributedModel(TwoTower(), local_steps=8)
+    with pytest.raises(TypeError, match="unexpected keyword argument.*local_stepz"):
+        frugal.DistributedModel(TwoTower(), sync="local", local_stepz=8)
+    with pytest.raises(ValueError, match="staleness"):
+        frugal.DistributedModel(TwoTower(), sync="local", staleness=1)
+    with pytest.raises(ValueError, match="local_inner: unknown value 'gpu'"):
+        frugal.DistributedModel(TwoTower(), sync="local", local_inner="gpu")
+    with pytest.raises(ValueError, match="local_fragments 3 must divide local_steps 16"):
+        frugal.DistributedModel(TwoTower(), sync="local", local_fragments=3)
+    with pytest.raises(ValueError, match="total_steps"):
+        frugal.DistributedModel(TwoTower(), sync="local", total_steps=0)
+    model = frugal.DistributedModel(TwoTower(), **LOCAL)
+    with pytest.raises(ValueError, match="set_density applies to sync='step'"):
+        model.set_density(0.5)
+    step_mode = frugal.DistributedModel(TwoTower(), **OPTIONS)
+    train_from(step_mode, 1)
+    with pytest.raises(ValueError, match="no sync='local' state"):
+        model.load_state_dict(step_mode.state_dict())
+    assert "sync=local" in repr(model)

@@ -21,3 +21,24 @@ def test_custom_module_trains_and_replicas_agree(tmp_path, workers, staleness):
     assert len({r["checksum"] for r in results}) == 1
     assert len({r["param_sum"] for r in results}) == 1
     assert all(r["param_head"] == results[0]["param_head"] for r in results)
+
+
+@pytest.mark.parametrize("workers,inner", [(2, "auto"), (3, "device")])
+def test_local_mode_trains_and_replicas_agree(tmp_path, workers, inner):
+    """DistributedModel(sync="local"): inner steps alone, a fragment synced
+    every local_steps / 4 steps; the run ends on identical replicas that
+    learned the task, and between syncs the ranks' own parameters differ
+    from the synced ones that with_synced_parameters shows."""
+    proc, results = run_workers(workers, "local_worker.py", 64, 8, inner, tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert all(r is not None for r in results), proc.stderr
+    for r in results:
+        assert r["world_size"] == workers
+        assert r["accuracy"] > 0.9, results
+        assert r["iteration"] == 64
+        assert r["rounds"] >= 64 // 8 * 2  # fragments of every round: more than one sync per round
+    assert len({r["checksum"] for r in results}) == 1
+    assert len({r["param_sum"] for r in results}) == 1
+    assert all(r["param_head"] == results[0]["param_head"] for r in results)
+    assert all(r["synced_head"] == results[0]["synced_head"] for r in results)  # the anchor is common
+    assert any(r["own_head"] != r["synced_head"] for r in results)

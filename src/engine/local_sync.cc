@@ -1,4 +1,4 @@
-#include "local_sync.h"
+#include "frugal/engine/local_sync.h"
 
 #include <chrono>
 #include <cmath>

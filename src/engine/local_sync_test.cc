@@ -1,11 +1,11 @@
-// The local-update mode (--sync local, src/engine/local_sync.h) end to end:
+// The local-update mode (--sync local, include/frugal/engine/local_sync.h) end to end:
 // workers as threads over the in-process transport.
 #include <filesystem>
 
 #include <gtest/gtest.h>
 
 #include "frugal/engine/checkpoint.h"
-#include "local_sync.h"
+#include "frugal/engine/local_sync.h"
 #include "worker_test_util.h"
 
 namespace frugal::engine {

@@ -24,7 +24,7 @@
 #include "frugal/models/model.h"
 #include "frugal/train/run_reporter.h"
 #include "frugal/train/training_data.h"
-#include "local_sync.h"
+#include "frugal/engine/local_sync.h"
 
 namespace frugal::engine {
 

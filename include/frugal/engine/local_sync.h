@@ -1,6 +1,7 @@
 // LocalSync: the local-update mode of a worker (--sync local), DiLoCo-style
-// outer steps over Frugal's sparse, error-fed exchange. Internal to the
-// engine; the Worker calls it instead of its Replica's pipeline.
+// outer steps over Frugal's sparse, error-fed exchange. The Worker calls it
+// instead of its Replica's pipeline, and so does the Python package's
+// DistributedModel(sync="local") (python/src/replica.cc).
 //
 // Each worker keeps, per gradient bucket of the Replica's layout:
 //   anchor   the parameters at the last sync (equal on every rank)

@@ -34,7 +34,7 @@ struct frugal::EnumNames<frugal::comm::ExchangeAlgorithm> {
 namespace frugal::engine {
 
 // How the replicas synchronise: every step (the gradient pipeline), or
-// every local_steps inner steps with an outer step (src/engine/local_sync.h);
+// every local_steps inner steps with an outer step (include/frugal/engine/local_sync.h);
 // auto chooses one of the two for the run (SyncOf).
 enum class SyncMode { kAuto, kStep, kLocal };
 
