@@ -183,15 +183,15 @@ std::vector<uint8_t> FromTensor(const torch::Tensor& t, const char* what) {
 
 // Cumulative seconds and counts of a rank's pipeline or local mode.
 py::dict StatsDict(const engine::PipelineStats& s) {
-        py::dict d;
-        d["sparsify_s"] = s.sparsify_s;
-        d["exchange_s"] = s.exchange_s;
-        d["optimizer_s"] = s.optimizer_s;
-        d["wait_s"] = s.wait_s;
-        d["tasks"] = s.tasks;
-        d["sent_values"] = s.sent_values;
-        d["total_values"] = s.total_values;
-        d["merged_values"] = s.merged_values;
+  py::dict d;
+  d["sparsify_s"] = s.sparsify_s;
+  d["exchange_s"] = s.exchange_s;
+  d["optimizer_s"] = s.optimizer_s;
+  d["wait_s"] = s.wait_s;
+  d["tasks"] = s.tasks;
+  d["sent_values"] = s.sent_values;
+  d["total_values"] = s.total_values;
+  d["merged_values"] = s.merged_values;
   return d;
 }
 

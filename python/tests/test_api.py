@@ -106,13 +106,18 @@ def train_from(model, steps):
 
 
 OPTIONS = dict(lr=0.05, momentum=0.9, density=0.25, staleness=1)
+LOCAL = dict(sync="local", lr=0.05, momentum=0.9, local_steps=4, total_steps=9)
 
 
+# sync='local': the mode's whole state (anchor, outer momentum, inner
+# parameters and optimizer state, residuals, round counters) round-trips
+# too, from the middle of a round (a fragment's exchange may be in flight).
+@pytest.mark.parametrize("options", [OPTIONS, LOCAL], ids=["step", "local"])
 @needs_replica
-def test_state_dict_round_trip_continues_bit_exactly():
+def test_state_dict_round_trip_continues_bit_exactly(options):
     torch.manual_seed(1)
     net = TwoTower()
-    model = frugal.DistributedModel(net, **OPTIONS)
+    model = frugal.DistributedModel(net, **options)
     train_from(model, 5)
     state = model.state_dict()
     state = {k: v.clone() for k, v in state.items()}
@@ -121,11 +126,12 @@ def test_state_dict_round_trip_continues_bit_exactly():
     torch.save(state, buf)
     train_from(model, 4)
     model.finish()
+    assert model.stats()["rounds" if "sync" in options else "tasks"] > 0
     expected = {k: v.clone() for k, v in net.state_dict().items()}
 
     torch.manual_seed(2)  # other initial values: the checkpoint must override them
     restored = TwoTower()
-    model2 = frugal.DistributedModel(restored, **OPTIONS)
+    model2 = frugal.DistributedModel(restored, **options)
     buf.seek(0)
     model2.load_state_dict(torch.load(buf))
     assert model2.iteration == 5
@@ -230,39 +236,6 @@ def test_init_rejects_bad_environment(monkeypatch):
     monkeypatch.setenv("FRUGAL_RENDEZVOUS_TIMEOUT_S", "0.3")
     with pytest.raises(TimeoutError):  # nobody serves that coordinator
         frugal.init()
-
-
-LOCAL = dict(sync="local", lr=0.05, momentum=0.9, local_steps=4, total_steps=9)
-
-
-@needs_replica
-def test_local_state_dict_round_trip_continues_bit_exactly():
-    """sync='local': the mode's whole state (anchor, outer momentum, inner
-    parameters and optimizer state, residuals, round counters) round-trips
-    through state_dict(); a restored model continues bit-exactly."""
-    torch.manual_seed(1)
-    net = TwoTower()
-    model = frugal.DistributedModel(net, **LOCAL)
-    train_from(model, 5)  # mid-round: a fragment's exchange may be in flight
-    state = {k: v.clone() for k, v in model.state_dict().items()}
-    assert {k for k in state if not k.startswith("_frugal.")} == set(net.state_dict())
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    train_from(model, 4)
-    model.finish()
-    assert model.stats()["rounds"] > 0
-    expected = {k: v.clone() for k, v in net.state_dict().items()}
-
-    torch.manual_seed(2)
-    restored = TwoTower()
-    model2 = frugal.DistributedModel(restored, **LOCAL)
-    buf.seek(0)
-    model2.load_state_dict(torch.load(buf))
-    assert model2.iteration == 5
-    train_from(model2, 4)
-    model2.finish()
-    for k, v in restored.state_dict().items():
-        assert torch.equal(v, expected[k]), k
 
 
 @needs_replica
