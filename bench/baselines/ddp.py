@@ -21,6 +21,8 @@ the same keys Frugal uses (wall_time_s, step, test_accuracy, iter_s, ...).
                       with one line (docs/python.md)
     --hook frugal_model  no DDP: the model in frugal.DistributedModel (Frugal's whole pipeline), its
                       step() for the optimizer's; both need build/python on PYTHONPATH
+    --hook frugal_model_local  the same with DistributedModel(sync="local"), frugal train's default
+                      mode (local steps, a synced fragment every 4); evaluations on the synced parameters
 
 --time-budget S stops training (all ranks agree, via a one-element allreduce
 per step) once S seconds of training have elapsed, evaluations not counted
@@ -325,11 +327,13 @@ def parse_args():
                     help="one process, no DDP: time plain PyTorch steps (--max-steps of them, default 50, after "
                          "--compute-warmup); prints the summary line only")
     ap.add_argument("--compute-warmup", type=int, default=10, help="--compute-only: untimed steps first")
-    ap.add_argument("--hook", default="none", choices=["none", "fp16", "powersgd", "localsgd", "frugal", "frugal_model"],
+    ap.add_argument("--hook", default="none", choices=["none", "fp16", "powersgd", "localsgd", "frugal", "frugal_model",
+                                                           "frugal_model_local"],
                     help="frugal: DDP + frugal.sparse_hook (the one-line conversion); frugal_model: no DDP, the "
                          "model in frugal.DistributedModel (needs the frugal package on PYTHONPATH)")
-    ap.add_argument("--frugal-density", type=float, default=0.03,
-                    help="--hook frugal / frugal_model: fraction of each bucket sent (Frugal's default)")
+    ap.add_argument("--frugal-density", type=float, default=None,
+                    help="--hook frugal / frugal_model*: fraction of each bucket sent (default: Frugal's, 0.03; "
+                         "1 per round with frugal_model_local)")
     ap.add_argument("--powersgd-rank", type=int, default=4)
     ap.add_argument("--localsgd-period", type=int, default=4, help="--hook localsgd: steps between averagings")
     ap.add_argument("--localsgd-warmup", type=int, default=0,
@@ -445,10 +449,13 @@ class FrugalModel:
     def __init__(self, args, model):
         frugal, _ = join_frugal(args)
         self.module = model
+        # frugal_model_local: no total_steps, so the outer step is DiLoCo's, as frugal train picks for runs
+        # of 20 rounds or more (every mlp and cnn scenario).
+        sync = "local" if args.hook == "frugal_model_local" else "step"
         self.dm = frugal.DistributedModel(model, optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
                                           weight_decay=args.weight_decay, beta1=args.beta1, beta2=args.beta2,
                                           eps=args.eps, density=args.frugal_density, timeout_s=args.timeout_s,
-                                          seed=args.seed)
+                                          seed=args.seed, sync=sync)
 
     def __call__(self, x):
         return self.dm(x)
@@ -481,7 +488,7 @@ def build_ddp(args, device):
     for --hook frugal_model a FrugalModel instead."""
     model, nparams = checked_model(args)
     model.to(device)
-    if args.hook == "frugal_model":
+    if args.hook.startswith("frugal_model"):
         return FrugalModel(args, model)
     ddp_kwargs = {"device_ids": [device.index]} if device.type == "cuda" else {}
     if args.single_bucket:
@@ -503,7 +510,8 @@ def build_ddp(args, device):
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
     elif args.hook == "frugal":
         frugal, _ = join_frugal(args)
-        ddp.register_comm_hook(frugal.hook_state(density=args.frugal_density, timeout_s=args.timeout_s),
+        density = 0.03 if args.frugal_density is None else args.frugal_density
+        ddp.register_comm_hook(frugal.hook_state(density=density, timeout_s=args.timeout_s),
                                frugal.sparse_hook)
     elif args.hook == "localsgd":
         from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook
@@ -519,7 +527,7 @@ def build_ddp(args, device):
 def make_optimizer(args, ddp):
     """SGD with momentum, or AdamW (as frugal --optimizer); for --hook localsgd wrapped in PostLocalSGDOptimizer, which averages the
     parameters every --localsgd-period steps after --localsgd-warmup (the hook's start_localSGD_iter)."""
-    if args.hook == "frugal_model":
+    if args.hook.startswith("frugal_model"):
         return FrugalStep(ddp, args.lr)
     opt = make_plain_optimizer(args, ddp.parameters())
     if args.hook != "localsgd":
@@ -576,8 +584,13 @@ class Run:
     def evaluate(self):
         """Every rank evaluates its share of the test set with the replicas' batch-norm statistics averaged;
         the parameters are equal (DDP), so the sums are the whole test set's."""
-        average_buffers(self.ddp.module, self.args.world, self.eval_group)
-        return evaluate(self.ddp.module, self.x_test, self.y_test, self.args.rank, self.args.world, self.eval_group)
+        def run():
+            average_buffers(self.ddp.module, self.args.world, self.eval_group)
+            return evaluate(self.ddp.module, self.x_test, self.y_test, self.args.rank, self.args.world,
+                            self.eval_group)
+        if self.args.hook == "frugal_model_local":  # the replicas differ between syncs: the common model
+            return self.ddp.dm.with_synced_parameters(run)
+        return run()
 
     def barrier(self):
         dist.barrier(group=self.eval_group)
@@ -680,7 +693,7 @@ class Run:
         if self.args.hook == "localsgd":
             from torch.distributed.algorithms.model_averaging import utils as averaging
             averaging.average_parameters(self.ddp.module.parameters(), dist.group.WORLD)
-        if self.args.hook == "frugal_model":
+        if self.args.hook.startswith("frugal_model"):
             self.ddp.finish()
         synchronize(self.device)
         train_time = self.train_time()

@@ -26,6 +26,7 @@ fluctuating trace starts at the same second for every system):
   ddp_unlimited  DDP on the same hosts with no rate limit (datacenter reference)
   py_hook        the DDP script with frugal.sparse_hook registered (Frugal's Python package)
   py_model       the same script with the model in frugal.DistributedModel instead of DDP
+  py_model_local the same with DistributedModel(sync="local"), frugal train's default mode
 
 Each system gets a time budget (seconds of training); one that does not reach
 the target accuracy within its run gets its elapsed training time as a lower

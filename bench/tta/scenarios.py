@@ -4,7 +4,8 @@ A system name says what runs: `frugal*` are Frugal variants (see
 frugal_variant_args), `ddp*` PyTorch DDP with a communication hook, `py_*`
 Frugal's Python package inside the same PyTorch script (bench/baselines/ddp.py):
 py_hook is DDP with frugal.sparse_hook, py_model the model in
-frugal.DistributedModel (issue 20: a user's DDP script converted).
+frugal.DistributedModel (issue 20: a user's DDP script converted),
+py_model_local the same with sync="local" (frugal train's default mode).
 """
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Tuple
@@ -17,7 +18,8 @@ LOCALSGD_PERIODS = {"ddp_localsgd4": 4, "ddp_localsgd16": 16}
 DDP_SYSTEMS = {"ddp": ["--hook", "none"], "ddp_fp16": ["--hook", "fp16"], "ddp_unlimited": ["--hook", "none"]}
 DDP_SYSTEMS.update({name: ["--hook", "powersgd", "--powersgd-rank", str(r)] for name, r in POWERSGD_RANKS.items()})
 DDP_SYSTEMS.update({name: ["--hook", "localsgd", "--localsgd-period", str(p)] for name, p in LOCALSGD_PERIODS.items()})
-PY_SYSTEMS = {"py_hook": ["--hook", "frugal"], "py_model": ["--hook", "frugal_model"]}
+PY_SYSTEMS = {"py_hook": ["--hook", "frugal"], "py_model": ["--hook", "frugal_model"],
+              "py_model_local": ["--hook", "frugal_model_local"]}
 DDP_SYSTEMS.update(PY_SYSTEMS)
 STOCK_SYSTEMS = ["ddp_powersgd1", "ddp_powersgd", "ddp_powersgd8", "ddp_localsgd4", "ddp_localsgd16"]
 SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
@@ -246,7 +248,7 @@ FULL_BUDGETS.update({"frugal_d" + d: 900 for d in SWEEP_DENSITIES})
 # Local SGD sends a full model every 4 or 16 steps: it can finish its epochs.
 FULL_BUDGETS.update({"ddp_powersgd1": 300, "ddp_powersgd8": 300, "ddp_localsgd4": 900, "ddp_localsgd16": 900})
 # Frugal's Python package trains as long as Frugal.
-FULL_BUDGETS.update({"py_hook": 900, "py_model": 900})
+FULL_BUDGETS.update({"py_hook": 900, "py_model": 900, "py_model_local": 900})
 ADAPT_SYSTEMS = ["frugal", "frugal_fixed", "frugal_adapt"] + ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_unlimited"]
 
 

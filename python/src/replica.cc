@@ -3,6 +3,7 @@
 // keyword arguments and are validated here, with the keyword names in the
 // messages; below this edge the engine's own checks hold.
 #include <algorithm>
+#include <iterator>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -203,11 +204,9 @@ class LrTrack {
   explicit LrTrack(double lr) { points_.emplace_back(0, lr); }
   double At(int64_t t) const {
     std::lock_guard<std::mutex> lock(mu_);
-    double lr = points_.front().second;
-    for (const auto& [from, value] : points_) {
-      if (from <= t) lr = value;
-    }
-    return lr;
+    auto after = std::upper_bound(points_.begin(), points_.end(), t,
+                                  [](int64_t v, const std::pair<int64_t, double>& p) { return v < p.first; });
+    return after == points_.begin() ? points_.front().second : std::prev(after)->second;
   }
   void Set(int64_t t, double lr) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -350,14 +350,16 @@ Status LocalSync::Impl::DrainAll() {
 // of a round synced at iteration t is outer_lr x s(t), s the inner
 // schedule's decay since its warm-up (lr_at(t) / lr_at(warmup)), but never
 // below 1 - momentum: the gain falls with the inner lr to 1, plain
-// averaging of the workers' progress. A pure function of the sync point,
-// so every rank and a resumed run step alike.
+// averaging of the workers' progress. s is at most 1: a schedule that
+// rises after `warmup` (a Python caller's own set_lr, whose warm-up may be
+// longer) never raises the gain above outer_lr. A pure function of the
+// sync point, so every rank and a resumed run step alike.
 double LocalSync::Impl::OuterLrAt(int64_t t) const {
   const DistributedOptions& d = config.distributed;
   if (!d.outer_anneal) return d.outer_lr;
   const int64_t w = config.train.warmup_steps;
   const double peak = lr_at(w);
-  const double s = peak > 0 ? lr_at(std::max(t, w)) / peak : 1.0;
+  const double s = peak > 0 ? std::min(1.0, lr_at(std::max(t, w)) / peak) : 1.0;
   return std::max(d.outer_lr * s, std::min(d.outer_lr, 1.0 - d.outer_momentum));
 }
 
