@@ -630,7 +630,9 @@ Status LocalSync::BeginIteration(int64_t t, bool check_replicas) {
     FRUGAL_RETURN_IF_ERROR(m.SyncFragment(static_cast<size_t>(m.next_fragment), t, m.delay));
     m.next_fragment = (m.next_fragment + 1) % static_cast<int64_t>(m.P());
     m.synced_at = t;
-    changed = true;
+    // Only a blocking round changes master; an overlapped one reads it (its
+    // outer step lands later, through ApplyDue).
+    changed = changed || m.delay == 0;
   }
   if (changed) CopyIn(/*anchor=*/false);
   if (check_replicas) FRUGAL_RETURN_IF_ERROR(CheckReplicas(t).status());
