@@ -59,6 +59,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <cstdlib>
 
 #include "elastic_step.h"
 #include "hysteresis.h"
@@ -66,6 +67,11 @@
 
 namespace frugal::sched {
 namespace {
+
+double XV(const char* name, double def) {  // EXPERIMENT ONLY, remove before commit.
+  const char* v = std::getenv(name);
+  return v ? std::atof(v) : def;
+}
 
 // A job's best goodput at m GPUs over its batch candidates (Note [AFS
 // goodput]), memoised: the two passes of Note [Switch cost] ask for the same
@@ -99,9 +105,10 @@ class GoodputRates {
 // against rhs of the others) gets its next growth step; `update(i)`
 // recomputes job i's step and says whether it can still grow; `before`
 // orders jobs by (finish, submit time, id).
-template <typename Update, typename Before>
-void HandOut(std::vector<size_t>* order, const std::vector<GrowthStep>& steps, const std::vector<double>& lhs,
-             const std::vector<double>& rhs, std::vector<int>* counts, int* free, Update&& update, Before&& before) {
+// `keeps(a, b)`: whether the running winner a keeps the step against b.
+template <typename Update, typename Before, typename Keeps>
+void HandOut(std::vector<size_t>* order, const std::vector<GrowthStep>& steps, std::vector<int>* counts, int* free,
+             Update&& update, Before&& before, Keeps&& keeps) {
   std::sort(order->begin(), order->end(), before);
   while (*free > 0 && !order->empty()) {
     long winner = -1;
@@ -109,7 +116,7 @@ void HandOut(std::vector<size_t>* order, const std::vector<GrowthStep>& steps, c
     for (size_t pos = 0; pos < order->size(); ++pos) {
       size_t b = (*order)[pos];
       if (steps[b].k > *free) continue;
-      if (winner < 0 || !(lhs[winner] > rhs[b])) {
+      if (winner < 0 || !keeps(static_cast<size_t>(winner), b)) {
         winner = static_cast<long>(b);
         winner_pos = pos;
       }
@@ -132,19 +139,22 @@ double LengthClass(double progress, double rate_at_one, double prior_seconds) {
 
 class AfsPolicy : public Policy {
  public:
-  AfsPolicy(bool oracle, bool goodput, double prior_seconds, double min_gain, SwitchCost switch_cost)
+  AfsPolicy(bool oracle, bool goodput, double prior_seconds, double min_gain, SwitchCost switch_cost,
+            bool srtf = false)
       : oracle_(oracle), goodput_(goodput), prior_seconds_(prior_seconds), min_gain_(min_gain),
-        switch_cost_(switch_cost) {}
+        switch_cost_(switch_cost), srtf_(srtf) {}
 
-  std::string Name() const override { return oracle_ ? "afs-l" : goodput_ ? "afs-goodput" : "afs-p"; }
-  bool UsesOracle() const override { return oracle_; }
+  std::string Name() const override {
+    return srtf_ ? "afs-srtf" : oracle_ ? "afs-l" : goodput_ ? "afs-goodput" : "afs-p";
+  }
+  bool UsesOracle() const override { return oracle_ || (srtf_ && XV("SRTF_EST", 0) == 2); }
 
   std::vector<Placement> Schedule(const ClusterView& cluster, const std::vector<JobView>& jobs) const override {
     const int g = cluster.spec.gpus_per_node;
     const int total = cluster.spec.TotalGpus();
     const size_t n = jobs.size();
     std::vector<int> counts(n, 0);
-    std::vector<double> remaining(n), finish(n), lhs(n), rhs(n);
+    std::vector<double> remaining(n), finish(n), lhs(n), rhs(n), est(n);
     std::vector<GrowthStep> steps(n);
     std::vector<size_t> order;  // Growable jobs by (finish, id).
     order.reserve(n);
@@ -182,8 +192,12 @@ class AfsPolicy : public Policy {
 
       const GrowthStep& s = steps[i];
       double gain = (s.rate_next - s.rate_now) / s.k;
-      lhs[i] = counts[i] == 0 ? std::numeric_limits<double>::infinity() : gain / s.rate_now;
-      rhs[i] = gain / s.rate_next;
+      if (srtf_) {
+        lhs[i] = rhs[i] = gain / est[i];
+      } else {
+        lhs[i] = counts[i] == 0 ? std::numeric_limits<double>::infinity() : gain / s.rate_now;
+        rhs[i] = gain / s.rate_next;
+      }
       if (oracle_) finish[i] = remaining[i] / (counts[i] == 0 ? s.rate_next : s.rate_now);
       return true;
     };
@@ -194,6 +208,12 @@ class AfsPolicy : public Policy {
     };
 
     for (size_t i = 0; i < n; ++i) {
+      double r1 = rate_of(jobs[i], i, 1);
+      int ev = XV("SRTF_EST", 0);
+      if (ev == 0) est[i] = r1 * prior_seconds_ * std::exp2(LengthClass(jobs[i].progress, r1, prior_seconds_));
+      else if (ev == 1) est[i] = std::max(jobs[i].progress, prior_seconds_ * r1);
+      else est[i] = jobs[i].remaining_progress;
+      if (!(est[i] > 0)) est[i] = 1e300;
       if (oracle_) {
         remaining[i] = jobs[i].remaining_progress;
       } else {
@@ -213,7 +233,9 @@ class AfsPolicy : public Policy {
       for (size_t i = 0; i < n; ++i) {
         if (update(i)) order.push_back(i);
       }
-      HandOut(&order, steps, lhs, rhs, &counts, &free, update, before);
+      HandOut(&order, steps, &counts, &free, update, before, [&](size_t a, size_t b) {
+        return srtf_ ? lhs[a] >= rhs[b] : lhs[a] > rhs[b];
+      });
     }
     DampReallocations(cluster.spec, jobs, min_gain_,
                       [&](size_t i, int m) { return rate_of(jobs[i], i, m); }, &counts);
@@ -246,6 +268,7 @@ class AfsPolicy : public Policy {
   double prior_seconds_;
   double min_gain_;
   SwitchCost switch_cost_;
+  bool srtf_;
 };
 
 }  // namespace
@@ -255,6 +278,9 @@ std::unique_ptr<Policy> NewAfsLPolicy(double min_gain) {
 }
 std::unique_ptr<Policy> NewAfsPPolicy(double prior_seconds, double min_gain, SwitchCost switch_cost) {
   return std::make_unique<AfsPolicy>(false, false, prior_seconds, min_gain, switch_cost);
+}
+std::unique_ptr<Policy> NewAfsSrtfPolicy(double prior_seconds, double min_gain, SwitchCost switch_cost) {
+  return std::make_unique<AfsPolicy>(false, true, prior_seconds, min_gain, switch_cost, true);
 }
 std::unique_ptr<Policy> NewAfsGoodputPolicy(double prior_seconds, double min_gain, SwitchCost switch_cost) {
   return std::make_unique<AfsPolicy>(false, true, prior_seconds, min_gain, switch_cost);

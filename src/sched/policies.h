@@ -22,5 +22,6 @@ struct SwitchCost {
 std::unique_ptr<Policy> NewAfsPPolicy(double prior_seconds, double min_gain, SwitchCost switch_cost);
 // AFS-P reasoning with each job's best batch size at every GPU count.
 std::unique_ptr<Policy> NewAfsGoodputPolicy(double prior_seconds, double min_gain, SwitchCost switch_cost);
+std::unique_ptr<Policy> NewAfsSrtfPolicy(double prior_seconds, double min_gain, SwitchCost switch_cost);
 
 }  // namespace frugal::sched
