@@ -116,6 +116,7 @@ void RunSearch(SearchOpts* o) {
 }
 
 struct FrugalOpts {
+  FrugalOpts() { job.density = 0; }  // --density 0: the mode's default
   ModelFlags model;
   std::string hardware = "rtx3090";
   sim::FrugalJob job;
@@ -123,6 +124,8 @@ struct FrugalOpts {
   double intra_gbps = 10;
   double inter_mbps = 100;
   WireBytesFlags wire;
+  std::string sync = "local";
+  int local_fragments = 0;
 };
 
 void AddFrugalFlags(CLI::App* cmd, FrugalOpts* o) {
@@ -137,9 +140,23 @@ void AddFrugalFlags(CLI::App* cmd, FrugalOpts* o) {
   cmd->add_option("--inter-mbps", o->inter_mbps, "Bandwidth between clusters (Mbit/s)")
       ->capture_default_str()
       ->check(Bounded(1e-3, 1e8));
-  cmd->add_option("--density", o->job.density, "Fraction of gradient values exchanged")
+  cmd->add_option("--sync", o->sync,
+                  "Mode, as frugal train's: local (its default: a round of parameter changes every "
+                  "--local-steps steps) or step (a sparse gradient exchange every step)")
       ->capture_default_str()
-      ->check(Bounded(1e-9, 1));
+      ->check(CLI::IsMember({"local", "step"}));
+  cmd->add_option("--local-steps", o->job.local_steps, "--sync local: inner steps per round")
+      ->default_val(16)
+      ->capture_default_str()
+      ->check(Bounded(1, 1000000));
+  cmd->add_option("--local-fragments", o->local_fragments,
+                  "--sync local: fragments per round (0: frugal train's, the largest divisor of --local-steps up to 4)")
+      ->capture_default_str()
+      ->check(Bounded(0, 1000000));
+  cmd->add_option("--density", o->job.density,
+                  "Fraction of values exchanged (0: the mode's default, 1 for local, 0.01 for step)")
+      ->capture_default_str()
+      ->check(Bounded(0, 1));
   cmd->add_option("--batch", o->job.batch_per_worker, "Batch per worker")->capture_default_str()->check(Bounded(1, 1e6));
   cmd->add_option("--staleness", o->job.staleness, "Iterations of staleness")
       ->capture_default_str()
@@ -162,11 +179,24 @@ void RunFrugal(FrugalOpts* o) {
   o->job.clusters.clear();
   for (int w : o->clusters) o->job.clusters.push_back(sim::ClusterSpec{w, o->intra_gbps});
   o->job.inter_cluster_gbps = o->inter_mbps / 1000.0;
+  const bool local = o->sync == "local";
+  if (!local) o->job.local_steps = 0;
+  if (local && o->local_fragments > o->job.local_steps) throw UsageError("--local-fragments exceeds --local-steps");
+  o->job.local_fragments = o->local_fragments > 0 ? o->local_fragments : sim::DefaultLocalFragments(o->job.local_steps);
+  if (o->job.density == 0) o->job.density = local ? 1.0 : 0.01;
   o->wire.Apply(&o->job);
   const sim::HardwareSpec hw = OrThrow(sim::LoadHardware(o->hardware));
   const sim::FrugalPrediction p = OrThrow(sim::PredictFrugalIteration(o->job, hw));
   std::printf("iteration      %.4f s (%.1f samples/s), bottleneck: %s\n", p.iteration_s, p.samples_per_s,
               p.bottleneck.c_str());
+  if (local) {
+    std::printf("mode           local updates: a round every %d steps in %d fragments, %.3g bytes per value\n"
+                "compute        %.4f s per step (inner step %.4f s)\nsync points    %.4f s per step\n"
+                "per round      exchange %.4f s, encode %.4f s, decode %.4f s\n",
+                o->job.local_steps, o->job.local_fragments, o->job.bytes_per_selected, p.gpu_s, p.optimizer_s,
+                p.sync_s, p.exchange_s, p.sparsify_s, p.combine_s);
+    return;
+  }
   std::printf("gpu            %.4f s\ncopy           %.4f s\nsparsify       %.4f s\nexchange       %.4f s\n"
               "combine        %.4f s\noptimizer      %.4f s\nmerged density %.4f\ncpu share      %.2fx\n",
               p.gpu_s, p.copy_s, p.sparsify_s, p.exchange_s, p.combine_s, p.optimizer_s, p.merged_density,
@@ -220,7 +250,7 @@ void AddFrugalValidate(CLI::App* plan) {
   cmd->callback([o] {
     auto rows = OrThrow(sim::LoadFrugalMeasurementsCsv(o->file));
     for (auto& r : rows) {
-      o->wire.Apply(&r.job);
+      if (!r.measured_bytes) o->wire.Apply(&r.job);
       r.job.selection_overlap = o->selection_overlap;
       int workers = 0;
       for (const sim::ClusterSpec& c : r.job.clusters) workers += c.workers;

@@ -68,6 +68,12 @@ Status CheckJob(const FrugalJob& job) {
   if (!(job.measured_merged_density >= 0 && job.measured_merged_density <= 1)) {
     return Status::InvalidArgument("measured merged density must be in [0, 1]");
   }
+  if (job.local_steps < 0 || job.local_steps > 1000000) {
+    return Status::InvalidArgument("local steps must be from 0 (the step mode) to 1000000");
+  }
+  if (job.local_steps > 0 && (job.local_fragments < 1 || job.local_fragments > job.local_steps)) {
+    return Status::InvalidArgument("local fragments must be from 1 to the local steps");
+  }
   for (const ClusterSpec& c : job.clusters) {
     if (c.workers <= 0 || c.intra_gbps <= 0) {
       return Status::InvalidArgument("every cluster needs a positive worker count and bandwidth");
@@ -247,6 +253,89 @@ std::string Bottleneck(const FrugalPrediction& p, double d2h, double h2d) {
   return bottleneck;
 }
 
+// Note [Local rounds]
+// The local-update mode (engine::LocalSync) exchanges a round every
+// local_steps (H) iterations in P = local_fragments fragments of 1/P of the
+// model, one fragment every H/P steps. With overlap a fragment's exchange
+// runs on a thread and its outer step lands H/P steps later, when the next
+// fragment syncs, so at most one fragment is in flight. Per fragment:
+//  - the link (LocalFragmentSeconds): with one cluster, the sharded exchange
+//    (a reduce-scatter, then an all-gather, of compressed shards), in which
+//    each worker sends and receives 2 (N-1)/N of a fragment's message on
+//    its own full-duplex link; with clusters, the hierarchical exchange:
+//    members send their message to the leader, the leaders exchange one
+//    message per cluster (re-compressed to the same size), and each leader
+//    sends its members the clusters' messages;
+//  - the exchange thread's CPU: encoding the fragment's fp32 values
+//    (cpu_sparsify_gbs), and decoding what arrives plus an owner's or a
+//    leader's re-encode (cpu_combine_gbs);
+//  - the main thread at each sync point: the fragment's outer step, and the
+//    parameters put back into the model (on a CPU device a host copy of the
+//    model; on a GPU, whose inner steps run there, the model down and up
+//    over PCIe).
+// A step costs its compute: with telemetry as measured; else forward and
+// backward plus the inner step (on the host for a CPU device, on the GPU
+// otherwise), plus on shared cores the exchange threads' CPU spread over the
+// round. A fragment's chain (its CPU, then the link) must fit its window of
+// H/P steps, or the next sync point waits for it:
+//   iteration = max(step, chain / (H/P)) + sync / (H/P);
+// without overlap the chain adds in full: step + (chain + sync) / (H/P).
+double LocalFragmentSeconds(const FrugalJob& job, const HardwareSpec& hw, double message, double* received) {
+  const double k = static_cast<double>(job.clusters.size());
+  if (job.clusters.size() == 1) {
+    const ClusterSpec& c = job.clusters[0];
+    const double n = c.workers;
+    *received = 2.0 * (n - 1.0) / n * message;
+    return *received / (c.intra_gbps * 1e9 / 8.0 * hw.efficiency.inter_link);
+  }
+  const double inter = job.inter_cluster_gbps * 1e9 / 8.0 * hw.efficiency.inter_link;
+  double worst = 0;
+  *received = 0;
+  for (const ClusterSpec& c : job.clusters) {
+    const double intra = c.intra_gbps * 1e9 / 8.0 * hw.efficiency.inter_link;
+    const double members = c.workers - 1.0;
+    double t = members * message / intra;                              // the members to their leader
+    t += (k - 1.0) * message / inter + job.inter_cluster_latency_ms * 1e-3;  // between the leaders
+    t += members * k * message / intra;                                // the clusters' messages to the members
+    worst = std::max(worst, t);
+    *received = std::max(*received, (members + k - 1.0) * message);   // a leader's
+  }
+  return worst;
+}
+
+FrugalPrediction PredictLocalIteration(const FrugalJob& job, const HardwareSpec& hw, double params,
+                                       FrugalPrediction out) {
+  const bool shared = job.shared_cpu || hw.is_cpu;
+  const bool telemetry = job.compute_s_per_sample > 0;
+  const double steps = job.local_steps, fragments = job.local_fragments;
+  const double per_sync = steps / fragments;  // steps between sync points
+  const double model_bytes = params * 4.0;
+  const double fragment_bytes = model_bytes / fragments;
+  const double message = job.density * params / fragments * job.bytes_per_selected;
+  const double pcie = hw.host.pcie_gbs * 1e9;
+  const double host_pass = out.cpu_share / (hw.host.cpu_optimizer_gbs * 1e9);  // seconds per byte
+  if (!telemetry) {  // SGD with momentum reads the gradient and momentum, writes both and the parameters
+    out.optimizer_s = hw.is_cpu ? model_bytes * host_pass
+                                : 5.0 * model_bytes / (hw.device.memory_bandwidth_gbs * 1e9 * hw.efficiency.memory);
+  }
+  double received = 0;
+  out.exchange_s = fragments * LocalFragmentSeconds(job, hw, message, &received);
+  out.sparsify_s = fragments * out.cpu_share * fragment_bytes / (hw.host.cpu_sparsify_gbs * 1e9);
+  out.combine_s = fragments * out.cpu_share * (received + message) / (hw.host.cpu_combine_gbs * 1e9);
+  out.copy_s = hw.is_cpu ? 0.0 : 2.0 * model_bytes / pcie / per_sync;
+  const double outer = 4.0 * fragment_bytes * host_pass;  // anchor, momentum, the merged step, master
+  out.sync_s = (outer + (hw.is_cpu ? model_bytes * host_pass : 0.0)) / per_sync + out.copy_s;
+  const double threads_cpu = out.sparsify_s + out.combine_s;
+  const double step =
+      telemetry ? out.gpu_s : out.gpu_s + out.optimizer_s + (shared ? threads_cpu / steps : 0.0);
+  const double chain = (threads_cpu + out.exchange_s) / fragments;
+  out.iteration_s = job.local_overlap ? std::max(step, chain / per_sync) + out.sync_s
+                                      : step + chain / per_sync + out.sync_s;
+  out.merged_density = job.density;
+  out.bottleneck = chain / per_sync <= step ? "gpu" : out.exchange_s >= threads_cpu ? "exchange" : "combine";
+  return out;
+}
+
 }  // namespace
 
 Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const HardwareSpec& hw) {
@@ -266,6 +355,11 @@ Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const Hard
   const bool telemetry = job.compute_s_per_sample > 0;
   out.gpu_s = telemetry ? job.compute_fixed_s + job.compute_s_per_sample * static_cast<double>(job.batch_per_worker)
                         : ComputeSeconds(w, *cost) * (hw.is_cpu ? out.cpu_share : 1.0);
+  if (job.local_steps > 0) {
+    out = PredictLocalIteration(job, hw, params, out);
+    out.samples_per_s = out.iteration_s > 0 ? job.batch_per_worker * total_workers / out.iteration_s : 0.0;
+    return out;
+  }
   const double pcie = hw.host.pcie_gbs * 1e9;
   const double overlap = job.measured_merged_density > 0
                              ? OverlapFromMerged(job.density, total_workers, job.measured_merged_density)
@@ -287,6 +381,13 @@ Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const Hard
   out.samples_per_s = out.iteration_s > 0 ? job.batch_per_worker * total_workers / out.iteration_s : 0.0;
   out.bottleneck = Bottleneck(out, d2h, h2d);
   return out;
+}
+
+int DefaultLocalFragments(int local_steps) {
+  for (int p = 4; p > 1; --p) {
+    if (local_steps % p == 0) return p;
+  }
+  return 1;
 }
 
 }  // namespace frugal::sim

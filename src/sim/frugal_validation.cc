@@ -23,19 +23,22 @@ enum Column {
   kStaleness,
   kComputeMs,
   kMergedDensity,
+  kLocalSteps,
+  kBytesPerValue,
   kNumColumns
 };
 
 const char* kNames[kNumColumns] = {"model",   "clusters",         "intra mbps",          "inter mbps",
                                    "density", "batch per worker", "iteration time (ms)", "staleness",
-                                   "compute ms per sample", "merged density"};
+                                   "compute ms per sample", "merged density", "local steps",
+                                   "bytes per value"};
 
 // As `plan frugal`'s --batch and --staleness (the pipeline is played for 24
 // iterations); a larger number would also overflow the integer it goes into.
 constexpr int64_t kMaxBatch = 1000000;
 constexpr int kMaxStaleness = 16;
 
-bool Optional(int c) { return c == kStaleness || c == kComputeMs || c == kMergedDensity; }
+bool Optional(int c) { return c >= kStaleness; }
 
 std::string Lowered(std::string s) {
   for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -74,6 +77,27 @@ Result<std::vector<ClusterSpec>> ParseClusters(const std::string& text, double i
     if (plus == std::string::npos) return clusters;
     start = plus + 1;
   }
+}
+
+// The optional local-mode columns of row r (FrugalJob::local_steps, and the
+// measured wire bytes per value).
+Status ParseLocalColumns(const CsvTable& t, size_t r, const std::vector<int>& col, FrugalMeasurement* m) {
+  if (col[kLocalSteps] >= 0) {
+    double h = 0;
+    FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kLocalSteps, false, &h));
+    if (h > 1000000 || h != std::floor(h)) return t.Error(r, "'local steps' must be a whole number from 0 to 1000000");
+    m->job.local_steps = static_cast<int>(h);
+    m->job.local_fragments = DefaultLocalFragments(m->job.local_steps);
+  }
+  if (col[kBytesPerValue] >= 0 && !t.Field(r, col[kBytesPerValue]).empty()) {  // empty: the wire's own figure
+    FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kBytesPerValue, false, &m->job.bytes_per_selected));
+    if (m->job.bytes_per_selected <= 0 || m->job.bytes_per_selected > 64) {
+      return t.Error(r, "'bytes per value' must be in (0, 64]");
+    }
+    m->job.merged_bytes_per_selected = m->job.bytes_per_selected;
+    m->measured_bytes = true;
+  }
+  return Status::Ok();
 }
 
 Result<FrugalMeasurement> ParseMeasurement(const CsvTable& t, size_t r, const std::vector<int>& col) {
@@ -117,6 +141,7 @@ Result<FrugalMeasurement> ParseMeasurement(const CsvTable& t, size_t r, const st
     FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kMergedDensity, false, &m.job.measured_merged_density));
     if (m.job.measured_merged_density > 1) return t.Error(r, "'merged density' must be in [0, 1]");
   }
+  FRUGAL_RETURN_IF_ERROR(ParseLocalColumns(t, r, col, &m));
   return m;
 }
 

@@ -1,5 +1,6 @@
 #include "frugal/sim/planner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -176,6 +177,88 @@ TEST(FrugalPipelineTest, TelemetryAndSharedCpu) {
   }
 }
 
+// Note [Local rounds]: a round of fragments hides behind the inner steps
+// until the link cannot carry a fragment within its window; then the link
+// sets the pace. Hand-computed against the sharded and the hierarchical
+// exchange.
+TEST(FrugalPipelineTest, LocalRoundsHideBehindTheStepsUntilTheLinkIsTooSlow) {
+  const HardwareSpec hw = *BuiltinHardware("rtx3090");
+  FrugalJob job = ClusteredJob("mlp", {4}, 1, 1.0);
+  job.batch_per_worker = 64;
+  job.compute_s_per_sample = 0.1 / 64;  // a 0.1 s step, as a worker measures it
+  job.bytes_per_selected = 0.504;
+  job.local_steps = 16;
+  job.local_fragments = 4;
+  const double params = BuildWorkload(job.model, WorkloadOptions{})->total_params;
+  const double message = params / 4 * 0.504;
+  auto predict = [&](const FrugalJob& j) {
+    Result<FrugalPrediction> p = PredictFrugalIteration(j, hw);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return p.ok() ? *p : FrugalPrediction{};
+  };
+  const FrugalPrediction fast = predict(job);
+  EXPECT_EQ(fast.bottleneck, "gpu");
+  EXPECT_DOUBLE_EQ(fast.gpu_s, 0.1);
+  EXPECT_NEAR(fast.iteration_s, 0.1 + fast.sync_s, 1e-12);
+  // The sharded exchange: 2 (N-1)/N of a fragment's message per fragment.
+  const double rate = 10e9 / 8 * hw.efficiency.inter_link;
+  EXPECT_NEAR(fast.exchange_s, 4 * 2.0 * 3 / 4 * message / rate, 1e-12);
+  // 20 Mbit/s: a fragment no longer fits in its 4 steps, and the link sets the pace.
+  FrugalJob slow = job;
+  slow.clusters[0].intra_gbps = 0.02;
+  const FrugalPrediction s = predict(slow);
+  EXPECT_EQ(s.bottleneck, "exchange");
+  const double chain = (s.exchange_s + s.sparsify_s + s.combine_s) / 4;
+  EXPECT_GT(chain / 4, 0.1);
+  EXPECT_NEAR(s.iteration_s, chain / 4 + s.sync_s, 1e-12);
+  // Without overlap the whole chain is waited for.
+  slow.local_overlap = false;
+  EXPECT_NEAR(predict(slow).iteration_s, 0.1 + chain / 4 + s.sync_s, 1e-12);
+  // Rounds twice as long halve the link's share of a step.
+  slow.local_overlap = true;
+  slow.local_steps = 32;
+  const FrugalPrediction longer = predict(slow);
+  EXPECT_NEAR(longer.iteration_s, std::max(0.1, chain / 8) + longer.sync_s, 1e-12);
+  EXPECT_LT(longer.iteration_s, s.iteration_s);
+  // Two clusters of 2 over a 20 Mbit/s WAN: a member's message to its
+  // leader, one message each way between the leaders, both clusters'
+  // messages back to the member.
+  FrugalJob wan = ClusteredJob("mlp", {2, 2}, 0.02, 1.0);
+  wan.batch_per_worker = 64;
+  wan.compute_s_per_sample = job.compute_s_per_sample;
+  wan.bytes_per_selected = 0.504;
+  wan.local_steps = 16;
+  wan.local_fragments = 4;
+  const double wan_rate = 0.02e9 / 8 * hw.efficiency.inter_link;
+  const double fragment = message / rate + message / wan_rate + 1e-3 + 2 * message / rate;
+  EXPECT_NEAR(predict(wan).exchange_s, 4 * fragment, 1e-12);
+  // A step-mode prediction of the same job is unchanged by the local fields' defaults.
+  FrugalJob step = job;
+  step.local_steps = 0;
+  EXPECT_NE(predict(step).iteration_s, fast.iteration_s);
+  job.local_fragments = 17;
+  EXPECT_EQ(PredictFrugalIteration(job, hw).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(DefaultLocalFragments(16), 4);
+  EXPECT_EQ(DefaultLocalFragments(18), 3);
+  EXPECT_EQ(DefaultLocalFragments(7), 1);
+}
+
+// Without telemetry, a CPU device's step holds the inner step on the host
+// and, on shared cores, the exchange threads' CPU of the round.
+TEST(FrugalPipelineTest, LocalStepsOnSharedCoresCarryTheRoundsCpu) {
+  FrugalJob job = ClusteredJob("mlp", {4}, 1, 1.0);
+  job.bytes_per_selected = 0.504;
+  job.local_steps = 16;
+  job.local_fragments = 4;
+  job.workers_per_host = 4;
+  HardwareSpec hw = *BuiltinHardware("cpu-local");
+  Result<FrugalPrediction> p = PredictFrugalIteration(job, hw);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_GT(p->optimizer_s, 0);
+  EXPECT_EQ(p->bottleneck, "gpu");
+  EXPECT_NEAR(p->iteration_s, p->gpu_s + p->optimizer_s + (p->sparsify_s + p->combine_s) / 16 + p->sync_s, 1e-12);
+}
+
 // Note [Selections overlap]: the merged density between one selection
 // (overlap 1) and independent selections (overlap 0), the WAN carrying each
 // cluster's union, and telemetry fixing the overlap.
@@ -310,6 +393,21 @@ TEST(FrugalValidationTest, ErrorsNameTheLine) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("f.csv:2: 'merged density' must be in [0, 1]"), std::string::npos)
       << bad.status().message();
+  const std::string local_header =
+      "model,clusters,intra mbps,inter mbps,density,batch per worker,iteration time (ms),local steps,bytes per value\n";
+  Result<std::vector<FrugalMeasurement>> local =
+      ParseFrugalMeasurementsCsv(local_header + "mlp,4,100,100,1,64,120,16,0.4\nmlp,4,100,100,0.03,64,120,0,0.6\n", "f.csv");
+  ASSERT_TRUE(local.ok()) << local.status().ToString();
+  EXPECT_EQ((*local)[0].job.local_steps, 16);
+  EXPECT_EQ((*local)[0].job.local_fragments, 4);
+  EXPECT_DOUBLE_EQ((*local)[0].job.bytes_per_selected, 0.4);
+  EXPECT_TRUE((*local)[0].measured_bytes);
+  EXPECT_EQ((*local)[1].job.local_steps, 0);
+  for (const char* row : {"mlp,4,100,100,1,64,120,2.5,0.4\n", "mlp,4,100,100,1,64,120,16,0\n"}) {
+    Result<std::vector<FrugalMeasurement>> r = ParseFrugalMeasurementsCsv(local_header + row, "f.csv");
+    ASSERT_FALSE(r.ok()) << row;
+    EXPECT_NE(r.status().message().find("f.csv:2: '"), std::string::npos) << r.status().message();
+  }
 }
 
 }  // namespace

@@ -78,6 +78,20 @@ struct FrugalJob {
   // worker's metrics "merged_density"). When > 0 it sets selection_overlap
   // (as compute_s_per_sample sets the compute). Default 0.
   double measured_merged_density = 0;
+  // Frugal's local-update mode (frugal train's default with two or more
+  // workers, --sync local) when local_steps > 0: each worker takes
+  // local_steps inner optimizer steps, then exchanges its parameter change
+  // (a round, at `density` and bytes_per_selected per value; Frugal's whole
+  // int4 rounds: 0.504 before deflate) in local_fragments fragments; with
+  // local_overlap a fragment's exchange runs while the next
+  // local_steps / local_fragments steps compute (Note [Local rounds] in
+  // frugal_pipeline.cc). Staleness, pipeline threads and the merged wire do
+  // not apply. With telemetry, compute_s_per_sample is the worker's whole
+  // step (forward, backward and the inner step, as frugal train reports
+  // "compute"). 0 (default): the step mode above, an exchange every step.
+  int local_steps = 0;
+  int local_fragments = 4;   // Default 4, as frugal train for local_steps 16.
+  bool local_overlap = true;  // Default true, as frugal train.
 };
 
 struct FrugalPrediction {
@@ -92,8 +106,19 @@ struct FrugalPrediction {
   double samples_per_s = 0;   // Over all workers.
   double merged_density = 0;  // Density of the globally merged update.
   std::string bottleneck;     // "gpu", "copy", "sparsify", "exchange", "combine" or "optimizer".
+  // Local mode only (FrugalJob::local_steps > 0), per round: the exchange
+  // of its fragments on the link (exchange_s), their encode and decode on
+  // the exchange threads (sparsify_s, combine_s), and per iteration the
+  // main thread's share of the sync points (outer steps, parameter copies).
+  // gpu_s, copy_s and optimizer_s are per iteration, as in the step mode.
+  double sync_s = 0;
 };
 
 Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const HardwareSpec& hw);
+
+// frugal train's fragments for --local-steps h when --local-fragments is not
+// given: the largest divisor of h up to 4 (engine::LocalFragmentsOf, which
+// the engine's tests pin; sim does not depend on the engine).
+int DefaultLocalFragments(int local_steps);
 
 }  // namespace frugal::sim

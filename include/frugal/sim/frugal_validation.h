@@ -9,7 +9,10 @@
 // or "2+2"; bandwidths are per worker inside a cluster and per cluster uplink
 // between clusters, in Mbit/s, or "unlimited". Optional columns: "staleness"
 // (default 1), "compute ms per sample" (measured compute, see FrugalJob) and
-// "merged density" (the measured density of the merged update: FrugalJob::measured_merged_density).
+// "merged density" (the measured density of the merged update: FrugalJob::measured_merged_density),
+// "local steps" (FrugalJob::local_steps, 0 = the step mode; the fragments
+// follow frugal train's rule) and "bytes per value" (the measured wire bytes
+// per value sent, e.g. with deflate; sets bytes_per_selected).
 //
 // Thread safety: pure functions.
 #pragma once
@@ -27,6 +30,7 @@ struct FrugalMeasurement {
   int line = 0;
   FrugalJob job;  // Everything but the hardware.
   double iteration_ms = 0;
+  bool measured_bytes = false;  // The row set job.bytes_per_selected ("bytes per value").
 };
 
 // "unlimited" bandwidth stands for this many Mbit/s (a veth pair without a
