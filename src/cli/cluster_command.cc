@@ -90,15 +90,16 @@ struct SimulateFlags {
   double afsp_prior = 600;
   double stickiness_horizon = 600;
   double contended_horizon = 60;
+  double long_job_seconds = PolicyOptions{}.long_job_seconds;
 };
 
 void PrintHeader() {
-  std::printf("%-11s %10s %10s %10s %10s %8s %9s\n", "policy", "avg_jct_s", "median_s", "p99_s", "makespan_s",
+  std::printf("%-14s %10s %10s %10s %10s %8s %9s\n", "policy", "avg_jct_s", "median_s", "p99_s", "makespan_s",
               "gpu_util", "reallocs");
 }
 
 void PrintRow(const SimulationResult& r) {
-  std::printf("%-11s %10.0f %10.0f %10.0f %10.0f %8.3f %9ld\n", r.policy.c_str(), r.avg_jct, r.median_jct, r.p99_jct,
+  std::printf("%-14s %10.0f %10.0f %10.0f %10.0f %8.3f %9ld\n", r.policy.c_str(), r.avg_jct, r.median_jct, r.p99_jct,
               r.makespan, r.gpu_utilization, r.num_reallocations);
 }
 
@@ -119,6 +120,7 @@ void RunSimulate(const SimulateFlags& f) {
   popts.reallocation_cost = f.realloc_cost;
   popts.stickiness_horizon = f.stickiness_horizon;
   popts.contended_horizon = f.contended_horizon;
+  popts.long_job_seconds = f.long_job_seconds;
 
   std::vector<std::string> policies = f.compare ? PolicyNames() : std::vector<std::string>{f.policy};
   if (f.compare && !f.out.empty()) fs::create_directories(f.out);
@@ -258,6 +260,11 @@ void AddSimulate(CLI::App* cluster) {
                   "against --realloc-cost (Note [Switch cost]; about one round)")
       ->capture_default_str()
       ->check(Bounded(1e-3, 1e9));
+  sim->add_option("--long-job-seconds", sim_flags->long_job_seconds,
+                  "afs-goodput-2q: estimated work (seconds at one GPU) from which a job waits for the short ones "
+                  "(Note [Two queues])")
+      ->capture_default_str()
+      ->check(Bounded(1, 1e12));
   AddConfigOption(sim);
   sim->callback([sim, sim_flags] {
     if (ApplyConfigAndMaybePrint(sim)) return;

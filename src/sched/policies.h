@@ -22,6 +22,9 @@ struct SwitchCost {
 std::unique_ptr<Policy> NewAfsPPolicy(double prior_seconds, double min_gain, SwitchCost switch_cost);
 // AFS-P reasoning with each job's best batch size at every GPU count.
 std::unique_ptr<Policy> NewAfsGoodputPolicy(double prior_seconds, double min_gain, SwitchCost switch_cost);
-std::unique_ptr<Policy> NewAfsSrtfPolicy(double prior_seconds, double min_gain, SwitchCost switch_cost);
+// afs-goodput with two queues, Note [Two queues] in afs_policy.cc.
+// REQUIRES: long_job_seconds > 0.
+std::unique_ptr<Policy> NewAfsGoodputTwoQueuePolicy(double prior_seconds, double min_gain, SwitchCost switch_cost,
+                                                    double long_job_seconds);
 
 }  // namespace frugal::sched

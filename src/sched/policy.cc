@@ -8,7 +8,7 @@
 namespace frugal::sched {
 
 std::vector<std::string> PolicyNames() {
-  return {"fifo", "srtf", "tiresias", "optimus", "afs-l", "afs-p", "afs-goodput", "afs-srtf"};
+  return {"fifo", "srtf", "tiresias", "optimus", "afs-l", "afs-p", "afs-goodput", "afs-goodput-2q"};
 }
 
 std::vector<int> BatchSizeCandidates(const JobView& job) {
@@ -36,8 +36,13 @@ Result<std::unique_ptr<Policy>> CreatePolicy(const std::string& name, const Poli
   SwitchCost switch_cost{std::max(options.reallocation_cost, 0.0), std::max(options.contended_horizon, 0.0)};
   if (name == "afs-l") return NewAfsLPolicy(min_gain);
   if (name == "afs-p") return NewAfsPPolicy(options.afsp_prior_seconds, min_gain, switch_cost);
-  if (name == "afs-srtf") return NewAfsSrtfPolicy(options.afsp_prior_seconds, min_gain, switch_cost);
   if (name == "afs-goodput") return NewAfsGoodputPolicy(options.afsp_prior_seconds, min_gain, switch_cost);
+  if (name == "afs-goodput-2q") {
+    if (!(options.long_job_seconds > 0)) {
+      return Status::InvalidArgument("afs-goodput-2q needs a positive long-job threshold (--long-job-seconds)");
+    }
+    return NewAfsGoodputTwoQueuePolicy(options.afsp_prior_seconds, min_gain, switch_cost, options.long_job_seconds);
+  }
   std::string known;
   for (const auto& n : PolicyNames()) known += (known.empty() ? "" : ", ") + n;
   return Status::InvalidArgument("unknown policy '" + name + "' (known: " + known + ")");

@@ -251,6 +251,48 @@ TEST(SchedAfsPTest, SwitchCostStillGrowsIntoIdleGpus) {
   EXPECT_EQ(Make("afs-p", long_horizon)->Schedule(Cluster(1, 4), jobs)[0].NumGpus(), 4);
 }
 
+// Note [Two queues], hand-computed. One 4-GPU node, two waiting jobs that
+// scale linearly (rates 1, 2, 3, 4): S is new (estimated 600 s of work), L
+// has done 100,000 one-GPU seconds (long: >= 38,400 s). The plain AFS rule
+// gives each a GPU, then S's step 1 -> 2 (relative gain 1 / 1) beats L's
+// (1 / 2), L's 1 -> 2 (1 / 2) ties S's 2 -> 3 (1 / 2) and wins, S takes the
+// last: 2 + 2. With two queues the short job gets all it can use first: 4 + 0.
+TEST(SchedAfsGoodputTwoQueueTest, ShortJobGetsTheGpusBeforeALongOne) {
+  TableSpeed s({1.0, 2.0, 3.0, 4.0});
+  std::vector<JobView> jobs = {Job(0, &s, 0, 1, 4), Job(1, &s, 1, 1, 4)};
+  for (JobView& j : jobs) j.max_gpus_at_max_batch = 4;
+  jobs[1].progress = 1e5;
+  auto plain = Make("afs-goodput")->Schedule(Cluster(1, 4), jobs);
+  EXPECT_EQ(plain[0].NumGpus(), 2);
+  EXPECT_EQ(plain[1].NumGpus(), 2);
+  auto policy = Make("afs-goodput-2q");
+  EXPECT_FALSE(policy->UsesOracle());
+  auto two_queues = policy->Schedule(Cluster(1, 4), jobs);
+  EXPECT_EQ(two_queues[0].NumGpus(), 4);
+  EXPECT_EQ(two_queues[1].NumGpus(), 0);
+  // Below the threshold both jobs are short and share as under afs-goodput.
+  PolicyOptions high;
+  high.long_job_seconds = 2e5;
+  auto one_queue = Make("afs-goodput-2q", high)->Schedule(Cluster(1, 4), jobs);
+  EXPECT_EQ(one_queue[0].NumGpus(), 2);
+  EXPECT_EQ(one_queue[1].NumGpus(), 2);
+}
+
+// A new job's prior is the prior on each GPU it asked for: a new job that
+// asks for 64 GPUs is estimated at 64 x 600 s = 38,400 s, i.e. long, and
+// waits while a new one-GPU job can use the GPUs.
+TEST(SchedAfsGoodputTwoQueueTest, PriorScalesWithTheRequestedGpus) {
+  TableSpeed s({1.0, 2.0, 3.0, 4.0});
+  std::vector<JobView> jobs = {Job(0, &s, 0, 64, 64), Job(1, &s, 1, 1, 4)};
+  for (JobView& j : jobs) j.max_gpus_at_max_batch = 4;
+  auto out = Make("afs-goodput-2q")->Schedule(Cluster(1, 4), jobs);
+  EXPECT_EQ(out[0].NumGpus(), 0);
+  EXPECT_EQ(out[1].NumGpus(), 4);
+  PolicyOptions bad;
+  bad.long_job_seconds = 0;
+  EXPECT_FALSE(CreatePolicy("afs-goodput-2q", bad).ok());
+}
+
 // A job whose goodput depends on the batch: rate(n, B) = n * f(B / n) with a
 // per-GPU sweet spot at 64 samples.
 class BatchSpeed : public SpeedEstimate {

@@ -85,6 +85,11 @@ struct PolicyOptions {
   // estimated remaining time. See Note [Switch cost] in
   // src/sched/afs_policy.cc; reallocation_cost = 0 disables both.
   double contended_horizon = 60;
+  // afs-goodput-2q: a job whose estimated work (one-GPU seconds, Note [AFS-P
+  // estimator]) reaches this is long and gets GPUs only after every short
+  // job has all it can use (64 x afsp_prior_seconds); see Note [Two queues]
+  // in src/sched/afs_policy.cc.
+  double long_job_seconds = 38400;
 };
 
 class Policy {
@@ -113,7 +118,8 @@ class Policy {
 // current batch; just the current batch for non-adaptive jobs.
 std::vector<int> BatchSizeCandidates(const JobView& job);
 
-// "fifo", "srtf", "tiresias", "optimus", "afs-l", "afs-p", "afs-goodput".
+// "fifo", "srtf", "tiresias", "optimus", "afs-l", "afs-p", "afs-goodput",
+// "afs-goodput-2q".
 std::vector<std::string> PolicyNames();
 
 // InvalidArgument naming the known policies if `name` is unknown.
