@@ -20,7 +20,8 @@ hosts 0-2, the joiner on host 3. Then a join's state crosses a real link.
 Both runs use --global-batch (default 256, the undisturbed run's 4 x 64):
 the global batch, the steps per epoch and the learning-rate schedule stay
 the same whatever the world size, so the chaos run differs from the calm
-one only by its membership changes. --global-batch 0 gives each worker
+one only by its membership changes. --sync local runs the workers in the local-update mode (Note [Local mode
+across worlds]). --global-batch 0 gives each worker
 --batch-size 64 instead, as before 2026-11-26: then the global batch follows
 the world size (that was part of the 0.89-point gap in the 1-epoch run).
 
@@ -224,13 +225,15 @@ def main():
     ap.add_argument("--global-batch", type=int, default=256, help="0: --batch-size 64 per worker")
     ap.add_argument("--testbed-rate", type=int, default=0,
                     help="changes mode: run on the shaped testbed, each link this many Mbit/s (0: loopback)")
+    ap.add_argument("--sync", choices=["step", "local"], default="step",
+                    help="the workers' mode (frugal worker --sync; an elastic job's default is step)")
     ap.add_argument("--out")
     args = ap.parse_args()
     args.frugal = os.path.abspath(args.frugal)
     runs = tempfile.mkdtemp(prefix="frugal_chaos_")
     args.runs = runs
     run_args = ["--model", "mlp", "--epochs", str(args.epochs), "--threads", "1", "--runs-dir", runs,
-                "--heartbeat-timeout-s", str(args.heartbeat_s)]
+                "--heartbeat-timeout-s", str(args.heartbeat_s), "--sync", args.sync]
     if args.global_batch > 0:
         run_args += ["--global-batch", str(args.global_batch)]
     if args.mode == "changes" and args.testbed_rate > 0:

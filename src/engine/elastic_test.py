@@ -10,7 +10,9 @@ checks that:
     of the master parameters (the replicas are identical);
   - the generation number shows the change happened.
 
-Usage: elastic_test.py --frugal build/frugal [--scenario kill,join,leave,kill-during-join,coordinator-restart]
+The -local scenarios run the same with the local-update mode (--sync local).
+
+Usage: elastic_test.py --frugal build/frugal [--scenario kill,join,leave,kill-during-join,coordinator-restart,kill-local,join-local]
 """
 import argparse
 import json
@@ -32,9 +34,16 @@ def worker_args(frugal, endpoint, runs, name, extra=()):
             "--run-name", name, "--runs-dir", runs, "--quiet", *extra]
 
 
+# The local-update mode (Note [Local mode across worlds]): rounds of 4 steps
+# in 2 overlapped fragments, so that a check gate (every 5 steps) often
+# falls with a fragment's exchange in flight.
+LOCAL = ("--sync", "local", "--local-steps", "4", "--local-fragments", "2", "--local-overlap")
+
+
 class Job:
-    def __init__(self, frugal, world, min_workers, name):
+    def __init__(self, frugal, world, min_workers, name, mode=()):
         self.frugal = frugal
+        self.mode = mode  # flags every worker of the job gets
         self.runs = tempfile.mkdtemp(prefix="frugal_elastic_")
         self.name = name
         self.world = world
@@ -60,7 +69,7 @@ class Job:
         assert self.start_coordinator(self.endpoint) == self.endpoint
 
     def start_worker(self, *extra):
-        p = subprocess.Popen(worker_args(self.frugal, self.endpoint, self.runs, self.name, extra),
+        p = subprocess.Popen(worker_args(self.frugal, self.endpoint, self.runs, self.name, (*self.mode, *extra)),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.workers.append(p)
         return p
@@ -127,8 +136,8 @@ def check(job, outs, coord, expect_finished, expect_generation_at_least):
     return done
 
 
-def scenario_kill(frugal):
-    job = Job(frugal, world=3, min_workers=2, name="kill")
+def scenario_kill(frugal, mode=()):
+    job = Job(frugal, world=3, min_workers=2, name="kill" + ("-local" if mode else ""), mode=mode)
     for _ in range(3):
         job.start_worker()
     job.wait_for_iteration(10)
@@ -139,8 +148,8 @@ def scenario_kill(frugal):
     check(job, outs[:2], coord, expect_finished=2, expect_generation_at_least=2)
 
 
-def scenario_join(frugal):
-    job = Job(frugal, world=2, min_workers=1, name="join")
+def scenario_join(frugal, mode=()):
+    job = Job(frugal, world=2, min_workers=1, name="join" + ("-local" if mode else ""), mode=mode)
     for _ in range(2):
         job.start_worker()
     job.wait_for_iteration(10)
@@ -206,7 +215,9 @@ def scenario_coordinator_restart(frugal):
 
 
 SCENARIOS = {"kill": scenario_kill, "join": scenario_join, "leave": scenario_leave,
-             "kill-during-join": scenario_kill_during_join, "coordinator-restart": scenario_coordinator_restart}
+             "kill-during-join": scenario_kill_during_join, "coordinator-restart": scenario_coordinator_restart,
+             "kill-local": lambda frugal: scenario_kill(frugal, LOCAL),
+             "join-local": lambda frugal: scenario_join(frugal, LOCAL)}
 
 
 def main():

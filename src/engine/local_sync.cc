@@ -99,7 +99,7 @@ class LocalSync::Impl {
 
   ~Impl() { (void)DrainAll(); }
   size_t P() const { return frags.size(); }
-  Status Init();
+  Status Init(bool broadcast_initial);
   void MakeFragments();
   Status BroadcastInitial();
   Status MakeInner();
@@ -119,10 +119,10 @@ class LocalSync::Impl {
   std::vector<uint8_t> SaveShared() const;
   std::vector<uint8_t> SaveOwn() const;
   Status LoadShared(const std::vector<uint8_t>& bytes, int64_t* version);
-  Status LoadOwn(const std::vector<uint8_t>& bytes, int64_t version);
+  Status LoadOwn(const std::vector<uint8_t>& bytes, int64_t version, bool keep_residuals);
 };
 
-Status LocalSync::Impl::Init() {
+Status LocalSync::Impl::Init(bool broadcast_initial) {
   const size_t nb = layout.bucket_sizes.size();
   anchor.resize(nb);
   grad.resize(nb);
@@ -135,7 +135,7 @@ Status LocalSync::Impl::Init() {
     torch::Tensor cpu = params[i].detach().to(torch::kCPU).contiguous();
     std::memcpy(anchor[slot.bucket].data() + slot.offset, cpu.data_ptr<float>(), slot.numel * sizeof(float));
   }
-  FRUGAL_RETURN_IF_ERROR(BroadcastInitial());
+  if (broadcast_initial) FRUGAL_RETURN_IF_ERROR(BroadcastInitial());
   master = anchor;
   base = anchor;
   sending = grad;
@@ -563,7 +563,7 @@ Status LocalSync::Impl::LoadShared(const std::vector<uint8_t>& bytes, int64_t* v
   return Status::Ok();
 }
 
-Status LocalSync::Impl::LoadOwn(const std::vector<uint8_t>& bytes, int64_t version) {
+Status LocalSync::Impl::LoadOwn(const std::vector<uint8_t>& bytes, int64_t version, bool keep_residuals) {
   ByteReader r(bytes, "local-update state of this rank");
   FRUGAL_ASSIGN_OR_RETURN(int64_t n, r.I64());
   if (n != static_cast<int64_t>(master.size())) return Status::Corruption("local-update state: bucket count differs");
@@ -573,7 +573,7 @@ Status LocalSync::Impl::LoadOwn(const std::vector<uint8_t>& bytes, int64_t versi
     FRUGAL_RETURN_IF_ERROR(inner[b]->DeserializeState(Span<const uint8_t>(st.data(), st.size())));
   }
   FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> reduce_state, r.Bytes());
-  FRUGAL_RETURN_IF_ERROR(reduce->LoadState(reduce_state));
+  FRUGAL_RETURN_IF_ERROR(keep_residuals ? reduce->LoadState(reduce_state) : MakeReduce());
   if (version == 1) {
     base = anchor;  // rounds blocked: every round started at the anchor
   } else {
@@ -588,7 +588,7 @@ LocalSync::~LocalSync() = default;
 
 Result<std::unique_ptr<LocalSync>> LocalSync::Create(const RunConfig& config, std::function<double(int64_t)> lr_at,
                                                      const BucketLayout& layout, std::vector<torch::Tensor> params,
-                                                     comm::Transport* transport) {
+                                                     comm::Transport* transport, bool broadcast_initial) {
   if (config.distributed.sync != SyncMode::kLocal) return Status::InvalidArgument("LocalSync needs --sync local");
   if (transport == nullptr) return Status::InvalidArgument("LocalSync needs a transport");
   if (params.size() != layout.slots.size()) return Status::InvalidArgument("LocalSync: parameters and layout differ");
@@ -602,7 +602,7 @@ Result<std::unique_ptr<LocalSync>> LocalSync::Create(const RunConfig& config, st
   impl->params = std::move(params);
   impl->transport = transport;
   impl->timeout = TimeoutOf(config.distributed);
-  FRUGAL_RETURN_IF_ERROR(impl->Init());
+  FRUGAL_RETURN_IF_ERROR(impl->Init(broadcast_initial));
   std::unique_ptr<LocalSync> sync(new LocalSync(std::move(impl)));
   sync->CopyIn(/*anchor=*/true);
   return sync;
@@ -742,7 +742,7 @@ Status LocalSync::SaveSections(bool shared, CheckpointSections* sections) {
 }
 
 Status LocalSync::RestoreSections(const CheckpointSections& s, const std::vector<uint8_t>* own,
-                                  const std::string& what) {
+                                  const std::string& what, bool keep_residuals) {
   Impl& m = *impl_;
   FRUGAL_RETURN_IF_ERROR(m.DrainAll());  // none is in flight before the first step; kept for safety
   auto it = s.find("local_sync");
@@ -750,7 +750,7 @@ Status LocalSync::RestoreSections(const CheckpointSections& s, const std::vector
   int64_t version = 0;
   FRUGAL_RETURN_IF_ERROR(m.LoadShared(it->second, &version).WithContext(what));
   if (own != nullptr) {
-    FRUGAL_RETURN_IF_ERROR(m.LoadOwn(*own, version).WithContext(what));
+    FRUGAL_RETURN_IF_ERROR(m.LoadOwn(*own, version, keep_residuals).WithContext(what));
   } else {
     // A rank the checkpoint did not have: it joins at the anchor with fresh
     // inner state and no residual (a pending outer step still applies to

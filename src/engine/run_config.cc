@@ -38,10 +38,6 @@ Status ValidateSync(const RunConfig& config) {
     }
     return Status::Ok();
   }
-  if (config.elastic.elastic) {
-    return Status::InvalidArgument("--sync local runs without --elastic for now (membership changes do not carry "
-                                   "the outer state yet)");
-  }
   if (NeedsController(d.adapt)) {
     return Status::InvalidArgument("--sync local runs with --adapt off for now (the controller does not choose "
                                    "--local-steps yet)");
@@ -192,8 +188,10 @@ std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
 // bytes"). Its rounds go every 16 steps and overlap training, so they hide
 // behind compute down to 10 Mbit/s, and its values do not depend on timing.
 //
-// The step mode stays where an option needs it: --elastic (membership
-// changes do not carry the outer state yet), --adapt on or batch (the
+// The step mode stays where an option needs it: --elastic (the local mode
+// runs elastic when asked, --sync local, Note [Local mode across worlds] in
+// worker_state.cc; but a world that shrinks to one worker stops it, and its
+// change costs are not measured yet), --adapt on or batch (the
 // controller chooses the density and batch sizes of the step pipeline),
 // --staleness and --density-warmup-steps (step pipeline options), and one
 // worker (nothing to exchange). The choice does not look at the link, which

@@ -232,6 +232,7 @@ void Worker::Impl::TearDown(bool abort) {
   }
   if (abort) checkpoint_writer.Cancel();  // rank 0 stops waiting for the old world's files
   protocol.reset();
+  local.reset();    // joins a round's exchange in flight (an abort woke its waits)
   replica.reset();  // joins the pipeline's threads (an abort woke their waits)
   transport.reset();
 }

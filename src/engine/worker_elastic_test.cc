@@ -26,8 +26,13 @@ uint64_t MessagesSent(const WorkerResult& r) {
 // Three workers; one leaves gracefully at the first check gate (step 10).
 // The others finish the run's 14 steps as two. Every counter of a
 // WorkerResult covers the whole run: the leaver's are those of generation
-// 1, and a survivor's add generation 2's to them.
-TEST(WorkerElasticTest, CountersCoverEveryGenerationOfTheRun) {
+// 1, and a survivor's add generation 2's to them. In both modes: the local
+// mode (Note [Local mode across worlds]) with rounds of 4 steps in 2
+// overlapped fragments, so that the gate at step 10 falls between two sync
+// points with a fragment's exchange in flight.
+class WorkerElasticTest : public ::testing::TestWithParam<SyncMode> {};
+
+TEST_P(WorkerElasticTest, CountersCoverEveryGenerationOfTheRun) {
   comm::MembershipOptions mo;
   mo.world_size = 3;
   mo.min_workers = 2;
@@ -38,8 +43,16 @@ TEST(WorkerElasticTest, CountersCoverEveryGenerationOfTheRun) {
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   auto served = std::async(std::launch::async, [&] { return (*server)->Serve(); });
 
-  RunConfig o = BaseOptions("elastic-counters");
+  RunConfig o = BaseOptions(std::string("elastic-counters-") + NameOf(GetParam()));
   o.train.model = "mlp";
+  o.distributed.sync = GetParam();
+  if (GetParam() == SyncMode::kLocal) {
+    o.distributed.local_steps = 4;
+    o.distributed.local_fragments = 2;
+    o.distributed.local_overlap = true;
+    o.distributed.outer_lr = 1;
+    o.distributed.outer_momentum = 0;
+  }
   o.train.max_steps = 14;
   o.elastic.elastic = true;
   o.elastic.elastic_every = 10;
@@ -94,6 +107,9 @@ TEST(WorkerElasticTest, CountersCoverEveryGenerationOfTheRun) {
     EXPECT_GT(r.sparsify_s + r.exchange_s + r.optimizer_s, 0);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, WorkerElasticTest, ::testing::Values(SyncMode::kStep, SyncMode::kLocal),
+                         [](const ::testing::TestParamInfo<SyncMode>& i) { return std::string(NameOf(i.param)); });
 
 }  // namespace
 }  // namespace frugal::engine

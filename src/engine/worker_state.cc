@@ -177,17 +177,43 @@ Status Worker::Impl::RestoreSections(CheckpointSections& s, const CheckpointSect
 }
 
 // --sync local: the shared section from rank 0's file, this rank's own
-// part from its file (or rank 0's, for rank 0).
+// part from its file (or rank 0's, for rank 0), or, in an elastic run, from
+// this worker's snapshot.
+//
+// Note [Local mode across worlds]: the local mode's state splits like the
+// step pipeline's. The shared part (anchor, outer momentum, pending outer
+// steps, round counters) is the same on every rank and goes to joiners. A
+// rank's own part is its inner parameters and optimizer state, the base
+// of its round, and its exchange state. A survivor of a membership change
+// keeps its inner progress since the last sync point, and its next
+// pseudo-gradient (base - master) is averaged over the new world as any
+// rank's is. A joiner starts the round at the anchor with fresh inner state
+// (LocalSync::RestoreSections without an own part). The exchange state is
+// tied to the rank and world it was saved in: in the sharded exchange a
+// rank owns shard `rank` of `world` and keeps that shard's residual, and a
+// cluster leader keeps its cluster's. So it is kept only when both are
+// unchanged (a resume with the same world, bit-exact as before) and
+// dropped otherwise: at density 1, the default, it holds only the
+// rounding of the int4 values sent.
 Status Worker::Impl::RestoreLocalSync(const CheckpointSections& s, const CheckpointSections* mine, bool residuals,
                                       const std::string& what) {
   const CheckpointSections* from = mine != nullptr ? mine : (residuals ? &s : nullptr);
   const std::vector<uint8_t>* own = nullptr;
+  bool same_seat = false;
   if (from != nullptr) {
     auto it = from->find("local_sync_own");
     if (it == from->end()) return Status::Corruption(what + " has no 'local_sync_own' section");
     own = &it->second;
+    auto meta = from->find("meta");
+    if (meta == from->end()) return Status::Corruption(what + " has no 'meta' section");
+    ByteReader r(meta->second, what + " meta");
+    int64_t saved[3];  // step, world size, rank
+    for (int64_t& x : saved) {
+      FRUGAL_ASSIGN_OR_RETURN(x, r.I64());
+    }
+    same_seat = saved[1] == transport->world_size() && saved[2] == rank();
   }
-  return local->RestoreSections(s, own, what);
+  return local->RestoreSections(s, own, what, same_seat);
 }
 
 Status Worker::Impl::Resume(const std::string& step_dir) {

@@ -76,12 +76,14 @@ bool DeflateNextRound(double exchange_s, double raw_over_sent, double window_s, 
 class LocalSync {
  public:
   // params: the model's tensors in the layout's slot order. Broadcasts rank
-  // 0's values to every rank (as the Replica does) and copies them in.
+  // 0's values to every rank (as the Replica does; not with
+  // broadcast_initial false, for a state about to be restored, Note [No
+  // broadcast on restore] in worker_elastic.cc) and copies them in.
   // REQUIRES: config.distributed.sync == SyncMode::kLocal, Validate(config)
   // Ok; the transport outlives this object.
   static Result<std::unique_ptr<LocalSync>> Create(const RunConfig& config, std::function<double(int64_t)> lr_at,
                                                    const BucketLayout& layout, std::vector<torch::Tensor> params,
-                                                   comm::Transport* transport);
+                                                   comm::Transport* transport, bool broadcast_initial = true);
   ~LocalSync();
   LocalSync(const LocalSync&) = delete;
   LocalSync& operator=(const LocalSync&) = delete;
@@ -126,8 +128,13 @@ class LocalSync {
   Status SaveSections(bool shared, CheckpointSections* sections);
   // Restores rank 0's shared section from `s`, and this rank's own part
   // from `own` (null: this rank starts the round from the anchor, with
-  // fresh inner state and no residual). Corruption names `what`.
-  Status RestoreSections(const CheckpointSections& s, const std::vector<uint8_t>* own, const std::string& what);
+  // fresh inner state and no residual). Without keep_residuals the own
+  // part's exchange state (residuals, sparsifier states) is dropped: it
+  // belongs to the rank and world it was saved in (a shard's owner, a
+  // cluster's leader), Note [Local mode across worlds]. Corruption names
+  // `what`.
+  Status RestoreSections(const CheckpointSections& s, const std::vector<uint8_t>* own, const std::string& what,
+                         bool keep_residuals = true);
 
   class Impl;
 
