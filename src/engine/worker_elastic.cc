@@ -141,7 +141,9 @@ Status Worker::Impl::RestoreGeneration(const comm::Generation& g) {
   join_state_bytes = 0;
   if (rank() == 0 && !g.joined.empty()) {
     std::set<std::string> skip = NotForJoiners();
-    if (!local && replica->ParametersAreMasters()) {  // Note [Parameters from masters]
+    if (local) {  // the joiner's model takes the anchor (Note [Local mode across worlds])
+      skip.insert("parameters");
+    } else if (replica->ParametersAreMasters()) {  // Note [Parameters from masters]
       snap.sections[kMastersAsParameters] = {};
       skip.insert("parameters");
     }

@@ -138,7 +138,8 @@ Status Worker::Impl::RestoreSections(CheckpointSections& s, const CheckpointSect
   // A joiner's state may carry the masters only (Note [Parameters from masters]).
   const bool masters_as_parameters = !local && !s.count("parameters") && s.count(kMastersAsParameters);
   for (const char* name : {"parameters", "meta", "buffers"}) {
-    if (masters_as_parameters && std::string(name) == "parameters") continue;
+    // --sync local puts its own parameters in (a joiner's: the anchor).
+    if ((masters_as_parameters || local) && std::string(name) == "parameters") continue;
     if (!s.count(name)) return Status::Corruption(what + " has no '" + name + "' section");
   }
   if (local) {
@@ -188,7 +189,8 @@ Status Worker::Impl::RestoreSections(CheckpointSections& s, const CheckpointSect
 // keeps its inner progress since the last sync point, and its next
 // pseudo-gradient (base - master) is averaged over the new world as any
 // rank's is. A joiner starts the round at the anchor with fresh inner state
-// (LocalSync::RestoreSections without an own part). The exchange state is
+// (LocalSync::RestoreSections without an own part), so rank 0 does not send
+// it the model's parameters (its own inner ones): 23 MB less for mlp. The exchange state is
 // tied to the rank and world it was saved in: in the sharded exchange a
 // rank owns shard `rank` of `world` and keeps that shard's residual, and a
 // cluster leader keeps its cluster's. So it is kept only when both are
