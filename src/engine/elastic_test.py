@@ -10,9 +10,11 @@ checks that:
     of the master parameters (the replicas are identical);
   - the generation number shows the change happened.
 
-The -local scenarios run the same with the local-update mode (--sync local).
+The -local scenarios (ctest elastic_local) run in the local-update mode
+(--sync local), one of them down to a world of one worker.
 
-Usage: elastic_test.py --frugal build/frugal [--scenario kill,join,leave,kill-during-join,coordinator-restart,kill-local,join-local]
+Usage: elastic_test.py --frugal build/frugal [--scenario kill,join,leave,kill-during-join,coordinator-restart]
+       elastic_test.py --frugal build/frugal --scenario kill-local,join-local,shrink-to-one-local
 """
 import argparse
 import json
@@ -170,6 +172,19 @@ def scenario_leave(frugal):
     check(job, [outs[0], outs[2]], coord, expect_finished=2, expect_generation_at_least=2)
 
 
+def scenario_shrink_to_one(frugal, mode=()):
+    """Two workers, one leaves: the other finishes alone (a world of one)."""
+    job = Job(frugal, world=2, min_workers=1, name="shrink" + ("-local" if mode else ""), mode=mode)
+    for _ in range(2):
+        job.start_worker()
+    job.wait_for_iteration(10)
+    job.workers[1].send_signal(signal.SIGTERM)
+    outs, coord = job.finish()
+    rc, out, err = outs[1]
+    assert rc == 0 and "left the job" in out, "the leaving worker: rc=%s\n%s%s" % (rc, out, err)
+    check(job, [outs[0]], coord, expect_finished=1, expect_generation_at_least=2)
+
+
 def scenario_kill_during_join(frugal):
     job = Job(frugal, world=2, min_workers=1, name="kill-join")
     for _ in range(2):
@@ -215,21 +230,26 @@ def scenario_coordinator_restart(frugal):
 
 
 SCENARIOS = {"kill": scenario_kill, "join": scenario_join, "leave": scenario_leave,
-             "kill-during-join": scenario_kill_during_join, "coordinator-restart": scenario_coordinator_restart,
-             "kill-local": lambda frugal: scenario_kill(frugal, LOCAL),
-             "join-local": lambda frugal: scenario_join(frugal, LOCAL)}
+             "kill-during-join": scenario_kill_during_join, "coordinator-restart": scenario_coordinator_restart}
+# ctest elastic_local: the local mode's scenarios, apart so that each test
+# has its own time limit.
+LOCAL_SCENARIOS = {"kill-local": lambda frugal: scenario_kill(frugal, LOCAL),
+                   "join-local": lambda frugal: scenario_join(frugal, LOCAL),
+                   "shrink-to-one-local": lambda frugal: scenario_shrink_to_one(frugal, LOCAL)}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--frugal", required=True)
-    ap.add_argument("--scenario", default=",".join(SCENARIOS))
+    ap.add_argument("--scenario", default=",".join(SCENARIOS),
+                    help="comma-separated, of: " + ", ".join([*SCENARIOS, *LOCAL_SCENARIOS]))
     args = ap.parse_args()
+    every = {**SCENARIOS, **LOCAL_SCENARIOS}
     failed = 0
     for name in args.scenario.split(","):
         t0 = time.time()
         try:
-            SCENARIOS[name](os.path.abspath(args.frugal))
+            every[name](os.path.abspath(args.frugal))
             print("PASS %s (%.1f s)" % (name, time.time() - t0))
         except AssertionError as e:
             failed += 1

@@ -190,8 +190,8 @@ std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
 //
 // The step mode stays where an option needs it: --elastic (the local mode
 // runs elastic when asked, --sync local, Note [Local mode across worlds] in
-// worker_state.cc; but a world that shrinks to one worker stops it, and its
-// change costs are not measured yet), --adapt on or batch (the
+// worker_state.cc, but its accuracy under churn is not measured yet),
+// --adapt on or batch (the
 // controller chooses the density and batch sizes of the step pipeline),
 // --staleness and --density-warmup-steps (step pipeline options), and one
 // worker (nothing to exchange). The choice does not look at the link, which
@@ -227,6 +227,7 @@ double MinNesterovRounds(double momentum) { return 2.0 / (1.0 - momentum); }
 
 OuterStep OuterOf(const DistributedOptions& o, int64_t total_steps) {
   if (o.outer_lr > 0) return {o.outer_lr, o.outer_momentum};
+  if (total_steps <= 0) return {kDiLoCoOuterLr, o.outer_momentum};  // a length that follows the membership
   const double rounds = static_cast<double>(total_steps) / static_cast<double>(std::max<int64_t>(1, o.local_steps));
   if (rounds >= MinNesterovRounds(o.outer_momentum) - 1e-9) {  // 2 / (1 - 0.9) is 20 + 4e-15
     return {kDiLoCoOuterLr, o.outer_momentum};

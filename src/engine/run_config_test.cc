@@ -250,6 +250,7 @@ TEST(RunConfigTest, OuterStepFollowsTheRunsLengthInRounds) {
   EXPECT_EQ(OuterOf(d, 702), (OuterStep{kDiLoCoOuterLr, 0.9}));  // mlp: 44 rounds
   EXPECT_EQ(OuterOf(d, 319), (OuterStep{1.0, 0.0}));
   EXPECT_EQ(OuterOf(d, 320), (OuterStep{kDiLoCoOuterLr, 0.9}));
+  EXPECT_EQ(OuterOf(d, 0), (OuterStep{kDiLoCoOuterLr, 0.9}));  // an elastic run: no fixed length
   d.outer_momentum = 0.5;  // 4 rounds suffice
   EXPECT_EQ(OuterOf(d, 64), (OuterStep{kDiLoCoOuterLr, 0.5}));
   d.outer_lr = 0.3;

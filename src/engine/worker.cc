@@ -178,14 +178,9 @@ Status Worker::Impl::BuildReplica(bool broadcast_initial) {
   for (const auto& item : model->named_parameters(/*recurse=*/true)) params.emplace_back(item.key(), item.value());
   FRUGAL_ASSIGN_OR_RETURN(replica, Replica::Create(ro, std::move(params), transport.get()));
   if (dist.sync == SyncMode::kLocal) {  // the replica's pipeline then stays idle
-    if (transport->world_size() < 2) {  // an elastic world that shrank to one (its layout differs)
-      return Status::InvalidArgument(
-          "--sync local needs 2 or more workers and this generation has " + std::to_string(transport->world_size()) +
-          " (give the coordinator --min-workers 2, or run --sync step)");
-    }
     std::vector<torch::Tensor> tensors = model->parameters(/*recurse=*/true);
     RunConfig resolved = config;  // the outer step chosen for this run's length (OuterOf)
-    const OuterStep outer = OuterOf(dist, total_steps);
+    const OuterStep outer = OuterOf(dist, config.elastic.elastic ? 0 : total_steps);
     resolved.distributed.outer_lr = outer.lr;
     resolved.distributed.outer_momentum = outer.momentum;
     FRUGAL_ASSIGN_OR_RETURN(local, LocalSync::Create(resolved, [sch](int64_t t) { return sch->At(t); },
@@ -236,7 +231,7 @@ void Worker::Impl::PrintHeader() const {
               NameOf(local ? LocalExchangeOf(dist, transport->topology().num_clusters()) : dist.exchange));
   if (local) {
     const int64_t fragments = LocalFragmentsOf(dist);
-    const OuterStep outer = OuterOf(dist, total_steps);
+    const OuterStep outer = OuterOf(dist, config.elastic.elastic ? 0 : total_steps);
     std::printf("local updates: %lld inner steps per round (on the %s) in %lld fragment(s), %s, outer lr %g%s, "
                 "outer momentum %g\n",
                 static_cast<long long>(dist.local_steps), local->inner_on_device() ? "device" : "host",

@@ -196,7 +196,12 @@ Status Worker::Impl::RestoreSections(CheckpointSections& s, const CheckpointSect
 // cluster leader keeps its cluster's. So it is kept only when both are
 // unchanged (a resume with the same world, bit-exact as before) and
 // dropped otherwise: at density 1, the default, it holds only the
-// rounding of the int4 values sent.
+// rounding of the int4 values sent. The outer step must keep its form in
+// every generation (a Nesterov step's momentum buffer, or none), so with
+// --outer-lr auto an elastic run takes the Nesterov step whatever its
+// length (OuterOf with total_steps 0): without --global-batch its steps
+// per epoch follow the world size, and a world of one once chose
+// differently from the first generation.
 Status Worker::Impl::RestoreLocalSync(const CheckpointSections& s, const CheckpointSections* mine, bool residuals,
                                       const std::string& what) {
   const CheckpointSections* from = mine != nullptr ? mine : (residuals ? &s : nullptr);

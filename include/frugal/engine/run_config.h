@@ -450,7 +450,11 @@ int64_t LocalDelayOf(const DistributedOptions& o);
 // annealed Nesterov step, on mlp's 44 rounds the Nesterov step 0.4 points
 // higher in accuracy (docs/benchmarks.md, "Outer annealing"). A pure
 // function of the options and the planned steps, so every rank and a
-// resumed run choose alike.
+// resumed run choose alike. total_steps 0: a run whose length in steps is
+// not fixed (an elastic run, whose steps per epoch follow the world size
+// without --global-batch): the Nesterov step, so that every generation
+// keeps the outer state the first one built (Note [Local mode across
+// worlds]).
 struct OuterStep {
   double lr = 1;
   double momentum = 0;
