@@ -160,29 +160,20 @@ def scenario_join(frugal, mode=()):
     check(job, outs, coord, expect_finished=3, expect_generation_at_least=2)
 
 
-def scenario_leave(frugal):
-    job = Job(frugal, world=3, min_workers=2, name="leave")
-    for _ in range(3):
+def scenario_leave(frugal, mode=(), world=3):
+    """A worker leaves gracefully (SIGTERM); the others finish. With world 2
+    the last one finishes alone (a world of one)."""
+    job = Job(frugal, world=world, min_workers=world - 1, name="leave-%d" % world + ("-local" if mode else ""),
+              mode=mode)
+    for _ in range(world):
         job.start_worker()
     job.wait_for_iteration(10)
     job.workers[1].send_signal(signal.SIGTERM)
     outs, coord = job.finish()
     rc, out, err = outs[1]
     assert rc == 0 and "left the job" in out, "the leaving worker: rc=%s\n%s%s" % (rc, out, err)
-    check(job, [outs[0], outs[2]], coord, expect_finished=2, expect_generation_at_least=2)
-
-
-def scenario_shrink_to_one(frugal, mode=()):
-    """Two workers, one leaves: the other finishes alone (a world of one)."""
-    job = Job(frugal, world=2, min_workers=1, name="shrink" + ("-local" if mode else ""), mode=mode)
-    for _ in range(2):
-        job.start_worker()
-    job.wait_for_iteration(10)
-    job.workers[1].send_signal(signal.SIGTERM)
-    outs, coord = job.finish()
-    rc, out, err = outs[1]
-    assert rc == 0 and "left the job" in out, "the leaving worker: rc=%s\n%s%s" % (rc, out, err)
-    check(job, [outs[0]], coord, expect_finished=1, expect_generation_at_least=2)
+    check(job, [o for i, o in enumerate(outs) if i != 1], coord, expect_finished=world - 1,
+          expect_generation_at_least=2)
 
 
 def scenario_kill_during_join(frugal):
@@ -235,7 +226,7 @@ SCENARIOS = {"kill": scenario_kill, "join": scenario_join, "leave": scenario_lea
 # has its own time limit.
 LOCAL_SCENARIOS = {"kill-local": lambda frugal: scenario_kill(frugal, LOCAL),
                    "join-local": lambda frugal: scenario_join(frugal, LOCAL),
-                   "shrink-to-one-local": lambda frugal: scenario_shrink_to_one(frugal, LOCAL)}
+                   "shrink-to-one-local": lambda frugal: scenario_leave(frugal, LOCAL, world=2)}
 
 
 def main():

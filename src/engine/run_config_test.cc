@@ -203,7 +203,7 @@ TEST(RunConfigTest, SyncAutoIsLocalUnlessAnOptionNeedsTheStepMode) {
               x.distributed.sync = SyncMode::kLocal;
               x.elastic.elastic = true;
             }),
-            SyncMode::kLocal);  // as set, and Validate says why not
+            SyncMode::kLocal);  // as set: it runs elastic (Note [Local mode across worlds])
   EXPECT_EQ(with([](RunConfig& x) { x.distributed.sync = SyncMode::kStep; }), SyncMode::kStep);
   c.distributed.local_fragments = 3;  // checked as a local run: 3 does not divide 16
   EXPECT_NE(Validate(c).message().find("--local-fragments 3 must divide --local-steps 16"), std::string::npos)
