@@ -225,8 +225,9 @@ def main():
     ap.add_argument("--global-batch", type=int, default=256, help="0: --batch-size 64 per worker")
     ap.add_argument("--testbed-rate", type=int, default=0,
                     help="changes mode: run on the shaped testbed, each link this many Mbit/s (0: loopback)")
-    ap.add_argument("--sync", choices=["step", "local"], default="step",
-                    help="the workers' mode (frugal worker --sync; an elastic job's default is step)")
+    ap.add_argument("--sync", choices=["step", "local", "auto"], default="step",
+                    help="the workers' mode (frugal worker --sync). Default step, the mode of the results "
+                         "recorded before 2026-11-27; an elastic job's own default (auto) is local since then")
     ap.add_argument("--out")
     args = ap.parse_args()
     args.frugal = os.path.abspath(args.frugal)

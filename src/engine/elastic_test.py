@@ -40,10 +40,13 @@ def worker_args(frugal, endpoint, runs, name, extra=()):
 # in 2 overlapped fragments, so that a check gate (every 5 steps) often
 # falls with a fragment's exchange in flight.
 LOCAL = ("--sync", "local", "--local-steps", "4", "--local-fragments", "2", "--local-overlap")
+# The other scenarios keep the step mode's coverage (an elastic run's
+# default is the local mode since 2026-11-27).
+STEP = ("--sync", "step")
 
 
 class Job:
-    def __init__(self, frugal, world, min_workers, name, mode=()):
+    def __init__(self, frugal, world, min_workers, name, mode=STEP):
         self.frugal = frugal
         self.mode = mode  # flags every worker of the job gets
         self.runs = tempfile.mkdtemp(prefix="frugal_elastic_")
@@ -138,8 +141,8 @@ def check(job, outs, coord, expect_finished, expect_generation_at_least):
     return done
 
 
-def scenario_kill(frugal, mode=()):
-    job = Job(frugal, world=3, min_workers=2, name="kill" + ("-local" if mode else ""), mode=mode)
+def scenario_kill(frugal, mode=STEP):
+    job = Job(frugal, world=3, min_workers=2, name="kill" + ("-local" if mode == LOCAL else ""), mode=mode)
     for _ in range(3):
         job.start_worker()
     job.wait_for_iteration(10)
@@ -150,8 +153,8 @@ def scenario_kill(frugal, mode=()):
     check(job, outs[:2], coord, expect_finished=2, expect_generation_at_least=2)
 
 
-def scenario_join(frugal, mode=()):
-    job = Job(frugal, world=2, min_workers=1, name="join" + ("-local" if mode else ""), mode=mode)
+def scenario_join(frugal, mode=STEP):
+    job = Job(frugal, world=2, min_workers=1, name="join" + ("-local" if mode == LOCAL else ""), mode=mode)
     for _ in range(2):
         job.start_worker()
     job.wait_for_iteration(10)
@@ -160,10 +163,10 @@ def scenario_join(frugal, mode=()):
     check(job, outs, coord, expect_finished=3, expect_generation_at_least=2)
 
 
-def scenario_leave(frugal, mode=(), world=3):
+def scenario_leave(frugal, mode=STEP, world=3):
     """A worker leaves gracefully (SIGTERM); the others finish. With world 2
     the last one finishes alone (a world of one)."""
-    job = Job(frugal, world=world, min_workers=world - 1, name="leave-%d" % world + ("-local" if mode else ""),
+    job = Job(frugal, world=world, min_workers=world - 1, name="leave-%d" % world + ("-local" if mode == LOCAL else ""),
               mode=mode)
     for _ in range(world):
         job.start_worker()

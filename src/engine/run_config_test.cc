@@ -191,7 +191,7 @@ TEST(RunConfigTest, SyncAutoIsLocalUnlessAnOptionNeedsTheStepMode) {
     change(x);
     return SyncOf(x);
   };
-  EXPECT_EQ(with([](RunConfig& x) { x.elastic.elastic = true; }), SyncMode::kStep);
+  EXPECT_EQ(with([](RunConfig& x) { x.elastic.elastic = true; }), SyncMode::kLocal);  // Note [Local mode across worlds]
   EXPECT_EQ(with([](RunConfig& x) { x.distributed.adapt = AdaptMode::kOn; }), SyncMode::kStep);
   EXPECT_EQ(with([](RunConfig& x) { x.distributed.adapt = AdaptMode::kBatch; }), SyncMode::kStep);
   EXPECT_EQ(with([](RunConfig& x) { x.distributed.adapt = AdaptMode::kOff; }), SyncMode::kLocal);
@@ -208,7 +208,7 @@ TEST(RunConfigTest, SyncAutoIsLocalUnlessAnOptionNeedsTheStepMode) {
   c.distributed.local_fragments = 3;  // checked as a local run: 3 does not divide 16
   EXPECT_NE(Validate(c).message().find("--local-fragments 3 must divide --local-steps 16"), std::string::npos)
       << Validate(c).message();
-  c.elastic.elastic = true;  // auto then takes the step mode, where fragments do not apply
+  c.distributed.sync = SyncMode::kStep;  // fragments do not apply to the step mode
   EXPECT_TRUE(Validate(c).ok()) << Validate(c).ToString();
 }
 
