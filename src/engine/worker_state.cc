@@ -190,13 +190,13 @@ Status Worker::Impl::RestoreSections(CheckpointSections& s, const CheckpointSect
 // pseudo-gradient (base - master) is averaged over the new world as any
 // rank's is. A joiner starts the round at the anchor with fresh inner state
 // (LocalSync::RestoreSections without an own part), so rank 0 does not send
-// it the model's parameters (its own inner ones): 23 MB less for mlp. The exchange state is
-// tied to the rank and world it was saved in: in the sharded exchange a
-// rank owns shard `rank` of `world` and keeps that shard's residual, and a
-// cluster leader keeps its cluster's. So it is kept only when both are
-// unchanged (a resume with the same world, bit-exact as before) and
-// dropped otherwise: at density 1, the default, it holds only the
-// rounding of the int4 values sent. The outer step must keep its form in
+// it the model's parameters (its own inner ones): 23 MB less for mlp. The
+// exchange state is tied to the rank and world it was saved in: in the
+// sharded exchange a rank owns shard `rank` of `world` and keeps that
+// shard's residual, and a cluster leader keeps its cluster's. So it is kept
+// only when both are unchanged (a resume with the same world, bit-exact as
+// before) and dropped otherwise: at density 1, the default, it holds only
+// the rounding of the int4 values sent. The outer step must keep its form in
 // every generation (a Nesterov step's momentum buffer, or none), so with
 // --outer-lr auto an elastic run takes the Nesterov step whatever its
 // length (OuterOf with total_steps 0): without --global-batch its steps
