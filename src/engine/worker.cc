@@ -180,7 +180,7 @@ Status Worker::Impl::BuildReplica(bool broadcast_initial) {
   if (dist.sync == SyncMode::kLocal) {  // the replica's pipeline then stays idle
     std::vector<torch::Tensor> tensors = model->parameters(/*recurse=*/true);
     RunConfig resolved = config;  // the outer step chosen for this run's length (OuterOf)
-    const OuterStep outer = OuterOf(dist, config.elastic.elastic ? 0 : total_steps);
+    const OuterStep outer = RunOuterStep();
     resolved.distributed.outer_lr = outer.lr;
     resolved.distributed.outer_momentum = outer.momentum;
     FRUGAL_ASSIGN_OR_RETURN(local, LocalSync::Create(resolved, [sch](int64_t t) { return sch->At(t); },
@@ -231,7 +231,7 @@ void Worker::Impl::PrintHeader() const {
               NameOf(local ? LocalExchangeOf(dist, transport->topology().num_clusters()) : dist.exchange));
   if (local) {
     const int64_t fragments = LocalFragmentsOf(dist);
-    const OuterStep outer = OuterOf(dist, config.elastic.elastic ? 0 : total_steps);
+    const OuterStep outer = RunOuterStep();
     std::printf("local updates: %lld inner steps per round (on the %s) in %lld fragment(s), %s, outer lr %g%s, "
                 "outer momentum %g\n",
                 static_cast<long long>(dist.local_steps), local->inner_on_device() ? "device" : "host",

@@ -113,6 +113,9 @@ class Worker::Impl {
   Status BuildModel();
   Status PlanSteps();
   Status BuildReplica(bool broadcast_initial = true);  // ReplicaOptions::broadcast_initial
+  // --sync local's outer step for this run (OuterOf; an elastic run's length
+  // follows its membership: Note [Local mode across worlds]).
+  OuterStep RunOuterStep() const { return OuterOf(dist, config.elastic.elastic ? 0 : total_steps); }
   Status OpenReporter();
   std::vector<torch::Tensor> Buffers(bool floating_only) const;
   Result<WorkerResult> Run();
