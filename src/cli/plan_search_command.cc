@@ -148,11 +148,11 @@ void AddFrugalFlags(CLI::App* cmd, FrugalOpts* o) {
   cmd->add_option("--local-steps", o->job.local_steps, "--sync local: inner steps per round")
       ->default_val(16)
       ->capture_default_str()
-      ->check(Bounded(1, 1000000));
+      ->check(Bounded(1, sim::kMaxLocalSteps));
   cmd->add_option("--local-fragments", o->local_fragments,
                   "--sync local: fragments per round (0: frugal train's, the largest divisor of --local-steps up to 4)")
       ->capture_default_str()
-      ->check(Bounded(0, 1000000));
+      ->check(Bounded(0, sim::kMaxLocalSteps));
   cmd->add_option("--density", o->job.density,
                   "Fraction of values exchanged (0: the mode's default, 1 for local, 0.01 for step)")
       ->capture_default_str()

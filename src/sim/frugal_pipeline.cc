@@ -68,8 +68,8 @@ Status CheckJob(const FrugalJob& job) {
   if (!(job.measured_merged_density >= 0 && job.measured_merged_density <= 1)) {
     return Status::InvalidArgument("measured merged density must be in [0, 1]");
   }
-  if (job.local_steps < 0 || job.local_steps > 1000000) {
-    return Status::InvalidArgument("local steps must be from 0 (the step mode) to 1000000");
+  if (job.local_steps < 0 || job.local_steps > kMaxLocalSteps) {
+    return Status::InvalidArgument("local steps must be from 0 (the step mode) to " + std::to_string(kMaxLocalSteps));
   }
   if (job.local_steps > 0 && (job.local_fragments < 1 || job.local_fragments > job.local_steps)) {
     return Status::InvalidArgument("local fragments must be from 1 to the local steps");

@@ -85,7 +85,9 @@ Status ParseLocalColumns(const CsvTable& t, size_t r, const std::vector<int>& co
   if (col[kLocalSteps] >= 0) {
     double h = 0;
     FRUGAL_RETURN_IF_ERROR(NonNegative(t, r, col, kLocalSteps, false, &h));
-    if (h > 1000000 || h != std::floor(h)) return t.Error(r, "'local steps' must be a whole number from 0 to 1000000");
+    if (h > kMaxLocalSteps || h != std::floor(h)) {
+      return t.Error(r, "'local steps' must be a whole number from 0 to " + std::to_string(kMaxLocalSteps));
+    }
     m->job.local_steps = static_cast<int>(h);
     m->job.local_fragments = DefaultLocalFragments(m->job.local_steps);
   }

@@ -27,6 +27,10 @@ struct ClusterSpec {
   double intra_gbps = 10;  // Per worker, Gbit/s; default 10.
 };
 
+// Bound on FrugalJob::local_steps (and its fragments), shared by the plan
+// commands and the measurement CSV.
+constexpr int kMaxLocalSteps = 1000000;
+
 struct FrugalJob {
   ModelSpec model;
   int64_t batch_per_worker = 32;
@@ -89,7 +93,7 @@ struct FrugalJob {
   // not apply. With telemetry, compute_s_per_sample is the worker's whole
   // step (forward, backward and the inner step, as frugal train reports
   // "compute"). 0 (default): the step mode above, an exchange every step.
-  int local_steps = 0;
+  int local_steps = 0;        // At most kMaxLocalSteps.
   int local_fragments = 4;   // Default 4, as frugal train for local_steps 16.
   bool local_overlap = true;  // Default true, as frugal train.
 };
