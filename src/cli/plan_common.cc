@@ -41,6 +41,32 @@ void WireBytesFlags::Apply(sim::FrugalJob* job) const {
   }
 }
 
+void SyncFlags::Add(CLI::App* cmd) {
+  cmd->add_option("--sync", sync,
+                  "Mode, as frugal train's: local (its default: a round of parameter changes every "
+                  "--local-steps steps) or step (a sparse gradient exchange every step)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"local", "step"}));
+  cmd->add_option("--local-steps", local_steps, "--sync local: inner steps per round")
+      ->capture_default_str()
+      ->check(Bounded(1, sim::kMaxLocalSteps));
+  cmd->add_option("--local-fragments", local_fragments,
+                  "--sync local: fragments per round (0: frugal train's, the largest divisor of --local-steps up to 4)")
+      ->capture_default_str()
+      ->check(Bounded(0, sim::kMaxLocalSteps));
+  cmd->add_option("--density", density,
+                  "Fraction of values exchanged (0: the mode's default, 1 for local, 0.01 for step)")
+      ->capture_default_str()
+      ->check(Bounded(0, 1));
+}
+
+void SyncFlags::Apply(sim::FrugalJob* job) const {
+  if (local() && local_fragments > local_steps) throw UsageError("--local-fragments exceeds --local-steps");
+  job->local_steps = local() ? local_steps : 0;
+  job->local_fragments = local_fragments > 0 ? local_fragments : sim::DefaultLocalFragments(job->local_steps);
+  job->density = density > 0 ? density : (local() ? 1.0 : 0.01);
+}
+
 void ModelFlags::Add(CLI::App* cmd) {
   // Bounds far above the largest published models (GPT-1T: 128 layers,
   // hidden 25600, 160 heads), so that a typo is named, not simulated.

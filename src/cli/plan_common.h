@@ -53,6 +53,23 @@ struct WireBytesFlags {
   void Apply(sim::FrugalJob* job) const;
 };
 
+// --sync, --local-steps, --local-fragments and --density for the
+// Frugal-pipeline predictions (plan frugal, plan hybrid), with frugal train's
+// defaults: the local mode, a round every 16 steps, every value of a round
+// (density 1; 0.01 in the step mode).
+struct SyncFlags {
+  std::string sync = "local";
+  int local_steps = 16;
+  int local_fragments = 0;  // 0: frugal train's (sim::DefaultLocalFragments)
+  double density = 0;       // 0: the mode's default
+
+  void Add(CLI::App* cmd);
+  bool local() const { return sync == "local"; }
+  // Sets job->local_steps, local_fragments and density; UsageError on a
+  // fragment count above the round's steps.
+  void Apply(sim::FrugalJob* job) const;
+};
+
 // "a,b,,c" -> {a, b, c}; UsageError naming `flag` when nothing is left.
 std::vector<std::string> SplitList(const std::string& text, const std::string& flag);
 

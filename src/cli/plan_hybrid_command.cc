@@ -57,7 +57,8 @@ struct HybridOpts {
   std::vector<std::string> cloud;
   double wan_gbps = 1, wan_latency_ms = 20;
   int64_t global_batch = 256;
-  double iterations = 0, density = 0.01, deadline_hours = 0, budget_usd = 0, selection_overlap = 0;
+  double iterations = 0, deadline_hours = 0, budget_usd = 0, selection_overlap = 0;
+  SyncFlags sync;
   WireBytesFlags wire;
 };
 
@@ -93,7 +94,7 @@ void RunHybrid(const HybridOpts& o) {
   r.wan_latency_ms = o.wan_latency_ms;
   r.global_batch = o.global_batch;
   r.iterations = o.iterations;
-  r.exchange.density = o.density;
+  o.sync.Apply(&r.exchange);
   r.exchange.selection_overlap = o.selection_overlap;
   o.wire.Apply(&r.exchange);
   r.deadline_hours = o.deadline_hours;
@@ -105,8 +106,15 @@ void RunHybrid(const HybridOpts& o) {
   } else {
     std::snprintf(goal, sizeof goal, "spend at most $%g, as fast as possible", r.budget_usd);
   }
-  std::printf("model %s, %lld samples per iteration, %.0f iterations, WAN %.3g Gbit/s; goal: %s\n",
-              r.model.name.c_str(), static_cast<long long>(r.global_batch), r.iterations, r.wan_gbps, goal);
+  char mode[96];
+  if (o.sync.local()) {
+    std::snprintf(mode, sizeof mode, "local mode, a round every %d steps", r.exchange.local_steps);
+  } else {
+    std::snprintf(mode, sizeof mode, "step mode");
+  }
+  std::printf("model %s, %lld samples per iteration, %.0f iterations, WAN %.3g Gbit/s, %s at density %g; goal: %s\n",
+              r.model.name.c_str(), static_cast<long long>(r.global_batch), r.iterations, r.wan_gbps, mode,
+              r.exchange.density, goal);
   for (const sim::HybridPlan* p : {&report.onprem_only, &report.cloud_only, &report.hybrid}) {
     PrintPlan(*p, p->name == report.recommended);
   }
@@ -139,9 +147,7 @@ void AddHybrid(CLI::App* plan) {
   cmd->add_option("--iterations", o->iterations, "Iterations to the target accuracy (with sparse updates)")
       ->required()
       ->check(Bounded(1, 1e12));
-  cmd->add_option("--density", o->density, "Fraction of gradient values exchanged")
-      ->capture_default_str()
-      ->check(Bounded(1e-9, 1));
+  o->sync.Add(cmd);
   AddSelectionOverlapOption(cmd, &o->selection_overlap);
   o->wire.Add(cmd);
   cmd->add_option("--deadline-hours", o->deadline_hours, "Goal: finish by then, as cheaply as possible")

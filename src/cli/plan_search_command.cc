@@ -116,7 +116,6 @@ void RunSearch(SearchOpts* o) {
 }
 
 struct FrugalOpts {
-  FrugalOpts() { job.density = 0; }  // --density 0: the mode's default
   ModelFlags model;
   std::string hardware = "rtx3090";
   sim::FrugalJob job;
@@ -124,8 +123,7 @@ struct FrugalOpts {
   double intra_gbps = 10;
   double inter_mbps = 100;
   WireBytesFlags wire;
-  std::string sync = "local";
-  int local_fragments = 0;
+  SyncFlags sync;
 };
 
 void AddFrugalFlags(CLI::App* cmd, FrugalOpts* o) {
@@ -140,23 +138,7 @@ void AddFrugalFlags(CLI::App* cmd, FrugalOpts* o) {
   cmd->add_option("--inter-mbps", o->inter_mbps, "Bandwidth between clusters (Mbit/s)")
       ->capture_default_str()
       ->check(Bounded(1e-3, 1e8));
-  cmd->add_option("--sync", o->sync,
-                  "Mode, as frugal train's: local (its default: a round of parameter changes every "
-                  "--local-steps steps) or step (a sparse gradient exchange every step)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"local", "step"}));
-  cmd->add_option("--local-steps", o->job.local_steps, "--sync local: inner steps per round")
-      ->default_val(16)
-      ->capture_default_str()
-      ->check(Bounded(1, sim::kMaxLocalSteps));
-  cmd->add_option("--local-fragments", o->local_fragments,
-                  "--sync local: fragments per round (0: frugal train's, the largest divisor of --local-steps up to 4)")
-      ->capture_default_str()
-      ->check(Bounded(0, sim::kMaxLocalSteps));
-  cmd->add_option("--density", o->job.density,
-                  "Fraction of values exchanged (0: the mode's default, 1 for local, 0.01 for step)")
-      ->capture_default_str()
-      ->check(Bounded(0, 1));
+  o->sync.Add(cmd);
   cmd->add_option("--batch", o->job.batch_per_worker, "Batch per worker")->capture_default_str()->check(Bounded(1, 1e6));
   cmd->add_option("--staleness", o->job.staleness, "Iterations of staleness")
       ->capture_default_str()
@@ -179,11 +161,8 @@ void RunFrugal(FrugalOpts* o) {
   o->job.clusters.clear();
   for (int w : o->clusters) o->job.clusters.push_back(sim::ClusterSpec{w, o->intra_gbps});
   o->job.inter_cluster_gbps = o->inter_mbps / 1000.0;
-  const bool local = o->sync == "local";
-  if (!local) o->job.local_steps = 0;
-  if (local && o->local_fragments > o->job.local_steps) throw UsageError("--local-fragments exceeds --local-steps");
-  o->job.local_fragments = o->local_fragments > 0 ? o->local_fragments : sim::DefaultLocalFragments(o->job.local_steps);
-  if (o->job.density == 0) o->job.density = local ? 1.0 : 0.01;
+  o->sync.Apply(&o->job);
+  const bool local = o->sync.local();
   o->wire.Apply(&o->job);
   const sim::HardwareSpec hw = OrThrow(sim::LoadHardware(o->hardware));
   const sim::FrugalPrediction p = OrThrow(sim::PredictFrugalIteration(o->job, hw));

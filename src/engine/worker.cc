@@ -454,7 +454,7 @@ Result<std::unique_ptr<Worker>> Worker::CreateElastic(const RunConfig& config,
   if (!config.elastic.elastic) return Status::InvalidArgument("Worker::CreateElastic needs --elastic");
   auto impl = std::make_unique<Impl>();
   impl->config = config;
-  impl->config.distributed.sync = SyncOf(config);  // the step mode: --elastic needs it
+  impl->config.distributed.sync = SyncOf(config);  // --sync auto (Note [Sync auto] in run_config.cc)
   impl->membership = std::move(membership);
   try {
     FRUGAL_RETURN_IF_ERROR(impl->Prepare());

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "frugal/sim/frugal_pipeline.h"
+
 namespace frugal::sim {
 namespace {
 
@@ -72,6 +74,28 @@ TEST(HybridPlannerTest, InfeasibleGoalsAreClearErrors) {
   r = PlanHybrid(req);
   ASSERT_EQ(r.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(r.status().message().find("cheapest plan"), std::string::npos) << r.status().message();
+}
+
+// The request's exchange carries the mode: in the local mode a plan's link
+// carries one round per 16 steps, so on a WAN too slow for the rounds to hide
+// behind compute its iteration is about 1/16 of the step mode's at the same
+// density.
+TEST(HybridPlannerTest, TheLocalModeSendsARoundPerLocalSteps) {
+  HybridRequest step = Request();
+  step.wan_gbps = 0.01;
+  step.exchange.density = 1;
+  HybridRequest local = step;
+  local.exchange.local_steps = 16;
+  local.exchange.local_fragments = DefaultLocalFragments(16);
+  Result<HybridReport> s = PlanHybrid(step);
+  Result<HybridReport> l = PlanHybrid(local);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  ASSERT_EQ(l->hybrid.cloud_gpus, s->hybrid.cloud_gpus);
+  EXPECT_LT(l->hybrid.iteration_s, s->hybrid.iteration_s / 8);
+  EXPECT_GT(l->hybrid.iteration_s, s->hybrid.iteration_s / 32);
+  // On prem alone (10 Gbit/s, no WAN) the rounds cost less too.
+  EXPECT_LT(l->onprem_only.iteration_s, s->onprem_only.iteration_s);
 }
 
 TEST(HybridPlannerTest, BadInputsAreRejected) {

@@ -45,9 +45,10 @@ struct HybridRequest {
   double wan_latency_ms = 20;     // Default 20.
   int64_t global_batch = 256;     // Samples per iteration; default 256.
   double iterations = 0;          // Iterations to the target accuracy (> 0).
-  // Frugal's sparse exchange for every plan: density (default 1%), wire bytes
-  // (the CLI sets Frugal's own wire), selection overlap. Each plan copies it
-  // and sets the model, batch and clusters.
+  // Frugal's exchange for every plan: the mode (local_steps > 0: the local
+  // mode, frugal train's default, which the CLI sets), density (default 1%),
+  // wire bytes (the CLI sets Frugal's own wire), selection overlap. Each plan
+  // copies it and sets the model, batch and clusters.
   FrugalJob exchange;
   // Exactly one of the two goals is > 0: cheapest plan finishing by the
   // deadline, or fastest plan within the budget.
