@@ -386,6 +386,34 @@ TEST(LocalSyncTest, DeviceInnerStateSurvivesACheckpoint) {
   }
 }
 
+// Note [Outer step on resume]: a checkpoint written with the Nesterov
+// outer step, resumed with --outer-lr auto in a run so short that auto
+// would average (2 rounds), takes the checkpoint's step and ends
+// bit-identical to the run that wrote it; a set outer step of the other
+// form is refused with the flags that resume it.
+TEST(LocalSyncTest, AResumedRunTakesTheCheckpointsOuterStep) {
+  RunConfig o = LocalCheckpointOptions("local-ckpt-outer");
+  auto full = RunWorkers(o, {"local", "local"});
+  for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  RunConfig resumed = o;
+  resumed.train.run_name = "local-ckpt-outer-auto";
+  resumed.checkpoint.resume_from = CheckpointStepDir(o.checkpoint.checkpoint_dir, 6);
+  resumed.distributed.outer_lr = 0;  // auto: averaging for 8 steps of H = 4
+  ASSERT_EQ(OuterOf(resumed.distributed, 8).momentum, 0.0);
+  auto again = RunWorkers(resumed, {"local", "local"});
+  for (auto& r : again) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(again[0].params, full[0].params);
+  EXPECT_EQ(again[1].params, full[1].params);
+
+  resumed.train.run_name = "local-ckpt-outer-set";
+  resumed.distributed.outer_lr = 1;
+  resumed.distributed.outer_momentum = 0;
+  auto wrong = RunWorkers(resumed, {"local", "local"});
+  EXPECT_EQ(wrong[0].status.code(), Status::Code::kInvalidArgument) << wrong[0].status.ToString();
+  EXPECT_NE(wrong[0].status.message().find("resume with --outer-lr 0.7 --outer-momentum 0.9"), std::string::npos)
+      << wrong[0].status.ToString();
+}
+
 TEST(LocalSyncTest, AStepModeCheckpointIsNotALocalOne) {
   RunConfig o = LocalCheckpointOptions("local-ckpt-mixed");
   o.distributed.sync = SyncMode::kStep;

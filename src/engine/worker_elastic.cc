@@ -171,11 +171,16 @@ Status Worker::Impl::EnterGeneration(const comm::Generation& g) {
   }
   FRUGAL_RETURN_IF_ERROR(CheckSameConfiguration(*transport, SharedDigest(config), timeout));
   FRUGAL_RETURN_IF_ERROR(PlanSteps());
+  const std::string& resume_from = config.checkpoint.resume_from;
+  std::optional<CheckpointSections> resumed;
+  if (g.restore < 0 && !resume_from.empty()) {
+    FRUGAL_ASSIGN_OR_RETURN(resumed, ReadResumeState(resume_from));
+  }
   FRUGAL_RETURN_IF_ERROR(BuildReplica(/*broadcast_initial=*/g.restore < 0));  // Note [No broadcast on restore]
   if (g.restore >= 0) {
     FRUGAL_RETURN_IF_ERROR(RestoreGeneration(g));
-  } else if (!config.checkpoint.resume_from.empty()) {
-    FRUGAL_RETURN_IF_ERROR(Resume(config.checkpoint.resume_from));
+  } else if (resumed) {
+    FRUGAL_RETURN_IF_ERROR(Resume(resume_from, std::move(*resumed)));
   }
   if (g.number <= 1 && config.checkpoint.checkpoint_every > 0 && rank() == 0) {
     FRUGAL_RETURN_IF_ERROR(ClearCheckpointsAfter(CheckpointDirOf(config), start_step));

@@ -99,6 +99,7 @@ class Worker::Impl {
   bool leave_sent = false;
   bool left = false;  // this worker left the job before its end
   std::chrono::steady_clock::time_point left_world_at;  // when the last generation's loop ended
+  std::optional<OuterStep> resumed_outer;  // Note [Outer step on resume]
   int64_t join_state_bytes = 0;  // rank 0: bytes of state sent to each joiner of this generation
   // Background checkpoint writes (Note [Background checkpoints]); the
   // snapshot and wait seconds of the write in flight, for its event.
@@ -113,9 +114,13 @@ class Worker::Impl {
   Status BuildModel();
   Status PlanSteps();
   Status BuildReplica(bool broadcast_initial = true);  // ReplicaOptions::broadcast_initial
-  // --sync local's outer step for this run (OuterOf; an elastic run's length
-  // follows its membership: Note [Local mode across worlds]).
-  OuterStep RunOuterStep() const { return OuterOf(dist, config.elastic.elastic ? 0 : total_steps); }
+  // --sync local's outer step for this run: the checkpoint's, for a resumed
+  // run with --outer-lr auto (Note [Outer step on resume]); else OuterOf (an
+  // elastic run's length follows its membership: Note [Local mode across
+  // worlds]).
+  OuterStep RunOuterStep() const {
+    return resumed_outer ? *resumed_outer : OuterOf(dist, config.elastic.elastic ? 0 : total_steps);
+  }
   Status OpenReporter();
   std::vector<torch::Tensor> Buffers(bool floating_only) const;
   Result<WorkerResult> Run();
@@ -136,7 +141,11 @@ class Worker::Impl {
   Status CheckpointGate(int64_t t);
   Status SaveCheckpoint(int64_t t);
   Status ReportCheckpoint(bool wait);
-  Status Resume(const std::string& step_dir);
+  // Rank 0's file of the checkpoint to resume, read before the replica is
+  // built so that its outer step is known (AdoptOuterStep).
+  Result<CheckpointSections> ReadResumeState(const std::string& step_dir);
+  Status AdoptOuterStep(const CheckpointSections& s, const std::string& what);
+  Status Resume(const std::string& step_dir, CheckpointSections rank0);
 
   // worker_elastic.cc
   Status EnterGeneration(const comm::Generation& g);

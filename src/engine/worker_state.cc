@@ -2,6 +2,7 @@
 // memory (elastic snapshots), and restoring either.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -52,6 +53,13 @@ Result<CheckpointSections> Worker::Impl::StateSections(int64_t t, StateScope sco
     buffers.Bytes(std::vector<uint8_t>(p, p + c.numel() * c.element_size()));
   }
   sections["buffers"] = buffers.Take();
+  if (local && shared) {  // Note [Outer step on resume]
+    const OuterStep outer = RunOuterStep();
+    ByteWriter w;
+    w.F64(outer.lr);
+    w.F64(outer.momentum);
+    sections["outer_step"] = w.Take();
+  }
   return sections;
 }
 
@@ -223,11 +231,55 @@ Status Worker::Impl::RestoreLocalSync(const CheckpointSections& s, const Checkpo
   return local->RestoreSections(s, own, what, same_seat);
 }
 
-Status Worker::Impl::Resume(const std::string& step_dir) {
+Result<CheckpointSections> Worker::Impl::ReadResumeState(const std::string& step_dir) {
+  const std::string path = CheckpointRankFile(step_dir, 0);
+  FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, ReadCheckpointFile(path));
+  FRUGAL_RETURN_IF_ERROR(AdoptOuterStep(s, "checkpoint " + path));
+  return s;
+}
+
+// Note [Outer step on resume]
+// The local mode's outer step is run state: the checkpoint's outer
+// optimizer sections have its form (a Nesterov momentum buffer, or none for
+// plain averaging). With --outer-lr auto, OuterOf chooses it from the run's
+// length in rounds, which a resume can change: an elastic run takes the
+// Nesterov step whatever its length, and the same checkpoint resumed without
+// --elastic, or with other --epochs, may choose averaging; before this
+// note such a resume failed on the momentum buffer. So the shared state
+// records the step its run took (section "outer_step": lr, momentum), and
+// a resumed run with --outer-lr auto takes it. An elastic run cannot: the
+// joiners of its later generations choose alone (OuterOf(d, 0)), before the
+// state reaches them. So there, as for a set --outer-lr, a checkpoint of
+// another form is refused with the flags that resume it; a set --outer-lr
+// of the same form is taken as set. Checkpoints written before the section
+// have none and resume as before.
+Status Worker::Impl::AdoptOuterStep(const CheckpointSections& s, const std::string& what) {
+  resumed_outer.reset();
+  auto it = s.find("outer_step");
+  if (dist.sync != SyncMode::kLocal || it == s.end()) return Status::Ok();
+  ByteReader r(it->second, what + " outer_step");
+  FRUGAL_ASSIGN_OR_RETURN(const double lr, r.F64());
+  FRUGAL_ASSIGN_OR_RETURN(const double momentum, r.F64());
+  if (!(lr > 0) || !(momentum >= 0 && momentum < 1) || !r.done()) {
+    return Status::Corruption(what + " has a bad 'outer_step' section");
+  }
+  if (dist.outer_lr <= 0 && !config.elastic.elastic) {
+    resumed_outer = OuterStep{lr, momentum};
+    return Status::Ok();
+  }
+  const OuterStep mine = RunOuterStep();
+  if ((momentum > 0) == (mine.momentum > 0)) return Status::Ok();
+  char saved[96];
+  std::snprintf(saved, sizeof saved, "--outer-lr %g --outer-momentum %g", lr, momentum);
+  return Status::InvalidArgument(what + " was written by a run whose outer step was " + saved + ", and this run's (" +
+                                 (momentum > 0 ? "plain averaging" : "with momentum") +
+                                 ") cannot take its state: resume with " + saved);
+}
+
+Status Worker::Impl::Resume(const std::string& step_dir, CheckpointSections s) {
   FRUGAL_ASSIGN_OR_RETURN(int old_world, CheckpointWorld(step_dir));
   const bool own = rank() < old_world;  // else: a new rank of an elastic restart, with no residual
   const std::string path = CheckpointRankFile(step_dir, 0);
-  FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, ReadCheckpointFile(path));
   if (own && rank() != 0) {
     const std::string mine = CheckpointRankFile(step_dir, rank());
     FRUGAL_ASSIGN_OR_RETURN(CheckpointSections local, ReadCheckpointFile(mine));
