@@ -91,6 +91,8 @@ struct SimulateFlags {
   double stickiness_horizon = 600;
   double contended_horizon = 60;
   double long_job_seconds = PolicyOptions{}.long_job_seconds;
+  std::string long_queue_order = "afs";  // PolicyOptions::long_queue_order: afs | fifo.
+  double promote_knob = PolicyOptions{}.promote_knob;
 };
 
 void PrintHeader() {
@@ -121,6 +123,8 @@ void RunSimulate(const SimulateFlags& f) {
   popts.stickiness_horizon = f.stickiness_horizon;
   popts.contended_horizon = f.contended_horizon;
   popts.long_job_seconds = f.long_job_seconds;
+  popts.long_queue_order = f.long_queue_order == "fifo" ? LongQueueOrder::kSubmission : LongQueueOrder::kAfs;
+  popts.promote_knob = f.promote_knob;
 
   std::vector<std::string> policies = f.compare ? PolicyNames() : std::vector<std::string>{f.policy};
   if (f.compare && !f.out.empty()) fs::create_directories(f.out);
@@ -265,6 +269,16 @@ void AddSimulate(CLI::App* cluster) {
                   "(Note [Two queues])")
       ->capture_default_str()
       ->check(Bounded(1, 1e12));
+  sim->add_option("--long-queue-order", sim_flags->long_queue_order,
+                  "afs-goodput-2q: how long jobs share what short ones leave: afs (the AFS rule) or fifo (oldest "
+                  "first; Note [Long queue order])")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"afs", "fifo"}));
+  sim->add_option("--promote-knob", sim_flags->promote_knob,
+                  "afs-goodput-2q: a long job whose service (GPU-seconds / requested GPUs) is at most 1 / (1 + K) "
+                  "of its time in the system returns to the short queue (Note [Promotion]; 0 disables)")
+      ->capture_default_str()
+      ->check(Bounded(0, 1e9));
   AddConfigOption(sim);
   sim->callback([sim, sim_flags] {
     if (ApplyConfigAndMaybePrint(sim)) return;

@@ -23,8 +23,13 @@ std::unique_ptr<Policy> NewAfsPPolicy(double prior_seconds, double min_gain, Swi
 // AFS-P reasoning with each job's best batch size at every GPU count.
 std::unique_ptr<Policy> NewAfsGoodputPolicy(double prior_seconds, double min_gain, SwitchCost switch_cost);
 // afs-goodput with two queues, Note [Two queues] in afs_policy.cc.
-// REQUIRES: long_job_seconds > 0.
+struct TwoQueues {
+  double long_job_seconds = 0;                        // 0: one queue.
+  LongQueueOrder long_order = LongQueueOrder::kAfs;   // Note [Long queue order].
+  double promote_knob = 0;                            // Note [Promotion]; 0 disables.
+};
+// REQUIRES: queues.long_job_seconds > 0.
 std::unique_ptr<Policy> NewAfsGoodputTwoQueuePolicy(double prior_seconds, double min_gain, SwitchCost switch_cost,
-                                                    double long_job_seconds);
+                                                    TwoQueues queues);
 
 }  // namespace frugal::sched

@@ -293,6 +293,57 @@ TEST(SchedAfsGoodputTwoQueueTest, PriorScalesWithTheRequestedGpus) {
   EXPECT_FALSE(CreatePolicy("afs-goodput-2q", bad).ok());
 }
 
+// Note [Long queue order]: two long jobs (100,000 one-GPU seconds done) on
+// four GPUs, linear scaling. Under the AFS rule they share 2 + 2; oldest
+// first, the older one takes all four, whatever its length class (here it has
+// done more, so it is later in the AFS finish order).
+TEST(SchedAfsGoodputTwoQueueTest, LongJobsOldestFirst) {
+  TableSpeed s({1.0, 2.0, 3.0, 4.0});
+  std::vector<JobView> jobs = {Job(0, &s, 5, 1, 4), Job(1, &s, 1, 1, 4)};
+  for (JobView& j : jobs) j.max_gpus_at_max_batch = 4;
+  jobs[0].progress = 1e5;
+  jobs[1].progress = 4e5;  // Older (submitted at 1 s) and a higher length class.
+  auto shared = Make("afs-goodput-2q")->Schedule(Cluster(1, 4), jobs);
+  EXPECT_EQ(shared[0].NumGpus(), 2);
+  EXPECT_EQ(shared[1].NumGpus(), 2);
+  PolicyOptions fifo;
+  fifo.long_queue_order = LongQueueOrder::kSubmission;
+  auto oldest_first = Make("afs-goodput-2q", fifo)->Schedule(Cluster(1, 4), jobs);
+  EXPECT_EQ(oldest_first[0].NumGpus(), 0);
+  EXPECT_EQ(oldest_first[1].NumGpus(), 4);
+  // A short job still comes first.
+  jobs.push_back(Job(2, &s, 9, 1, 4));
+  jobs.back().max_gpus_at_max_batch = 4;
+  auto with_short = Make("afs-goodput-2q", fifo)->Schedule(Cluster(1, 4), jobs);
+  EXPECT_EQ(with_short[2].NumGpus(), 4);
+}
+
+// Note [Promotion]: a long job (one GPU asked for) that has been in the
+// system 1,000 s and got 100 GPU-seconds has service 100 s. With the knob at
+// 4 (promoted from 5 x 100 = 500 s on) it is back in the short queue and the
+// two jobs share 2 + 2 as under afs-goodput; with the knob at 20 (2,100 s) or
+// off it waits: 4 + 0 for the new short job.
+TEST(SchedAfsGoodputTwoQueueTest, StarvedLongJobIsPromoted) {
+  TableSpeed s({1.0, 2.0, 3.0, 4.0});
+  std::vector<JobView> jobs = {Job(0, &s, 1000, 1, 4), Job(1, &s, 0, 1, 4)};
+  for (JobView& j : jobs) j.max_gpus_at_max_batch = 4;
+  jobs[1].progress = 1e5;
+  jobs[1].attained_service = 100;
+  const ClusterView cluster{{1, 4}, 1000};
+  auto off = Make("afs-goodput-2q")->Schedule(cluster, jobs);
+  EXPECT_EQ(off[0].NumGpus(), 4);
+  EXPECT_EQ(off[1].NumGpus(), 0);
+  PolicyOptions age;
+  age.promote_knob = 4;
+  auto promoted = Make("afs-goodput-2q", age)->Schedule(cluster, jobs);
+  EXPECT_EQ(promoted[0].NumGpus(), 2);
+  EXPECT_EQ(promoted[1].NumGpus(), 2);
+  age.promote_knob = 20;
+  auto not_yet = Make("afs-goodput-2q", age)->Schedule(cluster, jobs);
+  EXPECT_EQ(not_yet[0].NumGpus(), 4);
+  EXPECT_EQ(not_yet[1].NumGpus(), 0);
+}
+
 // A job whose goodput depends on the batch: rate(n, B) = n * f(B / n) with a
 // per-GPU sweet spot at 64 samples.
 class BatchSpeed : public SpeedEstimate {

@@ -59,7 +59,14 @@ struct JobView {
 
 struct ClusterView {
   ClusterSpec spec;
-  double now = 0;  // Seconds; for policies that age jobs (none of the built-in ones do).
+  double now = 0;  // Seconds; for policies that age jobs (afs-goodput-2q with promote_knob > 0).
+};
+
+// afs-goodput-2q: how long jobs share the GPUs short jobs leave; see Note
+// [Long queue order] in src/sched/afs_policy.cc.
+enum class LongQueueOrder {
+  kAfs,         // The AFS rule among long jobs (processor sharing).
+  kSubmission,  // Oldest first: each long job takes all it can use before the next.
 };
 
 // Tunables; each policy reads the ones it needs.
@@ -90,6 +97,13 @@ struct PolicyOptions {
   // job has all it can use (64 x afsp_prior_seconds); see Note [Two queues]
   // in src/sched/afs_policy.cc.
   double long_job_seconds = 38400;
+  // afs-goodput-2q: how long jobs share what short jobs leave.
+  LongQueueOrder long_queue_order = LongQueueOrder::kAfs;
+  // afs-goodput-2q: a long job whose service so far, in seconds at the GPUs
+  // it asked for (attained_service / requested_gpus), is at most
+  // 1 / (1 + promote_knob) of its time in the system is promoted back to the
+  // short queue (0 disables). See Note [Promotion] in src/sched/afs_policy.cc.
+  double promote_knob = 0;
 };
 
 class Policy {
