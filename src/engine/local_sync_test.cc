@@ -376,9 +376,7 @@ TEST(LocalSyncTest, DeviceInnerStateSurvivesACheckpoint) {
     o.distributed.local_inner = LocalInner::kDevice;
     auto full = RunWorkers(o, {"local", "local"});
     for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-    RunConfig resumed = o;
-    resumed.checkpoint.resume_from = CheckpointStepDir(o.checkpoint.checkpoint_dir, 6);
-    resumed.train.run_name += "-resumed";
+    RunConfig resumed = ResumedAt(o, 6, o.train.run_name + "-resumed");
     EXPECT_EQ(TwoReplicas(resumed, resumed.train.run_name), full[0].params);
     resumed.train.run_name += "-host";
     resumed.distributed.local_inner = LocalInner::kHost;
@@ -395,9 +393,7 @@ TEST(LocalSyncTest, AResumedRunTakesTheCheckpointsOuterStep) {
   RunConfig o = LocalCheckpointOptions("local-ckpt-outer");
   auto full = RunWorkers(o, {"local", "local"});
   for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  RunConfig resumed = o;
-  resumed.train.run_name = "local-ckpt-outer-auto";
-  resumed.checkpoint.resume_from = CheckpointStepDir(o.checkpoint.checkpoint_dir, 6);
+  RunConfig resumed = ResumedAt(o, 6, "local-ckpt-outer-auto");
   resumed.distributed.outer_lr = 0;  // auto: averaging for 8 steps of H = 4
   ASSERT_EQ(OuterOf(resumed.distributed, 8).momentum, 0.0);
   auto again = RunWorkers(resumed, {"local", "local"});

@@ -325,9 +325,7 @@ TEST(WorkerTest, ResumeWithAnotherWorldSizeKeepsReplicasIdentical) {
   RunConfig o = CheckpointOptions("ckpt-elastic");
   auto full = RunWorkers(o, {"local", "local"});
   for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  RunConfig resumed = o;
-  resumed.train.run_name = "ckpt-elastic-3";
-  resumed.checkpoint.resume_from = CheckpointStepDir(o.checkpoint.checkpoint_dir, 10);
+  RunConfig resumed = ResumedAt(o, 10, "ckpt-elastic-3");
   auto three = RunWorkers(resumed, {"local", "local", "local"});
   for (auto& r : three) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(three[0].result.train.steps, 20);

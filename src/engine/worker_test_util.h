@@ -15,6 +15,7 @@
 #include "frugal/comm/inproc_transport.h"
 #include "frugal/compress/codec.h"
 #include "frugal/train/trainer.h"
+#include "frugal/engine/checkpoint.h"
 #include "frugal/engine/worker.h"
 
 namespace frugal::engine {
@@ -39,6 +40,13 @@ inline RunConfig BaseOptions(const std::string& run) {
   o.runs_dir = (std::filesystem::temp_directory_path() / "frugal_worker_test").string();
   o.run_name = run;
   return c;
+}
+
+// `options` resumed from its own checkpoint of `step`, as run `run_name`.
+inline RunConfig ResumedAt(RunConfig options, int64_t step, const std::string& run_name) {
+  options.checkpoint.resume_from = CheckpointStepDir(options.checkpoint.checkpoint_dir, step);
+  options.train.run_name = run_name;
+  return options;
 }
 
 struct RankOutcome {
