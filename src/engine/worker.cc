@@ -122,13 +122,7 @@ Status Worker::Impl::Init() {
     return Status::InvalidArgument(std::string("--adapt ") + NameOf(dist.adapt) + " needs a controller on rank 0");
   }
   FRUGAL_RETURN_IF_ERROR(PlanSteps());
-  const std::string& resume_from = config.checkpoint.resume_from;
-  std::optional<CheckpointSections> resumed;
-  if (!resume_from.empty()) {
-    FRUGAL_ASSIGN_OR_RETURN(resumed, ReadResumeState(resume_from));
-  }
-  FRUGAL_RETURN_IF_ERROR(BuildReplica());
-  if (resumed) FRUGAL_RETURN_IF_ERROR(Resume(resume_from, std::move(*resumed)));
+  FRUGAL_RETURN_IF_ERROR(BuildAndResume());
   if (config.checkpoint.checkpoint_every > 0 && rank() == 0) {
     FRUGAL_RETURN_IF_ERROR(ClearCheckpointsAfter(CheckpointDirOf(config), start_step));
   }

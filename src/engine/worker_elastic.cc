@@ -171,16 +171,11 @@ Status Worker::Impl::EnterGeneration(const comm::Generation& g) {
   }
   FRUGAL_RETURN_IF_ERROR(CheckSameConfiguration(*transport, SharedDigest(config), timeout));
   FRUGAL_RETURN_IF_ERROR(PlanSteps());
-  const std::string& resume_from = config.checkpoint.resume_from;
-  std::optional<CheckpointSections> resumed;
-  if (g.restore < 0 && !resume_from.empty()) {
-    FRUGAL_ASSIGN_OR_RETURN(resumed, ReadResumeState(resume_from));
-  }
-  FRUGAL_RETURN_IF_ERROR(BuildReplica(/*broadcast_initial=*/g.restore < 0));  // Note [No broadcast on restore]
   if (g.restore >= 0) {
+    FRUGAL_RETURN_IF_ERROR(BuildReplica(/*broadcast_initial=*/false));  // Note [No broadcast on restore]
     FRUGAL_RETURN_IF_ERROR(RestoreGeneration(g));
-  } else if (resumed) {
-    FRUGAL_RETURN_IF_ERROR(Resume(resume_from, std::move(*resumed)));
+  } else {
+    FRUGAL_RETURN_IF_ERROR(BuildAndResume());
   }
   if (g.number <= 1 && config.checkpoint.checkpoint_every > 0 && rank() == 0) {
     FRUGAL_RETURN_IF_ERROR(ClearCheckpointsAfter(CheckpointDirOf(config), start_step));

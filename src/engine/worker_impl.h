@@ -141,9 +141,10 @@ class Worker::Impl {
   Status CheckpointGate(int64_t t);
   Status SaveCheckpoint(int64_t t);
   Status ReportCheckpoint(bool wait);
-  // Rank 0's file of the checkpoint to resume, read before the replica is
-  // built so that its outer step is known (AdoptOuterStep).
-  Result<CheckpointSections> ReadResumeState(const std::string& step_dir);
+  // BuildReplica, and with --resume the checkpoint's state: rank 0's file
+  // is read first, so that the replica is built with its outer step
+  // (AdoptOuterStep, Note [Outer step on resume]).
+  Status BuildAndResume();
   Status AdoptOuterStep(const CheckpointSections& s, const std::string& what);
   Status Resume(const std::string& step_dir, CheckpointSections rank0);
 

@@ -231,11 +231,14 @@ Status Worker::Impl::RestoreLocalSync(const CheckpointSections& s, const Checkpo
   return local->RestoreSections(s, own, what, same_seat);
 }
 
-Result<CheckpointSections> Worker::Impl::ReadResumeState(const std::string& step_dir) {
+Status Worker::Impl::BuildAndResume() {
+  const std::string& step_dir = config.checkpoint.resume_from;
+  if (step_dir.empty()) return BuildReplica();
   const std::string path = CheckpointRankFile(step_dir, 0);
   FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, ReadCheckpointFile(path));
   FRUGAL_RETURN_IF_ERROR(AdoptOuterStep(s, "checkpoint " + path));
-  return s;
+  FRUGAL_RETURN_IF_ERROR(BuildReplica());
+  return Resume(step_dir, std::move(s));
 }
 
 // Note [Outer step on resume]
