@@ -186,10 +186,10 @@ class AfsPolicy : public Policy {
   AfsPolicy(bool oracle, bool goodput, double prior_seconds, double min_gain, SwitchCost switch_cost,
             TwoQueues queues = {})
       : oracle_(oracle), goodput_(goodput), prior_seconds_(prior_seconds), min_gain_(min_gain),
-        switch_cost_(switch_cost), queues_(queues), long_job_seconds_(queues.long_job_seconds) {}
+        switch_cost_(switch_cost), queues_(queues) {}
 
   std::string Name() const override {
-    if (long_job_seconds_ > 0) return "afs-goodput-2q";
+    if (queues_.long_job_seconds > 0) return "afs-goodput-2q";
     return oracle_ ? "afs-l" : goodput_ ? "afs-goodput" : "afs-p";
   }
   bool UsesOracle() const override { return oracle_; }
@@ -282,10 +282,10 @@ class AfsPolicy : public Policy {
   void EstimateLengths(double now, const std::vector<JobView>& jobs, RateAtOne&& rate_at_one,
                        std::vector<double>* finish, std::vector<char>* long_job) const {
     for (size_t i = 0; i < jobs.size(); ++i) {
-      double prior = prior_seconds_ * (long_job_seconds_ > 0 ? std::max(jobs[i].requested_gpus, 1) : 1);
+      double prior = prior_seconds_ * (queues_.long_job_seconds > 0 ? std::max(jobs[i].requested_gpus, 1) : 1);
       double work = EstimatedWorkSeconds(jobs[i].progress, rate_at_one(i), prior);
       (*finish)[i] = LengthClass(work, prior_seconds_);
-      (*long_job)[i] = long_job_seconds_ > 0 && work >= long_job_seconds_ && !Promoted(now, jobs[i]);
+      (*long_job)[i] = queues_.long_job_seconds > 0 && work >= queues_.long_job_seconds && !Promoted(now, jobs[i]);
     }
   }
 
@@ -336,7 +336,6 @@ class AfsPolicy : public Policy {
   double min_gain_;
   SwitchCost switch_cost_;
   TwoQueues queues_;
-  double long_job_seconds_;
 };
 
 }  // namespace
