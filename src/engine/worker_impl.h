@@ -146,7 +146,6 @@ class Worker::Impl {
   // (AdoptOuterStep, Note [Outer step on resume]).
   Status BuildAndResume();
   Status AdoptOuterStep(const CheckpointSections& s, const std::string& what);
-  Status Resume(const std::string& step_dir, CheckpointSections rank0);
 
   // worker_elastic.cc
   Status EnterGeneration(const comm::Generation& g);

@@ -238,7 +238,14 @@ Status Worker::Impl::BuildAndResume() {
   FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, ReadCheckpointFile(path));
   FRUGAL_RETURN_IF_ERROR(AdoptOuterStep(s, "checkpoint " + path));
   FRUGAL_RETURN_IF_ERROR(BuildReplica());
-  return Resume(step_dir, std::move(s));
+  FRUGAL_ASSIGN_OR_RETURN(int old_world, CheckpointWorld(step_dir));
+  const bool own = rank() < old_world;  // else: a new rank of an elastic restart, with no residual
+  if (own && rank() != 0) {
+    const std::string mine = CheckpointRankFile(step_dir, rank());
+    FRUGAL_ASSIGN_OR_RETURN(CheckpointSections local, ReadCheckpointFile(mine));
+    return RestoreSections(s, &local, /*residuals=*/false, "checkpoint " + mine);
+  }
+  return RestoreSections(s, nullptr, /*residuals=*/own && rank() == 0, "checkpoint " + path);
 }
 
 // Note [Outer step on resume]
@@ -277,18 +284,6 @@ Status Worker::Impl::AdoptOuterStep(const CheckpointSections& s, const std::stri
   return Status::InvalidArgument(what + " was written by a run whose outer step was " + saved + ", and this run's (" +
                                  (momentum > 0 ? "plain averaging" : "with momentum") +
                                  ") cannot take its state: resume with " + saved);
-}
-
-Status Worker::Impl::Resume(const std::string& step_dir, CheckpointSections s) {
-  FRUGAL_ASSIGN_OR_RETURN(int old_world, CheckpointWorld(step_dir));
-  const bool own = rank() < old_world;  // else: a new rank of an elastic restart, with no residual
-  const std::string path = CheckpointRankFile(step_dir, 0);
-  if (own && rank() != 0) {
-    const std::string mine = CheckpointRankFile(step_dir, rank());
-    FRUGAL_ASSIGN_OR_RETURN(CheckpointSections local, ReadCheckpointFile(mine));
-    return RestoreSections(s, &local, /*residuals=*/false, "checkpoint " + mine);
-  }
-  return RestoreSections(s, nullptr, /*residuals=*/own && rank() == 0, "checkpoint " + path);
 }
 
 }  // namespace frugal::engine
