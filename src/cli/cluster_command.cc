@@ -93,6 +93,7 @@ struct SimulateFlags {
   double long_job_seconds = PolicyOptions{}.long_job_seconds;
   std::string long_queue_order = "afs";  // PolicyOptions::long_queue_order: afs | fifo.
   double promote_knob = PolicyOptions{}.promote_knob;
+  bool fit_aware_placement = PolicyOptions{}.fit_aware_placement;
 };
 
 void PrintHeader() {
@@ -125,6 +126,7 @@ void RunSimulate(const SimulateFlags& f) {
   popts.long_job_seconds = f.long_job_seconds;
   popts.long_queue_order = f.long_queue_order == "fifo" ? LongQueueOrder::kSubmission : LongQueueOrder::kAfs;
   popts.promote_knob = f.promote_knob;
+  popts.fit_aware_placement = f.fit_aware_placement;
 
   std::vector<std::string> policies = f.compare ? PolicyNames() : std::vector<std::string>{f.policy};
   if (f.compare && !f.out.empty()) fs::create_directories(f.out);
@@ -279,6 +281,10 @@ void AddSimulate(CLI::App* cluster) {
                   "of its time in the system returns to the short queue (Note [Promotion]; 0 disables)")
       ->capture_default_str()
       ->check(Bounded(0, 1e9));
+  sim->add_option("--fit-aware-placement", sim_flags->fit_aware_placement,
+                  "afs-goodput-2q: a job whose GPUs would be spread over more nodes than needed may take fewer GPUs "
+                  "or keep its current ones where that runs faster (Note [Fit-aware placement])")
+      ->capture_default_str();
   AddConfigOption(sim);
   sim->callback([sim, sim_flags] {
     if (ApplyConfigAndMaybePrint(sim)) return;

@@ -71,7 +71,9 @@
 // one. Measured: a goodput-weighted shortest-remaining-first rule (next GPU
 // to the largest rate gain over estimated remaining work) was worse than the
 // AFS rule without an oracle; a threshold low enough to put new big jobs in
-// the long queue made preempted long jobs restart round after round.
+// the long queue made preempted long jobs restart round after round. Its
+// placements are fit-aware (Note [Fit-aware placement] in placer.cc) unless
+// TwoQueues::fit_aware_placement is off.
 //
 // Note [Long queue order]: with LongQueueOrder::kSubmission, long jobs share
 // what the short ones leave oldest first, as in Tiresias' queues: the oldest
@@ -104,6 +106,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "elastic_step.h"
 #include "hysteresis.h"
@@ -272,7 +275,13 @@ class AfsPolicy : public Policy {
     }
     DampReallocations(cluster.spec, jobs, min_gain_,
                       [&](size_t i, int m) { return rate_of(jobs[i], i, m); }, &counts);
-    return PlaceJobs(cluster.spec, jobs, counts);
+    return PlaceJobs(cluster.spec, jobs, counts, FitAwareRates(jobs));
+  }
+
+  // Rates for Note [Fit-aware placement] (placer.cc); null where it is off.
+  RateOn FitAwareRates(const std::vector<JobView>& jobs) const {
+    if (!(queues_.long_job_seconds > 0 && queues_.fit_aware_placement)) return nullptr;
+    return [&jobs](size_t i, const Shape& shape) { return BestRateOn(jobs[i], shape).first; };
   }
 
   // AFS-P's finish order keys (Note [AFS-P estimator]) and, for two queues,
@@ -309,22 +318,23 @@ class AfsPolicy : public Policy {
     return a.submit_time != b.submit_time ? a.submit_time < b.submit_time : a.id < b.id;
   }
 
+  // The job's best goodput on `shape` over its batch candidates and the batch
+  // that gives it (its current batch if none runs); Note [AFS goodput].
+  static std::pair<double, int> BestRateOn(const JobView& job, const Shape& shape) {
+    std::pair<double, int> best{0.0, job.batch_size};
+    for (int b : BatchSizeCandidates(job)) {
+      double r = job.speed->ProgressRateAt(shape, b);
+      if (r > best.first) best = {r, b};
+    }
+    return best;
+  }
+
   std::vector<int> ChooseBatchSizes(const ClusterView& cluster, const std::vector<JobView>& jobs,
                                     const std::vector<Placement>& placements) const override {
     if (!goodput_) return {};
     std::vector<int> out(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
-      out[i] = jobs[i].batch_size;
-      if (placements[i].empty()) continue;
-      Shape shape = ShapeOf(placements[i]);
-      double best = 0;
-      for (int b : BatchSizeCandidates(jobs[i])) {
-        double r = jobs[i].speed->ProgressRateAt(shape, b);
-        if (r > best) {
-          best = r;
-          out[i] = b;
-        }
-      }
+      out[i] = placements[i].empty() ? jobs[i].batch_size : BestRateOn(jobs[i], ShapeOf(placements[i])).second;
     }
     return out;
   }

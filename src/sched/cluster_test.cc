@@ -79,5 +79,51 @@ TEST(SchedPlacerTest, ChangedCountIsPlacedAfresh) {
   EXPECT_EQ(out[0].NumGpus(), 4);
 }
 
+// Rate = GPUs on one node, half that when spread over several (Note
+// [Fit-aware placement]).
+double SpreadHalves(size_t, const Shape& shape) {
+  int n = 0;
+  for (int g : shape) n += g;
+  return shape.size() > 1 ? 0.5 * n : n;
+}
+
+// Node 0: job 1 (kept, 1 GPU); node 1: job 2 (kept, 2 GPUs). Job 0 asks for
+// 4 GPUs: plain placement spreads 3 + 1 over both nodes (rate 2 here);
+// fit-aware placement gives it the 3 GPUs of node 0 (rate 3).
+TEST(SchedPlacerTest, FitAwareTakesFewerGpusOnOneNode) {
+  CountSpeed speed;
+  ClusterSpec spec{2, 4};
+  std::vector<JobView> jobs = {MakeJob(0, &speed), MakeJob(1, &speed, Placement({{0, 1}})),
+                               MakeJob(2, &speed, Placement({{1, 2}}))};
+  std::vector<Placement> plain = PlaceJobs(spec, jobs, {4, 1, 2});
+  EXPECT_EQ(ShapeOf(plain[0]), (Shape{1, 3}));
+  std::vector<Placement> fit = PlaceJobs(spec, jobs, {4, 1, 2}, SpreadHalves);
+  EXPECT_EQ(fit[0], Placement({{0, 3}}));
+  EXPECT_EQ(fit[1], Placement({{0, 1}}));
+  EXPECT_EQ(fit[2], Placement({{1, 2}}));
+}
+
+// Job 0 runs on 3 GPUs of node 0 and is asked to grow to 4, but node 0's
+// fourth GPU is job 1's and node 1 has one free: it keeps its placement (no
+// re-allocation) instead of spreading 3 + 1.
+TEST(SchedPlacerTest, FitAwareKeepsTheCurrentPlacement) {
+  CountSpeed speed;
+  ClusterSpec spec{2, 4};
+  std::vector<JobView> jobs = {MakeJob(0, &speed, Placement({{0, 3}})), MakeJob(1, &speed, Placement({{0, 1}})),
+                               MakeJob(2, &speed, Placement({{1, 3}}))};
+  std::vector<Placement> plain = PlaceJobs(spec, jobs, {4, 1, 3});
+  EXPECT_EQ(plain[0].NumNodes(), 2);
+  EXPECT_EQ(plain[0].NumGpus(), 4);
+  std::vector<Placement> fit = PlaceJobs(spec, jobs, {4, 1, 3}, SpreadHalves);
+  EXPECT_EQ(fit[0], Placement({{0, 3}}));
+  // Where spreading is faster, the job spreads.
+  auto linear = [](size_t, const Shape& shape) {
+    int n = 0;
+    for (int g : shape) n += g;
+    return static_cast<double>(n);
+  };
+  EXPECT_EQ(PlaceJobs(spec, jobs, {4, 1, 3}, linear)[0].NumGpus(), 4);
+}
+
 }  // namespace
 }  // namespace frugal::sched

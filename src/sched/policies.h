@@ -27,6 +27,7 @@ struct TwoQueues {
   double long_job_seconds = 0;                        // 0: one queue.
   LongQueueOrder long_order = LongQueueOrder::kAfs;   // Note [Long queue order].
   double promote_knob = 0;                            // Note [Promotion]; 0 disables.
+  bool fit_aware_placement = true;                    // Note [Fit-aware placement] (placer.cc).
 };
 // REQUIRES: queues.long_job_seconds > 0.
 std::unique_ptr<Policy> NewAfsGoodputTwoQueuePolicy(double prior_seconds, double min_gain, SwitchCost switch_cost,

@@ -41,7 +41,8 @@ Result<std::unique_ptr<Policy>> CreatePolicy(const std::string& name, const Poli
     if (!(options.long_job_seconds > 0)) {
       return Status::InvalidArgument("afs-goodput-2q needs a positive long-job threshold (--long-job-seconds)");
     }
-    TwoQueues queues{options.long_job_seconds, options.long_queue_order, std::max(options.promote_knob, 0.0)};
+    TwoQueues queues{options.long_job_seconds, options.long_queue_order, std::max(options.promote_knob, 0.0),
+                     options.fit_aware_placement};
     return NewAfsGoodputTwoQueuePolicy(options.afsp_prior_seconds, min_gain, switch_cost, queues);
   }
   std::string known;

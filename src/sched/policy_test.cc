@@ -318,6 +318,38 @@ TEST(SchedAfsGoodputTwoQueueTest, LongJobsOldestFirst) {
   EXPECT_EQ(with_short[2].NumGpus(), 4);
 }
 
+// TableSpeed at 40% when the shape spans more than one node.
+class SpreadSpeed : public TableSpeed {
+ public:
+  using TableSpeed::TableSpeed;
+  double ProgressRate(const Shape& shape) const override {
+    return TableSpeed::ProgressRate(shape) * (shape.size() > 1 ? 0.4 : 1.0);
+  }
+};
+
+// Note [Fit-aware placement]: jobs 1 and 2 run on 2 GPUs of each node and can
+// use no more; new job 0 (linear up to 4 GPUs) is given the other 4, which
+// the free GPUs hold only as 2 + 2 over both nodes (rate 4 x 0.4 = 1.6).
+// Fit-aware, it takes 2 GPUs on one node instead (rate 2).
+TEST(SchedAfsGoodputTwoQueueTest, FitAwarePlacementAvoidsASlowSpread) {
+  TableSpeed linear({1.0, 2.0, 3.0, 4.0});
+  SpreadSpeed spread({1.0, 2.0, 3.0, 4.0});
+  std::vector<JobView> jobs = {Job(0, &spread, 10, 1, 4), Job(1, &linear, 0, 1, 2), Job(2, &linear, 1, 1, 2)};
+  jobs[0].max_gpus_at_max_batch = 4;
+  jobs[1].max_gpus_at_max_batch = jobs[2].max_gpus_at_max_batch = 2;
+  jobs[1].placement = Placement({{0, 2}});
+  jobs[2].placement = Placement({{1, 2}});
+  PolicyOptions off;
+  off.fit_aware_placement = false;
+  auto plain = Make("afs-goodput-2q", off)->Schedule(Cluster(2, 4), jobs);
+  EXPECT_EQ(ShapeOf(plain[0]), (Shape{2, 2}));
+  auto fit = Make("afs-goodput-2q")->Schedule(Cluster(2, 4), jobs);
+  EXPECT_EQ(fit[0].NumNodes(), 1);
+  EXPECT_EQ(fit[0].NumGpus(), 2);
+  EXPECT_EQ(fit[1], jobs[1].placement);
+  EXPECT_EQ(fit[2], jobs[2].placement);
+}
+
 // Note [Promotion]: a long job (one GPU asked for) that has been in the
 // system 1,000 s and got 100 GPU-seconds has service 100 s. With the knob at
 // 4 (promoted from 5 x 100 = 500 s on) it is back in the short queue and the

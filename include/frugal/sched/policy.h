@@ -104,6 +104,11 @@ struct PolicyOptions {
   // 1 / (1 + promote_knob) of its time in the system is promoted back to the
   // short queue (0 disables). See Note [Promotion] in src/sched/afs_policy.cc.
   double promote_knob = 0;
+  // afs-goodput-2q: a job whose count does not fit its compact number of nodes
+  // in the free GPUs may take fewer GPUs on fewer nodes, or keep its current
+  // ones, where that runs faster than spreading out. See Note [Fit-aware
+  // placement] in src/sched/placer.cc.
+  bool fit_aware_placement = true;
 };
 
 class Policy {
