@@ -10,6 +10,7 @@
 #include "device_inner.h"
 #include "frugal/comm/collectives.h"
 #include "frugal/engine/compressed_allreduce.h"
+#include "frugal/engine/deflate_trial.h"
 #include "frugal/optim/sparse_optimizer.h"
 
 namespace frugal::engine {
@@ -49,10 +50,6 @@ struct Fragment {
   int64_t apply_at = -1;
   std::thread flight;  // joinable while its exchange runs
   Status flight_status;
-  // Its last exchange: seconds, bytes sent and those bytes without deflate
-  // (Note [Deflate while link-bound]).
-  double exchange_s = 0;
-  uint64_t sent_bytes = 0, raw_bytes = 0;
 };
 
 class LocalSync::Impl {
@@ -88,12 +85,12 @@ class LocalSync::Impl {
   int64_t rounds = 0;     // fragment syncs
   double optimizer_s = 0;
   double wait_s = 0;  // the compute thread waiting for an overlapped round's exchange
-  // Note [Deflate while link-bound]: on with --deflate auto and overlapped
-  // rounds. step_s: the compute thread's seconds per step (from the end of
-  // BeginIteration to the end of EndBackward, smoothed).
+  // Note [Deflate by trial] in deflate_trial.cc: on with --deflate auto
+  // and overlapped rounds; last_sync_wall: when the last fragment synced.
   bool adapt_deflate = false;
-  Clock::time_point step_began;
-  double step_s = 0;
+  DeflateTrial deflate_trial;
+  Clock::time_point last_sync_wall;
+  bool synced_before = false;
   mutable std::mutex stats_mu;  // guards reduce_stats (the exchange threads write it)
   CompressedAllReduceStats reduce_stats;
 
@@ -112,7 +109,7 @@ class LocalSync::Impl {
   Status DrainAll();
   double OuterLrAt(int64_t t) const;
   Status Apply(size_t f, bool average = false);
-  void DecideDeflate(const Fragment& fr);
+  void DecideDeflate();
   Status ApplyDue(int64_t t, bool* applied);
   void ReadGradients();
   Status PullMaster();
@@ -268,6 +265,7 @@ Status LocalSync::Impl::SyncFragment(size_t f, int64_t t, int64_t after, bool av
     FRUGAL_RETURN_IF_ERROR(Exchange(f, t));
     return Apply(f, average);
   }
+  DecideDeflate();
   fr.flight_status = Status::Ok();
   fr.flight = std::thread([this, f, t] { frags[f]->flight_status = Exchange(f, t); });
   return Status::Ok();
@@ -277,47 +275,25 @@ Status LocalSync::Impl::SyncFragment(size_t f, int64_t t, int64_t after, bool av
 // (residual added, sparsified, encoded, exchanged, decoded).
 Status LocalSync::Impl::Exchange(size_t f, int64_t t) {
   Fragment& fr = *frags[f];
-  const auto t0 = Clock::now();
-  const CompressedAllReduceStats before = reduce->stats();
   for (size_t b = 0; b < sending.size(); ++b) {
     if (fr.hi[b] == fr.lo[b]) continue;
     Status s = reduce->Run(b * P() + f, Span<float>(sending[b].data() + fr.lo[b], fr.hi[b] - fr.lo[b]));
     if (!s.ok()) return s.WithContext("--sync local round ending before step " + std::to_string(t));
   }
   const CompressedAllReduceStats after = reduce->stats();
-  fr.exchange_s = Seconds(Clock::now() - t0);
-  fr.sent_bytes = after.sent_bytes - before.sent_bytes;
-  fr.raw_bytes = after.raw_bytes - before.raw_bytes;
   std::lock_guard<std::mutex> lock(stats_mu);
   reduce_stats = after;
   return Status::Ok();
 }
 
-// Note [Deflate while link-bound]: deflate (--deflate auto with --sync
-// local) cuts a round's bytes by a third on mlp, at a CPU cost: on cnn,
-// whose raw rounds fit 10 Mbit/s, the exchange threads' encoding took 0.017
-// s per step with it and 0.010 s under this rule, CPU that workers sharing
-// cores take from compute (the time to accuracy moved within the runs'
-// spread; docs/benchmarks.md, "Deflate only while the link needs it").
-// So each rank deflates only while its rounds need it: after each
-// overlapped round it predicts the round's time without deflate (its
-// measured time x raw bytes / bytes sent) and stops deflating when that
-// fits in kDeflateOffBelow of the round's window (the steps until its outer
-// step x the seconds per step); when not deflating, it starts again once a
-// round takes more than kDeflateOnAbove of the window. Deflate is lossless and flagged per message, so the ranks
-// decide alone and every value, hence every replica, is the same whatever
-// they decide. Blocking rounds have no window: they deflate throughout.
-bool DeflateNextRound(double exchange_s, double raw_over_sent, double window_s, bool deflating) {
-  if (!(window_s > 0)) return true;
-  if (deflating) return exchange_s * std::max(1.0, raw_over_sent) >= kDeflateOffBelow * window_s;
-  return exchange_s > kDeflateOnAbove * window_s;
-}
-
-void LocalSync::Impl::DecideDeflate(const Fragment& fr) {
-  if (!adapt_deflate || fr.sent_bytes == 0) return;
-  const double ratio = static_cast<double>(fr.raw_bytes) / static_cast<double>(fr.sent_bytes);
-  const double window_s = static_cast<double>(delay) * step_s;
-  reduce->SetDeflate(DeflateNextRound(fr.exchange_s, ratio, window_s, reduce->deflating()));
+// The mode of the exchange that starts now (Note [Deflate by trial]), from
+// the time since the last fragment's sync.
+void LocalSync::Impl::DecideDeflate() {
+  if (!adapt_deflate) return;
+  const auto now = Clock::now();
+  reduce->SetDeflate(deflate_trial.Next(synced_before ? Seconds(now - last_sync_wall) : 0.0));
+  last_sync_wall = now;
+  synced_before = true;
 }
 
 // Waits for fragment f's exchange, if one is running.
@@ -369,7 +345,6 @@ Status LocalSync::Impl::Apply(size_t f, bool average) {
   FRUGAL_RETURN_IF_ERROR(Drain(f));
   FRUGAL_RETURN_IF_ERROR(PullMaster());
   Fragment& fr = *frags[f];
-  if (!average) DecideDeflate(fr);
   const auto t0 = Clock::now();
   const double outer_lr = OuterLrAt(fr.synced_at);
   for (size_t b = 0; b < anchor.size(); ++b) {
@@ -636,7 +611,6 @@ Status LocalSync::BeginIteration(int64_t t, bool check_replicas) {
   }
   if (changed) CopyIn(/*anchor=*/false);
   if (check_replicas) FRUGAL_RETURN_IF_ERROR(CheckReplicas(t).status());
-  m.step_began = Clock::now();
   return Status::Ok();
 }
 
@@ -648,8 +622,6 @@ Status LocalSync::EndBackward(int64_t t) {
     m.master_stale = true;
     m.optimizer_s += Seconds(Clock::now() - t0);
     m.last_step = t + 1;
-    const double step = Seconds(Clock::now() - m.step_began);
-    m.step_s = m.step_s > 0 ? 0.8 * m.step_s + 0.2 * step : step;
     return Status::Ok();
   }
   m.ReadGradients();
@@ -662,8 +634,6 @@ Status LocalSync::EndBackward(int64_t t) {
   m.optimizer_s += Seconds(Clock::now() - t0);
   m.last_step = t + 1;
   CopyIn(/*anchor=*/false);
-  const double step = Seconds(Clock::now() - m.step_began);
-  m.step_s = m.step_s > 0 ? 0.8 * m.step_s + 0.2 * step : step;
   return Status::Ok();
 }
 

@@ -240,19 +240,6 @@ TEST(LocalSyncTest, AutoOuterStepAveragesAShortRun) {
   EXPECT_GT(RelativeDistance(WithOuter(o, "auto-outer-nesterov", kDiLoCoOuterLr, 0.9), average), 1e-6);
 }
 
-// Note [Deflate while link-bound]: off when the round without deflate is
-// predicted within half its window, on again past three quarters; blocking
-// rounds (no window) always deflate.
-TEST(LocalSyncTest, DeflateFollowsTheRoundsWindow) {
-  EXPECT_TRUE(DeflateNextRound(0.1, 1.5, 0.0, true));
-  EXPECT_TRUE(DeflateNextRound(0.1, 1.5, 0.0, false));
-  EXPECT_FALSE(DeflateNextRound(0.3, 1.5, 1.0, true));  // 0.45 < 0.5: raw fits
-  EXPECT_TRUE(DeflateNextRound(0.4, 1.5, 1.0, true));   // 0.6: raw would not
-  EXPECT_FALSE(DeflateNextRound(0.7, 1.0, 1.0, false));  // between: stays off
-  EXPECT_TRUE(DeflateNextRound(0.8, 1.0, 1.0, false));
-  EXPECT_FALSE(DeflateNextRound(0.45, 0.5, 1.0, true));  // a ratio below 1 counts as 1
-}
-
 // --deflate auto switches per rank and round; the values, hence the run,
 // are those of --deflate on, bit for bit.
 TEST(LocalSyncTest, AutoDeflateLeavesTheRunBitIdentical) {

@@ -110,7 +110,7 @@ class CompressedAllReduce {
   // With options.wire.deflate: whether the messages of the next Run are
   // deflated (true at first). Deflate is lossless and flagged per message,
   // so a rank may switch it alone between calls without changing any value
-  // (Note [Deflate while link-bound] in local_sync.cc).
+  // (Note [Deflate by trial] in deflate_trial.cc).
   void SetDeflate(bool on);
   bool deflating() const;
 

@@ -64,15 +64,6 @@
 
 namespace frugal::engine {
 
-// Note [Deflate while link-bound] in local_sync.cc: whether a rank deflates
-// its next round, from its last round's exchange time, the bytes that round
-// would have had without deflate per byte sent (1 when it was not
-// deflated), the window the exchange has (the steps until its outer step x
-// the seconds per step; 0 when rounds block), and whether it deflated.
-constexpr double kDeflateOffBelow = 0.5;  // raw rounds predicted within this share of the window: off
-constexpr double kDeflateOnAbove = 0.75;  // raw rounds measured beyond this share of the window: on
-bool DeflateNextRound(double exchange_s, double raw_over_sent, double window_s, bool deflating);
-
 class LocalSync {
  public:
   // params: the model's tensors in the layout's slot order. Broadcasts rank

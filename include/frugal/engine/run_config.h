@@ -39,9 +39,9 @@ namespace frugal::engine {
 enum class SyncMode { kAuto, kStep, kLocal };
 
 // Whether message values are deflated (codec.h, kDeflatedValues): auto is on
-// with --sync local, where with overlapped rounds each rank deflates only
-// while its rounds would not fit their window without it (Note [Deflate
-// while link-bound] in local_sync.cc), and off with --sync step, whose
+// with --sync local, where with overlapped rounds each rank tries rounds
+// with and without it and keeps the mode that trains faster (Note [Deflate
+// by trial] in deflate_trial.cc), and off with --sync step, whose
 // controller models the bytes of undeflated values (WireFormatOf).
 enum class DeflateMode { kAuto, kOn, kOff };
 
@@ -240,8 +240,8 @@ void VisitFields(DistributedOptions& o, V&& visit) {
   visit(Field("sparsifier", d, "block, sampled_topk (exact top-k, fast), topk or randomk"), o.sparsifier);
   visit(Field("value_encoding", d, "Gradient values on the wire: fp32, fp16, bf16, int8 or int4 (error-fed rounding)"), o.value_encoding);
   visit(Field("deflate", d,
-              "zlib-compress each message's values where that saves bytes: auto (with --sync local, while a "
-              "round would not fit half its window without it), on or off"),
+              "zlib-compress each message's values where that saves bytes: auto (with --sync local: tried with "
+              "and without, kept while it trains faster), on or off"),
         o.deflate);
   visit(Field("staleness", d, "0 or 1: forward t uses the parameters after t-1-staleness").Min(0).Max(1), o.staleness);
   visit(Field("bucket_mb", d, "Gradient bucket size in MB of fp32").Positive().Max(4096), o.bucket_mb);
