@@ -37,18 +37,23 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 from harness import FrugalJob, ProcessGroup, Testbed, hold_testbed_lock, read_jsonl  # noqa: E402
 
 
-def run_config(args, workers, rate, density, batch, name):
+def run_config(args, workers, rate, density, batch, name, sync="step"):
     """WORKERS: a count (flat topology, every link RATE) or "3+1" (clusters
-    joined by a WAN of RATE)."""
+    joined by a WAN of RATE). SYNC: step (the sparse gradient pipeline) or
+    local (a round of parameter changes every --local-steps steps, Frugal's
+    default; logged once per round)."""
     run_dir = os.path.join(args.out_dir, "runs")
     metrics = os.path.join(run_dir, name, "metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
-    # --sync step: the planner models the step pipeline (the default, --sync auto, is the local mode).
-    worker_args = ["--sync", "step", "--model", "mlp", "--density", str(density), "--batch-size", str(batch),
-                   "--max-steps", str(args.steps), "--epochs", "5", "--log-every", "1", "--eval-every", "100000",
-                   "--checksum-every", "0", "--runs-dir", run_dir, "--run-name", name, "--timeout-s", "120",
-                   "--adapt", "off", "--staleness", str(args.staleness)]
+    steps = args.steps if sync == "step" else args.local_steps_total
+    worker_args = ["--sync", sync, "--model", "mlp", "--density", str(density), "--batch-size", str(batch),
+                   "--max-steps", str(steps), "--epochs", "5", "--eval-every", "100000",
+                   "--checksum-every", "0", "--runs-dir", run_dir, "--run-name", name, "--timeout-s", "120"]
+    if sync == "step":
+        worker_args += ["--log-every", "1", "--adapt", "off", "--staleness", str(args.staleness)]
+    else:  # a window of one round holds each of its fragments' sync points once
+        worker_args += ["--log-every", str(LOCAL_STEPS)]
     clusters = "+" in str(workers)
     with Testbed().up("clusters" if clusters else "flat", workers, rate=rate) as tb, ProcessGroup() as procs:
         log_dir = os.path.join(run_dir, name + "-logs")
@@ -58,7 +63,7 @@ def run_config(args, workers, rate, density, batch, name):
         procs.wait_all(time.time() + 900, poll_s=0.2)
         if procs.failed():
             raise RuntimeError("config %s failed (logs in %s)" % (name, log_dir))
-    steps = [r for r in read_jsonl(metrics) if "iter_s" in r and r["step"] > args.steps // 2]
+    steps = [r for r in read_jsonl(metrics) if "iter_s" in r and r["step"] > steps // 2]
     iter_s = statistics.median(r["iter_s"] for r in steps)
     compute = statistics.median(r["compute_s"] for r in steps)
     # The pipeline thread's stages per step (engine counters), for the stage
@@ -68,6 +73,7 @@ def run_config(args, workers, rate, density, batch, name):
 
 
 STAGES = ("sparsify_s", "exchange_s", "optimizer_s", "wait_s", "merged_density")
+LOCAL_STEPS = 16  # frugal's default --local-steps
 
 
 def main():
@@ -79,6 +85,9 @@ def main():
     ap.add_argument("--staleness", type=int, default=0, choices=(0, 1), help="frugal --staleness (default 0, frugal's)")
     ap.add_argument("--hybrid", action="store_true", help="also the uneven two-cluster runs (plan hybrid's check)")
     ap.add_argument("--no-flat", action="store_true", help="skip the 12 flat runs")
+    ap.add_argument("--local", action="store_true",
+                    help="also uneven two-cluster runs in the local mode (frugal train's default; plan hybrid's default)")
+    ap.add_argument("--local-steps-total", type=int, default=160, help="steps of each --local run (16 per round)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("frugal_runs: needs root (network namespaces)")
@@ -107,22 +116,25 @@ def main():
                 for density in (0.01, 0.1):
                     configs.append((workers, rate, density, 32 if k % 2 else 64))
                     k += 1
-        groups.append(("frugal_runs", configs))
+        groups.append(("frugal_runs", configs, "step"))
     if args.hybrid:
         groups.append(("frugal_runs_clusters", [("3+1", 100, 0.01, 64), ("3+1", 100, 0.1, 32),
-                                                ("3+1", 20, 0.1, 64), ("2+1", 100, 0.1, 32)]))
+                                                ("3+1", 20, 0.1, 64), ("2+1", 100, 0.1, 32)], "step"))
+    if args.local:  # compute-bound at 100 Mbit/s, the WAN the bottleneck below (plan frugal)
+        groups.append(("frugal_runs_clusters_local", [("3+1", 100, 1, 64), ("3+1", 20, 1, 64),
+                                                      ("3+1", 10, 1, 64), ("2+1", 20, 1, 64)], "local"))
     outputs = []
-    for stem, configs in groups:
+    for stem, configs, sync in groups:
         rows = []
         for workers, rate, density, batch in configs:
-            name = "w%s-r%d-d%g-b%d" % (workers, rate, density, batch)
-            iter_s, s_per_sample, stages = run_config(args, workers, rate, density, batch, name)
+            name = "w%s-r%d-d%g-b%d%s" % (workers, rate, density, batch, "-local" if sync == "local" else "")
+            iter_s, s_per_sample, stages = run_config(args, workers, rate, density, batch, name, sync)
             print("%-22s iteration %.3f s, compute %.2f ms/sample, %s, merged density %.4f" %
                   (name, iter_s, 1e3 * s_per_sample,
                    " ".join("%s %.1f ms" % (k, 1e3 * v) for k, v in stages.items() if k.endswith("_s")),
                    stages["merged_density"]), flush=True)
             rows.append((workers, rate, density, batch, iter_s, s_per_sample, stages))
-        outputs += write_rows(args, stem, rows)
+        outputs += write_rows(args, stem, rows, LOCAL_STEPS if sync == "local" else 0)
     # Every worker runs on this one host: --workers-per-host 0 (issue 18).
     # The wire bytes are frugal-validate's default, Frugal's default wire
     # (int4 chunks, int8 merged updates, varint block ids); the runs before
@@ -135,12 +147,15 @@ def main():
         subprocess.run([args.frugal, "plan", "frugal-validate", path, "--hardware", hw] + extra)
 
 
-def write_rows(args, stem, rows):
+def write_rows(args, stem, rows, local_steps):
     """STEM.csv, STEM_with_compute.csv, STEM_with_telemetry.csv (validate
     format) and STEM_stages.csv; returns [(path, has measured compute)]. A
     flat run's link limit is the intra-cluster rate; a clusters run's is the
-    WAN (inter) rate."""
+    WAN (inter) rate. LOCAL_STEPS > 0: local-mode runs (a `local steps`
+    column; no merged density, which only the step mode has)."""
     header = "model,clusters,intra mbps,inter mbps,density,batch per worker,iteration time (ms),staleness"
+    if local_steps:
+        return write_local_rows(args, stem, rows, header + ",local steps")
     plain = os.path.join(args.out_dir, stem + ".csv")
     fed = os.path.join(args.out_dir, stem + "_with_compute.csv")
     tele = os.path.join(args.out_dir, stem + "_with_telemetry.csv")
@@ -163,6 +178,21 @@ def write_rows(args, stem, rows):
                 workers, rate or "unlimited", density, batch, 1e3 * iter_s, 1e3 * sps * batch,
                 ",".join("%.2f" % (1e3 * stages[k]) for k in STAGES if k.endswith("_s")), stages["merged_density"]))
     return [(plain, False), (fed, True), (tele, True)]
+
+
+def write_local_rows(args, stem, rows, header):
+    """The local-mode runs: STEM.csv and STEM_with_compute.csv."""
+    plain = os.path.join(args.out_dir, stem + ".csv")
+    fed = os.path.join(args.out_dir, stem + "_with_compute.csv")
+    with open(plain, "w") as f, open(fed, "w") as g:
+        f.write(header + "\n")
+        g.write(header + ",compute ms per sample\n")
+        for workers, rate, density, batch, iter_s, sps, _ in rows:
+            line = "mlp,%s,unlimited,%s,%g,%d,%.2f,0,%d" % (workers, rate or "unlimited", density, batch,
+                                                            1e3 * iter_s, LOCAL_STEPS)
+            f.write(line + "\n")
+            g.write(line + ",%.4f\n" % (1e3 * sps))
+    return [(plain, False), (fed, True)]
 
 
 if __name__ == "__main__":
