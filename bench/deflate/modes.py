@@ -20,12 +20,11 @@ import csv
 import os
 import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from harness import FrugalJob, ProcessGroup, Testbed, hold_testbed_lock, read_jsonl  # noqa: E402
+from harness import hold_testbed_lock, read_jsonl, run_job  # noqa: E402
 
 MODES = ("auto", "on", "off")
 DEFAULT_CONFIGS = ["3+1 100", "3+1 20", "3+1 10", "2+2 100", "2+2 10", "4 100", "4 10"]
@@ -41,16 +40,7 @@ def run(args, workers, rate, mode, name):
                    "--max-steps", str(args.steps), "--epochs", "5", "--eval-every", "100000",
                    "--checksum-every", "0", "--runs-dir", run_dir, "--run-name", name, "--timeout-s", "120",
                    "--log-every", "16"]
-    clusters = "+" in workers
-    with Testbed().up("clusters" if clusters else "flat", workers if clusters else int(workers), rate=rate) as tb, \
-            ProcessGroup() as procs:
-        log_dir = os.path.join(run_dir, name + "-logs")
-        os.makedirs(log_dir, exist_ok=True)
-        FrugalJob(args.frugal, tb, port=29700, quiet_all=True, with_cluster=clusters).start(
-            procs, lambda rank: worker_args, log_dir=log_dir)
-        procs.wait_all(time.time() + 900, poll_s=0.2)
-        if procs.failed():
-            raise RuntimeError("%s failed (logs in %s)" % (name, log_dir))
+    run_job(args.frugal, workers, rate, worker_args, os.path.join(run_dir, name + "-logs"))
     recs = [r for r in read_jsonl(metrics) if "iter_s" in r and r["step"] > args.steps // 2]
     return {k: statistics.median(r.get(k, 0.0) for r in recs) for k in FIELDS}
 

@@ -9,11 +9,11 @@ Scripts under bench/ put bench/ on sys.path and import from here:
 Every script runs with /usr/bin/python3 and the standard library only.
 """
 from harness.cgroups import CpuGroups, worker_pids
-from harness.frugal import FrugalJob
+from harness.frugal import FrugalJob, run_job
 from harness.paths import PY, ROOT, TESTBED
 from harness.procs import ProcessGroup, WaitResult, free_port
 from harness.testbed import Host, Testbed, hold_testbed_lock
 from jsonl_records import read_jsonl
 
 __all__ = ["CpuGroups", "FrugalJob", "Host", "PY", "ProcessGroup", "ROOT", "TESTBED", "Testbed", "WaitResult",
-           "free_port", "hold_testbed_lock", "read_jsonl", "worker_pids"]
+           "free_port", "hold_testbed_lock", "read_jsonl", "run_job", "worker_pids"]

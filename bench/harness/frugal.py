@@ -10,6 +10,7 @@ import os
 import time
 from dataclasses import dataclass
 
+from harness.procs import ProcessGroup
 from harness.testbed import Testbed
 
 
@@ -60,3 +61,19 @@ class FrugalJob:
         return [procs.start(self.worker_command(r, worker_args(r)),
                             os.path.join(log_dir, "rank%d.log" % r) if log_dir else None)
                 for r in range(self.world)]
+
+
+def run_job(frugal, hosts, rate, worker_args, log_dir, port=29700, timeout_s=900):
+    """One Frugal job on a fresh testbed, every worker given WORKER_ARGS (rank
+    0 quiet too). HOSTS: a count like "4" (the flat topology, every link at
+    RATE Mbit/s) or "3+1" (two clusters joined by a WAN of RATE Mbit/s, each
+    worker given its cluster). Worker logs go to LOG_DIR. Raises
+    RuntimeError naming LOG_DIR when a process failed."""
+    clusters = "+" in str(hosts)
+    with Testbed().up("clusters" if clusters else "flat", hosts, rate=rate) as tb, ProcessGroup() as procs:
+        os.makedirs(log_dir, exist_ok=True)
+        FrugalJob(frugal, tb, port=port, quiet_all=True, with_cluster=clusters).start(
+            procs, lambda rank: worker_args, log_dir=log_dir)
+        procs.wait_all(time.time() + timeout_s, poll_s=0.2)
+        if procs.failed():
+            raise RuntimeError("the run failed (logs in %s)" % log_dir)

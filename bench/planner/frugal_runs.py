@@ -29,12 +29,11 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from harness import FrugalJob, ProcessGroup, Testbed, hold_testbed_lock, read_jsonl  # noqa: E402
+from harness import hold_testbed_lock, read_jsonl, run_job  # noqa: E402
 
 
 def run_config(args, workers, rate, density, batch, name, sync="step"):
@@ -54,15 +53,7 @@ def run_config(args, workers, rate, density, batch, name, sync="step"):
         worker_args += ["--log-every", "1", "--adapt", "off", "--staleness", str(args.staleness)]
     else:  # a window of one round holds each of its fragments' sync points once
         worker_args += ["--log-every", str(LOCAL_STEPS)]
-    clusters = "+" in str(workers)
-    with Testbed().up("clusters" if clusters else "flat", workers, rate=rate) as tb, ProcessGroup() as procs:
-        log_dir = os.path.join(run_dir, name + "-logs")
-        os.makedirs(log_dir, exist_ok=True)
-        FrugalJob(args.frugal, tb, port=29700, quiet_all=True, with_cluster=clusters).start(
-            procs, lambda rank: worker_args, log_dir=log_dir)
-        procs.wait_all(time.time() + 900, poll_s=0.2)
-        if procs.failed():
-            raise RuntimeError("config %s failed (logs in %s)" % (name, log_dir))
+    run_job(args.frugal, workers, rate, worker_args, os.path.join(run_dir, name + "-logs"))
     steps = [r for r in read_jsonl(metrics) if "iter_s" in r and r["step"] > steps // 2]
     iter_s = statistics.median(r["iter_s"] for r in steps)
     compute = statistics.median(r["compute_s"] for r in steps)
