@@ -37,6 +37,7 @@ class FreeIndex {
     assert(free_[node] >= 0);
     buckets_[free_[node]].insert(node);
   }
+  void Give(int node, int gpus) { Take(node, -gpus); }
 
  private:
   std::vector<int> free_;
@@ -95,32 +96,27 @@ std::vector<NodeShare> PlaceOnNodes(int count, int nodes, FreeIndex* index) {
 // moves (options 1 and 3) the switch cost of the contended pass was worse.
 std::vector<NodeShare> PlaceFitting(const JobView& job, size_t i, int count, int compact_nodes,
                                     const RateOn& rate_on, FreeIndex* index) {
-  std::vector<std::pair<std::vector<NodeShare>, FreeIndex>> options;
-  options.emplace_back(std::vector<NodeShare>{}, *index);
-  options.back().first = PlaceCompactly(count, &options.back().second);
-  if (options.back().first.size() <= static_cast<size_t>(compact_nodes)) {
-    *index = std::move(options.back().second);
-    return options.back().first;
-  }
+  // Each option is placed on `index` and given back; the chosen one is taken
+  // again (the index's state depends only on the free counts).
+  std::vector<std::vector<NodeShare>> options{PlaceCompactly(count, index)};
+  if (options[0].size() <= static_cast<size_t>(compact_nodes)) return options[0];
+  for (const NodeShare& s : options[0]) index->Give(s.node, s.gpus);
   const std::vector<NodeShare>& now = job.placement.shares();
   if (!now.empty() && job.placement.NumGpus() < count) {
     bool free = true;
     for (const NodeShare& s : now) free = free && index->Free(s.node) >= s.gpus;
-    if (free) {
-      options.emplace_back(now, *index);
-      for (const NodeShare& s : now) options.back().second.Take(s.node, s.gpus);
-    }
+    if (free) options.push_back(now);
   }
-  options.emplace_back(std::vector<NodeShare>{}, *index);
-  options.back().first = PlaceOnNodes(count, compact_nodes, &options.back().second);
+  options.push_back(PlaceOnNodes(count, compact_nodes, index));
+  for (const NodeShare& s : options.back()) index->Give(s.node, s.gpus);
   size_t best = 0;
-  double best_rate = rate_on(i, ShapeOf(Placement(options[0].first)));
+  double best_rate = rate_on(i, ShapeOf(Placement(options[0])));
   for (size_t o = 1; o < options.size(); ++o) {
-    double r = options[o].first.empty() ? 0 : rate_on(i, ShapeOf(Placement(options[o].first)));
+    double r = options[o].empty() ? 0 : rate_on(i, ShapeOf(Placement(options[o])));
     if (r > best_rate) best = o, best_rate = r;
   }
-  *index = std::move(options[best].second);
-  return options[best].first;
+  for (const NodeShare& s : options[best]) index->Take(s.node, s.gpus);
+  return options[best];
 }
 
 }  // namespace
