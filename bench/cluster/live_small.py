@@ -60,13 +60,14 @@ def resize_times(port, jobs, events):
     return out
 
 
-def start_cluster(frugal, policy, controller, root, slots):
-    """A fresh server (rounds every 2 s, checkpoints every 10 steps) and one
-    agent with `slots` CPU slots; returns (server, agent, port)."""
+def start_cluster(frugal, policy, controller, root, slots, checkpoint_every=10, tiresias_threshold=16 * 3600.0):
+    """A fresh server (rounds every 2 s) and one agent with `slots` CPU slots;
+    returns (server, agent, port)."""
     out = os.path.join(root, "server.out")
     server = subprocess.Popen([frugal, "cluster", "serve", "--listen", "127.0.0.1:0", "--state",
                                os.path.join(root, "cluster.db"), "--policy", policy, "--round-s", "2",
-                               "--checkpoint-every", "10", "--controller", controller],
+                               "--checkpoint-every", str(checkpoint_every), "--controller", controller,
+                               "--tiresias-threshold", str(tiresias_threshold)],
                               stdout=open(out, "w"), stderr=subprocess.STDOUT)
     deadline = time.time() + 120
     port = None
@@ -96,27 +97,41 @@ def stop_all(*procs):
                 p.kill()
 
 
+def job_model(k, args):
+    return args.models[k % len(args.models)]
+
+
+def job_toml(k, steps, args):
+    """One job of the workload: a `frugal train` configuration on synthetic
+    data plus its worker range. With --global-batch the step's samples are
+    split over the workers, so a job finishes sooner on more of them (the
+    CoDDL job model); without it every worker takes --batch-size."""
+    batch = f"global_batch = {args.global_batch}\n" if args.global_batch else f"batch_size = {args.batch_size}\n"
+    return (f'name = "job{k}"\nmin_workers = {args.min_workers}\nmax_workers = {args.slots}\n'
+            f'model = "{job_model(k, args)}"\ndataset = "synthetic"\nsynthetic_train_size = 8192\n'
+            f"synthetic_test_size = 256\nmax_steps = {steps}\nlog_every = {args.log_every}\n{batch}"
+            f"timeout_s = 60\nelastic_every = 5\nepochs = 100000\n")
+
+
 def run_policy(frugal, policy, controller, args, root):
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     load_start = os.getloadavg()[0]
-    server, agent, port = start_cluster(frugal, policy, controller, root, args.slots)
+    server, agent, port = start_cluster(frugal, policy, controller, root, args.slots, args.checkpoint_every,
+                                        args.tiresias_threshold)
     try:
         t0 = time.time()
-        for k in range(args.jobs):
+        for k, steps in enumerate(args.steps_list):
             while time.time() < t0 + k * args.gap_s:
                 time.sleep(0.2)
             path = os.path.join(root, f"job{k}.toml")
             with open(path, "w") as f:
-                f.write(f'name = "job{k}"\nmin_workers = 2\nmax_workers = {args.slots}\nmodel = "mlp"\n'
-                        f'dataset = "synthetic"\nsynthetic_train_size = 8192\nsynthetic_test_size = 256\n'
-                        f"max_steps = {args.steps}\nlog_every = 5\nbatch_size = 32\ntimeout_s = 60\n"
-                        f"elastic_every = 5\n")
+                f.write(job_toml(k, steps, args))
             subprocess.run([frugal, "cluster", "submit", path, "--server", f"127.0.0.1:{port}"], check=True,
                            capture_output=True, timeout=300)
         deadline = time.time() + args.timeout_s
         while time.time() < deadline:
             jobs = get(port, "/api/jobs")
-            if len(jobs) == args.jobs and all(j["state"] in ("finished", "failed") for j in jobs):
+            if len(jobs) == len(args.steps_list) and all(j["state"] in ("finished", "failed") for j in jobs):
                 break
             time.sleep(1)
         jobs = get(port, "/api/jobs")
@@ -130,12 +145,17 @@ def run_policy(frugal, policy, controller, args, root):
              "restarts": j["restarts"], "generations": j["generation"]} for j in jobs]
     changes = sum(1 for e in events if e["kind"] in ("resize", "preempt"))
     done = [r["jct_s"] for r in rows if r["state"] == "finished"]
-    return {"policy": policy, "controller": controller, "started_utc": started,
+    workload = {k: getattr(args, k) for k in ("slots", "steps_list", "gap_s", "models", "batch_size", "global_batch",
+                                              "min_workers", "log_every", "checkpoint_every", "tiresias_threshold")}
+    return {"policy": policy, "controller": controller, "started_utc": started, "workload": workload,
+            "server_jobs": [{k: j[k] for k in ("id", "name", "max_steps", "submit_time")} for j in jobs],
             "loadavg_1min_start_end": [load_start, os.getloadavg()[0]], "jobs": rows, "resizes": resizes,
             "avg_jct_s": sum(done) / len(done) if done else None,
             "all_finished": len(done) == len(rows), "resizes_and_preemptions": changes,
             "makespan_s": max(j["finish_time"] for j in jobs) - min(j["submit_time"] for j in jobs),
-            "replay": replay.replay(frugal, root, policy, args, jobs, details, events)
+            "group_of": {str(j["id"]): job_model(int(j["name"][3:]), args) for j in jobs},
+            "replay": replay.replay(frugal, root, policy, args, jobs, details, events,
+                                    {j["id"]: job_model(int(j["name"][3:]), args) for j in jobs})
             if len(done) == len(rows) else None}
 
 
@@ -147,41 +167,91 @@ def main():
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--jobs", type=int, default=3)
     ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--steps-list", help="comma-separated max_steps, one job each (overrides --jobs/--steps)")
     ap.add_argument("--gap-s", type=float, default=20)
+    ap.add_argument("--models", default="mlp", help="comma-separated, cycled over the jobs")
+    ap.add_argument("--batch-size", type=int, default=32, help="samples per step per worker")
+    ap.add_argument("--global-batch", type=int, default=0, help="samples per step over all workers (0: --batch-size)")
+    ap.add_argument("--min-workers", type=int, default=2)
+    ap.add_argument("--log-every", type=int, default=5)
+    ap.add_argument("--checkpoint-every", type=int, default=10)
+    ap.add_argument("--tiresias-threshold", type=float, default=16 * 3600.0,
+                    help="slot-seconds before tiresias demotes a job (server and simulator)")
+    ap.add_argument("--repeats", type=int, default=1, help="run the whole policy/controller list this many times")
     ap.add_argument("--timeout-s", type=float, default=1800)
     ap.add_argument("--out")
     ap.add_argument("--keep", action="store_true", help="keep the run directories (printed)")
     args = ap.parse_args()
+    args.models = args.models.split(",")
+    args.steps_list = [int(x) for x in args.steps_list.split(",")] if args.steps_list else [args.steps] * args.jobs
     results = []
-    for policy, controller in [(p, c) for c in args.controllers.split(",") for p in args.policies.split(",")]:
+    runs = [(p, c) for c in args.controllers.split(",") for p in args.policies.split(",")] * args.repeats
+    for policy, controller in runs:
         root = tempfile.mkdtemp(prefix=f"frugal-live-{policy}-{controller}-")
         print(f"{policy} ({controller}): {root}", flush=True)
         r = run_policy(os.path.abspath(args.frugal), policy, controller, args, root)
         results.append(r)
-        for z in r["resizes"]:
-            print(f"  resize of job {z['job']} {z['from']} -> {z['to']} ({z['how']}): {z['seconds']} s to the first "
-                  f"step at the new size, step regression {z['step_regression']}")
-        print(f"{policy} ({controller}): avg JCT {r['avg_jct_s']:.1f} s, makespan {r['makespan_s']:.1f} s, "
-              f"{r['resizes_and_preemptions']} resizes/preemptions, all finished: {r['all_finished']}, "
-              f"load average {r['loadavg_1min_start_end'][0]:.1f} -> {r['loadavg_1min_start_end'][1]:.1f}")
-        rp = r["replay"]
-        if rp:
-            rates = ", ".join(f"{w}: {v:.3f}" for w, v in rp["steps_per_s"].items())
-            sim = rp["sim"]["avg_jct_s"]
-            print(f"  measured steps/s by workers {{{rates}}}, start overhead {rp['realloc_cost_s']:.1f} s; "
-                  f"simulated avg JCT {sim:.1f} s (live {r['avg_jct_s']:.1f} s, "
-                  f"{100 * (sim - r['avg_jct_s']) / r['avg_jct_s']:+.1f}%); "
-                  f"without the overhead {rp['sim_no_realloc']['avg_jct_s']:.1f} s; on this table: "
-                  + ", ".join(f"{p} {v:.1f} s" for p, v in rp["sim_by_policy"].items()))
-        for j in r["jobs"]:
-            print(f"  {j['job']}: {j['state']}, JCT {j['jct_s']:.1f} s, generations {j['generations']}, "
-                  f"restarts {j['restarts']}")
+        print_run(r)
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+        if args.out:  # After every run: a set takes long, and a later failure keeps the earlier runs.
+            with open(args.out, "w") as f:
+                json.dump(results, f, indent=2)
+    summarize(os.path.abspath(args.frugal), results, args)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)
     return 0 if all(r["all_finished"] for r in results) else 1
+
+
+def print_run(r):
+    policy, controller = r["policy"], r["controller"]
+    for z in r["resizes"]:
+        print(f"  resize of job {z['job']} {z['from']} -> {z['to']} ({z['how']}): {z['seconds']} s to the first "
+              f"step at the new size, step regression {z['step_regression']}")
+    print(f"{policy} ({controller}): avg JCT {r['avg_jct_s']:.1f} s, makespan {r['makespan_s']:.1f} s, "
+          f"{r['resizes_and_preemptions']} resizes/preemptions, all finished: {r['all_finished']}, "
+          f"load average {r['loadavg_1min_start_end'][0]:.1f} -> {r['loadavg_1min_start_end'][1]:.1f}")
+    rp = r["replay"]
+    if rp:
+        rates = "; ".join(f"{g} " + ", ".join(f"{w}: {v:.3f}" for w, v in rs.items())
+                          for g, rs in rp["steps_per_s"].items())
+        sim = rp["sim"]["avg_jct_s"]
+        print(f"  measured steps/s by workers {{{rates}}}, start overhead {rp['realloc_cost_s']:.1f} s; "
+              f"simulated avg JCT {sim:.1f} s (live {r['avg_jct_s']:.1f} s, "
+              f"{100 * (sim - r['avg_jct_s']) / r['avg_jct_s']:+.1f}%); "
+              f"without the overhead {rp['sim_no_realloc']['avg_jct_s']:.1f} s; on this table: "
+              + ", ".join(f"{p} {v:.1f} s" for p, v in rp["sim_by_policy"].items()))
+    for j in r["jobs"]:
+        print(f"  {j['job']}: {j['state']}, JCT {j['jct_s']:.1f} s, generations {j['generations']}, "
+              f"restarts {j['restarts']}", flush=True)
+
+
+def summarize(frugal, results, args):
+    """Per (policy, controller): the mean live average JCT over the repeats;
+    and every policy simulated on one table pooled over all the runs."""
+    by = {}
+    for r in results:
+        if r["avg_jct_s"] is not None and r["all_finished"]:
+            by.setdefault((r["policy"], r["controller"]), []).append(r["avg_jct_s"])
+    for (policy, controller), v in by.items():
+        print(f"{policy} ({controller}): live avg JCT over {len(v)} run(s): {sum(v) / len(v):.1f} s "
+              f"({', '.join(f'{x:.1f}' for x in v)})")
+    if not results:
+        return
+    first = results[0]
+    group_of = {int(k): g for k, g in first["group_of"].items()}
+    root = tempfile.mkdtemp(prefix="frugal-live-common-")
+    common = replay.common_table(frugal, root, results, first["server_jobs"], group_of, args)
+    shutil.rmtree(root, ignore_errors=True)
+    for r in results:
+        r["common_table"] = common
+    if common:
+        rates = "; ".join(f"{g} " + ", ".join(f"{w}: {v:.3f}" for w, v in rs.items())
+                          for g, rs in common["steps_per_s"].items())
+        print(f"one table pooled over all runs (steps/s {{{rates}}}, start overhead "
+              f"{common['realloc_cost_s']:.1f} s), simulated: "
+              + ", ".join(f"{p} {v:.1f} s" for p, v in common["avg_jct_s"].items()))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ From the live server's records it builds:
     event to its first step record, minus the time those steps take at the
     measured rate. Its mean is the simulator's --realloc-cost (charged on
     every placement change, first start included).
+With several models in a workload, rates are pooled per model (a "group").
 Then it runs `frugal cluster simulate` on them with the live run's policy,
 one node of `slots` GPUs and rounds every 2 s (live_small.py's --round-s),
 and, on the same trace, the other policies in COMPARED (the machine's load
@@ -36,26 +37,32 @@ PLACEMENT_EVENTS = ("start", "resize", "preempt")
 COMPARED = ("afs-p", "tiresias", "fifo")
 
 
-def measured_rates(details, events):
-    """{workers: steps/s} pooled over all jobs, and the per-size evidence."""
+def measured_rates(details, events, group_of):
+    """{group: {workers: steps/s}} pooled over the jobs of each group (jobs
+    of one model), and the per-size evidence {group: {workers: (steps, s)}}."""
     changes = {}
     for e in events:
         if e["kind"] in PLACEMENT_EVENTS:
             changes.setdefault(e["job_id"], []).append(e["time"])
-    steps, secs = {}, {}
+    evidence = {}
     for job_id, samples in details.items():
         samples = sorted(samples, key=lambda s: s["time"])
+        ev = evidence.setdefault(group_of[job_id], {})
         for a, b in zip(samples, samples[1:]):
             if a["workers"] != b["workers"] or b["step"] <= a["step"] or b["time"] <= a["time"]:
                 continue
             if any(a["time"] < t <= b["time"] for t in changes.get(job_id, [])):
                 continue
-            steps[a["workers"]] = steps.get(a["workers"], 0) + b["step"] - a["step"]
-            secs[a["workers"]] = secs.get(a["workers"], 0) + b["time"] - a["time"]
-    return {w: steps[w] / secs[w] for w in sorted(steps)}, {w: (steps[w], secs[w]) for w in steps}
+            steps, secs = ev.get(a["workers"], (0, 0.0))
+            ev[a["workers"]] = (steps + b["step"] - a["step"], secs + b["time"] - a["time"])
+    return rates_of(evidence), evidence
 
 
-def start_overheads(details, events, rates):
+def rates_of(evidence):
+    return {g: {w: ev[w][0] / ev[w][1] for w in sorted(ev)} for g, ev in evidence.items() if ev}
+
+
+def start_overheads(details, events, rates, group_of):
     """Per job: seconds from its first `start` event to training, net of the
     steps its first record reports."""
     out = {}
@@ -63,35 +70,43 @@ def start_overheads(details, events, rates):
         if e["kind"] != "start" or e["job_id"] in out:
             continue
         after = sorted((s for s in details.get(e["job_id"], []) if s["time"] > e["time"]), key=lambda s: s["time"])
-        if not after or after[0]["workers"] not in rates:
+        group = rates.get(group_of.get(e["job_id"]), {})
+        if not after or after[0]["workers"] not in group:
             continue
         first = after[0]
-        out[e["job_id"]] = first["time"] - e["time"] - first["step"] / rates[first["workers"]]
+        out[e["job_id"]] = first["time"] - e["time"] - first["step"] / group[first["workers"]]
     return out
 
 
-def write_trace(root, jobs, rates, max_steps, max_workers):
+def write_trace(root, jobs, rates, group_of, max_workers):
+    """One application per job (its own max_steps) with its group's rates. A
+    count the group never ran at is left out: the table model scales linearly
+    below the first count it has and stays flat above the last."""
     t0 = min(j["submit_time"] for j in jobs)
     workload = os.path.join(root, "live_workload.csv")
     table = os.path.join(root, "live_table.csv")
+    ordered = sorted(jobs, key=lambda j: j["submit_time"])
     with open(workload, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["name", "time", "application", "num_replicas", "batch_size"])
-        for j in sorted(jobs, key=lambda j: j["submit_time"]):
-            w.writerow([j["name"], f"{j['submit_time'] - t0:.3f}", "live-mlp", max_workers, UNIT])
+        for j in ordered:
+            w.writerow([j["name"], f"{j['submit_time'] - t0:.3f}", f"live-{j['name']}", max_workers, UNIT])
     with open(table, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["application", "total_samples", "num_gpus", "samples_per_s"])
-        for n, r in rates.items():
-            w.writerow(["live-mlp", max_steps * UNIT, n, f"{r * UNIT:.6f}"])
+        for j in ordered:
+            for n, r in rates[group_of[j["id"]]].items():
+                w.writerow([f"live-{j['name']}", j["max_steps"] * UNIT, n, f"{r * UNIT:.6f}"])
     return workload, table
 
 
-def simulate(frugal, root, policy, slots, round_s, realloc_cost, workload, table):
+def simulate(frugal, root, policy, slots, round_s, realloc_cost, workload, table, tiresias_threshold=None):
     out = os.path.join(root, f"sim_{policy}.csv")
     cmd = [frugal, "cluster", "simulate", "--workload", workload, "--table", table, "--policy", policy,
            "--nodes", "1", "--gpus-per-node", str(slots), "--interval", str(round_s),
            "--realloc-cost", f"{max(0.0, realloc_cost):.3f}", "--out", out]
+    if tiresias_threshold is not None:
+        cmd += ["--tiresias-threshold", str(tiresias_threshold)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=300)
     with open(out) as f:
         rows = list(csv.DictReader(f))
@@ -99,25 +114,50 @@ def simulate(frugal, root, policy, slots, round_s, realloc_cost, workload, table
     return {"command": " ".join(cmd), "jct_s": jcts, "avg_jct_s": sum(jcts.values()) / len(jcts)}
 
 
-def replay(frugal, root, policy, args, jobs, details, events):
-    """The simulator's prediction for the live run (None without rates)."""
-    rates, evidence = measured_rates(details, events)
-    if not rates:
+def replay(frugal, root, policy, args, jobs, details, events, group_of):
+    """The simulator's prediction for the live run (None without rates).
+    `group_of`: job id -> the group whose rates it shares (its model)."""
+    rates, evidence = measured_rates(details, events, group_of)
+    if any(group_of[j["id"]] not in rates for j in jobs):
         return None
-    overheads = start_overheads(details, events, rates)
+    overheads = start_overheads(details, events, rates, group_of)
     realloc = sum(overheads.values()) / len(overheads) if overheads else 0.0
-    workload, table = write_trace(root, jobs, rates, args.steps, args.slots)
-    result = {"steps_per_s": {str(w): r for w, r in rates.items()},
-              "evidence_steps_seconds": {str(w): v for w, v in evidence.items()},
+    workload, table = write_trace(root, jobs, rates, group_of, args.slots)
+    result = {"steps_per_s": {g: {str(w): r for w, r in rs.items()} for g, rs in rates.items()},
+              "evidence_steps_seconds": {g: {str(w): v for w, v in ev.items()} for g, ev in evidence.items()},
               "start_overhead_s": {str(k): v for k, v in overheads.items()}, "realloc_cost_s": realloc,
               "workload_csv": open(workload).read(), "table_csv": open(table).read()}
-    result["sim"] = simulate(frugal, root, policy, args.slots, 2, realloc, workload, table)
-    result["sim_no_realloc"] = simulate(frugal, root, policy, args.slots, 2, 0.0, workload, table)
+    tt = args.tiresias_threshold
+    result["sim"] = simulate(frugal, root, policy, args.slots, 2, realloc, workload, table, tt)
+    result["sim_no_realloc"] = simulate(frugal, root, policy, args.slots, 2, 0.0, workload, table, tt)
     # Every compared policy on this run's table: a control for the machine's
     # load, which differs between live runs.
-    result["sim_by_policy"] = {p: simulate(frugal, root, p, args.slots, 2, realloc, workload, table)["avg_jct_s"]
+    result["sim_by_policy"] = {p: simulate(frugal, root, p, args.slots, 2, realloc, workload, table, tt)["avg_jct_s"]
                                for p in COMPARED}
     return result
+
+
+def common_table(frugal, root, runs, jobs_of_first, group_of, args):
+    """Every compared policy on one table pooled over all the runs of a set
+    (each run only measures the sizes its policy chose: tiresias runs every
+    job at its largest size), with the runs' mean start overhead, on the
+    first run's submit times."""
+    evidence = {}
+    for r in runs:
+        for g, ev in (r["replay"] or {}).get("evidence_steps_seconds", {}).items():
+            for w, (steps, secs) in ev.items():
+                old = evidence.setdefault(g, {}).get(int(w), (0, 0.0))
+                evidence[g][int(w)] = (old[0] + steps, old[1] + secs)
+    rates = rates_of(evidence)
+    costs = [r["replay"]["realloc_cost_s"] for r in runs if r["replay"]]
+    if not costs or any(group_of[j["id"]] not in rates for j in jobs_of_first):
+        return None
+    realloc = sum(costs) / len(costs)
+    workload, table = write_trace(root, jobs_of_first, rates, group_of, args.slots)
+    return {"steps_per_s": {g: {str(w): r for w, r in rs.items()} for g, rs in rates.items()},
+            "realloc_cost_s": realloc, "table_csv": open(table).read(),
+            "avg_jct_s": {p: simulate(frugal, root, p, args.slots, 2, realloc, workload, table,
+                                      args.tiresias_threshold)["avg_jct_s"] for p in COMPARED}}
 
 
 def main():
@@ -136,7 +176,8 @@ def main():
         open(workload, "w").write(rp["workload_csv"])
         open(table, "w").write(rp["table_csv"])
         slots = int(rp["workload_csv"].splitlines()[1].split(",")[3])
-        sims = {p: simulate(args.frugal, root, p, slots, 2, rp["realloc_cost_s"], workload, table)["avg_jct_s"]
+        tt = r.get("workload", {}).get("tiresias_threshold")
+        sims = {p: simulate(args.frugal, root, p, slots, 2, rp["realloc_cost_s"], workload, table, tt)["avg_jct_s"]
                 for p in COMPARED}
         print(f"{r['policy']} ({r['controller']}): live {r['avg_jct_s']:.1f} s; on its table, simulated: "
               + ", ".join(f"{p} {v:.1f} s" for p, v in sims.items()))

@@ -94,6 +94,7 @@ struct ServeFlags {
   int max_nodes_per_job = 1;
   double realloc_cost = -1;  // < 0: the default (Note [Live switch cost])
   double contended_horizon = 60;
+  double tiresias_threshold = sched::PolicyOptions{}.tiresias_threshold_gpu_seconds;
 };
 
 // Note [Live switch cost]
@@ -148,6 +149,7 @@ void RunServe(const ServeFlags& f) {
   mo.max_restarts = f.max_restarts;
   mo.policy_options.reallocation_cost = ReallocationCost(f);
   mo.policy_options.contended_horizon = f.contended_horizon;
+  mo.policy_options.tiresias_threshold_gpu_seconds = f.tiresias_threshold;
   auto manager = cluster::ClusterManager::Open(std::move(*store), MakeController(f), cluster::SystemWallClock(), mo);
   if (!manager.ok()) throw UsageError(manager.status().message());
   InstallStopHandlers();
@@ -194,6 +196,10 @@ void AddServe(CLI::App* cluster) {
                   "Seconds over which a resize must pay for its cost while GPUs are contended (afs-p, "
                   "afs-goodput)")
       ->capture_default_str()->check(Bounded(0, 86400));
+  cmd->add_option("--tiresias-threshold", f->tiresias_threshold,
+                  "Tiresias: slot-seconds of attained service before a job is demoted to the low-priority queue "
+                  "(the Pollux artifact's 16 GPU-hours; scale it to the jobs' lengths)")
+      ->capture_default_str()->check(Bounded(0, 1e12));
   cmd->callback([f] { RunServe(*f); });
 }
 
@@ -274,8 +280,8 @@ cluster::JobSubmission ReadJobFile(const std::string& path) {
   if (auto it = table.find("max_steps"); it != table.end() && it->second.is_integer()) {
     job.max_steps = static_cast<int>(it->second.as_integer());
   }
-  if (job.min_workers < 2 || job.max_workers < job.min_workers || job.max_workers > 1024) {
-    throw UsageError(path + ": need 2 <= min_workers <= max_workers <= 1024, got " + std::to_string(job.min_workers) +
+  if (job.min_workers < 1 || job.max_workers < job.min_workers || job.max_workers > 1024) {
+    throw UsageError(path + ": need 1 <= min_workers <= max_workers <= 1024, got " + std::to_string(job.min_workers) +
                      " and " + std::to_string(job.max_workers));
   }
   std::ostringstream out;

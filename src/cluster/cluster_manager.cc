@@ -61,11 +61,15 @@ Status ClusterManager::Impl::Event(const std::string& kind, int64_t job_id, int6
 }
 
 Result<int64_t> ClusterManager::Impl::Submit(const JobSubmission& spec) {
-  if (spec.min_workers < 2 || spec.max_workers < spec.min_workers || spec.max_workers > 1024) {
+  const int least = controller_->MinWorkers();
+  if (spec.min_workers < least || spec.max_workers < spec.min_workers || spec.max_workers > 1024) {
     return Status::InvalidArgument(
-        "min_workers must be >= 2 (a cluster job checkpoints so that it can be resized, and checkpoints need "
-        "frugal train's distributed engine) and max_workers in [min_workers, 1024]; got " +
-        std::to_string(spec.min_workers) + " and " + std::to_string(spec.max_workers));
+        "min_workers must be >= " + std::to_string(least) + " and max_workers in [min_workers, 1024]; got " +
+        std::to_string(spec.min_workers) + " and " + std::to_string(spec.max_workers) +
+        (least > 1 ? " (the " + controller_->Name() +
+                         " controller runs a job as `frugal train`, whose single-process trainer writes no "
+                         "checkpoints, so a job needs 2 workers to be resized; the elastic controller takes 1)"
+                   : ""));
   }
   if (spec.config_toml.size() > (1 << 20)) return Status::InvalidArgument("the job's config is over 1 MiB");
   JobRecord j;

@@ -48,7 +48,9 @@ class ManagerTest : public ::testing::Test {
 
 TEST_F(ManagerTest, RejectsJobsItCanNeverRunAndOraclePolicies) {
   auto m = Open();
-  EXPECT_EQ(m->Submit(Job("one", 1, 4)).status().code(), Status::Code::kInvalidArgument);
+  auto one = m->Submit(Job("one", 1, 4));  // The restart controller runs `frugal train`: no checkpoint on 1 worker.
+  EXPECT_EQ(one.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(one.status().message().find("elastic controller takes 1"), std::string::npos) << one.status().message();
   EXPECT_EQ(m->Submit(Job("inverted", 4, 2)).status().code(), Status::Code::kInvalidArgument);
   auto store = StateStore::Open(":memory:");
   ManagerOptions o;

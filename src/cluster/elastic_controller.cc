@@ -48,6 +48,7 @@ class ElasticJobController final : public JobController {
 
   std::string Name() const override { return "elastic"; }
   int MaxNodesPerJob() const override { return options_.max_nodes_per_job; }
+  int MinWorkers() const override { return 1; }
 
   bool Reconfigure(JobRecord* job, bool fresh) const override {
     if (job->placement.empty()) {

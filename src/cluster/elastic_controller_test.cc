@@ -88,6 +88,24 @@ TEST_F(ElasticManagerTest, WorkersStartOnceTheCoordinatorsEndpointIsKnown) {
   EXPECT_EQ(m->Jobs()[0].coordinator, "tcp://127.0.0.1:4000");
 }
 
+// An elastic worker checkpoints alone, so a job may ask for one worker (the
+// restart controller's `frugal train` needs two; ManagerTest).
+TEST_F(ElasticManagerTest, JobsMayRunOnOneWorker) {
+  auto m = Open();
+  Beat(*m);
+  EXPECT_EQ(m->Submit(Job("none", 0, 4)).status().code(), Status::Code::kInvalidArgument);
+  for (const char* name : {"a", "b", "c", "d"}) ASSERT_TRUE(m->Submit(Job(name, 1, 4)).ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  for (const JobRecord& j : m->Jobs()) EXPECT_EQ(j.Workers(), 1) << "four new jobs on four slots: one each";
+  AgentReply reply = Beat(*m);
+  ASSERT_EQ(reply.tasks.size(), 4u);
+  for (const TaskSpec& t : reply.tasks) {
+    auto world = std::find(t.args.begin(), t.args.end(), "--world");
+    ASSERT_NE(world, t.args.end()) << t.task_id << " is a coordinator";
+    EXPECT_EQ(*(world + 1), "1");
+  }
+}
+
 TEST_F(ElasticManagerTest, ShrinkAndGrowKeepTheRunningProcesses) {
   auto m = StartOne();
   Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}}, Step(1));

@@ -11,6 +11,7 @@ class RestartJobController final : public JobController {
 
   std::string Name() const override { return "restart"; }
   int MaxNodesPerJob() const override { return 1; }
+  int MinWorkers() const override { return 2; }
 
   // Every placement change is a restart from the checkpoint.
   bool Reconfigure(JobRecord*, bool fresh) const override { return fresh; }

@@ -228,6 +228,30 @@ TEST(LocalSyncTest, TheLastRoundIsAPlainAverage) {
             1e-6);
 }
 
+// Note [A lone worker]: in a world of one worker the rounds are plain
+// averages, whatever the outer optimizer, bit for bit; with two workers the
+// outer step still makes a difference.
+TEST(LocalSyncTest, ALoneWorkerTakesNoOuterStep) {
+  RunConfig o = LocalOptions("local-alone");
+  o.distributed.local_steps = 2;
+  o.distributed.local_fragments = 1;
+  o.train.max_steps = 8;
+  auto alone = [&](const std::string& name, double lr, double momentum) {
+    RunConfig c = o;
+    c.train.run_name = name;
+    c.distributed.outer_lr = lr;
+    c.distributed.outer_momentum = momentum;
+    auto ranks = RunWorkers(c, {"local"});
+    EXPECT_TRUE(ranks[0].status.ok()) << ranks[0].status.ToString();
+    return ranks[0].params;
+  };
+  const auto average = alone("alone-average", 1.0, 0.0);
+  ASSERT_FALSE(average.empty());
+  EXPECT_EQ(alone("alone-nesterov", kDiLoCoOuterLr, 0.9), average);
+  EXPECT_GT(RelativeDistance(WithOuter(o, "pair-nesterov", kDiLoCoOuterLr, 0.9), WithOuter(o, "pair-average", 1.0, 0.0)),
+            1e-6);
+}
+
 // --outer-lr 0 (OuterOf): a run of 4 rounds, fewer than the 20 that momentum
 // 0.9 needs, takes plain averaging, bit for bit.
 TEST(LocalSyncTest, AutoOuterStepAveragesAShortRun) {

@@ -31,6 +31,10 @@ class JobController {
   // Largest number of nodes one job may span (the manager trims a wider
   // placement to its largest shares).
   virtual int MaxNodesPerJob() const = 0;
+  // Smallest min_workers a job may ask for: 1 where one worker process still
+  // checkpoints (the elastic worker), 2 where the job runs as `frugal train`,
+  // whose single-process trainer writes no checkpoints.
+  virtual int MinWorkers() const = 0;
   // Called by the manager after it moved `job` to a new placement (already in
   // job->placement, job->generation bumped). `fresh`: the job starts from
   // nothing (first start, or a restart from its checkpoint after a failure);
