@@ -19,6 +19,9 @@ simulated average JCT is printed beside the live one.
 Usage: bench/cluster/live_small.py --frugal build/frugal [--policies afs-p,fifo]
        [--controllers elastic,restart] [--slots 4] [--jobs 3] [--steps 60]
        [--gap-s 20] [--out results.json]
+  A mix of jobs (docs/scheduler.md, "Live workload on two slots"):
+       [--steps-list 600,1800,300] [--models cnn,mlp] [--global-batch 256]
+       [--min-workers 1] [--repeats 2] [--tiresias-threshold S]
 """
 
 import argparse
@@ -145,6 +148,7 @@ def run_policy(frugal, policy, controller, args, root):
              "restarts": j["restarts"], "generations": j["generation"]} for j in jobs]
     changes = sum(1 for e in events if e["kind"] in ("resize", "preempt"))
     done = [r["jct_s"] for r in rows if r["state"] == "finished"]
+    group_of = {j["id"]: job_model(int(j["name"][3:]), args) for j in jobs}
     workload = {k: getattr(args, k) for k in ("slots", "steps_list", "gap_s", "models", "batch_size", "global_batch",
                                               "min_workers", "log_every", "checkpoint_every", "tiresias_threshold")}
     return {"policy": policy, "controller": controller, "started_utc": started, "workload": workload,
@@ -153,9 +157,8 @@ def run_policy(frugal, policy, controller, args, root):
             "avg_jct_s": sum(done) / len(done) if done else None,
             "all_finished": len(done) == len(rows), "resizes_and_preemptions": changes,
             "makespan_s": max(j["finish_time"] for j in jobs) - min(j["submit_time"] for j in jobs),
-            "group_of": {str(j["id"]): job_model(int(j["name"][3:]), args) for j in jobs},
-            "replay": replay.replay(frugal, root, policy, args, jobs, details, events,
-                                    {j["id"]: job_model(int(j["name"][3:]), args) for j in jobs})
+            "group_of": {str(k): g for k, g in group_of.items()},
+            "replay": replay.replay(frugal, root, policy, args, jobs, details, events, group_of)
             if len(done) == len(rows) else None}
 
 
