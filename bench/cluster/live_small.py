@@ -22,6 +22,8 @@ Usage: bench/cluster/live_small.py --frugal build/frugal [--policies afs-p,fifo]
   A mix of jobs (docs/scheduler.md, "Live workload on two slots"):
        [--steps-list 600,1800,300] [--models cnn,mlp] [--global-batch 256]
        [--min-workers 1] [--repeats 2] [--tiresias-threshold S]
+  Throughput priors (docs/cluster.md, "Throughput estimates"):
+       [--profile-per-job] [--prior-hardware cpu-local]
 """
 
 import argparse
@@ -63,14 +65,16 @@ def resize_times(port, jobs, events):
     return out
 
 
-def start_cluster(frugal, policy, controller, root, slots, checkpoint_every=10, tiresias_threshold=16 * 3600.0):
+def start_cluster(frugal, policy, controller, root, slots, checkpoint_every=10, tiresias_threshold=16 * 3600.0,
+                  prior_hardware=None):
     """A fresh server (rounds every 2 s) and one agent with `slots` CPU slots;
     returns (server, agent, port)."""
     out = os.path.join(root, "server.out")
+    prior = ["--prior-hardware", prior_hardware] if prior_hardware else []
     server = subprocess.Popen([frugal, "cluster", "serve", "--listen", "127.0.0.1:0", "--state",
                                os.path.join(root, "cluster.db"), "--policy", policy, "--round-s", "2",
                                "--checkpoint-every", str(checkpoint_every), "--controller", controller,
-                               "--tiresias-threshold", str(tiresias_threshold)],
+                               "--tiresias-threshold", str(tiresias_threshold)] + prior,
                               stdout=open(out, "w"), stderr=subprocess.STDOUT)
     deadline = time.time() + 120
     port = None
@@ -110,7 +114,10 @@ def job_toml(k, steps, args):
     split over the workers, so a job finishes sooner on more of them (the
     CoDDL job model); without it every worker takes --batch-size."""
     batch = f"global_batch = {args.global_batch}\n" if args.global_batch else f"batch_size = {args.batch_size}\n"
-    return (f'name = "job{k}"\nmin_workers = {args.min_workers}\nmax_workers = {args.slots}\n'
+    # --profile-per-job: no job shares what another measured (the server's
+    # behaviour before profiles); otherwise the server derives the profile.
+    profile = f'profile = "job{k}"\n' if args.profile_per_job else ""
+    return (f'name = "job{k}"\n{profile}min_workers = {args.min_workers}\nmax_workers = {args.slots}\n'
             f'model = "{job_model(k, args)}"\ndataset = "synthetic"\nsynthetic_train_size = 8192\n'
             f"synthetic_test_size = 256\nmax_steps = {steps}\nlog_every = {args.log_every}\n{batch}"
             f"timeout_s = 60\nelastic_every = 5\nepochs = 100000\n")
@@ -120,7 +127,7 @@ def run_policy(frugal, policy, controller, args, root):
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     load_start = os.getloadavg()[0]
     server, agent, port = start_cluster(frugal, policy, controller, root, args.slots, args.checkpoint_every,
-                                        args.tiresias_threshold)
+                                        args.tiresias_threshold, args.prior_hardware)
     try:
         t0 = time.time()
         for k, steps in enumerate(args.steps_list):
@@ -150,7 +157,8 @@ def run_policy(frugal, policy, controller, args, root):
     done = [r["jct_s"] for r in rows if r["state"] == "finished"]
     group_of = {j["id"]: job_model(int(j["name"][3:]), args) for j in jobs}
     workload = {k: getattr(args, k) for k in ("slots", "steps_list", "gap_s", "models", "batch_size", "global_batch",
-                                              "min_workers", "log_every", "checkpoint_every", "tiresias_threshold")}
+                                              "min_workers", "log_every", "checkpoint_every", "tiresias_threshold",
+                                              "profile_per_job", "prior_hardware")}
     return {"policy": policy, "controller": controller, "started_utc": started, "workload": workload,
             "server_jobs": [{k: j[k] for k in ("id", "name", "max_steps", "submit_time")} for j in jobs],
             "loadavg_1min_start_end": [load_start, os.getloadavg()[0]], "jobs": rows, "resizes": resizes,
@@ -182,6 +190,9 @@ def main():
                     help="slot-seconds before tiresias demotes a job (server and simulator)")
     ap.add_argument("--repeats", type=int, default=1, help="run the whole policy/controller list this many times")
     ap.add_argument("--timeout-s", type=float, default=1800)
+    ap.add_argument("--profile-per-job", action="store_true",
+                    help="give every job its own profile: no job starts from the rates of earlier jobs of its model")
+    ap.add_argument("--prior-hardware", help="frugal cluster serve --prior-hardware (the planner's prior)")
     ap.add_argument("--out")
     ap.add_argument("--keep", action="store_true", help="keep the run directories (printed)")
     args = ap.parse_args()

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <toml.hpp>
 
+#include "cluster_prior.h"
 #include "commands.h"
 #include "input_checks.h"
 #include "frugal/cluster/agent.h"
@@ -25,6 +26,9 @@
 #include "frugal/common/file.h"
 #include "frugal/common/toml_text.h"
 #include "frugal/sched/policy.h"
+#ifdef FRUGAL_HAVE_SIM
+#include "frugal/sim/hardware.h"
+#endif
 
 namespace frugal::cli {
 namespace {
@@ -95,6 +99,7 @@ struct ServeFlags {
   double realloc_cost = -1;  // < 0: the default (Note [Live switch cost])
   double contended_horizon = 60;
   double tiresias_threshold = sched::PolicyOptions{}.tiresias_threshold_gpu_seconds;
+  std::string prior_hardware;  // Empty: no planner prior.
 };
 
 // Note [Live switch cost]
@@ -123,6 +128,19 @@ std::unique_ptr<cluster::JobController> MakeController(const ServeFlags& f) {
   return cluster::NewElasticJobController(eo);
 }
 
+// --prior-hardware: the planner's prediction of each job on that hardware
+// is the throughput prior (Note [Live throughput prior]).
+cluster::SpeedPriorFactory MakeSpeedPrior(const ServeFlags& f) {
+  if (f.prior_hardware.empty()) return nullptr;
+#if defined(FRUGAL_HAVE_SIM) && defined(FRUGAL_WITH_TORCH)
+  Result<sim::HardwareSpec> hw = sim::LoadHardware(f.prior_hardware);
+  if (!hw.ok()) throw UsageError("--prior-hardware: " + hw.status().message());
+  return PlannerSpeedPrior(*hw, f.controller == "elastic");
+#else
+  throw UsageError("--prior-hardware needs a frugal built with the planner and LibTorch");
+#endif
+}
+
 void RunServe(const ServeFlags& f) {
   const size_t colon = f.listen.rfind(':');
   if (colon == std::string::npos) throw UsageError("--listen must be HOST:PORT, got '" + f.listen + "'");
@@ -140,9 +158,10 @@ void RunServe(const ServeFlags& f) {
                      "'head -c 24 /dev/urandom | base64'; agents and clients pass the same file), or --insecure "
                      "on a trusted network");
   }
+  cluster::ManagerOptions mo;
+  mo.speed_prior = MakeSpeedPrior(f);  // Before the store: a bad --prior-hardware creates no database.
   auto store = cluster::StateStore::Open(f.state);
   ThrowIfError(store.status());
-  cluster::ManagerOptions mo;
   mo.policy = f.policy;
   mo.round_interval_s = f.round_s;
   mo.node_timeout_s = f.node_timeout_s;
@@ -155,9 +174,10 @@ void RunServe(const ServeFlags& f) {
   InstallStopHandlers();
   auto server = cluster::ClusterServer::Start(**manager, so);
   if (!server.ok()) throw RunError(server.status().message());
-  std::printf("frugal cluster: serving on http://%s:%d (policy %s, %s jobs, resize cost %g s, state %s)\n",
+  std::printf("frugal cluster: serving on http://%s:%d (policy %s, %s jobs, resize cost %g s, state %s%s)\n",
               so.host.c_str(), (*server)->port(), f.policy.c_str(), f.controller.c_str(),
-              mo.policy_options.reallocation_cost, f.state.c_str());
+              mo.policy_options.reallocation_cost, f.state.c_str(),
+              f.prior_hardware.empty() ? "" : (", planner prior on " + f.prior_hardware).c_str());
   std::fflush(stdout);
   while (!g_stop.load() && (*server)->error().ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   Status error = (*server)->error();
@@ -200,6 +220,9 @@ void AddServe(CLI::App* cluster) {
                   "Tiresias: slot-seconds of attained service before a job is demoted to the low-priority queue "
                   "(the Pollux artifact's 16 GPU-hours; scale it to the jobs' lengths)")
       ->capture_default_str()->check(Bounded(0, 1e12));
+  cmd->add_option("--prior-hardware", f->prior_hardware,
+                  "Built-in hardware or TOML file the slots are: the planner's prediction of each job there is "
+                  "its throughput before it is measured (default: none)");
   cmd->callback([f] { RunServe(*f); });
 }
 
@@ -240,7 +263,8 @@ void AddAgent(CLI::App* cluster) {
 // ---- submit and queries ------------------------------------------------------
 
 // job.toml: a `frugal train` configuration plus `min_workers`, `max_workers`
-// and an optional `name`; those three are taken out, the rest goes to train.
+// and an optional `name` and `profile`; those are taken out, the rest goes
+// to train. Without `profile` the job's is ProfileOfConfig of the rest.
 cluster::JobSubmission ReadJobFile(const std::string& path) {
   toml::value root;
   Result<std::string> text = ReadTextFile(path, "job file");
@@ -269,11 +293,14 @@ cluster::JobSubmission ReadJobFile(const std::string& path) {
   };
   take_int("min_workers", &job.min_workers, true);
   take_int("max_workers", &job.max_workers, true);
-  if (auto it = table.find("name"); it != table.end()) {
-    if (!it->second.is_string()) throw UsageError(path + ": 'name' must be a string");
-    job.name = it->second.as_string();
+  for (auto [key, out] : {std::pair<const char*, std::string*>{"name", &job.name}, {"profile", &job.profile}}) {
+    auto it = table.find(key);
+    if (it == table.end()) continue;
+    if (!it->second.is_string()) throw UsageError(path + ": '" + key + "' must be a string");
+    *out = it->second.as_string();
     table.erase(it);
   }
+  if (job.profile.size() > 256) throw UsageError(path + ": 'profile' is over 256 characters");
   for (const char* owned : {"workers", "run_name", "runs_dir", "resume", "resume_from", "checkpoint_dir"}) {
     if (table.count(owned)) throw UsageError(path + ": '" + owned + "' is set by the cluster; remove it");
   }
@@ -287,6 +314,7 @@ cluster::JobSubmission ReadJobFile(const std::string& path) {
   std::ostringstream out;
   out << root;
   job.config_toml = out.str();
+  if (job.profile.empty()) job.profile = ProfileOfConfig(table);
   if (job.name.empty()) job.name = path.substr(path.find_last_of('/') + 1);
   return job;
 }

@@ -201,6 +201,10 @@ def scenario(fx):
             lambda: (gs := generations(fx, a)) and gs[-1]["workers"] == 2 and any(g["workers"] == 4 for g in gs), 120)
     fx.wait("c finished", lambda: fx.job(c)["state"] == "finished", 400)
     assert fx.job(c)["step"] >= STEPS["c"], fx.job(c)
+    # The three configurations differ only in max_steps: one profile, whose
+    # rates (those a and b measured at 2 and a at 4) c saw too.
+    profiles = {fx.job(j)["profile"] for j in (a, b, c)}
+    assert len(profiles) == 1 and profiles.pop().startswith("mlp-"), [fx.job(j)["profile"] for j in (a, b, c)]
 
     cancel(fx, a)
     fx.wait("a cancelled", lambda: fx.job(a)["state"] == "cancelled", 30)

@@ -36,18 +36,28 @@ const WallClock& SystemWallClock() {
 Status ClusterManager::Impl::Load() {
   FRUGAL_ASSIGN_OR_RETURN(nodes_, store_->LoadNodes());
   FRUGAL_ASSIGN_OR_RETURN(jobs_, store_->LoadJobs());
+  FRUGAL_ASSIGN_OR_RETURN(auto profiles, store_->LoadProfileRates());
+  for (const auto& [profile, rates] : profiles) {
+    for (const auto& [workers, rate] : rates) profile_rates_[profile].Set(workers, rate);
+  }
   const double now = clock_.Now();
   for (NodeRecord& n : nodes_) n.last_heartbeat = now;  // Grace period after a restart.
   for (JobRecord& j : jobs_) {
     if (IsTerminal(j.state)) continue;
     j.formed = !j.coordinator.empty() && j.last_step > 0;
-    LiveSpeed& speed = speeds_[j.id];
+    LiveSpeed& speed = TrackSpeed(j);
     FRUGAL_ASSIGN_OR_RETURN(std::vector<MetricSample> samples, store_->LoadSamples(j.id));
     for (const MetricSample& m : samples) speed.Observe(m.workers, m.samples_per_s);
   }
   next_round_ = now;
   last_accrual_ = now;
   return Status::Ok();
+}
+
+LiveSpeed& ClusterManager::Impl::TrackSpeed(const JobRecord& job) {
+  LiveSpeed& speed = speeds_[job.id];
+  if (options_.speed_prior) speed.SetPrior(options_.speed_prior(job.spec));
+  return speed;
 }
 
 JobRecord* ClusterManager::Impl::FindJob(int64_t id) {
@@ -81,7 +91,7 @@ Result<int64_t> ClusterManager::Impl::Submit(const JobSubmission& spec) {
                                "'" + j.spec.name + "' workers " + std::to_string(spec.min_workers) + ".." +
                                    std::to_string(spec.max_workers)));
   jobs_.push_back(j);
-  speeds_[j.id];
+  TrackSpeed(j);
   next_round_ = j.submit_time;  // Schedule it at the next tick.
   return j.id;
 }
@@ -183,14 +193,18 @@ Status ClusterManager::Impl::HandleExit(const NodeRecord& node, const TaskExit& 
                       /*fresh=*/true);
 }
 
-void ClusterManager::Impl::LearnSample(JobRecord& job, const MetricSample& m) {
-  if (m.samples_per_s < 0) return;  // An evaluation record.
+Status ClusterManager::Impl::LearnSample(JobRecord& job, const MetricSample& m) {
+  if (m.samples_per_s < 0) return Status::Ok();  // An evaluation record.
   job.formed = true;
   speeds_[job.id].Observe(m.workers, m.samples_per_s);
   if (m.step > job.last_step) {
     job.progress += static_cast<double>(m.step - job.last_step) * std::max(m.global_batch, 0);
     job.last_step = m.step;
   }
+  if (job.spec.profile.empty()) return Status::Ok();
+  RateTable& shared = profile_rates_[job.spec.profile];
+  if (!shared.Observe(m.workers, m.samples_per_s)) return Status::Ok();
+  return store_->SaveProfileRate(job.spec.profile, m.workers, shared.At(m.workers));
 }
 
 Status ClusterManager::Impl::HandleSamples(const std::vector<MetricSample>& samples) {
@@ -202,7 +216,7 @@ Status ClusterManager::Impl::HandleSamples(const std::vector<MetricSample>& samp
     m.time = clock_.Now();
     kept.push_back(m);
     if (IsTerminal(job->state)) continue;
-    LearnSample(*job, m);
+    FRUGAL_RETURN_IF_ERROR(LearnSample(*job, m));
     changed[job->id] = job;
   }
   FRUGAL_RETURN_IF_ERROR(store_->AppendSamples(kept));
@@ -330,7 +344,18 @@ Result<JobRecord> ClusterManager::Job(int64_t job_id) const {
 std::map<int64_t, ThroughputTable> ClusterManager::Throughputs() const {
   std::lock_guard<std::mutex> lock(impl_->mu_);
   std::map<int64_t, ThroughputTable> out;
-  for (const auto& [id, speed] : impl_->speeds_) out[id].samples_per_s = speed.measured();
+  for (const JobRecord& j : impl_->jobs_) {
+    auto speed = impl_->speeds_.find(j.id);
+    if (IsTerminal(j.state) || speed == impl_->speeds_.end()) continue;
+    ThroughputTable& t = out[j.id];
+    t.samples_per_s = speed->second.measured();
+    LiveSpeed view = speed->second;  // As the round sees it.
+    if (auto it = impl_->profile_rates_.find(j.spec.profile); it != impl_->profile_rates_.end()) {
+      t.profile_samples_per_s = it->second.rates();
+      view.SetShared(it->second);
+    }
+    for (int n = 1; n <= std::min(j.spec.max_workers, 64); ++n) t.estimate[n] = view.RateAt(n);
+  }
   return out;
 }
 std::vector<int64_t> ClusterManager::QueueOrder() const {

@@ -225,5 +225,78 @@ TEST(LiveSpeedTest, MeasuredRatesWinAndThePriorScalesFromTheNearest) {
   EXPECT_EQ(s.RateAt(0), 0);
 }
 
+class TablePrior final : public SpeedPrior {
+ public:
+  explicit TablePrior(std::map<int, double> rates) : rates_(std::move(rates)) {}
+  double SamplesPerSecond(int n) const override { return rates_.count(n) ? rates_.at(n) : 0; }
+
+ private:
+  std::map<int, double> rates_;
+};
+
+// Note [Live throughput prior]: own rates, then own rates scaled by the
+// profile's (or else the prior's) speed-up, then the profile's rates, then
+// the prior, then n^0.8.
+TEST(LiveSpeedTest, OwnRatesThenTheProfilesThenThePrior) {
+  LiveSpeed s;
+  s.SetPrior(std::make_shared<TablePrior>(std::map<int, double>{{1, 50}, {2, 90}, {4, 120}}));
+  EXPECT_DOUBLE_EQ(s.RateAt(2), 90) << "nothing measured: the prior";
+  EXPECT_NEAR(s.RateAt(3), std::pow(3.0, 0.8), 1e-12) << "no prediction at 3: unit-free";
+  RateTable profile;
+  profile.Observe(1, 100);
+  profile.Observe(2, 100);
+  s.SetShared(profile);
+  EXPECT_DOUBLE_EQ(s.RateAt(2), 100) << "the profile's measurement beats the prior";
+  EXPECT_DOUBLE_EQ(s.RateAt(4), 100 * 120.0 / 90) << "the profile's nearest count, scaled by the prior's speed-up";
+  s.Observe(1, 80);
+  EXPECT_DOUBLE_EQ(s.RateAt(1), 80) << "the job's own measurement first";
+  EXPECT_DOUBLE_EQ(s.RateAt(2), 80) << "own rate at 1 times the profile's speed-up 1 -> 2 (none)";
+  EXPECT_DOUBLE_EQ(s.RateAt(4), 80 * 120.0 / 50) << "the profile lacks 4: the prior's speed-up 1 -> 4";
+  s.SetPrior(nullptr);
+  EXPECT_NEAR(s.RateAt(4), 80 * std::pow(4.0, 0.8), 1e-9) << "no prior: (n / m)^0.8";
+}
+
+// What one job of a profile measured is what the next job of that profile
+// starts from, also after a server restart: here 4 workers ran no faster
+// than 2, so afs-p starts the next job of the profile on 2 of the 4 slots,
+// and a job of another profile (nothing measured: n^0.8) on all 4.
+TEST_F(ManagerTest, JobsOfOneProfileShareWhatTheyMeasuredAcrossARestart) {
+  const auto path = std::filesystem::temp_directory_path() / ("frugal-profile-" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  auto with_profile = [](const std::string& name, const std::string& profile) {
+    JobSubmission j = Job(name, 2, 4);
+    j.profile = profile;
+    return j;
+  };
+  {
+    auto m = Open(path.string());
+    Beat(*m, "host-a", 4);
+    ASSERT_TRUE(m->Submit(with_profile("a", "mlp-flat")).ok());
+    ASSERT_TRUE(m->RunRound().ok());
+    AgentReport r;
+    r.node = "host-a";
+    r.slots = 4;
+    r.samples = {{1, 10, 0, 4, 128, 2.2, -1, 390.0}, {1, 20, 0, 2, 128, 2.1, -1, 400.0}};
+    ASSERT_TRUE(m->Heartbeat(r).ok());
+    ASSERT_TRUE(m->Cancel(1).ok());
+  }
+  auto m = Open(path.string());
+  Beat(*m, "host-a", 4);
+  auto b = m->Submit(with_profile("b", "mlp-flat"));
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  EXPECT_EQ(m->Job(*b)->Workers(), 2) << "the profile measured 2 workers faster than 4";
+  EXPECT_EQ(m->Throughputs()[*b].profile_samples_per_s, (std::map<int, double>{{2, 400.0}, {4, 390.0}}));
+  EXPECT_TRUE(m->Throughputs()[*b].samples_per_s.empty()) << "b measured nothing itself";
+  EXPECT_DOUBLE_EQ(m->Throughputs()[*b].estimate[4], 390.0) << "what the policy assumes: the profile's rate";
+  EXPECT_EQ(m->Throughputs()[*b].estimate.size(), 4u) << "1 to max_workers";
+  ASSERT_TRUE(m->Cancel(*b).ok());
+  auto c = m->Submit(with_profile("c", "cnn-other"));
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  EXPECT_EQ(m->Job(*c)->Workers(), 4);
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace frugal::cluster

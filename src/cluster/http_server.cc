@@ -72,9 +72,14 @@ json ClusterServerImpl::JobsJson() const {
   std::vector<int64_t> queue = manager_.QueueOrder();
   for (const JobRecord& j : manager_.Jobs()) {
     json o = ToJson(j);
-    json rates = json::object();
-    for (const auto& [n, r] : tput[j.id].samples_per_s) rates[std::to_string(n)] = r;
-    o["samples_per_s_by_workers"] = rates;
+    auto by_workers = [](const std::map<int, double>& table) {
+      json rates = json::object();
+      for (const auto& [n, r] : table) rates[std::to_string(n)] = r;
+      return rates;
+    };
+    o["samples_per_s_by_workers"] = by_workers(tput[j.id].samples_per_s);
+    o["profile_samples_per_s_by_workers"] = by_workers(tput[j.id].profile_samples_per_s);
+    o["estimated_samples_per_s_by_workers"] = by_workers(tput[j.id].estimate);
     auto pos = std::find(queue.begin(), queue.end(), j.id);
     o["queue_position"] = pos == queue.end() ? -1 : static_cast<int>(pos - queue.begin());
     out.push_back(o);

@@ -66,6 +66,7 @@ json ToJson(const JobRecord& j) {
           {"min_workers", j.spec.min_workers},
           {"max_workers", j.spec.max_workers},
           {"max_steps", j.spec.max_steps},
+          {"profile", j.spec.profile},
           {"state", JobStateName(j.state)},
           {"submit_time", j.submit_time},
           {"start_time", j.start_time},
@@ -123,7 +124,7 @@ json ToJson(const AgentReply& r) {
 
 json ToJson(const JobSubmission& s) {
   return {{"name", s.name}, {"config_toml", s.config_toml}, {"min_workers", s.min_workers},
-          {"max_workers", s.max_workers}, {"max_steps", s.max_steps}};
+          {"max_workers", s.max_workers}, {"max_steps", s.max_steps}, {"profile", s.profile}};
 }
 
 Result<JobSubmission> SubmissionFromJson(const json& j) {
@@ -133,6 +134,8 @@ Result<JobSubmission> SubmissionFromJson(const json& j) {
   FRUGAL_RETURN_IF_ERROR(Field(j, "min_workers", &s.min_workers, true));
   FRUGAL_RETURN_IF_ERROR(Field(j, "max_workers", &s.max_workers, true));
   FRUGAL_RETURN_IF_ERROR(Field(j, "max_steps", &s.max_steps));
+  FRUGAL_RETURN_IF_ERROR(Field(j, "profile", &s.profile));
+  if (s.profile.size() > 256) return Status::InvalidArgument("'profile' is over 256 characters");
   return s;
 }
 

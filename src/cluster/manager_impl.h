@@ -66,7 +66,9 @@ class ClusterManager::Impl {
   Status HandleExit(const NodeRecord& node, const TaskExit& exit);
   Status HandleSamples(const std::vector<MetricSample>& samples);
   Status HandleEndpoints(const std::vector<TaskEndpoint>& endpoints);
-  void LearnSample(JobRecord& job, const MetricSample& m);
+  Status LearnSample(JobRecord& job, const MetricSample& m);
+  // A new entry in speeds_ for the job, with its prior.
+  LiveSpeed& TrackSpeed(const JobRecord& job);
   Status NodeDown(NodeRecord& node);
   void AccrueService();
   void BuildViews(const std::vector<JobRecord*>& active, const std::map<int64_t, int>& index, RoundInput* in);
@@ -92,6 +94,7 @@ class ClusterManager::Impl {
   std::vector<NodeRecord> nodes_;                     // By id.
   std::vector<JobRecord> jobs_;                       // By id, including ended jobs.
   std::map<int64_t, LiveSpeed> speeds_;               // Active jobs' throughput estimates.
+  std::map<std::string, RateTable> profile_rates_;    // What the jobs of each profile measured.
   double next_round_ = 0;
   double last_round_ = -1e300;
   double last_accrual_ = 0;

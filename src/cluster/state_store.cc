@@ -16,7 +16,7 @@ CREATE TABLE IF NOT EXISTS nodes (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT N
 CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, name TEXT, config TEXT, min_workers INTEGER,
   max_workers INTEGER, max_steps INTEGER, state TEXT, submit_time REAL, start_time REAL, finish_time REAL,
   generation INTEGER, placement TEXT, progress REAL, attained REAL, last_step INTEGER, restarts INTEGER,
-  message TEXT, elastic TEXT);
+  message TEXT, elastic TEXT, profile TEXT);
 CREATE TABLE IF NOT EXISTS allocations (id INTEGER PRIMARY KEY, job_id INTEGER, node_id INTEGER,
   slots INTEGER, generation INTEGER, start REAL, end REAL);
 CREATE INDEX IF NOT EXISTS allocations_job ON allocations(job_id);
@@ -24,6 +24,8 @@ CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, time REAL, kind TEXT,
   node_id INTEGER, message TEXT);
 CREATE TABLE IF NOT EXISTS samples (job_id INTEGER, step INTEGER, kind INTEGER, time REAL, workers INTEGER,
   global_batch INTEGER, loss REAL, accuracy REAL, samples_per_s REAL, PRIMARY KEY (job_id, step, kind));
+CREATE TABLE IF NOT EXISTS profile_rates (profile TEXT, workers INTEGER, samples_per_s REAL,
+  PRIMARY KEY (profile, workers));
 )sql";
 
 std::string EncodePlacement(const std::vector<NodeSlots>& p) {
@@ -125,13 +127,18 @@ class SqliteStateStore final : public StateStore {
     return Status::Ok();
   }
 
-  // A database written before the elastic controller lacks jobs.elastic.
+  // A database written before the elastic controller lacks jobs.elastic,
+  // one written before profiles jobs.profile.
   Status AddMissingColumns() {
-    Stmt s(db_, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'elastic'");
-    const int rc = s.Step();
-    if (rc == SQLITE_ROW) return Status::Ok();
-    if (rc != SQLITE_DONE) return s.Error();
-    return Exec("ALTER TABLE jobs ADD COLUMN elastic TEXT");
+    for (const char* column : {"elastic", "profile"}) {
+      Stmt s(db_, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = ?1");
+      s.Bind(1, std::string(column));
+      const int rc = s.Step();
+      if (rc == SQLITE_ROW) continue;
+      if (rc != SQLITE_DONE) return s.Error();
+      FRUGAL_RETURN_IF_ERROR(Exec(("ALTER TABLE jobs ADD COLUMN " + std::string(column) + " TEXT").c_str()));
+    }
+    return Status::Ok();
   }
 
   Result<std::vector<NodeRecord>> LoadNodes() override {
@@ -146,14 +153,15 @@ class SqliteStateStore final : public StateStore {
   Result<std::vector<JobRecord>> LoadJobs() override {
     Stmt s(db_,
            "SELECT id, name, config, min_workers, max_workers, max_steps, state, submit_time, start_time, "
-           "finish_time, generation, placement, progress, attained, last_step, restarts, message, elastic FROM jobs "
-           "ORDER BY id");
+           "finish_time, generation, placement, progress, attained, last_step, restarts, message, elastic, profile "
+           "FROM jobs ORDER BY id");
     std::vector<JobRecord> out;
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) {
       JobRecord j;
       j.id = s.Int(0);
-      j.spec = {s.Text(1), s.Text(2), static_cast<int>(s.Int(3)), static_cast<int>(s.Int(4)), static_cast<int>(s.Int(5))};
+      j.spec = {s.Text(1), s.Text(2), static_cast<int>(s.Int(3)), static_cast<int>(s.Int(4)),
+                static_cast<int>(s.Int(5)), s.Text(18)};
       std::optional<JobState> state = ParseJobState(s.Text(6));
       if (!state) return Status::Corruption("cluster database: job " + std::to_string(j.id) + " has state '" + s.Text(6) + "'");
       j.state = *state;
@@ -217,6 +225,21 @@ class SqliteStateStore final : public StateStore {
     return out;
   }
 
+  Result<std::map<std::string, std::map<int, double>>> LoadProfileRates() override {
+    Stmt s(db_, "SELECT profile, workers, samples_per_s FROM profile_rates");
+    std::map<std::string, std::map<int, double>> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out[s.Text(0)][static_cast<int>(s.Int(1))] = s.Real(2);
+    if (rc != SQLITE_DONE) return s.Error();
+    return out;
+  }
+
+  Status SaveProfileRate(const std::string& profile, int workers, double samples_per_s) override {
+    Stmt s(db_, "INSERT OR REPLACE INTO profile_rates VALUES (?1, ?2, ?3)");
+    s.Bind(1, profile).Bind(2, static_cast<int64_t>(workers)).Bind(3, samples_per_s);
+    return s.Run();
+  }
+
   Result<int64_t> SaveNode(const NodeRecord& n) override {
     Stmt s(db_, n.id == 0 ? "INSERT INTO nodes (name, slots, up) VALUES (?1, ?2, ?3)"
                           : "UPDATE nodes SET name = ?1, slots = ?2, up = ?3 WHERE id = ?4");
@@ -230,19 +253,19 @@ class SqliteStateStore final : public StateStore {
     Stmt s(db_, j.id == 0
                     ? "INSERT INTO jobs (name, config, min_workers, max_workers, max_steps, state, submit_time, "
                       "start_time, finish_time, generation, placement, progress, attained, last_step, restarts, "
-                      "message, elastic) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
-                      "?18)"
+                      "message, elastic, profile) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+                      "?15, ?16, ?18, ?19)"
                     : "UPDATE jobs SET name = ?1, config = ?2, min_workers = ?3, max_workers = ?4, max_steps = ?5, "
                       "state = ?6, submit_time = ?7, start_time = ?8, finish_time = ?9, generation = ?10, "
                       "placement = ?11, progress = ?12, attained = ?13, last_step = ?14, restarts = ?15, "
-                      "message = ?16, elastic = ?18 WHERE id = ?17");
+                      "message = ?16, elastic = ?18, profile = ?19 WHERE id = ?17");
     s.Bind(1, j.spec.name).Bind(2, j.spec.config_toml).Bind(3, static_cast<int64_t>(j.spec.min_workers));
     s.Bind(4, static_cast<int64_t>(j.spec.max_workers)).Bind(5, static_cast<int64_t>(j.spec.max_steps));
     s.Bind(6, std::string(JobStateName(j.state))).Bind(7, j.submit_time).Bind(8, j.start_time).Bind(9, j.finish_time);
     s.Bind(10, j.generation).Bind(11, EncodePlacement(j.placement)).Bind(12, j.progress).Bind(13, j.attained_service);
     s.Bind(14, static_cast<int64_t>(j.last_step)).Bind(15, static_cast<int64_t>(j.restarts)).Bind(16, j.message);
     if (j.id != 0) s.Bind(17, j.id);
-    s.Bind(18, EncodeElastic(j));
+    s.Bind(18, EncodeElastic(j)).Bind(19, j.spec.profile);
     FRUGAL_RETURN_IF_ERROR(s.Run());
     return j.id == 0 ? sqlite3_last_insert_rowid(db_) : j.id;
   }

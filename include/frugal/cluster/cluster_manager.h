@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "frugal/cluster/job_controller.h"
+#include "frugal/cluster/speed_prior.h"
 #include "frugal/cluster/state_store.h"
 #include "frugal/cluster/types.h"
 #include "frugal/common/status.h"
@@ -49,11 +50,19 @@ struct ManagerOptions {
   double round_interval_s = 5;           // Seconds between scheduling rounds (and on every submit/exit/node change).
   double node_timeout_s = 10;            // A node silent this long is marked down.
   int max_restarts = 3;                  // Failed generations restarted from a checkpoint before the job fails.
+  // Each job's throughput prior (e.g. the planner's); empty: none (Note
+  // [Live throughput prior] in src/cluster/live_speed.h).
+  SpeedPriorFactory speed_prior;
 };
 
-// Per-job throughput the policy sees: measured samples/s by worker count.
+// Per-job throughput: samples/s by worker count, measured by the job itself
+// and by all jobs of its profile (JobSubmission::profile), and what the
+// policy assumes at each count from 1 to max_workers (at most 64; Note [Live
+// throughput prior]; unit-free where nothing is known).
 struct ThroughputTable {
   std::map<int, double> samples_per_s;
+  std::map<int, double> profile_samples_per_s;
+  std::map<int, double> estimate;
 };
 
 class ClusterManager {

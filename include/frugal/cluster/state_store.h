@@ -1,5 +1,6 @@
 // StateStore: the cluster service's durable state in one SQLite database in
-// WAL mode (nodes, jobs, allocations, events, metric samples). The manager
+// WAL mode (nodes, jobs, allocations, events, metric samples, the rates
+// learned per job profile). The manager
 // writes through it on every change, so a restarted server reads back
 // exactly what it had decided (docs/cluster.md, "Recovery").
 //
@@ -7,6 +8,7 @@
 // its mutex. Ownership: owns the sqlite3 handle, closed in the destructor.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -31,6 +33,9 @@ class StateStore {
   virtual Result<std::vector<AllocationRecord>> LoadAllocations(int64_t job_id = 0) = 0;  // 0: all
   virtual Result<std::vector<EventRecord>> LoadEvents(int64_t after_id, int limit) = 0;
   virtual Result<std::vector<MetricSample>> LoadSamples(int64_t job_id) = 0;
+  // Samples/s by worker count learned from every job of a profile
+  // (JobSubmission::profile), by profile.
+  virtual Result<std::map<std::string, std::map<int, double>>> LoadProfileRates() = 0;
 
   // Inserts (id 0: the store assigns it) or updates the node; returns the id.
   virtual Result<int64_t> SaveNode(const NodeRecord& node) = 0;
@@ -43,6 +48,8 @@ class StateStore {
   virtual Result<int64_t> AppendEvent(const EventRecord& event) = 0;
   // Samples already stored (same job, step, kind) are ignored.
   virtual Status AppendSamples(const std::vector<MetricSample>& samples) = 0;
+  // Inserts or replaces the profile's rate at `workers`.
+  virtual Status SaveProfileRate(const std::string& profile, int workers, double samples_per_s) = 0;
 
   // Several writes as one transaction (one fsync in WAL mode).
   virtual Status Begin() = 0;
