@@ -146,6 +146,7 @@ def run_policy(frugal, policy, controller, args, root):
             time.sleep(1)
         jobs = get(port, "/api/jobs")
         events = get(port, "/api/events?limit=1000")
+        resize_cost = get(port, "/api/state").get("resize_cost")
         resizes = resize_times(port, jobs, events)
         details = {j["id"]: [s for s in get(port, f"/api/jobs/{j['id']}")["samples"] if s["samples_per_s"] > 0]
                    for j in jobs}
@@ -164,6 +165,8 @@ def run_policy(frugal, policy, controller, args, root):
             "loadavg_1min_start_end": [load_start, os.getloadavg()[0]], "jobs": rows, "resizes": resizes,
             "avg_jct_s": sum(done) / len(done) if done else None,
             "all_finished": len(done) == len(rows), "resizes_and_preemptions": changes,
+            "server_resize_cost": resize_cost,
+            "resize_cost_events": [e["message"] for e in events if e["kind"] == "resize-cost"],
             "makespan_s": max(j["finish_time"] for j in jobs) - min(j["submit_time"] for j in jobs),
             "group_of": {str(k): g for k, g in group_of.items()},
             "replay": replay.replay(frugal, root, policy, args, jobs, details, events, group_of)
@@ -226,6 +229,8 @@ def print_run(r):
     print(f"{policy} ({controller}): avg JCT {r['avg_jct_s']:.1f} s, makespan {r['makespan_s']:.1f} s, "
           f"{r['resizes_and_preemptions']} resizes/preemptions, all finished: {r['all_finished']}, "
           f"load average {r['loadavg_1min_start_end'][0]:.1f} -> {r['loadavg_1min_start_end'][1]:.1f}")
+    if r.get("server_resize_cost"):
+        print(f"  server's resize cost: {r['server_resize_cost']}; {r['resize_cost_events']}")
     rp = r["replay"]
     if rp:
         rates = "; ".join(f"{g} " + ", ".join(f"{w}: {v:.3f}" for w, v in rs.items())

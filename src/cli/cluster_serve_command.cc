@@ -108,7 +108,9 @@ struct ServeFlags {
 // The default follows the controller: a restart costs a job the simulator's
 // 30 s (process start, checkpoint load, steps redone); an elastic resize
 // stalls it only for `switch_s`, 0.1-4.5 s measured (docs/cluster.md), so it
-// is priced at 5 s. An earlier 5 s trial seemed to keep job a of the live
+// is priced at 5 s. These are starting values: without --realloc-cost the
+// server replaces them by what its own jobs' resizes cost (Note [Measured
+// resize cost] in src/cluster/cluster_manager.cc). An earlier 5 s trial seemed to keep job a of the live
 // test at 2 workers; the cause was the job's measured rates (4 workers
 // slower than 2 on a 2-core machine), not the price.
 double ReallocationCost(const ServeFlags& f) {
@@ -167,6 +169,7 @@ void RunServe(const ServeFlags& f) {
   mo.node_timeout_s = f.node_timeout_s;
   mo.max_restarts = f.max_restarts;
   mo.policy_options.reallocation_cost = ReallocationCost(f);
+  mo.learn_resize_cost = f.realloc_cost < 0;
   mo.policy_options.contended_horizon = f.contended_horizon;
   mo.policy_options.tiresias_threshold_gpu_seconds = f.tiresias_threshold;
   auto manager = cluster::ClusterManager::Open(std::move(*store), MakeController(f), cluster::SystemWallClock(), mo);
@@ -210,7 +213,8 @@ void AddServe(CLI::App* cluster) {
                   "Elastic: hosts one job may span (more than 1 needs a runs dir the agents share)")
       ->capture_default_str()->check(Bounded(1, 1024));
   cmd->add_option("--realloc-cost", f->realloc_cost,
-                  "Seconds a resize costs a job, as the policy weighs it (default: 5 elastic, 30 restart)")
+                  "Seconds a resize costs a job, as the policy weighs it (default: 5 elastic, 30 restart, then "
+                  "what the cluster's resizes measure)")
       ->check(Bounded(0, 86400));
   cmd->add_option("--contended-horizon", f->contended_horizon,
                   "Seconds over which a resize must pay for its cost while GPUs are contended (afs-p, "

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "manager_impl.h"
@@ -48,6 +49,14 @@ Status ClusterManager::Impl::Load() {
     LiveSpeed& speed = TrackSpeed(j);
     FRUGAL_ASSIGN_OR_RETURN(std::vector<MetricSample> samples, store_->LoadSamples(j.id));
     for (const MetricSample& m : samples) speed.Observe(m.workers, m.samples_per_s);
+  }
+  resize_cost_.seconds = options_.policy_options.reallocation_cost;
+  FRUGAL_ASSIGN_OR_RETURN(std::string cost, store_->LoadSetting("resize_cost"));
+  int measured = 0;
+  double seconds = 0;
+  if (std::sscanf(cost.c_str(), "%d %lf", &measured, &seconds) == 2 && measured > 0 && seconds >= 0) {
+    resize_cost_.measured = measured;
+    resize_cost_.measured_seconds = seconds;
   }
   next_round_ = now;
   last_accrual_ = now;
@@ -106,6 +115,8 @@ Status ClusterManager::Impl::EndJob(JobRecord& job, JobState state, const std::s
   FRUGAL_RETURN_IF_ERROR(store_->SaveJob(job).status());
   FRUGAL_RETURN_IF_ERROR(Event(JobStateName(state), job.id, 0, message));
   speeds_.erase(job.id);
+  pending_resizes_.erase(job.id);
+  last_records_.erase(job.id);
   next_round_ = clock_.Now();
   return Status::Ok();
 }
@@ -140,6 +151,15 @@ Status ClusterManager::Impl::SetPlacement(JobRecord& job, std::vector<NodeSlots>
   FRUGAL_RETURN_IF_ERROR(store_->ReplaceAllocations(job.id, open, now));
   FRUGAL_RETURN_IF_ERROR(store_->SaveJob(job).status());
   const char* kind = before == 0 ? "start" : job.placement.empty() ? "preempt" : "resize";
+  pending_resizes_.erase(job.id);
+  if (auto last = last_records_.find(job.id); before > 0 && !job.placement.empty() && last != last_records_.end()) {
+    // The steps made since the job's last record, at that record's rate.
+    const MetricSample& r = last->second;
+    const double steps = r.samples_per_s > 0 && r.global_batch > 0
+                             ? std::max(0.0, now - r.time) * r.samples_per_s / r.global_batch
+                             : 0;
+    pending_resizes_[job.id] = {now, r.step + steps};
+  }
   const char* how = before == 0 || job.placement.empty() ? ""
                     : in_place && !fresh                 ? " [in place]"
                                                          : " [restart from checkpoint]";
@@ -201,10 +221,66 @@ Status ClusterManager::Impl::LearnSample(JobRecord& job, const MetricSample& m) 
     job.progress += static_cast<double>(m.step - job.last_step) * std::max(m.global_batch, 0);
     job.last_step = m.step;
   }
+  FRUGAL_RETURN_IF_ERROR(LearnResizeCost(job, m));
+  last_records_[job.id] = m;
   if (job.spec.profile.empty()) return Status::Ok();
   RateTable& shared = profile_rates_[job.spec.profile];
   if (!shared.Observe(m.workers, m.samples_per_s)) return Status::Ok();
   return store_->SaveProfileRate(job.spec.profile, m.workers, shared.At(m.workers));
+}
+
+// Note [Measured resize cost]: the policies weigh a resize against the
+// seconds it costs the job (Note [Switch cost] in src/sched/afs_policy.cc),
+// which the server measures on its own jobs: from the `resize` event to the
+// job's first step record at the new size past its step at the resize (the
+// last record's step plus the steps since, at that record's rate), less the
+// time the steps past it take at the new size. What remains is the stall:
+// workers leaving or joining, or a restart with its process start,
+// checkpoint load and steps redone. The rate at the new size is the second
+// record's: a record's samples_per_s is over the wall time since the
+// previous record, so the first one's includes the stall (with it, the
+// first live runs measured 0 s for every resize). The average (weight 0.3)
+// is stored, and with ManagerOptions::learn_resize_cost (`frugal cluster
+// serve` without --realloc-cost) it replaces the configured cost at the next
+// round once it differs from it by more than 10% and half a second.
+Status ClusterManager::Impl::LearnResizeCost(JobRecord& job, const MetricSample& m) {
+  auto it = pending_resizes_.find(job.id);
+  if (it == pending_resizes_.end() || m.workers != job.Workers() || m.step <= it->second.step ||
+      !(m.samples_per_s > 0) || m.global_batch <= 0) {
+    return Status::Ok();
+  }
+  PendingResize& p = it->second;
+  if (p.first_time < 0) {
+    p.first_time = m.time;
+    p.first_step = m.step;
+    return Status::Ok();
+  }
+  const double progress_s = (p.first_step - p.step) * m.global_batch / m.samples_per_s;
+  const double stall = std::max(0.0, p.first_time - p.time - progress_s);
+  pending_resizes_.erase(it);
+  ResizeCost& c = resize_cost_;
+  c.measured_seconds = c.measured == 0 ? stall : c.measured_seconds + 0.3 * (stall - c.measured_seconds);
+  ++c.measured;
+  char text[64];
+  std::snprintf(text, sizeof(text), "%d %.17g", c.measured, c.measured_seconds);
+  return store_->SaveSetting("resize_cost", text);
+}
+
+Status ClusterManager::Impl::AdoptResizeCost() {
+  const ResizeCost& c = resize_cost_;
+  if (!options_.learn_resize_cost || c.measured == 0 ||
+      std::abs(c.measured_seconds - c.seconds) <= std::max(0.1 * c.seconds, 0.5)) {
+    return Status::Ok();
+  }
+  sched::PolicyOptions po = options_.policy_options;
+  po.reallocation_cost = c.measured_seconds;
+  FRUGAL_ASSIGN_OR_RETURN(policy_, sched::CreatePolicy(options_.policy, po));
+  options_.policy_options = po;
+  char text[160];
+  std::snprintf(text, sizeof(text), "the policy now weighs a resize at %.1f s (was %.1f s; measured over %d resizes)",
+                c.measured_seconds, c.seconds, c.measured);
+  resize_cost_.seconds = c.measured_seconds;
+  return Event("resize-cost", 0, 0, text);
 }
 
 Status ClusterManager::Impl::HandleSamples(const std::vector<MetricSample>& samples) {
@@ -377,6 +453,10 @@ Result<std::vector<AllocationRecord>> ClusterManager::Allocations() const {
 Result<std::vector<MetricSample>> ClusterManager::Samples(int64_t job_id) const {
   std::lock_guard<std::mutex> lock(impl_->mu_);
   return impl_->store_->LoadSamples(job_id);
+}
+ResizeCost ClusterManager::resize_cost() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->resize_cost_;
 }
 long ClusterManager::rounds() const {
   std::lock_guard<std::mutex> lock(impl_->mu_);

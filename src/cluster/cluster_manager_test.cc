@@ -225,6 +225,63 @@ TEST(LiveSpeedTest, MeasuredRatesWinAndThePriorScalesFromTheNearest) {
   EXPECT_EQ(s.RateAt(0), 0);
 }
 
+// Note [Measured resize cost]: a is shrunk 4 -> 2 two seconds after its
+// record at step 10 (5 steps/s: estimated at step 20 then); its first record
+// at 2 workers comes 10 s after the resize at step 35, and the 15 steps past
+// 20 take 6 s at the next record's 2.5 steps/s: a 4 s stall. The next
+// round's policy weighs resizes at 4 s, and a restarted server keeps the
+// measurement.
+TEST_F(ManagerTest, TheResizeCostIsMeasuredAndAdopted) {
+  const auto path = std::filesystem::temp_directory_path() / ("frugal-resize-" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  auto open = [&] {
+    ManagerOptions o;
+    o.learn_resize_cost = true;
+    auto m = ClusterManager::Open(std::move(*StateStore::Open(path.string())), NewRestartJobController(), clock_, o);
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    return std::move(*m);
+  };
+  auto sample = [](int step, int workers, double samples_per_s) {
+    AgentReport r;
+    r.node = "host-a";
+    r.slots = 4;
+    r.samples = {{1, step, 0, workers, 128, 2.0, -1, samples_per_s}};
+    return r;
+  };
+  {
+    auto m = open();
+    Beat(*m, "host-a", 4);
+    ASSERT_TRUE(m->Submit(Job("a", 2, 4)).ok());
+    ASSERT_TRUE(m->RunRound().ok());
+    ASSERT_EQ(m->Job(1)->Workers(), 4);
+    ASSERT_TRUE(m->Heartbeat(sample(10, 4, 640)).ok());
+    clock_.Advance(2);
+    ASSERT_TRUE(m->Submit(Job("b", 2, 4)).ok());
+    ASSERT_TRUE(m->RunRound().ok());
+    ASSERT_EQ(m->Job(1)->Workers(), 2) << "afs-p shares the node: a is resized";
+    EXPECT_EQ(m->resize_cost().measured, 0);
+    clock_.Advance(10);
+    ASSERT_TRUE(m->Heartbeat(sample(35, 2, 100)).ok());  // Its rate spans the stall.
+    EXPECT_EQ(m->resize_cost().measured, 0) << "the rate at the new size comes from the next record";
+    clock_.Advance(8);
+    ASSERT_TRUE(m->Heartbeat(sample(55, 2, 320)).ok());
+    EXPECT_EQ(m->resize_cost().measured, 1);
+    EXPECT_NEAR(m->resize_cost().measured_seconds, 4.0, 1e-9);
+    EXPECT_DOUBLE_EQ(m->resize_cost().seconds, 30) << "adopted at the next round";
+    ASSERT_TRUE(m->Heartbeat(sample(75, 2, 320)).ok());
+    EXPECT_EQ(m->resize_cost().measured, 1) << "one measurement per resize";
+    ASSERT_TRUE(m->RunRound().ok());
+    EXPECT_NEAR(m->resize_cost().seconds, 4.0, 1e-9);
+    auto events = m->Events(0, 100);
+    ASSERT_TRUE(events.ok());
+    EXPECT_TRUE(std::any_of(events->begin(), events->end(), [](const EventRecord& e) { return e.kind == "resize-cost"; }));
+  }
+  auto m = open();
+  EXPECT_EQ(m->resize_cost().measured, 1);
+  EXPECT_NEAR(m->resize_cost().measured_seconds, 4.0, 1e-9);
+  std::filesystem::remove(path);
+}
+
 class TablePrior final : public SpeedPrior {
  public:
   explicit TablePrior(std::map<int, double> rates) : rates_(std::move(rates)) {}

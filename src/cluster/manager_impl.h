@@ -67,6 +67,11 @@ class ClusterManager::Impl {
   Status HandleSamples(const std::vector<MetricSample>& samples);
   Status HandleEndpoints(const std::vector<TaskEndpoint>& endpoints);
   Status LearnSample(JobRecord& job, const MetricSample& m);
+  // A step record of a job with a resize pending: the resize's cost, if the
+  // record is the first at the new size (Note [Measured resize cost]).
+  Status LearnResizeCost(JobRecord& job, const MetricSample& m);
+  // mu_ and round_mu_ held: a new policy_ when the measured resize cost moved away from the one in force.
+  Status AdoptResizeCost();
   // A new entry in speeds_ for the job, with its prior.
   LiveSpeed& TrackSpeed(const JobRecord& job);
   Status NodeDown(NodeRecord& node);
@@ -95,6 +100,18 @@ class ClusterManager::Impl {
   std::vector<JobRecord> jobs_;                       // By id, including ended jobs.
   std::map<int64_t, LiveSpeed> speeds_;               // Active jobs' throughput estimates.
   std::map<std::string, RateTable> profile_rates_;    // What the jobs of each profile measured.
+  ResizeCost resize_cost_;                             // seconds: the policy's; see Note [Measured resize cost].
+  // A running job's last resize, until its second step record at the new
+  // size past it: when, the job's estimated step then, and the first record
+  // at the new size (first_time < 0: none yet).
+  struct PendingResize {
+    double time = 0;
+    double step = 0;
+    double first_time = -1;
+    int first_step = 0;
+  };
+  std::map<int64_t, PendingResize> pending_resizes_;
+  std::map<int64_t, MetricSample> last_records_;       // Each active job's newest step record.
   double next_round_ = 0;
   double last_round_ = -1e300;
   double last_accrual_ = 0;

@@ -198,6 +198,7 @@ void ClusterManager::Impl::RaiseToMinimum(const std::vector<sched::Placement>& p
 // seen at, or ended (its slots are free). Jobs submitted meanwhile wait for
 // the next round; a discarded decision is retried at the next tick.
 Result<bool> ClusterManager::Impl::PrepareRound(RoundInput* in) {
+  FRUGAL_RETURN_IF_ERROR(AdoptResizeCost());
   AccrueService();
   last_round_ = clock_.Now();
   next_round_ = last_round_ + options_.round_interval_s;

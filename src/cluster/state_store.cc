@@ -234,6 +234,21 @@ class SqliteStateStore final : public StateStore {
     return out;
   }
 
+  Result<std::string> LoadSetting(const std::string& key) override {
+    Stmt s(db_, "SELECT value FROM frugal_cluster WHERE key = ?1");
+    s.Bind(1, "setting:" + key);
+    const int rc = s.Step();
+    if (rc == SQLITE_ROW) return s.Text(0);
+    if (rc != SQLITE_DONE) return s.Error();
+    return std::string();
+  }
+
+  Status SaveSetting(const std::string& key, const std::string& value) override {
+    Stmt s(db_, "INSERT OR REPLACE INTO frugal_cluster VALUES (?1, ?2)");
+    s.Bind(1, "setting:" + key).Bind(2, value);
+    return s.Run();
+  }
+
   Status SaveProfileRate(const std::string& profile, int workers, double samples_per_s) override {
     Stmt s(db_, "INSERT OR REPLACE INTO profile_rates VALUES (?1, ?2, ?3)");
     s.Bind(1, profile).Bind(2, static_cast<int64_t>(workers)).Bind(3, samples_per_s);

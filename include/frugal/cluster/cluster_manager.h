@@ -53,6 +53,16 @@ struct ManagerOptions {
   // Each job's throughput prior (e.g. the planner's); empty: none (Note
   // [Live throughput prior] in src/cluster/live_speed.h).
   SpeedPriorFactory speed_prior;
+  // Replace policy_options.reallocation_cost by the resize cost measured on
+  // this cluster once there is one (Note [Measured resize cost]).
+  bool learn_resize_cost = false;
+};
+
+// What a resize of a running job costs it, as the policy weighs it.
+struct ResizeCost {
+  double seconds = 0;  // policy_options.reallocation_cost in force.
+  int measured = 0;    // Resizes measured so far (0: seconds is the configured value).
+  double measured_seconds = 0;  // Their moving average (weight 0.3); 0 when none.
 };
 
 // Per-job throughput: samples/s by worker count, measured by the job itself
@@ -96,6 +106,7 @@ class ClusterManager {
   Result<std::vector<AllocationRecord>> Allocations() const;
   Result<std::vector<MetricSample>> Samples(int64_t job_id) const;
   const std::string& policy_name() const { return options_.policy; }
+  ResizeCost resize_cost() const;
   long rounds() const;
 
  private:

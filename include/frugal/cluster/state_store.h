@@ -48,6 +48,9 @@ class StateStore {
   virtual Result<int64_t> AppendEvent(const EventRecord& event) = 0;
   // Samples already stored (same job, step, kind) are ignored.
   virtual Status AppendSamples(const std::vector<MetricSample>& samples) = 0;
+  // The server's own values by key ("" when never saved).
+  virtual Result<std::string> LoadSetting(const std::string& key) = 0;
+  virtual Status SaveSetting(const std::string& key, const std::string& value) = 0;
   // Inserts or replaces the profile's rate at `workers`.
   virtual Status SaveProfileRate(const std::string& profile, int workers, double samples_per_s) = 0;
 
