@@ -33,7 +33,7 @@ void Flatten(const toml::table& table, const std::string& prefix, std::vector<st
       Flatten(value.as_table(), name + ".", out);
     } else {
       std::ostringstream text;
-      text << toml::value(value);
+      text << value;
       out->push_back(name + "=" + text.str());
     }
   }

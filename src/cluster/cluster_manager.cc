@@ -239,7 +239,7 @@ Status ClusterManager::Impl::LearnSample(JobRecord& job, const MetricSample& m) 
 // checkpoint load and steps redone. The rate at the new size is the second
 // record's: a record's samples_per_s is over the wall time since the
 // previous record, so the first one's includes the stall (with it, the
-// first live runs measured 0 s for every resize). The average (weight 0.3)
+// first live run measured 0 s for every resize). The average (weight 0.3)
 // is stored, and with ManagerOptions::learn_resize_cost (`frugal cluster
 // serve` without --realloc-cost) it replaces the configured cost at the next
 // round once it differs from it by more than 10% and half a second.
