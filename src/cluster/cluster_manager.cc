@@ -117,6 +117,7 @@ Status ClusterManager::Impl::EndJob(JobRecord& job, JobState state, const std::s
   speeds_.erase(job.id);
   pending_resizes_.erase(job.id);
   last_records_.erase(job.id);
+  unsettled_.erase(job.id);
   next_round_ = clock_.Now();
   return Status::Ok();
 }
@@ -152,6 +153,7 @@ Status ClusterManager::Impl::SetPlacement(JobRecord& job, std::vector<NodeSlots>
   FRUGAL_RETURN_IF_ERROR(store_->SaveJob(job).status());
   const char* kind = before == 0 ? "start" : job.placement.empty() ? "preempt" : "resize";
   pending_resizes_.erase(job.id);
+  if (!job.placement.empty()) unsettled_.insert(job.id);
   if (auto last = last_records_.find(job.id); before > 0 && !job.placement.empty() && last != last_records_.end()) {
     // The steps made since the job's last record, at that record's rate.
     const MetricSample& r = last->second;
@@ -213,16 +215,26 @@ Status ClusterManager::Impl::HandleExit(const NodeRecord& node, const TaskExit& 
                       /*fresh=*/true);
 }
 
+// Note [Records that span a change]: a record's samples_per_s is over the
+// wall time since the job's previous record, so the first record at a new
+// placement's size also covers the process start (a start or restart) or
+// the workers leaving and joining (a resize in place). It is the resize
+// cost's measurement point (Note [Measured resize cost]) but no rate: taken
+// as one, it pulled the job's and its profile's moving averages down by
+// the stall (weight 0.3). Records the server rebuilds the rates from after
+// its own restart are all taken (which of them spanned a change is not
+// stored).
 Status ClusterManager::Impl::LearnSample(JobRecord& job, const MetricSample& m) {
   if (m.samples_per_s < 0) return Status::Ok();  // An evaluation record.
   job.formed = true;
-  speeds_[job.id].Observe(m.workers, m.samples_per_s);
   if (m.step > job.last_step) {
     job.progress += static_cast<double>(m.step - job.last_step) * std::max(m.global_batch, 0);
     job.last_step = m.step;
   }
   FRUGAL_RETURN_IF_ERROR(LearnResizeCost(job, m));
   last_records_[job.id] = m;
+  if (m.workers == job.Workers() && unsettled_.erase(job.id) > 0) return Status::Ok();
+  speeds_[job.id].Observe(m.workers, m.samples_per_s);
   if (job.spec.profile.empty()) return Status::Ok();
   RateTable& shared = profile_rates_[job.spec.profile];
   if (!shared.Observe(m.workers, m.samples_per_s)) return Status::Ok();

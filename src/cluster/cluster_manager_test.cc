@@ -270,6 +270,8 @@ TEST_F(ManagerTest, TheResizeCostIsMeasuredAndAdopted) {
     EXPECT_DOUBLE_EQ(m->resize_cost().seconds, 30) << "adopted at the next round";
     ASSERT_TRUE(m->Heartbeat(sample(75, 2, 320)).ok());
     EXPECT_EQ(m->resize_cost().measured, 1) << "one measurement per resize";
+    EXPECT_EQ(m->Throughputs()[1].samples_per_s, (std::map<int, double>{{2, 320.0}}))
+        << "the records spanning the start (640) and the resize (100) are no rates";
     ASSERT_TRUE(m->RunRound().ok());
     EXPECT_NEAR(m->resize_cost().seconds, 4.0, 1e-9);
     auto events = m->Events(0, 100);
@@ -333,7 +335,9 @@ TEST_F(ManagerTest, JobsOfOneProfileShareWhatTheyMeasuredAcrossARestart) {
     AgentReport r;
     r.node = "host-a";
     r.slots = 4;
-    r.samples = {{1, 10, 0, 4, 128, 2.2, -1, 390.0}, {1, 20, 0, 2, 128, 2.1, -1, 400.0}};
+    // The first record at 4 spans the job's start (Note [Records that span a change]): no rate.
+    r.samples = {{1, 10, 0, 4, 128, 2.2, -1, 100.0}, {1, 20, 0, 4, 128, 2.2, -1, 390.0},
+                 {1, 30, 0, 2, 128, 2.1, -1, 400.0}};
     ASSERT_TRUE(m->Heartbeat(r).ok());
     ASSERT_TRUE(m->Cancel(1).ok());
   }

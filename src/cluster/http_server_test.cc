@@ -90,7 +90,9 @@ TEST_F(HttpServerTest, DashboardAndItsStateEndpoint) {
   r.slots = 4;
   ASSERT_TRUE((*client)->Heartbeat(r).ok());
   ASSERT_TRUE(manager_->RunRound().ok());
-  r.samples = {{*id, 10, 0, 4, 256, 2.0, -1, 300}, {*id, 10, 0, 4, 256, -1, 0.55, -1}};
+  // The first record spans the job's start: no rate (Note [Records that span a change]).
+  r.samples = {{*id, 10, 0, 4, 256, 2.1, -1, 250}, {*id, 20, 0, 4, 256, 2.0, -1, 300},
+               {*id, 20, 0, 4, 256, -1, 0.55, -1}};
   auto reply = (*client)->Heartbeat(r);
   ASSERT_TRUE(reply.ok());
   ASSERT_EQ(reply->tasks.size(), 1u);
@@ -108,7 +110,7 @@ TEST_F(HttpServerTest, DashboardAndItsStateEndpoint) {
   EXPECT_EQ(s["jobs"][0]["state"], "running");
   EXPECT_EQ(s["jobs"][0]["queue_position"], 0);
   EXPECT_DOUBLE_EQ(s["jobs"][0]["samples_per_s_by_workers"]["4"].get<double>(), 300);
-  EXPECT_EQ(s["samples"][std::to_string(*id)].size(), 2u);
+  EXPECT_EQ(s["samples"][std::to_string(*id)].size(), 3u);
   EXPECT_EQ(s["allocations"].size(), 1u);
   auto cancelled = (*client)->Post("/api/jobs/" + std::to_string(*id) + "/cancel", "");
   ASSERT_TRUE(cancelled.ok()) << cancelled.status().message();

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,9 @@ class ClusterManager::Impl {
   };
   std::map<int64_t, PendingResize> pending_resizes_;
   std::map<int64_t, MetricSample> last_records_;       // Each active job's newest step record.
+  // Jobs placed anew (started, resized, restarted) whose first record at the
+  // new size has not arrived: its window spans the change, so it is no rate.
+  std::set<int64_t> unsettled_;
   double next_round_ = 0;
   double last_round_ = -1e300;
   double last_accrual_ = 0;
