@@ -29,13 +29,24 @@ class HookState:
             # One thread per state runs the buckets in the order DDP hands them over (bucket index order, the
             # same on every rank), so the exchange of bucket k overlaps the backward of the buckets after it.
             self._jobs = queue.SimpleQueue()
-            threading.Thread(target=_run_buckets, args=(engine, self._jobs), name="frugal-hook",
-                             daemon=True).start()
-            weakref.finalize(self, self._jobs.put, None)
+            thread = threading.Thread(target=_run_buckets, args=(engine, self._jobs), name="frugal-hook",
+                                      daemon=True)
+            thread.start()
+            weakref.finalize(self, _stop_hook_thread, self._jobs, thread)
 
     def stats(self):
         """Calls, values and bytes sent, seconds spent (cumulative)."""
         return self._engine.stats()
+
+
+def _stop_hook_thread(jobs, thread):
+    """Ends a hook thread: when its state is collected, or at exit (weakref.finalize's atexit). At exit the
+    thread must be gone before the interpreter finalizes: a daemon thread that wakes up during finalization
+    is ended by pthread_exit, whose forced unwind through native frames aborted the process ("terminate
+    called without an active exception", about 1 run in 8 of test_hook under load)."""
+    jobs.put(None)
+    if thread is not threading.current_thread():
+        thread.join(timeout=default_timeout_s())
 
 
 def _run_buckets(engine, jobs):
