@@ -69,6 +69,14 @@ LiveSpeed& ClusterManager::Impl::TrackSpeed(const JobRecord& job) {
   return speed;
 }
 
+LiveSpeed ClusterManager::Impl::SpeedForRound(const JobRecord& job) {
+  LiveSpeed speed = speeds_[job.id];
+  if (auto shared = profile_rates_.find(job.spec.profile); shared != profile_rates_.end()) {
+    speed.SetShared(shared->second);
+  }
+  return speed;
+}
+
 JobRecord* ClusterManager::Impl::FindJob(int64_t id) {
   auto it = std::lower_bound(jobs_.begin(), jobs_.end(), id, [](const JobRecord& j, int64_t v) { return j.id < v; });
   return it != jobs_.end() && it->id == id ? &*it : nullptr;
@@ -437,11 +445,10 @@ std::map<int64_t, ThroughputTable> ClusterManager::Throughputs() const {
     if (IsTerminal(j.state) || speed == impl_->speeds_.end()) continue;
     ThroughputTable& t = out[j.id];
     t.samples_per_s = speed->second.measured();
-    LiveSpeed view = speed->second;  // As the round sees it.
     if (auto it = impl_->profile_rates_.find(j.spec.profile); it != impl_->profile_rates_.end()) {
       t.profile_samples_per_s = it->second.rates();
-      view.SetShared(it->second);
     }
+    const LiveSpeed view = impl_->SpeedForRound(j);
     for (int n = 1; n <= std::min(j.spec.max_workers, 64); ++n) t.estimate[n] = view.RateAt(n);
   }
   return out;

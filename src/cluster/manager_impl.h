@@ -75,6 +75,8 @@ class ClusterManager::Impl {
   Status AdoptResizeCost();
   // A new entry in speeds_ for the job, with its prior.
   LiveSpeed& TrackSpeed(const JobRecord& job);
+  // The job's estimate as a round sees it: its own rates with its profile's (a copy).
+  LiveSpeed SpeedForRound(const JobRecord& job);
   Status NodeDown(NodeRecord& node);
   void AccrueService();
   void BuildViews(const std::vector<JobRecord*>& active, const std::map<int64_t, int>& index, RoundInput* in);

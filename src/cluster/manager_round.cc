@@ -86,10 +86,7 @@ void ClusterManager::Impl::BuildViews(const std::vector<JobRecord*>& active, con
     }
     std::sort(shares.begin(), shares.end(), [](auto& a, auto& b) { return a.node < b.node; });
     v.placement = sched::Placement(shares);
-    in->speeds.push_back(speeds_[j->id]);
-    if (auto shared = profile_rates_.find(j->spec.profile); shared != profile_rates_.end()) {
-      in->speeds.back().SetShared(shared->second);
-    }
+    in->speeds.push_back(SpeedForRound(*j));
     v.speed = &in->speeds.back();
     in->views.push_back(v);
     in->ids.push_back(j->id);
