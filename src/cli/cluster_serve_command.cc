@@ -23,6 +23,7 @@
 #include "frugal/cluster/client.h"
 #include "frugal/cluster/cluster_manager.h"
 #include "frugal/cluster/http_server.h"
+#include "frugal/cluster/slurm_backend.h"
 #include "frugal/common/file.h"
 #include "frugal/common/toml_text.h"
 #include "frugal/sched/policy.h"
@@ -100,6 +101,8 @@ struct ServeFlags {
   double contended_horizon = 60;
   double tiresias_threshold = sched::PolicyOptions{}.tiresias_threshold_gpu_seconds;
   std::string prior_hardware;  // Empty: no planner prior.
+  std::string backend = "agents";
+  cluster::SlurmOptions slurm;
 };
 
 // Note [Live switch cost]
@@ -143,6 +146,22 @@ cluster::SpeedPriorFactory MakeSpeedPrior(const ServeFlags& f) {
 #endif
 }
 
+std::string SelfPath() {
+  char self[4096] = {};
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  return n > 0 ? std::string(self, n) : "";
+}
+
+// --backend slurm: the partition's nodes run the jobs (Note [Slurm backend]).
+std::unique_ptr<cluster::SlurmBackend> MakeSlurmBackend(const ServeFlags& f, cluster::ClusterManager& manager) {
+  if (f.backend != "slurm") return nullptr;
+  cluster::SlurmOptions so = f.slurm;
+  if (so.frugal_binary.empty()) so.frugal_binary = SelfPath();
+  auto backend = cluster::SlurmBackend::Create(manager, so);
+  if (!backend.ok()) throw RunError("--backend slurm: " + backend.status().message());
+  return std::move(*backend);
+}
+
 void RunServe(const ServeFlags& f) {
   const size_t colon = f.listen.rfind(':');
   if (colon == std::string::npos) throw UsageError("--listen must be HOST:PORT, got '" + f.listen + "'");
@@ -174,18 +193,43 @@ void RunServe(const ServeFlags& f) {
   mo.policy_options.tiresias_threshold_gpu_seconds = f.tiresias_threshold;
   auto manager = cluster::ClusterManager::Open(std::move(*store), MakeController(f), cluster::SystemWallClock(), mo);
   if (!manager.ok()) throw UsageError(manager.status().message());
+  std::unique_ptr<cluster::SlurmBackend> slurm = MakeSlurmBackend(f, **manager);
   InstallStopHandlers();
   auto server = cluster::ClusterServer::Start(**manager, so);
   if (!server.ok()) throw RunError(server.status().message());
-  std::printf("frugal cluster: serving on http://%s:%d (policy %s, %s jobs, resize cost %g s, state %s%s)\n",
+  std::thread slurm_thread;
+  if (slurm) slurm_thread = std::thread([&] { slurm->Run(g_stop); });
+  std::printf("frugal cluster: serving on http://%s:%d (policy %s, %s jobs, resize cost %g s, state %s%s%s)\n",
               so.host.c_str(), (*server)->port(), f.policy.c_str(), f.controller.c_str(),
               mo.policy_options.reallocation_cost, f.state.c_str(),
-              f.prior_hardware.empty() ? "" : (", planner prior on " + f.prior_hardware).c_str());
+              f.prior_hardware.empty() ? "" : (", planner prior on " + f.prior_hardware).c_str(),
+              slurm ? (", Slurm runs the jobs" + (f.slurm.partition.empty() ? "" : " in partition " + f.slurm.partition)).c_str() : "");
   std::fflush(stdout);
   while (!g_stop.load() && (*server)->error().ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   Status error = (*server)->error();
+  g_stop = true;
+  if (slurm_thread.joinable()) slurm_thread.join();
   (*server)->Stop();
   if (!error.ok()) throw RunError("cluster server: " + error.message());
+}
+
+void AddSlurmFlags(CLI::App* cmd, ServeFlags* f) {
+  cmd->add_option("--backend", f->backend,
+                  "agents: hosts run `frugal cluster agent`; slurm: Slurm launches the workers on its nodes "
+                  "(sbatch/scancel; the server needs Slurm's client commands)")
+      ->capture_default_str()->check(CLI::IsMember({"agents", "slurm"}));
+  cmd->add_option("--slurm-partition", f->slurm.partition, "Slurm: the partition whose nodes the server schedules "
+                  "(default: the cluster's default partition)");
+  cmd->add_option("--slurm-slots-per-node", f->slurm.slots_per_node,
+                  "Slurm: slots of each node (default: its GPUs, or its CPUs without GPUs)")
+      ->check(Bounded(1, 1024));
+  cmd->add_option("--work-dir", f->slurm.work_dir,
+                  "Slurm: task configs, logs and runs/, on a file system the nodes share")->capture_default_str();
+  cmd->add_option("--host", f->slurm.host,
+                  "Slurm: the address of this host that the nodes reach (elastic coordinators listen on it)")
+      ->capture_default_str();
+  cmd->add_option("--frugal", f->slurm.frugal_binary,
+                  "Slurm: the frugal executable the nodes run (same path on every node; default: this one)");
 }
 
 void AddServe(CLI::App* cluster) {
@@ -227,6 +271,7 @@ void AddServe(CLI::App* cluster) {
   cmd->add_option("--prior-hardware", f->prior_hardware,
                   "Built-in hardware or TOML file the slots are: the planner's prediction of each job there is "
                   "its throughput before it is measured (default: none)");
+  AddSlurmFlags(cmd, f.get());
   cmd->callback([f] { RunServe(*f); });
 }
 
@@ -250,11 +295,7 @@ void AddAgent(CLI::App* cluster) {
       ->capture_default_str()->check(Bounded(0, 3600));
   cmd->callback([cf, ao] {
     cluster::AgentOptions options = *ao;
-    if (options.frugal_binary.empty()) {
-      char self[4096] = {};
-      ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-      if (n > 0) options.frugal_binary.assign(self, n);
-    }
+    if (options.frugal_binary.empty()) options.frugal_binary = SelfPath();
     auto agent = cluster::Agent::Create(MakeClient(*cf), options);
     if (!agent.ok()) throw UsageError(agent.status().message());
     InstallStopHandlers();

@@ -14,7 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "frugal/cluster/job_controller.h"
 #include "process.h"
+#include "task_runner.h"
 
 namespace frugal::cluster {
 namespace {
@@ -24,10 +26,11 @@ using Clock = std::chrono::steady_clock;
 
 struct Task {
   TaskSpec spec;
-  pid_t pid = 0;
+  int64_t handle = 0;  // The runner's.
   bool stopping = false;
   Clock::time_point kill_at;
   std::string endpoint;  // What a reports_endpoint task printed, once seen.
+  bool adopted = false;  // Found running at start: spec holds only what its id says until the server lists it.
 };
 
 // The newest step directory of <runs>/<run>/checkpoints with a COMPLETE
@@ -83,16 +86,39 @@ bool ToSample(const nlohmann::json& r, const TaskSpec& task, MetricSample* m) {
   return true;
 }
 
+class LocalTaskRunner final : public TaskRunner {
+ public:
+  explicit LocalTaskRunner(std::string host) : host_(std::move(host)) {}
+  Result<int64_t> Start(const TaskSpec&, const std::vector<std::string>& argv, const std::string& cwd,
+                        const std::string& log_path) override {
+    Result<pid_t> pid = SpawnProcessGroup(argv, cwd, log_path);
+    if (!pid.ok()) return pid.status();
+    return static_cast<int64_t>(*pid);
+  }
+  std::optional<int> PollExit(int64_t handle) override { return cluster::PollExit(static_cast<pid_t>(handle)); }
+  void Stop(int64_t handle, bool kill) override { SignalGroup(static_cast<pid_t>(handle), kill ? SIGKILL : SIGTERM); }
+  // Stragglers of its group (the workers of a dead `frugal train`).
+  void Cleanup(int64_t handle) override { SignalGroup(static_cast<pid_t>(handle), SIGKILL); }
+  std::string Host(const TaskSpec&) const override { return host_; }
+
+ private:
+  std::string host_;
+};
+
 class AgentImpl final : public Agent {
  public:
-  AgentImpl(std::unique_ptr<ClusterClient> client, AgentOptions options)
-      : client_(std::move(client)), options_(std::move(options)), runs_(fs::path(options_.work_dir) / "runs") {}
+  AgentImpl(std::unique_ptr<ClusterClient> client, AgentOptions options, std::unique_ptr<TaskRunner> runner)
+      : client_(std::move(client)), options_(std::move(options)), runner_(std::move(runner)),
+        runs_(fs::path(options_.work_dir) / "runs") {
+    Adopt();
+  }
 
   Status RunOnce() override;
   void Run(const std::atomic<bool>& stop) override;
   void StopAll() override;
 
  private:
+  void Adopt();
   void Reap();
   void ReadMetrics(const TaskSpec& task);
   void Reconcile(const AgentReply& reply);
@@ -101,6 +127,7 @@ class AgentImpl final : public Agent {
 
   std::unique_ptr<ClusterClient> client_;
   AgentOptions options_;
+  std::unique_ptr<TaskRunner> runner_;
   fs::path runs_;
   std::map<std::string, Task> tasks_;           // Running (or stopping), by task id.
   std::set<std::string> started_;               // Every task id ever started: none runs twice.
@@ -124,17 +151,38 @@ void AgentImpl::ReadMetrics(const TaskSpec& task) {
   }
 }
 
+// Tasks the runner already runs (a restarted server's Slurm jobs) are this
+// agent's again: they are not started twice, their exits are reported, and
+// their metrics are read from where their files end now (what was written
+// while no one read them is not sent again).
+void AgentImpl::Adopt() {
+  for (const auto& [id, handle] : runner_->Running()) {
+    Task t;
+    t.handle = handle;
+    t.spec.task_id = id;
+    if (!ParseTaskId(id, &t.spec.job_id, &t.spec.generation)) continue;
+    t.spec.resume_run = RunName(t.spec.job_id);
+    std::error_code ec;
+    const auto size = fs::file_size(runs_ / t.spec.resume_run / "metrics.jsonl", ec);
+    if (!ec) metrics_offset_[t.spec.job_id] = static_cast<std::streamoff>(size);
+    std::fprintf(stderr, "agent %s: adopting %s, already running\n", options_.node.c_str(), id.c_str());
+    t.adopted = true;
+    started_.insert(id);
+    tasks_[id] = std::move(t);
+  }
+}
+
 void AgentImpl::Reap() {
   for (auto it = tasks_.begin(); it != tasks_.end();) {
     Task& t = it->second;
-    std::optional<int> code = PollExit(t.pid);
+    std::optional<int> code = runner_->PollExit(t.handle);
     if (!code) {
-      if (t.stopping && Clock::now() >= t.kill_at) SignalGroup(t.pid, SIGKILL);
+      if (t.stopping && Clock::now() >= t.kill_at) runner_->Stop(t.handle, true);
       ReadMetrics(t.spec);
       ++it;
       continue;
     }
-    SignalGroup(t.pid, SIGKILL);  // Stragglers of its group (workers of a dead launcher).
+    runner_->Cleanup(t.handle);
     ReadMetrics(t.spec);
     std::fprintf(stderr, "agent: task %s exited with code %d%s\n", it->first.c_str(), *code,
                  t.stopping ? " (stopped)" : "");
@@ -151,7 +199,7 @@ std::vector<std::string> AgentImpl::CommandLine(const TaskSpec& spec, const fs::
     if (a == "{runs}") return runs_.string();
     if (a == "{checkpoint}") return checkpoint;
     const size_t at = a.find("{host}");
-    return at == std::string::npos ? a : a.substr(0, at) + options_.host + a.substr(at + 6);
+    return at == std::string::npos ? a : a.substr(0, at) + runner_->Host(spec) + a.substr(at + 6);
   };
   if (!checkpoint.empty() && !spec.resume_appends) {
     argv.insert(argv.end(), {"train", "--resume", (runs_ / spec.resume_run).string()});
@@ -175,18 +223,26 @@ void AgentImpl::Start(const TaskSpec& spec) {
   std::string line;
   for (const std::string& a : argv) line += a + " ";
   std::fprintf(stderr, "agent: starting %s: %s\n", spec.task_id.c_str(), line.c_str());
-  Result<pid_t> pid = SpawnProcessGroup(argv, options_.work_dir, (fs::path(options_.work_dir) / (spec.task_id + ".log")).string());
-  if (!pid.ok()) {
-    std::fprintf(stderr, "agent: cannot start %s: %s\n", spec.task_id.c_str(), pid.status().message().c_str());
+  Result<int64_t> handle =
+      runner_->Start(spec, argv, options_.work_dir, (fs::path(options_.work_dir) / (spec.task_id + ".log")).string());
+  if (!handle.ok()) {
+    std::fprintf(stderr, "agent: cannot start %s: %s\n", spec.task_id.c_str(), handle.status().message().c_str());
     pending_exits_.push_back({spec.task_id, 127});
     return;
   }
-  tasks_[spec.task_id] = Task{spec, *pid, false, {}, ""};
+  tasks_[spec.task_id] = Task{spec, *handle, false, {}, ""};
 }
 
 void AgentImpl::Reconcile(const AgentReply& reply) {
   std::set<std::string> wanted;
-  for (const TaskSpec& t : reply.tasks) wanted.insert(t.task_id);
+  for (const TaskSpec& t : reply.tasks) {
+    wanted.insert(t.task_id);
+    auto it = tasks_.find(t.task_id);
+    if (it != tasks_.end() && it->second.adopted) {
+      it->second.spec = t;
+      it->second.adopted = false;
+    }
+  }
   // Incarnations whose coordinator stops now: SIGTERM asks an elastic worker
   // to leave through its coordinator, which is going away too, so the
   // workers would only wait out the stop grace. They get SIGKILL; the next
@@ -202,7 +258,7 @@ void AgentImpl::Reconcile(const AgentReply& reply) {
     t.stopping = true;
     t.kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                    std::chrono::duration<double>(options_.stop_grace_s));
-    SignalGroup(t.pid, orphaned ? SIGKILL : SIGTERM);
+    runner_->Stop(t.handle, orphaned);
   }
   for (const TaskSpec& t : reply.tasks) {
     if (started_.count(t.task_id)) continue;
@@ -215,6 +271,7 @@ void AgentImpl::Reconcile(const AgentReply& reply) {
 }
 
 Status AgentImpl::RunOnce() {
+  runner_->Refresh();
   Reap();
   AgentReport report;
   report.node = options_.node;
@@ -251,25 +308,36 @@ void AgentImpl::Run(const std::atomic<bool>& stop) {
 }
 
 void AgentImpl::StopAll() {
-  for (auto& [id, t] : tasks_) SignalGroup(t.pid, SIGTERM);
+  for (auto& [id, t] : tasks_) runner_->Stop(t.handle, false);
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(options_.stop_grace_s));
   while (!tasks_.empty() && Clock::now() < deadline) {
+    runner_->Refresh();
     for (auto it = tasks_.begin(); it != tasks_.end();) {
-      it = PollExit(it->second.pid) ? tasks_.erase(it) : std::next(it);
+      it = runner_->PollExit(it->second.handle) ? tasks_.erase(it) : std::next(it);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  for (auto& [id, t] : tasks_) SignalGroup(t.pid, SIGKILL);
+  for (auto& [id, t] : tasks_) runner_->Stop(t.handle, true);
   for (auto& [id, t] : tasks_) {
-    while (!PollExit(t.pid)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    while (!runner_->PollExit(t.handle)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   tasks_.clear();
 }
 
 }  // namespace
 
+std::unique_ptr<TaskRunner> NewLocalTaskRunner(std::string host) {
+  return std::make_unique<LocalTaskRunner>(std::move(host));
+}
+
 Result<std::unique_ptr<Agent>> Agent::Create(std::unique_ptr<ClusterClient> client, AgentOptions options) {
+  std::string host = options.host;
+  return CreateAgentWithRunner(std::move(client), std::move(options), NewLocalTaskRunner(std::move(host)));
+}
+
+Result<std::unique_ptr<Agent>> CreateAgentWithRunner(std::unique_ptr<ClusterClient> client, AgentOptions options,
+                                                     std::unique_ptr<TaskRunner> runner) {
   if (options.slots < 1 || options.slots > 1024) return Status::InvalidArgument("--slots must be in [1, 1024]");
   if (options.node.empty()) {
     char host[256] = {};
@@ -286,7 +354,7 @@ Result<std::unique_ptr<Agent>> Agent::Create(std::unique_ptr<ClusterClient> clie
   options.work_dir = fs::absolute(options.work_dir, ec).string();
   fs::create_directories(options.work_dir, ec);
   if (ec) return Status::IOError("--work-dir " + options.work_dir + ": " + ec.message());
-  return std::unique_ptr<Agent>(new AgentImpl(std::move(client), std::move(options)));
+  return std::unique_ptr<Agent>(new AgentImpl(std::move(client), std::move(options), std::move(runner)));
 }
 
 }  // namespace frugal::cluster

@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 namespace frugal::cluster {
@@ -53,6 +56,76 @@ std::optional<int> PollExit(pid_t pid) {
 
 void SignalGroup(pid_t pid, int signal) {
   if (pid > 0) kill(-pid, signal);
+}
+
+
+namespace {
+
+// Appends what is readable on `fd` to *out; false at end of file.
+bool Drain(int fd, std::string* out) {
+  char buf[4096];
+  const ssize_t n = read(fd, buf, sizeof(buf));
+  if (n > 0) out->append(buf, static_cast<size_t>(n));
+  return n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN));
+}
+
+}  // namespace
+
+Result<CommandResult> RunCommand(const std::vector<std::string>& argv, double timeout_s) {
+  if (argv.empty()) return Status::InvalidArgument("empty command");
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    return Status::IOError(std::string("pipe: ") + std::strerror(errno));
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+    return Status::IOError(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  CommandResult result;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  bool out_open = true, err_open = true, timed_out = false;
+  while (out_open || err_open) {
+    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd fds[2] = {{out_open ? out_pipe[0] : -1, POLLIN, 0}, {err_open ? err_pipe[0] : -1, POLLIN, 0}};
+    if (poll(fds, 2, static_cast<int>(std::min(left, 1.0) * 1000) + 1) < 0 && errno != EINTR) break;
+    if (out_open && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) out_open = Drain(out_pipe[0], &result.out);
+    if (err_open && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) err_open = Drain(err_pipe[0], &result.err);
+  }
+  close(out_pipe[0]);
+  close(err_pipe[0]);
+  if (timed_out) SignalGroup(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) return Status::Timeout(argv[0] + " did not finish within " + std::to_string(timeout_s) + " s");
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255;
+  if (result.exit_code == 127 && result.out.empty() && result.err.empty()) {
+    return Status::IOError(argv[0] + ": cannot run it (not installed, or not in PATH)");
+  }
+  return result;
 }
 
 }  // namespace frugal::cluster

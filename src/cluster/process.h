@@ -24,4 +24,15 @@ std::optional<int> PollExit(pid_t pid);
 // Sends `signal` to the process group of `pid`.
 void SignalGroup(pid_t pid, int signal);
 
+// What a short command printed and how it ended.
+struct CommandResult {
+  int exit_code = 0;   // 128 + signal for a signalled process.
+  std::string out;     // stdout
+  std::string err;     // stderr
+};
+// Runs `argv` (argv[0] looked up in PATH) to completion, stdin from
+// /dev/null. IOError if it cannot start, Timeout (after killing it) if it
+// runs past timeout_s.
+Result<CommandResult> RunCommand(const std::vector<std::string>& argv, double timeout_s);
+
 }  // namespace frugal::cluster

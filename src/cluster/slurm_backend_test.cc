@@ -1,0 +1,163 @@
+// The Slurm backend's pieces that need no Slurm: parsing what its commands
+// print, the command runner, and an agent driving a runner it did not start
+// (the adoption a restarted server does). The backend against a real Slurm
+// is slurm_backend_test.py (ctest cluster_slurm).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "frugal/cluster/agent.h"
+#include "process.h"
+#include "slurm_parse.h"
+#include "task_runner.h"
+
+namespace frugal::cluster {
+namespace {
+
+TEST(SlurmParseTest, SinfoNodesWithGpusStatesAndDuplicates) {
+  const std::string out =
+      "gpu01|10.0.0.1|64|gpu:a100:4(S:0-1)|mixed\n"
+      "gpu02|10.0.0.2|64|gpu:2,shard:8|down*\n"
+      "cpu01|cpu01|32|(null)|idle\n"
+      "gpu01|10.0.0.1|64|gpu:a100:4(S:0-1)|mixed\n"  // Listed again for a second partition.
+      "garbage line\n";
+  std::vector<slurm::Node> nodes = slurm::ParseSinfo(out);
+  ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(nodes[0].name, "gpu01");
+  EXPECT_EQ(nodes[0].addr, "10.0.0.1");
+  EXPECT_EQ(nodes[0].cpus, 64);
+  EXPECT_EQ(nodes[0].gpus, 4);
+  EXPECT_EQ(nodes[1].gpus, 2);
+  EXPECT_EQ(nodes[2].gpus, 0);
+  EXPECT_TRUE(slurm::NodeUsable(nodes[0].state));
+  EXPECT_FALSE(slurm::NodeUsable(nodes[1].state));
+  EXPECT_TRUE(slurm::NodeUsable("idle"));
+  EXPECT_TRUE(slurm::NodeUsable("allocated"));
+  EXPECT_FALSE(slurm::NodeUsable("drained"));
+  EXPECT_FALSE(slurm::NodeUsable("draining"));
+  EXPECT_FALSE(slurm::NodeUsable("idle*"));
+}
+
+TEST(SlurmParseTest, SqueueRecordsAndExitCodes) {
+  const std::string out =
+      "41|frugal-job-3-g2-w0       |RUNNING   |0     |vm     |\n"
+      "42|frugal-job-3-g2-w1|FAILED|768|vm|\n"
+      "43|frugal-job-4-g1|CANCELLED|0||\n"
+      "44_1|array|RUNNING|0|vm|\n";
+  std::vector<slurm::Job> jobs = slurm::ParseSqueue(out);
+  ASSERT_EQ(jobs.size(), 3u);
+  EXPECT_EQ(jobs[0].id, 41);
+  EXPECT_EQ(jobs[0].name, "frugal-job-3-g2-w0");
+  EXPECT_EQ(jobs[0].node, "vm");
+  EXPECT_FALSE(slurm::JobEnded(jobs[0].state));
+  EXPECT_TRUE(slurm::JobEnded(jobs[1].state));
+  EXPECT_EQ(slurm::ExitCode(jobs[1].state, jobs[1].raw_exit), 3);
+  EXPECT_EQ(slurm::ExitCode("CANCELLED", 0), 143);  // Cancelled while pending: not a success.
+  EXPECT_EQ(slurm::ExitCode("CANCELLED", 1792), 7);  // Left on SIGTERM with its own code.
+  EXPECT_EQ(slurm::ExitCode("FAILED", 9), 137);
+  EXPECT_EQ(slurm::ExitCode("NODE_FAIL", 0), 137);
+  EXPECT_EQ(slurm::ExitCode("COMPLETED", 0), 0);
+  EXPECT_FALSE(slurm::JobEnded("COMPLETING"));
+  EXPECT_FALSE(slurm::JobEnded("PENDING"));
+}
+
+TEST(SlurmParseTest, ShellQuotingAndSbatchIds) {
+  EXPECT_EQ(slurm::ShellQuote({"/a b/frugal", "it's", ""}), "'/a b/frugal' 'it'\\''s' ''");
+  EXPECT_EQ(slurm::ParseSbatchId("123\n"), 123);
+  EXPECT_EQ(slurm::ParseSbatchId("77;cluster2\n"), 77);
+  EXPECT_EQ(slurm::ParseSbatchId("sbatch: error: x\n"), 0);
+}
+
+TEST(RunCommandTest, OutputExitCodeTimeoutAndMissingProgram) {
+  Result<CommandResult> r = RunCommand({"sh", "-c", "echo out; echo err >&2; exit 3"}, 10);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->out, "out\n");
+  EXPECT_EQ(r->err, "err\n");
+  EXPECT_EQ(r->exit_code, 3);
+  Result<CommandResult> slow = RunCommand({"sleep", "30"}, 0.3);
+  EXPECT_EQ(slow.status().code(), Status::Code::kTimeout);
+  Result<CommandResult> missing = RunCommand({"frugal-no-such-program"}, 10);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("frugal-no-such-program"), std::string::npos);
+}
+
+// A runner that runs nothing: tasks are "running" until told to stop.
+class FakeRunner final : public TaskRunner {
+ public:
+  std::map<std::string, int64_t> adopt;
+  std::map<int64_t, bool> stopped;  // handle -> killed
+  std::vector<std::vector<std::string>> started;
+  Result<int64_t> Start(const TaskSpec&, const std::vector<std::string>& argv, const std::string&,
+                        const std::string&) override {
+    started.push_back(argv);
+    return next_++;
+  }
+  std::optional<int> PollExit(int64_t handle) override {
+    return stopped.count(handle) ? std::optional<int>(143) : std::nullopt;
+  }
+  void Stop(int64_t handle, bool kill) override { stopped[handle] = kill; }
+  std::string Host(const TaskSpec& spec) const override { return spec.workers == 0 ? "server" : "node7"; }
+  std::map<std::string, int64_t> Running() override { return adopt; }
+
+ private:
+  int64_t next_ = 100;
+};
+
+class FakeClient final : public ClusterClient {
+ public:
+  std::vector<AgentReport> reports;
+  AgentReply reply;
+  Result<std::string> Get(const std::string&) override { return Status::Unavailable("fake"); }
+  Result<std::string> Post(const std::string&, const std::string&) override { return Status::Unavailable("fake"); }
+  Result<AgentReply> Heartbeat(const AgentReport& report) override {
+    reports.push_back(report);
+    return reply;
+  }
+  Result<int64_t> Submit(const JobSubmission&) override { return Status::Unavailable("fake"); }
+};
+
+TEST(AgentRunnerTest, TasksFoundRunningAreAdoptedNotStartedAgain) {
+  auto dir = std::filesystem::temp_directory_path() / ("frugal-agent-runner-" + std::to_string(getpid()));
+  auto runner = std::make_unique<FakeRunner>();
+  FakeRunner* fake = runner.get();
+  fake->adopt = {{"job-3-g2-w0", 41}, {"job-5-g1", 52}};
+  auto client = std::make_unique<FakeClient>();
+  FakeClient* server = client.get();
+  AgentOptions options;
+  options.node = "node7";
+  options.slots = 4;
+  options.frugal_binary = "/bin/true";
+  options.work_dir = dir.string();
+  Result<std::unique_ptr<Agent>> agent = CreateAgentWithRunner(std::move(client), options, std::move(runner));
+  ASSERT_TRUE(agent.ok()) << agent.status().message();
+
+  // The server wants job 3's worker (adopted) and a new worker of job 3 with
+  // {host}; job 5 is no longer wanted.
+  TaskSpec kept;
+  kept.task_id = "job-3-g2-w0";
+  kept.job_id = 3;
+  kept.generation = 1;  // The incarnation, which the id does not say.
+  kept.workers = 1;
+  TaskSpec joiner = kept;
+  joiner.task_id = "job-3-g4-w1";
+  joiner.args = {"worker", "--listen", "tcp://{host}:*"};
+  server->reply.tasks = {kept, joiner};
+  ASSERT_TRUE((*agent)->RunOnce().ok());
+  ASSERT_EQ(server->reports.size(), 1u);
+  EXPECT_EQ(server->reports[0].running, (std::vector<std::string>{"job-3-g2-w0", "job-5-g1"}));
+  ASSERT_EQ(fake->started.size(), 1u);  // Only the joiner; the adopted worker is not started twice.
+  EXPECT_EQ(fake->started[0].back(), "tcp://node7:*");
+  ASSERT_EQ(fake->stopped.count(52), 1u);
+  EXPECT_FALSE(fake->stopped[52]);  // SIGTERM first.
+  EXPECT_EQ(fake->stopped.count(41), 0u);
+
+  ASSERT_TRUE((*agent)->RunOnce().ok());  // Job 5's task has exited: reported once.
+  ASSERT_EQ(server->reports[1].exited.size(), 1u);
+  EXPECT_EQ(server->reports[1].exited[0].task_id, "job-5-g1");
+  EXPECT_EQ(server->reports[1].running, (std::vector<std::string>{"job-3-g2-w0", "job-3-g4-w1"}));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace frugal::cluster
