@@ -134,6 +134,7 @@ class AgentImpl final : public Agent {
   std::vector<TaskExit> pending_exits_;         // Not yet acknowledged by the server.
   std::vector<MetricSample> pending_samples_;
   std::map<int64_t, std::streamoff> metrics_offset_;  // By job: its run's metrics.jsonl, read so far.
+  std::set<std::pair<int64_t, int64_t>> adopted_runs_;  // (job, generation) of the tasks adopted at start.
 };
 
 void AgentImpl::ReadMetrics(const TaskSpec& task) {
@@ -241,6 +242,7 @@ void AgentImpl::Reconcile(const AgentReply& reply) {
     if (it != tasks_.end() && it->second.adopted) {
       it->second.spec = t;
       it->second.adopted = false;
+      adopted_runs_.insert({t.job_id, t.generation});
     }
   }
   // Incarnations whose coordinator stops now: SIGTERM asks an elastic worker
@@ -262,6 +264,16 @@ void AgentImpl::Reconcile(const AgentReply& reply) {
   }
   for (const TaskSpec& t : reply.tasks) {
     if (started_.count(t.task_id)) continue;
+    if (t.reports_endpoint && adopted_runs_.count({t.job_id, t.generation})) {
+      // Its workers were adopted but it was not: it ran here and is gone
+      // (the slot-less tasks of a Slurm backend die with the server). A new
+      // one would not know the running workers: report it lost, and the
+      // job restarts from its checkpoint.
+      std::fprintf(stderr, "agent: %s is gone while its workers run; reporting it lost\n", t.task_id.c_str());
+      started_.insert(t.task_id);
+      pending_exits_.push_back({t.task_id, 128 + SIGKILL});
+      continue;
+    }
     bool job_busy = false;  // An old generation of the job still shutting down shares its run directory.
     for (const auto& [id, running] : tasks_) {
       job_busy = job_busy || (running.spec.job_id == t.job_id && running.spec.generation != t.generation);

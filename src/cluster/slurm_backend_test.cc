@@ -132,8 +132,9 @@ TEST(AgentRunnerTest, TasksFoundRunningAreAdoptedNotStartedAgain) {
   Result<std::unique_ptr<Agent>> agent = CreateAgentWithRunner(std::move(client), options, std::move(runner));
   ASSERT_TRUE(agent.ok()) << agent.status().message();
 
-  // The server wants job 3's worker (adopted) and a new worker of job 3 with
-  // {host}; job 5 is no longer wanted.
+  // The server wants job 3's worker (adopted), its coordinator (not found
+  // running: lost) and a new worker of job 3 with {host}; job 5 is no longer
+  // wanted.
   TaskSpec kept;
   kept.task_id = "job-3-g2-w0";
   kept.job_id = 3;
@@ -142,7 +143,11 @@ TEST(AgentRunnerTest, TasksFoundRunningAreAdoptedNotStartedAgain) {
   TaskSpec joiner = kept;
   joiner.task_id = "job-3-g4-w1";
   joiner.args = {"worker", "--listen", "tcp://{host}:*"};
-  server->reply.tasks = {kept, joiner};
+  TaskSpec coordinator = kept;
+  coordinator.task_id = "job-3-g1-c";
+  coordinator.workers = 0;
+  coordinator.reports_endpoint = true;
+  server->reply.tasks = {coordinator, kept, joiner};
   ASSERT_TRUE((*agent)->RunOnce().ok());
   ASSERT_EQ(server->reports.size(), 1u);
   EXPECT_EQ(server->reports[0].running, (std::vector<std::string>{"job-3-g2-w0", "job-5-g1"}));
@@ -152,9 +157,11 @@ TEST(AgentRunnerTest, TasksFoundRunningAreAdoptedNotStartedAgain) {
   EXPECT_FALSE(fake->stopped[52]);  // SIGTERM first.
   EXPECT_EQ(fake->stopped.count(41), 0u);
 
-  ASSERT_TRUE((*agent)->RunOnce().ok());  // Job 5's task has exited: reported once.
-  ASSERT_EQ(server->reports[1].exited.size(), 1u);
-  EXPECT_EQ(server->reports[1].exited[0].task_id, "job-5-g1");
+  ASSERT_TRUE((*agent)->RunOnce().ok());  // The coordinator lost, job 5's task exited: reported once.
+  ASSERT_EQ(server->reports[1].exited.size(), 2u);
+  EXPECT_EQ(server->reports[1].exited[0].task_id, "job-3-g1-c");
+  EXPECT_EQ(server->reports[1].exited[0].exit_code, 137);
+  EXPECT_EQ(server->reports[1].exited[1].task_id, "job-5-g1");
   EXPECT_EQ(server->reports[1].running, (std::vector<std::string>{"job-3-g2-w0", "job-3-g4-w1"}));
   std::filesystem::remove_all(dir);
 }
