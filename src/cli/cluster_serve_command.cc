@@ -158,6 +158,9 @@ std::unique_ptr<cluster::SlurmBackend> MakeSlurmBackend(const ServeFlags& f, clu
   cluster::SlurmOptions so = f.slurm;
   if (so.frugal_binary.empty()) so.frugal_binary = SelfPath();
   auto backend = cluster::SlurmBackend::Create(manager, so);
+  if (!backend.ok() && backend.status().code() == Status::Code::kInvalidArgument) {
+    throw UsageError("--backend slurm: " + backend.status().message());
+  }
   if (!backend.ok()) throw RunError("--backend slurm: " + backend.status().message());
   return std::move(*backend);
 }

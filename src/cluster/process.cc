@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 namespace frugal::cluster {
@@ -120,7 +121,11 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, double ti
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (timed_out) return Status::Timeout(argv[0] + " did not finish within " + std::to_string(timeout_s) + " s");
+  if (timed_out) {
+    char limit[32];
+    std::snprintf(limit, sizeof(limit), "%g", timeout_s);
+    return Status::Timeout(argv[0] + " did not finish within " + limit + " s");
+  }
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255;
   if (result.exit_code == 127 && result.out.empty() && result.err.empty()) {
     return Status::IOError(argv[0] + ": cannot run it (not installed, or not in PATH)");

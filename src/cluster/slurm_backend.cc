@@ -162,6 +162,16 @@ namespace fs = std::filesystem;
 
 constexpr int kUnseenPolls = 30;
 
+// What a failed Slurm command said: its last line (the fatal one).
+std::string Said(const Result<CommandResult>& r) {
+  if (!r.ok()) return r.status().message();
+  std::string text = r->err.empty() ? r->out : r->err;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  const size_t nl = text.rfind('\n');
+  text = nl == std::string::npos ? text : text.substr(nl + 1);
+  return text.empty() ? "exit code " + std::to_string(r->exit_code) : text;
+}
+
 // Slurm's queue as the last `squeue --me -t all` read it: our jobs, by id.
 class Queue {
  public:
@@ -172,7 +182,7 @@ class Queue {
     if (!options_.partition.empty()) argv.push_back("--partition=" + options_.partition);
     Result<CommandResult> r = RunCommand(argv, options_.command_timeout_s);
     ok_ = r.ok() && r->exit_code == 0;
-    if (!ok_) return Status::Unavailable("squeue: " + (r.ok() ? r->err : r.status().message()));
+    if (!ok_) return Status::Unavailable(Said(r));
     jobs_.clear();
     for (slurm::Job& j : slurm::ParseSqueue(r->out)) {
       if (j.name.rfind(options_.job_prefix, 0) == 0) jobs_[j.id] = std::move(j);
@@ -215,7 +225,7 @@ class SlurmTaskRunner final : public TaskRunner {
     Result<CommandResult> r = RunCommand(cmd, options_.command_timeout_s);
     if (!r.ok()) return r.status();
     const int64_t id = slurm::ParseSbatchId(r->out);
-    if (r->exit_code != 0 || id == 0) return Status::Unavailable("sbatch: " + r->err + r->out);
+    if (r->exit_code != 0 || id == 0) return Status::Unavailable(Said(r));
     submitted_at_[id] = queue_.reads();
     return id;
   }
@@ -243,8 +253,7 @@ class SlurmTaskRunner final : public TaskRunner {
     cmd.push_back(std::to_string(handle));
     Result<CommandResult> r = RunCommand(cmd, options_.command_timeout_s);
     if (!r.ok() || r->exit_code != 0) {
-      std::fprintf(stderr, "slurm: scancel %ld failed: %s\n", static_cast<long>(handle),
-                   r.ok() ? r->err.c_str() : r.status().message().c_str());
+      std::fprintf(stderr, "slurm: scancel %ld failed: %s\n", static_cast<long>(handle), Said(r).c_str());
     }
   }
 
@@ -294,8 +303,7 @@ Result<std::vector<slurm::Node>> ReadNodes(const SlurmOptions& options) {
   std::vector<std::string> argv = {"sinfo", "--noheader", "--Node", "--format=%N|%o|%c|%G|%T"};
   if (!options.partition.empty()) argv.push_back("--partition=" + options.partition);
   Result<CommandResult> r = RunCommand(argv, options.command_timeout_s);
-  if (!r.ok()) return Status::Unavailable("sinfo: " + r.status().message());
-  if (r->exit_code != 0) return Status::Unavailable("sinfo: " + r->err);
+  if (!r.ok() || r->exit_code != 0) return Status::Unavailable(Said(r));
   return slurm::ParseSinfo(r->out);
 }
 
