@@ -233,6 +233,10 @@ void AddSlurmFlags(CLI::App* cmd, ServeFlags* f) {
       ->capture_default_str();
   cmd->add_option("--frugal", f->slurm.frugal_binary,
                   "Slurm: the frugal executable the nodes run (same path on every node; default: this one)");
+  cmd->add_option("--slurm-job-prefix", f->slurm.job_prefix,
+                  "Slurm: job names are this plus the task id; a restarted server adopts the jobs it finds by "
+                  "them, so two servers under one Slurm user need different prefixes")
+      ->capture_default_str();
 }
 
 void AddServe(CLI::App* cluster) {

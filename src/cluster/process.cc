@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -62,6 +63,23 @@ void SignalGroup(pid_t pid, int signal) {
 
 namespace {
 
+// `name` as an executable path: itself if it has a '/', else the first match
+// in PATH; "" if none. Resolved before fork: the child of a threaded
+// process may only make async-signal-safe calls, which a PATH search is not.
+std::string FindProgram(const std::string& name) {
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t from = 0;
+  while (from <= dirs.size()) {
+    const size_t to = std::min(dirs.find(':', from), dirs.size());
+    const std::string candidate = (to > from ? dirs.substr(from, to - from) : ".") + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    from = to + 1;
+  }
+  return "";
+}
+
 // Appends what is readable on `fd` to *out; false at end of file.
 bool Drain(int fd, std::string* out) {
   char buf[4096];
@@ -74,6 +92,8 @@ bool Drain(int fd, std::string* out) {
 
 Result<CommandResult> RunCommand(const std::vector<std::string>& argv, double timeout_s) {
   if (argv.empty()) return Status::InvalidArgument("empty command");
+  const std::string program = FindProgram(argv[0]);
+  if (program.empty()) return Status::IOError(argv[0] + ": not found (not installed, or not in PATH)");
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -95,7 +115,7 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, double ti
     dup2(err_pipe[1], STDERR_FILENO);
     int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-    execvp(args[0], args.data());
+    execv(program.c_str(), args.data());
     _exit(127);
   }
   setpgid(pid, pid);
@@ -127,9 +147,6 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, double ti
     return Status::Timeout(argv[0] + " did not finish within " + limit + " s");
   }
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255;
-  if (result.exit_code == 127 && result.out.empty() && result.err.empty()) {
-    return Status::IOError(argv[0] + ": cannot run it (not installed, or not in PATH)");
-  }
   return result;
 }
 
