@@ -1,6 +1,7 @@
 #include "frugal/cluster/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -51,6 +52,7 @@ class ClusterServerImpl final : public ClusterServer {
   ServerOptions options_;
   httplib::Server http_;
   int port_ = 0;
+  int listen_fd_ = -1;  // The listening socket, seen by the socket-options hook.
   std::thread listener_, ticker_;
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;
@@ -233,12 +235,22 @@ Status ClusterServerImpl::Bind() {
   // (p99 ~5 s in bench/cluster/api_load.py); reconnecting costs far less.
   http_.set_keep_alive_max_count(1);
   http_.new_task_queue = [] { return new httplib::ThreadPool(16); };
+  http_.set_socket_options([this](int sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = sock;
+  });
   port_ = options_.port == 0 ? http_.bind_to_any_port(options_.host) : options_.port;
   if (options_.port != 0 && !http_.bind_to_port(options_.host, options_.port)) port_ = -1;
   if (port_ <= 0) {
     return Status::Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                                " (address in use or not local?)");
   }
+  // Debian's cpp-httplib listens with a backlog of 5 (compiled into the
+  // library): with one connection per request, 100 agents overflowed it,
+  // and each dropped connection waited out TCP's 1 s retransmission (the
+  // ~1 s maxima of bench/cluster/api_load.py; TcpExtListenOverflows counted
+  // them). Listening again on the socket only raises the backlog.
+  if (listen_fd_ >= 0) ::listen(listen_fd_, SOMAXCONN);
   listener_ = std::thread([this] { http_.listen_after_bind(); });
   ticker_ = std::thread([this] { TickLoop(); });
   return Status::Ok();
