@@ -58,6 +58,11 @@ Status ClusterManager::Impl::Load() {
     resize_cost_.measured = measured;
     resize_cost_.measured_seconds = seconds;
   }
+  FRUGAL_ASSIGN_OR_RETURN(std::string scale, store_->LoadSetting("prior_scale"));
+  if (std::sscanf(scale.c_str(), "%d %lf", &measured, &seconds) == 2 && measured > 0 && seconds > 0 &&
+      std::isfinite(seconds)) {
+    prior_calibration_ = {measured, seconds};
+  }
   next_round_ = now;
   last_accrual_ = now;
   return Status::Ok();
@@ -71,6 +76,7 @@ LiveSpeed& ClusterManager::Impl::TrackSpeed(const JobRecord& job) {
 
 LiveSpeed ClusterManager::Impl::SpeedForRound(const JobRecord& job) {
   LiveSpeed speed = speeds_[job.id];
+  speed.SetPriorScale(prior_calibration_.scale);
   if (auto shared = profile_rates_.find(job.spec.profile); shared != profile_rates_.end()) {
     speed.SetShared(shared->second);
   }
@@ -243,10 +249,35 @@ Status ClusterManager::Impl::LearnSample(JobRecord& job, const MetricSample& m) 
   last_records_[job.id] = m;
   if (m.workers == job.Workers() && unsettled_.erase(job.id) > 0) return Status::Ok();
   speeds_[job.id].Observe(m.workers, m.samples_per_s);
+  FRUGAL_RETURN_IF_ERROR(CalibratePrior(speeds_[job.id], m));
   if (job.spec.profile.empty()) return Status::Ok();
   RateTable& shared = profile_rates_[job.spec.profile];
   if (!shared.Observe(m.workers, m.samples_per_s)) return Status::Ok();
   return store_->SaveProfileRate(job.spec.profile, m.workers, shared.At(m.workers));
+}
+
+// Note [Prior calibration]: a prior's level can be off by a factor that is
+// the cluster's, not the job's: the planner's CPU description of this
+// machine predicts 43-57% below what the live jobs measure (docs/scheduler.md,
+// "What the live server knows before measuring"), while its speed-ups are
+// closer. So every rate a job measures at a size its prior predicts updates
+// one cluster-wide scale, a moving average (weight 0.3) of log(measured /
+// predicted), stored as the setting "prior_scale", and the predictions a
+// round uses are multiplied by it. Speed-ups (ratios of predictions) are
+// unchanged; the level matters where a job without measurements is compared
+// with measured ones (remaining time, goodput). Per-model errors are left to
+// the profiles' own rates, which come first.
+Status ClusterManager::Impl::CalibratePrior(const LiveSpeed& speed, const MetricSample& m) {
+  const double predicted = speed.PredictedAt(m.workers);
+  if (!(predicted > 0) || !(m.samples_per_s > 0) || !std::isfinite(m.samples_per_s)) return Status::Ok();
+  PriorCalibration& c = prior_calibration_;
+  const double ratio = std::log(m.samples_per_s / predicted);
+  const double old = std::log(c.scale);
+  c.scale = std::exp(c.measured == 0 ? ratio : old + RateTable::kSmoothing * (ratio - old));
+  ++c.measured;
+  char text[64];
+  std::snprintf(text, sizeof(text), "%d %.17g", c.measured, c.scale);
+  return store_->SaveSetting("prior_scale", text);
 }
 
 // Note [Measured resize cost]: the policies weigh a resize against the
@@ -473,6 +504,11 @@ Result<std::vector<MetricSample>> ClusterManager::Samples(int64_t job_id) const 
   std::lock_guard<std::mutex> lock(impl_->mu_);
   return impl_->store_->LoadSamples(job_id);
 }
+PriorCalibration ClusterManager::prior_calibration() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->prior_calibration_;
+}
+
 ResizeCost ClusterManager::resize_cost() const {
   std::lock_guard<std::mutex> lock(impl_->mu_);
   return impl_->resize_cost_;

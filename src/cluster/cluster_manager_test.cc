@@ -359,5 +359,53 @@ TEST_F(ManagerTest, JobsOfOneProfileShareWhatTheyMeasuredAcrossARestart) {
   std::filesystem::remove(path);
 }
 
+// The planner's level is off by the cluster's factor: what a job measured at
+// a predicted size rescales the predictions for the jobs that measured
+// nothing (Note [Prior calibration]), and the scale outlives a restart.
+TEST_F(ManagerTest, MeasuredRatesCalibrateThePriorForNewJobs) {
+  const auto path = std::filesystem::temp_directory_path() / ("frugal-calibration-" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  auto open = [&] {
+    auto store = StateStore::Open(path.string());
+    EXPECT_TRUE(store.ok());
+    ManagerOptions o;
+    o.speed_prior = [](const JobSubmission&) {
+      return std::make_shared<TablePrior>(std::map<int, double>{{1, 50}, {2, 100}, {3, 150}, {4, 200}});
+    };
+    auto m = ClusterManager::Open(std::move(*store), NewRestartJobController(), clock_, o);
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    return std::move(*m);
+  };
+  {
+    auto m = open();
+    Beat(*m, "host-a", 4);
+    ASSERT_TRUE(m->Submit(Job("a", 2, 4)).ok());
+    ASSERT_TRUE(m->RunRound().ok());
+    ASSERT_EQ(m->Job(1)->Workers(), 4);
+    EXPECT_EQ(m->prior_calibration().measured, 0);
+    AgentReport r;
+    r.node = "host-a";
+    r.slots = 4;
+    r.samples = {{1, 10, 0, 4, 128, 2.2, -1, 100.0}, {1, 20, 0, 4, 128, 2.2, -1, 400.0}};
+    ASSERT_TRUE(m->Heartbeat(r).ok());
+    EXPECT_EQ(m->prior_calibration().measured, 1) << "the first record spans the start: no rate";
+    EXPECT_NEAR(m->prior_calibration().scale, 2.0, 1e-12);
+    r.samples = {{1, 30, 0, 4, 128, 2.2, -1, 800.0}};
+    ASSERT_TRUE(m->Heartbeat(r).ok());
+    EXPECT_NEAR(m->prior_calibration().scale, std::exp(std::log(2.0) + 0.3 * (std::log(4.0) - std::log(2.0))), 1e-12);
+    ASSERT_TRUE(m->Cancel(1).ok());
+  }
+  auto m = open();
+  const double scale = std::exp(std::log(2.0) + 0.3 * std::log(2.0));
+  EXPECT_NEAR(m->prior_calibration().scale, scale, 1e-12) << "stored";
+  Beat(*m, "host-a", 4);
+  auto b = m->Submit(Job("b", 2, 4));
+  ASSERT_TRUE(b.ok());
+  EXPECT_NEAR(m->Throughputs()[*b].estimate[3], 150 * scale, 1e-9) << "b measured nothing: the calibrated prior";
+  EXPECT_NEAR(m->Throughputs()[*b].estimate[4] / m->Throughputs()[*b].estimate[2], 2.0, 1e-12)
+      << "speed-ups are the prior's";
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace frugal::cluster

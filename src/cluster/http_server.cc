@@ -108,10 +108,12 @@ json ClusterServerImpl::NodesJson() const {
 
 json ClusterServerImpl::StateJson() const {
   const ResizeCost cost = manager_.resize_cost();
+  const PriorCalibration calibration = manager_.prior_calibration();
   json state = {{"policy", manager_.policy_name()}, {"rounds", manager_.rounds()},
                 {"now", SystemWallClock().Now()}, {"nodes", NodesJson()}, {"jobs", JobsJson()},
                 {"resize_cost", {{"seconds", cost.seconds}, {"measured", cost.measured},
-                                 {"measured_seconds", cost.measured_seconds}}}};
+                                 {"measured_seconds", cost.measured_seconds}}},
+                {"prior_scale", {{"scale", calibration.scale}, {"measured", calibration.measured}}}};
   json allocs = json::array(), samples = json::object(), events = json::array();
   if (auto a = manager_.Allocations(); a.ok()) {
     for (const AllocationRecord& r : *a) allocs.push_back(ToJson(r));

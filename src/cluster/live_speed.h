@@ -10,7 +10,8 @@
 //      batch and options; the server's ProfileRates) measured at n, or at
 //      their nearest count times the expected speed-up;
 //   4. the prior's prediction at n (SpeedPrior: the planner, when the server
-//      runs with one);
+//      runs with one), times the cluster's calibration of it (Note [Prior
+//      calibration] in cluster_manager.cc);
 //   5. n^0.8, a unit-free prior that only orders shapes.
 // The expected speed-up from m to n is the profile's own ratio when the
 // profile measured both counts, else the prior's ratio, else (n / m)^0.8
@@ -76,6 +77,14 @@ class LiveSpeed final : public sched::SpeedEstimate {
   // What the jobs of this job's profile measured (a copy: rounds run off the lock).
   void SetShared(RateTable shared) { shared_ = std::move(shared); }
   void SetPrior(std::shared_ptr<const SpeedPrior> prior) { prior_ = std::move(prior); }
+  // What the prior's predictions are multiplied by (measured / predicted on this cluster).
+  void SetPriorScale(double scale) { prior_scale_ = scale > 0 && std::isfinite(scale) ? scale : 1; }
+  // The prior's own prediction at n, uncalibrated; 0 when there is none.
+  double PredictedAt(int n) const {
+    if (prior_ == nullptr || n <= 0) return 0;
+    const double r = prior_->SamplesPerSecond(n);
+    return r > 0 && std::isfinite(r) ? r : 0;
+  }
 
   double ProgressRate(const sched::Shape& shape) const override {
     int n = 0;
@@ -106,15 +115,12 @@ class LiveSpeed final : public sched::SpeedEstimate {
     if (at_m > 0 && at_n > 0 && std::isfinite(at_m) && std::isfinite(at_n)) return at_n / at_m;
     return std::pow(static_cast<double>(n) / m, kExponent);
   }
-  double PriorAt(int n) const {
-    if (prior_ == nullptr) return 0;
-    const double r = prior_->SamplesPerSecond(n);
-    return std::isfinite(r) ? r : 0;
-  }
+  double PriorAt(int n) const { return PredictedAt(n) * prior_scale_; }
 
   RateTable own_;
   RateTable shared_;
   std::shared_ptr<const SpeedPrior> prior_;
+  double prior_scale_ = 1;
 };
 
 }  // namespace frugal::cluster

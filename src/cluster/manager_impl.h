@@ -71,6 +71,8 @@ class ClusterManager::Impl {
   // A step record of a job with a resize pending: the resize's cost, if the
   // record is the first at the new size (Note [Measured resize cost]).
   Status LearnResizeCost(JobRecord& job, const MetricSample& m);
+  // A rate the job measured at a size its prior predicted (Note [Prior calibration]).
+  Status CalibratePrior(const LiveSpeed& speed, const MetricSample& m);
   // mu_ and round_mu_ held: a new policy_ when the measured resize cost moved away from the one in force.
   Status AdoptResizeCost();
   // A new entry in speeds_ for the job, with its prior.
@@ -104,6 +106,7 @@ class ClusterManager::Impl {
   std::map<int64_t, LiveSpeed> speeds_;               // Active jobs' throughput estimates.
   std::map<std::string, RateTable> profile_rates_;    // What the jobs of each profile measured.
   ResizeCost resize_cost_;                             // seconds: the policy's; see Note [Measured resize cost].
+  PriorCalibration prior_calibration_;                 // Note [Prior calibration].
   // A running job's last resize, until its second step record at the new
   // size past it: when, the job's estimated step then, and the first record
   // at the new size (first_time < 0: none yet).

@@ -65,6 +65,13 @@ struct ResizeCost {
   double measured_seconds = 0;  // Their moving average (weight 0.3); 0 when none.
 };
 
+// How the prior's predictions compare with what the jobs measured on this
+// cluster (Note [Prior calibration] in src/cluster/cluster_manager.cc).
+struct PriorCalibration {
+  int measured = 0;   // Step records of jobs with a prediction at their size.
+  double scale = 1;   // Moving geometric mean of measured / predicted; predictions are multiplied by it.
+};
+
 // Per-job throughput: samples/s by worker count, measured by the job itself
 // and by all jobs of its profile (JobSubmission::profile), and what the
 // policy assumes at each count from 1 to max_workers (at most 64; Note [Live
@@ -107,6 +114,7 @@ class ClusterManager {
   Result<std::vector<MetricSample>> Samples(int64_t job_id) const;
   const std::string& policy_name() const { return options_.policy; }
   ResizeCost resize_cost() const;
+  PriorCalibration prior_calibration() const;
   long rounds() const;
 
  private:
