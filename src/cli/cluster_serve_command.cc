@@ -101,6 +101,7 @@ struct ServeFlags {
   double contended_horizon = 60;
   double tiresias_threshold = sched::PolicyOptions{}.tiresias_threshold_gpu_seconds;
   std::string prior_hardware;  // Empty: no planner prior.
+  bool calibrate_prior = false;
   std::string backend = "agents";
   cluster::SlurmOptions slurm;
 };
@@ -192,6 +193,7 @@ void RunServe(const ServeFlags& f) {
   mo.max_restarts = f.max_restarts;
   mo.policy_options.reallocation_cost = ReallocationCost(f);
   mo.learn_resize_cost = f.realloc_cost < 0;
+  mo.calibrate_prior = f.calibrate_prior;
   mo.policy_options.contended_horizon = f.contended_horizon;
   mo.policy_options.tiresias_threshold_gpu_seconds = f.tiresias_threshold;
   auto manager = cluster::ClusterManager::Open(std::move(*store), MakeController(f), cluster::SystemWallClock(), mo);
@@ -278,6 +280,9 @@ void AddServe(CLI::App* cluster) {
   cmd->add_option("--prior-hardware", f->prior_hardware,
                   "Built-in hardware or TOML file the slots are: the planner's prediction of each job there is "
                   "its throughput before it is measured (default: none)");
+  cmd->add_flag("--calibrate-prior", f->calibrate_prior,
+                "Scale the prior's predictions by measured / predicted of the cluster's jobs (one scale for all; "
+                "off by default: the planner's error depends on the job more than on the cluster)");
   AddSlurmFlags(cmd, f.get());
   cmd->callback([f] { RunServe(*f); });
 }

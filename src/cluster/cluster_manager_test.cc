@@ -365,6 +365,7 @@ TEST_F(ManagerTest, JobsOfOneProfileShareWhatTheyMeasuredAcrossARestart) {
 TEST_F(ManagerTest, MeasuredRatesCalibrateThePriorForNewJobs) {
   const auto path = std::filesystem::temp_directory_path() / ("frugal-calibration-" + std::to_string(getpid()) + ".db");
   std::filesystem::remove(path);
+  bool calibrate = false;
   auto open = [&] {
     auto store = StateStore::Open(path.string());
     EXPECT_TRUE(store.ok());
@@ -372,6 +373,7 @@ TEST_F(ManagerTest, MeasuredRatesCalibrateThePriorForNewJobs) {
     o.speed_prior = [](const JobSubmission&) {
       return std::make_shared<TablePrior>(std::map<int, double>{{1, 50}, {2, 100}, {3, 150}, {4, 200}});
     };
+    o.calibrate_prior = calibrate;
     auto m = ClusterManager::Open(std::move(*store), NewRestartJobController(), clock_, o);
     EXPECT_TRUE(m.ok()) << m.status().message();
     return std::move(*m);
@@ -390,11 +392,16 @@ TEST_F(ManagerTest, MeasuredRatesCalibrateThePriorForNewJobs) {
     ASSERT_TRUE(m->Heartbeat(r).ok());
     EXPECT_EQ(m->prior_calibration().measured, 1) << "the first record spans the start: no rate";
     EXPECT_NEAR(m->prior_calibration().scale, 2.0, 1e-12);
+    auto b = m->Submit(Job("b", 2, 4));
+    ASSERT_TRUE(b.ok());
+    EXPECT_DOUBLE_EQ(m->Throughputs()[*b].estimate[3], 150) << "kept, not applied without calibrate_prior";
+    ASSERT_TRUE(m->Cancel(*b).ok());
     r.samples = {{1, 30, 0, 4, 128, 2.2, -1, 800.0}};
     ASSERT_TRUE(m->Heartbeat(r).ok());
     EXPECT_NEAR(m->prior_calibration().scale, std::exp(std::log(2.0) + 0.3 * (std::log(4.0) - std::log(2.0))), 1e-12);
     ASSERT_TRUE(m->Cancel(1).ok());
   }
+  calibrate = true;
   auto m = open();
   const double scale = std::exp(std::log(2.0) + 0.3 * std::log(2.0));
   EXPECT_NEAR(m->prior_calibration().scale, scale, 1e-12) << "stored";

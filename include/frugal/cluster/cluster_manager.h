@@ -56,6 +56,9 @@ struct ManagerOptions {
   // Replace policy_options.reallocation_cost by the resize cost measured on
   // this cluster once there is one (Note [Measured resize cost]).
   bool learn_resize_cost = false;
+  // Multiply the prior's predictions by the scale the jobs' measurements
+  // give it (Note [Prior calibration]); the scale is kept and shown either way.
+  bool calibrate_prior = false;
 };
 
 // What a resize of a running job costs it, as the policy weighs it.
