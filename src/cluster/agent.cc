@@ -138,6 +138,7 @@ class AgentImpl final : public Agent {
 };
 
 void AgentImpl::ReadMetrics(const TaskSpec& task) {
+  if (!task.reads_metrics) return;
   std::ifstream in(runs_ / task.resume_run / "metrics.jsonl");
   if (!in) return;
   std::streamoff& offset = metrics_offset_[task.job_id];

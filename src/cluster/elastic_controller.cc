@@ -155,6 +155,7 @@ class ElasticJobController final : public JobController {
   TaskSpec WorkerTask(const JobRecord& job, const ElasticMember& m) const {
     TaskSpec t = Base(job, MemberTaskId(job.id, m));
     t.workers = 1;
+    t.reads_metrics = false;  // The coordinator's agent forwards the run's records.
     // Flags after --config override the file: the ones the cluster owns.
     t.args = {"worker", "--elastic", "--config", "{config}", "--coordinator", job.coordinator,
               "--listen", "tcp://{host}:*", "--run-name", RunName(job.id), "--runs-dir", "{runs}",

@@ -73,6 +73,7 @@ TEST_F(ElasticManagerTest, WorkersStartOnceTheCoordinatorsEndpointIsKnown) {
   const TaskSpec& coord = reply.tasks[0];
   EXPECT_EQ(coord.task_id, "job-1-g1-c");
   EXPECT_TRUE(coord.reports_endpoint);
+  EXPECT_TRUE(coord.reads_metrics) << "its agent forwards the run's records";
   EXPECT_TRUE(Has(coord, "--elastic") && Has(coord, "coordinator"));
   EXPECT_TRUE(Has(coord, "4")) << "--world: the first world is the placement";
 
@@ -83,6 +84,7 @@ TEST_F(ElasticManagerTest, WorkersStartOnceTheCoordinatorsEndpointIsKnown) {
     EXPECT_TRUE(Has(w, "tcp://127.0.0.1:4000"));
     EXPECT_FALSE(Has(w, "--join")) << "the first world";
     EXPECT_TRUE(w.resume_appends);
+    EXPECT_FALSE(w.reads_metrics) << "agents sharing the runs dir would send each record again";
     EXPECT_EQ(w.resume_args, (std::vector<std::string>{"--resume-from", "{checkpoint}"}));
   }
   EXPECT_EQ(m->Jobs()[0].coordinator, "tcp://127.0.0.1:4000");

@@ -45,6 +45,7 @@ Result<TaskSpec> TaskFromJson(const json& j) {
   FRUGAL_RETURN_IF_ERROR(Field(j, "resume_args", &t.resume_args));
   FRUGAL_RETURN_IF_ERROR(Field(j, "resume_appends", &t.resume_appends));
   FRUGAL_RETURN_IF_ERROR(Field(j, "reports_endpoint", &t.reports_endpoint));
+  FRUGAL_RETURN_IF_ERROR(Field(j, "reads_metrics", &t.reads_metrics));
   return t;
 }
 
@@ -103,7 +104,7 @@ json ToJson(const TaskSpec& t) {
   return {{"task_id", t.task_id}, {"job_id", t.job_id}, {"generation", t.generation}, {"workers", t.workers},
           {"args", t.args}, {"config_toml", t.config_toml}, {"resume_run", t.resume_run},
           {"resume_args", t.resume_args}, {"resume_appends", t.resume_appends},
-          {"reports_endpoint", t.reports_endpoint}};
+          {"reports_endpoint", t.reports_endpoint}, {"reads_metrics", t.reads_metrics}};
 }
 
 json ToJson(const AgentReport& r) {

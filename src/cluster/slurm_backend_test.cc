@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "frugal/cluster/agent.h"
+#include "json_codec.h"
 #include "process.h"
 #include "slurm_parse.h"
 #include "task_runner.h"
@@ -80,6 +81,32 @@ TEST(RunCommandTest, OutputExitCodeTimeoutAndMissingProgram) {
   Result<CommandResult> missing = RunCommand({"frugal-no-such-program"}, 10);
   EXPECT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("frugal-no-such-program"), std::string::npos);
+}
+
+// What the agent runs arrives over HTTP: the task flags survive the trip.
+TEST(TaskSpecJsonTest, FlagsRoundTrip) {
+  AgentReply reply;
+  reply.node_id = 3;
+  TaskSpec t;
+  t.task_id = "job-2-g1-w0";
+  t.job_id = 2;
+  t.generation = 1;
+  t.workers = 1;
+  t.args = {"worker"};
+  t.reads_metrics = false;
+  t.resume_appends = true;
+  reply.tasks = {t};
+  Result<AgentReply> back = ReplyFromJson(ToJson(reply));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->tasks.size(), 1u);
+  EXPECT_FALSE(back->tasks[0].reads_metrics);
+  EXPECT_TRUE(back->tasks[0].resume_appends);
+  EXPECT_FALSE(back->tasks[0].reports_endpoint);
+  nlohmann::json old = ToJson(reply);
+  old["tasks"][0].erase("reads_metrics");  // A server from before the flag.
+  back = ReplyFromJson(old);
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->tasks[0].reads_metrics);
 }
 
 // A runner that runs nothing: tasks are "running" until told to stop.

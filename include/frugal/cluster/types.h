@@ -158,6 +158,11 @@ struct TaskSpec {
   // An elastic coordinator: the agent reports the endpoint it prints
   // ("... listening on tcp://HOST:PORT") back in TaskEndpoint.
   bool reports_endpoint = false;
+  // The agent forwards the run's metrics.jsonl records while this task runs.
+  // One task per job does (the elastic coordinator; the restart
+  // controller's one process), so that a job spanning several agents that
+  // share the runs dir has each record sent once.
+  bool reads_metrics = true;
 };
 
 struct TaskEndpoint {
