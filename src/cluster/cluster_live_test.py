@@ -33,6 +33,8 @@ import tempfile
 import time
 import urllib.request
 
+from cluster_test_util import get_json, wait_for_server
+
 # a and b run until the test cancels them, so the test does not depend on
 # how fast they train; c ends by its steps.
 STEPS = {"a": 100000, "b": 100000, "c": 20}
@@ -65,17 +67,7 @@ class Fixture:
              "--node-timeout-s", "4", "--checkpoint-every", "10"],
             stdout=open(out, "a"), stderr=subprocess.STDOUT)
         self.procs.append(self.server)
-        deadline = time.time() + 120  # Loading frugal took over 30 s at load average 28.
-        while time.time() < deadline:
-            m = re.findall(r"serving on http://127.0.0.1:(\d+)", open(out).read())
-            if m:
-                self.port = int(m[-1])
-                if self.get("/api/health") is not None:
-                    return
-            if self.server.poll() is not None:
-                raise AssertionError("server exited: " + open(out).read())
-            time.sleep(0.1)
-        raise AssertionError("server did not start")
+        self.port = wait_for_server(self.server, out)
 
     def start_agent(self):
         self.agent = subprocess.Popen(
@@ -86,11 +78,7 @@ class Fixture:
         self.procs.append(self.agent)
 
     def get(self, path):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
-                return json.loads(r.read())
-        except OSError:
-            return None
+        return get_json(self.port, path)
 
     def submit(self, name, lo, hi):
         path = os.path.join(self.root, name + ".toml")

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "frugal/common/text.h"
 #include "process.h"
 #include "slurm_parse.h"
 #include "task_runner.h"
@@ -46,13 +47,6 @@ namespace frugal::cluster {
 namespace slurm {
 
 namespace {
-
-std::string Trim(const std::string& s) {
-  size_t a = 0, b = s.size();
-  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
-  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
-  return s.substr(a, b - a);
-}
 
 std::vector<std::string> SplitFields(const std::string& line) {
   std::vector<std::string> out;

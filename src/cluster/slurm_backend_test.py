@@ -29,13 +29,13 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+
+from cluster_test_util import get_json, wait_for_server
 
 SKIP = 77
 NODE = "frugal-test-node"
@@ -187,24 +187,10 @@ class Server:
              os.path.join(self.root, "cluster.db"), "--backend", "slurm", "--work-dir", os.path.join(self.root, "work"),
              "--round-s", "1", "--node-timeout-s", "10", "--checkpoint-every", "10"],
             env=self.env, stdout=open(out, "a"), stderr=subprocess.STDOUT)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            m = re.findall(r"serving on http://127.0.0.1:(\d+)", open(out).read())
-            if m:
-                self.port = int(m[-1])
-                if self.get("/api/health") is not None:
-                    return
-            if self.proc.poll() is not None:
-                raise AssertionError("server exited: " + open(out).read())
-            time.sleep(0.1)
-        raise AssertionError("server did not start")
+        self.port = wait_for_server(self.proc, out)
 
     def get(self, path):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
-                return json.loads(r.read())
-        except (OSError, TypeError):
-            return None
+        return get_json(self.port, path)
 
     def job(self, job_id):
         return next((j for j in self.get("/api/jobs") or [] if j["id"] == job_id), None)

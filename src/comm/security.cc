@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "frugal/common/file.h"
+#include "frugal/common/text.h"
 
 namespace frugal::comm {
 
@@ -32,13 +33,6 @@ Status CheckMode(const std::string& path, mode_t forbidden, const std::string& w
   char mode[8];
   std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
   return Status::InvalidArgument(path + " has mode " + mode + ": " + why + "; run: chmod 600 " + path);
-}
-
-std::string Trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return "";
-  size_t e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
 }
 
 bool IsZ85Key(const std::string& z85) { return z85.size() == kZ85KeyChars && !Z85ToKey(z85).empty(); }

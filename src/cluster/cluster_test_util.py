@@ -1,0 +1,30 @@
+"""Helpers of the live cluster tests (cluster_live_test.py, slurm_backend_test.py)."""
+
+import json
+import re
+import time
+import urllib.request
+
+
+def get_json(port, path):
+    """GET http://127.0.0.1:PORT/PATH as JSON, or None if the server does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return json.loads(r.read())
+    except (OSError, TypeError, ValueError):
+        return None
+
+
+def wait_for_server(proc, out, timeout=120):
+    """The port of a `frugal cluster serve` started as `proc`, writing to the
+    file `out`, once it answers /api/health. Loading frugal took over 30 s at
+    load average 28, hence the long default."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        m = re.findall(r"serving on http://127.0.0.1:(\d+)", open(out).read())
+        if m and get_json(int(m[-1]), "/api/health") is not None:
+            return int(m[-1])
+        if proc.poll() is not None:
+            raise AssertionError("server exited: " + open(out).read())
+        time.sleep(0.1)
+    raise AssertionError("server did not start")
