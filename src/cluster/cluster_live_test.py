@@ -21,7 +21,6 @@ Usage: cluster_live_test.py --frugal build/frugal [--keep DIR]
 Stdlib only. Every wait has a deadline; on failure the logs are printed.
 """
 
-import argparse
 import json
 import os
 import re
@@ -29,11 +28,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
-from cluster_test_util import get_json, wait_for_server
+from cluster_test_util import get_json, parse_args, wait_for_server
 
 # a and b run until the test cancels them, so the test does not depend on
 # how fast they train; c ends by its steps.
@@ -226,13 +224,8 @@ def scenario(fx):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--frugal", required=True)
-    ap.add_argument("--keep", help="keep the run directory here")
-    args = ap.parse_args()
-    root = args.keep or tempfile.mkdtemp(prefix="frugal-cluster-live-")
-    os.makedirs(root, exist_ok=True)
-    fx = Fixture(os.path.abspath(args.frugal), root)
+    frugal, root, keep = parse_args("frugal-cluster-live-")
+    fx = Fixture(frugal, root)
     ok = False
     t0 = time.time()
     try:
@@ -249,7 +242,7 @@ def main():
                 for f in files:
                     if f.endswith(".log"):
                         print(f"---- {f}\n" + open(os.path.join(dirpath, f)).read()[-2000:])
-        elif not args.keep:
+        elif not keep:
             shutil.rmtree(root, ignore_errors=True)
     print(f"cluster_live: {'ok' if ok else 'FAILED'} in {time.time() - t0:.0f} s")
     return 0 if ok else 1

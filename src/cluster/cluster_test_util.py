@@ -1,9 +1,25 @@
 """Helpers of the live cluster tests (cluster_live_test.py, slurm_backend_test.py)."""
 
+import argparse
 import json
+import os
 import re
+import tempfile
 import time
 import urllib.request
+
+
+def parse_args(prefix):
+    """--frugal and --keep: the frugal binary (absolute), the run directory
+    (--keep DIR, or a new temporary one named by `prefix`) and whether it
+    is kept."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frugal", required=True)
+    ap.add_argument("--keep", help="keep the run directory here")
+    args = ap.parse_args()
+    root = args.keep or tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(root, exist_ok=True)
+    return os.path.abspath(args.frugal), root, bool(args.keep)
 
 
 def get_json(port, path):

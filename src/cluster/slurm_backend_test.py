@@ -24,7 +24,6 @@ Usage: slurm_backend_test.py --frugal build/frugal [--keep DIR]
 Stdlib only. Every wait has a deadline; on failure the logs are printed.
 """
 
-import argparse
 import json
 import os
 import re
@@ -32,10 +31,9 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
-from cluster_test_util import get_json, wait_for_server
+from cluster_test_util import get_json, parse_args, wait_for_server
 
 SKIP = 77
 NODE = "frugal-test-node"
@@ -277,14 +275,9 @@ def scenario(slurm, server, root):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--frugal", required=True)
-    ap.add_argument("--keep", help="keep the run directory here")
-    args = ap.parse_args()
-    root = args.keep or tempfile.mkdtemp(prefix="frugal-cluster-slurm-")
-    os.makedirs(root, exist_ok=True)
+    frugal, root, keep = parse_args("frugal-cluster-slurm-")
     slurm = Slurm(root)
-    server = Server(os.path.abspath(args.frugal), root, slurm.env)
+    server = Server(frugal, root, slurm.env)
     ok = False
     t0 = time.time()
     try:
@@ -305,7 +298,7 @@ def main():
                 print("---- server.out\n" + open(p).read()[-6000:])
             print(slurm.cmd(["squeue", "-t", "all", "-O", "JobID:6,Name:30,State:12,exit_code:8"]))
         slurm.stop()
-        if ok and not args.keep:
+        if ok and not keep:
             shutil.rmtree(root, ignore_errors=True)
     print(f"cluster_slurm: {'ok' if ok else 'FAILED'} in {time.time() - t0:.0f} s")
     return 0 if ok else 1
