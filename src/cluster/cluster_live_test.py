@@ -31,7 +31,7 @@ import sys
 import time
 import urllib.request
 
-from cluster_test_util import get_json, parse_args, wait_for_server
+from cluster_test_util import get_json, parse_args, stop_processes, wait_for_server
 
 # a and b run until the test cancels them, so the test does not depend on
 # how fast they train; c ends by its steps.
@@ -104,18 +104,7 @@ class Fixture:
         raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
     def stop(self):
-        for p in self.procs:
-            if p.poll() is None:
-                try:
-                    os.kill(p.pid, signal.SIGCONT)
-                except OSError:
-                    pass
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(self.procs)
 
 
 def metrics(fx, job_id):

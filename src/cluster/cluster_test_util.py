@@ -4,6 +4,8 @@ import argparse
 import json
 import os
 import re
+import signal
+import subprocess
 import tempfile
 import time
 import urllib.request
@@ -20,6 +22,23 @@ def parse_args(prefix):
     root = args.keep or tempfile.mkdtemp(prefix=prefix)
     os.makedirs(root, exist_ok=True)
     return os.path.abspath(args.frugal), root, bool(args.keep)
+
+
+def stop_processes(procs):
+    """SIGTERM to each live process, newest first (SIGCONT before it: a test
+    may have stopped one), then up to 20 s each to exit before SIGKILL."""
+    for p in reversed(procs):
+        if p.poll() is None:
+            try:
+                os.kill(p.pid, signal.SIGCONT)
+            except OSError:
+                pass
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
 
 
 def get_json(port, path):

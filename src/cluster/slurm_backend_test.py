@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 
-from cluster_test_util import get_json, parse_args, wait_for_server
+from cluster_test_util import get_json, parse_args, stop_processes, wait_for_server
 
 SKIP = 77
 NODE = "frugal-test-node"
@@ -160,14 +160,7 @@ PartitionName=frugal Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                 self.wait_for(lambda: not any(st in LIVE for _, st in self.jobs().values()), "the jobs to end", 60)
             except AssertionError as e:
                 print(e)
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(self.procs)
 
 
 class Server:
