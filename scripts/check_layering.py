@@ -31,7 +31,7 @@ DEPENDS = {
     "comm": ["common"],
     "sim": ["common"],
     "sched": ["common", "sim"],
-    "cluster": ["common", "sched"],
+    "cluster": ["common", "sched", "comm"],
     "models": ["common"],
     "train": ["models", "data"],
     "engine": ["train", "compress", "optim", "comm"],
@@ -54,6 +54,11 @@ SEAMS = {
             "src/sched/planner_throughput.cc",
             "src/sched/planner_throughput_test.cc",
         },
+    },
+    # "cluster -> comm (security.h seam only: the jobs' keys, Note [Job keys])"
+    ("cluster", "comm"): {
+        "headers": {"frugal/comm/security.h"},
+        "files": {"src/cluster/agent.cc", "src/cluster/cluster_manager.cc", "src/cluster/slurm_backend_test.cc"},
     },
 }
 

@@ -59,10 +59,6 @@ std::string ReadToken(const std::string& path) {
   return token;
 }
 
-bool IsLoopbackHost(const std::string& host) {
-  return host.rfind("127.", 0) == 0 || host == "localhost" || host == "::1";
-}
-
 struct ClientFlags {
   std::string server = "127.0.0.1:8470";
   std::string token_file;
@@ -102,6 +98,7 @@ struct ServeFlags {
   double tiresias_threshold = sched::PolicyOptions{}.tiresias_threshold_gpu_seconds;
   std::string prior_hardware;  // Empty: no planner prior.
   bool calibrate_prior = false;
+  bool insecure_jobs = false;
   std::string backend = "agents";
   cluster::SlurmOptions slurm;
 };
@@ -178,7 +175,7 @@ void RunServe(const ServeFlags& f) {
   }
   if (so.port < 0 || so.port > 65535) throw UsageError("--listen port must be in [0, 65535], got '" + f.listen + "'");
   so.token = ReadToken(f.token_file);
-  if (so.token.empty() && !f.insecure && !IsLoopbackHost(so.host)) {
+  if (so.token.empty() && !f.insecure && !cluster::IsLoopbackHost(so.host)) {
     throw UsageError("serving on " + so.host + " needs --token-file FILE (a random line, e.g. from "
                      "'head -c 24 /dev/urandom | base64'; agents and clients pass the same file), or --insecure "
                      "on a trusted network");
@@ -194,6 +191,7 @@ void RunServe(const ServeFlags& f) {
   mo.policy_options.reallocation_cost = ReallocationCost(f);
   mo.learn_resize_cost = f.realloc_cost < 0;
   mo.calibrate_prior = f.calibrate_prior;
+  mo.insecure_jobs = f.insecure_jobs;
   mo.policy_options.contended_horizon = f.contended_horizon;
   mo.policy_options.tiresias_threshold_gpu_seconds = f.tiresias_threshold;
   auto manager = cluster::ClusterManager::Open(std::move(*store), MakeController(f), cluster::SystemWallClock(), mo);
@@ -263,8 +261,11 @@ void AddServe(CLI::App* cluster) {
                   "restarts the job from its checkpoint")
       ->capture_default_str()->check(CLI::IsMember({"elastic", "restart"}));
   cmd->add_option("--max-nodes-per-job", f->max_nodes_per_job,
-                  "Elastic: hosts one job may span (more than 1 needs a runs dir the agents share)")
+                  "Elastic: hosts one job may span (more than 1 needs a work dir the agents share)")
       ->capture_default_str()->check(Bounded(1, 1024));
+  cmd->add_flag("--insecure-jobs", f->insecure_jobs,
+                "Jobs' processes on non-loopback hosts talk plain TCP (trusted network only); default: CURVE with "
+                "a key pair per job, handed to the agents");
   cmd->add_option("--realloc-cost", f->realloc_cost,
                   "Seconds a resize costs a job, as the policy weighs it (default: 5 elastic, 30 restart, then "
                   "what the cluster's resizes measure)")

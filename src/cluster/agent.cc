@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frugal/cluster/job_controller.h"
+#include "frugal/comm/security.h"
 #include "process.h"
 #include "task_runner.h"
 
@@ -124,6 +126,7 @@ class AgentImpl final : public Agent {
   void Reconcile(const AgentReply& reply);
   void Start(const TaskSpec& spec);
   std::vector<std::string> CommandLine(const TaskSpec& spec, const fs::path& config) const;
+  Status AddSecurityArgs(const TaskSpec& spec, std::vector<std::string>* argv) const;
 
   std::unique_ptr<ClusterClient> client_;
   AgentOptions options_;
@@ -215,6 +218,34 @@ std::vector<std::string> AgentImpl::CommandLine(const TaskSpec& spec, const fs::
   return argv;
 }
 
+// Note [Job keys] (cluster_manager.cc): a task that listens on this host's
+// address runs with the job's key pair, written next to its config, unless
+// that address is loopback or the server runs jobs on plain TCP.
+Status AgentImpl::AddSecurityArgs(const TaskSpec& spec, std::vector<std::string>* argv) const {
+  const bool listens = std::any_of(spec.args.begin(), spec.args.end(),
+                                   [](const std::string& a) { return a.find("{host}") != std::string::npos; });
+  const std::string host = runner_->Host(spec);
+  if (!listens || IsLoopbackHost(host)) return Status::Ok();
+  if (spec.insecure_transport) {
+    argv->push_back("--insecure");
+    return Status::Ok();
+  }
+  if (spec.job_public_key.empty() || spec.job_secret_key.empty()) {
+    return Status::InvalidArgument("the server sent no key for job " + std::to_string(spec.job_id) +
+                                      ", whose processes listen on " + host +
+                                      ": run a server of this version, or serve with --insecure-jobs on a "
+                                      "network you trust");
+  }
+  const fs::path key = fs::path(options_.work_dir) / (spec.task_id + ".key");
+  std::error_code ec;
+  fs::remove(key, ec);  // A task id is started once per agent; a leftover is from an earlier agent.
+  fs::remove(key.string() + ".pub", ec);
+  FRUGAL_RETURN_IF_ERROR(comm::WriteKeyPairFiles(key.string(), {spec.job_public_key, spec.job_secret_key},
+                                                 "job-" + std::to_string(spec.job_id)));
+  argv->insert(argv->end(), {"--key", key.string(), "--authorized-keys", key.string() + ".pub"});
+  return Status::Ok();
+}
+
 void AgentImpl::Start(const TaskSpec& spec) {
   started_.insert(spec.task_id);
   std::error_code ec;
@@ -222,6 +253,11 @@ void AgentImpl::Start(const TaskSpec& spec) {
   const fs::path config = fs::path(options_.work_dir) / (spec.task_id + ".toml");
   std::ofstream(config) << spec.config_toml;
   std::vector<std::string> argv = CommandLine(spec, config);
+  if (Status secured = AddSecurityArgs(spec, &argv); !secured.ok()) {
+    std::fprintf(stderr, "agent: cannot start %s: %s\n", spec.task_id.c_str(), secured.message().c_str());
+    pending_exits_.push_back({spec.task_id, 127});
+    return;
+  }
   std::string line;
   for (const std::string& a : argv) line += a + " ";
   std::fprintf(stderr, "agent: starting %s: %s\n", spec.task_id.c_str(), line.c_str());
@@ -342,6 +378,10 @@ void AgentImpl::StopAll() {
 
 std::unique_ptr<TaskRunner> NewLocalTaskRunner(std::string host) {
   return std::make_unique<LocalTaskRunner>(std::move(host));
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  return host.rfind("127.", 0) == 0 || host == "localhost" || host == "::1";
 }
 
 Result<std::unique_ptr<Agent>> Agent::Create(std::unique_ptr<ClusterClient> client, AgentOptions options) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "frugal/comm/security.h"
 #include "manager_impl.h"
 
 namespace frugal::cluster {
@@ -26,6 +27,8 @@ class SystemClock final : public WallClock {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   }
 };
+
+std::string JobKeySetting(int64_t job_id) { return "job_key_" + std::to_string(job_id); }
 
 }  // namespace
 
@@ -132,6 +135,7 @@ Status ClusterManager::Impl::EndJob(JobRecord& job, JobState state, const std::s
   pending_resizes_.erase(job.id);
   last_records_.erase(job.id);
   unsettled_.erase(job.id);
+  if (job_keys_.erase(job.id) > 0) FRUGAL_RETURN_IF_ERROR(store_->SaveSetting(JobKeySetting(job.id), ""));
   next_round_ = clock_.Now();
   return Status::Ok();
 }
@@ -383,9 +387,50 @@ Result<AgentReply> ClusterManager::Impl::Heartbeat(const AgentReport& report) {
     if (j.state != JobState::kRunning) continue;
     std::multimap<int64_t, TaskSpec> plan = controller_->Plan(j);
     auto [first, last] = plan.equal_range(reply.node_id);
-    for (auto it = first; it != last; ++it) reply.tasks.push_back(std::move(it->second));
+    for (auto it = first; it != last; ++it) {
+      FRUGAL_RETURN_IF_ERROR(SecureTask(&it->second));
+      reply.tasks.push_back(std::move(it->second));
+    }
   }
   return reply;
+}
+
+// Note [Job keys]: a job spanning hosts listens on their addresses, where
+// anyone on the network could join its world or read its gradients. So each
+// job gets one CurveZMQ key pair, made by the server when the job's tasks
+// are first handed out and shared by all the job's processes: each admits
+// the holders of the job's key and nobody else (SecurityOptions admits a
+// process's own public key). The pair travels in the agents' heartbeat
+// replies, which carry the bearer token too: the API's link is trusted as
+// for the token (use --token-file, and keep the server and agents on a
+// network you trust or tunnel it). It is kept in the store (setting
+// "job_key_<id>") so that a restarted server hands out the same pair to the
+// job's new members, and cleared when the job ends. An agent uses it only for
+// tasks that listen on a non-loopback --host (agent.cc, SecurityArgs);
+// `serve --insecure-jobs` sends none and such tasks run with --insecure.
+Status ClusterManager::Impl::SecureTask(TaskSpec* task) {
+  if (options_.insecure_jobs) {
+    task->insecure_transport = true;
+    return Status::Ok();
+  }
+  auto it = job_keys_.find(task->job_id);
+  if (it == job_keys_.end()) {
+    const std::string setting = JobKeySetting(task->job_id);
+    FRUGAL_ASSIGN_OR_RETURN(std::string saved, store_->LoadSetting(setting));
+    std::pair<std::string, std::string> pair;
+    const size_t space = saved.find(' ');
+    if (space != std::string::npos) {
+      pair = {saved.substr(0, space), saved.substr(space + 1)};
+    } else {
+      FRUGAL_ASSIGN_OR_RETURN(comm::CurveKeyPair fresh, comm::GenerateCurveKeyPair());
+      pair = {fresh.public_key, fresh.secret_key};
+      FRUGAL_RETURN_IF_ERROR(store_->SaveSetting(setting, pair.first + " " + pair.second));
+    }
+    it = job_keys_.emplace(task->job_id, std::move(pair)).first;
+  }
+  task->job_public_key = it->second.first;
+  task->job_secret_key = it->second.second;
+  return Status::Ok();
 }
 
 // ---- ClusterManager: locking wrappers -------------------------------------
@@ -398,6 +443,11 @@ Result<std::unique_ptr<ClusterManager>> ClusterManager::Open(std::unique_ptr<Sta
   if (policy->UsesOracle()) {
     return Status::InvalidArgument("policy " + options.policy + " needs to know each job's remaining work, which a " +
                                    "live cluster cannot; use afs-p, afs-goodput, tiresias or fifo");
+  }
+  if (!options.insecure_jobs && !comm::CurveAvailable()) {
+    return Status::InvalidArgument("this libzmq was built without CURVE, so jobs spanning hosts cannot be encrypted: "
+                                   "install a libzmq with libsodium (Debian's libzmq5 has it), or serve with "
+                                   "--insecure-jobs on a network you trust");
   }
   auto impl = std::make_unique<Impl>(std::move(store), std::move(controller), clock, options, std::move(policy));
   FRUGAL_RETURN_IF_ERROR(impl->Load());

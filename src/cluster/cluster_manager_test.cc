@@ -214,6 +214,59 @@ TEST_F(ManagerTest, ARestartedServerRecoversJobsAndReadoptsTheirTasks) {
   std::filesystem::remove(path);
 }
 
+// Note [Job keys]: one CurveZMQ pair per job, the same in every reply and
+// after a restart of the server, cleared from the store when the job ends.
+TEST_F(ManagerTest, EachJobGetsOneKeyPairThatOutlivesARestartButNotTheJob) {
+  auto path = std::filesystem::temp_directory_path() / ("frugal-cluster-keys-" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  std::map<int64_t, std::string> public_keys;
+  {
+    auto m = Open(path.string());
+    Beat(*m, "host-a", 4);
+    ASSERT_TRUE(m->Submit(Job("a", 2, 4)).ok());
+    ASSERT_TRUE(m->Submit(Job("b", 2, 4)).ok());
+    ASSERT_TRUE(m->RunRound().ok());
+    AgentReply reply = Beat(*m, "host-a", 4);
+    ASSERT_EQ(reply.tasks.size(), 2u);
+    for (const TaskSpec& t : reply.tasks) {
+      EXPECT_EQ(t.job_public_key.size(), 40u);
+      EXPECT_EQ(t.job_secret_key.size(), 40u);
+      EXPECT_NE(t.job_public_key, t.job_secret_key);
+      EXPECT_FALSE(t.insecure_transport);
+      public_keys[t.job_id] = t.job_public_key;
+    }
+    EXPECT_NE(public_keys[1], public_keys[2]) << "a key per job";
+    for (const TaskSpec& t : Beat(*m, "host-a", 4).tasks) EXPECT_EQ(t.job_public_key, public_keys[t.job_id]);
+  }
+  {
+    auto m = Open(path.string());
+    for (const TaskSpec& t : Beat(*m, "host-a", 4).tasks) {
+      EXPECT_EQ(t.job_public_key, public_keys[t.job_id]) << "a restarted server hands out the same pair";
+    }
+    Beat(*m, "host-a", 4, {{"job-1-g1", 0}});
+    ASSERT_EQ(m->Jobs()[0].state, JobState::kFinished);
+  }
+  auto store = StateStore::Open(path.string());
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ(*(*store)->LoadSetting("job_key_1"), "") << "the finished job's secret is not kept";
+  EXPECT_NE(*(*store)->LoadSetting("job_key_2"), "");
+  store->reset();
+  std::filesystem::remove(path);
+
+  auto plain_store = StateStore::Open(":memory:");
+  ManagerOptions o;
+  o.insecure_jobs = true;
+  auto plain = ClusterManager::Open(std::move(*plain_store), NewRestartJobController(), clock_, o);
+  ASSERT_TRUE(plain.ok());
+  Beat(**plain, "host-a", 4);
+  ASSERT_TRUE((*plain)->Submit(Job("a", 2, 4)).ok());
+  ASSERT_TRUE((*plain)->RunRound().ok());
+  AgentReply reply = Beat(**plain, "host-a", 4);
+  ASSERT_EQ(reply.tasks.size(), 1u);
+  EXPECT_TRUE(reply.tasks[0].insecure_transport);
+  EXPECT_TRUE(reply.tasks[0].job_secret_key.empty());
+}
+
 TEST(LiveSpeedTest, MeasuredRatesWinAndThePriorScalesFromTheNearest) {
   LiveSpeed s;
   EXPECT_GT(s.RateAt(4), s.RateAt(2));

@@ -46,6 +46,9 @@ Result<TaskSpec> TaskFromJson(const json& j) {
   FRUGAL_RETURN_IF_ERROR(Field(j, "resume_appends", &t.resume_appends));
   FRUGAL_RETURN_IF_ERROR(Field(j, "reports_endpoint", &t.reports_endpoint));
   FRUGAL_RETURN_IF_ERROR(Field(j, "reads_metrics", &t.reads_metrics));
+  FRUGAL_RETURN_IF_ERROR(Field(j, "job_public_key", &t.job_public_key));
+  FRUGAL_RETURN_IF_ERROR(Field(j, "job_secret_key", &t.job_secret_key));
+  FRUGAL_RETURN_IF_ERROR(Field(j, "insecure_transport", &t.insecure_transport));
   return t;
 }
 
@@ -104,7 +107,9 @@ json ToJson(const TaskSpec& t) {
   return {{"task_id", t.task_id}, {"job_id", t.job_id}, {"generation", t.generation}, {"workers", t.workers},
           {"args", t.args}, {"config_toml", t.config_toml}, {"resume_run", t.resume_run},
           {"resume_args", t.resume_args}, {"resume_appends", t.resume_appends},
-          {"reports_endpoint", t.reports_endpoint}, {"reads_metrics", t.reads_metrics}};
+          {"reports_endpoint", t.reports_endpoint}, {"reads_metrics", t.reads_metrics},
+          {"job_public_key", t.job_public_key}, {"job_secret_key", t.job_secret_key},
+          {"insecure_transport", t.insecure_transport}};
 }
 
 json ToJson(const AgentReport& r) {

@@ -91,6 +91,9 @@ class ClusterManager::Impl {
   // resize it in place (JobController::Reconfigure).
   Status SetPlacement(JobRecord& job, std::vector<NodeSlots> placement, const std::string& why, bool fresh = false);
   Status EndJob(JobRecord& job, JobState state, const std::string& message);
+  // Fills the task's transport: the job's key pair, made and saved on first
+  // use, or insecure_transport (Note [Job keys]).
+  Status SecureTask(TaskSpec* task);
   Status Event(const std::string& kind, int64_t job_id, int64_t node_id, const std::string& message);
   JobRecord* FindJob(int64_t id);  // Binary search: jobs_ is sorted by id.
 
@@ -121,6 +124,9 @@ class ClusterManager::Impl {
   // Jobs placed anew (started, resized, restarted) whose first record at the
   // new size has not arrived: its window spans the change, so it is no rate.
   std::set<int64_t> unsettled_;
+  // Active jobs' CurveZMQ key pairs (public, secret), as saved in the
+  // store's setting "job_key_<id>" (Note [Job keys]).
+  std::map<int64_t, std::pair<std::string, std::string>> job_keys_;
   double next_round_ = 0;
   double last_round_ = -1e300;
   double last_accrual_ = 0;

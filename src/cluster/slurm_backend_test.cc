@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "frugal/cluster/agent.h"
+#include "frugal/comm/security.h"
 #include "json_codec.h"
 #include "process.h"
 #include "slurm_parse.h"
@@ -124,7 +125,7 @@ class FakeRunner final : public TaskRunner {
     return stopped.count(handle) ? std::optional<int>(143) : std::nullopt;
   }
   void Stop(int64_t handle, bool kill) override { stopped[handle] = kill; }
-  std::string Host(const TaskSpec& spec) const override { return spec.workers == 0 ? "server" : "node7"; }
+  std::string Host(const TaskSpec& spec) const override { return spec.workers == 0 ? "127.0.0.1" : "node7"; }
   std::map<std::string, int64_t> Running() override { return adopt; }
 
  private:
@@ -170,6 +171,7 @@ TEST(AgentRunnerTest, TasksFoundRunningAreAdoptedNotStartedAgain) {
   TaskSpec joiner = kept;
   joiner.task_id = "job-3-g4-w1";
   joiner.args = {"worker", "--listen", "tcp://{host}:*"};
+  joiner.insecure_transport = true;  // `serve --insecure-jobs`.
   TaskSpec coordinator = kept;
   coordinator.task_id = "job-3-g1-c";
   coordinator.workers = 0;
@@ -179,7 +181,8 @@ TEST(AgentRunnerTest, TasksFoundRunningAreAdoptedNotStartedAgain) {
   ASSERT_EQ(server->reports.size(), 1u);
   EXPECT_EQ(server->reports[0].running, (std::vector<std::string>{"job-3-g2-w0", "job-5-g1"}));
   ASSERT_EQ(fake->started.size(), 1u);  // Only the joiner; the adopted worker is not started twice.
-  EXPECT_EQ(fake->started[0].back(), "tcp://node7:*");
+  EXPECT_EQ(fake->started[0].end()[-2], "tcp://node7:*");
+  EXPECT_EQ(fake->started[0].back(), "--insecure");
   ASSERT_EQ(fake->stopped.count(52), 1u);
   EXPECT_FALSE(fake->stopped[52]);  // SIGTERM first.
   EXPECT_EQ(fake->stopped.count(41), 0u);
@@ -190,6 +193,67 @@ TEST(AgentRunnerTest, TasksFoundRunningAreAdoptedNotStartedAgain) {
   EXPECT_EQ(server->reports[1].exited[0].exit_code, 137);
   EXPECT_EQ(server->reports[1].exited[1].task_id, "job-5-g1");
   EXPECT_EQ(server->reports[1].running, (std::vector<std::string>{"job-3-g2-w0", "job-3-g4-w1"}));
+  std::filesystem::remove_all(dir);
+}
+
+// Note [Job keys]: a task listening on a non-loopback host runs with the
+// job's pair written next to its config (mode 0600); one on loopback, or one
+// that does not listen, runs with no security flag; one whose server sent no
+// key (nor insecure_transport) is not started.
+TEST(AgentRunnerTest, TasksListeningOffLoopbackRunWithTheJobsKey) {
+  auto dir = std::filesystem::temp_directory_path() / ("frugal-agent-keys-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  auto runner = std::make_unique<FakeRunner>();
+  FakeRunner* fake = runner.get();
+  auto client = std::make_unique<FakeClient>();
+  FakeClient* server = client.get();
+  AgentOptions options;
+  options.node = "node7";
+  options.slots = 4;
+  options.frugal_binary = "/bin/true";
+  options.work_dir = dir.string();
+  Result<std::unique_ptr<Agent>> agent = CreateAgentWithRunner(std::move(client), options, std::move(runner));
+  ASSERT_TRUE(agent.ok()) << agent.status().message();
+  Result<comm::CurveKeyPair> keys = comm::GenerateCurveKeyPair();
+  ASSERT_TRUE(keys.ok()) << keys.status().message();
+
+  TaskSpec worker;
+  worker.task_id = "job-4-g1-w0";
+  worker.job_id = 4;
+  worker.workers = 1;
+  worker.args = {"worker", "--listen", "tcp://{host}:*"};
+  worker.job_public_key = keys->public_key;
+  worker.job_secret_key = keys->secret_key;
+  TaskSpec local = worker;  // Host 127.0.0.1 (FakeRunner: no slots).
+  local.task_id = "job-4-g1-c";
+  local.workers = 0;
+  TaskSpec quiet = worker;  // Listens nowhere: `frugal train` of the restart controller.
+  quiet.task_id = "job-4-g1";
+  quiet.args = {"train"};
+  TaskSpec keyless = worker;
+  keyless.task_id = "job-6-g1-w0";
+  keyless.job_id = 6;
+  keyless.job_public_key.clear();
+  keyless.job_secret_key.clear();
+  server->reply.tasks = {local, worker, quiet, keyless};
+  ASSERT_TRUE((*agent)->RunOnce().ok());
+  ASSERT_EQ(fake->started.size(), 3u);
+  EXPECT_EQ(fake->started[0].back(), "tcp://127.0.0.1:*");
+  const std::string key = (dir / "job-4-g1-w0.key").string();
+  EXPECT_EQ(std::vector<std::string>(fake->started[1].end() - 5, fake->started[1].end()),
+            (std::vector<std::string>{"tcp://node7:*", "--key", key, "--authorized-keys", key + ".pub"}));
+  EXPECT_EQ(fake->started[2].back(), "train");
+  Result<comm::CurveKeyPair> written = comm::ReadKeyPairFile(key);  // Refuses a file others can read.
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  EXPECT_EQ(written->secret_key, keys->secret_key);
+  Result<std::vector<std::string>> allowed = comm::ReadAuthorizedKeysFile(key + ".pub");
+  ASSERT_TRUE(allowed.ok()) << allowed.status().message();
+  EXPECT_EQ(*allowed, std::vector<std::string>{keys->public_key});
+
+  ASSERT_TRUE((*agent)->RunOnce().ok());
+  ASSERT_EQ(server->reports[1].exited.size(), 1u);
+  EXPECT_EQ(server->reports[1].exited[0].task_id, "job-6-g1-w0");
+  EXPECT_EQ(server->reports[1].exited[0].exit_code, 127);
   std::filesystem::remove_all(dir);
 }
 

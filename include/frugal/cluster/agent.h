@@ -31,6 +31,10 @@ struct AgentOptions {
   double stop_grace_s = 15;    // SIGTERM -> SIGKILL.
 };
 
+// Whether HOST names this machine's loopback (127.x.x.x, localhost, ::1),
+// where nobody else can connect.
+bool IsLoopbackHost(const std::string& host);
+
 class Agent {
  public:
   virtual ~Agent() = default;

@@ -59,6 +59,9 @@ struct ManagerOptions {
   // Multiply the prior's predictions by the scale the jobs' measurements
   // give it (Note [Prior calibration]); the scale is kept and shown either way.
   bool calibrate_prior = false;
+  // Jobs' processes on non-loopback hosts talk plain TCP rather than CURVE
+  // with a key pair per job (Note [Job keys] in src/cluster/cluster_manager.cc).
+  bool insecure_jobs = false;
 };
 
 // What a resize of a running job costs it, as the policy weighs it.

@@ -163,6 +163,15 @@ struct TaskSpec {
   // controller's one process), so that a job spanning several agents that
   // share the runs dir has each record sent once.
   bool reads_metrics = true;
+  // The transport of a task that listens on its host's address ("{host}" in
+  // args; Note [Job keys] in src/cluster/cluster_manager.cc): the job's
+  // CurveZMQ key pair (Z85), shared by all its processes, or, with
+  // insecure_transport (`serve --insecure-jobs`), plain TCP. An agent whose
+  // --host is not loopback writes the pair to <task_id>.key (mode 0600) and
+  // runs the task with --key/--authorized-keys, or with --insecure.
+  std::string job_public_key;
+  std::string job_secret_key;  // Never logged.
+  bool insecure_transport = false;
 };
 
 struct TaskEndpoint {
