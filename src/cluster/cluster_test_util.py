@@ -56,7 +56,7 @@ def wait_for_server(proc, out, timeout=120):
     load average 28, hence the long default."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        m = re.findall(r"serving on http://127.0.0.1:(\d+)", open(out).read())
+        m = re.findall(r"serving on http://[^:/\s]+:(\d+)", open(out).read())
         if m and get_json(int(m[-1]), "/api/health") is not None:
             return int(m[-1])
         if proc.poll() is not None:
