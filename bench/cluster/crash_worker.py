@@ -25,7 +25,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from live_small import get, start_cluster, stop_all  # noqa: E402
+from live import get, start_cluster, stop_all  # noqa: E402
 
 
 def job_workers(root):
@@ -64,7 +64,7 @@ def main():
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="frugal-crash-")
     frugal = os.path.abspath(args.frugal)
-    server, agent, port = start_cluster(frugal, "afs-p", "elastic", root, slots=4)
+    server, agents, port = start_cluster(frugal, "afs-p", "elastic", root, slots=4)
     result = {"root": root}
     try:
         path = os.path.join(root, "job.toml")
@@ -80,14 +80,12 @@ def main():
         victims = job_workers(root)
         if not victims:
             raise RuntimeError("no worker process found under " + root)
-        crash_time = time.time()
         os.kill(victims[0], signal.SIGKILL)
         result.update(killed_pid=victims[0], step_at_crash=get(port, "/api/jobs")[0]["step"])
         print(f"killed worker pid {victims[0]} at step {result['step_at_crash']}", flush=True)
         while time.time() < deadline and get(port, "/api/jobs")[0]["state"] not in ("finished", "failed"):
             time.sleep(1)
         job = get(port, "/api/jobs")[0]
-        detail = get(port, f"/api/jobs/{job['id']}")
         events = [e for e in get(port, "/api/events?limit=1000") if e["job_id"] == job["id"]]
         metrics = os.path.join(root, "agent", "runs", f"job-{job['id']}", "metrics.jsonl")
         result.update(state=job["state"], restarts=job["restarts"], generation=job["generation"],
@@ -95,7 +93,7 @@ def main():
                       first_record_of_new_incarnation=resumed_at(metrics) if os.path.exists(metrics) else None,
                       events=[f"{e['kind']}: {e['message']}" for e in events])
     finally:
-        stop_all(agent, server)
+        stop_all(*agents, server)
     for e in result.get("events", []):
         print("  " + e)
     print(json.dumps({k: v for k, v in result.items() if k != "events"}, indent=2))

@@ -1,4 +1,4 @@
-"""Replays a live workload (bench/cluster/live_small.py) in the simulator.
+"""Replays a live workload (bench/cluster/live.py) in the simulator.
 
 From the live server's records it builds:
   - a workload CSV (`name,time,application,num_replicas,batch_size`): each
@@ -17,12 +17,13 @@ From the live server's records it builds:
     every placement change, first start included).
 With several models in a workload, rates are pooled per model (a "group").
 Then it runs `frugal cluster simulate` on them with the live run's policy,
-one node of `slots` GPUs and rounds every 2 s (live_small.py's --round-s),
+the live cluster's nodes (one agent, or one per testbed host) of `slots` GPUs
+and rounds every 2 s (live.py's --round-s),
 and, on the same trace, the other policies in COMPARED (the machine's load
 differs between live runs; the simulated policies share one table).
 
 Standalone, `bench/cluster/replay.py --frugal build/frugal results.json`
-re-simulates the runs stored in a live_small.py --out file.
+re-simulates the runs stored in a live.py --out file.
 """
 
 import argparse
@@ -100,10 +101,17 @@ def write_trace(root, jobs, rates, group_of, max_workers):
     return workload, table
 
 
-def simulate(frugal, root, policy, slots, round_s, realloc_cost, workload, table, tiresias_threshold=None):
+def shape(args):
+    """(nodes, slots per node) of the live cluster: one agent, or one per
+    testbed host (live.py --testbed)."""
+    return max(1, getattr(args, "testbed", 0) or 0), args.slots
+
+
+def simulate(frugal, root, policy, cluster, round_s, realloc_cost, workload, table, tiresias_threshold=None):
+    """CLUSTER: (nodes, slots per node)."""
     out = os.path.join(root, f"sim_{policy}.csv")
     cmd = [frugal, "cluster", "simulate", "--workload", workload, "--table", table, "--policy", policy,
-           "--nodes", "1", "--gpus-per-node", str(slots), "--interval", str(round_s),
+           "--nodes", str(cluster[0]), "--gpus-per-node", str(cluster[1]), "--interval", str(round_s),
            "--realloc-cost", f"{max(0.0, realloc_cost):.3f}", "--out", out]
     if tiresias_threshold is not None:
         cmd += ["--tiresias-threshold", str(tiresias_threshold)]
@@ -122,17 +130,18 @@ def replay(frugal, root, policy, args, jobs, details, events, group_of):
         return None
     overheads = start_overheads(details, events, rates, group_of)
     realloc = sum(overheads.values()) / len(overheads) if overheads else 0.0
-    workload, table = write_trace(root, jobs, rates, group_of, args.slots)
+    cluster = shape(args)
+    workload, table = write_trace(root, jobs, rates, group_of, cluster[0] * cluster[1])
     result = {"steps_per_s": {g: {str(w): r for w, r in rs.items()} for g, rs in rates.items()},
               "evidence_steps_seconds": {g: {str(w): v for w, v in ev.items()} for g, ev in evidence.items()},
               "start_overhead_s": {str(k): v for k, v in overheads.items()}, "realloc_cost_s": realloc,
               "workload_csv": open(workload).read(), "table_csv": open(table).read()}
     tt = args.tiresias_threshold
-    result["sim"] = simulate(frugal, root, policy, args.slots, 2, realloc, workload, table, tt)
-    result["sim_no_realloc"] = simulate(frugal, root, policy, args.slots, 2, 0.0, workload, table, tt)
+    result["sim"] = simulate(frugal, root, policy, cluster, 2, realloc, workload, table, tt)
+    result["sim_no_realloc"] = simulate(frugal, root, policy, cluster, 2, 0.0, workload, table, tt)
     # Every compared policy on this run's table: a control for the machine's
     # load, which differs between live runs.
-    result["sim_by_policy"] = {p: simulate(frugal, root, p, args.slots, 2, realloc, workload, table, tt)["avg_jct_s"]
+    result["sim_by_policy"] = {p: simulate(frugal, root, p, cluster, 2, realloc, workload, table, tt)["avg_jct_s"]
                                for p in COMPARED}
     return result
 
@@ -153,15 +162,16 @@ def common_table(frugal, root, runs, jobs_of_first, group_of, args):
     if not costs or any(group_of[j["id"]] not in rates for j in jobs_of_first):
         return None
     realloc = sum(costs) / len(costs)
-    workload, table = write_trace(root, jobs_of_first, rates, group_of, args.slots)
+    cluster = shape(args)
+    workload, table = write_trace(root, jobs_of_first, rates, group_of, cluster[0] * cluster[1])
     return {"steps_per_s": {g: {str(w): r for w, r in rs.items()} for g, rs in rates.items()},
             "realloc_cost_s": realloc, "table_csv": open(table).read(),
-            "avg_jct_s": {p: simulate(frugal, root, p, args.slots, 2, realloc, workload, table,
+            "avg_jct_s": {p: simulate(frugal, root, p, cluster, 2, realloc, workload, table,
                                       args.tiresias_threshold)["avg_jct_s"] for p in COMPARED}}
 
 
 def main():
-    """Re-simulates the runs of a live_small.py --out JSON (their stored
+    """Re-simulates the runs of a live.py --out JSON (their stored
     workload and table) under every policy in COMPARED."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--frugal", required=True)
@@ -175,9 +185,11 @@ def main():
         workload, table = os.path.join(root, "w.csv"), os.path.join(root, "t.csv")
         open(workload, "w").write(rp["workload_csv"])
         open(table, "w").write(rp["table_csv"])
-        slots = int(rp["workload_csv"].splitlines()[1].split(",")[3])
+        slots = int(rp["workload_csv"].splitlines()[1].split(",")[3])  # All of them: a job's max_workers.
+        nodes = max(1, r.get("workload", {}).get("testbed") or 1)
         tt = r.get("workload", {}).get("tiresias_threshold")
-        sims = {p: simulate(args.frugal, root, p, slots, 2, rp["realloc_cost_s"], workload, table, tt)["avg_jct_s"]
+        sims = {p: simulate(args.frugal, root, p, (nodes, slots // nodes), 2, rp["realloc_cost_s"], workload, table,
+                            tt)["avg_jct_s"]
                 for p in COMPARED}
         print(f"{r['policy']} ({r['controller']}): live {r['avg_jct_s']:.1f} s; on its table, simulated: "
               + ", ".join(f"{p} {v:.1f} s" for p, v in sims.items()))

@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
-"""A small live workload on one machine (CPU slots, loopback): the same jobs
-under several policies, each on a fresh `frugal cluster serve` + one agent.
+"""A small live workload: the same jobs under several policies, each on a
+fresh `frugal cluster serve` and its agents. Either one agent with --slots
+CPU slots on loopback, or (--testbed N, root) N hosts of the namespace
+testbed (testbed/testbed.sh), each an agent with --slots slots, its CPU
+capped at --host-cpus cores (a cgroup), its link shaped at --rate Mbit/s,
+and the server on a host of its own; jobs may span the hosts, with their
+CurveZMQ job keys (docs/cluster.md, "Jobs spanning hosts").
 
 Reports per-job JCT (finish - submit, from the server's own records), the
 average, the makespan, the number of resizes, and for every resize of a
@@ -16,7 +21,7 @@ times and the throughput measured at each worker count become a workload and
 a `--table` CSV for `frugal cluster simulate` with the same policy, and the
 simulated average JCT is printed beside the live one.
 
-Usage: bench/cluster/live_small.py --frugal build/frugal [--policies afs-p,fifo]
+Usage: bench/cluster/live.py --frugal build/frugal [--policies afs-p,fifo]
        [--controllers elastic,restart] [--slots 4] [--jobs 3] [--steps 60]
        [--gap-s 20] [--out results.json]
   A mix of jobs (docs/scheduler.md, "Live workload on two slots"):
@@ -24,6 +29,8 @@ Usage: bench/cluster/live_small.py --frugal build/frugal [--policies afs-p,fifo]
        [--min-workers 1] [--repeats 2] [--tiresias-threshold S]
   Throughput priors (docs/cluster.md, "Throughput estimates"):
        [--profile-per-job] [--prior-hardware cpu-local]
+  Hosts (docs/scheduler.md, "Live workload on four namespace hosts"):
+       [--testbed 4] [--host-cpus 0.45] [--rate 0]
 """
 
 import argparse
@@ -65,31 +72,108 @@ def resize_times(port, jobs, events):
     return out
 
 
+TESTBED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testbed", "testbed.sh")
+INSIDE = "FRUGAL_LIVE_INSIDE_TESTBED"
+
+
+def host_address(i):
+    return f"10.77.1.{i + 1}"  # testbed.sh's flat layout: host i.
+
+
+def cpu_cgroup(i):
+    """The cgroup (v1 cpu controller) capping testbed host i's CPU."""
+    return f"/sys/fs/cgroup/cpu/fgtb-h{i}"
+
+
+def start_agents(frugal, root, port, slots, testbed, token):
+    """One agent on loopback, or one per testbed host 1..testbed (host 0 runs
+    the server), each inside its host's namespace and CPU cgroup."""
+    if not testbed:
+        return [subprocess.Popen([frugal, "cluster", "agent", "--server", f"127.0.0.1:{port}", "--slots", str(slots),
+                                  "--name", "host", "--work-dir", os.path.join(root, "agent"), "--heartbeat-s", "0.5",
+                                  "--stop-grace-s", "60"],
+                                 stdout=open(os.path.join(root, "agent.out"), "w"), stderr=subprocess.STDOUT)]
+    agents = []
+    for i in range(1, testbed + 1):
+        argv = ["ip", "netns", "exec", f"fgtb-h{i}", frugal, "cluster", "agent", "--server",
+                f"{host_address(0)}:{port}", "--token-file", token, "--slots", str(slots), "--name", f"h{i}",
+                "--host", host_address(i), "--work-dir", os.path.join(root, "work"), "--heartbeat-s", "0.5",
+                "--stop-grace-s", "60"]
+        if os.path.isdir(cpu_cgroup(i)):
+            argv = ["sh", "-c", f'echo $$ > {cpu_cgroup(i)}/tasks && exec "$@"', "sh"] + argv
+        agents.append(subprocess.Popen(argv, stdout=open(os.path.join(root, f"agent{i}.out"), "w"),
+                                       stderr=subprocess.STDOUT))
+    return agents
+
+
 def start_cluster(frugal, policy, controller, root, slots, checkpoint_every=10, tiresias_threshold=16 * 3600.0,
-                  prior_hardware=None):
-    """A fresh server (rounds every 2 s) and one agent with `slots` CPU slots;
-    returns (server, agent, port)."""
+                  prior_hardware=None, testbed=0):
+    """A fresh server (rounds every 2 s) and its agents (start_agents);
+    returns (server, [agents], port). With a testbed the server listens on
+    all of host 0's addresses with a token (<root>/token) and lets a job
+    span every host."""
     out = os.path.join(root, "server.out")
-    prior = ["--prior-hardware", prior_hardware] if prior_hardware else []
-    server = subprocess.Popen([frugal, "cluster", "serve", "--listen", "127.0.0.1:0", "--state",
+    extra = ["--prior-hardware", prior_hardware] if prior_hardware else []
+    listen = "127.0.0.1:0"
+    token = os.path.join(root, "token")
+    if testbed:
+        with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(os.urandom(18).hex() + "\n")
+        listen = "0.0.0.0:0"
+        extra += ["--token-file", token, "--max-nodes-per-job", str(testbed)]
+    server = subprocess.Popen([frugal, "cluster", "serve", "--listen", listen, "--state",
                                os.path.join(root, "cluster.db"), "--policy", policy, "--round-s", "2",
                                "--checkpoint-every", str(checkpoint_every), "--controller", controller,
-                               "--tiresias-threshold", str(tiresias_threshold)] + prior,
+                               "--tiresias-threshold", str(tiresias_threshold)] + extra,
                               stdout=open(out, "w"), stderr=subprocess.STDOUT)
     deadline = time.time() + 120
     port = None
     while port is None and time.time() < deadline and server.poll() is None:
-        m = re.search(r"serving on http://127.0.0.1:(\d+)", open(out).read())
+        m = re.search(r"serving on http://[^:/\s]+:(\d+)", open(out).read())
         port = int(m.group(1)) if m else None
         time.sleep(0.1)
     if port is None:
-        stop_all(None, server)
+        stop_all(server)
         raise RuntimeError("server did not start: " + open(out).read())
-    agent = subprocess.Popen([frugal, "cluster", "agent", "--server", f"127.0.0.1:{port}", "--slots",
-                              str(slots), "--name", "host", "--work-dir", os.path.join(root, "agent"),
-                              "--heartbeat-s", "0.5", "--stop-grace-s", "60"],
-                             stdout=open(os.path.join(root, "agent.out"), "w"), stderr=subprocess.STDOUT)
-    return server, agent, port
+    agents = start_agents(frugal, root, port, slots, testbed, token)
+    deadline = time.time() + 120
+    while len([n for n in get(port, "/api/nodes") if n["up"]]) < max(1, testbed):
+        if time.time() > deadline:
+            stop_all(*agents, server)
+            raise RuntimeError("the agents did not register")
+        time.sleep(0.2)
+    return server, agents, port
+
+
+def run_on_testbed(args):
+    """Brings up the testbed (args.testbed agent hosts + the server's host),
+    caps each agent host's CPU, runs this script again inside host 0, and
+    takes everything down. Returns its exit code."""
+    if os.geteuid() != 0:
+        sys.exit("live.py --testbed needs root (network namespaces, cgroups)")
+    hosts = args.testbed + 1
+    subprocess.run(["bash", TESTBED, "up", "flat", "--hosts", str(hosts), "--rate", str(args.rate)], check=True)
+    made = []
+    try:
+        for i in range(1, hosts):
+            if not os.path.isdir("/sys/fs/cgroup/cpu"):
+                print("no cgroup v1 cpu controller: the hosts share the machine's cores uncapped", flush=True)
+                break
+            os.makedirs(cpu_cgroup(i), exist_ok=True)
+            made.append(cpu_cgroup(i))
+            with open(os.path.join(cpu_cgroup(i), "cpu.cfs_period_us"), "w") as f:
+                f.write("100000")
+            with open(os.path.join(cpu_cgroup(i), "cpu.cfs_quota_us"), "w") as f:
+                f.write(str(int(args.host_cpus * 100000)))
+        return subprocess.run(["ip", "netns", "exec", "fgtb-h0", sys.executable] + sys.argv,
+                              env=dict(os.environ, **{INSIDE: "1"})).returncode
+    finally:
+        subprocess.run(["bash", TESTBED, "down"], capture_output=True)
+        for cg in made:
+            try:
+                os.rmdir(cg)
+            except OSError as e:
+                print(f"could not remove {cg}: {e}")
 
 
 def stop_all(*procs):
@@ -108,6 +192,10 @@ def job_model(k, args):
     return args.models[k % len(args.models)]
 
 
+def total_slots(args):
+    return args.slots * max(1, args.testbed)
+
+
 def job_toml(k, steps, args):
     """One job of the workload: a `frugal train` configuration on synthetic
     data plus its worker range. With --global-batch the step's samples are
@@ -117,7 +205,7 @@ def job_toml(k, steps, args):
     # --profile-per-job: no job shares what another measured (the server's
     # behaviour before profiles); otherwise the server derives the profile.
     profile = f'profile = "job{k}"\n' if args.profile_per_job else ""
-    return (f'name = "job{k}"\n{profile}min_workers = {args.min_workers}\nmax_workers = {args.slots}\n'
+    return (f'name = "job{k}"\n{profile}min_workers = {args.min_workers}\nmax_workers = {total_slots(args)}\n'
             f'model = "{job_model(k, args)}"\ndataset = "synthetic"\nsynthetic_train_size = 8192\n'
             f"synthetic_test_size = 256\nmax_steps = {steps}\nlog_every = {args.log_every}\n{batch}"
             f"timeout_s = 60\nelastic_every = 5\nepochs = 100000\n")
@@ -126,8 +214,9 @@ def job_toml(k, steps, args):
 def run_policy(frugal, policy, controller, args, root):
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     load_start = os.getloadavg()[0]
-    server, agent, port = start_cluster(frugal, policy, controller, root, args.slots, args.checkpoint_every,
-                                        args.tiresias_threshold, args.prior_hardware)
+    server, agents, port = start_cluster(frugal, policy, controller, root, args.slots, args.checkpoint_every,
+                                         args.tiresias_threshold, args.prior_hardware, args.testbed)
+    token = ["--token-file", os.path.join(root, "token")] if args.testbed else []
     try:
         t0 = time.time()
         for k, steps in enumerate(args.steps_list):
@@ -136,7 +225,7 @@ def run_policy(frugal, policy, controller, args, root):
             path = os.path.join(root, f"job{k}.toml")
             with open(path, "w") as f:
                 f.write(job_toml(k, steps, args))
-            subprocess.run([frugal, "cluster", "submit", path, "--server", f"127.0.0.1:{port}"], check=True,
+            subprocess.run([frugal, "cluster", "submit", path, "--server", f"127.0.0.1:{port}"] + token, check=True,
                            capture_output=True, timeout=300)
         deadline = time.time() + args.timeout_s
         while time.time() < deadline:
@@ -151,7 +240,7 @@ def run_policy(frugal, policy, controller, args, root):
         details = {j["id"]: [s for s in get(port, f"/api/jobs/{j['id']}")["samples"] if s["samples_per_s"] > 0]
                    for j in jobs}
     finally:
-        stop_all(agent, server)
+        stop_all(*agents, server)
     rows = [{"job": j["name"], "state": j["state"], "jct_s": j["finish_time"] - j["submit_time"],
              "restarts": j["restarts"], "generations": j["generation"]} for j in jobs]
     changes = sum(1 for e in events if e["kind"] in ("resize", "preempt"))
@@ -159,7 +248,8 @@ def run_policy(frugal, policy, controller, args, root):
     group_of = {j["id"]: job_model(int(j["name"][3:]), args) for j in jobs}
     workload = {k: getattr(args, k) for k in ("slots", "steps_list", "gap_s", "models", "batch_size", "global_batch",
                                               "min_workers", "log_every", "checkpoint_every", "tiresias_threshold",
-                                              "profile_per_job", "prior_hardware")}
+                                              "profile_per_job", "prior_hardware", "testbed", "host_cpus",
+                                              "rate")}
     return {"policy": policy, "controller": controller, "started_utc": started, "workload": workload,
             "server_jobs": [{k: j[k] for k in ("id", "name", "max_steps", "submit_time")} for j in jobs],
             "loadavg_1min_start_end": [load_start, os.getloadavg()[0]], "jobs": rows, "resizes": resizes,
@@ -196,9 +286,15 @@ def main():
     ap.add_argument("--profile-per-job", action="store_true",
                     help="give every job its own profile: no job starts from the rates of earlier jobs of its model")
     ap.add_argument("--prior-hardware", help="frugal cluster serve --prior-hardware (the planner's prior)")
+    ap.add_argument("--testbed", type=int, default=0,
+                    help="run the agents on this many namespace hosts (root; 0: one agent on loopback)")
+    ap.add_argument("--host-cpus", type=float, default=0.45, help="--testbed: CPU cores each host may use")
+    ap.add_argument("--rate", type=float, default=0, help="--testbed: each host link's rate, Mbit/s (0: no limit)")
     ap.add_argument("--out")
     ap.add_argument("--keep", action="store_true", help="keep the run directories (printed)")
     args = ap.parse_args()
+    if args.testbed and not os.environ.get(INSIDE):
+        return run_on_testbed(args)
     args.models = args.models.split(",")
     args.steps_list = [int(x) for x in args.steps_list.split(",")] if args.steps_list else [args.steps] * args.jobs
     results = []
