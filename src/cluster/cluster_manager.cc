@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <set>
+#include <string>
 
 #include "frugal/comm/security.h"
 #include "manager_impl.h"
@@ -391,6 +393,14 @@ Result<AgentReply> ClusterManager::Impl::Heartbeat(const AgentReport& report) {
       FRUGAL_RETURN_IF_ERROR(SecureTask(&it->second));
       reply.tasks.push_back(std::move(it->second));
     }
+  }
+  std::set<std::string> planned;
+  for (const TaskSpec& t : reply.tasks) planned.insert(t.task_id);
+  for (const std::string& id : report.running) {
+    int64_t job_id = 0, generation = 0;
+    if (planned.count(id) || !ParseTaskId(id, &job_id, &generation)) continue;
+    const JobRecord* job = FindJob(job_id);
+    if (job != nullptr && controller_->Superseded(*job, id)) reply.superseded.push_back(id);
   }
   return reply;
 }

@@ -91,6 +91,17 @@ class ElasticJobController final : public JobController {
     return ExitMeaning::kIgnore;
   }
 
+  // Members of incarnation I were added at generations >= I (generations
+  // only grow), so a task added before the current incarnation belongs to
+  // an ended one; a member removed by an in-place shrink does not, and
+  // leaves gracefully. A finished job's workers are ending on their own.
+  bool Superseded(const JobRecord& job, const std::string& task_id) const override {
+    int64_t id = 0, since = 0;
+    if (!ParseTaskId(task_id, &id, &since) || id != job.id || job.state == JobState::kFinished) return false;
+    if (job.state != JobState::kRunning || job.placement.empty()) return true;
+    return since < job.incarnation;
+  }
+
   std::multimap<int64_t, TaskSpec> Plan(const JobRecord& job) const override {
     std::multimap<int64_t, TaskSpec> out;
     if (job.placement.empty() || job.home_node == 0) return out;

@@ -173,6 +173,42 @@ TEST_F(ElasticManagerTest, AFailedWorkerOrCoordinatorRestartsFromTheCheckpoint) 
   EXPECT_EQ(m->Job(1)->state, JobState::kFinished);
 }
 
+// A task still running that the server no longer plans is named superseded
+// (its agent SIGKILLs it) when its incarnation has ended, whichever node runs
+// the coordinator; a worker leaving in an in-place shrink is not.
+TEST_F(ElasticManagerTest, TasksOfAnEndedRunAreSupersededLeaversAreNot) {
+  auto m = StartOne();
+  Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}}, Step(1));
+  const std::set<std::string> before = Ids(Beat(*m));
+  ASSERT_EQ(before.size(), 5u);
+  auto beat_running = [&](std::vector<std::string> running, std::vector<TaskExit> exits = {}) {
+    AgentReport r;
+    r.node = "host-b";  // Another node (no round runs, so it is given nothing).
+    r.slots = 1;
+    r.running = std::move(running);
+    r.exited = std::move(exits);
+    auto reply = m->Heartbeat(r);
+    EXPECT_TRUE(reply.ok()) << reply.status().message();
+    return reply.ok() ? reply->superseded : std::vector<std::string>{"error"};
+  };
+  ASSERT_TRUE(m->Submit(Job("b", 2, 2)).ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  ASSERT_EQ(m->Job(1)->Workers(), 2);
+  EXPECT_TRUE(beat_running({before.begin(), before.end()}).empty()) << "leavers leave gracefully";
+
+  Beat(*m, {{"job-1-g1-w0", 1}});  // A failure: a fresh incarnation.
+  ASSERT_GT(m->Job(1)->incarnation, 1);
+  std::vector<std::string> superseded = beat_running({"job-1-g1-c", "job-1-g1-w1"});
+  std::sort(superseded.begin(), superseded.end());
+  EXPECT_EQ(superseded, (std::vector<std::string>{"job-1-g1-c", "job-1-g1-w1"}));
+
+  ASSERT_TRUE(m->Cancel(2).ok());
+  superseded = beat_running({"job-2-g1-c", "job-2-g1-w0"});
+  std::sort(superseded.begin(), superseded.end());
+  EXPECT_EQ(superseded, (std::vector<std::string>{"job-2-g1-c", "job-2-g1-w0"}));
+  EXPECT_TRUE(beat_running({"job-7-g1-w0", "not-a-task"}).empty()) << "unknown ids are left to the grace";
+}
+
 TEST_F(ElasticManagerTest, AResizeBeforeTheFirstWorldFormedRestartsIt) {
   for (bool endpoint_known : {false, true}) {
     SCOPED_TRACE(endpoint_known);

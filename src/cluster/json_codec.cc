@@ -125,7 +125,7 @@ json ToJson(const AgentReport& r) {
 json ToJson(const AgentReply& r) {
   json tasks = json::array();
   for (const TaskSpec& t : r.tasks) tasks.push_back(ToJson(t));
-  return {{"node_id", r.node_id}, {"tasks", tasks}};
+  return {{"node_id", r.node_id}, {"tasks", tasks}, {"superseded", r.superseded}};
 }
 
 json ToJson(const JobSubmission& s) {
@@ -186,6 +186,7 @@ Result<AgentReply> ReplyFromJson(const json& j) {
     FRUGAL_ASSIGN_OR_RETURN(TaskSpec spec, TaskFromJson(t));
     r.tasks.push_back(std::move(spec));
   }
+  FRUGAL_RETURN_IF_ERROR(Field(j, "superseded", &r.superseded));
   return r;
 }
 

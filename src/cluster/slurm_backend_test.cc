@@ -254,6 +254,13 @@ TEST(AgentRunnerTest, TasksListeningOffLoopbackRunWithTheJobsKey) {
   ASSERT_EQ(server->reports[1].exited.size(), 1u);
   EXPECT_EQ(server->reports[1].exited[0].task_id, "job-6-g1-w0");
   EXPECT_EQ(server->reports[1].exited[0].exit_code, 127);
+
+  // Nothing wanted any more; the server names the worker's run as ended.
+  server->reply.tasks.clear();
+  server->reply.superseded = {"job-4-g1-w0"};
+  ASSERT_TRUE((*agent)->RunOnce().ok());
+  EXPECT_EQ(fake->stopped, (std::map<int64_t, bool>{{100, false}, {101, true}, {102, false}}))
+      << "SIGKILL for the superseded task only";
   std::filesystem::remove_all(dir);
 }
 

@@ -46,6 +46,12 @@ class JobController {
   // What the exit of task `task_id` of `job` means; kIgnore for tasks the
   // current plan no longer holds (stopped on purpose, or left the job).
   virtual ExitMeaning OnExit(const JobRecord& job, const std::string& task_id, int exit_code) const = 0;
+  // Whether task `task_id` of `job`, still running on a node but no longer
+  // planned, belongs to a run of the job that has ended (an elastic
+  // incarnation replaced by a fresh one, or the job no longer running). Its
+  // agent then stops it with SIGKILL: a graceful stop would wait, up to the
+  // stop grace, for a coordinator that is gone. Default: false (SIGTERM).
+  virtual bool Superseded(const JobRecord&, const std::string&) const { return false; }
 };
 
 struct RestartControllerOptions {

@@ -196,6 +196,10 @@ struct AgentReport {
 struct AgentReply {
   int64_t node_id = 0;
   std::vector<TaskSpec> tasks;  // Everything the node should run now; the rest is stopped.
+  // Of the tasks the node reported running and the server no longer plans,
+  // those of a run that has ended (JobController::Superseded): stopped with
+  // SIGKILL at once rather than SIGTERM and the stop grace.
+  std::vector<std::string> superseded;
 };
 
 }  // namespace frugal::cluster
