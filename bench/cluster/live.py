@@ -197,17 +197,18 @@ def total_slots(args):
 
 
 def job_toml(k, steps, args):
-    """One job of the workload: a `frugal train` configuration on synthetic
-    data plus its worker range. With --global-batch the step's samples are
+    """One job of the workload: a `frugal train` configuration on --dataset
+    plus its worker range. With --global-batch the step's samples are
     split over the workers, so a job finishes sooner on more of them (the
     CoDDL job model); without it every worker takes --batch-size."""
     batch = f"global_batch = {args.global_batch}\n" if args.global_batch else f"batch_size = {args.batch_size}\n"
     # --profile-per-job: no job shares what another measured (the server's
     # behaviour before profiles); otherwise the server derives the profile.
     profile = f'profile = "job{k}"\n' if args.profile_per_job else ""
+    data = (f'dataset = "{args.dataset}"\n' if args.dataset != "synthetic" else
+            'dataset = "synthetic"\nsynthetic_train_size = 8192\nsynthetic_test_size = 256\n')
     return (f'name = "job{k}"\n{profile}min_workers = {args.min_workers}\nmax_workers = {total_slots(args)}\n'
-            f'model = "{job_model(k, args)}"\ndataset = "synthetic"\nsynthetic_train_size = 8192\n'
-            f"synthetic_test_size = 256\nmax_steps = {steps}\nlog_every = {args.log_every}\n{batch}"
+            f'model = "{job_model(k, args)}"\n{data}max_steps = {steps}\nlog_every = {args.log_every}\n{batch}'
             f"timeout_s = 60\nelastic_every = 5\nepochs = 100000\n")
 
 
@@ -249,7 +250,7 @@ def run_policy(frugal, policy, controller, args, root):
     workload = {k: getattr(args, k) for k in ("slots", "steps_list", "gap_s", "models", "batch_size", "global_batch",
                                               "min_workers", "log_every", "checkpoint_every", "tiresias_threshold",
                                               "profile_per_job", "prior_hardware", "testbed", "host_cpus",
-                                              "rate")}
+                                              "rate", "dataset")}
     return {"policy": policy, "controller": controller, "started_utc": started, "workload": workload,
             "server_jobs": [{k: j[k] for k in ("id", "name", "max_steps", "submit_time")} for j in jobs],
             "loadavg_1min_start_end": [load_start, os.getloadavg()[0]], "jobs": rows, "resizes": resizes,
@@ -259,6 +260,9 @@ def run_policy(frugal, policy, controller, args, root):
             "resize_cost_events": [e["message"] for e in events if e["kind"] == "resize-cost"],
             "makespan_s": max(j["finish_time"] for j in jobs) - min(j["submit_time"] for j in jobs),
             "group_of": {str(k): g for k, g in group_of.items()},
+            "samples": {str(k): [{f: s[f] for f in ("time", "step", "workers", "samples_per_s")} for s in v]
+                        for k, v in details.items()},
+            "events": [{f: e[f] for f in ("time", "kind", "job_id", "message")} for e in events],
             "replay": replay.replay(frugal, root, policy, args, jobs, details, events, group_of)
             if len(done) == len(rows) else None}
 
@@ -274,6 +278,7 @@ def main():
     ap.add_argument("--steps-list", help="comma-separated max_steps, one job each (overrides --jobs/--steps)")
     ap.add_argument("--gap-s", type=float, default=20)
     ap.add_argument("--models", default="mlp", help="comma-separated, cycled over the jobs")
+    ap.add_argument("--dataset", default="synthetic", help="synthetic (8,192 samples) or fashion-mnist")
     ap.add_argument("--batch-size", type=int, default=32, help="samples per step per worker")
     ap.add_argument("--global-batch", type=int, default=0, help="samples per step over all workers (0: --batch-size)")
     ap.add_argument("--min-workers", type=int, default=2)
@@ -289,7 +294,7 @@ def main():
     ap.add_argument("--testbed", type=int, default=0,
                     help="run the agents on this many namespace hosts (root; 0: one agent on loopback)")
     ap.add_argument("--host-cpus", type=float, default=0.45, help="--testbed: CPU cores each host may use")
-    ap.add_argument("--rate", type=float, default=0, help="--testbed: each host link's rate, Mbit/s (0: no limit)")
+    ap.add_argument("--rate", type=int, default=0, help="--testbed: each host link's rate, Mbit/s (0: no limit)")
     ap.add_argument("--out")
     ap.add_argument("--keep", action="store_true", help="keep the run directories (printed)")
     args = ap.parse_args()
