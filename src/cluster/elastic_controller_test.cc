@@ -13,7 +13,7 @@ namespace frugal::cluster {
 namespace {
 
 JobSubmission Job(const std::string& name, int min_w, int max_w) {
-  return {name, "model = \"mlp\"\nmax_steps = 40\n", min_w, max_w, 40};
+  return {name, "model = \"mlp\"\nmax_steps = 40\n", min_w, max_w, 40, ""};
 }
 
 bool Has(const TaskSpec& t, const std::string& arg) { return std::count(t.args.begin(), t.args.end(), arg) > 0; }

@@ -83,7 +83,7 @@ TEST_F(HttpServerTest, MalformedRequestsAre400AndTheServerKeepsRunning) {
 TEST_F(HttpServerTest, DashboardAndItsStateEndpoint) {
   auto client = ClusterClient::Create("http://127.0.0.1:" + std::to_string(server_->port()), "s3cret", 10);
   ASSERT_TRUE(client.ok());
-  auto id = (*client)->Submit({"dash", "model = \"mlp\"", 2, 4, 40});
+  auto id = (*client)->Submit({"dash", "model = \"mlp\"", 2, 4, 40, ""});
   ASSERT_TRUE(id.ok()) << id.status().message();
   AgentReport r;
   r.node = "host-a";
