@@ -1,4 +1,5 @@
-"""Helpers of the live cluster tests (cluster_live_test.py, slurm_backend_test.py)."""
+"""Helpers of the live cluster tests (cluster_live_test.py, slurm_backend_test.py,
+multihost_test.py)."""
 
 import argparse
 import json
@@ -63,3 +64,25 @@ def wait_for_server(proc, out, timeout=120):
             raise AssertionError("server exited: " + open(out).read())
         time.sleep(0.1)
     raise AssertionError("server did not start")
+
+
+def wait_for(pred, what, timeout):
+    """Polls PRED every 0.3 s; AssertionError naming WHAT after TIMEOUT seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def write_mlp_job(root, name, lo, hi, steps):
+    """ROOT/NAME.toml: a small elastic mlp job (synthetic data, batch 32 per
+    worker) of LO-HI workers and STEPS steps; returns its path."""
+    path = os.path.join(root, name + ".toml")
+    with open(path, "w") as f:
+        f.write(f'name = "{name}"\nmin_workers = {lo}\nmax_workers = {hi}\nmodel = "mlp"\n'
+                f'dataset = "synthetic"\nsynthetic_train_size = 4096\nsynthetic_test_size = 256\n'
+                f"max_steps = {steps}\nlog_every = 5\nbatch_size = 32\ntimeout_s = 60\n"
+                f"elastic_every = 5\nepochs = 1000\n")
+    return path

@@ -37,7 +37,7 @@ import subprocess
 import sys
 import time
 
-from cluster_test_util import get_json, parse_args, stop_processes, wait_for_server
+from cluster_test_util import get_json, parse_args, stop_processes, wait_for, wait_for_server, write_mlp_job
 
 SKIP = 77
 HOSTS = 3  # Agents, on hosts 1-3; the server is on host 0.
@@ -47,15 +47,6 @@ INSIDE = "FRUGAL_MULTIHOST_INSIDE"
 
 def address(i):
     return f"10.77.1.{i + 1}"
-
-
-def wait_for(pred, what, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 class Cluster:
@@ -97,12 +88,7 @@ class Cluster:
         return {n["name"]: n["id"] for n in self.get("/api/nodes")}
 
     def submit(self, name, lo, hi, steps):
-        path = os.path.join(self.root, name + ".toml")
-        with open(path, "w") as f:
-            f.write(f'name = "{name}"\nmin_workers = {lo}\nmax_workers = {hi}\nmodel = "mlp"\n'
-                    f'dataset = "synthetic"\nsynthetic_train_size = 4096\nsynthetic_test_size = 256\n'
-                    f"max_steps = {steps}\nlog_every = 5\nbatch_size = 32\ntimeout_s = 60\n"
-                    f"elastic_every = 5\nepochs = 1000\n")
+        path = write_mlp_job(self.root, name, lo, hi, steps)
         out = subprocess.run([self.frugal, "cluster", "submit", path, "--server", f"127.0.0.1:{self.port}",
                               "--token-file", self.token], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr

@@ -145,19 +145,28 @@ class FakeClient final : public ClusterClient {
   Result<int64_t> Submit(const JobSubmission&) override { return Status::Unavailable("fake"); }
 };
 
-TEST(AgentRunnerTest, TasksFoundRunningAreAdoptedNotStartedAgain) {
-  auto dir = std::filesystem::temp_directory_path() / ("frugal-agent-runner-" + std::to_string(getpid()));
+// An agent of node "node7" (4 slots, work dir DIR) on a FakeRunner that
+// finds ADOPT running and a FakeClient; *fake and *server point at them.
+Result<std::unique_ptr<Agent>> FakeAgent(const std::filesystem::path& dir, std::map<std::string, int64_t> adopt,
+                                         FakeRunner** fake, FakeClient** server) {
   auto runner = std::make_unique<FakeRunner>();
-  FakeRunner* fake = runner.get();
-  fake->adopt = {{"job-3-g2-w0", 41}, {"job-5-g1", 52}};
+  *fake = runner.get();
+  runner->adopt = std::move(adopt);
   auto client = std::make_unique<FakeClient>();
-  FakeClient* server = client.get();
+  *server = client.get();
   AgentOptions options;
   options.node = "node7";
   options.slots = 4;
   options.frugal_binary = "/bin/true";
   options.work_dir = dir.string();
-  Result<std::unique_ptr<Agent>> agent = CreateAgentWithRunner(std::move(client), options, std::move(runner));
+  return CreateAgentWithRunner(std::move(client), options, std::move(runner));
+}
+
+TEST(AgentRunnerTest, TasksFoundRunningAreAdoptedNotStartedAgain) {
+  auto dir = std::filesystem::temp_directory_path() / ("frugal-agent-runner-" + std::to_string(getpid()));
+  FakeRunner* fake = nullptr;
+  FakeClient* server = nullptr;
+  Result<std::unique_ptr<Agent>> agent = FakeAgent(dir, {{"job-3-g2-w0", 41}, {"job-5-g1", 52}}, &fake, &server);
   ASSERT_TRUE(agent.ok()) << agent.status().message();
 
   // The server wants job 3's worker (adopted), its coordinator (not found
@@ -203,16 +212,9 @@ TEST(AgentRunnerTest, TasksFoundRunningAreAdoptedNotStartedAgain) {
 TEST(AgentRunnerTest, TasksListeningOffLoopbackRunWithTheJobsKey) {
   auto dir = std::filesystem::temp_directory_path() / ("frugal-agent-keys-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
-  auto runner = std::make_unique<FakeRunner>();
-  FakeRunner* fake = runner.get();
-  auto client = std::make_unique<FakeClient>();
-  FakeClient* server = client.get();
-  AgentOptions options;
-  options.node = "node7";
-  options.slots = 4;
-  options.frugal_binary = "/bin/true";
-  options.work_dir = dir.string();
-  Result<std::unique_ptr<Agent>> agent = CreateAgentWithRunner(std::move(client), options, std::move(runner));
+  FakeRunner* fake = nullptr;
+  FakeClient* server = nullptr;
+  Result<std::unique_ptr<Agent>> agent = FakeAgent(dir, {}, &fake, &server);
   ASSERT_TRUE(agent.ok()) << agent.status().message();
   Result<comm::CurveKeyPair> keys = comm::GenerateCurveKeyPair();
   ASSERT_TRUE(keys.ok()) << keys.status().message();

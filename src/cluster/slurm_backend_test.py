@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 
-from cluster_test_util import get_json, parse_args, stop_processes, wait_for_server
+from cluster_test_util import get_json, parse_args, stop_processes, wait_for, wait_for_server, write_mlp_job
 
 SKIP = 77
 NODE = "frugal-test-node"
@@ -77,7 +77,7 @@ class Slurm:
         self.run_daemon(["munged", "--foreground", "--force", f"--socket={sock}", f"--key-file={key}",
                          f"--log-file={r}/log/munged.log", f"--pid-file={r}/munge/pid",
                          f"--seed-file={r}/munge/seed"], "munged.out")
-        self.wait_for(lambda: os.path.exists(sock), "munged's socket", 20)
+        wait_for(lambda: os.path.exists(sock), "munged's socket", 20)
         host = socket.gethostname().split(".")[0]
         with open(self.env["SLURM_CONF"], "w") as f:
             f.write(f"""ClusterName=frugaltest
@@ -113,7 +113,7 @@ PartitionName=frugal Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         self.run_daemon(["slurmctld", "-D", "-i"], "slurmctld.out")
         self.run_daemon(["slurmd", "-D", "-N", NODE], "slurmd.out")
         try:
-            self.wait_for(lambda: self.cmd(["sinfo", "-h", "-o", "%T"]).strip() == "idle", "the node idle", 60)
+            wait_for(lambda: self.cmd(["sinfo", "-h", "-o", "%T"]).strip() == "idle", "the node idle", 60)
         except AssertionError:
             raise Skip("Slurm did not come up here:\n" + self.logs()) from None
 
@@ -137,15 +137,6 @@ PartitionName=frugal Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                 jobs[f[1][len("frugal-"):]] = (int(f[0]), f[2])
         return jobs
 
-    @staticmethod
-    def wait_for(pred, what, timeout):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if pred():
-                return
-            time.sleep(0.3)
-        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
     def logs(self):
         out = ""
         d = os.path.join(self.root, "log")
@@ -157,7 +148,7 @@ PartitionName=frugal Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         if self.procs:  # Jobs end before the daemons stop, or their slurmstepd waits on for the controller.
             self.cmd(["scancel", "--full", "--signal=KILL", "--user=root"])
             try:
-                self.wait_for(lambda: not any(st in LIVE for _, st in self.jobs().values()), "the jobs to end", 60)
+                wait_for(lambda: not any(st in LIVE for _, st in self.jobs().values()), "the jobs to end", 60)
             except AssertionError as e:
                 print(e)
         stop_processes(self.procs)
@@ -193,12 +184,7 @@ class Server:
         return out.stdout
 
     def submit(self, name, lo, hi, steps):
-        path = os.path.join(self.root, name + ".toml")
-        with open(path, "w") as f:
-            f.write(f'name = "{name}"\nmin_workers = {lo}\nmax_workers = {hi}\nmodel = "mlp"\n'
-                    f'dataset = "synthetic"\nsynthetic_train_size = 4096\nsynthetic_test_size = 256\n'
-                    f"max_steps = {steps}\nlog_every = 5\nbatch_size = 32\ntimeout_s = 60\n"
-                    f"elastic_every = 5\nepochs = 1000\n")
+        path = write_mlp_job(self.root, name, lo, hi, steps)
         return int(re.search(r"submitted job (\d+)", self.client("submit", path)).group(1))
 
 
@@ -219,7 +205,7 @@ def metrics(root, job_id):
 
 
 def scenario(slurm, server, root):
-    wait = Slurm.wait_for
+    wait = wait_for
     server.start()
     a = server.submit("a", 1, 4, 100000)  # Runs until cancelled.
     wait(lambda: (j := server.job(a)) and j["workers"] == 4 and len(tasks_of(slurm.jobs(), a, {"RUNNING"})) == 4,
