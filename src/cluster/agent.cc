@@ -232,9 +232,9 @@ Status AgentImpl::AddSecurityArgs(const TaskSpec& spec, std::vector<std::string>
   }
   if (spec.job_public_key.empty() || spec.job_secret_key.empty()) {
     return Status::InvalidArgument("the server sent no key for job " + std::to_string(spec.job_id) +
-                                      ", whose processes listen on " + host +
-                                      ": run a server of this version, or serve with --insecure-jobs on a "
-                                      "network you trust");
+                                   ", whose processes listen on " + host +
+                                   ": run a server of this version, or serve with --insecure-jobs on a "
+                                   "network you trust");
   }
   const fs::path key = fs::path(options_.work_dir) / (spec.task_id + ".key");
   std::error_code ec;

@@ -137,7 +137,9 @@ Status ClusterManager::Impl::EndJob(JobRecord& job, JobState state, const std::s
   pending_resizes_.erase(job.id);
   last_records_.erase(job.id);
   unsettled_.erase(job.id);
-  if (job_keys_.erase(job.id) > 0) FRUGAL_RETURN_IF_ERROR(store_->SaveSetting(JobKeySetting(job.id), ""));
+  job_keys_.erase(job.id);  // Its saved pair may be an earlier server's (Note [Job keys]).
+  FRUGAL_ASSIGN_OR_RETURN(const std::string saved_key, store_->LoadSetting(JobKeySetting(job.id)));
+  if (!saved_key.empty()) FRUGAL_RETURN_IF_ERROR(store_->SaveSetting(JobKeySetting(job.id), ""));
   next_round_ = clock_.Now();
   return Status::Ok();
 }
@@ -416,7 +418,7 @@ Result<AgentReply> ClusterManager::Impl::Heartbeat(const AgentReport& report) {
 // network you trust or tunnel it). It is kept in the store (setting
 // "job_key_<id>") so that a restarted server hands out the same pair to the
 // job's new members, and cleared when the job ends. An agent uses it only for
-// tasks that listen on a non-loopback --host (agent.cc, SecurityArgs);
+// tasks that listen on a non-loopback --host (agent.cc, AddSecurityArgs);
 // `serve --insecure-jobs` sends none and such tasks run with --insecure.
 Status ClusterManager::Impl::SecureTask(TaskSpec* task) {
   if (options_.insecure_jobs) {

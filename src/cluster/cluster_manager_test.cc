@@ -253,6 +253,14 @@ TEST_F(ManagerTest, EachJobGetsOneKeyPairThatOutlivesARestartButNotTheJob) {
   EXPECT_EQ(*(*store)->LoadSetting("job_key_1"), "") << "the finished job's secret is not kept";
   EXPECT_NE(*(*store)->LoadSetting("job_key_2"), "");
   store->reset();
+  {
+    auto m = Open(path.string());
+    ASSERT_TRUE(m->Cancel(2).ok());  // Ended before this server handed out its key.
+  }
+  store = StateStore::Open(path.string());
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ(*(*store)->LoadSetting("job_key_2"), "");
+  store->reset();
   std::filesystem::remove(path);
 
   auto plain_store = StateStore::Open(":memory:");
