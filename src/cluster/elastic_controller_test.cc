@@ -154,6 +154,41 @@ TEST_F(ElasticManagerTest, ShrinkAndGrowKeepTheRunningProcesses) {
   EXPECT_EQ(m->Job(1)->incarnation, 1);
 }
 
+// Note [Finishing jobs]: past its last step a job keeps its workers; a job
+// submitted meanwhile waits for them instead of shrinking it.
+TEST_F(ElasticManagerTest, AJobPastItsLastStepIsNeitherShrunkNorGrown) {
+  auto m = StartOne();
+  Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}}, {{1, 40, 0, 4, 128, 2.0, -1, 100.0}});
+  ASSERT_TRUE(m->Submit(Job("b", 2, 2)).ok());
+  clock_.Advance(2);
+  ASSERT_TRUE(m->RunRound().ok());
+  EXPECT_EQ(m->Job(1)->Workers(), 4) << "step 40 of 40: only its final evaluation is left";
+  EXPECT_EQ(m->Job(2)->state, JobState::kQueued);
+  EXPECT_EQ(m->Job(2)->Workers(), 0);
+  EXPECT_EQ(m->Job(1)->generation, 1);
+
+  Beat(*m, {{"job-1-g1-c", 0}});
+  ASSERT_EQ(m->Job(1)->state, JobState::kFinished);
+  clock_.Advance(2);
+  ASSERT_TRUE(m->RunRound().ok());
+  EXPECT_EQ(m->Job(2)->Workers(), 2) << "then b gets the slots";
+
+  // A finishing job that the policy would grow keeps its size too.
+  ASSERT_TRUE(m->Submit(Job("c", 1, 4)).ok());
+  clock_.Advance(2);
+  ASSERT_TRUE(m->RunRound().ok());
+  const int c_workers = m->Job(3)->Workers();
+  ASSERT_GE(c_workers, 1);
+  ASSERT_LE(c_workers, 2);
+  Beat(*m, {}, {{"job-3-g1-c", "tcp://127.0.0.1:4002"}}, {{3, 40, 0, c_workers, 128, 2.0, -1, 100.0}});
+  Beat(*m, {}, {{"job-2-g1-c", "tcp://127.0.0.1:4001"}});
+  Beat(*m, {{"job-2-g1-c", 0}});
+  ASSERT_EQ(m->Job(2)->state, JobState::kFinished);
+  clock_.Advance(2);
+  ASSERT_TRUE(m->RunRound().ok());
+  EXPECT_EQ(m->Job(3)->Workers(), c_workers) << "two slots are free, but c is past its last step";
+}
+
 TEST_F(ElasticManagerTest, AFailedWorkerOrCoordinatorRestartsFromTheCheckpoint) {
   auto m = StartOne();
   Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}});
