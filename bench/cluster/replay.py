@@ -14,7 +14,11 @@ From the live server's records it builds:
   - the start overhead: for each job's first start, seconds from the `start`
     event to its first step record, minus the time those steps take at the
     measured rate. Its mean is the simulator's --realloc-cost (charged on
-    every placement change, first start included).
+    every placement change, first start included);
+  - each job's tail: seconds from its last step to its `finished` event
+    (the final evaluation on the test set, and the exit), the workload's
+    `tail_s` column. The simulator holds the job's GPUs that long after
+    its last step, as the live server does (Note [Held jobs]).
 With several models in a workload, rates are pooled per model (a "group").
 Then it runs `frugal cluster simulate` on them with the live run's policy,
 the live cluster's nodes (one agent, or one per testbed host) of `slots` GPUs
@@ -79,19 +83,38 @@ def start_overheads(details, events, rates, group_of):
     return out
 
 
-def write_trace(root, jobs, rates, group_of, max_workers):
+def tails(jobs, details, events, rates, group_of):
+    """{job name: seconds from its last step to its `finished` event}, for
+    the jobs that finished. A last record short of max_steps has its missing
+    steps taken off at the measured rate."""
+    finished = {e["job_id"]: e["time"] for e in events if e["kind"] == "finished"}
+    out = {}
+    for j in jobs:
+        samples = details.get(j["id"], [])
+        if j["id"] not in finished or not samples:
+            continue
+        last = max(samples, key=lambda s: s["time"])
+        rate = rates.get(group_of[j["id"]], {}).get(last["workers"])
+        missing = max(0, j["max_steps"] - last["step"]) / rate if rate else 0.0
+        out[j["name"]] = max(0.0, finished[j["id"]] - last["time"] - missing)
+    return out
+
+
+def write_trace(root, jobs, rates, group_of, max_workers, tail_of):
     """One application per job (its own max_steps) with its group's rates. A
     count the group never ran at is left out: the table model scales linearly
-    below the first count it has and stays flat above the last."""
+    below the first count it has and stays flat above the last. TAIL_OF:
+    job name -> its tail_s (0 if absent)."""
     t0 = min(j["submit_time"] for j in jobs)
     workload = os.path.join(root, "live_workload.csv")
     table = os.path.join(root, "live_table.csv")
     ordered = sorted(jobs, key=lambda j: j["submit_time"])
     with open(workload, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["name", "time", "application", "num_replicas", "batch_size"])
+        w.writerow(["name", "time", "application", "num_replicas", "batch_size", "tail_s"])
         for j in ordered:
-            w.writerow([j["name"], f"{j['submit_time'] - t0:.3f}", f"live-{j['name']}", max_workers, UNIT])
+            w.writerow([j["name"], f"{j['submit_time'] - t0:.3f}", f"live-{j['name']}", max_workers, UNIT,
+                        f"{tail_of.get(j['name'], 0.0):.3f}"])
     with open(table, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["application", "total_samples", "num_gpus", "samples_per_s"])
@@ -130,11 +153,13 @@ def replay(frugal, root, policy, args, jobs, details, events, group_of):
         return None
     overheads = start_overheads(details, events, rates, group_of)
     realloc = sum(overheads.values()) / len(overheads) if overheads else 0.0
+    tail_of = tails(jobs, details, events, rates, group_of)
     cluster = shape(args)
-    workload, table = write_trace(root, jobs, rates, group_of, cluster[0] * cluster[1])
+    workload, table = write_trace(root, jobs, rates, group_of, cluster[0] * cluster[1], tail_of)
     result = {"steps_per_s": {g: {str(w): r for w, r in rs.items()} for g, rs in rates.items()},
               "evidence_steps_seconds": {g: {str(w): v for w, v in ev.items()} for g, ev in evidence.items()},
               "start_overhead_s": {str(k): v for k, v in overheads.items()}, "realloc_cost_s": realloc,
+              "tail_s": tail_of,
               "workload_csv": open(workload).read(), "table_csv": open(table).read()}
     tt = args.tiresias_threshold
     result["sim"] = simulate(frugal, root, policy, cluster, 2, realloc, workload, table, tt)
@@ -150,9 +175,12 @@ def common_table(frugal, root, runs, jobs_of_first, group_of, args):
     """Every compared policy on one table pooled over all the runs of a set
     (each run only measures the sizes its policy chose: tiresias runs every
     job at its largest size), with the runs' mean start overhead, on the
-    first run's submit times."""
+    first run's submit times, each job with its mean tail over the runs."""
     evidence = {}
+    tail_sums = {}
     for r in runs:
+        for name, t in (r["replay"] or {}).get("tail_s", {}).items():
+            tail_sums.setdefault(name, []).append(t)
         for g, ev in (r["replay"] or {}).get("evidence_steps_seconds", {}).items():
             for w, (steps, secs) in ev.items():
                 old = evidence.setdefault(g, {}).get(int(w), (0, 0.0))
@@ -162,10 +190,11 @@ def common_table(frugal, root, runs, jobs_of_first, group_of, args):
     if not costs or any(group_of[j["id"]] not in rates for j in jobs_of_first):
         return None
     realloc = sum(costs) / len(costs)
+    tail_of = {name: sum(ts) / len(ts) for name, ts in tail_sums.items()}
     cluster = shape(args)
-    workload, table = write_trace(root, jobs_of_first, rates, group_of, cluster[0] * cluster[1])
+    workload, table = write_trace(root, jobs_of_first, rates, group_of, cluster[0] * cluster[1], tail_of)
     return {"steps_per_s": {g: {str(w): r for w, r in rs.items()} for g, rs in rates.items()},
-            "realloc_cost_s": realloc, "table_csv": open(table).read(),
+            "realloc_cost_s": realloc, "tail_s": tail_of, "table_csv": open(table).read(),
             "avg_jct_s": {p: simulate(frugal, root, p, cluster, 2, realloc, workload, table,
                                       args.tiresias_threshold)["avg_jct_s"] for p in COMPARED}}
 

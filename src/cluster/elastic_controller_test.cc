@@ -154,8 +154,8 @@ TEST_F(ElasticManagerTest, ShrinkAndGrowKeepTheRunningProcesses) {
   EXPECT_EQ(m->Job(1)->incarnation, 1);
 }
 
-// Note [Finishing jobs]: past its last step a job keeps its workers; a job
-// submitted meanwhile waits for them instead of shrinking it.
+// Note [Held jobs] (sched/decision.cc): past its last step a job keeps its
+// workers; a job submitted meanwhile waits for them instead of shrinking it.
 TEST_F(ElasticManagerTest, AJobPastItsLastStepIsNeitherShrunkNorGrown) {
   auto m = StartOne();
   Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}}, {{1, 40, 0, 4, 128, 2.0, -1, 100.0}});

@@ -31,7 +31,6 @@ struct RoundInput {
   std::vector<int64_t> generations;
   std::vector<int> min_workers;
   std::vector<std::vector<NodeSlots>> placements;
-  std::vector<bool> finishing;  // Past max_steps: see Note [Finishing jobs].
 };
 
 class ClusterManager::Impl {
@@ -85,7 +84,6 @@ class ClusterManager::Impl {
   void BuildViews(const std::vector<JobRecord*>& active, const std::map<int64_t, int>& index, RoundInput* in);
   std::vector<std::vector<NodeSlots>> FitToController(const std::vector<sched::Placement>& placements,
                                                       const RoundInput& in) const;
-  static void HoldFinishing(const RoundInput& in, std::vector<std::vector<NodeSlots>>* out);
   void RaiseToMinimum(const std::vector<sched::Placement>& placements, const RoundInput& in,
                       std::vector<std::vector<NodeSlots>>* out) const;
   // Moves the job to `placement` as a new generation (state, allocations,

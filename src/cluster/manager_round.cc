@@ -86,10 +86,10 @@ void ClusterManager::Impl::BuildViews(const std::vector<JobRecord*>& active, con
     }
     std::sort(shares.begin(), shares.end(), [](auto& a, auto& b) { return a.node < b.node; });
     v.placement = sched::Placement(shares);
-    const bool finishing = j->state == JobState::kRunning && j->spec.max_steps > 0 &&
-                           j->last_step >= j->spec.max_steps && j->Workers() > 0;
-    if (finishing) v.max_gpus = v.requested_gpus = v.max_gpus_at_max_batch = std::min(v.max_gpus, j->Workers());
-    in->finishing.push_back(finishing);
+    // Past its last step: see Note [Held jobs] in sched/decision.cc.
+    v.hold = j->state == JobState::kRunning && j->spec.max_steps > 0 && j->last_step >= j->spec.max_steps &&
+             v.placement.NumGpus() > 0;
+    if (v.hold) v.max_gpus = v.requested_gpus = v.max_gpus_at_max_batch = v.placement.NumGpus();
     in->speeds.push_back(SpeedForRound(*j));
     v.speed = &in->speeds.back();
     in->views.push_back(v);
@@ -136,47 +136,7 @@ std::vector<std::vector<NodeSlots>> ClusterManager::Impl::FitToController(
     if (workers < in.min_workers[k]) out[k].clear();
   }
   RaiseToMinimum(placements, in, &out);
-  HoldFinishing(in, &out);
   return out;
-}
-
-// Note [Finishing jobs]: a job whose workers have reported its last step
-// (max_steps) is only evaluating its model and writing its result, seconds
-// to a minute. Resizing it then gains nothing: a worker that joins finds
-// the run over (and fails, which restarts the job), and one that shrinks or
-// preempts it throws that evaluation away. So such a job keeps its
-// placement whatever the policy said; the policy sees it at its current
-// size. Where the policy gave the job's slots to others, they give way, in
-// queue order: the earlier job keeps its slots, a later one is trimmed and
-// left queued if that takes it below its min_workers.
-void ClusterManager::Impl::HoldFinishing(const RoundInput& in, std::vector<std::vector<NodeSlots>>* out) {
-  if (std::find(in.finishing.begin(), in.finishing.end(), true) == in.finishing.end()) return;
-  std::map<int64_t, int> free;
-  for (const NodeRecord& n : in.up_nodes) free[n.id] = n.slots;
-  for (size_t k = 0; k < out->size(); ++k) {
-    if (!in.finishing[k]) continue;
-    (*out)[k].clear();
-    for (const NodeSlots& s : in.placements[k]) {
-      auto it = free.find(s.node_id);
-      if (it == free.end()) continue;  // Its node went down: that share is gone.
-      (*out)[k].push_back(s);
-      it->second -= s.slots;
-    }
-  }
-  for (size_t k = 0; k < out->size(); ++k) {
-    if (in.finishing[k]) continue;
-    std::vector<NodeSlots> kept;
-    int workers = 0;
-    for (const NodeSlots& s : (*out)[k]) {
-      const int slots = std::min(s.slots, std::max(0, free[s.node_id]));
-      if (slots == 0) continue;
-      kept.push_back({s.node_id, slots});
-      workers += slots;
-    }
-    if (workers < in.min_workers[k]) kept.clear();
-    for (const NodeSlots& s : kept) free[s.node_id] -= s.slots;
-    (*out)[k] = std::move(kept);
-  }
 }
 
 // The policies know no minimum size: one may give a job fewer slots than its
@@ -191,8 +151,8 @@ void ClusterManager::Impl::RaiseToMinimum(const std::vector<sched::Placement>& p
   for (const auto& p : *out) {
     for (const NodeSlots& s : p) free[s.node_id] -= s.slots;
   }
-  auto surplus = [&](size_t j) {  // Slots job j holds above its minimum (one-node placements).
-    return (*out)[j].empty() ? 0 : (*out)[j][0].slots - in.min_workers[j];
+  auto surplus = [&](size_t j) {  // Slots job j holds above its minimum (one-node placements, not held).
+    return (*out)[j].empty() || in.views[j].hold ? 0 : (*out)[j][0].slots - in.min_workers[j];
   };
   for (size_t k = 0; k < out->size(); ++k) {
     if (!(*out)[k].empty() || placements[k].NumGpus() == 0) continue;

@@ -47,6 +47,33 @@ Status CheckBatchSizes(const Policy& policy, const std::vector<JobView>& views, 
   return Status::Ok();
 }
 
+// Note [Held jobs]: a job past its last step is only evaluating its model
+// and writing its result, seconds to a minute. Resizing it then gains
+// nothing: a worker that joins finds the run over, and a shrink or a
+// preemption throws the evaluation away (and restarts the job). So a held
+// job keeps its placement whatever the policy said. Where the policy gave
+// its GPUs to others, they give way in view order (queue order): an earlier
+// job keeps its GPUs on a node, a later one is trimmed, possibly to nothing.
+void HoldPlacements(const ClusterView& cluster, const std::vector<JobView>& views, std::vector<Placement>* next) {
+  if (std::none_of(views.begin(), views.end(), [](const JobView& v) { return v.hold; })) return;
+  std::vector<int> free(std::max(cluster.spec.num_nodes, 0), cluster.spec.gpus_per_node);
+  for (size_t k = 0; k < views.size(); ++k) {
+    if (!views[k].hold) continue;
+    (*next)[k] = views[k].placement;
+    for (const NodeShare& s : views[k].placement.shares()) free[s.node] -= s.gpus;
+  }
+  for (size_t k = 0; k < views.size(); ++k) {
+    if (views[k].hold) continue;
+    std::vector<NodeShare> kept;
+    for (const NodeShare& s : (*next)[k].shares()) {
+      const int gpus = std::min(s.gpus, std::max(0, free[s.node]));
+      if (gpus > 0) kept.push_back({s.node, gpus});
+      free[s.node] -= gpus;
+    }
+    (*next)[k] = Placement(std::move(kept));
+  }
+}
+
 }  // namespace
 
 Result<RoundDecision> DecideRound(const Policy& policy, const ClusterView& cluster, const std::vector<JobView>& jobs) {
@@ -55,6 +82,7 @@ Result<RoundDecision> DecideRound(const Policy& policy, const ClusterView& clust
   d.placements = policy.Schedule(cluster, jobs);
   d.decision_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   FRUGAL_RETURN_IF_ERROR(CheckPlacements(policy, cluster, jobs, d.placements));
+  HoldPlacements(cluster, jobs, &d.placements);
   d.batch_sizes = policy.ChooseBatchSizes(cluster, jobs, d.placements);
   FRUGAL_RETURN_IF_ERROR(CheckBatchSizes(policy, jobs, d.batch_sizes));
   return d;

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "frugal/common/random.h"
+#include "frugal/sched/decision.h"
 
 namespace frugal::sched {
 namespace {
@@ -152,6 +153,29 @@ TEST(SchedTiresiasTest, DemotesJobsPastTheThreshold) {
   EXPECT_EQ(out[0].NumGpus(), 0);
   EXPECT_EQ(out[1].NumGpus(), 1);
   EXPECT_FALSE(Make("tiresias")->UsesOracle());
+}
+
+// Note [Held jobs]: DecideRound keeps a held job where it is, and the job
+// the policy gave its GPUs to gives way.
+TEST(SchedDecideRoundTest, AHeldJobKeepsItsPlacement) {
+  TableSpeed s({1.0, 2.0});
+  PolicyOptions options;
+  options.tiresias_threshold_gpu_seconds = 3600;
+  std::vector<JobView> jobs = {Job(0, &s, 0, 2, 2), Job(1, &s, 500, 1, 1), Job(2, &s, 600, 1, 1)};
+  jobs[0].placement = Placement({{0, 2}});
+  jobs[0].attained_service = 7200;  // Demoted: the newcomers preempt it.
+  auto policy = Make("tiresias", options);
+  auto d = DecideRound(*policy, Cluster(1, 2), jobs);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->placements[0].NumGpus(), 0);
+  EXPECT_EQ(d->placements[1].NumGpus(), 1);
+
+  jobs[0].hold = true;  // Past its last step.
+  d = DecideRound(*policy, Cluster(1, 2), jobs);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->placements[0], Placement({{0, 2}}));
+  EXPECT_TRUE(d->placements[1].empty());
+  EXPECT_TRUE(d->placements[2].empty());
 }
 
 TEST(SchedTiresiasTest, AttainedServiceCountsGpus) {

@@ -33,6 +33,10 @@ struct SimJob {
   uint64_t version = 0;
   double last_time = 0;
   double restart_left = 0;
+  // Past its last step: holding its GPUs for tail_left more seconds (the
+  // workload's tail_s; Note [Held jobs] in decision.cc).
+  bool in_tail = false;
+  double tail_left = 0;
   double progress = 0;
   int epoch = 0;
   JobResult result;
@@ -112,7 +116,7 @@ Status SimulationRun::Init(const std::vector<JobSpec>& workload) {
     j.result.name = spec.name;
     j.result.application = spec.application;
     j.result.submit_time = spec.submit_time;
-    j.result.best_runtime = BestRuntime(j);
+    j.result.best_runtime = BestRuntime(j) + spec.tail_seconds;
     // A job that cannot run on what it asked for would hold GPUs forever
     // under the non-elastic policies.
     if (j.speed->RateAt(CompactShape(spec.num_replicas, options_.cluster.gpus_per_node), 0) <= 0) {
@@ -179,6 +183,14 @@ void SimulationRun::Advance(SimJob& job, double t) {
   const int gpus = job.placement.NumGpus();
   const ConvergenceModel& c = job.app->convergence();
   while (dt > 0 && !job.done) {
+    if (job.in_tail) {
+      const double d = std::min(dt, job.tail_left);
+      job.tail_left -= d;
+      job.result.gpu_seconds += d * gpus;
+      dt -= d;
+      if (job.tail_left <= 0) Finish(job, t - dt);
+      continue;
+    }
     if (job.restart_left > 0) {
       double d = std::min(dt, job.restart_left);
       job.restart_left -= d;
@@ -206,7 +218,11 @@ void SimulationRun::Advance(SimJob& job, double t) {
     dt -= used;
     ++job.epoch;
     job.speed->set_epoch(job.epoch);
-    if (job.epoch >= job.num_epochs) Finish(job, t - dt);
+    if (job.epoch >= job.num_epochs) {
+      job.in_tail = true;
+      job.tail_left = job.spec->tail_seconds;
+      if (job.tail_left <= 0) Finish(job, t - dt);
+    }
   }
 }
 
@@ -222,7 +238,8 @@ void SimulationRun::Finish(SimJob& job, double t) {
 
 double SimulationRun::PredictFinish(const SimJob& job, double t) const {
   const ConvergenceModel& c = job.app->convergence();
-  double time = t + job.restart_left;
+  if (job.in_tail) return t + job.tail_left;
+  double time = t + job.restart_left + job.spec->tail_seconds;
   double progress = job.progress;
   for (int e = job.epoch; e < job.num_epochs; ++e) {
     double rate = job.speed->RateAt(job.shape, e);
@@ -250,6 +267,8 @@ std::vector<JobView> SimulationRun::ActiveViews() const {
     if (policy_.UsesOracle()) v.remaining_progress = j.app->TotalProgress() - j.progress;
     v.placement = j.placement;
     v.speed = j.speed.get();
+    v.hold = j.in_tail && !j.placement.empty();
+    if (v.hold) v.max_gpus = v.requested_gpus = v.max_gpus_at_max_batch = j.placement.NumGpus();
   }
   return views;
 }

@@ -82,6 +82,21 @@ TEST(SchedWorkloadTest, WriteThenReadRoundTrips) {
   EXPECT_EQ((*back)[1].num_replicas, 8);
 }
 
+TEST(SchedWorkloadTest, TailsAreAnOptionalColumn) {
+  std::vector<JobSpec> jobs = {{"a", 0, "ncf", 1, 32768, 12.5}, {"b", 60, "bert", 8, 384}};
+  TempFile f("");
+  ASSERT_TRUE(WriteWorkload(f.path(), jobs).ok());
+  auto back = LoadWorkload(f.path());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_DOUBLE_EQ((*back)[0].tail_seconds, 12.5);
+  EXPECT_DOUBLE_EQ((*back)[1].tail_seconds, 0);
+  TempFile bad("name,time,application,num_replicas,batch_size,tail_s\na,0,ncf,1,32,-1\n");
+  auto err = LoadWorkload(bad.path());
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.status().message().find(":2: tail_s must be in [0, 1e8] seconds, got -1"), std::string::npos)
+      << err.status().message();
+}
+
 TEST(SchedPhillyTest, BadTimestampNamesLine) {
   TempFile f("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,1,66.0,x\nyesterday,1,1,1,x\n");
   auto r = LoadPhillyTrace(f.path());

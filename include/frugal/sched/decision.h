@@ -26,7 +26,9 @@ struct RoundDecision {
 // and checks its answer: one placement per job, node ids inside the cluster,
 // no node over-committed, no job above max(max_gpus_at_max_batch,
 // requested_gpus), batch sizes in each job's range. A policy that breaks
-// these is a bug: Internal error naming the policy and the job id.
+// these is a bug: Internal error naming the policy and the job id. Jobs with
+// `hold` set then keep their current placements, and the others give way on
+// those nodes (Note [Held jobs] in decision.cc).
 Result<RoundDecision> DecideRound(const Policy& policy, const ClusterView& cluster, const std::vector<JobView>& jobs);
 
 }  // namespace frugal::sched

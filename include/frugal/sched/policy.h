@@ -55,6 +55,10 @@ struct JobView {
   double remaining_progress = std::numeric_limits<double>::quiet_NaN();
   Placement placement;          // Current placement (empty if none).
   const SpeedEstimate* speed = nullptr;  // Not owned; valid during Schedule().
+  // Past its last step, only finishing (final evaluation, saving): keeps
+  // `placement` whatever the policy says (DecideRound, Note [Held jobs]).
+  // Callers cap max_gpus at its current size so policies plan around it.
+  bool hold = false;
 };
 
 struct ClusterView {

@@ -1,6 +1,6 @@
 // A workload: the training jobs submitted to the cluster, in the CSV format of
 // data/scheduler/pollux-workloads (`name,time,application,num_replicas,
-// batch_size`).
+// batch_size`), with an optional `tail_s` column.
 #pragma once
 
 #include <string>
@@ -16,6 +16,10 @@ struct JobSpec {
   std::string application;
   int num_replicas = 1;    // GPUs the user asked for.
   int batch_size = 1;      // Global batch size the user asked for (kept fixed).
+  // Seconds the job holds its GPUs after its last step (final evaluation,
+  // saving): measured on a live cluster (bench/cluster/replay.py); 0 in
+  // the published traces.
+  double tail_seconds = 0;
 };
 
 // Reads a workload CSV. Columns are found by name (extra columns are ignored).
@@ -23,6 +27,7 @@ struct JobSpec {
 // (stable, so equal times keep file order).
 Result<std::vector<JobSpec>> LoadWorkload(const std::string& path);
 
+// Writes the `tail_s` column only if some job has a tail.
 Status WriteWorkload(const std::string& path, const std::vector<JobSpec>& jobs);
 
 }  // namespace frugal::sched
