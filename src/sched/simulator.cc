@@ -33,8 +33,8 @@ struct SimJob {
   uint64_t version = 0;
   double last_time = 0;
   double restart_left = 0;
-  // Past its last step: holding its GPUs for tail_left more seconds (the
-  // workload's tail_s; Note [Held jobs] in decision.cc).
+  // Past its last step: holding its GPUs for tail_left more GPU-seconds of
+  // work (the workload's tail_gpu_s; Note [Held jobs] in decision.cc).
   bool in_tail = false;
   double tail_left = 0;
   double progress = 0;
@@ -116,7 +116,7 @@ Status SimulationRun::Init(const std::vector<JobSpec>& workload) {
     j.result.name = spec.name;
     j.result.application = spec.application;
     j.result.submit_time = spec.submit_time;
-    j.result.best_runtime = BestRuntime(j) + spec.tail_seconds;
+    j.result.best_runtime = BestRuntime(j) + spec.tail_gpu_seconds / j.max_gpus;
     // A job that cannot run on what it asked for would hold GPUs forever
     // under the non-elastic policies.
     if (j.speed->RateAt(CompactShape(spec.num_replicas, options_.cluster.gpus_per_node), 0) <= 0) {
@@ -184,11 +184,11 @@ void SimulationRun::Advance(SimJob& job, double t) {
   const ConvergenceModel& c = job.app->convergence();
   while (dt > 0 && !job.done) {
     if (job.in_tail) {
-      const double d = std::min(dt, job.tail_left);
-      job.tail_left -= d;
+      const double d = std::min(dt, job.tail_left / gpus);
+      job.tail_left -= d * gpus;
       job.result.gpu_seconds += d * gpus;
       dt -= d;
-      if (job.tail_left <= 0) Finish(job, t - dt);
+      if (job.tail_left <= 1e-12) Finish(job, t - dt);
       continue;
     }
     if (job.restart_left > 0) {
@@ -220,7 +220,7 @@ void SimulationRun::Advance(SimJob& job, double t) {
     job.speed->set_epoch(job.epoch);
     if (job.epoch >= job.num_epochs) {
       job.in_tail = true;
-      job.tail_left = job.spec->tail_seconds;
+      job.tail_left = job.spec->tail_gpu_seconds;
       if (job.tail_left <= 0) Finish(job, t - dt);
     }
   }
@@ -238,8 +238,9 @@ void SimulationRun::Finish(SimJob& job, double t) {
 
 double SimulationRun::PredictFinish(const SimJob& job, double t) const {
   const ConvergenceModel& c = job.app->convergence();
-  if (job.in_tail) return t + job.tail_left;
-  double time = t + job.restart_left + job.spec->tail_seconds;
+  const int gpus = std::max(1, job.placement.NumGpus());
+  if (job.in_tail) return t + job.tail_left / gpus;
+  double time = t + job.restart_left + job.spec->tail_gpu_seconds / gpus;
   double progress = job.progress;
   for (int e = job.epoch; e < job.num_epochs; ++e) {
     double rate = job.speed->RateAt(job.shape, e);

@@ -86,21 +86,22 @@ TEST(SchedSimulatorTest, ElasticJobUsesBothGpus) {
   EXPECT_NEAR(r->jobs[0].jct, 30 + 6000.0 / 180, 1e-6);
 }
 
-// Note [Held jobs]: past its last step a job keeps its GPUs for its tail;
-// b, arriving meanwhile, waits for them instead of shrinking it.
+// Note [Held jobs]: past its last step a job keeps its GPUs for its tail
+// (200 GPU-seconds on its two GPUs: 100 s); b, arriving meanwhile, waits for
+// them instead of shrinking it.
 TEST(SchedSimulatorTest, AJobHoldsItsGpusThroughItsTail) {
   ApplicationCatalog catalog = TableCatalog();
   SimulatorOptions options;
   options.cluster = {1, 2};
   JobSpec a = Spec("a", 0, "toy", 1, 32);
-  a.tail_seconds = 100;
+  a.tail_gpu_seconds = 200;
   auto r = RunPolicy(catalog, "afs-p", {a, Spec("b", 90, "toy", 1, 32)}, options);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const double last_step = 30 + 6000.0 / 180;
   EXPECT_NEAR(r->jobs[0].finish_time, last_step + 100, 1e-6);
   EXPECT_NEAR(r->jobs[0].gpu_seconds, 2 * (last_step + 100), 1e-6) << "both GPUs, through the tail";
   EXPECT_EQ(r->jobs[0].num_reallocations, 0);
-  EXPECT_NEAR(r->jobs[0].best_runtime, last_step + 100, 1e-6);
+  EXPECT_NEAR(r->jobs[0].best_runtime, last_step + 100, 1e-6) << "on its 2 GPUs";
   EXPECT_DOUBLE_EQ(r->jobs[1].start_time, 180) << "the first round after a ends";
 }
 

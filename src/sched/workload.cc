@@ -34,7 +34,7 @@ Result<std::vector<JobSpec>> LoadWorkload(const std::string& path) {
   int c_name, c_time, c_app, c_rep, c_bsz;
   FRUGAL_RETURN_IF_ERROR(t.Columns({{"name", &c_name}, {"time", &c_time}, {"application", &c_app},
                                     {"num_replicas", &c_rep}, {"batch_size", &c_bsz}}));
-  const int c_tail = t.FindColumn("tail_s");  // Optional.
+  const int c_tail = t.FindColumn("tail_gpu_s");  // Optional.
   std::vector<JobSpec> jobs;
   jobs.reserve(t.NumRows());
   for (size_t r = 0; r < t.NumRows(); ++r) {
@@ -59,9 +59,10 @@ Result<std::vector<JobSpec>> LoadWorkload(const std::string& path) {
       return Status::Corruption(t.Where(r) + ": num_replicas must be in [1, 1e6] and batch_size in [1, 1e9]");
     }
     if (c_tail >= 0) {
-      FRUGAL_ASSIGN_OR_RETURN(j.tail_seconds, t.Number(r, c_tail));
-      if (!(j.tail_seconds >= 0 && j.tail_seconds <= kMaxSubmitTime)) {
-        return Status::Corruption(t.Where(r) + ": tail_s must be in [0, 1e8] seconds, got " + t.Field(r, c_tail));
+      FRUGAL_ASSIGN_OR_RETURN(j.tail_gpu_seconds, t.Number(r, c_tail));
+      if (!(j.tail_gpu_seconds >= 0 && j.tail_gpu_seconds <= kMaxSubmitTime)) {
+        return Status::Corruption(t.Where(r) + ": tail_gpu_s must be in [0, 1e8] GPU-seconds, got " +
+                                  t.Field(r, c_tail));
       }
     }
     j.num_replicas = static_cast<int>(rep);
@@ -77,14 +78,14 @@ Result<std::vector<JobSpec>> LoadWorkload(const std::string& path) {
 Status WriteWorkload(const std::string& path, const std::vector<JobSpec>& jobs) {
   std::ofstream out(path);
   if (!out) return Status::IOError(path + ": cannot open for writing");
-  const bool tails = std::any_of(jobs.begin(), jobs.end(), [](const JobSpec& j) { return j.tail_seconds > 0; });
-  out << "name,time,application,num_replicas,batch_size" << (tails ? ",tail_s\n" : "\n");
+  const bool tails = std::any_of(jobs.begin(), jobs.end(), [](const JobSpec& j) { return j.tail_gpu_seconds > 0; });
+  out << "name,time,application,num_replicas,batch_size" << (tails ? ",tail_gpu_s\n" : "\n");
   char buf[64];
   for (const JobSpec& j : jobs) {
     std::snprintf(buf, sizeof(buf), "%.0f", j.submit_time);
     out << j.name << ',' << buf << ',' << j.application << ',' << j.num_replicas << ',' << j.batch_size;
     if (tails) {
-      std::snprintf(buf, sizeof(buf), "%.3f", j.tail_seconds);
+      std::snprintf(buf, sizeof(buf), "%.3f", j.tail_gpu_seconds);
       out << ',' << buf;
     }
     out << '\n';

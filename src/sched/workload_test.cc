@@ -88,12 +88,12 @@ TEST(SchedWorkloadTest, TailsAreAnOptionalColumn) {
   ASSERT_TRUE(WriteWorkload(f.path(), jobs).ok());
   auto back = LoadWorkload(f.path());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_DOUBLE_EQ((*back)[0].tail_seconds, 12.5);
-  EXPECT_DOUBLE_EQ((*back)[1].tail_seconds, 0);
-  TempFile bad("name,time,application,num_replicas,batch_size,tail_s\na,0,ncf,1,32,-1\n");
+  EXPECT_DOUBLE_EQ((*back)[0].tail_gpu_seconds, 12.5);
+  EXPECT_DOUBLE_EQ((*back)[1].tail_gpu_seconds, 0);
+  TempFile bad("name,time,application,num_replicas,batch_size,tail_gpu_s\na,0,ncf,1,32,-1\n");
   auto err = LoadWorkload(bad.path());
   ASSERT_FALSE(err.ok());
-  EXPECT_NE(err.status().message().find(":2: tail_s must be in [0, 1e8] seconds, got -1"), std::string::npos)
+  EXPECT_NE(err.status().message().find(":2: tail_gpu_s must be in [0, 1e8] GPU-seconds, got -1"), std::string::npos)
       << err.status().message();
 }
 

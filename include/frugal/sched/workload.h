@@ -1,6 +1,6 @@
 // A workload: the training jobs submitted to the cluster, in the CSV format of
 // data/scheduler/pollux-workloads (`name,time,application,num_replicas,
-// batch_size`), with an optional `tail_s` column.
+// batch_size`), with an optional `tail_gpu_s` column.
 #pragma once
 
 #include <string>
@@ -16,10 +16,11 @@ struct JobSpec {
   std::string application;
   int num_replicas = 1;    // GPUs the user asked for.
   int batch_size = 1;      // Global batch size the user asked for (kept fixed).
-  // Seconds the job holds its GPUs after its last step (final evaluation,
-  // saving): measured on a live cluster (bench/cluster/replay.py); 0 in
-  // the published traces.
-  double tail_seconds = 0;
+  // GPU-seconds of work after the job's last step (its final evaluation,
+  // saving), shared by the GPUs it holds then, which it keeps meanwhile:
+  // measured on a live cluster (bench/cluster/replay.py); 0 in the
+  // published traces.
+  double tail_gpu_seconds = 0;
 };
 
 // Reads a workload CSV. Columns are found by name (extra columns are ignored).
@@ -27,7 +28,7 @@ struct JobSpec {
 // (stable, so equal times keep file order).
 Result<std::vector<JobSpec>> LoadWorkload(const std::string& path);
 
-// Writes the `tail_s` column only if some job has a tail.
+// Writes the `tail_gpu_s` column only if some job has a tail.
 Status WriteWorkload(const std::string& path, const std::vector<JobSpec>& jobs);
 
 }  // namespace frugal::sched
