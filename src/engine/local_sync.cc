@@ -83,7 +83,6 @@ class LocalSync::Impl {
   int64_t synced_at = 0;  // the iteration of the last fragment's sync point
   int64_t last_step = 0;  // iterations with an inner step are < last_step
   int64_t rounds = 0;     // fragment syncs
-  int64_t outer_restarts = 0;  // Note [Outer momentum restart]
   double optimizer_s = 0;
   double wait_s = 0;  // the compute thread waiting for an overlapped round's exchange
   // Note [Deflate by trial] in deflate_trial.cc: on with --deflate auto
@@ -110,7 +109,6 @@ class LocalSync::Impl {
   Status DrainAll();
   double OuterLrAt(int64_t t) const;
   Status Apply(size_t f, bool average = false);
-  void RestartIfOvershot(optim::SparseOptimizer& opt, const float* change);
   void DecideDeflate();
   Status ApplyDue(int64_t t, bool* applied);
   void ReadGradients();
@@ -354,30 +352,6 @@ double LocalSync::Impl::OuterLrAt(int64_t t) const {
 // last world of two or more left it. Every rank of a world sees its size,
 // so the ranks still step alike.
 //
-// Note [Outer momentum restart]: the outer momentum buffer holds the merged
-// changes of about 1 / (1 - momentum) past rounds. When the replicas' merged
-// change of this round points against it (negative dot product), the anchor
-// has overshot: the workers walked back from where the momentum carried
-// them. Stepping on with the momentum then adds the old direction to the
-// correction, and under a sharp loss the two grow each round: cnn on
-// separable synthetic data, 4 workers, global batch 256, outer lr 0.7,
-// reached a loss of 1e-3 and diverged at step 118 (loss 17562). So such a
-// round clears the buffer first and steps with its own change alone (the
-// gradient restart of accelerated methods, O'Donoghue and Candes 2015).
-// The buffer and the merged change are equal on every rank, so the ranks
-// restart alike; per bucket slice of a fragment, as the outer optimizers
-// are kept.
-void LocalSync::Impl::RestartIfOvershot(optim::SparseOptimizer& opt, const float* change) {
-  std::vector<float*> buffers = opt.DenseBuffers();
-  if (buffers.empty() || opt.dense_steps() == 0) return;
-  float* momentum = buffers[0];
-  double dot = 0;
-  for (size_t i = 0; i < opt.size(); ++i) dot += static_cast<double>(momentum[i]) * change[i];
-  if (dot >= 0) return;
-  std::fill(momentum, momentum + opt.size(), 0.0f);
-  ++outer_restarts;
-}
-
 // Fragment f's outer step on the anchor (with average, the plain average of
 // Note [The last round]), then the rebase (Note [Fragments]).
 Status LocalSync::Impl::Apply(size_t f, bool average) {
@@ -393,7 +367,6 @@ Status LocalSync::Impl::Apply(size_t f, bool average) {
     if (average) {
       for (size_t i = lo; i < lo + n; ++i) anchor[b][i] -= sending[b][i];
     } else {
-      if (config.distributed.outer_restart) RestartIfOvershot(*outer[b * P() + f], sending[b].data() + lo);
       outer[b * P() + f]->set_lr(outer_lr);
       FRUGAL_RETURN_IF_ERROR(outer[b * P() + f]->StepDense(Span<float>(anchor[b].data() + lo, n),
                                                            Span<const float>(sending[b].data() + lo, n)));
@@ -740,8 +713,6 @@ PipelineStats LocalSync::stats() const {
 }
 
 int64_t LocalSync::rounds() const { return impl_->rounds; }
-
-int64_t LocalSync::outer_restarts() const { return impl_->outer_restarts; }
 
 bool LocalSync::inner_on_device() const { return impl_->device_inner != nullptr; }
 

@@ -238,6 +238,11 @@ OuterStep OuterOf(const DistributedOptions& o, int64_t total_steps) {
   return {1.0, 0.0};
 }
 
+OuterStep RunOuterOf(const RunConfig& config, int64_t total_steps) {
+  const bool fixed_length = !config.elastic.elastic || config.train.global_batch > 0;
+  return OuterOf(config.distributed, fixed_length ? total_steps : 0);
+}
+
 int64_t LocalDelayOf(const DistributedOptions& o) {
   if (!o.local_overlap) return 0;
   return o.local_delay > 0 ? o.local_delay : std::max<int64_t>(1, o.local_steps / LocalFragmentsOf(o));

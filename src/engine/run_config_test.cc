@@ -255,6 +255,18 @@ TEST(RunConfigTest, OuterStepFollowsTheRunsLengthInRounds) {
   EXPECT_EQ(OuterOf(d, 64), (OuterStep{kDiLoCoOuterLr, 0.5}));
   d.outer_lr = 0.3;
   EXPECT_EQ(OuterOf(d, 16), (OuterStep{0.3, 0.5}));
+  // Note [Outer step on resume]: an elastic run's length counts only with a
+  // global batch (a cluster job's 225 steps of 256 samples: 14 rounds).
+  RunConfig e;
+  e.distributed.local_steps = 16;
+  e.elastic.elastic = true;
+  EXPECT_EQ(RunOuterOf(e, 225), (OuterStep{kDiLoCoOuterLr, 0.9}));
+  e.train.global_batch = 256;
+  EXPECT_EQ(RunOuterOf(e, 225), (OuterStep{1.0, 0.0}));
+  EXPECT_EQ(RunOuterOf(e, 320), (OuterStep{kDiLoCoOuterLr, 0.9}));
+  e.elastic.elastic = false;
+  e.train.global_batch = 0;
+  EXPECT_EQ(RunOuterOf(e, 225), (OuterStep{1.0, 0.0}));
   RunConfig c;
   c.distributed.outer_lr = -0.1;
   EXPECT_NE(Validate(c).message().find("--outer-lr"), std::string::npos) << Validate(c).message();

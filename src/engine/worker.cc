@@ -340,9 +340,8 @@ Status Worker::Impl::Record(int64_t t, int64_t epoch) {
     std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  link ~%.0f Mbit/s  density %.3g%%  batch %lld", sent_mbit,
                   protocol->decision().bandwidth_mbit, 100 * density, static_cast<long long>(cursor->global_batch()));
   } else if (local) {  // a window holds whole fragments or none: its density says little
-    extra["outer_restarts"] = local->outer_restarts();
-    std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  syncs %lld  restarts %lld", sent_mbit,
-                  static_cast<long long>(local->rounds()), static_cast<long long>(local->outer_restarts()));
+    std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  syncs %lld", sent_mbit,
+                  static_cast<long long>(local->rounds()));
   } else {
     std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  density %.3g%%", sent_mbit, 100 * density);
   }

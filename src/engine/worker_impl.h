@@ -119,7 +119,7 @@ class Worker::Impl {
   // elastic run's length follows its membership: Note [Local mode across
   // worlds]).
   OuterStep RunOuterStep() const {
-    return resumed_outer ? *resumed_outer : OuterOf(dist, config.elastic.elastic ? 0 : total_steps);
+    return resumed_outer ? *resumed_outer : RunOuterOf(config, total_steps);
   }
   Status OpenReporter();
   std::vector<torch::Tensor> Buffers(bool floating_only) const;

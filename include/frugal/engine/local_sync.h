@@ -106,8 +106,6 @@ class LocalSync {
   // optimizer_s of inner and outer steps, sent/total values of the syncs.
   PipelineStats stats() const;
   int64_t rounds() const;  // fragment syncs so far
-  // Outer steps whose momentum was restarted (Note [Outer momentum restart]).
-  int64_t outer_restarts() const;
   // Whether the inner steps run on the model's device (Note [Inner steps on
   // the device] in device_inner.cc; --local-inner).
   bool inner_on_device() const;

@@ -126,10 +126,6 @@ struct DistributedOptions {
   // and gpt-tiny at a validation loss 1.2% lower (docs/benchmarks.md,
   // "Outer annealing").
   bool outer_anneal = true;
-  // true: a round whose merged change points against the outer momentum
-  // (their dot product < 0: the anchor overshot) starts the momentum over
-  // from that change (Note [Outer momentum restart] in local_sync.cc).
-  bool outer_restart = true;
   // true: a fragment's exchange runs on a thread while the inner steps go
   // on, and its outer step lands local_delay steps later (Note [Overlapped
   // rounds] in local_sync.cc). false: the exchange blocks training.
@@ -284,10 +280,6 @@ void VisitFields(DistributedOptions& o, V&& visit) {
               "--sync local: the outer step's gain, outer lr / (1 - outer momentum), decays with the inner "
               "learning-rate schedule down to 1 (plain averaging)"),
         o.outer_anneal);
-  visit(Field("outer_restart", l,
-              "--sync local: a round whose merged change points against the outer momentum restarts the "
-              "momentum from it (guards the Nesterov step against overshooting)"),
-        o.outer_restart);
   visit(Field("local_overlap", l,
               "--sync local: exchange a fragment while the inner steps run, its outer step landing "
               "--local-delay steps later (false: the exchange blocks training)"),
@@ -471,5 +463,9 @@ struct OuterStep {
 constexpr double kDiLoCoOuterLr = 0.7;
 double MinNesterovRounds(double momentum);
 OuterStep OuterOf(const DistributedOptions& o, int64_t total_steps);
+// OuterOf for a run of `config` planned at total_steps: an elastic run's
+// length counts only when --global-batch fixes it whatever the world size
+// (Note [Outer step on resume] in worker_state.cc), else it is 0.
+OuterStep RunOuterOf(const RunConfig& config, int64_t total_steps);
 
 }  // namespace frugal::engine
