@@ -282,21 +282,15 @@ void AgentImpl::Reconcile(const AgentReply& reply) {
       adopted_runs_.insert({t.job_id, t.generation});
     }
   }
-  // Incarnations whose coordinator stops now: SIGTERM asks an elastic worker
-  // to leave through its coordinator, which is going away too, so the
-  // workers would only wait out the stop grace. They get SIGKILL; the next
-  // incarnation resumes from the newest complete checkpoint.
-  // The server names those whose coordinator runs elsewhere
-  // (AgentReply::superseded).
-  std::set<std::pair<int64_t, int64_t>> ended;
-  for (auto& [id, t] : tasks_) {
-    if (!wanted.count(id) && !t.stopping && t.spec.reports_endpoint) ended.insert({t.spec.job_id, t.spec.generation});
-  }
+  // Tasks of an incarnation that ended (AgentReply::superseded, on any
+  // host): SIGTERM asks an elastic worker to leave through its coordinator,
+  // which is gone or going too, so the worker would only wait out the stop
+  // grace. They get SIGKILL; the next incarnation resumes from the newest
+  // complete checkpoint.
   const std::set<std::string> superseded(reply.superseded.begin(), reply.superseded.end());
   for (auto& [id, t] : tasks_) {
     if (wanted.count(id) || t.stopping) continue;
-    const bool orphaned = superseded.count(id) > 0 ||
-                          (!t.spec.reports_endpoint && ended.count({t.spec.job_id, t.spec.generation}) > 0);
+    const bool orphaned = superseded.count(id) > 0;
     std::fprintf(stderr, "agent: stopping %s%s\n", id.c_str(), orphaned ? " (its run has ended: SIGKILL)" : "");
     t.stopping = true;
     t.kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
