@@ -164,6 +164,21 @@ TEST_F(ManagerTest, ASilentNodeIsMarkedDownAndItsJobIsRequeued) {
   EXPECT_EQ(reply.tasks[0].generation, 3);
 }
 
+// A job larger than any host (one host per job) waits, and says why.
+TEST_F(ManagerTest, AJobLargerThanTheHostsSaysWhyItWaits) {
+  auto m = Open();
+  Beat(*m, "host-a", 4);
+  Beat(*m, "host-b", 2);
+  ASSERT_TRUE(m->Submit(Job("big", 6, 8)).ok());
+  ASSERT_TRUE(m->Submit(Job("fits", 2, 4)).ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  EXPECT_EQ(m->Job(1)->state, JobState::kQueued);
+  EXPECT_EQ(m->Job(1)->message,
+            "waiting for hosts: needs 6 slots on at most 1 host(s) (--max-nodes-per-job); the up hosts offer 4");
+  EXPECT_EQ(m->Job(2)->state, JobState::kRunning);
+  EXPECT_EQ(m->Job(2)->message, "policy afs-p");
+}
+
 TEST_F(ManagerTest, ExitsFinishRestartOrFailTheJob) {
   auto m = Open();
   Beat(*m, "host-a", 4);

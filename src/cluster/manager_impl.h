@@ -59,6 +59,7 @@ class ClusterManager::Impl {
   // mu_ held: applies the decision unless what it was decided on changed
   // (then the next tick decides again).
   Status ApplyRound(const RoundInput& in, std::vector<std::vector<NodeSlots>> next);
+  Status ExplainTooLarge(const RoundInput& in, const std::vector<JobRecord*>& jobs);
   // The three steps, taking the locks (round_mu_ held by the caller).
   Status RoundOffLock();
 

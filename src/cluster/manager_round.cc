@@ -250,6 +250,29 @@ Status ClusterManager::Impl::ApplyRound(const RoundInput& in, std::vector<std::v
     if (jobs[k] == nullptr || next[k] == jobs[k]->placement) continue;
     FRUGAL_RETURN_IF_ERROR(SetPlacement(*jobs[k], std::move(next[k]), "policy " + policy_->Name()));
   }
+  return ExplainTooLarge(in, jobs);
+}
+
+// A queued job whose min_workers exceed the slots of the MaxNodesPerJob
+// largest up nodes cannot start until hosts join; its message says so
+// (saved only when it changes), so that `frugal cluster jobs` tells the
+// user why it waits.
+Status ClusterManager::Impl::ExplainTooLarge(const RoundInput& in, const std::vector<JobRecord*>& jobs) {
+  std::vector<int> slots;
+  for (const NodeRecord& n : in.up_nodes) slots.push_back(n.slots);
+  std::sort(slots.rbegin(), slots.rend());
+  const int hosts = std::min<int>(controller_->MaxNodesPerJob(), static_cast<int>(slots.size()));
+  int most = 0;
+  for (int i = 0; i < hosts; ++i) most += slots[i];
+  for (JobRecord* j : jobs) {
+    if (j == nullptr || j->state != JobState::kQueued || j->spec.min_workers <= most) continue;
+    const std::string why = "waiting for hosts: needs " + std::to_string(j->spec.min_workers) + " slots on at most " +
+                            std::to_string(controller_->MaxNodesPerJob()) + " host(s) (--max-nodes-per-job); the up " +
+                            "hosts offer " + std::to_string(most);
+    if (j->message == why) continue;
+    j->message = why;
+    FRUGAL_RETURN_IF_ERROR(store_->SaveJob(*j).status());
+  }
   return Status::Ok();
 }
 
