@@ -59,8 +59,13 @@ void HoldPlacements(const ClusterView& cluster, const std::vector<JobView>& view
   std::vector<int> free(std::max(cluster.spec.num_nodes, 0), cluster.spec.gpus_per_node);
   for (size_t k = 0; k < views.size(); ++k) {
     if (!views[k].hold) continue;
-    (*next)[k] = views[k].placement;
-    for (const NodeShare& s : views[k].placement.shares()) free[s.node] -= s.gpus;
+    std::vector<NodeShare> kept;  // A node the cluster no longer has is dropped.
+    for (const NodeShare& s : views[k].placement.shares()) {
+      if (s.node < 0 || s.node >= cluster.spec.num_nodes) continue;
+      kept.push_back(s);
+      free[s.node] -= s.gpus;
+    }
+    (*next)[k] = Placement(std::move(kept));
   }
   for (size_t k = 0; k < views.size(); ++k) {
     if (views[k].hold) continue;
