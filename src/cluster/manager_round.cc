@@ -87,9 +87,10 @@ void ClusterManager::Impl::BuildViews(const std::vector<JobRecord*>& active, con
     std::sort(shares.begin(), shares.end(), [](auto& a, auto& b) { return a.node < b.node; });
     v.placement = sched::Placement(shares);
     // Past its last step: see Note [Held jobs] in sched/decision.cc.
-    v.hold = j->state == JobState::kRunning && j->spec.max_steps > 0 && j->last_step >= j->spec.max_steps &&
-             v.placement.NumGpus() > 0;
-    if (v.hold) v.max_gpus = v.requested_gpus = v.max_gpus_at_max_batch = v.placement.NumGpus();
+    if (j->state == JobState::kRunning && j->spec.max_steps > 0 && j->last_step >= j->spec.max_steps &&
+        !v.placement.empty()) {
+      v.Hold();
+    }
     in->speeds.push_back(SpeedForRound(*j));
     v.speed = &in->speeds.back();
     in->views.push_back(v);

@@ -170,7 +170,7 @@ TEST(SchedDecideRoundTest, AHeldJobKeepsItsPlacement) {
   EXPECT_EQ(d->placements[0].NumGpus(), 0);
   EXPECT_EQ(d->placements[1].NumGpus(), 1);
 
-  jobs[0].hold = true;  // Past its last step.
+  jobs[0].Hold();  // Past its last step.
   d = DecideRound(*policy, Cluster(1, 2), jobs);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->placements[0], Placement({{0, 2}}));

@@ -268,8 +268,7 @@ std::vector<JobView> SimulationRun::ActiveViews() const {
     if (policy_.UsesOracle()) v.remaining_progress = j.app->TotalProgress() - j.progress;
     v.placement = j.placement;
     v.speed = j.speed.get();
-    v.hold = j.in_tail && !j.placement.empty();
-    if (v.hold) v.max_gpus = v.requested_gpus = v.max_gpus_at_max_batch = j.placement.NumGpus();
+    if (j.in_tail && !j.placement.empty()) v.Hold();
   }
   return views;
 }

@@ -57,8 +57,13 @@ struct JobView {
   const SpeedEstimate* speed = nullptr;  // Not owned; valid during Schedule().
   // Past its last step, only finishing (final evaluation, saving): keeps
   // `placement` whatever the policy says (DecideRound, Note [Held jobs]).
-  // Callers cap max_gpus at its current size so policies plan around it.
+  // Set by Hold(), which also caps the sizes so policies plan around it.
   bool hold = false;
+
+  void Hold() {
+    hold = true;
+    max_gpus = requested_gpus = max_gpus_at_max_batch = placement.NumGpus();
+  }
 };
 
 struct ClusterView {
