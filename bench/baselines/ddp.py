@@ -334,6 +334,13 @@ def parse_args():
     ap.add_argument("--frugal-density", type=float, default=None,
                     help="--hook frugal / frugal_model*: fraction of each bucket sent (default: Frugal's, 0.03; "
                          "1 per round with frugal_model_local)")
+    ap.add_argument("--frugal-deflate", choices=["on", "off"], default="on",
+                    help="--hook frugal: hook_state's deflate")
+    ap.add_argument("--frugal-exchange", choices=["auto", "flat", "hierarchical", "sharded"], default="auto",
+                    help="--hook frugal: hook_state's exchange")
+    ap.add_argument("--frugal-dgc-momentum", type=float, default=0.0,
+                    help="--hook frugal: hook_state's dgc_momentum (DGC's momentum correction; pair it with "
+                         "--momentum 0)")
     ap.add_argument("--powersgd-rank", type=int, default=4)
     ap.add_argument("--localsgd-period", type=int, default=4, help="--hook localsgd: steps between averagings")
     ap.add_argument("--localsgd-warmup", type=int, default=0,
@@ -511,7 +518,9 @@ def build_ddp(args, device):
     elif args.hook == "frugal":
         frugal, _ = join_frugal(args)
         density = 0.03 if args.frugal_density is None else args.frugal_density
-        ddp.register_comm_hook(frugal.hook_state(density=density, timeout_s=args.timeout_s),
+        ddp.register_comm_hook(frugal.hook_state(density=density, timeout_s=args.timeout_s,
+                                                 dgc_momentum=args.frugal_dgc_momentum,
+                                                 deflate=args.frugal_deflate == "on", exchange=args.frugal_exchange),
                                frugal.sparse_hook)
     elif args.hook == "localsgd":
         from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook

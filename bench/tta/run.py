@@ -27,6 +27,9 @@ fluctuating trace starts at the same second for every system):
   py_hook        the DDP script with frugal.sparse_hook registered (Frugal's Python package)
   py_model       the same script with the model in frugal.DistributedModel instead of DDP
   py_model_local the same with DistributedModel(sync="local"), frugal train's default mode
+  py_hook_dX     py_hook at density X (py_hook_d0.1, py_hook_d0.3)
+  py_hook_raw    py_hook without deflate (hook_state(deflate=False))
+  py_hook_sharded  py_hook over the sharded exchange (hook_state(exchange="sharded"))
 
 Each system gets a time budget (seconds of training); one that does not reach
 the target accuracy within its run gets its elapsed training time as a lower

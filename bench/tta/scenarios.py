@@ -20,6 +20,14 @@ DDP_SYSTEMS.update({name: ["--hook", "powersgd", "--powersgd-rank", str(r)] for 
 DDP_SYSTEMS.update({name: ["--hook", "localsgd", "--localsgd-period", str(p)] for name, p in LOCALSGD_PERIODS.items()})
 PY_SYSTEMS = {"py_hook": ["--hook", "frugal"], "py_model": ["--hook", "frugal_model"],
               "py_model_local": ["--hook", "frugal_model_local"]}
+# The DDP hook at other densities (py_hook_dX: frugal.hook_state(density=X)).
+PY_HOOK_DENSITIES = ["0.1", "0.3"]
+PY_SYSTEMS.update({"py_hook_d" + d: ["--hook", "frugal", "--frugal-density", d] for d in PY_HOOK_DENSITIES})
+# py_hook_raw: no message deflated (hook_state(deflate=False)).
+PY_SYSTEMS["py_hook_raw"] = ["--hook", "frugal", "--frugal-deflate", "off"]
+# py_hook_sharded: hook_state(exchange="sharded"), the reduce-scatter and all-gather that frugal train's local
+# mode uses on one cluster (half the flat all-gather's bytes at 4 workers).
+PY_SYSTEMS["py_hook_sharded"] = ["--hook", "frugal", "--frugal-exchange", "sharded"]
 DDP_SYSTEMS.update(PY_SYSTEMS)
 STOCK_SYSTEMS = ["ddp_powersgd1", "ddp_powersgd", "ddp_powersgd8", "ddp_localsgd4", "ddp_localsgd16"]
 SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
@@ -248,7 +256,7 @@ FULL_BUDGETS.update({"frugal_d" + d: 900 for d in SWEEP_DENSITIES})
 # Local SGD sends a full model every 4 or 16 steps: it can finish its epochs.
 FULL_BUDGETS.update({"ddp_powersgd1": 300, "ddp_powersgd8": 300, "ddp_localsgd4": 900, "ddp_localsgd16": 900})
 # Frugal's Python package trains as long as Frugal.
-FULL_BUDGETS.update({"py_hook": 900, "py_model": 900, "py_model_local": 900})
+FULL_BUDGETS.update({name: 900 for name in PY_SYSTEMS})
 ADAPT_SYSTEMS = ["frugal", "frugal_fixed", "frugal_adapt"] + ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_unlimited"]
 
 

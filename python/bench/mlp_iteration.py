@@ -36,6 +36,7 @@ def parse_args():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--ddp-hook", action="store_true", help="DDP + frugal.sparse_hook instead of DistributedModel")
     p.add_argument("--overlap", type=int, choices=(0, 1), default=1, help="--ddp-hook: the hook's overlap")
+    p.add_argument("--deflate", choices=("on", "off"), default="on", help="--ddp-hook: the hook's deflate")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     return p.parse_args()
 
@@ -49,7 +50,7 @@ class HookedDdp:
         dist.init_process_group("gloo")
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.ddp = DDP(net)
-        self.state = frugal.hook_state(density=args.density, overlap=bool(args.overlap))
+        self.state = frugal.hook_state(density=args.density, overlap=bool(args.overlap), deflate=args.deflate == "on")
         self.ddp.register_comm_hook(self.state, frugal.sparse_hook)
         self.opt = torch.optim.SGD(self.ddp.parameters(), lr=args.lr, momentum=args.momentum)
 

@@ -78,7 +78,7 @@ def _run_buckets(engine, jobs):
 
 
 def hook_state(process_group=None, *, density=0.03, sparsifier="block", value_encoding="int4", exchange="auto",
-               dgc_momentum=0.0, timeout_s=None, world=None, overlap=True):
+               dgc_momentum=0.0, timeout_s=None, world=None, overlap=True, deflate=True):
     """State for ``ddp.register_comm_hook(state, frugal.sparse_hook)``.
 
     Each DDP gradient bucket is added to its error-feedback residual,
@@ -95,7 +95,14 @@ def hook_state(process_group=None, *, density=0.03, sparsifier="block", value_en
     thread exchanges the buckets in order, so the exchange overlaps the rest
     of backward; False runs each exchange inside the hook. The results are
     the same, bit for bit.
+
+    ``deflate`` (default True): zlib on each message's values where that
+    saves bytes (lossless). It costs CPU: on a fast link with workers
+    sharing cores, False gives shorter steps; on a slow link True does
+    (docs/python.md, "The hook's deflate").
     """
+    if not isinstance(deflate, bool):
+        raise TypeError(f"deflate must be True or False, got {deflate!r}")
     world = world if world is not None else init()
     if timeout_s is None:
         timeout_s = default_timeout_s()
@@ -111,7 +118,7 @@ def hook_state(process_group=None, *, density=0.03, sparsifier="block", value_en
         raise ValueError("at most 256 hook states per Frugal world")
     engine = _C.CompressedAllReduce(world, density=density, sparsifier=sparsifier, value_encoding=value_encoding,
                                     exchange=exchange, dgc_momentum=dgc_momentum, timeout_s=timeout_s,
-                                    instance=instance)
+                                    instance=instance, deflate=deflate)
     _hook_states_of_world[world] = instance + 1
     return HookState(engine, world, overlap=bool(overlap))
 

@@ -14,7 +14,8 @@ using engine::CompressedAllReduceOptions;
 
 std::unique_ptr<CompressedAllReduce> Create(World& world, double density, const std::string& sparsifier,
                                             const std::string& value_encoding, const std::string& exchange,
-                                            double dgc_momentum, double timeout_s, uint64_t seed, uint32_t instance) {
+                                            double dgc_momentum, double timeout_s, uint64_t seed, uint32_t instance,
+                                            bool deflate) {
   // Names and the wire format come from the run configuration's tables, as
   // for frugal train and DistributedModel.
   auto kind = ParseEnum<compress::SparsifierKind>(sparsifier);
@@ -30,7 +31,7 @@ std::unique_ptr<CompressedAllReduce> Create(World& world, double density, const 
   o.density = density;
   o.sparsifier = sparsifier;
   o.wire = engine::WireFormatOf(*kind, *values);
-  o.wire.deflate = true;  // as frugal train --sync local (the hook has no controller to mislead)
+  o.wire.deflate = deflate;
   o.exchange.algorithm = *algorithm;
   if (!(timeout_s > 0)) throw py::value_error("timeout_s must be > 0");
   o.exchange.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
@@ -71,7 +72,8 @@ void BindHook(py::module_& m) {
                                   "Sparse, error-fed mean of gradient buckets over a Frugal world")
       .def(py::init(&Create), py::arg("world"), py::arg("density"), py::arg("sparsifier") = "block",
            py::arg("value_encoding") = "int4", py::arg("exchange") = "auto", py::arg("dgc_momentum") = 0.0,
-           py::arg("timeout_s") = 60.0, py::arg("seed") = 1, py::arg("instance") = 0, py::keep_alive<1, 2>())
+           py::arg("timeout_s") = 60.0, py::arg("seed") = 1, py::arg("instance") = 0, py::arg("deflate") = true,
+           py::keep_alive<1, 2>())
       .def("run", &Run, py::arg("index"), py::arg("bucket"),
            "Replaces `bucket` by its sparse, error-fed mean over the world")
       .def_property_readonly("rank", &CompressedAllReduce::rank)

@@ -1,8 +1,8 @@
 """One rank of test_hook: the same DDP model five times, with DDP's own
 all-reduce, with frugal.sparse_hook at density 1 (fp32 values) over the
 flat and the sharded exchange, and at density 0.1 (int4), overlapped with
-backward (the default) and inside the hook (overlap=False); writes how the
-hooked gradients compare.
+backward and deflated (the defaults) and inside the hook without deflate
+(overlap=False, deflate=False); writes how the hooked gradients compare.
 argv: OUT_DIR"""
 
 import torch
@@ -22,7 +22,7 @@ for net in nets[1:]:
 ref, dense, sparse, inline, sharded = (DDP(net, bucket_cap_mb=0.002) for net in nets)
 dense_state = frugal.hook_state(density=1.0, value_encoding="fp32")
 sparse_state = frugal.hook_state(density=0.1)
-inline_state = frugal.hook_state(density=0.1, overlap=False)
+inline_state = frugal.hook_state(density=0.1, overlap=False, deflate=False)
 sharded_state = frugal.hook_state(density=1.0, value_encoding="fp32", exchange="sharded")
 dense.register_comm_hook(dense_state, frugal.sparse_hook)
 sparse.register_comm_hook(sparse_state, frugal.sparse_hook)
@@ -42,9 +42,10 @@ for step in range(3):  # DDP rebuilds its buckets after the first iteration
         overlap_diff = max(overlap_diff, (a.grad - b.grad).abs().max().item())
     for a, b in zip(nets[1].parameters(), nets[4].parameters()):
         sharded_diff = max(sharded_diff, (a.grad - b.grad).abs().max().item())
-d, s = dense_state.stats(), sparse_state.stats()
+d, s, i = dense_state.stats(), sparse_state.stats(), inline_state.stats()
 write_result(rank, max_diff=max_diff, overlap_diff=overlap_diff, sharded_diff=sharded_diff, dense_calls=d["calls"], dense_sent=d["sent_values"],
              dense_total=d["total_values"], dense_merged=d["merged_values"], sparse_sent=s["sent_values"],
-             sparse_total=s["total_values"], sparse_merged=s["merged_values"],
+             sparse_total=s["total_values"], sparse_merged=s["merged_values"], sparse_bytes=s["sent_bytes"],
+             raw_bytes=i["sent_bytes"],
              sparse_grad_norm=float(sum(p.grad.norm() ** 2 for p in nets[2].parameters()) ** 0.5))
 dist.destroy_process_group()

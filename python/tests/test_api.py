@@ -201,6 +201,7 @@ def test_hook_engine_in_a_world_of_one_is_the_identity():
     (dict(sparsifier="bogus"), ValueError, "bogus"),
     (dict(value_encoding="fp8"), ValueError, "value_encoding must be"),
     (dict(exchange="ring"), ValueError, "exchange must be"),
+    (dict(deflate="auto"), TypeError, "deflate must be True or False"),
 ])
 def test_hook_state_bad_arguments(kwargs, exc, message):
     with pytest.raises(exc) as e:
