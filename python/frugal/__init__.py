@@ -17,11 +17,13 @@ Start the processes with ``frugal run --workers N -- python3 script.py``
 import torch  # noqa: F401  (loads LibTorch before the extension)
 
 from . import _C
+from ._build_info import VERSION as __version__
 from ._world import init, get_world, is_initialized
 from ._hook import HookState, hook_state, sparse_hook
 from ._model import DistributedModel
 
 __all__ = [
+    "__version__",
     "init",
     "get_world",
     "is_initialized",
