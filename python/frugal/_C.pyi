@@ -31,6 +31,9 @@ def join_world(
     timeout_s: float = 60.0,
     serve_world: int = 0,
     serve_address: str = "",
+    key_file: str = "",
+    authorized_keys_file: str = "",
+    insecure: bool = False,
 ) -> World: ...
 def _raise_status(code: str, msg: str) -> None: ...
 

@@ -31,7 +31,33 @@ def _env_float(env, name, default):
         raise ValueError(f"{name}={value!r} is not a number") from None
 
 
-def _join_frugal(env, timeout_s):
+def _env_flag(env, name):
+    value = (env.get(name) or "").strip().lower()
+    if value in ("", "0", "false", "no"):
+        return False
+    if value in ("1", "true", "yes"):
+        return True
+    raise ValueError(f"{name}={env.get(name)!r} is not one of 1, 0, true, false")
+
+
+def _security(env, key, authorized_keys, insecure):
+    """The key= / authorized_keys= / insecure= keywords, else what frugal run
+    passed (FRUGAL_KEY, FRUGAL_AUTHORIZED_KEYS, FRUGAL_INSECURE), as keywords
+    of _C.join_world; resolved and checked there, as the CLI does."""
+    explicit = key is not None or authorized_keys is not None or insecure is not None
+    if explicit:
+        key, authorized_keys, insecure = key or "", authorized_keys or "", bool(insecure)
+    else:
+        key = env.get("FRUGAL_KEY") or ""
+        authorized_keys = env.get("FRUGAL_AUTHORIZED_KEYS") or ""
+        insecure = _env_flag(env, "FRUGAL_INSECURE")
+    for name, value in (("key", key), ("authorized_keys", authorized_keys)):
+        if not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}")
+    return dict(key_file=os.fspath(key), authorized_keys_file=os.fspath(authorized_keys), insecure=insecure)
+
+
+def _join_frugal(env, timeout_s, security):
     # Starting Python and importing torch can take long on a busy machine:
     # the rendezvous has its own, longer bound.
     world = _C.join_world(
@@ -41,6 +67,7 @@ def _join_frugal(env, timeout_s):
         listen=env.get("FRUGAL_LISTEN") or "tcp://127.0.0.1:*",
         advertise_host=env.get("FRUGAL_ADVERTISE_HOST", ""),
         timeout_s=_env_float(env, "FRUGAL_RENDEZVOUS_TIMEOUT_S", max(timeout_s, 120.0)),
+        **security,
     )
     expected = env.get("FRUGAL_WORLD_SIZE")
     if expected and int(expected) != world.world_size:
@@ -48,7 +75,7 @@ def _join_frugal(env, timeout_s):
     return world
 
 
-def _join_torchrun(env, timeout_s):
+def _join_torchrun(env, timeout_s, security):
     # torchrun gives RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. torch's own
     # store (init_process_group) may own MASTER_PORT, so Frugal's rendezvous
     # uses MASTER_PORT + FRUGAL_PORT_OFFSET (default 1), served by rank 0.
@@ -72,13 +99,14 @@ def _join_torchrun(env, timeout_s):
         timeout_s=_env_float(env, "FRUGAL_RENDEZVOUS_TIMEOUT_S", max(timeout_s, 120.0)),
         serve_world=world_size if rank == 0 else 0,
         serve_address=serve_address,
+        **security,
     )
     if world.world_size != world_size:
         raise RuntimeError(f"WORLD_SIZE={world_size} but the rendezvous formed a world of {world.world_size}")
     return world
 
 
-def init(timeout_s=None):
+def init(timeout_s=None, *, key=None, authorized_keys=None, insecure=None):
     """Joins this process's Frugal world and returns it (a ``frugal._C.World``).
 
     Reads, in this order of preference:
@@ -94,6 +122,16 @@ def init(timeout_s=None):
     ``timeout_s`` (default: ``FRUGAL_TIMEOUT_S`` or 60 s) is the default bound
     of the network waits of the models and hooks built on this world.
     Calling it again returns the same world.
+
+    Security, as ``frugal worker --key/--authorized-keys/--insecure``
+    (docs/security.md): ``key`` (this site's key file from ``frugal keys
+    generate``) and ``authorized_keys`` (the job's public keys) make every
+    connection CurveZMQ; ``insecure=True`` allows plain TCP to a
+    non-loopback coordinator. Without these keywords they come from
+    ``FRUGAL_KEY``, ``FRUGAL_AUTHORIZED_KEYS`` and ``FRUGAL_INSECURE``
+    (what ``frugal run --key ... --authorized-keys ... / --insecure`` sets).
+    A non-loopback world without keys or ``insecure`` raises ValueError
+    with the CLI's message.
 
     It also keeps freed heap memory in the process between steps (glibc's
     mmap and trim thresholds; about a third less CPU on mlp with 4 workers on
@@ -111,10 +149,11 @@ def init(timeout_s=None):
         timeout_s = _env_float(env, "FRUGAL_TIMEOUT_S", 60.0)
     if not timeout_s > 0:
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    security = _security(env, key, authorized_keys, insecure)
     if env.get("FRUGAL_COORDINATOR"):
-        world = _join_frugal(env, timeout_s)
+        world = _join_frugal(env, timeout_s, security)
     elif all(env.get(k) for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
-        world = _join_torchrun(env, timeout_s)
+        world = _join_torchrun(env, timeout_s, security)
     else:
         world = _C.single_world()
     threads = env.get("FRUGAL_THREADS")

@@ -32,7 +32,8 @@ std::unique_ptr<World> Single() {
 // torchrun fallback: rank 0 is the coordinator).
 std::unique_ptr<World> Join(const std::string& rendezvous, int rank, const std::string& cluster,
                             const std::string& listen, const std::string& advertise_host, double timeout_s,
-                            int serve_world, const std::string& serve_address) {
+                            int serve_world, const std::string& serve_address, const std::string& key_file,
+                            const std::string& authorized_keys_file, bool insecure) {
   comm::JoinOptions jo;
   jo.rendezvous = rendezvous;
   jo.rank = rank;
@@ -42,9 +43,13 @@ std::unique_ptr<World> Join(const std::string& rendezvous, int rank, const std::
   jo.timeout = Millis(timeout_s);
   if (rendezvous.empty()) throw py::value_error("no coordinator address to join");
   if (cluster.empty()) throw py::value_error("the cluster name must not be empty");
+  // The CLI's resolution and refusal (frugal worker --key ...): one message.
+  auto security = comm::ResolveSecuritySettings(key_file, authorized_keys_file, insecure, rendezvous);
+  ThrowIfError(security.status());
+  jo.zmq.security = *security;
   std::unique_ptr<comm::RendezvousServer> server;
   if (serve_world > 0) {
-    auto bound = comm::RendezvousServer::Bind(serve_address, serve_world);
+    auto bound = comm::RendezvousServer::Bind(serve_address, serve_world, jo.zmq);
     ThrowIfError(bound.status().WithContext("serving the rendezvous at " + serve_address));
     server = std::move(*bound);
   }
@@ -84,7 +89,8 @@ void BindWorld(py::module_& m) {
   m.def("single_world", &Single, "A world of one rank, without network");
   m.def("join_world", &Join, py::arg("rendezvous"), py::arg("rank") = -1, py::arg("cluster") = "local",
         py::arg("listen") = "tcp://127.0.0.1:*", py::arg("advertise_host") = "", py::arg("timeout_s") = 60.0,
-        py::arg("serve_world") = 0, py::arg("serve_address") = "",
+        py::arg("serve_world") = 0, py::arg("serve_address") = "", py::arg("key_file") = "",
+        py::arg("authorized_keys_file") = "", py::arg("insecure") = false,
         "Registers with the coordinator at `rendezvous` and connects to every peer");
 }
 

@@ -1,5 +1,6 @@
 """One rank of test_launcher. argv: OUT_DIR MODE
   env:  reports its environment and the world frugal.init() joined;
+  plain: as env, but joins without keys whatever frugal run passed;
   kill: exchanges buckets; rank 1 kills itself (SIGKILL) at call 5, the
         others report the exception they get."""
 
@@ -14,10 +15,12 @@ import frugal
 from worker_common import write_result
 
 mode = sys.argv[2]
-world = frugal.init()
-if mode == "env":
+# plain: joins without keys whatever frugal run passed (a rank that lacks them).
+world = frugal.init(key="", authorized_keys="") if mode == "plain" else frugal.init()
+if mode in ("env", "plain"):
     keys = ["FRUGAL_COORDINATOR", "FRUGAL_RANK", "FRUGAL_WORLD_SIZE", "FRUGAL_CLUSTER", "RANK", "WORLD_SIZE",
-            "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS"]
+            "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "FRUGAL_KEY",
+            "FRUGAL_AUTHORIZED_KEYS", "FRUGAL_INSECURE"]
     write_result(world.rank, env={k: os.environ.get(k) for k in keys}, joined_rank=world.rank,
                  world_size=world.world_size, cluster=world.cluster)
 elif mode == "kill":

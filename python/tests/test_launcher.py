@@ -1,10 +1,12 @@
 """`frugal run`: the environment it sets up, and supervision of a failed
 worker."""
 
+import json
+import os
 import subprocess
 import sys
 
-from conftest import frugal_binary, run_workers
+from conftest import HERE as HERE_DIR, PYTHON as PYTHON_EXE, frugal_binary, run_workers
 
 
 def test_run_sets_up_ranks_and_torch_variables(tmp_path):
@@ -94,3 +96,76 @@ def test_init_falls_back_to_torchrun_variables(tmp_path):
         res = json.load(open(tmp_path / f"rank{r}.json"))
         assert (res["joined_rank"], res["world_size"]) == (r, 2)
         assert res["env"]["FRUGAL_COORDINATOR"] is None
+
+
+def _site_keys(tmp_path):
+    key = tmp_path / "site.key"
+    p = subprocess.run([frugal_binary(), "keys", "generate", "--out", str(key)], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 0, p.stderr
+    authorized = tmp_path / "authorized_keys"
+    authorized.write_text((tmp_path / "site.key.pub").read_text())
+    authorized.chmod(0o644)
+    return key, authorized
+
+
+def test_run_passes_keys_to_init(tmp_path):
+    # Relative paths on the command line reach the children as absolute ones.
+    key, authorized = _site_keys(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.run([frugal_binary(), "run", "--workers", "2", "--timeout-s", "20", "--key", "site.key",
+                           "--authorized-keys", "authorized_keys", "--", PYTHON_EXE,
+                           os.path.join(HERE_DIR, "launch_worker.py"), str(out), "env"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for r in range(2):
+        res = json.loads((out / f"rank{r}.json").read_text())
+        assert (res["joined_rank"], res["world_size"]) == (r, 2)
+        env = res["env"]
+        assert env["FRUGAL_KEY"] == os.path.realpath(key)
+        assert env["FRUGAL_AUTHORIZED_KEYS"] == os.path.realpath(authorized)
+        assert env["FRUGAL_INSECURE"] is None
+        assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == (str(r), "2")
+
+
+def test_a_rank_without_keys_cannot_join_a_keyed_run(tmp_path):
+    # The in-process coordinator speaks CurveZMQ: a plain-TCP registration
+    # never completes, and the run fails within the rendezvous timeout.
+    key, authorized = _site_keys(tmp_path)
+    proc, results = run_workers(1, "launch_worker.py", "plain", tmp_path=tmp_path, timeout_s=5,
+                                extra=("--key", str(key), "--authorized-keys", str(authorized),
+                                       "--rendezvous-timeout-s", "5"))
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert results[0] is None
+    assert "worker 0 failed" in proc.stderr
+
+
+def test_run_refuses_a_remote_coordinator_without_keys(tmp_path):
+    binary = frugal_binary()
+    base = [binary, "run", "--workers", "1", "--coordinator", "tcp://192.0.2.1:29500", "--timeout-s", "5"]
+    p = subprocess.run(base + ["--", sys.executable, "-c", "pass"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "a multi-host run needs keys" in p.stderr, p.stderr
+    p = subprocess.run(base + ["--key", "x.key", "--", sys.executable, "-c", "pass"], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 2 and "--key and --authorized-keys go together" in p.stderr, p.stderr
+    p = subprocess.run(base + ["--insecure", "--key", "x.key", "--", sys.executable, "-c", "pass"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "--insecure cannot be combined" in p.stderr, p.stderr
+
+
+def test_init_refuses_a_remote_world_without_keys(tmp_path):
+    # Resolved before any network wait: the error comes at once.
+    code = ("import frugal, sys\n"
+            "try:\n"
+            "    frugal.init(**eval(sys.argv[1]))\n"
+            "except Exception as e:\n"
+            "    print(type(e).__name__ + ': ' + str(e)); sys.exit(0)\n"
+            "sys.exit('joined')\n")
+    env = dict(os.environ, FRUGAL_COORDINATOR="tcp://192.0.2.1:29500", FRUGAL_RENDEZVOUS_TIMEOUT_S="5")
+    for kwargs, expected in (("{}", "ValueError: a multi-host run needs keys"),
+                             ("dict(key='missing.key', authorized_keys='missing')", "FileNotFoundError"),
+                             ("dict(key=3, authorized_keys='a')", "TypeError: key must be a path")):
+        p = subprocess.run([sys.executable, "-c", code, kwargs], capture_output=True, text=True, timeout=60,
+                           env=env, cwd=tmp_path)
+        assert p.returncode == 0 and p.stdout.startswith(expected), (kwargs, p.stdout, p.stderr)

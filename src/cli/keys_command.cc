@@ -8,34 +8,9 @@
 
 namespace frugal::cli {
 
-namespace {
-
-bool IsLoopback(const std::string& address) {
-  return address.rfind("tcp://127.", 0) == 0 || address.rfind("tcp://localhost:", 0) == 0 ||
-         address.rfind("tcp://[::1]:", 0) == 0 || address.rfind("ipc://", 0) == 0 ||
-         address.rfind("inproc://", 0) == 0;
-}
-
-}  // namespace
-
 comm::SecurityOptions ResolveSecurity(const std::string& key_file, const std::string& authorized_keys_file,
                                       bool insecure, const std::string& address) {
-  if (insecure) {
-    if (!key_file.empty() || !authorized_keys_file.empty()) {
-      throw UsageError("--insecure cannot be combined with --key/--authorized-keys");
-    }
-    return {};
-  }
-  if (key_file.empty() && authorized_keys_file.empty()) {
-    if (IsLoopback(address)) return {};  // One machine: nobody else can connect.
-    throw UsageError("a multi-host run needs keys: run 'frugal keys generate --out site.key' on each site, "
-                     "collect the .pub lines into one authorized_keys file, and pass --key site.key "
-                     "--authorized-keys authorized_keys (or --insecure for plain TCP on a trusted network)");
-  }
-  if (key_file.empty() || authorized_keys_file.empty()) {
-    throw UsageError("--key and --authorized-keys go together");
-  }
-  auto security = comm::CurveSecurityFromFiles(key_file, authorized_keys_file);
+  auto security = comm::ResolveSecuritySettings(key_file, authorized_keys_file, insecure, address);
   if (!security.ok()) throw UsageError(security.status().message());
   return *security;
 }

@@ -8,8 +8,13 @@
 // loopback and N child processes, rank r with FRUGAL_RANK=r. Multi-host form:
 // `frugal coordinator --listen tcp://IP:PORT --world W` on one host and
 // `frugal run --workers N --coordinator tcp://IP:PORT --cluster NAME
-// --listen tcp://0.0.0.0:* --advertise-host MYIP -- ...` on each; ranks are
-// then assigned by the coordinator. Either way the children are supervised
+// --listen tcp://0.0.0.0:* --advertise-host MYIP --key site.key
+// --authorized-keys authorized_keys -- ...` on each; ranks are then assigned
+// by the coordinator. --key, --authorized-keys and --insecure are resolved as
+// `frugal worker` resolves them (a non-loopback coordinator without keys is
+// refused) and reach the program's frugal.init() as FRUGAL_KEY,
+// FRUGAL_AUTHORIZED_KEYS and FRUGAL_INSECURE; in the local form, keys also
+// secure the in-process coordinator. Either way the children are supervised
 // as `frugal train` supervises its workers: the first failure is reported
 // ("worker 1 failed (exit code 1)"), the others get --timeout-s plus a grace
 // period to notice and exit, then are killed; exit code 1.
@@ -27,7 +32,11 @@
 #include <sstream>
 #include <thread>
 
+#include <climits>
+#include <cstdlib>
+
 #include "commands.h"
+#include "frugal/comm/security.h"
 #include "frugal/engine/run_config.h"
 #include "frugal/engine/launcher.h"
 
@@ -45,8 +54,22 @@ struct RunFlags {
   double timeout_s = 60;
   double rendezvous_timeout_s = 120;
   int threads = 0;
+  std::string key;
+  std::string authorized_keys;
+  bool insecure = false;
   std::vector<std::string> command;
 };
+
+// The children may run in another directory: key files go to them as
+// absolute paths.
+std::string Absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char* resolved = realpath(path.c_str(), nullptr);
+  if (resolved == nullptr) return path;  // ResolveSecurity has already named a missing file
+  std::string out(resolved);
+  std::free(resolved);
+  return out;
+}
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
@@ -105,6 +128,14 @@ void CheckFlags(const RunFlags& f, const std::vector<std::string>& clusters) {
   }
 }
 
+// As `frugal worker`: the coordinator's address decides whether keys are
+// needed. Checked here, before any child starts, so a refused run fails at
+// once with the CLI's message rather than in every child.
+comm::SecurityOptions CheckSecurity(const RunFlags& f) {
+  return ResolveSecurity(f.key, f.authorized_keys, f.insecure,
+                         f.coordinator.empty() ? std::string("tcp://127.0.0.1:0") : f.coordinator);
+}
+
 // The FRUGAL_* variables of child `r` (and, locally, torch.distributed's
 // env:// ones, so an unchanged DDP script starts as under torchrun), as
 // "KEY=VALUE" overrides of this process's environment.
@@ -121,14 +152,21 @@ std::vector<std::string> ChildEnvironment(const RunFlags& f, int r, const std::s
       {"FRUGAL_RENDEZVOUS_TIMEOUT_S", std::to_string(f.rendezvous_timeout_s)},
       {"FRUGAL_THREADS", std::to_string(threads)},
   };
+  // Known on every host; the global rank is assigned by the coordinator
+  // only when the child joins, so RANK and WORLD_SIZE are set locally only.
+  env["LOCAL_RANK"] = std::to_string(r);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(f.workers);
   if (local) {
     env["FRUGAL_WORLD_SIZE"] = std::to_string(f.workers);
-    env["RANK"] = env["LOCAL_RANK"] = std::to_string(r);
-    env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(f.workers);
+    env["RANK"] = std::to_string(r);
+    env["WORLD_SIZE"] = std::to_string(f.workers);
     env["MASTER_ADDR"] = "127.0.0.1";
     if (master_port > 0) env["MASTER_PORT"] = std::to_string(master_port);
   }
   if (!f.advertise_host.empty()) env["FRUGAL_ADVERTISE_HOST"] = f.advertise_host;
+  if (!f.key.empty()) env["FRUGAL_KEY"] = Absolute(f.key);
+  if (!f.authorized_keys.empty()) env["FRUGAL_AUTHORIZED_KEYS"] = Absolute(f.authorized_keys);
+  if (f.insecure) env["FRUGAL_INSECURE"] = "1";
   // Workers sharing the cores should not each start one thread per core.
   if (std::getenv("OMP_NUM_THREADS") == nullptr) env["OMP_NUM_THREADS"] = std::to_string(threads);
   std::vector<std::string> overrides;
@@ -139,6 +177,7 @@ std::vector<std::string> ChildEnvironment(const RunFlags& f, int r, const std::s
 void Run(const RunFlags& f) {
   const std::vector<std::string> clusters = SplitCommas(f.local_clusters);
   CheckFlags(f, clusters);
+  const comm::SecurityOptions security = CheckSecurity(f);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
   const bool local = f.coordinator.empty();
 
@@ -157,6 +196,7 @@ void Run(const RunFlags& f) {
   if (local) {
     engine::CoordinatorOptions co;
     co.world_size = f.workers;
+    co.zmq.security = security;
     co.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.rendezvous_timeout_s * 1000));
     std::thread([cs, co] {
       Status s = engine::RunCoordinator(co, [&](const std::string& ep) {
@@ -216,6 +256,9 @@ void AddRunCommand(CLI::App& app) {
   cmd->add_option("--rendezvous-timeout-s", f->rendezvous_timeout_s,
                   "How long workers may take to start and join (imports included), seconds");
   cmd->add_option("--threads", f->threads, "Torch threads per worker (0 = cores / workers)");
+  cmd->add_option("--key", f->key, "This site's CurveZMQ key pair (frugal keys generate --out FILE), for every worker");
+  cmd->add_option("--authorized-keys", f->authorized_keys, "Public keys of every site of the job, one per line");
+  cmd->add_flag("--insecure", f->insecure, "Plain TCP to a non-loopback coordinator: anyone who can reach a port can join");
   cmd->add_option("command", f->command, "The program and its arguments, after --")->expected(-1);
   cmd->callback([f] { Run(*f); });
 }

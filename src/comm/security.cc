@@ -173,4 +173,31 @@ Result<SecurityOptions> CurveSecurityFromFiles(const std::string& key_file, cons
   return s;
 }
 
+bool IsLoopbackAddress(const std::string& address) {
+  return address.rfind("tcp://127.", 0) == 0 || address.rfind("tcp://localhost:", 0) == 0 ||
+         address.rfind("tcp://[::1]:", 0) == 0 || address.rfind("ipc://", 0) == 0 ||
+         address.rfind("inproc://", 0) == 0;
+}
+
+Result<SecurityOptions> ResolveSecuritySettings(const std::string& key_file, const std::string& authorized_keys_file,
+                                                bool insecure, const std::string& address) {
+  if (insecure) {
+    if (!key_file.empty() || !authorized_keys_file.empty()) {
+      return Status::InvalidArgument("--insecure cannot be combined with --key/--authorized-keys");
+    }
+    return SecurityOptions{};
+  }
+  if (key_file.empty() && authorized_keys_file.empty()) {
+    if (IsLoopbackAddress(address)) return SecurityOptions{};  // One machine: nobody else can connect.
+    return Status::InvalidArgument(
+        "a multi-host run needs keys: run 'frugal keys generate --out site.key' on each site, "
+        "collect the .pub lines into one authorized_keys file, and pass --key site.key "
+        "--authorized-keys authorized_keys (or --insecure for plain TCP on a trusted network)");
+  }
+  if (key_file.empty() || authorized_keys_file.empty()) {
+    return Status::InvalidArgument("--key and --authorized-keys go together");
+  }
+  return CurveSecurityFromFiles(key_file, authorized_keys_file);
+}
+
 }  // namespace frugal::comm

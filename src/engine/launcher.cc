@@ -28,11 +28,12 @@ Status RunCoordinator(const CoordinatorOptions& options, const std::function<voi
     mo.min_workers = options.min_workers;
     mo.heartbeat_timeout = options.heartbeat_timeout;
     mo.timeout = options.timeout;
+    mo.zmq = options.zmq;
     FRUGAL_ASSIGN_OR_RETURN(auto server, comm::MembershipServer::Bind(options.listen, mo));
     if (on_bound) on_bound(server->endpoint());
     return server->Serve();
   }
-  FRUGAL_ASSIGN_OR_RETURN(auto server, comm::RendezvousServer::Bind(options.listen, options.world_size));
+  FRUGAL_ASSIGN_OR_RETURN(auto server, comm::RendezvousServer::Bind(options.listen, options.world_size, options.zmq));
   if (on_bound) on_bound(server->endpoint());
   FRUGAL_ASSIGN_OR_RETURN(std::vector<comm::PeerInfo> table, server->Serve(options.timeout));
   if (print_table) {

@@ -81,6 +81,21 @@ Result<std::vector<std::string>> ReadAuthorizedKeysFile(const std::string& path)
 // kCurve options from the two files (the CLI's --key, --authorized-keys).
 Result<SecurityOptions> CurveSecurityFromFiles(const std::string& key_file, const std::string& authorized_keys_file);
 
+// Whether `address` (tcp://HOST:PORT, ipc://..., inproc://...) can be
+// reached from this machine only.
+bool IsLoopbackAddress(const std::string& address);
+
+// The security of a process given a key file, an allow-list file and an
+// --insecure choice (the CLI's --key / --authorized-keys / --insecure, and
+// frugal.init()'s key= / authorized_keys= / insecure=) for a world reached at
+// `address`: plain TCP when `insecure`, or on loopback without keys; else
+// kCurve from the two files. Errors: InvalidArgument naming what to do when
+// a non-loopback address has no keys, only one of the files is given,
+// `insecure` comes with keys, or a file is refused (as ReadKeyPairFile and
+// ReadAuthorizedKeysFile say).
+Result<SecurityOptions> ResolveSecuritySettings(const std::string& key_file, const std::string& authorized_keys_file,
+                                                bool insecure, const std::string& address);
+
 // Checks that kCurve options are usable: CURVE available, keys well formed.
 Status ValidateSecurity(const SecurityOptions& options);
 

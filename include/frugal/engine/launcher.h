@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "frugal/common/clock.h"
+#include "frugal/comm/zmq_transport.h"
 #include "frugal/common/status.h"
 
 namespace frugal::engine {
@@ -27,6 +28,8 @@ struct CoordinatorOptions {
   bool elastic = false;
   int min_workers = 1;
   std::chrono::milliseconds heartbeat_timeout{2000};
+  // The server socket's options; security as the workers' (security.h).
+  comm::ZmqOptions zmq;
 };
 
 // Binds, waits until `world_size` workers have registered, sends them the
