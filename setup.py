@@ -35,6 +35,24 @@ from setuptools.command.build_ext import build_ext
 SOURCE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+def require_wheel():
+    # setuptools before 70.1 builds wheels through the separate `wheel`
+    # package; without it pip only says "invalid command 'bdist_wheel'".
+    try:
+        import wheel  # noqa: F401
+    except ImportError:
+        import setuptools
+        major_minor = tuple(int(x) for x in re.findall(r"\d+", setuptools.__version__)[:2])
+        if major_minor < (70, 1):
+            raise RuntimeError(
+                f"building frugal with setuptools {setuptools.__version__} needs the 'wheel' package, which "
+                f"{sys.executable} cannot import (Debian: apt-get install python3-wheel and make the venv with "
+                "--system-site-packages; elsewhere: pip install wheel)") from None
+
+
+require_wheel()
+
+
 def project_version():
     # One source of truth: project(frugal VERSION x.y.z) in CMakeLists.txt.
     with open(os.path.join(SOURCE_DIR, "CMakeLists.txt"), encoding="utf-8") as f:
@@ -131,9 +149,9 @@ class CMakeBuild(build_ext):
                     f"VERSION = {project_version()!r}\n")
 
 
-# setuptools' own build and egg-info directories go under build-pip too, not
-# into build/, where `make` keeps its CMake build.
-_setuptools_dir = os.path.join(SOURCE_DIR, "build-pip", "setuptools")
+# setuptools' own build and egg-info directories go into the CMake build
+# directory too, not into build/, where `make` keeps its CMake build.
+_setuptools_dir = os.path.join(build_dir(), "setuptools")
 os.makedirs(_setuptools_dir, exist_ok=True)
 
 setup(
