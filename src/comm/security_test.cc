@@ -270,5 +270,42 @@ TEST(SecurityTest, BadOptionsAreRefused) {
   EXPECT_EQ(RendezvousServer::Bind("tcp://127.0.0.1:*", 1, zmq).status().code(), Status::Code::kInvalidArgument);
 }
 
+TEST(SecurityTest, SettingsResolveAsTheCliFlagsDo) {
+  EXPECT_TRUE(IsLoopbackAddress("tcp://127.0.0.1:5000"));
+  EXPECT_TRUE(IsLoopbackAddress("tcp://localhost:5000"));
+  EXPECT_TRUE(IsLoopbackAddress("ipc:///tmp/x"));
+  EXPECT_FALSE(IsLoopbackAddress("tcp://10.0.0.1:5000"));
+  EXPECT_FALSE(IsLoopbackAddress("tcp://localhostile.example:5000"));
+
+  auto plain = ResolveSecuritySettings("", "", false, "tcp://127.0.0.1:5000");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->mechanism, SecurityOptions::Mechanism::kNone);
+  auto insecure = ResolveSecuritySettings("", "", true, "tcp://10.0.0.1:5000");
+  ASSERT_TRUE(insecure.ok());
+  EXPECT_EQ(insecure->mechanism, SecurityOptions::Mechanism::kNone);
+
+  auto refused = ResolveSecuritySettings("", "", false, "tcp://10.0.0.1:5000");
+  EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("a multi-host run needs keys"), std::string::npos);
+  EXPECT_NE(ResolveSecuritySettings("a.key", "", false, "tcp://10.0.0.1:5000").status().message().find("go together"),
+            std::string::npos);
+  EXPECT_NE(ResolveSecuritySettings("a.key", "ak", true, "tcp://10.0.0.1:5000").status().message().find(
+                "cannot be combined"),
+            std::string::npos);
+
+  if (!CurveAvailable()) return;
+  TempDir dir;
+  const std::string key = dir.path + "/site.key";
+  ASSERT_TRUE(WriteKeyPairFiles(key, NewKeys(), "site").ok());
+  auto curve = ResolveSecuritySettings(key, key + ".pub", false, "tcp://10.0.0.1:5000");
+  ASSERT_TRUE(curve.ok()) << curve.status().ToString();
+  EXPECT_EQ(curve->mechanism, SecurityOptions::Mechanism::kCurve);
+  EXPECT_EQ(curve->authorized_keys.size(), 1u);
+  EXPECT_EQ(ResolveSecuritySettings(dir.path + "/missing.key", key + ".pub", false, "tcp://10.0.0.1:5000")
+                .status()
+                .code(),
+            Status::Code::kNotFound);
+}
+
 }  // namespace
 }  // namespace frugal::comm
