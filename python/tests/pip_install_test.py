@@ -38,6 +38,29 @@ def check(condition, message):
         raise SystemExit(f"FAIL: {message}")
 
 
+def own_script(launcher, py, script, out_dir, version, venv, env, cwd, flags):
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(out_dir)
+    proc = run([launcher, "run", "--workers", "2", "--timeout-s", "60", *flags, "--", py, script, out_dir], env, 600,
+               f"frugal run --workers 2 {' '.join(flags[:1])} (own script)", cwd=cwd)
+    print(proc.stdout, end="")
+    results = []
+    for r in range(2):
+        path = os.path.join(out_dir, f"rank{r}.json")
+        check(os.path.exists(path), f"rank {r} wrote no result ({path})")
+        with open(path) as f:
+            results.append(json.load(f))
+    for r, res in enumerate(results):
+        check((res["rank"], res["world_size"]) == (r, 2), f"rank {r} joined as {res['rank']} of {res['world_size']}")
+        check(res["frugal_file"].startswith(os.path.realpath(venv) + "/"),
+              f"rank {r} imported frugal from {res['frugal_file']}, not the venv")
+        check(res["version"] == version, f"rank {r}: frugal.__version__ {res['version']!r}")
+        check(math.isfinite(res["last_loss"]) and res["last_loss"] < res["first_loss"],
+              f"rank {r}: loss {res['first_loss']} -> {res['last_loss']} did not decrease")
+    check(results[0]["checksum"] == results[1]["checksum"], "the ranks ended with different replica checksums")
+    check(results[0]["params"] == results[1]["params"], "the ranks ended with different parameters")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--source", required=True)
@@ -86,28 +109,17 @@ def main():
     version_out = run([launcher, "version"], env, 60, "frugal version").stdout
     check(version_out.startswith(f"frugal {version}"), f"frugal version printed {version_out!r}")
 
-    out_dir = os.path.join(work, "own-script")
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.makedirs(out_dir)
     script = os.path.join(source, "python", "tests", "pip_own_script.py")
-    proc = run([launcher, "run", "--workers", "2", "--timeout-s", "60", "--", py, script, out_dir], env, 600,
-               "frugal run --workers 2 (own script)", cwd=work)
-    print(proc.stdout, end="")
-    results = []
-    for r in range(2):
-        path = os.path.join(out_dir, f"rank{r}.json")
-        check(os.path.exists(path), f"rank {r} wrote no result ({path})")
-        with open(path) as f:
-            results.append(json.load(f))
-    for r, res in enumerate(results):
-        check((res["rank"], res["world_size"]) == (r, 2), f"rank {r} joined as {res['rank']} of {res['world_size']}")
-        check(res["frugal_file"].startswith(os.path.realpath(venv) + "/"),
-              f"rank {r} imported frugal from {res['frugal_file']}, not the venv")
-        check(res["version"] == version, f"rank {r}: frugal.__version__ {res['version']!r}")
-        check(math.isfinite(res["last_loss"]) and res["last_loss"] < res["first_loss"],
-              f"rank {r}: loss {res['first_loss']} -> {res['last_loss']} did not decrease")
-    check(results[0]["checksum"] == results[1]["checksum"], "the ranks ended with different replica checksums")
-    check(results[0]["params"] == results[1]["params"], "the ranks ended with different parameters")
+    own_script(launcher, py, script, os.path.join(work, "own-script"), version, venv, env, work, [])
+
+    # The same with keys, as across sites (CurveZMQ on every connection).
+    keys = os.path.join(work, "keys")
+    shutil.rmtree(keys, ignore_errors=True)
+    os.makedirs(keys)
+    run([launcher, "keys", "generate", "--out", os.path.join(keys, "site.key")], env, 60, "frugal keys generate")
+    shutil.copy(os.path.join(keys, "site.key.pub"), os.path.join(keys, "authorized_keys"))
+    own_script(launcher, py, script, os.path.join(work, "own-script-keys"), version, venv, env, work,
+               ["--key", os.path.join(keys, "site.key"), "--authorized-keys", os.path.join(keys, "authorized_keys")])
     print("PASS")
 
 
