@@ -118,9 +118,16 @@ class CMakeBuild(build_ext):
             # A pip wheel of torch ships LibTorch and its CMake config; Debian's
             # python3-torch does not (its LibTorch is libtorch-dev's, found as usual).
             args.append(f"-DCMAKE_PREFIX_PATH={torch_prefix}")
+        extra = shlex.split(os.environ.get("FRUGAL_CMAKE_ARGS", ""))
+        if not any(a.startswith("-Dpybind11_DIR") for a in extra):
+            try:  # pip's pybind11 (a build requirement); Debian's pybind11-dev is found without it
+                import pybind11
+                args.append(f"-Dpybind11_DIR={pybind11.get_cmake_dir()}")
+            except ImportError:
+                pass
         if not os.path.exists(os.path.join(build, "CMakeCache.txt")) and shutil.which("ninja"):
             args += ["-G", "Ninja"]
-        args += shlex.split(os.environ.get("FRUGAL_CMAKE_ARGS", ""))
+        args += extra
         self.announce(f"frugal: CMake build in {build}", level=2)
         subprocess.run(["cmake", "-S", SOURCE_DIR, "-B", build] + args, check=True)
         subprocess.run(["cmake", "--build", build, "--target", "frugal_python"], check=True)
