@@ -189,7 +189,7 @@ std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
 // behind compute down to 10 Mbit/s, and its values do not depend on timing.
 //
 // Elastic runs take it too (Note [Local mode across worlds] in
-// worker_state.cc): a membership change cost it no more than the step mode
+// sync_strategy.cc): a membership change cost it no more than the step mode
 // at 100 Mbit/s, and 3 epochs of mlp under 7 changes ended 0.09 points
 // above the undisturbed run (docs/benchmarks.md, "The local mode in an
 // elastic run").
