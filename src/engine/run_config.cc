@@ -203,9 +203,24 @@ std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
 SyncMode SyncOf(const RunConfig& config) {
   const DistributedOptions& d = config.distributed;
   if (d.sync != SyncMode::kAuto) return d.sync;
-  const bool step_only = NeedsController(d.adapt) || d.staleness != 0 ||
-                         d.density_warmup_steps > 0 || d.workers < 2;
+  const bool step_only = NeedsController(d.adapt) || d.staleness != 0 || d.density_warmup_steps > 0 || d.workers < 2;
   return step_only ? SyncMode::kStep : SyncMode::kLocal;
+}
+
+RunConfig ResolvePlan(RunConfig config, const HostFacts& facts) {
+  DistributedOptions& d = config.distributed;
+  d.sync = SyncOf(config);
+  if (d.adapt == AdaptMode::kAuto) {
+    const bool supported = facts.controller_available && !config.elastic.elastic && d.sync == SyncMode::kStep;
+    d.adapt = supported ? AdaptMode::kOn : AdaptMode::kOff;
+  }
+  d.cpu_threads = ResolveCpuThreads(config, facts.workers_on_host);
+  d.density = DensityOf(d);
+  if (d.sync == SyncMode::kLocal) {
+    d.local_fragments = LocalFragmentsOf(d);
+    if (d.local_overlap) d.local_delay = LocalDelayOf(d);
+  }
+  return config;
 }
 
 double DensityOf(const DistributedOptions& o) {

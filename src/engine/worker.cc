@@ -421,8 +421,7 @@ Worker::~Worker() = default;
 Result<std::unique_ptr<Worker>> Worker::Create(const RunConfig& config, std::unique_ptr<comm::Transport> transport,
                                                std::unique_ptr<AdaptationPolicy> policy) {
   auto impl = std::make_unique<Impl>();
-  impl->config = config;
-  impl->config.distributed.sync = SyncOf(config);  // --sync auto (Note [Sync auto] in run_config.cc)
+  impl->config = ResolvePlan(config, HostFacts{});  // as the front end did (Note [One resolver])
   impl->transport = std::move(transport);
   impl->policy = std::move(policy);
   try {
@@ -437,8 +436,7 @@ Result<std::unique_ptr<Worker>> Worker::CreateElastic(const RunConfig& config,
                                                       std::unique_ptr<comm::MembershipClient> membership) {
   if (!config.elastic.elastic) return Status::InvalidArgument("Worker::CreateElastic needs --elastic");
   auto impl = std::make_unique<Impl>();
-  impl->config = config;
-  impl->config.distributed.sync = SyncOf(config);  // --sync auto (Note [Sync auto] in run_config.cc)
+  impl->config = ResolvePlan(config, HostFacts{});  // as the front end did (Note [One resolver])
   impl->membership = std::move(membership);
   try {
     FRUGAL_RETURN_IF_ERROR(impl->Prepare());

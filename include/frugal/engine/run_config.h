@@ -379,6 +379,28 @@ Status SetOption(RunConfig* config, const std::string& key, const std::string& t
 // Whether `key` names an option.
 bool HasOption(const std::string& key);
 
+// What the "auto" options of a run depend on besides the configuration.
+struct HostFacts {
+  int workers_on_host = 1;            // workers sharing this host's cores (--cpu-threads auto)
+  bool controller_available = false;  // the bandwidth controller models this run's model (--adapt auto)
+};
+
+// Note [One resolver]
+// Every "auto" that the configuration and the host decide before training
+// is resolved here, once: sync (SyncOf), adapt
+// (the controller wherever it can run: the step mode, a fixed world, a
+// model it models), cpu_threads (ResolveCpuThreads), density (DensityOf),
+// and with --sync local local_fragments (LocalFragmentsOf) and, for
+// overlapped rounds, local_delay (LocalDelayOf). `frugal train` writes the
+// result to runs/<run>/config.toml, `frugal worker`, Worker::Create and the
+// Python package resolve the same way, so a plan is the same whichever
+// front end started the run. Idempotent: a resolved plan resolves to
+// itself. Three choices stay for later, since what they depend on is not
+// known yet: --sync local's exchange (the clusters of the world formed,
+// LocalExchangeOf), its outer step (the run's length, RunOuterOf) and
+// deflate (a trial during training, Note [Deflate by trial]).
+RunConfig ResolvePlan(RunConfig config, const HostFacts& facts);
+
 // The CPU pipeline threads of a worker: --cpu-threads, or for 0 (auto) 2
 // when the model computes on the CPU (the cores are its: the second thread
 // only overlaps one bucket's network wait with another's CPU stages; mlp at
