@@ -12,6 +12,7 @@
 #include "frugal/comm/collectives.h"
 #include "sharded_eval.h"
 #include "worker_impl.h"
+#include "frugal/common/clock.h"
 
 namespace frugal::engine {
 
@@ -27,7 +28,6 @@ std::mutex& TorchInitMutex() {
 }
 
 using Clock = std::chrono::steady_clock;
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // Per-step pipeline and traffic counters of a metrics window.
 nlohmann::json PipelineRecord(const PipelineStats& now, const PipelineStats& before, const comm::TransportStats& traffic,
