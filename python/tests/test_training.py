@@ -42,3 +42,25 @@ def test_local_mode_trains_and_replicas_agree(tmp_path, workers, inner):
     assert all(r["param_head"] == results[0]["param_head"] for r in results)
     assert all(r["synced_head"] == results[0]["synced_head"] for r in results)  # the anchor is common
     assert any(r["own_head"] != r["synced_head"] for r in results)
+
+
+def test_own_recipe_trains_in_the_default_mode_and_replicas_agree(tmp_path):
+    """The user's AdamW (two groups), LambdaLR warm-up + cosine, clipping and
+    accumulation of 2, wrapped with no sync keyword: two workers take the
+    local mode, the user's optimizer takes every inner step, the loss
+    falls, and the run ends on bit-identical replicas."""
+    steps = 48
+    proc, results = run_workers(2, "recipe_worker.py", steps, 8, tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert all(r is not None for r in results), proc.stderr
+    for r in results:
+        assert r["sync"] == "local"
+        assert r["iteration"] == steps
+        assert r["opt_steps"] == steps
+        assert r["rounds"] >= steps // 8
+        assert r["last_loss"] < 0.5 * r["first_loss"], results
+        assert r["accuracy"] > 0.9, results
+        assert r["last_lr"] < 1e-3 * 0.02
+    assert len({r["checksum"] for r in results}) == 1
+    assert len({r["param_sum"] for r in results}) == 1
+    assert all(r["param_head"] == results[0]["param_head"] for r in results)
