@@ -64,3 +64,19 @@ def test_own_recipe_trains_in_the_default_mode_and_replicas_agree(tmp_path):
     assert len({r["checksum"] for r in results}) == 1
     assert len({r["param_sum"] for r in results}) == 1
     assert all(r["param_head"] == results[0]["param_head"] for r in results)
+
+
+def test_quickstart_runs_as_written_on_two_workers():
+    """examples/quickstart.py (the docs' quick start) under frugal run:
+    rank 0 alone prints, and the loss falls."""
+    import os
+    import subprocess
+    from conftest import HERE, PYTHON, frugal_binary
+    script = os.path.join(HERE, "..", "..", "examples", "quickstart.py")
+    proc = subprocess.run([frugal_binary(), "run", "--workers", "2", "--timeout-s", "20", "--", PYTHON, script],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("step ")]
+    assert [line.split(":")[0] for line in lines] == ["step 50", "step 100", "step 150", "step 200"], proc.stdout
+    losses = [float(line.rsplit(" ", 1)[1]) for line in lines]
+    assert losses[-1] < 0.5 * losses[0], proc.stdout
