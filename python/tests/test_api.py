@@ -471,3 +471,45 @@ def test_step_mode_reads_the_torch_optimizer_and_its_schedule():
     model.finish()
     assert not torch.equal(snapshots[0], snapshots[2])  # lr 0.1: it moves
     assert torch.equal(snapshots[3], snapshots[5])  # lr 0 from iteration 3 on
+
+
+@needs_replica
+def test_local_mode_with_a_torch_optimizer_resumes_bit_exactly():
+    """model.state_dict() (the rounds' state) beside the user's own
+    opt.state_dict() and scheduler.state_dict(), saved mid-round, resume to
+    the parameters of the uninterrupted run."""
+    def make(seed):
+        torch.manual_seed(seed)
+        net = TwoTower()
+        opt = two_groups(net, lr=0.02)
+        sched = _warmup_cosine(opt, 9)
+        model = frugal.DistributedModel(net, optimizer=opt, sync="local", local_steps=4, total_steps=9)
+        return net, opt, sched, model
+
+    def run(model, opt, sched, steps):
+        x, y = blobs(128, 0)
+        for _ in range(steps):
+            i = (model.iteration * 32) % 128
+            torch.nn.functional.cross_entropy(model(x[i:i + 32]), y[i:i + 32]).backward()
+            model.step()
+            opt.zero_grad()
+            sched.step()
+
+    net, opt, sched, model = make(1)
+    run(model, opt, sched, 5)
+    buf = io.BytesIO()
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict()}, buf)
+    run(model, opt, sched, 4)
+    model.finish()
+    expected = {k: v.clone() for k, v in net.state_dict().items()}
+
+    net2, opt2, sched2, model2 = make(2)
+    buf.seek(0)
+    saved = torch.load(buf)
+    model2.load_state_dict(saved["model"])
+    opt2.load_state_dict(saved["opt"])
+    sched2.load_state_dict(saved["sched"])
+    run(model2, opt2, sched2, 4)
+    model2.finish()
+    for k, v in net2.state_dict().items():
+        assert torch.equal(v, expected[k]), k
