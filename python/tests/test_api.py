@@ -513,3 +513,15 @@ def test_local_mode_with_a_torch_optimizer_resumes_bit_exactly():
     model2.finish()
     for k, v in net2.state_dict().items():
         assert torch.equal(v, expected[k]), k
+
+
+@needs_replica
+def test_step_mode_refuses_gradient_accumulation_by_name():
+    """Two backwards before one step(): the step mode's buckets left with the
+    first, so it raises naming the local mode (which accumulates)."""
+    model = frugal.DistributedModel(TwoTower(), sync="step", density=1.0)
+    x, y = blobs(16, 0)
+    for _ in range(2):
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+    with pytest.raises(ValueError, match="second gradient in iteration 0.*gradient accumulation: sync='local'"):
+        model.step()
