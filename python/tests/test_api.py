@@ -525,3 +525,28 @@ def test_step_mode_refuses_gradient_accumulation_by_name():
         torch.nn.functional.cross_entropy(model(x), y).backward()
     with pytest.raises(ValueError, match="second gradient in iteration 0.*gradient accumulation: sync='local'"):
         model.step()
+
+
+@needs_replica
+def test_local_mode_trains_under_bf16_autocast():
+    """bf16 autocast changes the forward only: the parameters and .grad stay
+    float32, which the rounds read."""
+    torch.manual_seed(4)
+    net = TwoTower()
+    opt = two_groups(net, lr=0.02)
+    model = frugal.DistributedModel(net, optimizer=opt, sync="local", local_steps=2)
+    x, y = blobs(128, 0)
+    losses = []
+    for t in range(24):
+        i = (t * 32) % 128
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(x[i:i + 32])
+        assert out.dtype == torch.bfloat16
+        loss = torch.nn.functional.cross_entropy(out.float(), y[i:i + 32])
+        loss.backward()
+        model.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    model.finish()
+    assert all(p.dtype == torch.float32 for p in net.parameters())
+    assert sum(losses[-4:]) < 0.5 * sum(losses[:4])
