@@ -26,6 +26,29 @@ _LOCAL_DEFAULTS = dict(local_steps=16, outer_lr=0.0, outer_momentum=0.9, outer_a
 _replicas_of_module = weakref.WeakKeyDictionary()
 
 
+def _engine_options(optimizer, hyper, torch_optimizer, local_options, **values):
+    """The keywords as _C.ReplicaOptions (typed; validated later, once the
+    world's size resolves sync='auto'). hyper: the optimizer keywords, None
+    where not given; with a torch optimizer none may be given."""
+    given = sorted(k for k, v in hyper.items() if v is not None)
+    if torch_optimizer and given:
+        raise TypeError(f"{', '.join(given)} belong to the optimizer's param_groups when optimizer is a "
+                        f"torch.optim.Optimizer; set them there")
+    values.update(_LOCAL_DEFAULTS, **local_options)
+    values.update({k: (_HYPER_DEFAULTS[k] if v is None else v) for k, v in hyper.items()})
+    values["optimizer"] = optimizer
+    if values["density"] is None:
+        values["density"] = 0.0  # the mode's default
+    options = _C.ReplicaOptions()
+    for name in _OPTION_NAMES:
+        try:
+            setattr(options, name, values[name])
+        except TypeError:
+            raise TypeError(f"{name}={values[name]!r} has the wrong type "
+                            f"(expected {type(getattr(options, name)).__name__})") from None
+    return options
+
+
 class DistributedModel(torch.nn.Module):
     """Wraps ``module`` so that its training step runs through Frugal.
 
@@ -125,25 +148,12 @@ class DistributedModel(torch.nn.Module):
         user_opt = None if isinstance(optimizer, str) else optimizer
         if user_opt is not None:
             _optim.check_optimizer(user_opt, module)
-            given = sorted(k for k, v in hyper.items() if v is not None)
-            if given:
-                raise TypeError(f"{', '.join(given)} belong to the optimizer's param_groups when optimizer is a "
-                                f"torch.optim.Optimizer; set them there")
-        values = dict(_LOCAL_DEFAULTS, **local_options)
-        values.update({k: (_HYPER_DEFAULTS[k] if v is None else v) for k, v in hyper.items()})
-        values.update(optimizer=optimizer if user_opt is None else "sgd", density=density, sparsifier=sparsifier,
-                      value_encoding=value_encoding, staleness=staleness, bucket_mb=bucket_mb,
-                      cpu_threads=cpu_threads, exchange=exchange, dgc_momentum=dgc_momentum,
-                      overlap_device_copies=overlap_device_copies, timeout_s=timeout_s, seed=seed, sync=sync)
-        if values["density"] is None:
-            values["density"] = 0.0  # the mode's default
-        options = _C.ReplicaOptions()
-        for name in _OPTION_NAMES:
-            try:
-                setattr(options, name, values[name])
-            except TypeError:
-                raise TypeError(f"{name}={values[name]!r} has the wrong type "
-                                f"(expected {type(getattr(options, name)).__name__})") from None
+        options = _engine_options(optimizer if user_opt is None else "sgd", hyper, user_opt is not None,
+                                  local_options, density=density, sparsifier=sparsifier,
+                                  value_encoding=value_encoding, staleness=staleness, bucket_mb=bucket_mb,
+                                  cpu_threads=cpu_threads, exchange=exchange, dgc_momentum=dgc_momentum,
+                                  overlap_device_copies=overlap_device_copies, timeout_s=timeout_s, seed=seed,
+                                  sync=sync)
         if _replicas_of_module.get(module):
             raise ValueError("this module is already wrapped by a DistributedModel (its autograd hooks feed that "
                              "one); wrap a fresh module, e.g. one that loaded the first one's state_dict()")
@@ -152,7 +162,7 @@ class DistributedModel(torch.nn.Module):
             raise ValueError("the module has no parameters that require grad")
         self._world = world if world is not None else init()
         options.workers = self._world.world_size  # sync='auto' resolves for it, as frugal train's (Note [Sync auto])
-        options.validate()  # ValueError naming the keyword, before any network wait
+        options.validate()  # ValueError naming the keyword, before the replica waits for its peers
         self._sync = options.resolved_sync()
         self._user_opt = user_opt
         if user_opt is not None:
