@@ -207,7 +207,8 @@ py::dict StatsDict(const engine::PipelineStats& s) {
 
 // The learning rate of DistributedModel(sync="local") per iteration: the
 // constructor's, then each set_lr's from its iteration on (the inner steps
-// and --outer-anneal read it).
+// and --outer-anneal read it). With a torch optimizer: its first group's
+// base lr, then the lr of each step() (the outer annealing alone reads it).
 class LrTrack {
  public:
   explicit LrTrack(double lr) { points_.emplace_back(0, lr); }
