@@ -81,7 +81,7 @@ class Trainer:
             import frugal
             self.world = frugal.init(timeout_s=args.timeout_s)
             self.rank, self.size = self.world.rank, self.world.world_size
-            self.model = frugal.DistributedModel(net, optimizer="sgd", lr=args.lr, momentum=0.9,
+            self.model = frugal.DistributedModel(net, sync="step", optimizer="sgd", lr=args.lr, momentum=0.9,
                                                  density=args.density, timeout_s=args.timeout_s)
             self.opt = None
         else:

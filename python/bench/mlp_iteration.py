@@ -81,7 +81,7 @@ def main():
     else:
         world = frugal.init()
         rank, world_size = world.rank, world.world_size
-        model = frugal.DistributedModel(net, optimizer="sgd", lr=args.lr, momentum=args.momentum,
+        model = frugal.DistributedModel(net, sync="step", optimizer="sgd", lr=args.lr, momentum=args.momentum,
                                         density=args.density, staleness=args.staleness)
     g = torch.Generator().manual_seed(rank)
     x = torch.randn(1024, 1, 28, 28, generator=g)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <condition_variable>
 #include <deque>
@@ -93,7 +94,10 @@ class GradientPipeline::Impl {
     return stats_;
   }
   Status SetFrom(int64_t t, double density, double lr_scale) {
-    if (!(density > 0) || density > 1 || !(lr_scale > 0)) return Status::InvalidArgument("bad density or lr scale");
+    // lr_scale 0 is a schedule's end (a cosine decays to 0): updates of zero.
+    if (!(density > 0) || density > 1 || !(lr_scale >= 0) || !std::isfinite(lr_scale)) {
+      return Status::InvalidArgument("bad density or lr scale");
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (!settings_.empty() && t < settings_.rbegin()->first) return Status::Internal("settings must move forward");
     settings_[t] = Settings{density, lr_scale};
