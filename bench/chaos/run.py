@@ -32,7 +32,7 @@ it includes detection (heartbeat timeout for a kill), re-forming, state
 transfer and the rebuild of the world.
 
 Example:
-  bench/chaos/run.py --frugal build/frugal --mode changes --out bench/chaos/results/changes.json
+  bench/chaos/run.py --frugal build/frugal --mode changes --out build/bench/chaos/changes.json
 """
 import argparse
 import json

@@ -108,7 +108,7 @@ std::vector<HardwareSpec> Builtins() {
   cpu.host.cpu_optimizer_gbs = 1.0;
   cpu.host.pcie_gbs = 10.0;  // A memcpy: the device is the host.
   cpu.host.cores = 2;
-  // Fitted on the 2-worker rows of bench/planner/results/frugal_runs.csv
+  // Fitted on the 2-worker rows of data/planner/frugal_runs.csv
   // (docs/planner.md, "Frugal's own runs"); the other built-ins keep the
   // unmeasured default 1.0.
   cpu.host.cpu_combine_gbs = 0.2;
