@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/gpu/device_run.sh OUT [BUDGET_S]: issue 20's and issue 18's GPU
-# measurements in one pass on a GPU machine with no apt (docs/gpu.md):
+# measurements in one pass on a GPU machine with no apt (docs/guide/gpu.md):
 # build Frugal and the Python package against the machine's PyTorch wheel,
 # run the Python tests on CUDA, time `frugal train --device cuda` (1 and 4
 # workers sharing the GPU, overlapped and synchronous device copies) against
@@ -11,7 +11,7 @@
 # step, so whatever ran comes back. ONLY="group ..." runs only those groups
 # (probe profile local loop3 tta100 pytest-cuda pypath gpt resnet18 ddp-resnet18 planner cnn
 # ddp-cnn more example pytest-rest). Needs .gpu/ (debs, fashion-mnist, bible.data) from
-# ../shared/gpu/prepare.sh, as docs/gpu.md says.
+# ../shared/gpu/prepare.sh, as docs/guide/gpu.md says.
 set -uo pipefail
 out=${1:?usage: device_run.sh OUT [BUDGET_S]}
 budget=${2:-560}
@@ -160,7 +160,7 @@ fi
 want example && step example 60 $build/frugal run --workers 4 -- $py examples/distributed_model.py --device $device --steps 300
 want pytest-rest && pytest rest 150 python/tests/test_api.py python/tests/test_training.py python/tests/test_hook.py \
   python/tests/test_launcher.py
-# gpt-tiny: DDP over Gloo, 4 ranks, against Frugal's 4 workers (same steps, AdamW as in docs/benchmarks.md).
+# gpt-tiny: DDP over Gloo, 4 ranks, against Frugal's 4 workers (same steps, AdamW as in docs/results.md).
 if want gpt; then
   ddp gpt gpt-tiny-gloo4
   fr gpt-tiny-w4 --workers 4 --model gpt-tiny --dataset text --max-steps $steps --eval-every $steps

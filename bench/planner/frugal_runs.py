@@ -91,7 +91,7 @@ def main():
     subprocess.run([args.frugal, "profile", "--model", "mlp", "--micro-batch", "64", "--out", ops,
                     "--hardware-out", hw], check=True)
     # The profile does not measure these two (issue 18): the host's cores, and
-    # the combine rate fitted once on the 2-worker rows (docs/planner.md).
+    # the combine rate fitted once on the 2-worker rows (docs/design/planner.md).
     with open(hw) as f:
         text = f.read()
     if "cores =" not in text:

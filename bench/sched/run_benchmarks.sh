@@ -1,5 +1,5 @@
 #!/bin/bash
-# Produces every scheduler figure in docs/scheduler.md ("Benchmarks"):
+# Produces every scheduler figure in docs/design/scheduler.md ("Benchmarks"):
 #   1. all policies on pollux-workloads/workload-{1..4} (64 GPUs), with JCT
 #      CDF plots, and the fidelity / goal table (summarize.py);
 #   2. 10,000 Philly jobs on 1,024 GPUs, all policies, with wall times;

@@ -30,7 +30,7 @@ double ComputeSeconds(const Workload& w, const OperatorCostModel& cost) {
 // same coordinates. The model counts 1 + (n - 1)(1 - overlap) independent
 // selections: overlap 0 is the old bound, 1 means identical selections.
 // Measured on mlp (frugal worker's merged_density, testbed, 2026-11-26,
-// docs/planner.md) at 10.4% density: 2 workers' union 0.18-0.19 (independent
+// docs/design/planner.md) at 10.4% density: 2 workers' union 0.18-0.19 (independent
 // 0.197), 4 workers' 0.31-0.33 (0.355), an overlap of about 0.1-0.2, so the
 // bound is close there. A job's own telemetry (measured_merged_density)
 // fixes the overlap, inverted from the formula.

@@ -3,7 +3,7 @@
 // runs Frugal's sparsify/optimizer stages, a price, and the global efficiency
 // parameters that turn datasheet peaks into achievable rates.
 //
-// Descriptions are TOML files (format in docs/planner.md); a few are built in.
+// Descriptions are TOML files (format in docs/design/planner.md); a few are built in.
 // Efficiency parameters are global to a description (never per model or per
 // configuration); `frugal plan calibrate` fits them to measured times.
 //
@@ -41,7 +41,7 @@ struct EfficiencyParams {
   // issue 18, Note [Overheads and latency] in src/sim/simulator.cc). Each
   // defaults to 0 here, i.e. the pure roofline/bandwidth model; the
   // data-centre built-ins carry values fitted on single-node A100
-  // measurements (docs/planner.md, "Calibration").
+  // measurements (docs/design/planner.md, "Calibration").
   //
   // Host (framework) time to issue one operator of the workload: a forward
   // operator costs one dispatch, a backward one two (data and weight
