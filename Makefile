@@ -81,7 +81,7 @@ bench-kernels: build
 clean:
 	rm -rf $(BUILD_DIR)
 
-# Time to accuracy vs PyTorch DDP on shaped links (docs/results.md). Needs root.
+# Time to accuracy vs PyTorch DDP on shaped links (bench/tta/README.md, docs/results.md). Needs root.
 # QUICK=1: reduced set, < 10 min. TTA_SCENARIOS=mlp-flat-100,... picks scenarios.
 bench-tta: build
 	/usr/bin/python3 bench/tta/run.py --build-dir $(BUILD_DIR) $(if $(QUICK),--quick,$(if $(TTA_SCENARIOS),--scenarios $(TTA_SCENARIOS),))

@@ -160,7 +160,7 @@ fi
 want example && step example 60 $build/frugal run --workers 4 -- $py examples/distributed_model.py --device $device --steps 300
 want pytest-rest && pytest rest 150 python/tests/test_api.py python/tests/test_training.py python/tests/test_hook.py \
   python/tests/test_launcher.py
-# gpt-tiny: DDP over Gloo, 4 ranks, against Frugal's 4 workers (same steps, AdamW as in docs/results.md).
+# gpt-tiny: DDP over Gloo, 4 ranks, against Frugal's 4 workers (same steps, AdamW as in af9e6e6:docs/benchmarks.md).
 if want gpt; then
   ddp gpt gpt-tiny-gloo4
   fr gpt-tiny-w4 --workers 4 --model gpt-tiny --dataset text --max-steps $steps --eval-every $steps

@@ -34,7 +34,7 @@ SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
 # Frugal's local-update mode (--sync local): an outer step over the sparse,
 # error-fed exchange every FRUGAL_LOCAL_STEPS steps (as ddp_localsgd16), at
 # density FRUGAL_LOCAL_DENSITY (frugal_local) or X (frugal_local_dX). At
-# 10 Mbit/s (docs/results.md, "Below 20 Mbit/s") 0.48 reached 88% on mlp
+# 10 Mbit/s (af9e6e6:docs/benchmarks.md, "Below 20 Mbit/s") 0.48 reached 88% on mlp
 # and stayed within 6% of DDP's loss on gpt-tiny; 0.12 (frugal_local's
 # density in those runs) levelled off at 87.4% and diverged on gpt-tiny.
 FRUGAL_LOCAL_STEPS = 16
@@ -47,7 +47,7 @@ FRUGAL_LOCAL_DENSITY = "0.48"
 # blocking training. frugal_local_avg replaces the outer Nesterov step by
 # plain averaging (outer lr 1, no momentum): on gpt-tiny's 200 steps (12
 # rounds of 16) DiLoCo's momentum 0.9 ended 2% higher in validation loss,
-# on mlp's 702 steps 0.4 points lower in accuracy (docs/results.md,
+# on mlp's 702 steps 0.4 points lower in accuracy (af9e6e6:docs/benchmarks.md,
 # "Outer annealing"). frugal_local_dense is frugal_local_avg with whole fp32
 # rounds (density 1): no compression error, 16x fewer bytes than DDP; on
 # gpt-tiny, whose rounds fit a 10 Mbit/s link, it ended 0.83% above DDP's
@@ -278,7 +278,7 @@ def _full(name, model, topology, rate, target, systems, second_target):
 # projected (plain DDP needs ~30 s per mlp step at 10 Mbit/s).
 LOW_RATE_SYSTEMS = ["frugal", "frugal_step", "frugal_local", "frugal_local_sharded", "frugal_local_auto", "frugal_local_avg", "frugal_local_blocking", "ddp", "ddp_powersgd1", "ddp_powersgd", "ddp_localsgd16", "ddp_unlimited"]
 LOW_RATE_BUDGETS = dict(FULL_BUDGETS, ddp=120, ddp_fp16=120, ddp_powersgd1=600, ddp_powersgd=600)
-# gpt-tiny (docs/design/models.md) as docs/results.md trains it: AdamW, 30 warm-up
+# gpt-tiny (docs/design/models.md) as af9e6e6:docs/benchmarks.md trains it: AdamW, 30 warm-up
 # steps then cosine, 8 windows of 128 bytes per worker and step; Frugal reads
 # the text split with --dataset text (ddp.py picks it from the model).
 GPT_TRAIN_ARGS = ("--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.01", "--batch-size", "8",
