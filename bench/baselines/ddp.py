@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch DDP baseline for the time-to-accuracy benchmark (issue 5) and the GPU comparison (issue 20).
+"""PyTorch DDP baseline for the time-to-accuracy benchmark and the GPU comparison.
 
 One process per rank, Gloo backend by default. It reproduces a Frugal run exactly except
 for the gradient exchange: the same network (docs/design/models.md: mlp, cnn, resnet18; gpt-tiny from
@@ -47,7 +47,7 @@ Usage (by hand, 2 ranks on loopback):
     python3 ddp.py --rank 0 --world 2 --master 127.0.0.1:29511 --run-dir /tmp/d &
     python3 ddp.py --rank 1 --world 2 --master 127.0.0.1:29511 --run-dir /tmp/d
     python3 ddp.py --compute-only --device cuda --model resnet18 --max-steps 50
-    bench/baselines/ddp_gpu_test.sh    (the GPU comparison of issue 20, every case in one go)
+    bench/baselines/ddp_gpu_test.sh    (the GPU comparison, every case in one go)
 
 Note [GPU timing]
   iter_s_median (summary line): rank 0 synchronizes with the GPU at every log record, so each

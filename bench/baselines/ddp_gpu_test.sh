@@ -1,5 +1,5 @@
 #!/bin/bash
-# The GPU side of issue 20 item 4 for bench/baselines/ddp.py, in one go on one CUDA machine:
+# The GPU side of bench/baselines/ddp.py, in one go on one CUDA machine:
 # PyTorch DDP over NCCL (1 worker), DDP over Gloo with CUDA tensors (1 worker, and 4 workers sharing the
 # GPU), plain single-process PyTorch steps (--compute-only, alone and 4 at once on the GPU), and the check
 # that NCCL with 2 ranks on one GPU is refused with ddp.py's message. resnet18 and cnn, Fashion-MNIST,

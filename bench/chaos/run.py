@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Chaos run and membership-change costs of an elastic job (issue 16).
+"""Chaos run and membership-change costs of an elastic job.
 
 Two modes, both on loopback with real processes (docs/architecture.md,
 "Membership generations"):

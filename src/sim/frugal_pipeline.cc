@@ -136,7 +136,7 @@ double ExchangeSeconds(const FrugalJob& job, const HardwareSpec& hw, double para
 // clusters' messages) plus merged bytes out, at host.cpu_combine_gbs.
 // Workers sharing one host's cores (the testbed: every worker on one 2-core
 // machine) divide them: beyond one worker per core each CPU stage runs
-// workers_per_host / cores times slower. Both are issue 18, item 3.
+// workers_per_host / cores times slower.
 double CombineBytes(const FrugalJob& job, double params, double merged, double overlap) {
   double worst = 0;
   for (size_t i = 0; i < job.clusters.size(); ++i) {
@@ -206,7 +206,7 @@ Result<double> SteadyStateIterationSeconds(const FrugalJob& job, bool shared, co
 // (the main thread) overlaps it, by the staleness. The resource graph above
 // (one stream per stage, or one CPU stream with --shared-cpu) misses this
 // and predicted network-bound runs too fast; the period is the larger of the
-// two graphs' (issue 18, item 3).
+// two graphs'.
 Result<double> ChainIterationSeconds(const FrugalJob& job, const FrugalPrediction& stages, double d2h, double h2d) {
   constexpr int kIterations = 24;
   TaskGraph g;

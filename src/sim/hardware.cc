@@ -51,7 +51,7 @@ EfficiencyParams DatacenterEfficiency() {
   e.inter_link = 0.8;
   e.kernel_overhead_us = 4;
   e.reserved_memory_gb = 2;
-  // Overheads (issue 18): fitted by bench/planner/fit_overheads.sh on the
+  // Overheads: fitted by bench/planner/fit_overheads.sh on the
   // 12- and 16-layer rows of the single-node A100 calibration set only
   // (docs/design/planner.md, "Calibration"); the 20- and 24-layer rows are the
   // held-out check. The fit drives the collective, p2p and per-iteration
@@ -154,7 +154,7 @@ std::vector<Field> Schema() {
       {"host", "cpu_combine_gbs", [](HardwareSpec& h) -> double& { return h.host.cpu_combine_gbs; }, 0, 100000, true, true},
       {"host", "cores", [](HardwareSpec& h) -> double& { return h.host.cores; }, 0, 100000, true, true},
       {"cost", "price_per_gpu_hour", [](HardwareSpec& h) -> double& { return h.price_per_gpu_hour; }, 0, 1e+06, false},
-      // [overheads] (issue 18) may be omitted even without `base`: it
+      // [overheads] may be omitted even without `base`: it
       // postdates older description files, and its absence means the pure
       // roofline model (every overhead 0), which is what those files meant.
       {"overheads", "dispatch_us", [](HardwareSpec& h) -> double& { return h.efficiency.dispatch_us; }, 0, 1e+06, false, true},

@@ -42,7 +42,7 @@ struct BlockCost {
 };
 
 // Note [Overheads and latency]
-// Costs that do not scale with FLOPs or bytes (issue 18), each a parameter of
+// Costs that do not scale with FLOPs or bytes, each a parameter of
 // the hardware description ([overheads], docs/design/planner.md):
 // - dispatch_us: the framework's host time per operator (one per forward
 //   operator, two per backward one, one per collective). Launches are
