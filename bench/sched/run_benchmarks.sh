@@ -11,7 +11,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 FRUGAL=${FRUGAL:-$ROOT/build-sched/frugal}
 DATA=${DATA:-$ROOT/../shared/data/scheduler}
-OUT=${1:-$ROOT/bench/sched/out}
+OUT=${1:-$ROOT/build/bench/sched}
 mkdir -p "$OUT"
 
 for w in 1 2 3 4; do
