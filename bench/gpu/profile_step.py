@@ -1,4 +1,4 @@
-"""Where a worker's step goes on a shared GPU (issue 20): plain PyTorch
+"""Where a worker's step goes on a shared GPU: plain PyTorch
 against the same model in frugal.DistributedModel, phase by phase.
 
     frugal run --workers 4 -- PY bench/gpu/profile_step.py --mode plain  --out DIR

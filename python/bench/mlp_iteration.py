@@ -1,5 +1,5 @@
 """Python paths vs the CLI on the same model and settings: the zoo's mlp
-(784-2048-2048-10, docs/models.md) on synthetic 1x28x28 data, trained with
+(784-2048-2048-10, docs/design/models.md) on synthetic 1x28x28 data, trained with
 frugal.DistributedModel, or (--ddp-hook) with plain DDP (gloo) and
 frugal.sparse_hook, overlapped with backward or not (--overlap); prints the
 median iteration time of rank 0.

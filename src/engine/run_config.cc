@@ -177,7 +177,7 @@ std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
 // int4 rounds, overlapped fragments, the outer step OuterOf chooses) wherever
 // it can, because in every scenario measured it reached DDP's accuracy minus
 // 0.3 points sooner than the step mode and than the stock DDP hooks run
-// beside it, and ended within 0.2 points of DDP (docs/benchmarks.md, "The
+// beside it, and ended within 0.2 points of DDP (af9e6e6:docs/benchmarks.md, "The
 // default picks the local mode"): on mlp at 100 Mbit/s in 141.3 s against
 // the step mode's 239.4 s and PowerSGD's 203.9 s, at 1.08x its compute per
 // step where the step mode took 1.81x; at 1 Gbit/s in 0.89x (mlp) and 0.55x
@@ -191,7 +191,7 @@ std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
 // Elastic runs take it too (Note [Local mode across worlds] in
 // sync_strategy.cc): a membership change cost it no more than the step mode
 // at 100 Mbit/s, and 3 epochs of mlp under 7 changes ended 0.09 points
-// above the undisturbed run (docs/benchmarks.md, "The local mode in an
+// above the undisturbed run (af9e6e6:docs/benchmarks.md, "The local mode in an
 // elastic run").
 //
 // The step mode stays where an option needs it: --adapt on or batch (the
