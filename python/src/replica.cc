@@ -108,24 +108,12 @@ engine::RunConfig ToConfig(const PyReplicaOptions& p, const std::string& device)
   Set(&c, "staleness", p.staleness);
   Set(&c, "bucket_mb", p.bucket_mb);
   Set(&c, "cpu_threads", p.cpu_threads);
-  // 0 = auto, resolved as frugal train does (1-4 per worker on a GPU, from
-  // the host's cores and its workers).
-  if (p.cpu_threads == 0) c.distributed.cpu_threads = engine::ResolveCpuThreads(c, LocalWorkers());
   Set(&c, "exchange", p.exchange);
   Set(&c, "dgc_momentum", p.dgc_momentum);
   Set(&c, "overlap_device_copies", p.overlap_device_copies);
   Set(&c, "timeout_s", p.timeout_s);
   Set(&c, "seed", p.seed);
   Set(&c, "sync", p.sync);
-  {
-    // Note [Sync auto]: the one resolver, as frugal train's, for this world.
-    // Only the resolution sees its size: Validate's --workers checks are the
-    // launcher's, and an explicit sync='local' runs in a world of one too
-    // (Note [A lone worker] in local_sync.cc).
-    engine::RunConfig world = c;
-    world.distributed.workers = std::max(1, p.workers);
-    c.distributed.sync = engine::SyncOf(world);
-  }
   Set(&c, "local_steps", p.local_steps);
   Set(&c, "outer_lr", p.outer_lr);
   Set(&c, "outer_momentum", p.outer_momentum);
@@ -135,6 +123,20 @@ engine::RunConfig ToConfig(const PyReplicaOptions& p, const std::string& device)
   Set(&c, "local_delay", p.local_delay);
   Set(&c, "local_inner", p.local_inner);
   Set(&c, "deflate", p.deflate);
+  {
+    // Note [One resolver] (run_config.h): the plan frugal train would run,
+    // for this world and this host's workers. Only the resolution sees the
+    // world's size: Validate's --workers checks are the launcher's, and an
+    // explicit sync='local' runs in a world of one too (Note [A lone
+    // worker] in local_sync.cc).
+    engine::RunConfig world = c;
+    world.distributed.workers = std::max(1, p.workers);
+    engine::HostFacts facts;
+    facts.workers_on_host = LocalWorkers();
+    const int workers = c.distributed.workers;
+    c = engine::ResolvePlan(world, facts);
+    c.distributed.workers = workers;
+  }
   if (Status s = engine::Validate(c); !s.ok()) throw py::value_error(KeywordMessage(s.message()));
   return c;
 }
@@ -364,6 +366,8 @@ void BindOptions(py::module_& m) {
       .def_readwrite("local_inner", &PyReplicaOptions::local_inner)
       .def_readwrite("deflate", &PyReplicaOptions::deflate)
       .def("validate", [](const PyReplicaOptions& p) { ToConfig(p, "cpu"); }, "Raises ValueError on a bad option")
+      .def("plan_toml", [](const PyReplicaOptions& p) { return engine::ToToml(ToConfig(p, "cpu")); },
+           "The run configuration these options resolve to (Note [One resolver]), as TOML lines")
       .def("resolved_sync", [](const PyReplicaOptions& p) {
         return ToConfig(p, "cpu").distributed.sync == engine::SyncMode::kLocal ? "local" : "step";
       }, "'step' or 'local': sync with 'auto' resolved for `workers` (engine::SyncOf)")

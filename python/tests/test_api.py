@@ -550,3 +550,47 @@ def test_local_mode_trains_under_bf16_autocast():
     model.finish()
     assert all(p.dtype == torch.float32 for p in net.parameters())
     assert sum(losses[-4:]) < 0.5 * sum(losses[:4])
+
+
+# Note [One resolver]: the same options resolve to the same plan through the
+# Python package and through `frugal train` (its --print-plan), for the
+# options that have an auto. Not adapt: the package runs no bandwidth
+# controller, so its auto is off where frugal train's step mode runs one.
+PLAN_KEYS = ("sync", "cpu_threads", "density", "local_fragments", "local_delay")
+
+
+def _plan(text):
+    out = {}
+    for line in text.splitlines():
+        if "=" in line and not line.lstrip().startswith(("#", "[")):
+            key, value = (s.strip() for s in line.split("=", 1))
+            out[key] = value.strip('"')
+    return {k: out[k] for k in PLAN_KEYS}
+
+
+@pytest.mark.parametrize("workers,options", [
+    (2, {}),
+    (4, {}),
+    (1, {}),
+    (2, {"sync": "step"}),
+    (2, {"sync": "local", "local_steps": 12}),
+    (4, {"local_overlap": True, "local_steps": 8}),
+    (2, {"staleness": 1}),
+    (3, {"density": 0.05}),
+    (2, {"cpu_threads": 3}),
+])
+def test_python_and_the_cli_resolve_the_same_plan(workers, options, monkeypatch, tmp_path):
+    import subprocess
+    from conftest import frugal_binary
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(workers))
+    p = frugal._C.ReplicaOptions()
+    p.workers = workers
+    flags = []
+    for key, value in options.items():
+        setattr(p, key, value)
+        flag = "--" + key.replace("_", "-")
+        flags += [flag] if value is True else [flag, str(value)]
+    cli = subprocess.run([frugal_binary(), "train", "--print-plan", "--workers", str(workers), "--device", "cpu",
+                          "--runs-dir", str(tmp_path), *flags], capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    assert _plan(p.plan_toml()) == _plan(cli.stdout)

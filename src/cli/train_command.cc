@@ -38,6 +38,7 @@ struct TrainFlags {
   std::string local_clusters;
   std::string local_slowdowns;
   std::string resume;  // a run directory to continue
+  bool print_plan = false;
 };
 
 // --resume runs/<run>: the run's own config.toml (flags still override), and
@@ -305,10 +306,16 @@ void AddTrainCommand(CLI::App& app) {
                   "Continue the run in this directory (runs/<run>) from its newest intact checkpoint; "
                   "flags override its config, e.g. --workers for an elastic restart")
       ->group("Checkpoints");
+  cmd->add_flag("--print-plan", flags->print_plan,
+                 "Print the configuration with every auto resolved as this run would take it, and exit");
   cmd->callback([cmd, flags] {
     engine::RunConfig& config = flags->config;
     if (!flags->resume.empty()) PrepareResume(cmd, flags->resume);
     if (ResolveConfig(cmd, config)) return;
+    if (flags->print_plan) {
+      std::printf("%s", engine::ToToml(engine::ResolvePlan(config, FactsOf(config, config.distributed.workers))).c_str());
+      return;
+    }
     if (!flags->resume.empty()) {
       config.checkpoint.resume_from = NewestIntactCheckpoint(config);
       std::printf("resuming from %s\n", config.checkpoint.resume_from.c_str());

@@ -214,11 +214,13 @@ RunConfig ResolvePlan(RunConfig config, const HostFacts& facts) {
     const bool supported = facts.controller_available && !config.elastic.elastic && d.sync == SyncMode::kStep;
     d.adapt = supported ? AdaptMode::kOn : AdaptMode::kOff;
   }
-  d.cpu_threads = ResolveCpuThreads(config, facts.workers_on_host);
-  d.density = DensityOf(d);
-  if (d.sync == SyncMode::kLocal) {
-    d.local_fragments = LocalFragmentsOf(d);
-    if (d.local_overlap) d.local_delay = LocalDelayOf(d);
+  // Only the auto value (0) is replaced: anything else, valid or not, is
+  // left for Validate to accept or name.
+  if (d.cpu_threads == 0) d.cpu_threads = ResolveCpuThreads(config, facts.workers_on_host);
+  if (d.density == 0) d.density = DensityOf(d);
+  if (d.sync == SyncMode::kLocal && d.local_steps > 0) {
+    if (d.local_fragments == 0) d.local_fragments = LocalFragmentsOf(d);
+    if (d.local_overlap && d.local_delay == 0) d.local_delay = LocalDelayOf(d);
   }
   return config;
 }

@@ -254,6 +254,11 @@ TEST(RunConfigTest, ResolvePlanLeavesNoAutoAndIsIdempotent) {
     EXPECT_TRUE(Validate(plan).ok()) << k.name << ": " << Validate(plan).ToString();
     EXPECT_EQ(ToToml(ResolvePlan(plan, k.facts)), ToToml(plan)) << k.name;
   }
+  // A bad value is not resolved away: Validate still names it.
+  RunConfig bad;
+  bad.distributed.density = -0.5;
+  EXPECT_EQ(ResolvePlan(bad, {}).distributed.density, -0.5);
+  EXPECT_FALSE(Validate(ResolvePlan(bad, {})).ok());
 }
 
 TEST(RunConfigTest, SetOptionAcceptsKebabCaseAndNamesUnknownKeys) {
