@@ -142,8 +142,8 @@ struct DistributedOptions {
   // "Fragments").
   int64_t local_fragments = 0;
   int64_t local_delay = 0;
-  // Where the inner steps run (LocalInner). On an H200 the device cut
-  // resnet18's local-mode iteration from 0.080 s (af9e6e6:docs/benchmarks.md).
+  // Where the inner steps run (LocalInner): on the device they take no
+  // host copy of the parameters per step.
   LocalInner local_inner = LocalInner::kAuto;
   // Exchange (comm).
   comm::ExchangeAlgorithm exchange = comm::ExchangeAlgorithm::kAuto;
