@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
 
-# Sanitizer builds (docs/security.md): make test SANITIZE=address,undefined
+# Sanitizer builds (docs/design/security.md): make test SANITIZE=address,undefined
 # (or address) builds the whole suite with ASan+UBSan in build-asan;
 # SANITIZE=thread builds the torch-free modules (LibTorch's OpenMP runtime is
 # not TSan-instrumented) with TSan in build-tsan. Any report fails its test.
@@ -26,13 +26,13 @@ endif
 FUZZ_S ?= 60
 
 # make sanitize-core: only the comm and engine-core tests, built and run under
-# ASan+UBSan in build-asan (CI runs this; docs/security.md, "Sanitizers").
+# ASan+UBSan in build-asan (CI runs this; docs/design/security.md, "Sanitizers").
 SANITIZE_CORE_TESTS := src/comm/frugal_comm_test src/engine/frugal_engine_core_test \
   src/engine/frugal_compressed_allreduce_test src/engine/frugal_launcher_test
 
 # make sanitize-thread: the torch-free threaded tests (comm, engine core,
 # control) under TSan in build-tsan, with scripts/tsan.supp for the accesses
-# inside the uninstrumented libzmq and libsodium (CI runs this; docs/security.md).
+# inside the uninstrumented libzmq and libsodium (CI runs this; docs/design/security.md).
 # The one throughput-bound test cannot meet its deadline at TSan's speed.
 SANITIZE_THREAD_TESTS := $(SANITIZE_CORE_TESTS) src/control/frugal_control_test
 TSAN_SKIP := ZmqTransportTest.BusyTimeRunsUntilTheReceiverAcknowledges
@@ -81,7 +81,7 @@ bench-kernels: build
 clean:
 	rm -rf $(BUILD_DIR)
 
-# Time to accuracy vs PyTorch DDP on shaped links (docs/benchmarks.md). Needs root.
+# Time to accuracy vs PyTorch DDP on shaped links (bench/tta/README.md, docs/results.md). Needs root.
 # QUICK=1: reduced set, < 10 min. TTA_SCENARIOS=mlp-flat-100,... picks scenarios.
 bench-tta: build
 	/usr/bin/python3 bench/tta/run.py --build-dir $(BUILD_DIR) $(if $(QUICK),--quick,$(if $(TTA_SCENARIOS),--scenarios $(TTA_SCENARIOS),))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Kernel benchmarks (issue 3): compress/optim vs LibTorch, one thread.
+# Kernel benchmarks: compress/optim vs LibTorch, one thread.
 #
 #   bash bench/run_kernels.sh [BUILD_DIR]        (make bench-kernels)
 #

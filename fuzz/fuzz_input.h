@@ -1,5 +1,5 @@
 // Helpers shared by the libFuzzer targets in this directory (make fuzz;
-// docs/security.md, "Fuzzing").
+// docs/design/security.md, "Fuzzing").
 //
 // A target whose parser reads a path rather than bytes writes the input to a
 // scratch file first (TempFile): one per process, so parallel fuzzers (-jobs)

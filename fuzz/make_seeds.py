@@ -67,12 +67,12 @@ def csv():
 
 
 def sim():
-    write("sim", "hardware", b"\x00" + head("bench/planner/results/this-machine.toml", 200).encode())
+    write("sim", "hardware", b"\x00" + head("data/planner/this-machine.toml", 200).encode())
     write("sim", "hardware_base", b"\x00" + b'base = "a100-80g"\nname = "mine"\n[network]\ninter_node_gbps = 25.0\n')
     write("sim", "measurements", b"\x01" + head("src/sim/testdata/narayanan2021_table1.csv", 8).encode())
     write("sim", "measurements_sel", b"\x01" + head("src/sim/testdata/korthikanti2022_table5_selective.csv", 6).encode())
-    write("sim", "frugal_runs", b"\x02" + head("bench/planner/results/frugal_runs.csv", 5).encode())
-    write("sim", "profile", b"\x03" + head("bench/planner/results/mlp_ops.csv", 6).encode())
+    write("sim", "frugal_runs", b"\x02" + head("data/planner/frugal_runs.csv", 5).encode())
+    write("sim", "profile", b"\x03" + head("data/planner/mlp_ops.csv", 6).encode())
     write("sim", "schedule", b"\x04interleaved")
 
 

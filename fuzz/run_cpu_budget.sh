@@ -4,7 +4,7 @@
 # seconds of wall time, whichever comes first; then interrupts it, which makes
 # libFuzzer print its final stats. On a shared machine -max_total_time counts
 # wall time, so this is how "N CPU-minutes per target" is measured
-# (docs/security.md, "Fuzzing"). Prints one summary line.
+# (docs/design/security.md, "Fuzzing"). Prints one summary line.
 # Usage: fuzz/run_cpu_budget.sh TARGET CPU_S WALL_S [LOG]
 #   e.g. nice -n 19 fuzz/run_cpu_budget.sh wire 600 1800
 # FUZZ_UNIT_TIMEOUT_S (default 60): libFuzzer's -timeout, which is wall time.

@@ -10,7 +10,7 @@ not a namespace, class, enum or an initializer (`= {`). Lambdas and local
 classes count towards the function that contains them.
 
 A function is "explained" when one of the 3 lines above its signature holds
-a comment with `long-function:` (issue 13: "unless a comment says why"); it
+a comment with `long-function:` ("unless a comment says why"); it
 is listed apart and does not fail --check.
 
 Usage: scripts/long_functions.py [--max-lines 80] [--max-file-lines 500]

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Heterogeneous workers (issue 8): equal vs speed-proportional batch sizes.
+"""Heterogeneous workers: equal vs speed-proportional batch sizes.
 
 Emulating a slower device with `--compute-slowdown` (the worker sleeps for
 the extra time) frees CPU for the other workers when four of them share two

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Controller experiment on the shaped testbed (issue 8): the link steps from
+"""Controller experiment on the shaped testbed: the link steps from
 HIGH to LOW Mbit/s mid-run; how many iterations until the controller's
 density settles?
 

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""Frugal's data order (docs/data.md, src/data/batch_plan.cc) in Python.
+"""Frugal's data order (docs/design/data.md, src/data/batch_plan.cc) in Python.
 
 Per epoch e with run seed s: SplitMix64 seeded with s*1000003+e drives a
 Fisher-Yates shuffle from the back. `python3 data_order.py` checks the first
 indices of epoch 0 for seed 1 against the values the C++ BatchPlan gives
 (EXPECTED_SEED1_EPOCH0_FIRST8, recorded from a frugal run; see
-docs/benchmarks.md) and exits non-zero on a mismatch.
+af9e6e6:docs/benchmarks.md) and exits non-zero on a mismatch.
 """
 import sys
 

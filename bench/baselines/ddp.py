@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""PyTorch DDP baseline for the time-to-accuracy benchmark (issue 5) and the GPU comparison (issue 20).
+"""PyTorch DDP baseline for the time-to-accuracy benchmark and the GPU comparison.
 
 One process per rank, Gloo backend by default. It reproduces a Frugal run exactly except
-for the gradient exchange: the same network (docs/models.md: mlp, cnn, resnet18; gpt-tiny from
+for the gradient exchange: the same network (docs/design/models.md: mlp, cnn, resnet18; gpt-tiny from
 gpt_tiny.py), Fashion-MNIST normalisation or gpt-tiny's text windows and data
-order/sharding (docs/data.md), per-worker batch, SGD with momentum or AdamW
+order/sharding (docs/design/data.md), per-worker batch, SGD with momentum or AdamW
 (--optimizer), linear warm-up + cosine schedule over epochs*steps_per_epoch
 (src/train/lr_schedule.cc), and evaluation cadence (before step t when
 t % eval_every == 0, plus once at the end). Rank 0 writes metrics.jsonl with
@@ -18,7 +18,7 @@ the same keys Frugal uses (wall_time_s, step, test_accuracy, iter_s, ...).
                       steps on its own gradient and the parameters are averaged every
                       --localsgd-period steps (one rank per host, so no intra-host gradient allreduce)
     --hook frugal     DDP + frugal.sparse_hook at --frugal-density: an existing DDP script converted
-                      with one line (docs/python.md)
+                      with one line (docs/guide/python.md)
     --hook frugal_model  no DDP: the model in frugal.DistributedModel (Frugal's whole pipeline), its
                       step() for the optimizer's; both need build/python on PYTHONPATH
     --hook frugal_model_local  the same with DistributedModel(sync="local"), frugal train's default
@@ -47,7 +47,7 @@ Usage (by hand, 2 ranks on loopback):
     python3 ddp.py --rank 0 --world 2 --master 127.0.0.1:29511 --run-dir /tmp/d &
     python3 ddp.py --rank 1 --world 2 --master 127.0.0.1:29511 --run-dir /tmp/d
     python3 ddp.py --compute-only --device cuda --model resnet18 --max-steps 50
-    bench/baselines/ddp_gpu_test.sh    (the GPU comparison of issue 20, every case in one go)
+    bench/baselines/ddp_gpu_test.sh    (the GPU comparison, every case in one go)
 
 Note [GPU timing]
   iter_s_median (summary line): rank 0 synchronizes with the GPU at every log record, so each
@@ -144,7 +144,7 @@ class BasicBlock(nn.Module):
 
 
 class ResNet18(nn.Module):
-    """Frugal's resnet18 (docs/models.md): 3x3 stride-1 stem, no max-pool, 1x28x28 input."""
+    """Frugal's resnet18 (docs/design/models.md): 3x3 stride-1 stem, no max-pool, 1x28x28 input."""
 
     def __init__(self, num_classes=10):
         super().__init__()
@@ -185,12 +185,12 @@ EXPECTED_PARAMS = {"mlp": 5824522, "cnn": 1630090, "resnet18": 11172810, "gpt-ti
 
 
 def checked_model(args):
-    """The model of --model, seeded, on the CPU; its parameter count checked against docs/models.md."""
+    """The model of --model, seeded, on the CPU; its parameter count checked against docs/design/models.md."""
     torch.manual_seed(args.seed)
     model = build_model(args.model)
     nparams = sum(p.numel() for p in model.parameters())
     if nparams != EXPECTED_PARAMS[args.model]:
-        raise SystemExit("model %s has %d parameters, docs/models.md says %d" %
+        raise SystemExit("model %s has %d parameters, docs/design/models.md says %d" %
                          (args.model, nparams, EXPECTED_PARAMS[args.model]))
     return model, nparams
 
@@ -233,7 +233,7 @@ def evaluate(model, x, y, rank=0, world=1, group=None, batch=1000):
 @torch.no_grad()
 def average_buffers(model, world, group):
     """Averages the floating-point buffers (batch-norm running statistics) over the ranks, as Frugal does
-    before every evaluation (docs/models.md); every rank must call it. DDP's broadcast_buffers keeps them
+    before every evaluation (docs/design/models.md); every rank must call it. DDP's broadcast_buffers keeps them
     close, but each rank's last forward has moved its own copy."""
     bufs = [b for b in model.buffers() if b.is_floating_point()]
     if world <= 1 or not bufs:

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The GPU side of issue 20 item 4 for bench/baselines/ddp.py, in one go on one CUDA machine:
+# The GPU side of bench/baselines/ddp.py, in one go on one CUDA machine:
 # PyTorch DDP over NCCL (1 worker), DDP over Gloo with CUDA tensors (1 worker, and 4 workers sharing the
 # GPU), plain single-process PyTorch steps (--compute-only, alone and 4 at once on the GPU), and the check
 # that NCCL with 2 ranks on one GPU is refused with ddp.py's message. resnet18 and cnn, Fashion-MNIST,
@@ -42,7 +42,7 @@ schedule_flags() {
   if [ "$STEPS" -gt 0 ]; then echo "--epochs $EPOCHS --max-steps $STEPS"; else echo "--epochs $EPOCHS"; fi
 }
 
-model_flags() {  # MODEL: gpt-tiny trains with AdamW, as in docs/benchmarks.md
+model_flags() {  # MODEL: gpt-tiny trains with AdamW, as in af9e6e6:docs/benchmarks.md
   echo "--model $1"
   [ "$1" = gpt-tiny ] && echo "--optimizer adamw --lr 0.001 --weight-decay 0.01"
 }

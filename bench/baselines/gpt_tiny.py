@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """gpt-tiny and its corpus for the Python baselines, built exactly as Frugal builds them
-(docs/models.md, docs/data.md; src/models/gpt_tiny.cc, src/data/text_corpus.cc).
+(docs/design/models.md, docs/design/data.md; src/models/gpt_tiny.cc, src/data/text_corpus.cc).
 
 The corpus is Debian's bible-kjv-text (/usr/lib/bible.data, the bible program's
 windowed-LZW format, decoded here) or any plain text file. The last 65,536 bytes
@@ -203,7 +203,7 @@ def main():
     n = sum(p.numel() for p in GptTiny().parameters())
     print("gpt-tiny parameters:", n)
     if n != EXPECTED_PARAMS:
-        print("MISMATCH with docs/models.md:", EXPECTED_PARAMS)
+        print("MISMATCH with docs/design/models.md:", EXPECTED_PARAMS)
         return 1
     x, y, xv, yv = load_text(sys.argv[1] if len(sys.argv) > 1 else BIBLE_KJV_PATH)
     print("windows: %d train, %d validation" % (x.shape[0], xv.shape[0]))

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Chaos run and membership-change costs of an elastic job (issue 16).
+"""Chaos run and membership-change costs of an elastic job.
 
 Two modes, both on loopback with real processes (docs/architecture.md,
 "Membership generations"):
@@ -32,7 +32,7 @@ it includes detection (heartbeat timeout for a kill), re-forming, state
 transfer and the rebuild of the world.
 
 Example:
-  bench/chaos/run.py --frugal build/frugal --mode changes --out bench/chaos/results/changes.json
+  bench/chaos/run.py --frugal build/frugal --mode changes --out build/bench/chaos/changes.json
 """
 import argparse
 import json

@@ -2,7 +2,7 @@
 # A/B of bench/cluster/api_load.py under synthetic CPU load (20 busy loops
 # on this 2-core machine): /tmp/frugal_old and /tmp/frugal_new, interleaved,
 # two rounds, with the kernel's listen-queue overflow count per run
-# (docs/cluster.md, "After the listen backlog was raised").
+# (docs/guide/cluster.md, "After the listen backlog was raised").
 # Usage: bench/cluster/api_load_ab.sh   (build both binaries first)
 set -u
 cd "$(dirname "$0")/../.."

@@ -5,7 +5,7 @@ CPU slots on loopback, or (--testbed N, root) N hosts of the namespace
 testbed (testbed/testbed.sh), each an agent with --slots slots, its CPU
 capped at --host-cpus cores (a cgroup), its link shaped at --rate Mbit/s,
 and the server on a host of its own; jobs may span the hosts, with their
-CurveZMQ job keys (docs/cluster.md, "Jobs spanning hosts").
+CurveZMQ job keys (docs/guide/cluster.md, "Jobs spanning hosts").
 
 Reports per-job JCT (finish - submit, from the server's own records), the
 average, the makespan, the number of resizes, and for every resize of a
@@ -24,12 +24,12 @@ simulated average JCT is printed beside the live one.
 Usage: bench/cluster/live.py --frugal build/frugal [--policies afs-p,fifo]
        [--controllers elastic,restart] [--slots 4] [--jobs 3] [--steps 60]
        [--gap-s 20] [--out results.json]
-  A mix of jobs (docs/scheduler.md, "Live workload on two slots"):
+  A mix of jobs (docs/design/scheduler.md, "Live workload on two slots"):
        [--steps-list 600,1800,300] [--models cnn,mlp] [--global-batch 256]
        [--min-workers 1] [--repeats 2] [--tiresias-threshold S]
-  Throughput priors (docs/cluster.md, "Throughput estimates"):
+  Throughput priors (docs/guide/cluster.md, "Throughput estimates"):
        [--profile-per-job] [--prior-hardware cpu-local]
-  Hosts (docs/scheduler.md, "Live workload on four namespace hosts"):
+  Hosts (docs/design/scheduler.md, "Live workload on four namespace hosts"):
        [--testbed 4] [--host-cpus 0.45] [--rate 0]
 """
 

@@ -3,7 +3,7 @@
 testbed (Note [Deflate by trial] in src/engine/deflate_trial.cc).
 
   bench/deflate/modes.py [--configs "3+1 100" "4 10" ...] [--repeats 2] [--steps 160]
-                         [--out bench/deflate/results/modes.csv]
+                         [--out build/bench/deflate/modes.csv]
 
 Each config is WORKERS RATE: a worker count on the flat topology with
 every link at RATE Mbit/s, or "3+1" for two clusters joined by a WAN of

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/gpu/device_run.sh OUT [BUDGET_S]: issue 20's and issue 18's GPU
-# measurements in one pass on a GPU machine with no apt (docs/gpu.md):
+# bench/gpu/device_run.sh OUT [BUDGET_S]: the project's GPU
+# measurements in one pass on a GPU machine with no apt (docs/guide/gpu.md):
 # build Frugal and the Python package against the machine's PyTorch wheel,
 # run the Python tests on CUDA, time `frugal train --device cuda` (1 and 4
 # workers sharing the GPU, overlapped and synchronous device copies) against
@@ -11,7 +11,7 @@
 # step, so whatever ran comes back. ONLY="group ..." runs only those groups
 # (probe profile local loop3 tta100 pytest-cuda pypath gpt resnet18 ddp-resnet18 planner cnn
 # ddp-cnn more example pytest-rest). Needs .gpu/ (debs, fashion-mnist, bible.data) from
-# ../shared/gpu/prepare.sh, as docs/gpu.md says.
+# ../shared/gpu/prepare.sh, as docs/guide/gpu.md says.
 set -uo pipefail
 out=${1:?usage: device_run.sh OUT [BUDGET_S]}
 budget=${2:-560}
@@ -98,7 +98,7 @@ if want probe; then
       bash -c "$gdb_cmd > $work/gdb-\$FRUGAL_RANK.log 2>&1"
   fi
 fi
-# Where a worker's compute goes (issue 20's goal: within 5% of a plain step): four plain PyTorch
+# Where a worker's compute goes (goal: within 5% of a plain step): four plain PyTorch
 # processes against four frugal.DistributedModel workers sharing the GPU, phase by phase (a device sync
 # after each) and under torch.profiler (bench/gpu/profile_step.py).
 if want profile; then
@@ -130,14 +130,14 @@ if want tta100; then
 fi
 # The overlapped copies move the same bits as the synchronous ones (python/tests/test_cuda.py).
 want pytest-cuda && pytest cuda 90 python/tests/test_cuda.py
-# The Python path against the CLI on the same settings (issue 20's 5% goal), at the default density 3%:
+# The Python path against the CLI on the same settings (goal: within 5%), at the default density 3%:
 # frugal train vs the model in frugal.DistributedModel (ddp.py --hook frugal_model) vs DDP + frugal.sparse_hook,
 # and 4 plain PyTorch processes stepping at once (the compute a shared GPU gives each worker).
 if want pypath; then
   fr resnet18-w4-d3 --workers 4 --model resnet18 --adapt off --density 0.03 --max-steps $steps --eval-every $steps
   DDP_LIMIT=240 COMPUTE_STEPS=${COMPUTE4_STEPS:-800} ddp resnet18-py resnet18-pymodel4 resnet18-pyhook4 resnet18-compute4
 fi
-# Four workers sharing the GPU, 1% like the first probe (issue 20): overlapped vs synchronous copies,
+# Four workers sharing the GPU, 1% like the first probe: overlapped vs synchronous copies,
 # and the CPU pipeline's threads (auto = the cores per worker, at most 4; 1 was the default until
 # 2026-11-26), against DDP over Gloo (4 ranks on the GPU), over NCCL (1 rank), and plain PyTorch steps.
 r18="--workers 4 --model resnet18 --adapt off --density 0.01 --max-steps $steps --eval-every $steps"
@@ -147,7 +147,7 @@ if want resnet18; then
   fr resnet18-w4-overlap-cpu1 $r18 --cpu-threads 1
 fi
 want ddp-resnet18 && ddp resnet18 resnet18-gloo4 resnet18-nccl1 resnet18-compute
-# Planner (issue 18): single-GPU GPT steps measured, predicted from frugal profile.
+# Planner: single-GPU GPT steps measured, predicted from frugal profile.
 want planner && step planner 150 env BUDGET_S=130 DEVICE=${device/cuda/cuda:0} bash bench/planner/gpu_validate.sh "$work/planner" $build/frugal $py
 c4="--workers 4 --model cnn --max-steps $steps --eval-every $steps"
 want cnn && fr cnn-w4-overlap $c4 --adapt off --density 0.01
@@ -160,7 +160,7 @@ fi
 want example && step example 60 $build/frugal run --workers 4 -- $py examples/distributed_model.py --device $device --steps 300
 want pytest-rest && pytest rest 150 python/tests/test_api.py python/tests/test_training.py python/tests/test_hook.py \
   python/tests/test_launcher.py
-# gpt-tiny: DDP over Gloo, 4 ranks, against Frugal's 4 workers (same steps, AdamW as in docs/benchmarks.md).
+# gpt-tiny: DDP over Gloo, 4 ranks, against Frugal's 4 workers (same steps, AdamW as in af9e6e6:docs/benchmarks.md).
 if want gpt; then
   ddp gpt gpt-tiny-gloo4
   fr gpt-tiny-w4 --workers 4 --model gpt-tiny --dataset text --max-steps $steps --eval-every $steps

@@ -1,4 +1,4 @@
-"""Where a worker's step goes on a shared GPU (issue 20): plain PyTorch
+"""Where a worker's step goes on a shared GPU: plain PyTorch
 against the same model in frugal.DistributedModel, phase by phase.
 
     frugal run --workers 4 -- PY bench/gpu/profile_step.py --mode plain  --out DIR
@@ -81,7 +81,7 @@ class Trainer:
             import frugal
             self.world = frugal.init(timeout_s=args.timeout_s)
             self.rank, self.size = self.world.rank, self.world.world_size
-            self.model = frugal.DistributedModel(net, optimizer="sgd", lr=args.lr, momentum=0.9,
+            self.model = frugal.DistributedModel(net, sync="step", optimizer="sgd", lr=args.lr, momentum=0.9,
                                                  density=args.density, timeout_s=args.timeout_s)
             self.opt = None
         else:

@@ -1,4 +1,4 @@
-"""CPU cgroups that give each worker a fixed speed (issue 8).
+"""CPU cgroups that give each worker a fixed speed.
 
 Emulating a slower device by sleeping (`--compute-slowdown`) frees CPU for
 the other workers when several share the cores, so the "slow" one is barely

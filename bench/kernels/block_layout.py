@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Offline check behind docs/kernels.md "Why block_mass_captured is far from 0.9".
+"""Offline check behind docs/design/kernels.md "Why block_mass_captured is far from 0.9".
 
 For each weight matrix of the mlp in a FRGD gradient file, compares the L1 mass
 of the best 16-value blocks taken along rows (the memory layout `block` sees)

@@ -1,4 +1,4 @@
-// Gradient dump files read by frugal_kernels_bench (format in docs/kernels.md):
+// Gradient dump files read by frugal_kernels_bench (format in docs/design/kernels.md):
 //   "FRGD" | u32 version (1) | u32 tensor count |
 //   per tensor: u32 name length | name bytes | u64 element count | float32 data
 // All little-endian. Written by frugal_dump_grads (or any trainer).

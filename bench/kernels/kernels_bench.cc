@@ -1,5 +1,5 @@
 // frugal_kernels_bench: compress/optim kernels against LibTorch on the same
-// data, one thread. See docs/kernels.md for what each benchmark measures and
+// data, one thread. See docs/design/kernels.md for what each benchmark measures and
 // bench/run_kernels.sh for how kernels.json is derived from it.
 //
 //   frugal_kernels_bench [--grads=FILE] [Google Benchmark flags]

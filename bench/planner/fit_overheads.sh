@@ -1,5 +1,5 @@
 #!/bin/bash
-# Fits the overhead terms of the a100-80g description (issue 18) on part of
+# Fits the overhead terms of the a100-80g description on part of
 # the single-node A100 calibration set and checks them on the rest.
 #
 #   bench/planner/fit_overheads.sh [FRUGAL] [CSV] [OUT_DIR]

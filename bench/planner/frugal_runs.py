@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Validates the planner's model of Frugal's own pipeline against measured
-runs on this machine (issue 6, part 7).
+runs on this machine.
 
   bench/planner/frugal_runs.py [--steps 40] [--out-dir build/bench/planner]
 
@@ -11,7 +11,7 @@ runs on this machine (issue 6, part 7).
    `flat` topology: workers 2 and 4; links 100 Mbit/s, 500 Mbit/s and
    unlimited; density 1% and 10%; batch 32 or 64 (alternating); each for
    --steps steps, and takes the median iteration time of the second half.
-3. With --hybrid (issue 18's check of `plan hybrid`'s iteration model),
+3. With --hybrid (the check of `plan hybrid`'s iteration model),
    4 more on the `clusters` topology with uneven clusters: 3+1 and 2+1
    workers, joined by a WAN of 100 or 20 Mbit/s, unlimited inside a cluster,
    each worker given its cluster (--cluster), density 1% and 10%.
@@ -58,7 +58,7 @@ def run_config(args, workers, rate, density, batch, name, sync="step"):
     iter_s = statistics.median(r["iter_s"] for r in steps)
     compute = statistics.median(r["compute_s"] for r in steps)
     # The pipeline thread's stages per step (engine counters), for the stage
-    # breakdown next to the planner's (issue 18).
+    # breakdown next to the planner's.
     stages = {k: statistics.median(r.get(k, 0.0) for r in steps) for k in STAGES}
     return iter_s, compute / batch, stages
 
@@ -90,8 +90,8 @@ def main():
     ops = os.path.join(args.out_dir, "mlp_ops.csv")
     subprocess.run([args.frugal, "profile", "--model", "mlp", "--micro-batch", "64", "--out", ops,
                     "--hardware-out", hw], check=True)
-    # The profile does not measure these two (issue 18): the host's cores, and
-    # the combine rate fitted once on the 2-worker rows (docs/planner.md).
+    # The profile does not measure these two: the host's cores, and
+    # the combine rate fitted once on the 2-worker rows (docs/design/planner.md).
     with open(hw) as f:
         text = f.read()
     if "cores =" not in text:
@@ -126,7 +126,7 @@ def main():
                    stages["merged_density"]), flush=True)
             rows.append((workers, rate, density, batch, iter_s, s_per_sample, stages))
         outputs += write_rows(args, stem, rows, LOCAL_STEPS if sync == "local" else 0)
-    # Every worker runs on this one host: --workers-per-host 0 (issue 18).
+    # Every worker runs on this one host: --workers-per-host 0.
     # The wire bytes are frugal-validate's default, Frugal's default wire
     # (int4 chunks, int8 merged updates, varint block ids); the runs before
     # 2026-11-26 sent fp16 and were validated with --bytes-per-value 2.25.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measures single-GPU GPT training iterations for `frugal plan validate` (issue 18 item 2).
+"""Measures single-GPU GPT training iterations for `frugal plan validate`.
 
 A plain PyTorch Megatron-style GPT with the operators the planner counts for a
 GPT layer (`frugal plan ops --model gpt-350m`): word + position embedding,

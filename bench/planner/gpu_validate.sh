@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 item 2 on one GPU: measure single-GPU GPT iterations, profile
+# On one GPU: measure single-GPU GPT iterations, profile
 # their operators with `frugal profile`, predict them with
 # `frugal plan validate --profile-db` (and the h100 roofline), print MAPE.
 #

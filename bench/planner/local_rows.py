@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Rows for `frugal plan frugal-validate` from the time-to-accuracy runs of
-Frugal's local-update mode (frugal train's default; issue 18, the planner
+Frugal's local-update mode (frugal train's default; the planner
 against Frugal's own testbed runs).
 
   bench/planner/local_rows.py RESULTS_DIR... [--out FILE]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Exact per-layer times of the single-node A100 calibration set (issue 18).
+"""Exact per-layer times of the single-node A100 calibration set.
 
 Every group of rows that differs only in the global batch satisfies
 T = A + n_mb * P exactly (n_mb micro-batches per pipeline), so P (one

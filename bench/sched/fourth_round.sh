@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 17, fourth round (docs/scheduler.md): fit-aware placement in
+# Fourth round of scheduler tuning (docs/design/scheduler.md): fit-aware placement in
 # afs-goodput-2q. Runs afs-goodput and afs-goodput-2q (AFS / oldest-first long
 # queue, fit-aware placement on / off) on
 #   train: pollux workloads 1, 2 + synthetic seeds 2-7 (earlier rounds' set),
@@ -12,7 +12,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 FRUGAL=${FRUGAL:-$ROOT/build-sched/frugal}
 DATA=${DATA:-$ROOT/../shared/data/scheduler}
-OUT=${1:-$ROOT/bench/sched/results/2026-11-28-fourth-round}
+OUT=${1:-$ROOT/build/bench/sched/fourth-round}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$OUT"

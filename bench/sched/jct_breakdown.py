@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a policy's average JCT goes (docs/scheduler.md, issue 17 fourth round).
+"""Where a policy's average JCT goes (docs/design/scheduler.md).
 
 Reads per-job CSVs written by `frugal cluster simulate --out` and splits each
 job's JCT into

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Plots JCT CDFs from per-job result CSVs written by `frugal cluster simulate`.
 
-Usage: plot_jct_cdf.py --out cdf.png results/fifo.csv results/afs-p.csv ...
+Usage: plot_jct_cdf.py --out build/cdf.png build/fifo.csv build/afs-p.csv ...
 The policy name of each curve is the file name without extension (a
 `frugal-jct-` prefix, used for temporary files, is dropped).
 """

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Produces every scheduler figure in docs/scheduler.md ("Benchmarks"):
+# Produces every scheduler figure in docs/design/scheduler.md ("Benchmarks"):
 #   1. all policies on pollux-workloads/workload-{1..4} (64 GPUs), with JCT
 #      CDF plots, and the fidelity / goal table (summarize.py);
 #   2. 10,000 Philly jobs on 1,024 GPUs, all policies, with wall times;
@@ -11,7 +11,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 FRUGAL=${FRUGAL:-$ROOT/build-sched/frugal}
 DATA=${DATA:-$ROOT/../shared/data/scheduler}
-OUT=${1:-$ROOT/bench/sched/out}
+OUT=${1:-$ROOT/build/bench/sched}
 mkdir -p "$OUT"
 
 for w in 1 2 3 4; do

@@ -69,7 +69,7 @@ def _drain(s, out):
 
 def zmtp10_garbage(rng):
     # A ZMTP 1.0 length byte then random bytes: what used to abort libzmq 4.3.4
-    # on a socket without a ZAP domain (docs/security.md, Note [No ZMTP 1.0]).
+    # on a socket without a ZAP domain (docs/design/security.md, Note [No ZMTP 1.0]).
     return bytes([0xFF]) + struct.pack(">Q", 1 << 40) + bytes(rng.getrandbits(8) for _ in range(2000))
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CURVE's cost on the shaped testbed (docs/security.md, "Cost"): the same
+"""CURVE's cost on the shaped testbed (docs/design/security.md, "Cost"): the same
 `frugal coordinator` + `frugal worker` job with plain TCP (--insecure) and
 with CurveZMQ keys, alternating, on `testbed.sh up flat --hosts N --rate R`.
 Prints the median iteration time (rank 0's metrics.jsonl "iter_s", first
@@ -55,7 +55,7 @@ def make_keys(frugal, n, out):
 
 def run_once(args, tb, job, run_dir):
     os.makedirs(run_dir, exist_ok=True)
-    # --sync step: an exchange every step, as when CURVE's cost was first measured (docs/security.md).
+    # --sync step: an exchange every step, as when CURVE's cost was first measured (docs/design/security.md).
     worker_args = ["--sync", "step", "--model", args.model, "--max-steps", str(args.steps),
                    "--log-every", str(args.log_every), "--eval-every", "0", "--runs-dir", run_dir, "--run-name", "run", "--timeout-s", "120"] + args.worker_args.split()
     with ProcessGroup() as procs:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Hostile peers against a CURVE job on the shaped testbed (issue 19,
-docs/security.md "Hostile peers on the testbed"). Needs root; exits 77
+"""Hostile peers against a CURVE job on the shaped testbed
+(docs/design/security.md "Hostile peers on the testbed"). Needs root; exits 77
 (skip) when network namespaces are unavailable.
 
 `testbed.sh up flat --hosts W+2 --rate R`: hosts 0..W-1 run `frugal

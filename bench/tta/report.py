@@ -1,4 +1,4 @@
-"""The outputs of a time-to-accuracy run (in OUT_DIR): tta.json (issue 5's
+"""The outputs of a time-to-accuracy run (in OUT_DIR): tta.json (the
 schema), tta_curves.csv, tta_summary.csv, tta.md and tta.png. RESULTS is a
 list of (Scenario, [SystemResult]) in run order."""
 import csv

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Time-to-accuracy benchmark: Frugal against PyTorch DDP on shaped links (issue 5).
+"""Time-to-accuracy benchmark: Frugal against PyTorch DDP on shaped links.
 
 Every system of a scenario runs in the same testbed (testbed/testbed.sh),
 one after the other, each on a freshly created set of namespaces (so the
@@ -13,7 +13,7 @@ fluctuating trace starts at the same second for every system):
   frugal_flat    clusters/fluctuating only: Frugal forced to --exchange flat
   frugal_fp16    Frugal's default until 2026-11-23 (fp16 values at density 1%, --adapt off)
   frugal_warmup  Frugal with --density-warmup-steps 150 (25% falling to the default density, --adapt off)
-  frugal_adapt   Frugal with the bandwidth-adaptive controller (--adapt on, issue 8)
+  frugal_adapt   Frugal with the bandwidth-adaptive controller (--adapt on)
   frugal_dX      Frugal at fixed density X (e.g. frugal_d0.02, --adapt off): the hindsight sweep
   frugal_slow    one of four workers 2x slower (CPU cgroup quota), equal batches
   frugal_slow_balanced  the same with batch sizes balanced by the controller (--adapt batch)
@@ -41,7 +41,7 @@ result; runs recorded without train_time_s are read in wall time and the
 report says so.
 
 Outputs (in --out-dir, default <build-dir>/bench):
-  tta.json          schema of issue 5
+  tta.json          every scenario's results (schema in report.py)
   tta_curves.csv    scenario,system,time_s,time_basis,step,value,metric (test_accuracy or val_loss)
   tta_summary.csv   one row per (scenario, system)
   tta.md            markdown table with ratios

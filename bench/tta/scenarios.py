@@ -1,10 +1,10 @@
-"""The time-to-accuracy scenarios and the systems they compare (issue 5).
+"""The time-to-accuracy scenarios and the systems they compare.
 
 A system name says what runs: `frugal*` are Frugal variants (see
 frugal_variant_args), `ddp*` PyTorch DDP with a communication hook, `py_*`
 Frugal's Python package inside the same PyTorch script (bench/baselines/ddp.py):
 py_hook is DDP with frugal.sparse_hook, py_model the model in
-frugal.DistributedModel (issue 20: a user's DDP script converted),
+frugal.DistributedModel (a user's DDP script converted),
 py_model_local the same with sync="local" (frugal train's default mode).
 """
 from dataclasses import dataclass, field, replace
@@ -34,7 +34,7 @@ SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
 # Frugal's local-update mode (--sync local): an outer step over the sparse,
 # error-fed exchange every FRUGAL_LOCAL_STEPS steps (as ddp_localsgd16), at
 # density FRUGAL_LOCAL_DENSITY (frugal_local) or X (frugal_local_dX). At
-# 10 Mbit/s (docs/benchmarks.md, "Below 20 Mbit/s") 0.48 reached 88% on mlp
+# 10 Mbit/s (af9e6e6:docs/benchmarks.md, "Below 20 Mbit/s") 0.48 reached 88% on mlp
 # and stayed within 6% of DDP's loss on gpt-tiny; 0.12 (frugal_local's
 # density in those runs) levelled off at 87.4% and diverged on gpt-tiny.
 FRUGAL_LOCAL_STEPS = 16
@@ -47,7 +47,7 @@ FRUGAL_LOCAL_DENSITY = "0.48"
 # blocking training. frugal_local_avg replaces the outer Nesterov step by
 # plain averaging (outer lr 1, no momentum): on gpt-tiny's 200 steps (12
 # rounds of 16) DiLoCo's momentum 0.9 ended 2% higher in validation loss,
-# on mlp's 702 steps 0.4 points lower in accuracy (docs/benchmarks.md,
+# on mlp's 702 steps 0.4 points lower in accuracy (af9e6e6:docs/benchmarks.md,
 # "Outer annealing"). frugal_local_dense is frugal_local_avg with whole fp32
 # rounds (density 1): no compression error, 16x fewer bytes than DDP; on
 # gpt-tiny, whose rounds fit a 10 Mbit/s link, it ended 0.83% above DDP's
@@ -194,7 +194,7 @@ class Scenario:
     metric: str = "test_accuracy"
     train_args: Tuple[str, ...] = ()
     frugal_args: Tuple[str, ...] = ()
-    # Targets relative to DDP's own result (issue 15: "DDP's final accuracy
+    # Targets relative to DDP's own result ("DDP's final accuracy
     # minus 0.3 points, or DDP's final validation loss plus 1%"): (margin of
     # tta, margin of tta2); when ddp_unlimited completed, each target becomes
     # its final loss x (1 + margin), or its final accuracy - margin (points:
@@ -260,25 +260,25 @@ FULL_BUDGETS.update({name: 900 for name in PY_SYSTEMS})
 ADAPT_SYSTEMS = ["frugal", "frugal_fixed", "frugal_adapt"] + ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_unlimited"]
 
 
-# Issues 14 and 15's high target on accuracy: DDP's final accuracy minus 0.3
+# The high target on accuracy: DDP's final accuracy minus 0.3
 # points; the second, 3 points below it (the fixed targets stand when
 # ddp_unlimited did not complete).
 ACCURACY_MARGINS = (0.003, 0.03)
 
 
 def _full(name, model, topology, rate, target, systems, second_target):
-    """Issue 14's scenarios: the targets follow DDP's final accuracy (minus 0.3 and 3 points, as issue 14
-    defines them since 2026-11-27; TARGET and SECOND_TARGET stand when ddp_unlimited did not complete)."""
+    """The 100 Mbit/s-1 Gbit/s scenarios: the targets follow DDP's final accuracy (minus 0.3 and 3
+    points; TARGET and SECOND_TARGET stand when ddp_unlimited did not complete)."""
     return Scenario(name, model, topology, rate, target, systems, budgets=FULL_BUDGETS,
                     second_target=second_target, target_vs_ddp=ACCURACY_MARGINS)
 
 
-# Issue 15, below 20 Mbit/s: the synchronous default, the local-update mode and
+# Below 20 Mbit/s: the synchronous default, the local-update mode and
 # every stock alternative. Plain DDP and PowerSGD get short budgets and are
 # projected (plain DDP needs ~30 s per mlp step at 10 Mbit/s).
 LOW_RATE_SYSTEMS = ["frugal", "frugal_step", "frugal_local", "frugal_local_sharded", "frugal_local_auto", "frugal_local_avg", "frugal_local_blocking", "ddp", "ddp_powersgd1", "ddp_powersgd", "ddp_localsgd16", "ddp_unlimited"]
 LOW_RATE_BUDGETS = dict(FULL_BUDGETS, ddp=120, ddp_fp16=120, ddp_powersgd1=600, ddp_powersgd=600)
-# gpt-tiny (docs/models.md) as docs/benchmarks.md trains it: AdamW, 30 warm-up
+# gpt-tiny (docs/design/models.md) as af9e6e6:docs/benchmarks.md trains it: AdamW, 30 warm-up
 # steps then cosine, 8 windows of 128 bytes per worker and step; Frugal reads
 # the text split with --dataset text (ddp.py picks it from the model).
 GPT_TRAIN_ARGS = ("--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.01", "--batch-size", "8",
@@ -310,22 +310,22 @@ SCENARIOS = {s.name: s for s in [
     _full("mlp-flat-500", "mlp", "flat", 500, 0.88, FLAT_SYSTEMS, 0.85),
     _full("cnn-flat-100", "cnn", "flat", 100, 0.90, FLAT_SYSTEMS, 0.87),
     _full("cnn-flat-500", "cnn", "flat", 500, 0.90, FLAT_SYSTEMS, 0.87),
-    # Issue 14: at 1 Gbit/s the controller's choice (frugal_adapt) should be
+    # At 1 Gbit/s the controller's choice (frugal_adapt) should be
     # within 1.1x of ddp_unlimited's time to the target.
     _full("mlp-flat-1000", "mlp", "flat", 1000, 0.88, FLAT_SYSTEMS + ["frugal_adapt"], 0.85),
     _full("cnn-flat-1000", "cnn", "flat", 1000, 0.90, FLAT_SYSTEMS + ["frugal_adapt"], 0.87),
     _full("mlp-clusters-100", "mlp", "clusters", 100, 0.88, CLUSTER_SYSTEMS, 0.85),
     _full("mlp-fluctuating", "mlp", "fluctuating", None, 0.88, CLUSTER_SYSTEMS, 0.85),
-    # Issue 8: the adaptive controller against the default fixed density, a
+    # The adaptive controller against the default fixed density, a
     # fixed-density sweep (best in hindsight) and DDP, on the fluctuating WAN.
     _full("mlp-fluctuating-adapt", "mlp", "fluctuating", None, 0.88, ADAPT_SYSTEMS, 0.85),
-    # Issue 8: one worker 2x slower; equal vs speed-proportional batch sizes.
+    # One worker 2x slower; equal vs speed-proportional batch sizes.
     _full("mlp-hetero-100", "mlp", "flat", 100, 0.88, ["frugal_slow", "frugal_slow_balanced"], 0.85),
-    # Issue 15: 10 Mbit/s, where every synchronous scheme is link-bound.
+    # 10 Mbit/s, where every synchronous scheme is link-bound.
     _low_rate("mlp-flat-10", "mlp", "flat", 10, 0.88, 0.85),
     _low_rate("cnn-flat-10", "cnn", "flat", 10, 0.90, 0.87),
     _low_rate("mlp-clusters-10", "mlp", "clusters", 10, 0.88, 0.85),  # two clusters of 2 joined by a 10 Mbit/s WAN
-    # Issue 20, on a GPU machine (run.py --train-args "--device cuda"): four
+    # On a GPU machine (run.py --train-args "--device cuda"): four
     # workers sharing one GPU, two epochs; targets DDP's final accuracy and 1
     # point below it. Shaped DDP (~5 s per step) gets a slice and a projection.
     Scenario("resnet18-flat-100", "resnet18", "flat", 100, 0.91, ["frugal", "ddp", "ddp_unlimited"],

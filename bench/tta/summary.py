@@ -40,7 +40,7 @@ class SystemResult:
     time_basis: str = TRAIN_TIME
     # Median seconds of forward+backward per step (Frugal's compute_s: no
     # exchange in it; ddp.py's step_s includes the allreduce that DDP runs
-    # inside backward): the compute-only reference of issue 14.
+    # inside backward): the compute-only reference.
     compute_s: Optional[float] = None
     tta: TargetResult = field(default_factory=TargetResult)
     tta2: TargetResult = field(default_factory=TargetResult)

@@ -1,5 +1,5 @@
 """Python paths vs the CLI on the same model and settings: the zoo's mlp
-(784-2048-2048-10, docs/models.md) on synthetic 1x28x28 data, trained with
+(784-2048-2048-10, docs/design/models.md) on synthetic 1x28x28 data, trained with
 frugal.DistributedModel, or (--ddp-hook) with plain DDP (gloo) and
 frugal.sparse_hook, overlapped with backward or not (--overlap); prints the
 median iteration time of rank 0.
@@ -81,7 +81,7 @@ def main():
     else:
         world = frugal.init()
         rank, world_size = world.rank, world.world_size
-        model = frugal.DistributedModel(net, optimizer="sgd", lr=args.lr, momentum=args.momentum,
+        model = frugal.DistributedModel(net, sync="step", optimizer="sgd", lr=args.lr, momentum=args.momentum,
                                         density=args.density, staleness=args.staleness)
     g = torch.Generator().manual_seed(rank)
     x = torch.randn(1024, 1, 28, 28, generator=g)

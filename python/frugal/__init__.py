@@ -1,6 +1,6 @@
 """Frugal for PyTorch: data-parallel training over slow networks.
 
-Two ways in (docs/python.md):
+Two ways in (docs/guide/python.md):
 
 * ``frugal.DistributedModel(module, optimizer="sgd", lr=..., density=...)``:
   the full Frugal pipeline. Gradients leave through autograd hooks, are

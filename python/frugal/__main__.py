@@ -35,7 +35,7 @@ def report():
         lines.append(f"cuda: not available (torch built {'with CUDA ' + torch.version.cuda if torch.version.cuda else 'without CUDA'})")
     curve = _C.curve_available()
     lines.append("transport: ZeroMQ (TCP); security: CurveZMQ " +
-                 ("available (frugal keys generate; docs/security.md)" if curve else
+                 ("available (frugal keys generate; docs/design/security.md)" if curve else
                   "NOT available (libzmq without libsodium): multi-host runs need --insecure"))
     lines.append(f"engine: DistributedModel {'available' if _C.HAVE_REPLICA else 'not built (no replica engine)'}")
     binary = _launcher.binary_path()

@@ -99,7 +99,7 @@ def hook_state(process_group=None, *, density=0.03, sparsifier="block", value_en
     ``deflate`` (default True): zlib on each message's values where that
     saves bytes (lossless). It costs CPU: on a fast link with workers
     sharing cores, False gives shorter steps; on a slow link True does
-    (docs/python.md, "The hook's deflate, exchange and density").
+    (docs/guide/python.md, "The hook's deflate, exchange and density").
     """
     if not isinstance(deflate, bool):
         raise TypeError(f"deflate must be True or False, got {deflate!r}")

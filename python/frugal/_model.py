@@ -1,10 +1,11 @@
 """frugal.DistributedModel: a user's nn.Module trained by Frugal's pipeline."""
 
+import math
 import weakref
 
 import torch
 
-from . import _C
+from . import _C, _optim
 from ._world import default_timeout_s, init
 
 _OPTION_NAMES = ("optimizer", "lr", "momentum", "dampening", "nesterov", "weight_decay", "beta1", "beta2", "eps",
@@ -12,6 +13,8 @@ _OPTION_NAMES = ("optimizer", "lr", "momentum", "dampening", "nesterov", "weight
                  "dgc_momentum", "overlap_device_copies", "timeout_s", "seed", "sync", "local_steps", "outer_lr",
                  "outer_momentum", "outer_anneal", "local_overlap", "local_fragments", "local_delay", "local_inner",
                  "deflate")
+_HYPER_DEFAULTS = dict(lr=0.01, momentum=0.0, dampening=0.0, nesterov=False, weight_decay=0.0, beta1=0.9,
+                       beta2=0.999, eps=1e-8)
 _LOCAL_DEFAULTS = dict(local_steps=16, outer_lr=0.0, outer_momentum=0.9, outer_anneal=True, local_overlap=True,
                        local_fragments=0, local_delay=0, local_inner="auto", deflate="auto")
 
@@ -21,6 +24,29 @@ _LOCAL_DEFAULTS = dict(local_steps=16, outer_lr=0.0, outer_momentum=0.9, outer_a
 # them), and the module must stay picklable, hence a weak-keyed side table
 # rather than an attribute.
 _replicas_of_module = weakref.WeakKeyDictionary()
+
+
+def _engine_options(optimizer, hyper, torch_optimizer, local_options, **values):
+    """The keywords as _C.ReplicaOptions (typed; validated later, once the
+    world's size resolves sync='auto'). hyper: the optimizer keywords, None
+    where not given; with a torch optimizer none may be given."""
+    given = sorted(k for k, v in hyper.items() if v is not None)
+    if torch_optimizer and given:
+        raise TypeError(f"{', '.join(given)} belong to the optimizer's param_groups when optimizer is a "
+                        f"torch.optim.Optimizer; set them there")
+    values.update(_LOCAL_DEFAULTS, **local_options)
+    values.update({k: (_HYPER_DEFAULTS[k] if v is None else v) for k, v in hyper.items()})
+    values["optimizer"] = optimizer
+    if values["density"] is None:
+        values["density"] = 0.0  # the mode's default
+    options = _C.ReplicaOptions()
+    for name in _OPTION_NAMES:
+        try:
+            setattr(options, name, values[name])
+        except TypeError:
+            raise TypeError(f"{name}={values[name]!r} has the wrong type "
+                            f"(expected {type(getattr(options, name)).__name__})") from None
+    return options
 
 
 class DistributedModel(torch.nn.Module):
@@ -40,8 +66,8 @@ class DistributedModel(torch.nn.Module):
     forward of iteration t uses the parameters after iteration t-2, so the
     exchange of t-1 overlaps the compute of t.
 
-    With ``sync="local"`` (what ``frugal train`` runs by default with two or
-    more workers) the workers step alone, DiLoCo-style: ``loss.backward()``
+    With ``sync="local"`` (the default with two or more workers, as in
+    ``frugal train``) the workers step alone, DiLoCo-style: ``loss.backward()``
     fills ``.grad`` as usual and ``step()`` takes an inner step of
     ``optimizer`` on this rank's own parameters (on their device). Every
     ``local_steps / local_fragments`` steps one fragment of the model is
@@ -66,9 +92,16 @@ class DistributedModel(torch.nn.Module):
     checksum (identical on every rank).
 
     Keyword arguments (defaults as ``frugal train``):
-      optimizer: 'sgd', 'adam' or 'adamw'; lr, momentum, dampening, nesterov,
-        weight_decay, beta1, beta2, eps as in torch.optim.
-      sync: 'step' (default: the pipeline above) or 'local' (below).
+      optimizer: 'sgd', 'adam' or 'adamw' with lr (0.01), momentum,
+        dampening, nesterov, weight_decay, beta1, beta2, eps as in
+        torch.optim; or a torch.optim.Optimizer over the module's parameters
+        (its param_groups hold those; passing them too raises). With
+        sync='local' any optimizer takes the inner steps itself, in
+        ``step()``, so its groups, state_dict and lr schedulers work as
+        without Frugal; with sync='step' an SGD, Adam or AdamW of one group
+        is read into the sparse optimizer (its lr at every iteration).
+      sync: 'auto' (default: as frugal train, Note [Sync auto]: 'local' with
+        two or more workers), 'step' (the pipeline above) or 'local'.
       density: fraction of each bucket sent per step (per round with
         sync='local'), in (0, 1]; None: 0.03 with 'step', 1 with 'local'.
       sparsifier: 'block' (cache-line blocks), 'topk', 'sampled_topk' or 'randomk'.
@@ -88,11 +121,11 @@ class DistributedModel(torch.nn.Module):
         (default: frugal.init()).
     """
 
-    def __init__(self, module, *, optimizer="sgd", lr=0.01, momentum=0.0, dampening=0.0, nesterov=False,
-                 weight_decay=0.0, beta1=0.9, beta2=0.999, eps=1e-8, density=None, sparsifier="block",
+    def __init__(self, module, *, optimizer="sgd", lr=None, momentum=None, dampening=None, nesterov=None,
+                 weight_decay=None, beta1=None, beta2=None, eps=None, density=None, sparsifier="block",
                  value_encoding="int4", staleness=0, bucket_mb=4.0, cpu_threads=0, exchange="auto",
                  dgc_momentum=0.0, overlap_device_copies=True, timeout_s=None, seed=1, check_every=100, world=None,
-                 sync="step", total_steps=None, **local_options):
+                 sync="auto", total_steps=None, **local_options):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedModel wraps a torch.nn.Module, got {type(module).__name__}")
@@ -106,52 +139,57 @@ class DistributedModel(torch.nn.Module):
         unknown = sorted(set(local_options) - set(_LOCAL_DEFAULTS))
         if unknown:
             raise TypeError(f"DistributedModel got unexpected keyword argument(s) {', '.join(unknown)}")
-        if sync not in ("step", "local"):
-            raise ValueError(f"sync must be 'step' or 'local', got {sync!r}")
-        if sync == "step" and local_options:
-            raise ValueError(f"{', '.join(sorted(local_options))} apply to sync='local' only")
+        if sync not in ("auto", "step", "local"):
+            raise ValueError(f"sync must be 'auto', 'step' or 'local', got {sync!r}")
         if total_steps is not None and not (isinstance(total_steps, int) and total_steps > 0):
             raise ValueError(f"total_steps must be a positive integer or None, got {total_steps!r}")
-        values = dict(_LOCAL_DEFAULTS, **local_options)
-        values.update(optimizer=optimizer, lr=lr, momentum=momentum, dampening=dampening, nesterov=nesterov,
-                      weight_decay=weight_decay, beta1=beta1, beta2=beta2, eps=eps, density=density,
-                      sparsifier=sparsifier, value_encoding=value_encoding, staleness=staleness,
-                      bucket_mb=bucket_mb, cpu_threads=cpu_threads, exchange=exchange,
-                      dgc_momentum=dgc_momentum, overlap_device_copies=overlap_device_copies,
-                      timeout_s=timeout_s, seed=seed, sync=sync)
-        if values["density"] is None:
-            values["density"] = 0.0  # the mode's default
-        options = _C.ReplicaOptions()
-        for name in _OPTION_NAMES:
-            try:
-                setattr(options, name, values[name])
-            except TypeError:
-                raise TypeError(f"{name}={values[name]!r} has the wrong type "
-                                f"(expected {type(getattr(options, name)).__name__})") from None
-        options.validate()  # ValueError naming the keyword, before any network wait
+        hyper = dict(lr=lr, momentum=momentum, dampening=dampening, nesterov=nesterov, weight_decay=weight_decay,
+                     beta1=beta1, beta2=beta2, eps=eps)
+        user_opt = None if isinstance(optimizer, str) else optimizer
+        if user_opt is not None:
+            _optim.check_optimizer(user_opt, module)
+        options = _engine_options(optimizer if user_opt is None else "sgd", hyper, user_opt is not None,
+                                  local_options, density=density, sparsifier=sparsifier,
+                                  value_encoding=value_encoding, staleness=staleness, bucket_mb=bucket_mb,
+                                  cpu_threads=cpu_threads, exchange=exchange, dgc_momentum=dgc_momentum,
+                                  overlap_device_copies=overlap_device_copies, timeout_s=timeout_s, seed=seed,
+                                  sync=sync)
         if _replicas_of_module.get(module):
             raise ValueError("this module is already wrapped by a DistributedModel (its autograd hooks feed that "
                              "one); wrap a fresh module, e.g. one that loaded the first one's state_dict()")
         params = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
         if not params:
             raise ValueError("the module has no parameters that require grad")
+        self._world = world if world is not None else init()
+        options.workers = self._world.world_size  # sync='auto' resolves for it, as frugal train's (Note [Sync auto])
+        options.validate()  # ValueError naming the keyword, before the replica waits for its peers
+        self._sync = options.resolved_sync()
+        self._user_opt = user_opt
+        if user_opt is not None:
+            self._adopt_optimizer(options, [p for _, p in params], sync == "auto")
+        options.sync = self._sync
+        if self._sync == "step" and local_options:
+            raise ValueError(f"{', '.join(sorted(local_options))} apply to sync='local' only")
+        if user_opt is not None:
+            options.validate()  # the settings read from the optimizer
         self.module = module
         self.check_every = check_every
         self._options = options
-        self._world = world if world is not None else init()
         self._replica = _C.Replica(self._world, params, options)
-        # sync='local': the mode steps the parameters itself; the replica
+        # sync='local': the mode steps the parameters itself (or the user's
+        # optimizer does, Note [Inner steps by the caller]); the replica
         # gives it the bucket layout and averages the buffers (its hooks and
         # pipeline stay idle), as in frugal train's workers.
         self._local = None
-        if sync == "local":
-            self._local = _C.LocalSync(self._world, self._replica, [p for _, p in params], options, total_steps or 0)
+        if self._sync == "local":
+            self._local = _C.LocalSync(self._world, self._replica, [p for _, p in params], options, total_steps or 0,
+                                       caller_steps=user_opt is not None)
         self._t = 0  # sync='local': the iteration whose forward runs next
         # The replica's autograd hooks live on the module's parameters: the
         # module keeps the replica alive so a hook never outlives it.
         _replicas_of_module.setdefault(module, []).append(self._replica)
         self._density = options.resolved_density()
-        self._lr = float(lr)
+        self._lr = float(options.lr)
         self._finished = False
         # Iteration 0 begins at the first forward (or step, state_dict,
         # finish), so that load_state_dict can restore a checkpoint first.
@@ -159,11 +197,49 @@ class DistributedModel(torch.nn.Module):
         self._in_iteration = False  # between a forward and its step()
         self._first_iteration = 0
 
+    def _adopt_optimizer(self, options, params, auto):
+        """The engine settings of the user's torch optimizer: with sync='step'
+        its one group read into the sparse optimizer; with sync='local' it
+        takes the inner steps itself and options.lr is only the reference
+        of the outer annealing (its first group's lr before the schedule).
+        sync='auto' that resolved to the step mode (one worker) takes the
+        local mode for an optimizer the step mode cannot read, rather than
+        refusing what the same script runs with two workers."""
+        if self._sync == "step":
+            try:
+                settings = _optim.step_settings(self._user_opt, params)
+            except TypeError:
+                if not auto:
+                    raise
+                self._sync = "local"
+            else:
+                for name, value in settings.items():
+                    setattr(options, name, value)
+                self._fixed = _optim.fixed_settings(self._user_opt)
+        if self._sync == "local":
+            base = _optim.base_lr(self._user_opt.param_groups[0])
+            options.lr = base if base > 0 else 1.0
+
     # --- the training step -------------------------------------------------
     def forward(self, *args, **kwargs):
         self._begin()
+        if not self._in_iteration and self._user_opt is not None and self._local is None:
+            self._read_step_lr()
         self._in_iteration = True
         return self.module(*args, **kwargs)
+
+    def _read_step_lr(self):
+        """sync='step' with a torch optimizer: its lr as the scheduler left it
+        for this iteration, before the backward hands the gradients over."""
+        group = self._user_opt.param_groups[0]
+        _optim.check_group(group, 0)
+        if _optim.fixed_settings(self._user_opt) != self._fixed:
+            raise ValueError("with sync='step' only the optimizer's lr may change during the run (Frugal's sparse "
+                             "optimizer read the rest at construction); use sync='local' to change the others")
+        lr = float(group["lr"])
+        if lr != self._lr:
+            self._replica.set_from(self._replica.iteration, self._density, lr / self._options.lr)
+            self._lr = lr
 
     def _begin(self):
         self._check_running()
@@ -175,15 +251,26 @@ class DistributedModel(torch.nn.Module):
                 self._replica.begin_iteration(self._first_iteration, False)
             self._begun = True
 
-    def step(self):
+    def step(self, scaler=None):
         """Ends iteration t (after ``loss.backward()``) and begins t+1.
 
         Parameters that got no gradient contribute zeros. Waits until the
         parameters for the next forward are ready and copies them into the
         module; raises if the pipeline failed (a lost peer, a timeout, a
         non-finite gradient).
+
+        With sync='local' and a torch optimizer, this steps it
+        (``optimizer.step()``, or ``scaler.step(optimizer)`` with a
+        ``torch.cuda.amp.GradScaler``, which skips a non-finite step; call
+        ``scaler.update()`` after) and then takes the round due, if any.
+        Do not call ``optimizer.step()`` yourself as well.
         """
         self._begin()
+        if self._local is not None and self._user_opt is not None:
+            self._step_user_optimizer(scaler)
+        elif scaler is not None:
+            raise ValueError("step(scaler) applies to sync='local' with a torch optimizer; the step mode's sparse "
+                             "optimizer takes float32 gradients and raises on a non-finite one")
         if self._local is not None:
             self._local.end_backward(self._t)
             self._t += 1
@@ -191,10 +278,29 @@ class DistributedModel(torch.nn.Module):
             self._in_iteration = False
             return
         self._replica.end_backward()
+        if self._user_opt is not None:
+            # Every gradient went to the pipeline, none to .grad, so this step
+            # changes nothing; it keeps the optimizer's step count that the
+            # lr schedulers check, as in a loop without Frugal.
+            self._user_opt.step()
         t = self._replica.iteration + 1
         check = self.check_every > 0 and t % self.check_every == 0
         self._replica.begin_iteration(t, check)
         self._in_iteration = False
+
+    def _step_user_optimizer(self, scaler):
+        group = self._user_opt.param_groups[0]
+        _optim.check_group(group, 0)
+        lr = float(group["lr"])
+        if scaler is None:
+            self._user_opt.step()
+        else:
+            scaler.step(self._user_opt)
+        # The outer annealing reads the schedule's decay at a sync point t
+        # as lr_at(t) / lr_at(0): the lr of the last step before t over the
+        # base lr the track starts with, hence t + 1.
+        self._local.set_lr(self._t + 1, lr)
+        self._lr = lr
 
     def finish(self):
         """Drains the pipeline, copies the final parameters into the module and
@@ -236,10 +342,11 @@ class DistributedModel(torch.nn.Module):
         """Learning rate of the updates from the current iteration on (the
         next backward and step); every rank must call it at the same
         iteration."""
-        if not lr > 0:
-            raise ValueError(f"lr must be > 0, got {lr}")
-        if self._options.lr == 0:
-            raise ValueError("set_lr needs a model constructed with lr > 0")
+        if self._user_opt is not None:
+            raise ValueError("the lr of a torch optimizer is in its param_groups: set it there, or step a "
+                             "torch.optim.lr_scheduler; the model reads it at every step")
+        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr >= 0):
+            raise ValueError(f"lr must be a finite number >= 0, got {lr}")
         self._begin()
         if self._local is not None:
             self._local.set_lr(self._t, float(lr))
@@ -334,5 +441,6 @@ class DistributedModel(torch.nn.Module):
 
     def extra_repr(self):
         o = self._options
-        return (f"sync={o.sync}, optimizer={o.optimizer}, lr={self._lr}, density={self._density}, sparsifier={o.sparsifier}, "
+        optimizer = o.optimizer if self._user_opt is None else type(self._user_opt).__name__
+        return (f"sync={self._sync}, optimizer={optimizer}, lr={self._lr}, density={self._density}, sparsifier={o.sparsifier}, "
                 f"staleness={o.staleness}, rank={self._world.rank}/{self._world.world_size}")

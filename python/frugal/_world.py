@@ -124,7 +124,7 @@ def init(timeout_s=None, *, key=None, authorized_keys=None, insecure=None):
     Calling it again returns the same world.
 
     Security, as ``frugal worker --key/--authorized-keys/--insecure``
-    (docs/security.md): ``key`` (this site's key file from ``frugal keys
+    (docs/design/security.md): ``key`` (this site's key file from ``frugal keys
     generate``) and ``authorized_keys`` (the job's public keys) make every
     connection CurveZMQ; ``insecure=True`` allows plain TCP to a
     non-loopback coordinator. Without these keywords they come from

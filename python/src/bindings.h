@@ -24,7 +24,7 @@ void ThrowIfError(const Status& status);
 // py::gil_scoped_release, whose bookkeeping lives in pybind11's internals:
 // those are shared with torch's own pybind11, which on a pip wheel may be
 // another version. On the torch 2.11 wheel every test that reached a
-// gil_scoped_release crashed and every other one passed (docs/gpu.md,
+// gil_scoped_release crashed and every other one passed (docs/guide/gpu.md,
 // "Python package"). Nothing inside may touch Python objects.
 class ReleaseGil {
  public:

@@ -46,7 +46,8 @@ struct PyReplicaOptions {
   double timeout_s = 60.0;
   uint64_t seed = 1;
   // The local-update mode (DistributedModel(sync="local"); engine::LocalSync).
-  std::string sync = "step";
+  std::string sync = "auto";  // resolved by engine::SyncOf with `workers`
+  int workers = 0;            // the world's size; 0: not known yet (sync 'auto' then validates as one worker)
   int64_t local_steps = 16;
   double outer_lr = 0;  // 0: auto (engine::OuterOf over the run's steps, when given)
   double outer_momentum = 0.9;
@@ -107,9 +108,6 @@ engine::RunConfig ToConfig(const PyReplicaOptions& p, const std::string& device)
   Set(&c, "staleness", p.staleness);
   Set(&c, "bucket_mb", p.bucket_mb);
   Set(&c, "cpu_threads", p.cpu_threads);
-  // 0 = auto, resolved as frugal train does (1-4 per worker on a GPU, from
-  // the host's cores and its workers).
-  if (p.cpu_threads == 0) c.distributed.cpu_threads = engine::ResolveCpuThreads(c, LocalWorkers());
   Set(&c, "exchange", p.exchange);
   Set(&c, "dgc_momentum", p.dgc_momentum);
   Set(&c, "overlap_device_copies", p.overlap_device_copies);
@@ -125,7 +123,20 @@ engine::RunConfig ToConfig(const PyReplicaOptions& p, const std::string& device)
   Set(&c, "local_delay", p.local_delay);
   Set(&c, "local_inner", p.local_inner);
   Set(&c, "deflate", p.deflate);
-  if (c.distributed.sync == engine::SyncMode::kAuto) throw py::value_error("sync must be 'step' or 'local'");
+  {
+    // Note [One resolver] (run_config.h): the plan frugal train would run,
+    // for this world and this host's workers. Only the resolution sees the
+    // world's size: Validate's --workers checks are the launcher's, and an
+    // explicit sync='local' runs in a world of one too (Note [A lone
+    // worker] in local_sync.cc).
+    engine::RunConfig world = c;
+    world.distributed.workers = std::max(1, p.workers);
+    engine::HostFacts facts;
+    facts.workers_on_host = LocalWorkers();
+    const int workers = c.distributed.workers;
+    c = engine::ResolvePlan(world, facts);
+    c.distributed.workers = workers;
+  }
   if (Status s = engine::Validate(c); !s.ok()) throw py::value_error(KeywordMessage(s.message()));
   return c;
 }
@@ -198,7 +209,8 @@ py::dict StatsDict(const engine::PipelineStats& s) {
 
 // The learning rate of DistributedModel(sync="local") per iteration: the
 // constructor's, then each set_lr's from its iteration on (the inner steps
-// and --outer-anneal read it).
+// and --outer-anneal read it). With a torch optimizer: its first group's
+// base lr, then the lr of each step() (the outer annealing alone reads it).
 class LrTrack {
  public:
   explicit LrTrack(double lr) { points_.emplace_back(0, lr); }
@@ -227,8 +239,11 @@ struct PyLocal {
   std::unique_ptr<engine::LocalSync> sync;
 };
 
+// caller_steps: the user's torch optimizer takes the inner steps
+// (Note [Inner steps by the caller] in local_sync.cc); lr then tracks its
+// first group's lr, for the outer annealing only.
 std::unique_ptr<PyLocal> CreateLocal(World& world, Replica& replica, std::vector<torch::Tensor> params,
-                                     const PyReplicaOptions& p, int64_t total_steps) {
+                                     const PyReplicaOptions& p, int64_t total_steps, bool caller_steps) {
   engine::RunConfig c = ToConfig(p, DeviceOf(params));
   if (c.distributed.sync != engine::SyncMode::kLocal) throw py::value_error("LocalSync needs sync='local'");
   // The outer step: as frugal train when the run's length is known, else
@@ -246,7 +261,8 @@ std::unique_ptr<PyLocal> CreateLocal(World& world, Replica& replica, std::vector
   {
     ReleaseGil release;  // the initial broadcast waits for the peers
     sync = engine::LocalSync::Create(c, [lr](int64_t t) { return lr->At(t); }, replica.layout(), std::move(params),
-                                     world.transport_ptr());
+                                     world.transport_ptr(), /*broadcast_initial=*/true,
+                                     caller_steps ? engine::InnerSteps::kCaller : engine::InnerSteps::kOwn);
   }
   ThrowIfError(sync.status());
   local->sync = std::move(*sync);
@@ -256,7 +272,8 @@ std::unique_ptr<PyLocal> CreateLocal(World& world, Replica& replica, std::vector
 void BindLocal(py::module_& m) {
   py::class_<PyLocal>(m, "LocalSync", "The local-update mode (engine::LocalSync) for DistributedModel(sync='local')")
       .def(py::init(&CreateLocal), py::arg("world"), py::arg("replica"), py::arg("params"), py::arg("options"),
-           py::arg("total_steps") = 0, py::keep_alive<1, 2>(), py::keep_alive<1, 3>())
+           py::arg("total_steps") = 0, py::arg("caller_steps") = false, py::keep_alive<1, 2>(),
+           py::keep_alive<1, 3>())
       .def("begin_iteration",
            [](PyLocal& l, int64_t t, bool check) { NoGil([&] { return l.sync->BeginIteration(t, check); }); },
            py::arg("t"), py::arg("check_replicas") = false)
@@ -338,6 +355,7 @@ void BindOptions(py::module_& m) {
       .def_readwrite("timeout_s", &PyReplicaOptions::timeout_s)
       .def_readwrite("seed", &PyReplicaOptions::seed)
       .def_readwrite("sync", &PyReplicaOptions::sync)
+      .def_readwrite("workers", &PyReplicaOptions::workers)
       .def_readwrite("local_steps", &PyReplicaOptions::local_steps)
       .def_readwrite("outer_lr", &PyReplicaOptions::outer_lr)
       .def_readwrite("outer_momentum", &PyReplicaOptions::outer_momentum)
@@ -348,6 +366,11 @@ void BindOptions(py::module_& m) {
       .def_readwrite("local_inner", &PyReplicaOptions::local_inner)
       .def_readwrite("deflate", &PyReplicaOptions::deflate)
       .def("validate", [](const PyReplicaOptions& p) { ToConfig(p, "cpu"); }, "Raises ValueError on a bad option")
+      .def("plan_toml", [](const PyReplicaOptions& p) { return engine::ToToml(ToConfig(p, "cpu")); },
+           "The run configuration these options resolve to (Note [One resolver]), as TOML lines")
+      .def("resolved_sync", [](const PyReplicaOptions& p) {
+        return ToConfig(p, "cpu").distributed.sync == engine::SyncMode::kLocal ? "local" : "step";
+      }, "'step' or 'local': sync with 'auto' resolved for `workers` (engine::SyncOf)")
       .def("resolved_density", [](const PyReplicaOptions& p) { return engine::DensityOf(ToConfig(p, "cpu").distributed); },
            "The density the run uses (density 0: the mode's default)");
 }

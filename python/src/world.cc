@@ -85,7 +85,7 @@ void BindWorld(py::module_& m) {
   m.def("retain_heap_between_steps", &RetainHeapBetweenSteps,
         "Keeps freed tensor memory in the process between steps (glibc); returns what was done, '' if nothing");
   m.def("curve_available", &comm::CurveAvailable,
-        "Whether the linked libzmq has CurveZMQ (encrypted, key-authenticated sockets; docs/security.md)");
+        "Whether the linked libzmq has CurveZMQ (encrypted, key-authenticated sockets; docs/design/security.md)");
   m.def("single_world", &Single, "A world of one rank, without network");
   m.def("join_world", &Join, py::arg("rendezvous"), py::arg("rank") = -1, py::arg("cluster") = "local",
         py::arg("listen") = "tcp://127.0.0.1:*", py::arg("advertise_host") = "", py::arg("timeout_s") = 60.0,

@@ -2,6 +2,7 @@
 with clear Python exceptions, state_dict round-trips."""
 
 import io
+import math
 
 import pytest
 import torch
@@ -172,14 +173,28 @@ def test_set_lr_applies_from_the_current_iteration():
     net = TwoTower()
     model = frugal.DistributedModel(net, lr=0.1, density=1.0, value_encoding="fp32")
     train(model, 2)
-    model.set_lr(1e-30)  # numerically frozen from the next step on
+    model.set_lr(0.0)  # where a cosine schedule ends: frozen from the next step on
     before = {k: v.clone() for k, v in net.state_dict().items()}
     train(model, 3)
     model.finish()
     for k, v in net.state_dict().items():
-        assert torch.allclose(v, before[k], atol=1e-20), k
-    with pytest.raises(ValueError, match="lr must be > 0"):
-        model.set_lr(0)
+        assert torch.equal(v, before[k]), k
+    for bad in (float("nan"), -1.0, float("inf")):
+        with pytest.raises(ValueError, match="lr must be a finite number >= 0"):
+            model.set_lr(bad)
+
+
+@needs_replica
+def test_set_lr_zero_in_the_local_mode_freezes_the_inner_steps():
+    net = TwoTower()
+    model = frugal.DistributedModel(net, **dict(LOCAL, local_steps=2, local_overlap=False, value_encoding="fp32"))
+    train(model, 2)
+    model.set_lr(0.0)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    train(model, 4)
+    model.finish()
+    for k, v in net.state_dict().items():
+        assert torch.allclose(v, before[k], atol=1e-7), k
 
 
 def test_hook_engine_in_a_world_of_one_is_the_identity():
@@ -241,7 +256,7 @@ def test_init_rejects_bad_environment(monkeypatch):
 
 @needs_replica
 def test_local_mode_bad_arguments():
-    with pytest.raises(ValueError, match="sync must be 'step' or 'local'"):
+    with pytest.raises(ValueError, match="sync must be 'auto', 'step' or 'local'"):
         frugal.DistributedModel(TwoTower(), sync="sometimes")
     with pytest.raises(ValueError, match="local_steps apply to sync='local' only"):
         frugal.DistributedModel(TwoTower(), local_steps=8)
@@ -263,3 +278,319 @@ def test_local_mode_bad_arguments():
     with pytest.raises(ValueError, match="no sync='local' state"):
         model.load_state_dict(step_mode.state_dict())
     assert "sync=local" in repr(model)
+
+
+# --- the user's own torch.optim optimizer ------------------------------------
+
+def two_groups(net, lr=0.01):
+    """AdamW with no weight decay on biases and the gate, as LM recipes do."""
+    decay = [p for n, p in net.named_parameters() if n.endswith("weight")]
+    rest = [p for n, p in net.named_parameters() if not n.endswith("weight")]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}], lr=lr)
+
+
+@needs_replica
+def test_bad_optimizer_raises_one_line_errors():
+    net = TwoTower()
+    with pytest.raises(TypeError, match="torch.optim.Optimizer over the module's parameters, got int"):
+        frugal.DistributedModel(net, optimizer=42)
+    with pytest.raises(ValueError, match="not one of the module's"):
+        frugal.DistributedModel(net, optimizer=torch.optim.SGD(TwoTower().parameters(), lr=0.1))
+    nan = torch.optim.SGD(net.parameters(), lr=0.1)
+    nan.param_groups[0]["lr"] = float("nan")  # torch checks at construction only
+    with pytest.raises(ValueError, match="group 0 has lr=nan"):
+        frugal.DistributedModel(net, optimizer=nan, sync="local")
+    betas = torch.optim.Adam(net.parameters())
+    betas.param_groups[0]["betas"] = (float("nan"), 0.999)
+    with pytest.raises(ValueError, match="betas"):
+        frugal.DistributedModel(net, optimizer=betas)
+    with pytest.raises(TypeError, match="lr belong to the optimizer's param_groups"):
+        frugal.DistributedModel(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1), lr=0.5)
+    # The step mode reads one SGD/Adam/AdamW group; the rest names sync='local'.
+    with pytest.raises(TypeError, match="one parameter group.*use sync='local'"):
+        frugal.DistributedModel(net, optimizer=two_groups(net), sync="step")
+    with pytest.raises(TypeError, match="not RMSprop: use sync='local'"):
+        frugal.DistributedModel(net, optimizer=torch.optim.RMSprop(net.parameters()), sync="step")
+    with pytest.raises(TypeError, match="amsgrad=True: use sync='local'"):
+        frugal.DistributedModel(net, optimizer=torch.optim.Adam(net.parameters(), amsgrad=True), sync="step")
+    part = torch.optim.SGD(net.head.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="every trainable parameter"):
+        frugal.DistributedModel(net, optimizer=part, sync="step")
+    assert not _replicas_of(net)  # nothing was wrapped by the failed calls
+
+
+def _replicas_of(net):
+    from frugal._model import _replicas_of_module
+    return _replicas_of_module.get(net)
+
+
+@needs_replica
+def test_torch_optimizer_errors_during_the_run():
+    net = TwoTower()
+    opt = two_groups(net)
+    model = frugal.DistributedModel(net, optimizer=opt, sync="local", local_steps=2)
+    with pytest.raises(ValueError, match="param_groups"):
+        model.set_lr(0.1)
+    train(model, 1)
+    opt.param_groups[0]["lr"] = float("nan")
+    x, y = blobs(8, 0)
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    with pytest.raises(ValueError, match="group 0 has lr=nan"):
+        model.step()
+    sgd_net = TwoTower()
+    sgd = torch.optim.SGD(sgd_net.parameters(), lr=0.1, momentum=0.9)
+    step_mode = frugal.DistributedModel(sgd_net, optimizer=sgd, sync="step", density=1.0)
+    train(step_mode, 1)
+    sgd.param_groups[0]["momentum"] = 0.5
+    with pytest.raises(ValueError, match="only the optimizer's lr may change"):
+        step_mode(x)
+
+
+@needs_replica
+def test_auto_with_one_worker_takes_the_step_mode_unless_the_optimizer_needs_local():
+    net = TwoTower()
+    assert "sync=step" in repr(frugal.DistributedModel(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1)))
+    net = TwoTower()
+    assert "sync=local" in repr(frugal.DistributedModel(net, optimizer=two_groups(net)))
+
+
+def _recipe_loop(net, opt, sched, step, steps, x, y):
+    """The user's loop: accumulation of 2 half-batches, clipping, step, zero_grad, schedule."""
+    losses = []
+    for t in range(steps):
+        i = (t * 32) % 128
+        for half in (0, 16):
+            loss = torch.nn.functional.cross_entropy(net(x[i + half:i + half + 16]), y[i + half:i + half + 16]) / 2
+            loss.backward()
+        losses.append(loss.item() * 2)
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        step()
+        opt.zero_grad()
+        sched.step()
+    return losses
+
+
+def _warmup_cosine(opt, steps, warmup=3):
+    def factor(t):
+        return (t + 1) / warmup if t < warmup else 0.5 * (1 + math.cos(math.pi * (t - warmup) / (steps - warmup)))
+    return torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+@pytest.mark.parametrize("kind", ["adamw_groups", "sgd_nesterov"])
+@needs_replica
+def test_one_worker_local_round_of_one_step_matches_plain_torch(kind):
+    """local_steps 1, density 1, fp32 values, outer lr 1, momentum 0: every
+    round takes the optimizer's step as it is, so the run is plain torch
+    training with the same optimizer and schedule, up to float rounding."""
+    def make():
+        torch.manual_seed(3)
+        net = TwoTower()
+        if kind == "adamw_groups":
+            opt = two_groups(net, lr=0.02)
+        else:
+            opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3)
+        return net, opt, _warmup_cosine(opt, 12)
+    x, y = blobs(128, 0)
+    plain, plain_opt, plain_sched = make()
+    _recipe_loop(plain, plain_opt, plain_sched, plain_opt.step, 12, x, y)
+
+    net, opt, sched = make()
+    model = frugal.DistributedModel(net, optimizer=opt, sync="local", local_steps=1, density=1.0,
+                                    value_encoding="fp32", outer_lr=1.0, outer_momentum=0.0, local_overlap=False,
+                                    local_fragments=1)
+    assert model.stats()["rounds"] == 0
+    losses = _recipe_loop(model, opt, sched, model.step, 12, x, y)
+    assert model.stats()["rounds"] >= 11
+    model.finish()
+    for (name, a), b in zip(net.named_parameters(), plain.parameters()):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), name
+    assert losses[-1] < losses[0]
+    assert opt.state_dict()["state"]  # the user's optimizer holds its own state
+    assert sched.get_last_lr()[0] < 1e-3 * 0.02 + 1e-12
+
+
+class SkippingScaler:
+    """What torch.cuda.amp.GradScaler.step does on a non-finite gradient,
+    without CUDA: skips the optimizer's step."""
+
+    def __init__(self):
+        self.skipped = 0
+
+    def step(self, opt):
+        grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
+        if all(torch.isfinite(g).all() for g in grads):
+            opt.step()
+        else:
+            self.skipped += 1
+
+
+@needs_replica
+def test_a_skipped_non_finite_step_does_not_break_the_rounds():
+    net = TwoTower()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    model = frugal.DistributedModel(net, optimizer=opt, sync="local", local_steps=2, local_overlap=False)
+    scaler = SkippingScaler()
+    x, y = blobs(32, 0)
+    for t in range(6):
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        if t == 3:
+            net.head.weight.grad[0, 0] = float("inf")
+        model.step(scaler)
+        opt.zero_grad()
+    model.finish()
+    assert scaler.skipped == 1
+    assert all(torch.isfinite(p).all() for p in net.parameters())
+    # Without the skip, the round names the cause.
+    net = TwoTower()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    model = frugal.DistributedModel(net, optimizer=opt, sync="local", local_steps=1, local_overlap=False)
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    net.head.weight.grad[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN or Inf after the optimizer's steps.*GradScaler"):
+        model.step()  # the round after the step reads the parameters
+
+
+@needs_replica
+def test_step_mode_reads_the_torch_optimizer_and_its_schedule():
+    """sync='step' with a one-group SGD: the sparse optimizer takes its
+    hyperparameters and follows its scheduler's lr (here a drop to 0 that
+    freezes the parameters)."""
+    net = TwoTower()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 1.0 if t < 3 else 0.0)
+    model = frugal.DistributedModel(net, optimizer=opt, sync="step", density=1.0, value_encoding="fp32")
+    assert "optimizer=SGD" in repr(model)
+    x, y = blobs(32, 0)
+    snapshots = []
+    for t in range(6):
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        model.step()
+        opt.zero_grad()
+        sched.step()
+        snapshots.append(net.head.weight.detach().clone())
+    model.finish()
+    assert not torch.equal(snapshots[0], snapshots[2])  # lr 0.1: it moves
+    assert torch.equal(snapshots[3], snapshots[5])  # lr 0 from iteration 3 on
+
+
+@needs_replica
+def test_local_mode_with_a_torch_optimizer_resumes_bit_exactly():
+    """model.state_dict() (the rounds' state) beside the user's own
+    opt.state_dict() and scheduler.state_dict(), saved mid-round, resume to
+    the parameters of the uninterrupted run."""
+    def make(seed):
+        torch.manual_seed(seed)
+        net = TwoTower()
+        opt = two_groups(net, lr=0.02)
+        sched = _warmup_cosine(opt, 9)
+        model = frugal.DistributedModel(net, optimizer=opt, sync="local", local_steps=4, total_steps=9)
+        return net, opt, sched, model
+
+    def run(model, opt, sched, steps):
+        x, y = blobs(128, 0)
+        for _ in range(steps):
+            i = (model.iteration * 32) % 128
+            torch.nn.functional.cross_entropy(model(x[i:i + 32]), y[i:i + 32]).backward()
+            model.step()
+            opt.zero_grad()
+            sched.step()
+
+    net, opt, sched, model = make(1)
+    run(model, opt, sched, 5)
+    buf = io.BytesIO()
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict()}, buf)
+    run(model, opt, sched, 4)
+    model.finish()
+    expected = {k: v.clone() for k, v in net.state_dict().items()}
+
+    net2, opt2, sched2, model2 = make(2)
+    buf.seek(0)
+    saved = torch.load(buf)
+    model2.load_state_dict(saved["model"])
+    opt2.load_state_dict(saved["opt"])
+    sched2.load_state_dict(saved["sched"])
+    run(model2, opt2, sched2, 4)
+    model2.finish()
+    for k, v in net2.state_dict().items():
+        assert torch.equal(v, expected[k]), k
+
+
+@needs_replica
+def test_step_mode_refuses_gradient_accumulation_by_name():
+    """Two backwards before one step(): the step mode's buckets left with the
+    first, so it raises naming the local mode (which accumulates)."""
+    model = frugal.DistributedModel(TwoTower(), sync="step", density=1.0)
+    x, y = blobs(16, 0)
+    for _ in range(2):
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+    with pytest.raises(ValueError, match="second gradient in iteration 0.*gradient accumulation: sync='local'"):
+        model.step()
+
+
+@needs_replica
+def test_local_mode_trains_under_bf16_autocast():
+    """bf16 autocast changes the forward only: the parameters and .grad stay
+    float32, which the rounds read."""
+    torch.manual_seed(4)
+    net = TwoTower()
+    opt = two_groups(net, lr=0.02)
+    model = frugal.DistributedModel(net, optimizer=opt, sync="local", local_steps=2)
+    x, y = blobs(128, 0)
+    losses = []
+    for t in range(24):
+        i = (t * 32) % 128
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(x[i:i + 32])
+        assert out.dtype == torch.bfloat16
+        loss = torch.nn.functional.cross_entropy(out.float(), y[i:i + 32])
+        loss.backward()
+        model.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    model.finish()
+    assert all(p.dtype == torch.float32 for p in net.parameters())
+    assert sum(losses[-4:]) < 0.5 * sum(losses[:4])
+
+
+# Note [One resolver]: the same options resolve to the same plan through the
+# Python package and through `frugal train` (its --print-plan), for the
+# options that have an auto. Not adapt: the package runs no bandwidth
+# controller, so its auto is off where frugal train's step mode runs one.
+PLAN_KEYS = ("sync", "cpu_threads", "density", "local_fragments", "local_delay")
+
+
+def _plan(text):
+    out = {}
+    for line in text.splitlines():
+        if "=" in line and not line.lstrip().startswith(("#", "[")):
+            key, value = (s.strip() for s in line.split("=", 1))
+            out[key] = value.strip('"')
+    return {k: out[k] for k in PLAN_KEYS}
+
+
+@pytest.mark.parametrize("workers,options", [
+    (2, {}),
+    (4, {}),
+    (1, {}),
+    (2, {"sync": "step"}),
+    (2, {"sync": "local", "local_steps": 12}),
+    (4, {"local_overlap": True, "local_steps": 8}),
+    (2, {"staleness": 1}),
+    (3, {"density": 0.05}),
+    (2, {"cpu_threads": 3}),
+])
+def test_python_and_the_cli_resolve_the_same_plan(workers, options, monkeypatch, tmp_path):
+    import subprocess
+    from conftest import frugal_binary
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(workers))
+    p = frugal._C.ReplicaOptions()
+    p.workers = workers
+    flags = []
+    for key, value in options.items():
+        setattr(p, key, value)
+        flag = "--" + key.replace("_", "-")
+        flags += [flag] if value is True else [flag, str(value)]
+    cli = subprocess.run([frugal_binary(), "train", "--print-plan", "--workers", str(workers), "--device", "cpu",
+                          "--runs-dir", str(tmp_path), *flags], capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    assert _plan(p.plan_toml()) == _plan(cli.stdout)

@@ -14,7 +14,7 @@ overlap = sys.argv[6] != "0" if len(sys.argv) > 6 else True
 world = frugal.init()
 torch.manual_seed(world.rank)  # different initial weights: the broadcast must make them equal
 net = TwoTower().to(device)
-model = frugal.DistributedModel(net, optimizer="sgd", lr=0.1, momentum=0.9, density=density,
+model = frugal.DistributedModel(net, sync="step", optimizer="sgd", lr=0.1, momentum=0.9, density=density,
                                 staleness=staleness, check_every=20, overlap_device_copies=overlap)
 x, y = (t.to(device) for t in blobs(256, world.rank))
 loss_fn = torch.nn.CrossEntropyLoss()

@@ -12,6 +12,7 @@
 #include "frugal/engine/run_config.h"
 #include "frugal/sim/frugal_pipeline.h"
 #include "frugal/sim/workload.h"
+#include "frugal/common/hash.h"
 #endif
 
 namespace frugal::cli {
@@ -45,13 +46,10 @@ std::string ProfileOfConfig(const toml::table& config) {
   std::vector<std::string> items;
   Flatten(config, "", &items);
   std::sort(items.begin(), items.end());
-  uint64_t h = 1469598103934665603ull;  // FNV-1a, 64-bit.
-  for (const std::string& item : items) {
-    for (unsigned char c : item + "\n") {
-      h ^= c;
-      h *= 1099511628211ull;
-    }
-  }
+  // FNV-1a from the seed the profiles were first written with, so that
+  // stored profiles keep their names.
+  uint64_t h = 1469598103934665603ull;
+  for (const std::string& item : items) h = Fnv1a64(item + "\n", h);
   std::string model = "train";
   if (auto it = config.find("model"); it != config.end() && it->second.is_string()) model = it->second.as_string();
   char digest[17];

@@ -1,5 +1,5 @@
 // `frugal keys generate`: CurveZMQ key pairs for multi-host runs
-// (docs/security.md), and the --key / --authorized-keys / --insecure
+// (docs/design/security.md), and the --key / --authorized-keys / --insecure
 // resolution shared by the commands that open network ports.
 #include <cstdio>
 
@@ -16,7 +16,7 @@ comm::SecurityOptions ResolveSecurity(const std::string& key_file, const std::st
 }
 
 void AddKeysCommand(CLI::App& app) {
-  CLI::App* keys = app.add_subcommand("keys", "CurveZMQ keys for multi-host runs (docs/security.md)");
+  CLI::App* keys = app.add_subcommand("keys", "CurveZMQ keys for multi-host runs (docs/design/security.md)");
   keys->require_subcommand(1);
   auto out = std::make_shared<std::string>();
   auto name = std::make_shared<std::string>();

@@ -1,5 +1,5 @@
 // `frugal plan`: training-time prediction and strategy search (issue 6).
-// A thin layer over frugal::sim; see docs/planner.md. This file: run,
+// A thin layer over frugal::sim; see docs/design/planner.md. This file: run,
 // validate, calibrate, ops, hardware; search and Frugal's pipeline are in
 // plan_search_command.cc.
 #include <cstdio>
@@ -186,7 +186,7 @@ struct ValidateFlags {
   std::string profile_db;
 
   void Add(CLI::App* cmd) {
-    cmd->add_option("file", file, "Measurements CSV (see docs/planner.md)")->required()->check(CLI::ExistingFile);
+    cmd->add_option("file", file, "Measurements CSV (see docs/design/planner.md)")->required()->check(CLI::ExistingFile);
     cmd->add_option("--hardware", hardware, "Built-in hardware or TOML file")->capture_default_str();
     AddHardwareOverrides(cmd, &gpus_per_node, &inter_gbps);
     cmd->add_option("--vocab", vocab, "Vocabulary size")->capture_default_str()->check(Bounded(1, 1 << 24));

@@ -11,7 +11,7 @@ namespace frugal::cli {
 void AddSelectionOverlapOption(CLI::App* cmd, double* overlap) {
   cmd->add_option("--selection-overlap", *overlap,
                   "How much the workers' sparse selections coincide, 0-1 (0: independent, an upper bound on the "
-                  "merged volume; a run's metrics.jsonl reports the measured merged_density; docs/planner.md)")
+                  "merged volume; a run's metrics.jsonl reports the measured merged_density; docs/design/planner.md)")
       ->capture_default_str()
       ->check(Bounded(0, 1));
 }

@@ -1,5 +1,5 @@
 // `frugal plan hybrid`: on-prem + cloud co-training cost planner (issue 18,
-// item 4). A thin layer over sim::PlanHybrid; see docs/planner.md.
+// item 4). A thin layer over sim::PlanHybrid; see docs/design/planner.md.
 #include <cstdio>
 #include <memory>
 #include <optional>

@@ -1,6 +1,6 @@
 // `frugal plan search`, `plan frugal` and `plan frugal-validate`: strategy
 // search and Frugal's own pipeline. A thin layer over frugal::sim; see
-// docs/planner.md.
+// docs/design/planner.md.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -217,7 +217,7 @@ void AddFrugalValidate(CLI::App* plan) {
   auto o = std::make_shared<Opts>();
   auto* cmd = plan->add_subcommand("frugal-validate",
                                    "Compare Frugal-pipeline predictions with measured iteration times; prints MAPE");
-  cmd->add_option("file", o->file, "Measurements CSV (see docs/planner.md)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("file", o->file, "Measurements CSV (see docs/design/planner.md)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--hardware", o->hardware, "Built-in hardware or TOML file")->capture_default_str();
   cmd->add_flag("--shared-cpu", o->shared_cpu, "Compute, sparsifier and optimizer share the CPU cores");
   o->wire.Add(cmd);

@@ -38,6 +38,7 @@ struct TrainFlags {
   std::string local_clusters;
   std::string local_slowdowns;
   std::string resume;  // a run directory to continue
+  bool print_plan = false;
 };
 
 // --resume runs/<run>: the run's own config.toml (flags still override), and
@@ -103,7 +104,6 @@ void LaunchLocal(engine::RunConfig& config, const std::string& local_clusters, c
   std::filesystem::create_directories(dir, ec);
   if (ec) throw UsageError("cannot create run directory " + dir.string() + ": " + ec.message());
   std::string config_path = (dir / "config.toml").string();
-  config.distributed.cpu_threads = engine::ResolveCpuThreads(config, config.distributed.workers);
   {
     std::ofstream out(config_path);
     out << engine::ToToml(config);
@@ -153,11 +153,21 @@ bool ResolveConfig(CLI::App* cmd, const engine::RunConfig& config) {
   return false;
 }
 
-// --sync auto: resolved once here, so the workers' config.toml names the mode
-// they run, and said, with the flag that picks the other one.
-void ResolveSync(engine::RunConfig& config) {
+// The facts of this host that --adapt auto and --cpu-threads auto follow
+// (Note [One resolver] in run_config.h).
+engine::HostFacts FactsOf(const engine::RunConfig& config, int workers_on_host) {
+  engine::HostFacts facts;
+  facts.workers_on_host = workers_on_host;
+  facts.controller_available = sim::BuiltinModel(config.train.model).ok();
+  return facts;
+}
+
+// frugal train: the plan resolved once here (ResolvePlan), so the workers'
+// config.toml names what they run; --sync auto's choice is said, with the
+// flag that picks the other one.
+void ResolveLaunchPlan(engine::RunConfig& config) {
   const bool chosen = config.distributed.sync == engine::SyncMode::kAuto;
-  config.distributed.sync = engine::SyncOf(config);
+  config = engine::ResolvePlan(config, FactsOf(config, config.distributed.workers));
   if (!chosen || config.train.quiet) return;
   if (config.distributed.sync == engine::SyncMode::kLocal) {
     std::printf("sync: local updates, exchanged every %lld steps (--sync auto; --sync step exchanges gradients "
@@ -247,20 +257,10 @@ void RunElasticWorker(const engine::RunConfig& config, const comm::SecurityOptio
   PrintWorkerEnd(config, *result);
 }
 
-// --adapt auto: the controller wherever it can run. Every rank resolves it
-// from the shared configuration alone, so all agree (the digest check
-// compares the resolved value).
-engine::AdaptMode ResolveAdapt(const engine::RunConfig& config) {
-  const engine::DistributedOptions& d = config.distributed;
-  if (d.adapt != engine::AdaptMode::kAuto) return d.adapt;
-  const bool supported = !config.elastic.elastic && d.sync == engine::SyncMode::kStep &&
-                         sim::BuiltinModel(config.train.model).ok();
-  return supported ? engine::AdaptMode::kOn : engine::AdaptMode::kOff;
-}
-
 void RunWorker(engine::RunConfig config) {
-  config.distributed.sync = engine::SyncOf(config);  // before --adapt auto, which follows it
-  config.distributed.adapt = ResolveAdapt(config);
+  // Every rank resolves the plan from the shared configuration and its own
+  // host, so all agree (the digest check compares the resolved plan).
+  config = engine::ResolvePlan(config, FactsOf(config, 1));
   const engine::WorkerIdentity& id = config.worker;
   if (id.coordinator.empty()) throw UsageError("frugal worker needs --coordinator tcp://HOST:PORT");
   const comm::SecurityOptions security = ResolveSecurity(id.key, id.authorized_keys, id.insecure, id.coordinator);
@@ -306,10 +306,16 @@ void AddTrainCommand(CLI::App& app) {
                   "Continue the run in this directory (runs/<run>) from its newest intact checkpoint; "
                   "flags override its config, e.g. --workers for an elastic restart")
       ->group("Checkpoints");
+  cmd->add_flag("--print-plan", flags->print_plan,
+                 "Print the configuration with every auto resolved as this run would take it, and exit");
   cmd->callback([cmd, flags] {
     engine::RunConfig& config = flags->config;
     if (!flags->resume.empty()) PrepareResume(cmd, flags->resume);
     if (ResolveConfig(cmd, config)) return;
+    if (flags->print_plan) {
+      std::printf("%s", engine::ToToml(engine::ResolvePlan(config, FactsOf(config, config.distributed.workers))).c_str());
+      return;
+    }
     if (!flags->resume.empty()) {
       config.checkpoint.resume_from = NewestIntactCheckpoint(config);
       std::printf("resuming from %s\n", config.checkpoint.resume_from.c_str());
@@ -322,7 +328,7 @@ void AddTrainCommand(CLI::App& app) {
       throw UsageError("checkpoints are written by the distributed engine: use --workers 2 or more");
     }
     if (config.distributed.workers > 1) {
-      ResolveSync(config);
+      ResolveLaunchPlan(config);
       if (config.train.dataset == train::DatasetKind::kFashionMnist) {
         ThrowIfError(data::CheckFashionMnistFiles(config.train.data_dir));
       }

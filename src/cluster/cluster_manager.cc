@@ -266,7 +266,7 @@ Status ClusterManager::Impl::LearnSample(JobRecord& job, const MetricSample& m) 
 
 // Note [Prior calibration]: a prior's level can be off by a factor that is
 // the cluster's, not the job's: the planner's CPU description of this
-// machine predicted 43-57% below what batch-256 jobs measured (docs/scheduler.md,
+// machine predicted 43-57% below what batch-256 jobs measured (docs/design/scheduler.md,
 // "What the live server knows before measuring"). So every rate a job
 // measures at a size its prior predicts updates one cluster-wide scale, a
 // moving average (weight 0.3) of log(measured / predicted), stored as the

@@ -1,4 +1,4 @@
-// ElasticJobController: cluster jobs as elastic Frugal jobs (issue 16's
+// ElasticJobController: cluster jobs as elastic Frugal jobs (the
 // membership API).
 #include <algorithm>
 #include <cstdio>

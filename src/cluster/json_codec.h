@@ -1,5 +1,5 @@
 // JSON forms of the cluster's value types, shared by the server, the agent
-// and the client (internal; the wire format is documented in docs/cluster.md).
+// and the client (internal; the wire format is documented in docs/guide/cluster.md).
 // The From* functions validate: a missing or mistyped field is an
 // InvalidArgument naming it, never an exception.
 #pragma once

@@ -21,7 +21,7 @@
 // average over. A job with no measurement of its own has made no progress,
 // and afs-p gives it the prior of PolicyOptions::afsp_prior_seconds whatever
 // its rates; the rates still decide how much it gains from each worker.
-// Measured (docs/scheduler.md, "Live workload on two slots"): without the
+// Measured (docs/design/scheduler.md, "Live workload on two slots"): without the
 // profile, afs-p grew a lone mlp job to 2 slots on which mlp runs no faster;
 // the other mlp jobs had measured it.
 //

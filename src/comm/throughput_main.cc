@@ -1,5 +1,5 @@
 // frugal_comm_throughput: raw ZeroMQ transport throughput between two ranks
-// on loopback, plain TCP and CURVE in the same run (docs/security.md).
+// on loopback, plain TCP and CURVE in the same run (docs/design/security.md).
 //   frugal_comm_throughput [--mib-per-message 4] [--messages 200] [--rounds 3]
 // Prints MB/s per mechanism (median of the rounds, alternating) and the
 // ratio. Exit 1 if a transfer fails.

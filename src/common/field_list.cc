@@ -43,13 +43,4 @@ Status CheckNumber(const Field& f, double v) {
   return Status::InvalidArgument(msg);
 }
 
-uint64_t Fnv1a64(const std::string& text) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (char c : text) {
-    h ^= static_cast<uint8_t>(c);
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
 }  // namespace frugal

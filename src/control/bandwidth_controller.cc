@@ -41,7 +41,7 @@ namespace frugal::control {
 // 8.7-10% does, at 1.47x the iteration time on the loopback testbed, which
 // needs a > log 1.47 / log 3 = 0.35. With the CPU stages priced (Note [CPU
 // stages priced]) and a = 0.3 the controller settled at about 5.5% at
-// 1 Gbit/s and missed the high target (docs/benchmarks.md); at a = 0.5 the
+// 1 Gbit/s and missed the high target (af9e6e6:docs/benchmarks.md); at a = 0.5 the
 // exposed communication may cost as much as compute.
 //
 // The time prediction of a candidate density uses each worker's fitted

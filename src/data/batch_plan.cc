@@ -44,7 +44,7 @@ Result<BatchPlan> BatchPlan::Create(int64_t num_samples, std::vector<int64_t> ba
 std::vector<int64_t> ShuffledOrder(int64_t num_samples, uint64_t seed, int64_t epoch) {
   std::vector<int64_t> order(num_samples);
   std::iota(order.begin(), order.end(), int64_t{0});
-  // Fisher-Yates from the back, seeded per epoch (see docs/data.md).
+  // Fisher-Yates from the back, seeded per epoch (see docs/design/data.md).
   SplitMix64 rng(seed * 1000003ULL + static_cast<uint64_t>(epoch));
   for (int64_t i = num_samples - 1; i > 0; --i) {
     int64_t j = static_cast<int64_t>(rng.Below(static_cast<uint64_t>(i) + 1));

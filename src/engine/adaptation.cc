@@ -126,7 +126,7 @@ double WarmupDensity(double density, int64_t t, int64_t warmup_steps) {
 // 1.6 M). At the bucket's density such a bucket sends a few blocks per step,
 // although its values move the loss most per byte: on cnn, sending these two
 // whole raised the final accuracy by 0.37 points on the mean of three seeds
-// (docs/benchmarks.md). The rule is relative to the model: the smallest
+// (af9e6e6:docs/benchmarks.md). The rule is relative to the model: the smallest
 // buckets go whole while together they hold at most --whole-bucket-share of
 // the values (2% by default, which bounds the extra bytes whatever the
 // bucket layout; a model of many equal buckets sends none whole), plus any

@@ -4,13 +4,13 @@
 
 #include "control_kinds.h"
 #include "frugal/comm/collectives.h"
+#include "frugal/common/clock.h"
 
 namespace frugal::engine {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 nlohmann::json TelemetryJson(const std::vector<WorkerTelemetry>& telemetry) {
   // What the controller saw: per worker, its limiting link's acknowledged

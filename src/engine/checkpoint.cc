@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "frugal/common/field_list.h"
+#include "frugal/common/hash.h"
 
 namespace frugal::engine {
 
@@ -33,15 +34,6 @@ constexpr char kMagicV1[8] = {'F', 'R', 'G', 'L', 'C', 'K', 'P', '1'};
 // zlib's crc32, continued from `h` (crc32 of a null buffer would restart it).
 uint64_t Hash(const uint8_t* data, size_t n, uint64_t h = 0) {
   return n == 0 ? h : crc32_z(static_cast<uLong>(h), data, n);
-}
-
-uint64_t HashV1(const uint8_t* data, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= data[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
 }
 
 void PutU64(std::vector<uint8_t>* out, uint64_t v) {
@@ -188,7 +180,7 @@ Result<CheckpointSections> ParseCheckpoint(const std::vector<uint8_t>& data, con
   const bool v1 = data.size() >= 8 && std::memcmp(data.data(), kMagicV1, 8) == 0;
   if (data.size() < 24 || (!v1 && std::memcmp(data.data(), kMagic, 8) != 0)) return bad("not a Frugal checkpoint");
   const size_t body = data.size() - 8;
-  const uint64_t sum = v1 ? HashV1(data.data(), body) : Hash(data.data(), body);
+  const uint64_t sum = v1 ? Fnv1a64(data.data(), body) : Hash(data.data(), body);
   if (GetU64(data.data() + body) != sum) return bad("checksum mismatch (truncated or damaged)");
   size_t pos = 8;
   auto read_u64 = [&](uint64_t* v) {

@@ -12,6 +12,7 @@
 #include "frugal/engine/checkpoint.h"
 #include "frugal/compress/merge.h"
 #include "frugal/compress/sparsifier.h"
+#include "frugal/common/clock.h"
 
 namespace frugal::engine {
 
@@ -28,7 +29,6 @@ constexpr uint64_t kMaxShards = uint64_t{1} << 16;
 // every shard's.
 constexpr uint64_t kLeaderPart = kMaxShards + 2;
 
-double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // One point of compression: an error-feedback residual and the sparsifier
 // state that selects from it.

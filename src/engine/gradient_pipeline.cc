@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <condition_variable>
 #include <deque>
@@ -13,6 +14,8 @@
 #include "frugal/compress/merge.h"
 #include "frugal/compress/sparsifier.h"
 #include "frugal/engine/checkpoint.h"
+#include "frugal/common/hash.h"
+#include "frugal/common/clock.h"
 
 namespace frugal::engine {
 
@@ -39,21 +42,6 @@ namespace frugal::engine {
 namespace {
 
 constexpr comm::Tag kControlBit = comm::Tag{1} << 63;
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
-
-double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// FNV-1a over 32-bit words (the parameters are fp32): a cheap fingerprint
-// for comparing replicas, not a cryptographic hash.
-uint64_t Fnv1a(uint64_t h, const float* data, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t w;
-    std::memcpy(&w, &data[i], sizeof(w));
-    h ^= w;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 struct Bucket {
   std::string name;
@@ -106,7 +94,10 @@ class GradientPipeline::Impl {
     return stats_;
   }
   Status SetFrom(int64_t t, double density, double lr_scale) {
-    if (!(density > 0) || density > 1 || !(lr_scale > 0)) return Status::InvalidArgument("bad density or lr scale");
+    // lr_scale 0 is a schedule's end (a cosine decays to 0): updates of zero.
+    if (!(density > 0) || density > 1 || !(lr_scale >= 0) || !std::isfinite(lr_scale)) {
+      return Status::InvalidArgument("bad density or lr scale");
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (!settings_.empty() && t < settings_.rbegin()->first) return Status::Internal("settings must move forward");
     settings_[t] = Settings{density, lr_scale};
@@ -287,12 +278,12 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
 void GradientPipeline::Impl::CopyAll(const CopyOutFn& copy_out, int64_t mark_copied_for, bool want_checksum) {
   // The apply rule holds every bucket at this version until copied_for is
   // raised below, so the checksum describes exactly what was copied.
-  uint64_t h = kFnvOffset;
+  uint64_t h = kFnv1a64Offset;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = *buckets_[i];
     std::lock_guard<std::mutex> lock(b.mu);
     copy_out(i, Span<const float>(b.master.data(), b.master.size()));
-    if (want_checksum) h = Fnv1a(h, b.master.data(), b.master.size());
+    if (want_checksum) h = Fnv1a64Words(b.master.data(), b.master.size(), h);
   }
   if (want_checksum) last_checksum_ = h;
   {

@@ -72,6 +72,9 @@ class LocalSync::Impl {
   // model's tensors; `inner` then holds their state only around a
   // checkpoint, and `master` is current only while !master_stale.
   std::unique_ptr<DeviceInner> device_inner;
+  // Note [Inner steps by the caller]: the caller steps the model's tensors;
+  // `inner` is never stepped.
+  bool caller_steps = false;
   bool master_stale = false;  // the model's tensors have inner steps that master lacks
   bool master_nonfinite = false;
   std::vector<std::unique_ptr<optim::SparseOptimizer>> outer;  // per bucket and fragment: b * P + f
@@ -95,6 +98,9 @@ class LocalSync::Impl {
   CompressedAllReduceStats reduce_stats;
 
   ~Impl() { (void)DrainAll(); }
+  // The model's tensors are the inner parameters, master a copy of them
+  // downloaded when a round needs it.
+  bool ModelIsInner() const { return device_inner != nullptr || caller_steps; }
   size_t P() const { return frags.size(); }
   Status Init(bool broadcast_initial);
   void MakeFragments();
@@ -173,7 +179,7 @@ Status LocalSync::Impl::MakeInner() {
   const LocalInner place = config.distributed.local_inner;
   const bool on_device = place == LocalInner::kDevice ||
                          (place == LocalInner::kAuto && !params.empty() && !params[0].device().is_cpu());
-  device_inner = on_device ? std::make_unique<DeviceInner>(o, params) : nullptr;
+  device_inner = on_device && !caller_steps ? std::make_unique<DeviceInner>(o, params) : nullptr;
   master_stale = false;
   return Status::Ok();
 }
@@ -407,7 +413,7 @@ Status LocalSync::Impl::ApplyDue(int64_t t, bool* applied) {
 // between sync points. Finish takes the outer steps in flight, then syncs
 // every fragment's steps since its last sync in a blocking round, so a run
 // ends on identical replicas. A whole round's delay with DiLoCo's outer
-// momentum 0.9 converged 3 points lower on mlp (docs/benchmarks.md,
+// momentum 0.9 converged 3 points lower on mlp (af9e6e6:docs/benchmarks.md,
 // "Overlapped rounds"); fragments shorten the delay to local_steps / P.
 
 void LocalSync::Impl::ReadGradients() {
@@ -430,7 +436,7 @@ void LocalSync::Impl::ReadGradients() {
 // optimizer rejects a non-finite gradient at its step; on the device it
 // shows here, at the next download.
 Status LocalSync::Impl::PullMaster() {
-  if (device_inner != nullptr && master_stale) {
+  if (ModelIsInner() && master_stale) {
     bool finite = true;
     for (size_t i = 0; i < params.size(); ++i) {
       const ParamSlot& slot = layout.slots[i];
@@ -441,6 +447,11 @@ Status LocalSync::Impl::PullMaster() {
     }
     master_stale = false;
     master_nonfinite = master_nonfinite || !finite;
+  }
+  if (master_nonfinite && caller_steps) {
+    return Status::InvalidArgument(
+        "a parameter is NaN or Inf after the optimizer's steps (a non-finite gradient: skip such a step, as "
+        "torch.cuda.amp.GradScaler does, or lower the learning rate)");
   }
   if (master_nonfinite) {
     return Status::InvalidArgument(
@@ -577,7 +588,8 @@ LocalSync::~LocalSync() = default;
 
 Result<std::unique_ptr<LocalSync>> LocalSync::Create(const RunConfig& config, std::function<double(int64_t)> lr_at,
                                                      const BucketLayout& layout, std::vector<torch::Tensor> params,
-                                                     comm::Transport* transport, bool broadcast_initial) {
+                                                     comm::Transport* transport, bool broadcast_initial,
+                                                     InnerSteps inner_steps) {
   if (config.distributed.sync != SyncMode::kLocal) return Status::InvalidArgument("LocalSync needs --sync local");
   if (transport == nullptr) return Status::InvalidArgument("LocalSync needs a transport");
   if (params.size() != layout.slots.size()) return Status::InvalidArgument("LocalSync: parameters and layout differ");
@@ -591,6 +603,7 @@ Result<std::unique_ptr<LocalSync>> LocalSync::Create(const RunConfig& config, st
   impl->params = std::move(params);
   impl->transport = transport;
   impl->timeout = TimeoutOf(config.distributed);
+  impl->caller_steps = inner_steps == InnerSteps::kCaller;
   FRUGAL_RETURN_IF_ERROR(impl->Init(broadcast_initial));
   std::unique_ptr<LocalSync> sync(new LocalSync(std::move(impl)));
   sync->CopyIn(/*anchor=*/true);
@@ -628,8 +641,24 @@ Status LocalSync::BeginIteration(int64_t t, bool check_replicas) {
   return Status::Ok();
 }
 
+// Note [Inner steps by the caller]: a Python user's own torch.optim
+// optimizer (parameter groups, per-group hyperparameters, any lr scheduler,
+// GradScaler) steps the model's tensors in place, as in their script
+// without Frugal, and this object does only the rounds: it reads the
+// tensors at a sync (PullMaster, as for Note [Inner steps on the device]),
+// and writes the new master back after an outer step. The optimizer's
+// state is the user's (saved with their optimizer's state_dict), so a
+// checkpoint's inner state here is a fresh one. A step the caller skipped
+// leaves the tensors as they were: its round sends less progress, and the
+// rounds still agree on every rank, since only merged bytes move the
+// anchor.
 Status LocalSync::EndBackward(int64_t t) {
   Impl& m = *impl_;
+  if (m.caller_steps) {
+    m.master_stale = true;
+    m.last_step = t + 1;
+    return Status::Ok();
+  }
   if (m.device_inner != nullptr) {  // Note [Inner steps on the device]: no copy until the next sync
     const auto t0 = Clock::now();
     m.device_inner->Step(m.params, m.lr_at(t));
@@ -714,7 +743,7 @@ PipelineStats LocalSync::stats() const {
 
 int64_t LocalSync::rounds() const { return impl_->rounds; }
 
-bool LocalSync::inner_on_device() const { return impl_->device_inner != nullptr; }
+bool LocalSync::inner_on_device() const { return impl_->ModelIsInner(); }
 
 Status LocalSync::SaveSections(bool shared, CheckpointSections* sections) {
   FRUGAL_RETURN_IF_ERROR(impl_->DrainAll().WithContext("waiting for the rounds in flight before saving"));

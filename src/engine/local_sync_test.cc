@@ -434,6 +434,97 @@ TEST(LocalSyncTest, AStepModeCheckpointIsNotALocalOne) {
   EXPECT_NE(again[0].status.message().find("local_sync"), std::string::npos) << again[0].status.ToString();
 }
 
+// Note [Inner steps by the caller]: two ranks as threads drive LocalSync
+// directly on two tensors with fixed per-rank gradients. With
+// InnerSteps::kCaller the caller's own SGD step (p -= lr g) and LocalSync's
+// rounds give the run that InnerSteps::kOwn gives with the same SGD, up to
+// float rounding; the replicas end bit-identical, and LocalSync leaves the
+// caller's gradients alone.
+struct CallerRun {
+  std::vector<std::vector<float>> params;  // per rank, flattened at the end
+  std::vector<Status> status;
+  bool grads_kept = true;
+};
+
+CallerRun RunCallerSteps(InnerSteps mode, int steps, int nan_at = -1) {
+  RunConfig c = BaseOptions("local-caller");
+  c.train.optimizer = train::OptimizerKind::kSgd;  // plain SGD, the caller's step below
+  c.train.lr = 0.1;
+  c.train.momentum = 0;
+  c.train.weight_decay = 0;
+  c.distributed.sync = SyncMode::kLocal;
+  c.distributed.workers = 2;
+  c.distributed.local_steps = 2;
+  c.distributed.local_fragments = 1;
+  c.distributed.local_overlap = false;
+  c.distributed.density = 1;
+  c.distributed.value_encoding = compress::ValueEncoding::kFp32;
+  c.distributed.outer_lr = kDiLoCoOuterLr;
+  const BucketLayout layout = BucketLayout::Pack({{"w", 12}, {"b", 3}}, 1 << 20);
+  auto topo = comm::Topology::FromClusterNames({"local", "local"});
+  comm::InProcHub hub(*topo);
+  CallerRun out;
+  out.params.resize(2);
+  out.status.resize(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto transport = hub.CreateTransport(r);
+      ASSERT_TRUE(transport.ok());
+      std::vector<torch::Tensor> params = {torch::full({4, 3}, 0.5f + r), torch::full({3}, -0.25f * (r + 1))};
+      auto sync = LocalSync::Create(c, [](int64_t) { return 0.1; }, layout, params, transport->get(), true, mode);
+      ASSERT_TRUE(sync.ok()) << sync.status().ToString();
+      Status s;
+      for (int t = 0; t < steps && s.ok(); ++t) {
+        s = (*sync)->BeginIteration(t, /*check_replicas=*/t % 3 == 0);
+        if (!s.ok()) break;
+        for (auto& p : params) {
+          p.mutable_grad() = torch::arange(p.numel(), torch::kFloat32).reshape(p.sizes()) * 0.01f * (r + 1) + 0.1f * t;
+        }
+        if (mode == InnerSteps::kCaller) {
+          torch::NoGradGuard no_grad;
+          for (auto& p : params) p.sub_(p.grad() * 0.1f);
+          if (t == nan_at) params[1].index_put_({0}, NAN);
+        }
+        s = (*sync)->EndBackward(t);
+        if (mode == InnerSteps::kCaller && !params[0].grad().defined()) out.grads_kept = false;
+      }
+      if (s.ok()) s = (*sync)->Finish(steps);
+      out.status[r] = s;
+      for (auto& p : params) {
+        torch::Tensor f = p.detach().flatten().contiguous();
+        out.params[r].insert(out.params[r].end(), f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+TEST(LocalSyncTest, InnerStepsByTheCallerMatchItsOwn) {
+  const CallerRun own = RunCallerSteps(InnerSteps::kOwn, 7);
+  const CallerRun caller = RunCallerSteps(InnerSteps::kCaller, 7);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(own.status[r].ok()) << own.status[r].ToString();
+    ASSERT_TRUE(caller.status[r].ok()) << caller.status[r].ToString();
+  }
+  EXPECT_EQ(caller.params[0], caller.params[1]);
+  EXPECT_LT(RelativeDistance(caller.params[0], own.params[0]), 1e-6);
+  std::vector<float> initial(12, 0.5f);  // rank 0's, broadcast
+  initial.insert(initial.end(), 3, -0.25f);
+  EXPECT_GT(RelativeDistance(caller.params[0], initial), 1e-2);  // it moved
+  EXPECT_TRUE(caller.grads_kept);
+}
+
+TEST(LocalSyncTest, ANonFiniteParameterOfTheCallerFailsTheRound) {
+  const CallerRun run = RunCallerSteps(InnerSteps::kCaller, 4, /*nan_at=*/0);
+  bool named = false;
+  for (const Status& s : run.status) {
+    named = named || s.message().find("after the optimizer's steps") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << run.status[0].ToString() << " / " << run.status[1].ToString();
+}
+
 TEST(LocalSyncTest, BadOptionsAreClearErrors) {
   auto message = [](const std::function<void(RunConfig&)>& change) {
     RunConfig c = LocalOptions("bad");

@@ -226,8 +226,16 @@ Status Replica::Impl::BroadcastInitial(std::vector<BucketSpec>* specs) {
 }
 
 void Replica::Impl::OnGradient(size_t i, const torch::Tensor& grad) {
-  if (finished || current_iteration < 0 || !hook_error.ok() || got_grad[i]) return;
+  if (finished || current_iteration < 0 || !hook_error.ok()) return;
   const ParamSlot& slot = layout.slots[i];
+  if (got_grad[i]) {
+    // Its bucket may be on the wire already: a second backward cannot add
+    // to it, and dropping it would train silently on half the batch.
+    hook_error = Status::InvalidArgument(
+        "parameter '" + slot.name + "' got a second gradient in iteration " + std::to_string(current_iteration) +
+        ": the step mode takes one backward per step (gradient accumulation: sync='local', or --sync local)");
+    return;
+  }
   if (copier->active()) {
     copier->CopyGradient(slot.bucket, slot.offset, grad);
   } else {

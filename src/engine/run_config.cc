@@ -177,7 +177,7 @@ std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
 // int4 rounds, overlapped fragments, the outer step OuterOf chooses) wherever
 // it can, because in every scenario measured it reached DDP's accuracy minus
 // 0.3 points sooner than the step mode and than the stock DDP hooks run
-// beside it, and ended within 0.2 points of DDP (docs/benchmarks.md, "The
+// beside it, and ended within 0.2 points of DDP (af9e6e6:docs/benchmarks.md, "The
 // default picks the local mode"): on mlp at 100 Mbit/s in 141.3 s against
 // the step mode's 239.4 s and PowerSGD's 203.9 s, at 1.08x its compute per
 // step where the step mode took 1.81x; at 1 Gbit/s in 0.89x (mlp) and 0.55x
@@ -189,9 +189,9 @@ std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
 // behind compute down to 10 Mbit/s, and its values do not depend on timing.
 //
 // Elastic runs take it too (Note [Local mode across worlds] in
-// worker_state.cc): a membership change cost it no more than the step mode
+// sync_strategy.cc): a membership change cost it no more than the step mode
 // at 100 Mbit/s, and 3 epochs of mlp under 7 changes ended 0.09 points
-// above the undisturbed run (docs/benchmarks.md, "The local mode in an
+// above the undisturbed run (af9e6e6:docs/benchmarks.md, "The local mode in an
 // elastic run").
 //
 // The step mode stays where an option needs it: --adapt on or batch (the
@@ -203,9 +203,26 @@ std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
 SyncMode SyncOf(const RunConfig& config) {
   const DistributedOptions& d = config.distributed;
   if (d.sync != SyncMode::kAuto) return d.sync;
-  const bool step_only = NeedsController(d.adapt) || d.staleness != 0 ||
-                         d.density_warmup_steps > 0 || d.workers < 2;
+  const bool step_only = NeedsController(d.adapt) || d.staleness != 0 || d.density_warmup_steps > 0 || d.workers < 2;
   return step_only ? SyncMode::kStep : SyncMode::kLocal;
+}
+
+RunConfig ResolvePlan(RunConfig config, const HostFacts& facts) {
+  DistributedOptions& d = config.distributed;
+  d.sync = SyncOf(config);
+  if (d.adapt == AdaptMode::kAuto) {
+    const bool supported = facts.controller_available && !config.elastic.elastic && d.sync == SyncMode::kStep;
+    d.adapt = supported ? AdaptMode::kOn : AdaptMode::kOff;
+  }
+  // Only the auto value (0) is replaced: anything else, valid or not, is
+  // left for Validate to accept or name.
+  if (d.cpu_threads == 0) d.cpu_threads = ResolveCpuThreads(config, facts.workers_on_host);
+  if (d.density == 0) d.density = DensityOf(d);
+  if (d.sync == SyncMode::kLocal && d.local_steps > 0) {
+    if (d.local_fragments == 0) d.local_fragments = LocalFragmentsOf(d);
+    if (d.local_overlap && d.local_delay == 0) d.local_delay = LocalDelayOf(d);
+  }
+  return config;
 }
 
 double DensityOf(const DistributedOptions& o) {

@@ -212,6 +212,55 @@ TEST(RunConfigTest, SyncAutoIsLocalUnlessAnOptionNeedsTheStepMode) {
   EXPECT_TRUE(Validate(c).ok()) << Validate(c).ToString();
 }
 
+// Note [One resolver]: a plan has no "auto" left that the configuration
+// and the host decide, and a resolved plan resolves to itself, over every
+// option that has an auto (table-driven).
+TEST(RunConfigTest, ResolvePlanLeavesNoAutoAndIsIdempotent) {
+  struct Case {
+    const char* name;
+    std::vector<std::pair<const char*, const char*>> options;
+    HostFacts facts;
+    SyncMode sync;
+    AdaptMode adapt;
+  };
+  HostFacts controller;
+  controller.controller_available = true;
+  const std::vector<Case> cases = {
+      {"defaults", {}, {}, SyncMode::kLocal, AdaptMode::kOff},
+      {"one worker", {{"workers", "1"}}, {}, SyncMode::kStep, AdaptMode::kOff},
+      {"one worker, controller", {{"workers", "1"}}, controller, SyncMode::kStep, AdaptMode::kOn},
+      {"step, controller", {{"sync", "step"}}, controller, SyncMode::kStep, AdaptMode::kOn},
+      {"step, elastic", {{"sync", "step"}, {"elastic", "true"}}, controller, SyncMode::kStep, AdaptMode::kOff},
+      {"local, controller", {{"sync", "local"}}, controller, SyncMode::kLocal, AdaptMode::kOff},
+      {"staleness", {{"staleness", "1"}}, {}, SyncMode::kStep, AdaptMode::kOff},
+      {"adapt on", {{"adapt", "on"}}, {}, SyncMode::kStep, AdaptMode::kOn},
+      {"overlapped rounds", {{"local_overlap", "true"}, {"local_steps", "12"}}, {}, SyncMode::kLocal, AdaptMode::kOff},
+      {"density set", {{"density", "0.05"}}, {}, SyncMode::kLocal, AdaptMode::kOff},
+  };
+  for (const Case& k : cases) {
+    RunConfig c;
+    for (const auto& [key, value] : k.options) ASSERT_TRUE(SetOption(&c, key, value).ok()) << k.name << " " << key;
+    const RunConfig plan = ResolvePlan(c, k.facts);
+    const DistributedOptions& d = plan.distributed;
+    EXPECT_EQ(d.sync, k.sync) << k.name;
+    EXPECT_EQ(d.adapt, k.adapt) << k.name;
+    EXPECT_GT(d.cpu_threads, 0) << k.name;
+    EXPECT_EQ(d.density, DensityOf(c.distributed.density > 0 ? c.distributed : d)) << k.name;
+    EXPECT_GT(d.density, 0) << k.name;
+    if (d.sync == SyncMode::kLocal) {
+      EXPECT_EQ(d.local_fragments, LocalFragmentsOf(c.distributed)) << k.name;
+      if (d.local_overlap) EXPECT_GT(d.local_delay, 0) << k.name;
+    }
+    EXPECT_TRUE(Validate(plan).ok()) << k.name << ": " << Validate(plan).ToString();
+    EXPECT_EQ(ToToml(ResolvePlan(plan, k.facts)), ToToml(plan)) << k.name;
+  }
+  // A bad value is not resolved away: Validate still names it.
+  RunConfig bad;
+  bad.distributed.density = -0.5;
+  EXPECT_EQ(ResolvePlan(bad, {}).distributed.density, -0.5);
+  EXPECT_FALSE(Validate(ResolvePlan(bad, {})).ok());
+}
+
 TEST(RunConfigTest, SetOptionAcceptsKebabCaseAndNamesUnknownKeys) {
   RunConfig c;
   ASSERT_TRUE(SetOption(&c, "value-encoding", "bf16").ok());

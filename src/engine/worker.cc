@@ -12,6 +12,7 @@
 #include "frugal/comm/collectives.h"
 #include "sharded_eval.h"
 #include "worker_impl.h"
+#include "frugal/common/clock.h"
 
 namespace frugal::engine {
 
@@ -27,7 +28,6 @@ std::mutex& TorchInitMutex() {
 }
 
 using Clock = std::chrono::steady_clock;
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // Per-step pipeline and traffic counters of a metrics window.
 nlohmann::json PipelineRecord(const PipelineStats& now, const PipelineStats& before, const comm::TransportStats& traffic,
@@ -130,7 +130,10 @@ Status Worker::Impl::Init() {
     Decision initial;
     initial.density = DensityOf(dist);
     initial.batch_sizes = cursor->batch_sizes();
-    protocol = std::make_unique<AdaptationProtocol>(transport.get(), &replica->pipeline(), cursor.get(),
+    if (sync->pipeline() == nullptr) {
+      return Status::InvalidArgument(std::string("--adapt ") + NameOf(dist.adapt) + " needs --sync step");
+    }
+    protocol = std::make_unique<AdaptationProtocol>(transport.get(), sync->pipeline(), cursor.get(),
                                                     std::move(policy), initial, timeout);
   }
   // Rank 0's broadcast of the initial parameters returns once sent; the
@@ -169,23 +172,16 @@ Status Worker::Impl::PlanSteps() {
   return Status::Ok();
 }
 
-Status Worker::Impl::BuildReplica(bool broadcast_initial) {
+Status Worker::Impl::BuildSync(bool broadcast_initial) {
   const train::LrSchedule* sch = schedule.get();
-  ReplicaOptions ro = MakeReplicaOptions(config, [sch](int64_t t) { return sch->At(t); });
-  ro.broadcast_initial = broadcast_initial;
-  std::vector<std::pair<std::string, torch::Tensor>> params;
-  for (const auto& item : model->named_parameters(/*recurse=*/true)) params.emplace_back(item.key(), item.value());
-  FRUGAL_ASSIGN_OR_RETURN(replica, Replica::Create(ro, std::move(params), transport.get()));
-  if (dist.sync == SyncMode::kLocal) {  // the replica's pipeline then stays idle
-    std::vector<torch::Tensor> tensors = model->parameters(/*recurse=*/true);
-    RunConfig resolved = config;  // the outer step chosen for this run's length (OuterOf)
-    const OuterStep outer = RunOuterStep();
-    resolved.distributed.outer_lr = outer.lr;
-    resolved.distributed.outer_momentum = outer.momentum;
-    FRUGAL_ASSIGN_OR_RETURN(local, LocalSync::Create(resolved, [sch](int64_t t) { return sch->At(t); },
-                                                     replica->layout(), std::move(tensors), transport.get(),
-                                                     broadcast_initial));
-  }
+  SyncInputs in;
+  in.config = config;
+  in.lr_at = [sch](int64_t t) { return sch->At(t); };
+  in.outer = RunOuterStep();
+  for (const auto& item : model->named_parameters(/*recurse=*/true)) in.params.emplace_back(item.key(), item.value());
+  in.transport = transport.get();
+  in.broadcast_initial = broadcast_initial;
+  FRUGAL_ASSIGN_OR_RETURN(sync, CreateSyncStrategy(std::move(in)));
   return Status::Ok();
 }
 
@@ -225,20 +221,10 @@ void Worker::Impl::PrintHeader() const {
   std::printf("frugal train: %d workers, model %s (%lld parameters, %zu buckets), %s, %lld steps, "
               "density %g, staleness %d, %s values, exchange %s\n",
               transport->world_size(), options.model.c_str(), static_cast<long long>(models::CountParameters(*model)),
-              replica->num_buckets(), data.train.name.c_str(), static_cast<long long>(total_steps), DensityOf(dist),
-              dist.staleness, NameOf(dist.value_encoding),
-              NameOf(local ? LocalExchangeOf(dist, transport->topology().num_clusters()) : dist.exchange));
-  if (local) {
-    const int64_t fragments = LocalFragmentsOf(dist);
-    const OuterStep outer = RunOuterStep();
-    std::printf("local updates: %lld inner steps per round (on the %s) in %lld fragment(s), %s, outer lr %g%s, "
-                "outer momentum %g\n",
-                static_cast<long long>(dist.local_steps), local->inner_on_device() ? "device" : "host",
-                static_cast<long long>(fragments),
-                dist.local_overlap ? ("overlapped, outer steps " + std::to_string(LocalDelayOf(dist)) + " steps late").c_str()
-                                   : "blocking",
-                outer.lr, dist.outer_anneal && outer.momentum > 0 ? " (annealed)" : "", outer.momentum);
-  }
+              sync->replica().num_buckets(), data.train.name.c_str(), static_cast<long long>(total_steps),
+              DensityOf(dist), dist.staleness, NameOf(dist.value_encoding), NameOf(sync->exchange()));
+  const std::string schedule_line = sync->Describe();
+  if (!schedule_line.empty()) std::printf("%s\n", schedule_line.c_str());
   std::printf("metrics: %s\n", reporter->metrics_path().c_str());
   std::fflush(stdout);
 }
@@ -249,11 +235,13 @@ void Worker::Impl::PrintHeader() const {
 // Its seconds are left out of the run's train_time_s.
 Status Worker::Impl::Evaluate(int64_t t, int64_t epoch) {
   const Clock::time_point started = Clock::now();
-  FRUGAL_RETURN_IF_ERROR(replica->AverageBuffers(t, Buffers(true)));
-  auto evaluate = [&] {
-    return EvaluateSharded(*transport, ControlTag(t, kEvaluation), timeout, *model, data.test, device);
-  };
-  FRUGAL_ASSIGN_OR_RETURN(const train::Evaluation eval, local ? local->OnAnchor(evaluate) : evaluate());
+  FRUGAL_RETURN_IF_ERROR(sync->replica().AverageBuffers(t, Buffers(true)));
+  train::Evaluation eval;
+  FRUGAL_RETURN_IF_ERROR(sync->WithSyncedParameters([&]() -> Status {
+    FRUGAL_ASSIGN_OR_RETURN(eval, EvaluateSharded(*transport, ControlTag(t, kEvaluation), timeout, *model, data.test,
+                                                  device));
+    return Status::Ok();
+  }));
   const double eval_s = Seconds(Clock::now() - started);
   reporter->ExcludeFromTrainTime(eval_s);
   if (rank() != 0) return Status::Ok();
@@ -270,7 +258,7 @@ Status Worker::Impl::Evaluate(int64_t t, int64_t epoch) {
 Result<LoopEnd> Worker::Impl::Gate(int64_t t, int64_t* evaluated_epoch) {
   const int64_t epoch = cursor->epoch();
   const bool check = dist.checksum_every > 0 && t % dist.checksum_every == 0;
-  FRUGAL_RETURN_IF_ERROR(local ? local->BeginIteration(t, check) : replica->BeginIteration(t, check));
+  FRUGAL_RETURN_IF_ERROR(sync->BeginIteration(t, check));
   if (config.checkpoint.checkpoint_every > 0) FRUGAL_RETURN_IF_ERROR(CheckpointGate(t));
   if (membership && t > start_step && t % config.elastic.elastic_every == 0) {
     FRUGAL_ASSIGN_OR_RETURN(LoopEnd end, MembershipCheck(t));
@@ -306,7 +294,7 @@ Result<double> Worker::Impl::ComputeStep(int64_t t, int64_t* samples) {
                         static_cast<double>(cursor->global_batch());
   torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(batch.x), batch.y);
   (weight == 1.0 ? loss : loss * weight).backward();
-  FRUGAL_RETURN_IF_ERROR(local ? local->EndBackward(t) : replica->EndBackward());
+  FRUGAL_RETURN_IF_ERROR(sync->EndBackward(t));
   const double loss_value = loss.item<double>();
   FRUGAL_RETURN_IF_ERROR(train::CheckLoss(loss_value, t, transport->topology().DescribeRank(rank())));
   double c = Seconds(Clock::now() - c0);
@@ -339,11 +327,8 @@ Status Worker::Impl::Record(int64_t t, int64_t epoch) {
     extra["bandwidth_mbit"] = protocol->decision().bandwidth_mbit;
     std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  link ~%.0f Mbit/s  density %.3g%%  batch %lld", sent_mbit,
                   protocol->decision().bandwidth_mbit, 100 * density, static_cast<long long>(cursor->global_batch()));
-  } else if (local) {  // a window holds whole fragments or none: its density says little
-    std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  syncs %lld", sent_mbit,
-                  static_cast<long long>(local->rounds()));
   } else {
-    std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  density %.3g%%", sent_mbit, 100 * density);
+    std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  %s", sent_mbit, sync->Progress(density).c_str());
   }
   FRUGAL_RETURN_IF_ERROR(reporter->CloseWindow(t + 1, epoch, schedule->At(t), extra, line));
   window_stats = now;
@@ -396,9 +381,9 @@ Result<WorkerResult> Worker::Impl::Conclude(int64_t t, const comm::TransportStat
   WorkerResult result;
   result.train.epochs_completed = cursor->epoch();
   result.train.final_loss = reporter->last_loss();
-  FRUGAL_RETURN_IF_ERROR(local ? local->Finish(t) : replica->Finish());
-  FRUGAL_ASSIGN_OR_RETURN(result.final_checksum, local ? local->CheckReplicas(t) : replica->CheckReplicas(t));
-  FRUGAL_RETURN_IF_ERROR(replica->AverageBuffers(t, Buffers(true)));
+  FRUGAL_RETURN_IF_ERROR(sync->Finish(t));
+  FRUGAL_ASSIGN_OR_RETURN(result.final_checksum, sync->CheckReplicas(t));
+  FRUGAL_RETURN_IF_ERROR(sync->replica().AverageBuffers(t, Buffers(true)));
   double accuracy = -1;
   if (rank() == 0) {
     const double train_time_s = reporter->TrainTime();  // before the final evaluation
@@ -436,8 +421,7 @@ Worker::~Worker() = default;
 Result<std::unique_ptr<Worker>> Worker::Create(const RunConfig& config, std::unique_ptr<comm::Transport> transport,
                                                std::unique_ptr<AdaptationPolicy> policy) {
   auto impl = std::make_unique<Impl>();
-  impl->config = config;
-  impl->config.distributed.sync = SyncOf(config);  // --sync auto (Note [Sync auto] in run_config.cc)
+  impl->config = ResolvePlan(config, HostFacts{});  // as the front end did (Note [One resolver])
   impl->transport = std::move(transport);
   impl->policy = std::move(policy);
   try {
@@ -452,8 +436,7 @@ Result<std::unique_ptr<Worker>> Worker::CreateElastic(const RunConfig& config,
                                                       std::unique_ptr<comm::MembershipClient> membership) {
   if (!config.elastic.elastic) return Status::InvalidArgument("Worker::CreateElastic needs --elastic");
   auto impl = std::make_unique<Impl>();
-  impl->config = config;
-  impl->config.distributed.sync = SyncOf(config);  // --sync auto (Note [Sync auto] in run_config.cc)
+  impl->config = ResolvePlan(config, HostFacts{});  // as the front end did (Note [One resolver])
   impl->membership = std::move(membership);
   try {
     FRUGAL_RETURN_IF_ERROR(impl->Prepare());

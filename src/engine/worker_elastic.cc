@@ -44,19 +44,6 @@
 
 namespace frugal::engine {
 
-namespace {
-
-// What a joiner needs of a snapshot: the shared state (parameters, masters,
-// optimizer and controller state, buffers, data position), not the
-// sender's own residuals and sparsifier states, which a joiner would drop
-// anyway (it starts with empty ones, like a rank new to a resumed run).
-const std::set<std::string>& NotForJoiners() {
-  static const std::set<std::string> kOwn = {"local", "local_sync_own"};
-  return kOwn;
-}
-
-}  // namespace
-
 // A dropped snapshot's buffers go to the next one (Note [Recycled checkpoint
 // buffers] in checkpoint.cc): one every --elastic-every steps would
 // otherwise fault in its tens of MB afresh each time.
@@ -140,13 +127,10 @@ Status Worker::Impl::RestoreGeneration(const comm::Generation& g) {
                                          /*residuals=*/false, "snapshot of " + what));
   join_state_bytes = 0;
   if (rank() == 0 && !g.joined.empty()) {
-    std::set<std::string> skip = NotForJoiners();
-    if (local) {  // the joiner's model takes the anchor (Note [Local mode across worlds])
-      skip.insert("parameters");
-    } else if (replica->ParametersAreMasters()) {  // Note [Parameters from masters]
-      snap.sections[kMastersAsParameters] = {};
-      skip.insert("parameters");
-    }
+    // A joiner needs the shared state only: it starts with empty residuals
+    // and sparsifier states, like a rank new to a resumed run.
+    std::set<std::string> skip;
+    sync->PrepareForJoiners(&snap.sections, &skip);
     auto bytes = std::make_shared<const comm::Bytes>(EncodeCheckpoint(snap.sections, skip));
     join_state_bytes = static_cast<int64_t>(bytes->size());
     for (int r : g.joined) FRUGAL_RETURN_IF_ERROR(transport->Send(r, tag, bytes));
@@ -161,7 +145,7 @@ Status Worker::Impl::RestoreGeneration(const comm::Generation& g) {
 // joiners the state rank 0 sends them. So it builds its replica without the
 // broadcast, which sent the whole model from rank 0 to every other rank at
 // each change: 23.3 MB per rank for mlp, 1.9 s per receiver over a
-// 100 Mbit/s link, paid by a kill and a join alike (docs/benchmarks.md,
+// 100 Mbit/s link, paid by a kill and a join alike (af9e6e6:docs/benchmarks.md,
 // "Change costs on the testbed").
 Status Worker::Impl::EnterGeneration(const comm::Generation& g) {
   generation = g;
@@ -172,7 +156,7 @@ Status Worker::Impl::EnterGeneration(const comm::Generation& g) {
   FRUGAL_RETURN_IF_ERROR(CheckSameConfiguration(*transport, SharedDigest(config), timeout));
   FRUGAL_RETURN_IF_ERROR(PlanSteps());
   if (g.restore >= 0) {
-    FRUGAL_RETURN_IF_ERROR(BuildReplica(/*broadcast_initial=*/false));  // Note [No broadcast on restore]
+    FRUGAL_RETURN_IF_ERROR(BuildSync(/*broadcast_initial=*/false));  // Note [No broadcast on restore]
     FRUGAL_RETURN_IF_ERROR(RestoreGeneration(g));
   } else {
     FRUGAL_RETURN_IF_ERROR(BuildAndResume());
@@ -205,7 +189,7 @@ Status Worker::Impl::EnterGeneration(const comm::Generation& g) {
 // run's totals (Conclude adds the last generation's).
 void Worker::Impl::CloseGenerationCounters(const comm::TransportStats& traffic_at_start) {
   if (transport) Accumulate(&finished_traffic, transport->stats().Since(traffic_at_start));
-  if (local || replica) Accumulate(&finished_stats, Stats());
+  if (sync) Accumulate(&finished_stats, Stats());
 }
 
 // The result of a worker that left the job before its end: the counters of
@@ -234,8 +218,7 @@ void Worker::Impl::TearDown(bool abort) {
   }
   if (abort) checkpoint_writer.Cancel();  // rank 0 stops waiting for the old world's files
   protocol.reset();
-  local.reset();    // joins a round's exchange in flight (an abort woke its waits)
-  replica.reset();  // joins the pipeline's threads (an abort woke their waits)
+  sync.reset();  // joins its threads and a round in flight (an abort woke their waits)
   transport.reset();
 }
 

@@ -19,29 +19,16 @@
 #include "frugal/data/batch_plan.h"
 #include "frugal/engine/checkpoint.h"
 #include "frugal/engine/checkpoint_writer.h"
-#include "frugal/engine/replica.h"
+#include "frugal/engine/sync_strategy.h"
 #include "frugal/engine/worker.h"
 #include "frugal/models/model.h"
 #include "frugal/train/run_reporter.h"
 #include "frugal/train/training_data.h"
-#include "frugal/engine/local_sync.h"
 
 namespace frugal::engine {
 
 // How the iterations of one generation ended.
 enum class LoopEnd { kFinished, kSwitch, kStop };
-
-// Which run state StateSections collects (Note [Checkpoints]).
-//   kRank0File: rank 0's checkpoint file, the whole pipeline state in one
-//               "pipeline" section;
-//   kOwnFile:   another rank's file, only its own part ("local");
-//   kSnapshot:  an elastic snapshot, the shared "pipeline" section and this
-//               rank's own part ("local") apart.
-enum class StateScope { kRank0File, kOwnFile, kSnapshot };
-
-// An empty section: the state's parameters are its masters (Note
-// [Parameters from masters] in worker_elastic.cc).
-inline constexpr const char* kMastersAsParameters = "masters_as_parameters";
 
 // Adds the counters of `d` (one generation's) to `total`; the traffic's
 // messages_in_flight becomes d's (a current value, not a count).
@@ -62,8 +49,7 @@ class Worker::Impl {
   std::shared_ptr<models::Model> model;
   std::unique_ptr<data::BatchCursor> cursor;  // the data position; batch sizes may change
   std::unique_ptr<train::LrSchedule> schedule;
-  std::unique_ptr<Replica> replica;
-  std::unique_ptr<LocalSync> local;  // --sync local: drives the updates instead of the replica's pipeline
+  std::unique_ptr<SyncStrategy> sync;  // how the replicas stay in step (sync_strategy.h)
   std::unique_ptr<AdaptationProtocol> protocol;  // with adapt on or batch
   std::unique_ptr<train::RunReporter> reporter;
   int64_t total_steps = 0;
@@ -108,12 +94,12 @@ class Worker::Impl {
   double checkpoint_wait_s = 0;
 
   int rank() const { return transport->rank(); }
-  PipelineStats Stats() const { return local ? local->stats() : replica->pipeline().stats(); }
+  PipelineStats Stats() const { return sync->stats(); }
   Status Init();
   Status Prepare();
   Status BuildModel();
   Status PlanSteps();
-  Status BuildReplica(bool broadcast_initial = true);  // ReplicaOptions::broadcast_initial
+  Status BuildSync(bool broadcast_initial = true);  // ReplicaOptions::broadcast_initial
   // --sync local's outer step for this run: the checkpoint's, for a resumed
   // run with --outer-lr auto (Note [Outer step on resume]); else OuterOf (an
   // elastic run's length follows its membership: Note [Local mode across
@@ -136,13 +122,11 @@ class Worker::Impl {
   Result<CheckpointSections> StateSections(int64_t t, StateScope scope);
   Status RestoreSections(CheckpointSections& shared, const CheckpointSections* mine, bool residuals,
                          const std::string& what);
-  Status RestoreLocalSync(const CheckpointSections& s, const CheckpointSections* mine, bool residuals,
-                          const std::string& what);
   Status CheckpointGate(int64_t t);
   Status SaveCheckpoint(int64_t t);
   Status ReportCheckpoint(bool wait);
-  // BuildReplica, and with --resume the checkpoint's state: rank 0's file
-  // is read first, so that the replica is built with its outer step
+  // BuildSync, and with --resume the checkpoint's state: rank 0's file
+  // is read first, so that the strategy is built with its outer step
   // (AdoptOuterStep, Note [Outer step on resume]).
   Status BuildAndResume();
   Status AdoptOuterStep(const CheckpointSections& s, const std::string& what);

@@ -27,18 +27,8 @@ namespace frugal::engine {
 // shared part (JoinerSections).
 Result<CheckpointSections> Worker::Impl::StateSections(int64_t t, StateScope scope) {
   CheckpointSections sections;
-  using Parts = GradientPipeline::StateParts;
   const bool shared = scope != StateScope::kOwnFile;
-  if (local) {
-    FRUGAL_RETURN_IF_ERROR(local->SaveSections(shared, &sections));  // the replica's pipeline is idle in local mode
-  } else if (scope == StateScope::kSnapshot) {
-    FRUGAL_ASSIGN_OR_RETURN(sections["pipeline"], replica->SavePipelineState(Parts::kShared));
-    FRUGAL_ASSIGN_OR_RETURN(sections["local"], replica->SavePipelineState(Parts::kLocal));
-  } else {
-    FRUGAL_ASSIGN_OR_RETURN(sections[shared ? "pipeline" : "local"],
-                            replica->SavePipelineState(shared ? Parts::kAll : Parts::kLocal));
-  }
-  if (shared) sections["parameters"] = replica->SaveParameters();
+  FRUGAL_RETURN_IF_ERROR(sync->SaveState(scope, &sections));
   ByteWriter meta;
   for (int64_t v : {t, static_cast<int64_t>(transport->world_size()), static_cast<int64_t>(rank()), cursor->epoch(),
                     cursor->step_in_epoch(), cursor->position(), generation.number}) {
@@ -53,13 +43,6 @@ Result<CheckpointSections> Worker::Impl::StateSections(int64_t t, StateScope sco
     buffers.Bytes(std::vector<uint8_t>(p, p + c.numel() * c.element_size()));
   }
   sections["buffers"] = buffers.Take();
-  if (local && shared) {  // Note [Outer step on resume]
-    const OuterStep outer = RunOuterStep();
-    ByteWriter w;
-    w.F64(outer.lr);
-    w.F64(outer.momentum);
-    sections["outer_step"] = w.Take();
-  }
   return sections;
 }
 
@@ -143,27 +126,10 @@ Status Worker::Impl::ReportCheckpoint(bool wait) {
 // them when `residuals`), then, if given, this rank's own part `mine`.
 Status Worker::Impl::RestoreSections(CheckpointSections& s, const CheckpointSections* mine, bool residuals,
                                      const std::string& what) {
-  // A joiner's state may carry the masters only (Note [Parameters from masters]).
-  const bool masters_as_parameters = !local && !s.count("parameters") && s.count(kMastersAsParameters);
-  for (const char* name : {"parameters", "meta", "buffers"}) {
-    // --sync local puts its own parameters in (a joiner's: the anchor).
-    if ((masters_as_parameters || local) && std::string(name) == "parameters") continue;
+  for (const char* name : {"meta", "buffers"}) {
     if (!s.count(name)) return Status::Corruption(what + " has no '" + name + "' section");
   }
-  if (local) {
-    FRUGAL_RETURN_IF_ERROR(RestoreLocalSync(s, mine, residuals, what));
-  } else if (!s.count("pipeline")) {
-    return Status::Corruption(what + " has no 'pipeline' section (a --sync local checkpoint?)");
-  } else if (masters_as_parameters) {
-    FRUGAL_RETURN_IF_ERROR(replica->LoadStateWithMastersAsParameters(s["pipeline"], residuals));
-  } else {
-    FRUGAL_RETURN_IF_ERROR(replica->LoadState(s["pipeline"], s["parameters"], residuals));
-  }
-  if (mine != nullptr && !local) {
-    auto it = mine->find("local");
-    if (it == mine->end()) return Status::Corruption(what + ": this rank's part has no 'local' section");
-    FRUGAL_RETURN_IF_ERROR(replica->LoadLocalState(it->second).WithContext(what));
-  }
+  FRUGAL_RETURN_IF_ERROR(sync->RestoreState(s, mine, residuals, what));
   ByteReader meta(s["meta"], what + " meta");
   int64_t v[6];
   for (int64_t& x : v) {
@@ -185,59 +151,13 @@ Status Worker::Impl::RestoreSections(CheckpointSections& s, const CheckpointSect
   return Status::Ok();
 }
 
-// --sync local: the shared section from rank 0's file, this rank's own
-// part from its file (or rank 0's, for rank 0), or, in an elastic run, from
-// this worker's snapshot.
-//
-// Note [Local mode across worlds]: the local mode's state splits like the
-// step pipeline's. The shared part (anchor, outer momentum, pending outer
-// steps, round counters) is the same on every rank and goes to joiners. A
-// rank's own part is its inner parameters and optimizer state, the base
-// of its round, and its exchange state. A survivor of a membership change
-// keeps its inner progress since the last sync point, and its next
-// pseudo-gradient (base - master) is averaged over the new world as any
-// rank's is. A joiner starts the round at the anchor with fresh inner state
-// (LocalSync::RestoreSections without an own part), so rank 0 does not send
-// it the model's parameters (its own inner ones): 23 MB less for mlp. The
-// exchange state is tied to the rank and world it was saved in: in the
-// sharded exchange a rank owns shard `rank` of `world` and keeps that
-// shard's residual, and a cluster leader keeps its cluster's. So it is kept
-// only when both are unchanged (a resume with the same world, bit-exact as
-// before) and dropped otherwise: at density 1, the default, it holds only
-// the rounding of the int4 values sent. The outer step must keep its form in
-// every generation (a Nesterov step's momentum buffer, or none), so with
-// --outer-lr auto an elastic run takes the Nesterov step whatever its
-// length (OuterOf with total_steps 0): without --global-batch its steps
-// per epoch follow the world size, and a world of one once chose
-// differently from the first generation.
-Status Worker::Impl::RestoreLocalSync(const CheckpointSections& s, const CheckpointSections* mine, bool residuals,
-                                      const std::string& what) {
-  const CheckpointSections* from = mine != nullptr ? mine : (residuals ? &s : nullptr);
-  const std::vector<uint8_t>* own = nullptr;
-  bool same_seat = false;
-  if (from != nullptr) {
-    auto it = from->find("local_sync_own");
-    if (it == from->end()) return Status::Corruption(what + " has no 'local_sync_own' section");
-    own = &it->second;
-    auto meta = from->find("meta");
-    if (meta == from->end()) return Status::Corruption(what + " has no 'meta' section");
-    ByteReader r(meta->second, what + " meta");
-    int64_t saved[3];  // step, world size, rank
-    for (int64_t& x : saved) {
-      FRUGAL_ASSIGN_OR_RETURN(x, r.I64());
-    }
-    same_seat = saved[1] == transport->world_size() && saved[2] == rank();
-  }
-  return local->RestoreSections(s, own, what, same_seat);
-}
-
 Status Worker::Impl::BuildAndResume() {
   const std::string& step_dir = config.checkpoint.resume_from;
-  if (step_dir.empty()) return BuildReplica();
+  if (step_dir.empty()) return BuildSync();
   const std::string path = CheckpointRankFile(step_dir, 0);
   FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, ReadCheckpointFile(path));
   FRUGAL_RETURN_IF_ERROR(AdoptOuterStep(s, "checkpoint " + path));
-  FRUGAL_RETURN_IF_ERROR(BuildReplica());
+  FRUGAL_RETURN_IF_ERROR(BuildSync());
   FRUGAL_ASSIGN_OR_RETURN(int old_world, CheckpointWorld(step_dir));
   const bool own = rank() < old_world;  // else: a new rank of an elastic restart, with no residual
   if (own && rank() != 0) {

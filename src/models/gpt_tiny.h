@@ -1,4 +1,4 @@
-// gpt-tiny: the zoo's byte-level decoder-only transformer (docs/models.md).
+// gpt-tiny: the zoo's byte-level decoder-only transformer (docs/design/models.md).
 // Internal to src/models; callers use models::CreateModel("gpt-tiny").
 #pragma once
 

@@ -7,7 +7,7 @@ namespace {
 
 struct Expected {
   const char* name;
-  int64_t params;  // as documented in docs/models.md
+  int64_t params;  // as documented in docs/design/models.md
 };
 
 class ModelZooTest : public ::testing::TestWithParam<Expected> {};
@@ -29,7 +29,7 @@ INSTANTIATE_TEST_SUITE_P(Zoo, ModelZooTest,
                                            Expected{"resnet18", 11172810}),
                          [](const auto& info) { return std::string(info.param.name); });
 
-// docs/models.md: gpt-tiny has 3,323,392 parameters and maps [N, T] byte ids
+// docs/design/models.md: gpt-tiny has 3,323,392 parameters and maps [N, T] byte ids
 // to [N, 256, T] logits.
 TEST(GptTinyTest, ParameterCountAndOutputShape) {
   torch::manual_seed(0);

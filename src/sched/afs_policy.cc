@@ -32,7 +32,7 @@
 //      quiet cluster.
 // A job without GPUs pays the start-up cost at any count, so its rates are
 // not discounted. AFS-L (the paper's oracle rule) keeps the plain rule: the
-// discount made it worse there (measured, docs/scheduler.md).
+// discount made it worse there (measured, docs/design/scheduler.md).
 //
 // Note [AFS goodput]: "afs-goodput" is AFS-P where a job's throughput at m
 // GPUs is its goodput with the best batch size for m GPUs (statistical
@@ -66,7 +66,7 @@
 // [Promotion]). The plain AFS rule gives
 // every waiting job one GPU before any running job grows, so under load it
 // behaves like processor sharing, which loses to shortest-first on mean JCT
-// (docs/scheduler.md, issue 17). A new job's prior is `prior_seconds` on each
+// (docs/design/scheduler.md). A new job's prior is `prior_seconds` on each
 // GPU it asked for (users ask for more GPUs for bigger jobs) instead of on
 // one. Measured: a goodput-weighted shortest-remaining-first rule (next GPU
 // to the largest rate gain over estimated remaining work) was worse than the
@@ -82,7 +82,7 @@
 // AFS rule among long jobs (kAfs, the default) is processor sharing: long
 // jobs of similar length (the imagenet jobs of the Pollux workloads) all
 // finish late together, where one at a time finishes all but the last
-// sooner. Measured (docs/scheduler.md, issue 17 third round): 0.958 -> 0.944
+// sooner. Measured (docs/design/scheduler.md): 0.958 -> 0.944
 // of afs-goodput's average JCT on the training set, Pollux workloads 1-4
 // 2357 -> 2325 s; but Philly 10k 2010 -> 2146 s (p99 40090 -> 46279 s):
 // there the longest jobs wait behind older ones. Least-attained first among

@@ -10,22 +10,25 @@
 
 #include "frugal/build_config.h"
 #include "frugal/sched/throughput_model.h"
+#include "test_data.h"
 
 namespace frugal::sched {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kTraces = std::string(FRUGAL_SOURCE_DIR) + "/../shared/data/scheduler/pollux-traces";
+const std::string kTraces = SchedulerDataDir() + "/pollux-traces";
 
 class SchedPolluxTracesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    if (!HaveSchedulerData()) return;  // each test skips (SetUp)
     auto loaded = LoadPolluxTraces(kTraces);
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     catalog_ = new ApplicationCatalog(std::move(loaded).value());
   }
   static void TearDownTestSuite() { delete catalog_; }
+  void SetUp() override { FRUGAL_SKIP_WITHOUT_SCHEDULER_DATA(); }
   static ApplicationCatalog* catalog_;
 };
 ApplicationCatalog* SchedPolluxTracesTest::catalog_ = nullptr;

@@ -11,11 +11,12 @@
 #include "frugal/build_config.h"
 #include "frugal/common/random.h"
 #include "table_model.h"
+#include "test_data.h"
 
 namespace frugal::sched {
 namespace {
 
-const std::string kTraces = std::string(FRUGAL_SOURCE_DIR) + "/../shared/data/scheduler/pollux-traces";
+const std::string kTraces = SchedulerDataDir() + "/pollux-traces";
 
 // One application: 100 samples/s on one GPU, 180 on two, 6,000 samples.
 ApplicationCatalog TableCatalog() {
@@ -148,11 +149,13 @@ TEST(SchedSimulatorTest, OverCommittingPolicyIsAnError) {
 class SchedRandomWorkloadTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
+    if (!HaveSchedulerData()) return;  // each test skips (SetUp)
     auto loaded = LoadPolluxTraces(kTraces);
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     catalog_ = new ApplicationCatalog(std::move(loaded).value());
   }
   static void TearDownTestSuite() { delete catalog_; }
+  void SetUp() override { FRUGAL_SKIP_WITHOUT_SCHEDULER_DATA(); }
 
   static std::vector<JobSpec> RandomWorkload(uint64_t seed, int n) {
     struct Kind {

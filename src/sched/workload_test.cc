@@ -10,12 +10,13 @@
 
 #include "frugal/build_config.h"
 #include "frugal/sched/workload_generator.h"
+#include "test_data.h"
 
 namespace frugal::sched {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kData = std::string(FRUGAL_SOURCE_DIR) + "/../shared/data/scheduler";
+const std::string kData = SchedulerDataDir();
 
 class TempFile {
  public:
@@ -33,6 +34,7 @@ class TempFile {
 };
 
 TEST(SchedWorkloadTest, LoadsPolluxWorkload) {
+  FRUGAL_SKIP_WITHOUT_SCHEDULER_DATA();
   auto jobs = LoadWorkload(kData + "/pollux-workloads/workload-1.csv");
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
   ASSERT_EQ(jobs->size(), 160u);
@@ -105,6 +107,7 @@ TEST(SchedPhillyTest, BadTimestampNamesLine) {
 }
 
 TEST(SchedPhillyTest, GeneratesDeterministicWorkloads) {
+  FRUGAL_SKIP_WITHOUT_SCHEDULER_DATA();
   auto trace = LoadPhillyTrace(kData + "/philly.csv");
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
   EXPECT_GT(trace->size(), 80000u);

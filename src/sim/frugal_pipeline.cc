@@ -30,7 +30,7 @@ double ComputeSeconds(const Workload& w, const OperatorCostModel& cost) {
 // same coordinates. The model counts 1 + (n - 1)(1 - overlap) independent
 // selections: overlap 0 is the old bound, 1 means identical selections.
 // Measured on mlp (frugal worker's merged_density, testbed, 2026-11-26,
-// docs/planner.md) at 10.4% density: 2 workers' union 0.18-0.19 (independent
+// docs/design/planner.md) at 10.4% density: 2 workers' union 0.18-0.19 (independent
 // 0.197), 4 workers' 0.31-0.33 (0.355), an overlap of about 0.1-0.2, so the
 // bound is close there. A job's own telemetry (measured_merged_density)
 // fixes the overlap, inverted from the formula.
@@ -136,7 +136,7 @@ double ExchangeSeconds(const FrugalJob& job, const HardwareSpec& hw, double para
 // clusters' messages) plus merged bytes out, at host.cpu_combine_gbs.
 // Workers sharing one host's cores (the testbed: every worker on one 2-core
 // machine) divide them: beyond one worker per core each CPU stage runs
-// workers_per_host / cores times slower. Both are issue 18, item 3.
+// workers_per_host / cores times slower.
 double CombineBytes(const FrugalJob& job, double params, double merged, double overlap) {
   double worst = 0;
   for (size_t i = 0; i < job.clusters.size(); ++i) {
@@ -206,7 +206,7 @@ Result<double> SteadyStateIterationSeconds(const FrugalJob& job, bool shared, co
 // (the main thread) overlaps it, by the staleness. The resource graph above
 // (one stream per stage, or one CPU stream with --shared-cpu) misses this
 // and predicted network-bound runs too fast; the period is the larger of the
-// two graphs' (issue 18, item 3).
+// two graphs'.
 Result<double> ChainIterationSeconds(const FrugalJob& job, const FrugalPrediction& stages, double d2h, double h2d) {
   constexpr int kIterations = 24;
   TaskGraph g;

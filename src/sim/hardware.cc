@@ -39,7 +39,7 @@ HardwareSpec Gpu(const std::string& name, double fp16, double fp32, double mem_g
 // ~80% of A100 tensor-core peak, NCCL all-reduce reaches ~75% of NVLink and
 // ~80% of InfiniBand line rate, bandwidth-bound kernels ~70% of HBM peak.
 // They are NOT fitted to the Megatron-LM tables in src/sim/testdata, so the
-// MAPE reported in docs/planner.md is out of sample; `frugal plan calibrate`
+// MAPE reported in docs/design/planner.md is out of sample; `frugal plan calibrate`
 // fits them when measurements exist. Consumer GPUs get lower link
 // efficiencies (PCIe, no NVSwitch).
 EfficiencyParams DatacenterEfficiency() {
@@ -51,9 +51,9 @@ EfficiencyParams DatacenterEfficiency() {
   e.inter_link = 0.8;
   e.kernel_overhead_us = 4;
   e.reserved_memory_gb = 2;
-  // Overheads (issue 18): fitted by bench/planner/fit_overheads.sh on the
+  // Overheads: fitted by bench/planner/fit_overheads.sh on the
   // 12- and 16-layer rows of the single-node A100 calibration set only
-  // (docs/planner.md, "Calibration"); the 20- and 24-layer rows are the
+  // (docs/design/planner.md, "Calibration"); the 20- and 24-layer rows are the
   // held-out check. The fit drives the collective, p2p and per-iteration
   // terms to ~0 on that data (inside one node, with the dispatch floor
   // binding, they are not identifiable); they stay parameters for data that
@@ -108,8 +108,8 @@ std::vector<HardwareSpec> Builtins() {
   cpu.host.cpu_optimizer_gbs = 1.0;
   cpu.host.pcie_gbs = 10.0;  // A memcpy: the device is the host.
   cpu.host.cores = 2;
-  // Fitted on the 2-worker rows of bench/planner/results/frugal_runs.csv
-  // (docs/planner.md, "Frugal's own runs"); the other built-ins keep the
+  // Fitted on the 2-worker rows of data/planner/frugal_runs.csv
+  // (docs/design/planner.md, "Frugal's own runs"); the other built-ins keep the
   // unmeasured default 1.0.
   cpu.host.cpu_combine_gbs = 0.2;
   all.push_back(cpu);
@@ -154,7 +154,7 @@ std::vector<Field> Schema() {
       {"host", "cpu_combine_gbs", [](HardwareSpec& h) -> double& { return h.host.cpu_combine_gbs; }, 0, 100000, true, true},
       {"host", "cores", [](HardwareSpec& h) -> double& { return h.host.cores; }, 0, 100000, true, true},
       {"cost", "price_per_gpu_hour", [](HardwareSpec& h) -> double& { return h.price_per_gpu_hour; }, 0, 1e+06, false},
-      // [overheads] (issue 18) may be omitted even without `base`: it
+      // [overheads] may be omitted even without `base`: it
       // postdates older description files, and its absence means the pure
       // roofline model (every overhead 0), which is what those files meant.
       {"overheads", "dispatch_us", [](HardwareSpec& h) -> double& { return h.efficiency.dispatch_us; }, 0, 1e+06, false, true},
@@ -285,7 +285,7 @@ Status CheckComplete(const std::string& text, const std::string& source, const t
                                      : static_cast<int>(std::count(text.begin(), text.end(), '\n')) + 1;
     return Status::InvalidArgument(source + ":" + std::to_string(line) + ": missing key '" + table + "." + key +
                                    "' (a description without base = \"<built-in>\" gives every key; "
-                                   "see docs/planner.md)");
+                                   "see docs/design/planner.md)");
   }
   return Status::Ok();
 }

@@ -1,4 +1,4 @@
-// Issue 18: the alpha-beta collective model against hand-computed cases, and
+// The alpha-beta collective model against hand-computed cases, and
 // the overhead terms (dispatch floor, per-micro-batch cost) where they matter
 // (small GPT models on one node) and where they must not (the published
 // Megatron-LM tables).
@@ -189,7 +189,7 @@ TEST(OverheadTest, HeldOutSingleNodeRowsWithinGoal) {
   EXPECT_EQ(tp_groups, 4);
 }
 
-// Issue 18: predictions of combined data, tensor and pipeline parallelism
+// Predictions of combined data, tensor and pipeline parallelism
 // against measured runs. The only measured dp x tp x pp rows the repository
 // holds are the 40 tp2 pp2 dp2 rows of the single-node A100 set (20 held out)
 // and Narayanan et al.'s six tp8 pp>1 dp>1 rows (on 512-3072 GPUs).
@@ -268,7 +268,7 @@ TEST(OverheadTest, UnfusedSoftmaxWhenAttentionBatchesAreNotAMultipleOfFour) {
 namespace frugal::sim {
 namespace {
 
-// Issue 18, item 2: the profile database round-trips through its CSV, and
+// The profile database round-trips through its CSV, and
 // `validate --profile-db` uses it in place of the roofline.
 TEST(ProfileDatabaseRoundTripTest, CsvRoundTripKeepsEveryEntry) {
   ProfileDatabase db;

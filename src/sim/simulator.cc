@@ -42,8 +42,8 @@ struct BlockCost {
 };
 
 // Note [Overheads and latency]
-// Costs that do not scale with FLOPs or bytes (issue 18), each a parameter of
-// the hardware description ([overheads], docs/planner.md):
+// Costs that do not scale with FLOPs or bytes, each a parameter of
+// the hardware description ([overheads], docs/design/planner.md):
 // - dispatch_us: the framework's host time per operator (one per forward
 //   operator, two per backward one, one per collective). Launches are
 //   asynchronous, so within a layer the GPU and the host overlap and the

@@ -32,7 +32,7 @@ class FreeNetwork : public NetworkModel {
   double PointToPointSeconds(double, bool) const override { return 0; }
 };
 
-// The built-in A100 without the overhead terms of issue 18 (dispatch floor,
+// The built-in A100 without the overhead terms (dispatch floor,
 // per-micro-batch cost), so that the closed forms below hold exactly;
 // overhead_test.cc tests those terms.
 HardwareSpec A100() {

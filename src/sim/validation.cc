@@ -119,7 +119,7 @@ Result<std::vector<MeasuredRow>> ParseMeasurementsCsv(const std::string& text, c
   options.header_field = kColumnNames[kGpus];
   FRUGAL_ASSIGN_OR_RETURN(CsvTable table, CsvTable::Parse(text, source_name, options));
   if (table.FindColumn(kColumnNames[kGpus]) < 0) {
-    return table.HeaderError("expected the header line starting with '# GPUs' (see docs/planner.md)");
+    return table.HeaderError("expected the header line starting with '# GPUs' (see docs/design/planner.md)");
   }
   std::vector<CsvColumn> columns;
   for (int c = 0; c < kNumColumns; ++c) columns.push_back({kColumnNames[c], IsOptional(c)});

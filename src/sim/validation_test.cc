@@ -55,7 +55,7 @@ TEST(ValidationTest, LoadMissingFileIsNotFound) {
   EXPECT_EQ(LoadMeasurementsCsv("/nonexistent/x.csv").status().code(), Status::Code::kNotFound);
 }
 
-// The accuracy goal of issue 6, with the built-in a100-80g description only.
+// The accuracy goal (10% MAPE), with the built-in a100-80g description only.
 TEST(ValidationTest, PublishedMegatronTablesWithinTenPercent) {
   Result<HardwareSpec> hw = BuiltinHardware("a100-80g");
   ASSERT_TRUE(hw.ok());

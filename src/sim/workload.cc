@@ -60,7 +60,7 @@ Operator Conv(std::string name, int64_t batch, int64_t cin, int64_t cout, int64_
 // kernels, i.e. four more operators for the host to dispatch in forward and
 // backward, and their memory traffic. At hidden 1024 with 16 heads it is taken
 // at tp 8 and micro-batch 1 (2 attention batches): the calibration set's
-// slowest layer per sample relative to its neighbours (docs/planner.md).
+// slowest layer per sample relative to its neighbours (docs/design/planner.md).
 }  // namespace
 
 bool FusedSoftmaxAvailable(int64_t attention_batches, int64_t seq) {

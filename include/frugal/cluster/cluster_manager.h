@@ -2,7 +2,7 @@
 // nodes, jobs and allocations (mirrored, write-through, in a StateStore),
 // takes the agents' heartbeats and the users' submissions, and every round
 // asks the scheduling policy for new placements through sched::DecideRound,
-// the same call the trace-driven simulator makes (docs/cluster.md).
+// the same call the trace-driven simulator makes (docs/guide/cluster.md).
 //
 // Thread safety: every public method takes the manager's one mutex, so the
 // HTTP handlers and the ticker thread may call it concurrently. Errors from

@@ -1,5 +1,5 @@
 // ClusterServer: the HTTP/JSON API and dashboard of `frugal cluster serve`
-// over a ClusterManager (docs/cluster.md has the endpoint reference). One
+// over a ClusterManager (docs/guide/cluster.md has the endpoint reference). One
 // listener thread (cpp-httplib's pool answers requests) and one ticker
 // thread that calls ClusterManager::Tick every tick_interval_s.
 //

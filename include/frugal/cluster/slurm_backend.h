@@ -1,6 +1,6 @@
 // SlurmBackend: `frugal cluster serve --backend slurm` runs the cluster's
 // jobs through the Slurm a lab already has, in place of Frugal's own agents
-// (docs/cluster.md, "Slurm backend"). The policy, the controllers and the
+// (docs/guide/cluster.md, "Slurm backend"). The policy, the controllers and the
 // manager are the same; only what turns a task into a process differs:
 //  - the nodes are the Slurm partition's (sinfo); each gets an agent inside
 //    the server, which heartbeats the manager directly;

@@ -2,7 +2,7 @@
 // WAL mode (nodes, jobs, allocations, events, metric samples, the rates
 // learned per job profile). The manager
 // writes through it on every change, so a restarted server reads back
-// exactly what it had decided (docs/cluster.md, "Recovery").
+// exactly what it had decided (docs/guide/cluster.md, "Recovery").
 //
 // Thread safety: not thread-safe; the ClusterManager serialises calls under
 // its mutex. Ownership: owns the sqlite3 handle, closed in the destructor.

@@ -1,4 +1,4 @@
-// Value types of the live cluster service (docs/cluster.md): what the
+// Value types of the live cluster service (docs/guide/cluster.md): what the
 // server stores about nodes, jobs, allocations and events, what an agent
 // reports, and the tasks the server asks an agent to run.
 //

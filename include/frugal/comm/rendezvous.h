@@ -5,7 +5,7 @@
 // once all `world_size` ranks have registered. Ranks may ask for a specific
 // rank or let the server assign one (rank = -1).
 //
-// Protocol: one JSON frame each way over DEALER -> ROUTER (docs/comm.md).
+// Protocol: one JSON frame each way over DEALER -> ROUTER (docs/design/comm.md).
 // Every wait is bounded: the server gives up after its timeout and tells
 // the ranks that did register; a rank gives up if the server does not
 // answer in time.

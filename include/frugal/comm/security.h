@@ -1,5 +1,5 @@
 // Socket security of the ZeroMQ backend and the rendezvous: who may connect
-// to a process, and whether the bytes are encrypted (docs/security.md).
+// to a process, and whether the bytes are encrypted (docs/design/security.md).
 //
 // SecurityOptions is the seam: every socket comm creates passes through one
 // setup function (src/comm/zmq/zmq_socket_setup.cc) that applies it, and a

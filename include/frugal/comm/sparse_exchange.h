@@ -4,7 +4,7 @@
 // the topology allows. How messages are combined is the caller's business
 // (CombineFn), so comm does not depend on the codec.
 //
-// Algorithms (details and byte counts per link in docs/comm.md):
+// Algorithms (details and byte counts per link in docs/design/comm.md):
 //   kFlat          allgather: each rank sends its message to every other
 //                  rank and combines all N in rank order.
 //   kHierarchical  members -> cluster leader (fast network); leader combines

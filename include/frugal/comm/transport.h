@@ -48,7 +48,7 @@ struct Message {
 
 // Payload bytes and message counts on one link (a peer, or a link class).
 // Only payload bytes are counted: each message additionally carries a fixed
-// wire header (see docs/comm.md), so wire bytes = bytes + messages * header.
+// wire header (see docs/design/comm.md), so wire bytes = bytes + messages * header.
 struct LinkCounters {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;

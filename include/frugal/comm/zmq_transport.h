@@ -15,7 +15,7 @@
 // Send never blocks on the network. Payloads are sent zero-copy: the
 // zmq message holds a reference to the SharedBytes until ZeroMQ is done.
 // Each message is two frames: a 32-byte header and the payload (wire format
-// in docs/comm.md). A message that does not parse (a stranger, a port
+// in docs/design/comm.md). A message that does not parse (a stranger, a port
 // scanner, another protocol) is dropped and logged, never fatal. The receiver acknowledges each data message with a
 // header-only ack, which gives the per-link busy time in TransportStats.
 // Closing a transport sends a "goodbye" to every peer, so peers see

@@ -13,6 +13,9 @@
 
 namespace frugal {
 
+// A steady-clock duration in seconds, for metrics and logs.
+inline double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
 class Clock {
  public:
   using time_point = std::chrono::steady_clock::time_point;

@@ -24,6 +24,7 @@
 
 #include "frugal/common/enum_names.h"
 #include "frugal/common/status.h"
+#include "frugal/common/hash.h"
 
 namespace frugal {
 
@@ -146,8 +147,5 @@ std::string FieldDigestText(const T& v) {
     return FieldToText(v);
   }
 }
-
-// FNV-1a 64 over `text`.
-uint64_t Fnv1a64(const std::string& text);
 
 }  // namespace frugal

@@ -57,7 +57,7 @@ struct WireFormat {
   ValueEncoding values = ValueEncoding::kFp32;
   IndexEncoding indices = IndexEncoding::kDeltaVarint;
   // zlib (level 1) over the value section where that saves bytes: int4 codes
-  // are far from uniform nibbles (docs/kernels.md, "Deflated values").
+  // are far from uniform nibbles (docs/design/kernels.md, "Deflated values").
   bool deflate = false;
 };
 

@@ -22,7 +22,7 @@
 
 namespace frugal::data {
 
-// The shuffled sample order of `epoch` (docs/data.md has the algorithm).
+// The shuffled sample order of `epoch` (docs/design/data.md has the algorithm).
 std::vector<int64_t> ShuffledOrder(int64_t num_samples, uint64_t seed, int64_t epoch);
 
 // Per-worker batch sizes adding up to `global` over `world` workers, as
@@ -42,7 +42,7 @@ class BatchPlan {
   int64_t global_batch() const { return global_batch_; }
 
   // The shuffled order of one epoch (all workers'). Computed once per epoch;
-  // see docs/data.md for the exact algorithm (Python baselines reproduce it).
+  // see docs/design/data.md for the exact algorithm (Python baselines reproduce it).
   std::vector<int64_t> EpochOrder(int64_t epoch) const;
 
   // Sample indices for `rank` at `step`, given the epoch's order. May be

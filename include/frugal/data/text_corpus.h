@@ -4,7 +4,7 @@
 //
 // bible-kjv-text installs the text only in its own compressed form,
 // /usr/lib/bible.data ("EC02" header, then Unix-compress LZW restarted every
-// 64 KiB window; docs/data.md has the layout). DecodeBibleData decodes it to
+// 64 KiB window; docs/design/data.md has the layout). DecodeBibleData decodes it to
 // the 4,404,475-byte text; every header field, window offset, LZW code and
 // window length is checked, so a corrupt file is an error, never a crash.
 //

@@ -15,9 +15,9 @@
 // compresses the mean with a residual of its own and sends it to every rank
 // (a reduce-scatter and an all-gather: Note [Sharded exchange] in
 // compressed_allreduce.cc).
-// so what a rank did not send stays in its residual and is sent later, as in
-// the GradientPipeline, but the update is handed back instead of applied by
-// Frugal's optimizer.
+// Either way what a rank did not send stays in its residual and is sent
+// later, as in the GradientPipeline, but the update is handed back instead
+// of applied by Frugal's optimizer.
 //
 // Buckets are identified by an index chosen by the caller (DDP's
 // GradBucket.index()). Every rank must call Run for the same buckets in the

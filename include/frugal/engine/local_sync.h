@@ -64,17 +64,28 @@
 
 namespace frugal::engine {
 
+// Who takes the inner steps (Note [Inner steps by the caller] in
+// local_sync.cc).
+enum class InnerSteps {
+  kOwn,     // EndBackward steps the run's optimizer (config.train), on the host or the device
+  kCaller,  // the caller steps the model's tensors itself before EndBackward (a Python user's torch.optim
+            // optimizer); LocalSync reads them at a round and never touches their gradients
+};
+
 class LocalSync {
  public:
   // params: the model's tensors in the layout's slot order. Broadcasts rank
   // 0's values to every rank (as the Replica does; not with
   // broadcast_initial false, for a state about to be restored, Note [No
   // broadcast on restore] in worker_elastic.cc) and copies them in.
+  // lr_at(t): the inner learning rate of iteration t (with InnerSteps::kCaller
+  // only the outer annealing reads it, Note [Outer annealing]).
   // REQUIRES: config.distributed.sync == SyncMode::kLocal, Validate(config)
   // Ok; the transport outlives this object.
   static Result<std::unique_ptr<LocalSync>> Create(const RunConfig& config, std::function<double(int64_t)> lr_at,
                                                    const BucketLayout& layout, std::vector<torch::Tensor> params,
-                                                   comm::Transport* transport, bool broadcast_initial = true);
+                                                   comm::Transport* transport, bool broadcast_initial = true,
+                                                   InnerSteps inner_steps = InnerSteps::kOwn);
   ~LocalSync();
   LocalSync(const LocalSync&) = delete;
   LocalSync& operator=(const LocalSync&) = delete;
@@ -83,7 +94,10 @@ class LocalSync {
   // check_replicas, then compares the anchors' checksums over the ranks.
   Status BeginIteration(int64_t t, bool check_replicas);
   // The inner step of iteration t from the model's gradients (a parameter
-  // without a gradient counts as zero); clears the gradients.
+  // without a gradient counts as zero); clears the gradients. With
+  // InnerSteps::kCaller: records that the caller stepped the model's
+  // tensors at iteration t (a step it skipped, as GradScaler does on a
+  // non-finite gradient, counts the same).
   Status EndBackward(int64_t t);
   // Syncs the last round if it has steps; the model then holds the anchor.
   // t: the iteration count reached.
@@ -107,13 +121,16 @@ class LocalSync {
   PipelineStats stats() const;
   int64_t rounds() const;  // fragment syncs so far
   // Whether the inner steps run on the model's device (Note [Inner steps on
-  // the device] in device_inner.cc; --local-inner).
+  // the device] in device_inner.cc; --local-inner); always with
+  // InnerSteps::kCaller.
   bool inner_on_device() const;
 
   // Run state (Note [Local-update state] in local_sync.cc), as checkpoint
   // sections: "local_sync" (rank 0 only: anchors, outer state, round
   // counters) and "local_sync_own" (every rank: its inner parameters and
-  // optimizer state, its residuals).
+  // optimizer state, its residuals). With InnerSteps::kCaller the inner
+  // optimizer's state is the caller's to save; the section then holds a
+  // fresh state in its place.
   // Waits for a round in flight first (its merged pseudo-gradient is then
   // saved as pending).
   Status SaveSections(bool shared, CheckpointSections* sections);

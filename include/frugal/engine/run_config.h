@@ -79,19 +79,19 @@ struct DistributedOptions {
   // Fraction of each gradient bucket sent per step (per round with --sync
   // local), (0, 1]; 0: the mode's default (DensityOf). --sync step: 3%, where
   // int4 codes send about the bytes of fp16 at 1% and converge like a denser
-  // exchange (docs/benchmarks.md, "Integer value codes"). --sync local: 1,
+  // exchange (af9e6e6:docs/benchmarks.md, "Integer value codes"). --sync local: 1,
   // whole int4 rounds with no index bytes, which ended mlp and gpt-tiny
-  // closest to DDP (docs/benchmarks.md, "The sharded exchange").
+  // closest to DDP (af9e6e6:docs/benchmarks.md, "The sharded exchange").
   double density = 0;
   int64_t density_warmup_steps = 0;  // WarmupDensity (gradient_pipeline.h); 0 = off
   int64_t dense_bucket_max = 0;      // WholeBuckets (gradient_pipeline.h); 0 = off
   // WholeBuckets: the smallest buckets, together at most this share of the
-  // model's values, are sent whole (cnn: +0.37 points, docs/benchmarks.md).
+  // model's values, are sent whole (cnn: +0.37 points, af9e6e6:docs/benchmarks.md).
   double whole_bucket_share = 0.02;
   compress::SparsifierKind sparsifier = compress::SparsifierKind::kBlock;
   compress::ValueEncoding value_encoding = compress::ValueEncoding::kInt4;
   // zlib over each message's values where that saves bytes (codec.h,
-  // kDeflatedValues; docs/kernels.md, "Deflated values"): 35% fewer bytes
+  // kDeflatedValues; docs/design/kernels.md, "Deflated values"): 35% fewer bytes
   // for mlp's whole int4 rounds. auto: see DeflateMode.
   DeflateMode deflate = DeflateMode::kAuto;
   double dgc_momentum = 0.0;  // error-feedback momentum correction (0 = off)
@@ -99,7 +99,7 @@ struct DistributedOptions {
   // t-1-staleness. Default 0: buckets still overlap backward, and 1 (forward
   // overlaps the whole exchange, StellaTrain's pipeline) diverged on cnn at
   // lr 0.05 momentum 0.9 density 1% and converged slower on mlp
-  // (docs/benchmarks.md, "Staleness").
+  // (af9e6e6:docs/benchmarks.md, "Staleness").
   int staleness = 0;
   double bucket_mb = 4.0;  // gradient bucket size (MB of fp32), parameters never split
   int cpu_threads = 0;     // CPU pipeline threads per worker; 0 = ResolveCpuThreads
@@ -113,7 +113,7 @@ struct DistributedOptions {
   // step: Nesterov-momentum SGD (DiLoCo's defaults: lr 0.7, momentum 0.9) or
   // plain averaging (lr 1, no momentum). outer_lr 0: the run's length in
   // rounds chooses (OuterOf). sync auto: see SyncOf. local_steps 16: every
-  // local-mode measurement (docs/benchmarks.md, issue 15 and "The default
+  // local-mode measurement (af9e6e6:docs/benchmarks.md, issue 15 and "The default
   // picks the local mode").
   SyncMode sync = SyncMode::kAuto;
   int64_t local_steps = 16;
@@ -123,7 +123,7 @@ struct DistributedOptions {
   // outer_momentum) (7 by default), decays with the inner learning-rate
   // schedule after its warm-up, down to 1 (Note [Outer annealing] in
   // local_sync.cc). On loopback it ended mlp at 88.01% instead of 87.74%
-  // and gpt-tiny at a validation loss 1.2% lower (docs/benchmarks.md,
+  // and gpt-tiny at a validation loss 1.2% lower (af9e6e6:docs/benchmarks.md,
   // "Outer annealing").
   bool outer_anneal = true;
   // true: a fragment's exchange runs on a thread while the inner steps go
@@ -138,21 +138,21 @@ struct DistributedOptions {
   // fragments, when the next fragment syncs). With one fragment the
   // overlapped outer step lands a whole round late, which on mlp at 10
   // Mbit/s ended 3 points lower; 4 fragments converged as the blocking
-  // rounds and reached 88% in 0.62x their time (docs/benchmarks.md,
+  // rounds and reached 88% in 0.62x their time (af9e6e6:docs/benchmarks.md,
   // "Fragments").
   int64_t local_fragments = 0;
   int64_t local_delay = 0;
-  // Where the inner steps run (LocalInner). On an H200 the device cut
-  // resnet18's local-mode iteration from 0.080 s (docs/benchmarks.md).
+  // Where the inner steps run (LocalInner): on the device they take no
+  // host copy of the parameters per step.
   LocalInner local_inner = LocalInner::kAuto;
   // Exchange (comm).
   comm::ExchangeAlgorithm exchange = comm::ExchangeAlgorithm::kAuto;
   double timeout_s = 60.0;        // bound on every network wait
   int64_t checksum_every = 100;   // compare replica checksums every N steps (0 = only at the end)
   // Control.
-  // auto: the controller wherever it can run (docs/controller.md); it
+  // auto: the controller wherever it can run (docs/design/controller.md); it
   // reaches the high target at 100 Mbit/s and 1 Gbit/s where a fixed 3%
-  // does not (docs/benchmarks.md, 2026-11-25).
+  // does not (af9e6e6:docs/benchmarks.md, 2026-11-25).
   AdaptMode adapt = AdaptMode::kAuto;
   int64_t decide_every = 5;       // steps between controller decisions
   // The controller's objective density^a / iteration time (Note [Density
@@ -168,7 +168,7 @@ struct WorkerIdentity {
   int rank = -1;                             // -1: assigned by the coordinator
   std::string listen = "tcp://127.0.0.1:*";  // where this worker receives peers' messages
   std::string advertise_host;                // host peers connect to, if listen is a wildcard
-  // Transport security (docs/security.md): CURVE with a key pair and an
+  // Transport security (docs/design/security.md): CURVE with a key pair and an
   // allow-list; plain TCP only on loopback or with insecure.
   std::string key;              // CurveZMQ key pair file (frugal keys generate)
   std::string authorized_keys;  // public keys allowed to connect, one per line
@@ -379,13 +379,35 @@ Status SetOption(RunConfig* config, const std::string& key, const std::string& t
 // Whether `key` names an option.
 bool HasOption(const std::string& key);
 
+// What the "auto" options of a run depend on besides the configuration.
+struct HostFacts {
+  int workers_on_host = 1;            // workers sharing this host's cores (--cpu-threads auto)
+  bool controller_available = false;  // the bandwidth controller models this run's model (--adapt auto)
+};
+
+// Note [One resolver]
+// Every "auto" that the configuration and the host decide before training
+// is resolved here, once: sync (SyncOf), adapt
+// (the controller wherever it can run: the step mode, a fixed world, a
+// model it models), cpu_threads (ResolveCpuThreads), density (DensityOf),
+// and with --sync local local_fragments (LocalFragmentsOf) and, for
+// overlapped rounds, local_delay (LocalDelayOf). `frugal train` writes the
+// result to runs/<run>/config.toml, `frugal worker`, Worker::Create and the
+// Python package resolve the same way, so a plan is the same whichever
+// front end started the run. Idempotent: a resolved plan resolves to
+// itself. Three choices stay for later, since what they depend on is not
+// known yet: --sync local's exchange (the clusters of the world formed,
+// LocalExchangeOf), its outer step (the run's length, RunOuterOf) and
+// deflate (a trial during training, Note [Deflate by trial]).
+RunConfig ResolvePlan(RunConfig config, const HostFacts& facts);
+
 // The CPU pipeline threads of a worker: --cpu-threads, or for 0 (auto) 2
 // when the model computes on the CPU (the cores are its: the second thread
 // only overlaps one bucket's network wait with another's CPU stages; mlp at
 // 100 Mbit/s and 9%: 0.199 -> 0.174 s per iteration, at 1 Gbit/s equal,
-// docs/benchmarks.md), else the host's cores shared among
+// af9e6e6:docs/benchmarks.md), else the host's cores shared among
 // `workers_on_host` workers, between 1 and 4. On a GPU the pipeline is what
-// the iteration waits for (docs/benchmarks.md, "GPU").
+// the iteration waits for (af9e6e6:docs/benchmarks.md, "GPU").
 int ResolveCpuThreads(const RunConfig& config, int workers_on_host);
 
 // Every option as `key = value` TOML lines, in field-list order.
@@ -429,7 +451,7 @@ double DensityOf(const DistributedOptions& o);
 // --sync local's exchange: exchange, or for auto the sharded exchange when
 // the workers form one cluster (half the flat all-gather's bytes at 4
 // workers, and whole int4 rounds ended mlp 0.2 points higher than over the
-// flat exchange: docs/benchmarks.md, "The sharded exchange"); with several
+// flat exchange: af9e6e6:docs/benchmarks.md, "The sharded exchange"); with several
 // clusters auto stays the topology-aware hierarchical exchange, which the
 // sharded one is not.
 comm::ExchangeAlgorithm LocalExchangeOf(const DistributedOptions& o, int num_clusters);
@@ -448,7 +470,7 @@ int64_t LocalDelayOf(const DistributedOptions& o);
 // 0.9); over fewer than twice that it never settles: on gpt-tiny's 12.5
 // rounds plain averaging ended 1.9% lower in validation loss than the
 // annealed Nesterov step, on mlp's 44 rounds the Nesterov step 0.4 points
-// higher in accuracy (docs/benchmarks.md, "Outer annealing"). A pure
+// higher in accuracy (af9e6e6:docs/benchmarks.md, "Outer annealing"). A pure
 // function of the options and the planned steps, so every rank and a
 // resumed run choose alike. total_steps 0: a run whose length in steps is
 // not fixed (an elastic run, whose steps per epoch follow the world size

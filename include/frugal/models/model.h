@@ -1,5 +1,5 @@
 // The model zoo (LibTorch C++ API). Each model is described layer by layer in
-// docs/models.md so the Python baselines build the identical network.
+// docs/design/models.md so the Python baselines build the identical network.
 //
 //   mlp       784-2048-2048-10, ReLU                              5,824,522 params
 //   cnn       conv32-pool-conv64-pool-fc512-fc10                  1,630,090 params
@@ -28,7 +28,7 @@ class Model : public torch::nn::Module {
   virtual torch::Tensor forward(torch::Tensor x) = 0;
 };
 
-// gpt-tiny's shape (docs/models.md).
+// gpt-tiny's shape (docs/design/models.md).
 inline constexpr int64_t kGptTinyContext = 128;
 inline constexpr int64_t kGptTinyWidth = 256;
 inline constexpr int64_t kGptTinyLayers = 4;

@@ -11,7 +11,7 @@
 // buffer and Adam moments keep their values, and no weight decay is applied to
 // them. Adam's step count (bias correction) is per tensor and advances on every
 // call, as in torch.optim.SparseAdam. See "Un-updated coordinates" in
-// docs/kernels.md for why.
+// docs/design/kernels.md for why.
 //
 // Thread safety: not thread-safe; distinct instances are independent.
 #pragma once

@@ -2,7 +2,7 @@
 // arrivals follow a contiguous window of the trace (inter-arrival gaps
 // rescaled to reach a target load), and each Philly job is mapped onto the
 // application whose run time at the job's GPU count is closest, in log space,
-// to the job's GPU-time. See docs/scheduler.md.
+// to the job's GPU-time. See docs/design/scheduler.md.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +37,7 @@ struct WorkloadGeneratorOptions {
 };
 
 // The (application, batch) each mapped job uses, and the GPU counts the
-// Pollux workloads use for it. Built in; documented in docs/scheduler.md.
+// Pollux workloads use for it. Built in; documented in docs/design/scheduler.md.
 struct AppTemplate {
   std::string application;
   int batch_size;

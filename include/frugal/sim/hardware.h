@@ -3,7 +3,7 @@
 // runs Frugal's sparsify/optimizer stages, a price, and the global efficiency
 // parameters that turn datasheet peaks into achievable rates.
 //
-// Descriptions are TOML files (format in docs/planner.md); a few are built in.
+// Descriptions are TOML files (format in docs/design/planner.md); a few are built in.
 // Efficiency parameters are global to a description (never per model or per
 // configuration); `frugal plan calibrate` fits them to measured times.
 //
@@ -38,10 +38,10 @@ struct EfficiencyParams {
   double reserved_memory_gb = 2;  // CUDA context, workspace, fragmentation.
 
   // Overheads that do not scale with FLOPs or bytes (TOML table [overheads];
-  // issue 18, Note [Overheads and latency] in src/sim/simulator.cc). Each
+  // Note [Overheads and latency] in src/sim/simulator.cc). Each
   // defaults to 0 here, i.e. the pure roofline/bandwidth model; the
   // data-centre built-ins carry values fitted on single-node A100
-  // measurements (docs/planner.md, "Calibration").
+  // measurements (docs/design/planner.md, "Calibration").
   //
   // Host (framework) time to issue one operator of the workload: a forward
   // operator costs one dispatch, a backward one two (data and weight
@@ -68,7 +68,7 @@ struct HostSpec {
   double pcie_gbs = 12.0;          // Device <-> host copy rate, each way.
   // Decode, merge and re-encode of received sparse chunks: bytes of chunks
   // in plus merged bytes out per second, on one core. Default 1.0. TOML key
-  // optional (issue 18).
+  // optional.
   double cpu_combine_gbs = 1.0;
   // Cores of one host. The CPU rates above are what one worker gets with a
   // core to itself; workers sharing a host beyond one per core slow down in

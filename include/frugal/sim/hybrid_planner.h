@@ -1,5 +1,5 @@
-// On-premises + cloud co-training planner (`frugal plan hybrid`, issue 18
-// item 4; StellaTrain's claim: adding public-cloud GPUs to an on-prem
+// On-premises + cloud co-training planner (`frugal plan hybrid`;
+// StellaTrain's claim: adding public-cloud GPUs to an on-prem
 // cluster cut cloud cost by 64.5% and training time by 29%).
 //
 // Given an on-prem cluster, cloud GPU offers, the WAN between them, a model

@@ -9,7 +9,7 @@
 // forward, two in backward, two more when the forward is recomputed);
 // pipeline parallelism with GPipe, 1F1B or interleaved 1F1B; activation
 // recomputation (none, selective, full); mixed-precision Adam memory per
-// device with out-of-memory detection. See docs/planner.md.
+// device with out-of-memory detection. See docs/design/planner.md.
 //
 // Thread safety: a Simulator is immutable after construction; Predict() may
 // be called from several threads at once.

@@ -82,7 +82,7 @@ Result<ValidationReport> Validate(const std::vector<MeasuredRow>& rows, const Ha
                                   const ValidationOptions& options);
 
 // MAPE of the rows that share one value of one dimension, so the shape of
-// the error is visible (issue 18): dimension "tp", "pp", "dp", "micro batch"
+// the error is visible: dimension "tp", "pp", "dp", "micro batch"
 // or "model" (value "h<hidden> l<layers>").
 struct MapeGroup {
   std::string dimension;

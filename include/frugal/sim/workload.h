@@ -6,7 +6,7 @@
 // parameters and saved activations for forward, backward and recomputation.
 // The workload says nothing about time: that is the cost model's job
 // (cost_model.h), and scheduling onto devices is the simulator's
-// (simulator.h). See docs/planner.md.
+// (simulator.h). See docs/design/planner.md.
 //
 // Thread safety: value types.
 #pragma once

@@ -11,7 +11,7 @@
 // only races on Frugal's own state. Where libzmq both allocates and fills
 // the memory (received frames), there is no release point in our code; the
 // suppressions in scripts/tsan.supp name those frames instead
-// (docs/security.md, "Sanitizers"). Outside a TSan build both are no-ops.
+// (docs/design/security.md, "Sanitizers"). Outside a TSan build both are no-ops.
 
 #if defined(__SANITIZE_THREAD__)
 #define FRUGAL_TSAN_ENABLED 1

@@ -1,5 +1,5 @@
 // WireHeader: the fixed 32-byte header in front of every ZeroMQ message.
-// Little-endian, independent of the host (docs/comm.md has the layout).
+// Little-endian, independent of the host (docs/design/comm.md has the layout).
 #pragma once
 
 #include <array>

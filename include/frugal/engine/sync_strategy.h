@@ -1,0 +1,123 @@
+// SyncStrategy: how the replicas of a distributed run stay in step. Each way
+// of synchronising is one class behind this interface, built by one factory
+// from the resolved run configuration, so the Worker's loop and its state
+// code call the strategy and never ask which one it is:
+//   - the step pipeline (--sync step): every iteration's gradients go
+//     through the Replica's GradientPipeline (sparsify, exchange, CPU
+//     optimizer), include/frugal/engine/replica.h;
+//   - local updates (--sync local): inner steps on every rank, compressed
+//     outer rounds every local_steps, include/frugal/engine/local_sync.h.
+// A new way of synchronising is one new class and one line in
+// CreateSyncStrategy.
+//
+// Both hold the Replica: the bucket layout of the parameters, rank 0's
+// initial values broadcast, the model buffers' averaging and the parameters
+// of a checkpoint are the same in every strategy.
+//
+// Per iteration t, on the thread that runs forward and backward:
+//   BeginIteration(t, check)   the parameters forward t uses are in the model
+//   forward, loss.backward()
+//   EndBackward(t)
+// and Finish(t) once the run is over, then CheckReplicas(t).
+//
+// Thread safety: one thread calls it, as for Replica and LocalSync.
+// Lifetime: the transport outlives the strategy.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "frugal/comm/transport.h"
+#include "frugal/common/status.h"
+#include "frugal/engine/checkpoint.h"
+#include "frugal/engine/gradient_pipeline.h"
+#include "frugal/engine/replica.h"
+#include "frugal/engine/run_config.h"
+
+namespace frugal::engine {
+
+// Which run state SaveState collects (Note [Checkpoints] in worker_state.cc).
+//   kRank0File: rank 0's checkpoint file, the whole state shared by the
+//               ranks plus rank 0's own part;
+//   kOwnFile:   another rank's file, only its own part;
+//   kSnapshot:  an elastic snapshot, the shared part and this rank's own
+//               part apart (a joiner is sent only the shared part).
+enum class StateScope { kRank0File, kOwnFile, kSnapshot };
+
+// What a strategy is built from.
+struct SyncInputs {
+  RunConfig config;                      // REQUIRES: Validate Ok, sync resolved (SyncOf)
+  std::function<double(int64_t)> lr_at;  // learning rate of iteration t
+  OuterStep outer;                       // --sync local's outer step for this run (RunOuterOf)
+  std::vector<std::pair<std::string, torch::Tensor>> params;  // the model's, in registration order
+  comm::Transport* transport = nullptr;
+  bool broadcast_initial = true;  // ReplicaOptions::broadcast_initial
+};
+
+class SyncStrategy {
+ public:
+  virtual ~SyncStrategy() = default;
+
+  // The parameters forward t uses are in the model; with check_replicas the
+  // ranks then compare checksums of the synchronised state.
+  virtual Status BeginIteration(int64_t t, bool check_replicas) = 0;
+  // After backward of iteration t (a parameter without a gradient counts
+  // as zero).
+  virtual Status EndBackward(int64_t t) = 0;
+  // Drains what is in flight; afterwards the model holds parameters equal
+  // on every rank. t: the iteration count reached.
+  virtual Status Finish(int64_t t) = 0;
+  // All-gathers the checksum of the synchronised state under t's tag; an
+  // error names the ranks that differ.
+  virtual Result<uint64_t> CheckReplicas(int64_t t) = 0;
+  // Runs fn with the parameters every rank shares in the model (for
+  // evaluation), then puts this rank's own back.
+  virtual Status WithSyncedParameters(const std::function<Status()>& fn) = 0;
+
+  // Counters for the metrics records and the run's result.
+  virtual PipelineStats stats() const = 0;
+  // The exchange the strategy runs, for the run's header line.
+  virtual comm::ExchangeAlgorithm exchange() const = 0;
+  // A second header line describing the strategy's schedule ("" for none).
+  virtual std::string Describe() const = 0;
+  // The strategy's part of the progress line; `density` is the window's
+  // share of values sent.
+  virtual std::string Progress(double density) const = 0;
+  // The pipeline a bandwidth controller steers (AdaptationProtocol), or null
+  // where the strategy has none that a controller can steer.
+  virtual GradientPipeline* pipeline() { return nullptr; }
+
+  // Adds the strategy's run state to `sections` (the parameters included
+  // for the shared scopes). REQUIRES: right after BeginIteration(t).
+  virtual Status SaveState(StateScope scope, CheckpointSections* sections) = 0;
+  // Restores rank 0's shared sections `shared` and, if given, this rank's
+  // own part `mine`; with `residuals` and no `mine`, this rank's own part
+  // from `shared` (rank 0 restoring its own file). Corruption names `what`.
+  // REQUIRES: before the first BeginIteration.
+  virtual Status RestoreState(const CheckpointSections& shared, const CheckpointSections* mine, bool residuals,
+                              const std::string& what) = 0;
+  // Rank 0, before sending a snapshot to joiners: marks in `snapshot` and
+  // adds to `skip` what a joiner rebuilds itself instead of receiving.
+  virtual void PrepareForJoiners(CheckpointSections* snapshot, std::set<std::string>* skip) = 0;
+
+  Replica& replica() { return *replica_; }
+  const Replica& replica() const { return *replica_; }
+
+ protected:
+  explicit SyncStrategy(std::unique_ptr<Replica> replica) : replica_(std::move(replica)) {}
+
+ private:
+  std::unique_ptr<Replica> replica_;
+};
+
+// The strategy that inputs.config.distributed.sync names.
+Result<std::unique_ptr<SyncStrategy>> CreateSyncStrategy(SyncInputs inputs);
+
+}  // namespace frugal::engine
