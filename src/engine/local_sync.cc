@@ -12,29 +12,25 @@
 #include "frugal/engine/compressed_allreduce.h"
 #include "frugal/engine/deflate_trial.h"
 #include "frugal/optim/sparse_optimizer.h"
+#include "frugal/common/clock.h"
+#include "frugal/common/hash.h"
 
 namespace frugal::engine {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // 1: blocking rounds only; 2: adds the overlapped round's state (a merged
 // pseudo-gradient waiting for its outer step; each rank's base); 3: per
 // fragment (Note [Local-update state]).
 constexpr uint64_t kStateVersion = 3;
 
-// FNV-1a over the anchors' 32-bit words, as the pipeline's checksum.
+// FNV-1a over the anchors' 32-bit words, as the pipeline's checksum, from
+// the seed the local mode's checksums were first written with.
 uint64_t Fingerprint(const std::vector<std::vector<float>>& buckets) {
   uint64_t h = 1469598103934665603ULL;
-  for (const auto& b : buckets) {
-    for (float f : b) {
-      uint32_t w;
-      std::memcpy(&w, &f, 4);
-      h = (h ^ w) * 1099511628211ULL;
-    }
-  }
+  for (const auto& b : buckets) h = Fnv1a64Words(b.data(), b.size(), h);
   return h;
 }
 
