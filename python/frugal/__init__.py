@@ -18,7 +18,7 @@ import torch  # noqa: F401  (loads LibTorch before the extension)
 
 from . import _C
 from ._build_info import VERSION as __version__
-from ._world import init, get_world, is_initialized
+from ._world import init, get_world, is_initialized, all_reduce, barrier
 from ._hook import HookState, hook_state, sparse_hook
 from ._model import DistributedModel
 
@@ -27,6 +27,8 @@ __all__ = [
     "init",
     "get_world",
     "is_initialized",
+    "all_reduce",
+    "barrier",
     "DistributedModel",
     "HookState",
     "hook_state",

@@ -175,3 +175,42 @@ def get_world():
 
 def is_initialized():
     return _default_world is not None
+
+
+def all_reduce(values, op="mean", timeout_s=None):
+    """The sum (``op="sum"``) or mean (``op="mean"``) over every rank of a
+    float, a sequence of floats or a tensor (returned as a float64 CPU
+    tensor of the same shape), over Frugal's own transport: for metrics such
+    as an evaluation's loss, without a second process group. Every rank
+    must call it, in the same order relative to its other collectives,
+    with as many values; the result has the same bits on every rank."""
+    if op not in ("sum", "mean"):
+        raise ValueError(f"op must be 'sum' or 'mean', got {op!r}")
+    import torch
+    if isinstance(values, torch.Tensor):
+        flat = values.detach().to("cpu", torch.float64).reshape(-1).tolist()
+        shape = values.shape
+    elif isinstance(values, (int, float)) and not isinstance(values, bool):
+        flat, shape = [float(values)], None
+    else:
+        try:
+            flat = [float(v) for v in values]
+        except (TypeError, ValueError):
+            raise TypeError("all_reduce takes a float, a sequence of floats or a tensor, "
+                            f"got {type(values).__name__}") from None
+        shape = len(flat)
+    world = init()
+    out = world.all_reduce_sum(flat, default_timeout_s() if timeout_s is None else timeout_s)
+    if op == "mean":
+        out = [v / world.world_size for v in out]
+    if shape is None:
+        return out[0]
+    if isinstance(shape, int):
+        return out
+    return torch.tensor(out, dtype=torch.float64).reshape(shape)
+
+
+def barrier(timeout_s=None):
+    """Returns once every rank of the world has called it."""
+    init().barrier(default_timeout_s() if timeout_s is None else timeout_s)
+

@@ -46,9 +46,13 @@ class World {
   explicit World(std::unique_ptr<comm::Transport> transport) : transport_(std::move(transport)) {}
   comm::Transport& transport() { return *transport_; }
   comm::Transport* transport_ptr() { return transport_.get(); }
+  // The sequence number of the next user collective (frugal.all_reduce,
+  // frugal.barrier): every rank makes them in the same order.
+  int64_t NextCollective() { return collectives_++; }
 
  private:
   std::unique_ptr<comm::Transport> transport_;
+  int64_t collectives_ = 0;
 };
 
 void BindStatus(py::module_& m);

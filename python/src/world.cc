@@ -1,13 +1,16 @@
 // frugal._C.World: joining a world through the rendezvous (what `frugal
 // worker` does), or a world of one without any network.
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "bindings.h"
+#include "frugal/comm/collectives.h"
 #include "frugal/comm/inproc_transport.h"
 #include "frugal/common/allocator.h"
 #include "frugal/comm/rendezvous.h"
 #include "frugal/comm/security.h"
+#include "frugal/engine/gradient_pipeline.h"
 
 namespace frugal::python {
 
@@ -67,6 +70,52 @@ std::unique_ptr<World> Join(const std::string& rendezvous, int rank, const std::
   return std::make_unique<World>(std::move(*transport));
 }
 
+// A user collective's tag: the engine's control kind for it
+// (engine/control_kinds.h, kUserCollective), the call's sequence number in
+// the iteration field, so it never meets a tag of the training's.
+constexpr uint32_t kUserCollective = 13;
+
+// The sum over the ranks of each rank's `values`, added in rank order so
+// every rank gets the same bits.
+std::vector<double> AllReduceSum(World& w, const std::vector<double>& values, double timeout_s) {
+  const std::chrono::milliseconds timeout = Millis(timeout_s);
+  const comm::Tag tag = engine::ControlTag(w.NextCollective(), kUserCollective);
+  comm::Bytes mine(values.size() * sizeof(double));
+  if (!values.empty()) std::memcpy(mine.data(), values.data(), mine.size());
+  Result<std::vector<comm::Bytes>> all = Status::Internal("not run");
+  {
+    ReleaseGil release;
+    all = comm::AllGather(w.transport(), tag, std::move(mine), timeout);
+  }
+  ThrowIfError(all.status().WithContext("frugal.all_reduce"));
+  std::vector<double> sum(values.size(), 0.0);
+  for (size_t r = 0; r < all->size(); ++r) {
+    const comm::Bytes& b = (*all)[r];
+    if (b.size() != values.size() * sizeof(double)) {
+      throw py::value_error("frugal.all_reduce: rank " + std::to_string(r) + " passed " +
+                            std::to_string(b.size() / sizeof(double)) + " values, this rank " +
+                            std::to_string(values.size()) + " (every rank must pass as many)");
+    }
+    for (size_t i = 0; i < values.size(); ++i) {
+      double v;
+      std::memcpy(&v, b.data() + i * sizeof(double), sizeof(double));
+      sum[i] += v;
+    }
+  }
+  return sum;
+}
+
+void Barrier(World& w, double timeout_s) {
+  const std::chrono::milliseconds timeout = Millis(timeout_s);
+  const comm::Tag tag = engine::ControlTag(w.NextCollective(), kUserCollective);
+  Status st;
+  {
+    ReleaseGil release;
+    st = comm::Barrier(w.transport(), tag, timeout);
+  }
+  ThrowIfError(st.WithContext("frugal.barrier"));
+}
+
 }  // namespace
 
 void BindWorld(py::module_& m) {
@@ -78,6 +127,9 @@ void BindWorld(py::module_& m) {
         auto s = w.transport().stats();
         return s.intra_cluster.bytes_sent + s.inter_cluster.bytes_sent;
       }, "Payload bytes this rank has sent so far")
+      .def("all_reduce_sum", &AllReduceSum, py::arg("values"), py::arg("timeout_s") = 60.0,
+           "The sum over every rank of each rank's values (added in rank order: equal bits on every rank)")
+      .def("barrier", &Barrier, py::arg("timeout_s") = 60.0, "Returns once every rank has called it")
       .def("__repr__", [](World& w) {
         return "<frugal.World rank " + std::to_string(w.transport().rank()) + " of " +
                std::to_string(w.transport().world_size()) + ", cluster " + w.transport().cluster() + ">";

@@ -2,7 +2,8 @@
   env:  reports its environment and the world frugal.init() joined;
   plain: as env, but joins without keys whatever frugal run passed;
   kill: exchanges buckets; rank 1 kills itself (SIGKILL) at call 5, the
-        others report the exception they get."""
+        others report the exception they get;
+  reduce: frugal.all_reduce of metrics and a barrier, reported."""
 
 import os
 import signal
@@ -23,6 +24,17 @@ if mode in ("env", "plain"):
             "FRUGAL_AUTHORIZED_KEYS", "FRUGAL_INSECURE"]
     write_result(world.rank, env={k: os.environ.get(k) for k in keys}, joined_rank=world.rank,
                  world_size=world.world_size, cluster=world.cluster)
+elif mode == "reduce":
+    frugal.barrier()
+    mean = frugal.all_reduce([float(world.rank), 1.0])
+    total = frugal.all_reduce(torch.full((2, 2), world.rank + 1.0), op="sum")
+    scalar = frugal.all_reduce(0.1 * (world.rank + 1))
+    try:
+        frugal.all_reduce([1.0] * (world.rank + 1))  # as many values on every rank, or an error
+        uneven = None
+    except ValueError as e:
+        uneven = str(e)
+    write_result(world.rank, mean=mean, total=total.tolist(), scalar=scalar, uneven=uneven)
 elif mode == "kill":
     engine = frugal._C.CompressedAllReduce(world, density=1.0, timeout_s=float(os.environ["FRUGAL_TIMEOUT_S"]))
     t0 = time.time()

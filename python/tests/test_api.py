@@ -594,3 +594,17 @@ def test_python_and_the_cli_resolve_the_same_plan(workers, options, monkeypatch,
                           "--runs-dir", str(tmp_path), *flags], capture_output=True, text=True, timeout=60)
     assert cli.returncode == 0, cli.stderr
     assert _plan(p.plan_toml()) == _plan(cli.stdout)
+
+
+def test_all_reduce_in_a_world_of_one_and_its_bad_input():
+    assert frugal.all_reduce(2.5) == 2.5
+    assert frugal.all_reduce([1.0, 2.0], op="sum") == [1.0, 2.0]
+    assert torch.equal(frugal.all_reduce(torch.ones(3)), torch.ones(3, dtype=torch.float64))
+    frugal.barrier()
+    with pytest.raises(ValueError, match="op must be 'sum' or 'mean'"):
+        frugal.all_reduce(1.0, op="max")
+    with pytest.raises(TypeError, match="a float, a sequence of floats or a tensor"):
+        frugal.all_reduce("loss")
+    with pytest.raises(ValueError, match="timeout_s must be > 0"):
+        frugal.all_reduce(1.0, timeout_s=0)
+

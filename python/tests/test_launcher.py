@@ -169,3 +169,16 @@ def test_init_refuses_a_remote_world_without_keys(tmp_path):
         p = subprocess.run([sys.executable, "-c", code, kwargs], capture_output=True, text=True, timeout=60,
                            env=env, cwd=tmp_path)
         assert p.returncode == 0 and p.stdout.startswith(expected), (kwargs, p.stdout, p.stderr)
+
+
+def test_all_reduce_and_barrier_over_the_world(tmp_path):
+    proc, results = run_workers(2, "launch_worker.py", "reduce", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for res in results:
+        assert res is not None, proc.stderr
+        assert res["mean"] == [0.5, 1.0]
+        assert res["total"] == [[3.0, 3.0], [3.0, 3.0]]
+        assert res["scalar"] == results[0]["scalar"]  # the same bits on every rank
+        assert abs(res["scalar"] - 0.15) < 1e-12
+        assert "every rank must pass as many" in res["uneven"]
+

@@ -20,6 +20,8 @@ enum ControlKind : uint32_t {
   kLocalInitialParams = 10,  // broadcast from rank 0: fp32 initial parameters of one bucket (--sync local)
   kEvaluation = 11,    // all-gather: i64 correct, i64 predictions, f64 loss sum of this rank's test shard
   kStart = 12,         // all-gather: empty; every rank has its initial parameters (Note [Training clock])
+  kUserCollective = 13,  // all-gather: f64 values of frugal.all_reduce or none (frugal.barrier); the
+                         // iteration field counts the world's calls (python/src/world.cc)
 };
 
 }  // namespace frugal::engine
