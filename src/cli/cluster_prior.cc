@@ -93,7 +93,7 @@ class PlannerPrior final : public cluster::SpeedPrior {
     job.pipeline_threads = engine::ResolveCpuThreads(c, workers);
     job.shared_cpu = hardware_.is_cpu;
     job.workers_per_host = workers;
-    if (engine::SyncOf(c) == engine::SyncMode::kLocal) {
+    if (engine::IsLocalUpdates(engine::SyncOf(c))) {
       job.local_steps = static_cast<int>(d.local_steps);
       job.local_fragments = static_cast<int>(engine::LocalFragmentsOf(d));
       job.local_overlap = d.local_overlap;

@@ -169,7 +169,7 @@ void ResolveLaunchPlan(engine::RunConfig& config) {
   const bool chosen = config.distributed.sync == engine::SyncMode::kAuto;
   config = engine::ResolvePlan(config, FactsOf(config, config.distributed.workers));
   if (!chosen || config.train.quiet) return;
-  if (config.distributed.sync == engine::SyncMode::kLocal) {
+  if (engine::IsLocalUpdates(config.distributed.sync)) {
     std::printf("sync: local updates, exchanged every %lld steps (--sync auto; --sync step exchanges gradients "
                 "every step)\n",
                 static_cast<long long>(config.distributed.local_steps));

@@ -22,6 +22,8 @@ enum ControlKind : uint32_t {
   kStart = 12,         // all-gather: empty; every rank has its initial parameters (Note [Training clock])
   kUserCollective = 13,  // all-gather: f64 values of frugal.all_reduce or none (frugal.barrier); the
                          // iteration field counts the world's calls (python/src/world.cc)
+  kClusterGradients = 14,  // each member -> every other member of its cluster: fp32 gradients of iteration t
+                           // (--sync site, ClusterAverage)
 };
 
 }  // namespace frugal::engine

@@ -586,7 +586,7 @@ Result<std::unique_ptr<LocalSync>> LocalSync::Create(const RunConfig& config, st
                                                      const BucketLayout& layout, std::vector<torch::Tensor> params,
                                                      comm::Transport* transport, bool broadcast_initial,
                                                      InnerSteps inner_steps) {
-  if (config.distributed.sync != SyncMode::kLocal) return Status::InvalidArgument("LocalSync needs --sync local");
+  if (!IsLocalUpdates(config.distributed.sync)) return Status::InvalidArgument("LocalSync needs --sync local or site");
   if (transport == nullptr) return Status::InvalidArgument("LocalSync needs a transport");
   if (params.size() != layout.slots.size()) return Status::InvalidArgument("LocalSync: parameters and layout differ");
   if (config.distributed.outer_lr <= 0) {

@@ -31,12 +31,16 @@ std::string TomlValue(const T& v) {
 // The local-update mode's cross-field checks.
 Status ValidateSync(const RunConfig& config) {
   const DistributedOptions& d = config.distributed;
-  if (SyncOf(config) != SyncMode::kLocal) {
+  if (!IsLocalUpdates(SyncOf(config))) {
     if (d.exchange == comm::ExchangeAlgorithm::kSharded) {
       return Status::InvalidArgument("--exchange sharded needs --sync local (the step pipeline's exchange is flat "
                                      "or hierarchical)");
     }
     return Status::Ok();
+  }
+  if (d.sync == SyncMode::kSite && config.elastic.elastic) {
+    return Status::InvalidArgument("--sync site does not run --elastic yet (a joiner would need its cluster's "
+                                   "inner state): use --sync local for an elastic run");
   }
   if (NeedsController(d.adapt)) {
     return Status::InvalidArgument("--sync local runs with --adapt off for now (the controller does not choose "
@@ -218,7 +222,7 @@ RunConfig ResolvePlan(RunConfig config, const HostFacts& facts) {
   // left for Validate to accept or name.
   if (d.cpu_threads == 0) d.cpu_threads = ResolveCpuThreads(config, facts.workers_on_host);
   if (d.density == 0) d.density = DensityOf(d);
-  if (d.sync == SyncMode::kLocal && d.local_steps > 0) {
+  if (IsLocalUpdates(d.sync) && d.local_steps > 0) {
     if (d.local_fragments == 0) d.local_fragments = LocalFragmentsOf(d);
     if (d.local_overlap && d.local_delay == 0) d.local_delay = LocalDelayOf(d);
   }
@@ -227,7 +231,7 @@ RunConfig ResolvePlan(RunConfig config, const HostFacts& facts) {
 
 double DensityOf(const DistributedOptions& o) {
   if (o.density > 0) return o.density;
-  return o.sync == SyncMode::kLocal ? kLocalDensity : kStepDensity;
+  return IsLocalUpdates(o.sync) ? kLocalDensity : kStepDensity;
 }
 
 comm::ExchangeAlgorithm LocalExchangeOf(const DistributedOptions& o, int num_clusters) {

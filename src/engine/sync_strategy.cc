@@ -1,9 +1,10 @@
-// The two strategies of include/frugal/engine/sync_strategy.h and their factory.
+// The strategies of include/frugal/engine/sync_strategy.h and their factory.
 #include "frugal/engine/sync_strategy.h"
 
 #include <cstdio>
 #include <utility>
 
+#include "frugal/engine/cluster_average.h"
 #include "frugal/engine/local_sync.h"
 
 namespace frugal::engine {
@@ -96,7 +97,7 @@ class StepSync final : public SyncStrategy {
 // --sync local: inner steps on every rank, outer rounds through LocalSync.
 // The Replica's pipeline stays idle; the Replica still broadcasts rank 0's
 // initial values, averages the buffers and saves the parameters.
-class LocalRounds final : public SyncStrategy {
+class LocalRounds : public SyncStrategy {
  public:
   LocalRounds(std::unique_ptr<Replica> replica, std::unique_ptr<LocalSync> local, const DistributedOptions& dist,
               OuterStep outer)
@@ -142,6 +143,12 @@ class LocalRounds final : public SyncStrategy {
     skip->insert("local_sync_own");
     skip->insert("parameters");
   }
+
+ protected:
+  // Whether a rank restored into another world (size or rank) keeps its own
+  // inner progress; false: every such rank starts the round at the anchor
+  // with fresh inner state.
+  virtual bool KeepsOwnPartAcrossWorlds() const { return true; }
 
  private:
   comm::Transport* const transport_;  // the replica's
@@ -207,20 +214,59 @@ Status LocalRounds::RestoreState(const CheckpointSections& s, const CheckpointSe
     }
     same_seat = saved[1] == transport_->world_size() && saved[2] == transport_->rank();
   }
+  if (!same_seat && !KeepsOwnPartAcrossWorlds()) own = nullptr;
   return local_->RestoreSections(s, own, what, same_seat);
 }
+
+// Note [Site replicas]
+// --sync site: a cluster (--cluster) trains as one replica. Its members
+// average their gradients every step over the cluster's links
+// (ClusterAverage), so with the same parameters, the same mean gradient and
+// the same inner optimizer state they take the same inner step: the members
+// stay bit-identical, and the local mode's rounds run between clusters. A
+// round's pseudo-gradients are then equal inside a cluster, and the
+// hierarchical exchange (the default across clusters) sums them at the
+// cluster's leader, which alone sends the cluster's round over the slow
+// link: the same bytes there per round as the per-worker local mode, from
+// half as many replicas on two clusters of two, which drift apart less
+// between rounds. What it costs: every step each member sends its fp32
+// gradients to every other member of its cluster (cheap on a LAN, not on a
+// slow one), and the members' round messages to their leader carry equal
+// values. A cluster of one member is a worker of the local mode.
+class SiteRounds final : public LocalRounds {
+ public:
+  SiteRounds(std::unique_ptr<Replica> replica, std::unique_ptr<LocalSync> local, const DistributedOptions& dist,
+             OuterStep outer, std::unique_ptr<ClusterAverage> average)
+      : LocalRounds(std::move(replica), std::move(local), dist, outer), average_(std::move(average)) {}
+
+  Status EndBackward(int64_t t) override {
+    FRUGAL_RETURN_IF_ERROR(average_->Average(t));
+    return LocalRounds::EndBackward(t);
+  }
+  // In another world a cluster may hold members with and without a saved
+  // part: all of them start the round at the anchor, so they stay equal.
+  bool KeepsOwnPartAcrossWorlds() const override { return false; }
+  std::string Describe() const override {
+    return "site replicas: " + std::to_string(average_->members()) +
+           " worker(s) in this cluster average gradients every step; " + LocalRounds::Describe();
+  }
+
+ private:
+  std::unique_ptr<ClusterAverage> average_;
+};
 
 }  // namespace
 
 Result<std::unique_ptr<SyncStrategy>> CreateSyncStrategy(SyncInputs in) {
   const DistributedOptions& dist = in.config.distributed;
-  if (dist.sync != SyncMode::kStep && dist.sync != SyncMode::kLocal) {
+  if (dist.sync == SyncMode::kAuto) {
     return Status::InvalidArgument("CreateSyncStrategy needs a resolved --sync (SyncOf), got auto");
   }
   ReplicaOptions ro = MakeReplicaOptions(in.config, in.lr_at);
   ro.broadcast_initial = in.broadcast_initial;
   std::vector<torch::Tensor> tensors;
   for (const auto& [name, tensor] : in.params) tensors.push_back(tensor);
+  std::vector<torch::Tensor> model_order = tensors;
   FRUGAL_ASSIGN_OR_RETURN(std::unique_ptr<Replica> replica, Replica::Create(ro, std::move(in.params), in.transport));
   if (dist.sync == SyncMode::kStep) {
     return std::unique_ptr<SyncStrategy>(new StepSync(std::move(replica), dist.exchange));
@@ -231,7 +277,12 @@ Result<std::unique_ptr<SyncStrategy>> CreateSyncStrategy(SyncInputs in) {
   FRUGAL_ASSIGN_OR_RETURN(std::unique_ptr<LocalSync> local,
                           LocalSync::Create(resolved, in.lr_at, replica->layout(), std::move(tensors), in.transport,
                                             in.broadcast_initial));
-  return std::unique_ptr<SyncStrategy>(new LocalRounds(std::move(replica), std::move(local), dist, in.outer));
+  if (dist.sync == SyncMode::kLocal) {
+    return std::unique_ptr<SyncStrategy>(new LocalRounds(std::move(replica), std::move(local), dist, in.outer));
+  }
+  auto average = std::make_unique<ClusterAverage>(in.transport, std::move(model_order), TimeoutOf(dist));
+  return std::unique_ptr<SyncStrategy>(
+      new SiteRounds(std::move(replica), std::move(local), dist, in.outer, std::move(average)));
 }
 
 }  // namespace frugal::engine

@@ -84,7 +84,7 @@ TEST(SyncStrategyTest, AnUnresolvedPlanIsRefused) {
 // restored into a strategy built from other initial values: both continue
 // with the same parameters, bit for bit.
 TEST(SyncStrategyTest, SavedStateRestoresBitForBit) {
-  for (SyncMode mode : {SyncMode::kStep, SyncMode::kLocal}) {
+  for (SyncMode mode : {SyncMode::kStep, SyncMode::kLocal, SyncMode::kSite}) {
     OneRank a(PlanFor(mode), 1);
     ASSERT_TRUE(a.created.ok());
     for (int64_t t = 0; t < 3; ++t) a.Step(t);
@@ -112,7 +112,7 @@ TEST(SyncStrategyTest, SavedStateRestoresBitForBit) {
 
 // A corrupt state names what is missing instead of crashing.
 TEST(SyncStrategyTest, AMissingSectionIsCorruption) {
-  for (SyncMode mode : {SyncMode::kStep, SyncMode::kLocal}) {
+  for (SyncMode mode : {SyncMode::kStep, SyncMode::kLocal, SyncMode::kSite}) {
     OneRank r(PlanFor(mode), 1);
     ASSERT_TRUE(r.created.ok());
     CheckpointSections empty;

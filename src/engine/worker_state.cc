@@ -190,7 +190,7 @@ Status Worker::Impl::BuildAndResume() {
 Status Worker::Impl::AdoptOuterStep(const CheckpointSections& s, const std::string& what) {
   resumed_outer.reset();
   auto it = s.find("outer_step");
-  if (dist.sync != SyncMode::kLocal || it == s.end()) return Status::Ok();
+  if (!IsLocalUpdates(dist.sync) || it == s.end()) return Status::Ok();
   ByteReader r(it->second, what + " outer_step");
   FRUGAL_ASSIGN_OR_RETURN(const double lr, r.F64());
   FRUGAL_ASSIGN_OR_RETURN(const double momentum, r.F64());

@@ -34,9 +34,14 @@ struct frugal::EnumNames<frugal::comm::ExchangeAlgorithm> {
 namespace frugal::engine {
 
 // How the replicas synchronise: every step (the gradient pipeline), or
-// every local_steps inner steps with an outer step (include/frugal/engine/local_sync.h);
-// auto chooses one of the two for the run (SyncOf).
-enum class SyncMode { kAuto, kStep, kLocal };
+// every local_steps inner steps with an outer step (include/frugal/engine/local_sync.h),
+// each worker a replica (local) or each cluster one (site: its members
+// average their gradients every step, Note [Site replicas] in
+// sync_strategy.cc); auto chooses for the run (SyncOf).
+enum class SyncMode { kAuto, kStep, kLocal, kSite };
+
+// Whether the mode trains in local-update rounds (LocalSync): local and site.
+constexpr bool IsLocalUpdates(SyncMode s) { return s == SyncMode::kLocal || s == SyncMode::kSite; }
 
 // Whether message values are deflated (codec.h, kDeflatedValues): auto is on
 // with --sync local, where with overlapped rounds each rank tries rounds
@@ -67,7 +72,8 @@ struct frugal::EnumNames<frugal::engine::DeflateMode> {
 template <>
 struct frugal::EnumNames<frugal::engine::SyncMode> {
   static constexpr std::pair<engine::SyncMode, const char*> kTable[] = {
-      {engine::SyncMode::kAuto, "auto"}, {engine::SyncMode::kStep, "step"}, {engine::SyncMode::kLocal, "local"}};
+      {engine::SyncMode::kAuto, "auto"}, {engine::SyncMode::kStep, "step"}, {engine::SyncMode::kLocal, "local"},
+      {engine::SyncMode::kSite, "site"}};
 };
 
 namespace frugal::engine {
@@ -264,8 +270,9 @@ void VisitFields(DistributedOptions& o, V&& visit) {
   const char* l = "Local updates";
   visit(Field("sync", l, "step: exchange gradients every step; local: every --local-steps steps exchange the "
                          "sparsified, error-fed parameter change and take an outer Nesterov step (DiLoCo-style); "
-                         "auto: local with 2 or more workers, unless --elastic, --adapt on|batch, --staleness or "
-                         "--density-warmup-steps asks for the step mode"),
+                         "site: as local with one replica per cluster, whose members average their gradients "
+                         "every step; auto: local with 2 or more workers, unless --adapt on|batch, --staleness "
+                         "or --density-warmup-steps asks for the step mode"),
         o.sync);
   visit(Field("local_steps", l, "--sync local: inner steps per round").Min(1).Max(1000000), o.local_steps);
   visit(Field("outer_lr", l,
@@ -431,7 +438,7 @@ inline compress::WireFormat WireFormatOf(compress::SparsifierKind sparsifier, co
 }
 inline compress::WireFormat WireFormatOf(const DistributedOptions& o) {
   compress::WireFormat w = WireFormatOf(o.sparsifier, o.value_encoding);
-  w.deflate = o.deflate == DeflateMode::kOn || (o.deflate == DeflateMode::kAuto && o.sync == SyncMode::kLocal);
+  w.deflate = o.deflate == DeflateMode::kOn || (o.deflate == DeflateMode::kAuto && IsLocalUpdates(o.sync));
   return w;
 }
 // Wire bytes per selected value: the value plus its share of the index (one

@@ -7,6 +7,9 @@
 //     optimizer), include/frugal/engine/replica.h;
 //   - local updates (--sync local): inner steps on every rank, compressed
 //     outer rounds every local_steps, include/frugal/engine/local_sync.h.
+//   - site replicas (--sync site): local updates with one replica per
+//     cluster, whose members average their gradients every step
+//     (include/frugal/engine/cluster_average.h, Note [Site replicas]).
 // A new way of synchronising is one new class and one line in
 // CreateSyncStrategy.
 //

@@ -1,0 +1,56 @@
+// ClusterAverage: the members of one cluster average their gradients every
+// step, so that a cluster trains as one replica (--sync site, Note [Site
+// replicas] in sync_strategy.cc). Only this rank's cluster takes part: no
+// message crosses to another cluster.
+//
+// Every member sends its gradients, as fp32 values, to every other member
+// and sums the members' values in rank order, so the mean is bit-identical
+// on every member whatever the order the messages arrive in. A cluster of n
+// sends (n - 1) copies of the gradients per member and step: meant for the
+// cluster's fast links and the few members of a box or a rack.
+//
+// Thread safety: one thread calls it. Lifetime: the transport and the
+// tensors outlive it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "frugal/comm/transport.h"
+#include "frugal/common/status.h"
+
+namespace frugal::engine {
+
+class ClusterAverage {
+ public:
+  // params: the model's tensors, in the same order on every member.
+  ClusterAverage(comm::Transport* transport, std::vector<torch::Tensor> params, std::chrono::milliseconds timeout);
+
+  // Members of this rank's cluster, itself included.
+  int members() const { return static_cast<int>(members_.size()); }
+
+  // Replaces each parameter's gradient by the mean over the cluster's members
+  // of their gradients of iteration t (a parameter without a gradient counts
+  // as zero and gets one). With one member it does nothing. Errors: a member
+  // that times out or closes, or one whose gradients have another size
+  // (named, with its rank).
+  Status Average(int64_t t);
+
+  double seconds() const { return seconds_; }  // spent in Average
+  uint64_t bytes_sent() const { return bytes_sent_; }
+
+ private:
+  comm::Transport* const transport_;
+  std::vector<torch::Tensor> params_;
+  const std::chrono::milliseconds timeout_;
+  std::vector<int> members_;  // of this rank's cluster, increasing
+  int64_t numel_ = 0;
+  std::vector<float> sum_;
+  double seconds_ = 0;
+  uint64_t bytes_sent_ = 0;
+};
+
+}  // namespace frugal::engine
