@@ -20,8 +20,8 @@ hosts 0-2, the joiner on host 3. Then a join's state crosses a real link.
 Both runs use --global-batch (default 256, the undisturbed run's 4 x 64):
 the global batch, the steps per epoch and the learning-rate schedule stay
 the same whatever the world size, so the chaos run differs from the calm
-one only by its membership changes. --sync local runs the workers in the local-update mode (Note [Local mode
-across worlds]). --global-batch 0 gives each worker
+one only by its membership changes. --sync local runs the workers in the local-update mode
+(Note [Local mode across worlds]). --global-batch 0 gives each worker
 --batch-size 64 instead, as before 2026-11-26: then the global batch follows
 the world size (that was part of the 0.89-point gap in the 1-epoch run).
 

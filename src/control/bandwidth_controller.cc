@@ -39,9 +39,9 @@ namespace frugal::control {
 // is 0.23-0.28 (above); to the high target (DDP's final accuracy
 // minus 0.3 points) a fixed 3% never arrives within 3 epochs on mlp while
 // 8.7-10% does, at 1.47x the iteration time on the loopback testbed, which
-// needs a > log 1.47 / log 3 = 0.35. With the CPU stages priced (Note [CPU
-// stages priced]) and a = 0.3 the controller settled at about 5.5% at
-// 1 Gbit/s and missed the high target (af9e6e6:docs/benchmarks.md); at a = 0.5 the
+// needs a > log 1.47 / log 3 = 0.35. With the CPU stages priced
+// (Note [CPU stages priced]) and a = 0.3 the controller settled at about 5.5%
+// at 1 Gbit/s and missed the high target (af9e6e6:docs/benchmarks.md); at a = 0.5 the
 // exposed communication may cost as much as compute.
 //
 // The time prediction of a candidate density uses each worker's fitted
