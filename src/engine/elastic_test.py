@@ -41,7 +41,7 @@ def worker_args(frugal, endpoint, runs, name, extra=()):
 # falls with a fragment's exchange in flight.
 LOCAL = ("--sync", "local", "--local-steps", "4", "--local-fragments", "2", "--local-overlap")
 # The other scenarios keep the step mode's coverage (an elastic run's
-# default is the local mode since 2026-11-27).
+# default is the local mode).
 STEP = ("--sync", "step")
 
 
