@@ -6,6 +6,12 @@
   checked);
 - every `frugal <subcommand>` in a code block of README.md or docs/guide/ is
   a subcommand the CLI defines (read from the add_subcommand calls in src/cli/);
+- the product text (README.md, docs/architecture.md, docs/guide/,
+  docs/design/) carries no history in its prose, outside code blocks and
+  code spans: no dates (2026-11-27), no issue or session numbers (issue 17,
+  session 29), no pointers into git history (af9e6e6:docs/benchmarks.md).
+  Dates of measurements belong in docs/results.md and CHANGELOG.md, which
+  this does not check;
 - with --build, every code block marked runnable runs and exits 0.
 
 A runnable block is a fenced shell block whose info string carries the word
@@ -50,6 +56,12 @@ CODE_SPAN = re.compile(r"`[^`\n]*`")
 TOP = re.compile(r"\bapp\.add_subcommand\(\s*\"([a-z][\w-]*)\"")
 NESTED = re.compile(r"\b(\w+)->add_subcommand\(\s*\"([a-z][\w-]*)\"")
 ENV = re.compile(r"^[A-Za-z_]\w*=\S*$")
+HISTORY = [
+    (re.compile(r"\b(19|20)\d\d-[01]\d-[0-3]\d\b"), "a date"),
+    (re.compile(r"\b([Ii]ssues?|PR|[Pp]ull requests?) #?\d+\b"), "an issue number"),
+    (re.compile(r"\b[Ss]essions? \d+\b"), "a session number"),
+    (re.compile(r"\b[0-9a-f]{7,40}:[\w.-]+/[\w./-]+"), "a pointer into git history"),
+]
 
 
 class Block(list):
@@ -148,6 +160,21 @@ def check_commands(root, path, blocks, commands, errors):
             if children and len(args) >= 2 and re.match(r"^[a-z][\w-]*$", args[1]) and args[1] not in children:
                 errors.append(f"{where}: 'frugal {sub} {args[1]}' is not a subcommand of '{sub}' "
                               f"(it has: {', '.join(sorted(children))})")
+
+
+def is_product_text(rel):
+    return rel in ("README.md", os.path.join("docs", "architecture.md")) or \
+        rel.startswith(os.path.join("docs", "guide") + os.sep) or rel.startswith(os.path.join("docs", "design") + os.sep)
+
+
+def check_history(rel, prose, errors):
+    for n, line in enumerate(prose, 1):
+        text = CODE_SPAN.sub("", line)
+        for pattern, what in HISTORY:
+            m = pattern.search(text)
+            if m:
+                errors.append(f"{rel}:{n}: {what} in product text ('{m.group(0)}'): history goes in "
+                              "CHANGELOG.md, dated measurements in docs/results.md")
 
 
 class Runner:
@@ -265,6 +292,8 @@ def main():
             rel = os.path.relpath(path, root)
             if rel == "README.md" or rel.startswith("docs" + os.sep + "guide" + os.sep):
                 check_commands(root, path, blocks, commands, errors)
+            if is_product_text(rel):
+                check_history(rel, prose, errors)
             for block in blocks:
                 if block.runnable() and runner:
                     runner.run(path, block, errors)
@@ -277,7 +306,7 @@ def main():
         print(f"check_docs: {len(errors)} problem(s) in {checked} files", file=sys.stderr)
         return 1
     ran = f", {runner.ran} runnable blocks ran ({runner.skipped} skipped)" if runner else ", runnable blocks not run (no --build)"
-    print(f"check_docs: {checked} files, links resolve, named subcommands exist{ran}")
+    print(f"check_docs: {checked} files, links resolve, named subcommands exist, no history in product text{ran}")
     return 0
 
 
