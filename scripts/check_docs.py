@@ -12,7 +12,9 @@
   session 29), no pointers into git history (af9e6e6:docs/benchmarks.md).
   Dates of measurements belong in docs/results.md and CHANGELOG.md, which
   this does not check;
-- with --build, every code block marked runnable runs and exits 0.
+- with --build, every `--flag` given to a `frugal` subcommand in a code block
+  of README.md or docs/guide/ is one that subcommand's --help lists, and every
+  code block marked runnable runs and exits 0.
 
 A runnable block is a fenced shell block whose info string carries the word
 `run` after the language:
@@ -38,6 +40,7 @@ when the build has none, is skipped and counted as skipped.
   exit 0: clean, 1: problems listed
 """
 import argparse
+import concurrent.futures
 import glob
 import os
 import re
@@ -189,6 +192,7 @@ class Runner:
         if python:
             for name in ("python3", "python"):
                 os.symlink(python, os.path.join(self.bin_dir, name))
+        self.helps = {}
         self.built = self._built_subcommands()
         self.ran = self.skipped = 0
 
@@ -197,6 +201,44 @@ class Runner:
         out = subprocess.run([self.binary, "--help"], capture_output=True, text=True, timeout=self.timeout).stdout
         listing = out.split("Subcommands:", 1)[-1] if "Subcommands:" in out else ""
         return set(re.findall(r"^\s{2}([a-z][\w-]*)\s", listing, re.M))
+
+    def _help(self, path):
+        """The --help text of `frugal PATH...`, or None when PATH is not a command of this binary."""
+        if path not in self.helps:
+            done = subprocess.run([self.binary, *path, "--help"], capture_output=True, text=True,
+                                  timeout=self.timeout)
+            self.helps[path] = done.stdout if done.returncode == 0 and "Usage:" in done.stdout else None
+        return self.helps[path]
+
+    def check_flags(self, path, blocks, errors):
+        """Every --flag of a frugal call in BLOCKS is in its subcommand's --help."""
+        calls = []
+        for block in blocks:
+            joined = []  # shell continuation lines joined
+            for n, line in block:
+                if joined and joined[-1][1].rstrip().endswith("\\"):
+                    joined[-1] = (joined[-1][0], joined[-1][1].rstrip()[:-1] + " " + line)
+                else:
+                    joined.append((n, line))
+            calls += frugal_calls(joined)
+        names = lambda args: tuple(a for a in args[:2] if re.match(r"^[a-z][\w-]*$", a))
+        paths = {names(args)[:k] for _, args in calls for k in (1, 2)}
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(self._help, paths - set(self.helps)))
+        for n, args in calls:
+            if "--" in args:
+                args = args[:args.index("--")]  # frugal run's program and its own flags
+            command = names(args)
+            while command and self._help(command) is None:
+                command = command[:-1]
+            if not command or command[0] not in self.built:
+                continue
+            text = self._help(command)
+            for arg in args:
+                flag = arg.lstrip("[").split("=", 1)[0].rstrip("]")
+                if re.match(r"^--[a-z][\w-]*$", flag) and not re.search(re.escape(flag) + r"(?![\w-])", text):
+                    errors.append(f"{os.path.relpath(path, self.root)}:{n}: 'frugal {' '.join(command)}' "
+                                  f"has no option {flag} (not in its --help)")
 
     def _missing(self, block):
         """Why this build cannot run the block, or None."""
@@ -292,6 +334,8 @@ def main():
             rel = os.path.relpath(path, root)
             if rel == "README.md" or rel.startswith("docs" + os.sep + "guide" + os.sep):
                 check_commands(root, path, blocks, commands, errors)
+                if runner:
+                    runner.check_flags(path, blocks, errors)
             if is_product_text(rel):
                 check_history(rel, prose, errors)
             for block in blocks:
@@ -306,7 +350,8 @@ def main():
         print(f"check_docs: {len(errors)} problem(s) in {checked} files", file=sys.stderr)
         return 1
     ran = f", {runner.ran} runnable blocks ran ({runner.skipped} skipped)" if runner else ", runnable blocks not run (no --build)"
-    print(f"check_docs: {checked} files, links resolve, named subcommands exist, no history in product text{ran}")
+    flags = ", their flags exist" if runner else ""
+    print(f"check_docs: {checked} files, links resolve, named subcommands exist{flags}, no history in product text{ran}")
     return 0
 
 
