@@ -4,8 +4,7 @@
 Per epoch e with run seed s: SplitMix64 seeded with s*1000003+e drives a
 Fisher-Yates shuffle from the back. `python3 data_order.py` checks the first
 indices of epoch 0 for seed 1 against the values the C++ BatchPlan gives
-(EXPECTED_SEED1_EPOCH0_FIRST8, recorded from a frugal run; see
-af9e6e6:docs/benchmarks.md) and exits non-zero on a mismatch.
+(EXPECTED_SEED1_EPOCH0_FIRST8, recorded from a frugal run) and exits non-zero on a mismatch.
 """
 import sys
 

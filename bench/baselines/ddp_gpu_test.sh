@@ -42,7 +42,7 @@ schedule_flags() {
   if [ "$STEPS" -gt 0 ]; then echo "--epochs $EPOCHS --max-steps $STEPS"; else echo "--epochs $EPOCHS"; fi
 }
 
-model_flags() {  # MODEL: gpt-tiny trains with AdamW, as in af9e6e6:docs/benchmarks.md
+model_flags() {  # MODEL: gpt-tiny trains with AdamW, as in bench/tta
   echo "--model $1"
   [ "$1" = gpt-tiny ] && echo "--optimizer adamw --lr 0.001 --weight-decay 0.01"
 }

@@ -7,7 +7,7 @@ learning-rate schedule and momentum of bench/baselines/ddp.py. With
 t-1's update (Frugal's --staleness 1); --predict 1 adds weight prediction:
 the forward runs at those parameters minus the part of the pending update
 already known, lr(t-1) * momentum * m(t-2). Prints the test accuracy every
-175 steps and at the end (af9e6e6:docs/benchmarks.md, "Staleness").
+175 steps and at the end.
 
   OMP_NUM_THREADS=1 /usr/bin/python3 bench/baselines/delayed_sgd.py --delay 1 --predict 1
 """

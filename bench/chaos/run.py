@@ -20,10 +20,10 @@ hosts 0-2, the joiner on host 3. Then a join's state crosses a real link.
 Both runs use --global-batch (default 256, the undisturbed run's 4 x 64):
 the global batch, the steps per epoch and the learning-rate schedule stay
 the same whatever the world size, so the chaos run differs from the calm
-one only by its membership changes. --sync local runs the workers in the local-update mode (Note [Local mode
-across worlds]). --global-batch 0 gives each worker
---batch-size 64 instead, as before 2026-11-26: then the global batch follows
-the world size (that was part of the 0.89-point gap in the 1-epoch run).
+one only by its membership changes. --sync local runs the workers in the local-update mode
+(Note [Local mode across worlds]). --global-batch 0 gives each worker
+--batch-size 64 instead: then the global batch follows the world size, and
+the two runs differ by more than the membership changes.
 
 The stall of a change is measured from the coordinator's own progress
 reports (`frugal job status`): the wall time between the disturbance and the
@@ -226,8 +226,8 @@ def main():
     ap.add_argument("--testbed-rate", type=int, default=0,
                     help="changes mode: run on the shaped testbed, each link this many Mbit/s (0: loopback)")
     ap.add_argument("--sync", choices=["step", "local", "auto"], default="step",
-                    help="the workers' mode (frugal worker --sync). Default step, the mode of the results "
-                         "recorded before 2026-11-27; an elastic job's own default (auto) is local since then")
+                    help="the workers' mode (frugal worker --sync). Default step; an elastic job's own "
+                         "default (auto) is local")
     ap.add_argument("--out")
     args = ap.parse_args()
     args.frugal = os.path.abspath(args.frugal)

@@ -138,8 +138,7 @@ if want pypath; then
   DDP_LIMIT=240 COMPUTE_STEPS=${COMPUTE4_STEPS:-800} ddp resnet18-py resnet18-pymodel4 resnet18-pyhook4 resnet18-compute4
 fi
 # Four workers sharing the GPU, 1% like the first probe: overlapped vs synchronous copies,
-# and the CPU pipeline's threads (auto = the cores per worker, at most 4; 1 was the default until
-# 2026-11-26), against DDP over Gloo (4 ranks on the GPU), over NCCL (1 rank), and plain PyTorch steps.
+# and the CPU pipeline's threads (auto = the cores per worker, at most 4), against DDP over Gloo (4 ranks on the GPU), over NCCL (1 rank), and plain PyTorch steps.
 r18="--workers 4 --model resnet18 --adapt off --density 0.01 --max-steps $steps --eval-every $steps"
 if want resnet18; then
   fr resnet18-w4-overlap $r18
@@ -160,7 +159,7 @@ fi
 want example && step example 60 $build/frugal run --workers 4 -- $py examples/distributed_model.py --device $device --steps 300
 want pytest-rest && pytest rest 150 python/tests/test_api.py python/tests/test_training.py python/tests/test_hook.py \
   python/tests/test_launcher.py
-# gpt-tiny: DDP over Gloo, 4 ranks, against Frugal's 4 workers (same steps, AdamW as in af9e6e6:docs/benchmarks.md).
+# gpt-tiny: DDP over Gloo, 4 ranks, against Frugal's 4 workers (same steps, AdamW as in bench/tta).
 if want gpt; then
   ddp gpt gpt-tiny-gloo4
   fr gpt-tiny-w4 --workers 4 --model gpt-tiny --dataset text --max-steps $steps --eval-every $steps

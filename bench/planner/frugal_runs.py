@@ -128,8 +128,8 @@ def main():
         outputs += write_rows(args, stem, rows, LOCAL_STEPS if sync == "local" else 0)
     # Every worker runs on this one host: --workers-per-host 0.
     # The wire bytes are frugal-validate's default, Frugal's default wire
-    # (int4 chunks, int8 merged updates, varint block ids); the runs before
-    # 2026-11-26 sent fp16 and were validated with --bytes-per-value 2.25.
+    # (int4 chunks, int8 merged updates, varint block ids); rows of runs that
+    # sent fp16 are validated with --bytes-per-value 2.25.
     common = ["--workers-per-host", "0"]
     lock.close()
     for path, fed in outputs:

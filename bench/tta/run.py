@@ -5,13 +5,12 @@ Every system of a scenario runs in the same testbed (testbed/testbed.sh),
 one after the other, each on a freshly created set of namespaces (so the
 fluctuating trace starts at the same second for every system):
 
-  frugal         frugal worker processes, defaults (since 2026-11-27 --sync auto: the local mode, 16 steps
-                 per round; the frugal_local* variants below set its options)
-  frugal_step    the step mode's defaults (--sync step; --adapt auto: the controller; the default until
-                 2026-11-27); the step-mode variants below all name --sync step
-  frugal_fixed   Frugal at its fixed default density (--adapt off; the default until 2026-11-25)
+  frugal         frugal worker processes, defaults (--sync auto: the local mode, 16 steps per round)
+  frugal_local*  the local mode with options of its own (bench/tta/scenarios.py: frugal_local,
+                 frugal_local_dX, frugal_local_sharded, frugal_local_auto)
+  frugal_step    the step mode's defaults (--sync step; --adapt auto: the controller); the step-mode
+                 variants below all name --sync step
   frugal_flat    clusters/fluctuating only: Frugal forced to --exchange flat
-  frugal_fp16    Frugal's default until 2026-11-23 (fp16 values at density 1%, --adapt off)
   frugal_warmup  Frugal with --density-warmup-steps 150 (25% falling to the default density, --adapt off)
   frugal_adapt   Frugal with the bandwidth-adaptive controller (--adapt on)
   frugal_dX      Frugal at fixed density X (e.g. frugal_d0.02, --adapt off): the hindsight sweep

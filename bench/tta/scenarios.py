@@ -31,47 +31,20 @@ PY_SYSTEMS["py_hook_sharded"] = ["--hook", "frugal", "--frugal-exchange", "shard
 DDP_SYSTEMS.update(PY_SYSTEMS)
 STOCK_SYSTEMS = ["ddp_powersgd1", "ddp_powersgd", "ddp_powersgd8", "ddp_localsgd4", "ddp_localsgd16"]
 SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
-# Frugal's local-update mode (--sync local): an outer step over the sparse,
-# error-fed exchange every FRUGAL_LOCAL_STEPS steps (as ddp_localsgd16), at
-# density FRUGAL_LOCAL_DENSITY (frugal_local) or X (frugal_local_dX). At
-# 10 Mbit/s (af9e6e6:docs/benchmarks.md, "Below 20 Mbit/s") 0.48 reached 88% on mlp
-# and stayed within 6% of DDP's loss on gpt-tiny; 0.12 (frugal_local's
-# density in those runs) levelled off at 87.4% and diverged on gpt-tiny.
+# Frugal's local-update mode (--sync local): an outer step over the
+# error-fed exchange every FRUGAL_LOCAL_STEPS steps (as ddp_localsgd16).
+# frugal_local sends sparse rounds at FRUGAL_LOCAL_DENSITY, frugal_local_dX at
+# density X; frugal_local_sharded sends whole int4 rounds (density 1) over the
+# sharded exchange (--exchange sharded: a reduce-scatter and an all-gather of
+# re-compressed shards, half the flat all-gather's bytes at 4 workers);
+# frugal_local_auto is `--sync local --local-steps 16` with nothing else, the
+# engine's local defaults.
 FRUGAL_LOCAL_STEPS = 16
 FRUGAL_LOCAL_DENSITY = "0.48"
-# frugal_local runs the engine's defaults: since 2026-11-26 overlapped rounds
-# in 4 fragments (Streaming DiLoCo). frugal_local_stream names them
-# explicitly (FRUGAL_LOCAL_FRAGMENTS fragments that sync in turn, each
-# exchange overlapping the inner steps until the next fragment's sync);
-# frugal_local_blocking is the mode before: whole-model rounds, the exchange
-# blocking training. frugal_local_avg replaces the outer Nesterov step by
-# plain averaging (outer lr 1, no momentum): on gpt-tiny's 200 steps (12
-# rounds of 16) DiLoCo's momentum 0.9 ended 2% higher in validation loss,
-# on mlp's 702 steps 0.4 points lower in accuracy (af9e6e6:docs/benchmarks.md,
-# "Outer annealing"). frugal_local_dense is frugal_local_avg with whole fp32
-# rounds (density 1): no compression error, 16x fewer bytes than DDP; on
-# gpt-tiny, whose rounds fit a 10 Mbit/s link, it ended 0.83% above DDP's
-# validation loss on loopback against 1.12% at density 0.48 (2026-11-27).
-# frugal_local_avg_d1 sends the same whole rounds as int4 values (error-fed
-# rounding, 8x fewer bytes than fp32): on loopback it ended at 2.2824, the
-# fp32 rounds' 2.2825.
-# frugal_local_sharded sends whole int4 rounds (density 1) over the sharded
-# exchange (--exchange sharded: a reduce-scatter and an all-gather of
-# re-compressed shards, half the flat all-gather's bytes at 4 workers), with
-# the engine's outer step. On mlp (loopback, 2026-11-27) it ended at 88.27%,
-# the whole fp32 rounds' 88.26%, where the flat exchange's whole int4 rounds
-# ended at 88.06%; and its rounds fit a 10 Mbit/s link behind mlp's compute.
-# frugal_local_auto is `--sync local --local-steps 16` with nothing else: the
-# engine's local defaults since 2026-11-27 (density 1; the sharded exchange
-# on one cluster, across clusters the hierarchical one whose leaders
-# compress their cluster's sum with a residual of their own; deflated int4
-# values).
-FRUGAL_LOCAL_FRAGMENTS = 4
-# The outer step of the *_avg* and dense variants: plain averaging.
-PLAIN_AVERAGING = ["--outer-lr", "1", "--outer-momentum", "0"]
 # frugal_warmup: density from 25% down to the default over this many steps.
 FRUGAL_WARMUP_STEPS = 150
-ALL_SYSTEMS = ["frugal", "frugal_step", "frugal_fixed", "frugal_fp16", "frugal_warmup", "frugal_flat", "frugal_adapt", "frugal_local", "frugal_local_stream", "frugal_local_blocking", "frugal_local_avg", "frugal_local_avg_d1", "frugal_local_dense", "frugal_local_sharded", "frugal_local_auto", "frugal_slow", "frugal_slow_balanced"] + \
+ALL_SYSTEMS = ["frugal", "frugal_step", "frugal_warmup", "frugal_flat", "frugal_adapt", "frugal_local",
+               "frugal_local_sharded", "frugal_local_auto", "frugal_slow", "frugal_slow_balanced"] + \
     ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"] + \
     [s for s in STOCK_SYSTEMS if s != "ddp_powersgd"] + list(PY_SYSTEMS)
 # frugal_slow*: every worker in its own CPU cgroup (bench/harness/cgroups.py):
@@ -85,12 +58,12 @@ DEFAULT_BUDGET_S = 300
 
 def frugal_variant_args(system, rank):
     """Extra `frugal worker` flags of a Frugal system variant. `frugal` is the
-    default (--sync auto: the local mode with 2 or more workers since
-    2026-11-27); the step-mode variants name --sync step."""
+    default (--sync auto: the local mode with 2 or more workers); the
+    step-mode variants name --sync step."""
     if system in LOCAL_VARIANTS or system.startswith("frugal_local_d"):
         return local_variant_args(system)
     step = ["--sync", "step"]
-    if system == "frugal_step":  # the default until 2026-11-27: every step, the controller choosing the density
+    if system == "frugal_step":  # every step, the controller choosing the density
         return step
     if system == "frugal_flat":
         return step + ["--exchange", "flat"]
@@ -98,10 +71,6 @@ def frugal_variant_args(system, rank):
         return step + ["--adapt", "on"]
     # The fixed-density variants turn the controller (the step mode's default,
     # --adapt auto) off, or it would choose the density they are meant to fix.
-    if system == "frugal_fixed":  # the default until 2026-11-25: 3% whatever the link
-        return step + ["--adapt", "off"]
-    if system == "frugal_fp16":  # the default until 2026-11-23: fp16 values at 1%
-        return step + ["--value-encoding", "fp16", "--density", "0.01", "--adapt", "off"]
     if system == "frugal_warmup":  # DGC's density warm-up (Note [Density warm-up])
         return step + ["--density-warmup-steps", str(FRUGAL_WARMUP_STEPS), "--adapt", "off"]
     if system.startswith("frugal_d"):
@@ -113,27 +82,15 @@ def frugal_variant_args(system, rank):
     return []
 
 
-LOCAL_VARIANTS = ("frugal_local", "frugal_local_stream", "frugal_local_blocking", "frugal_local_avg",
-                  "frugal_local_avg_d1", "frugal_local_sharded", "frugal_local_auto", "frugal_local_dense")
+LOCAL_VARIANTS = ("frugal_local", "frugal_local_sharded", "frugal_local_auto")
 
 
 def local_variant_args(system):
     """Flags of the --sync local variants."""
-    if system == "frugal_local_stream":
-        return local_variant_args("frugal_local") + \
-            ["--local-overlap", "--local-fragments", str(FRUGAL_LOCAL_FRAGMENTS)]
-    if system == "frugal_local_blocking":
-        return local_variant_args("frugal_local") + ["--no-local-overlap", "--local-fragments", "1"]
-    if system == "frugal_local_avg":
-        return local_variant_args("frugal_local") + PLAIN_AVERAGING
-    if system == "frugal_local_avg_d1":
-        return local_variant_args("frugal_local_d1") + PLAIN_AVERAGING
     if system == "frugal_local_sharded":
         return local_variant_args("frugal_local_d1") + ["--exchange", "sharded"]
     if system == "frugal_local_auto":
         return ["--sync", "local", "--local-steps", str(FRUGAL_LOCAL_STEPS)]
-    if system == "frugal_local_dense":
-        return local_variant_args("frugal_local_avg_d1") + ["--value-encoding", "fp32"]
     density = system[len("frugal_local_d"):] or FRUGAL_LOCAL_DENSITY
     return ["--sync", "local", "--local-steps", str(FRUGAL_LOCAL_STEPS), "--density", density]
 
@@ -249,15 +206,13 @@ CLUSTER_SYSTEMS = ["frugal", "frugal_step", "frugal_flat", "ddp", "ddp_fp16"] + 
 # Budgets in seconds of training. Frugal and ddp_unlimited are sized to finish
 # their epochs; shaped DDP runs ~3 s/iteration on mlp at 100 Mbit/s, so it
 # gets a fixed slice and a lower bound.
-FULL_BUDGETS = {"frugal": 900, "frugal_step": 900, "frugal_fixed": 900, "frugal_fp16": 900, "frugal_warmup": 900, "frugal_flat": 900, "ddp": 300, "ddp_fp16": 300, "ddp_powersgd": 300,
-                "ddp_unlimited": 900, "frugal_adapt": 900, "frugal_local": 900, "frugal_local_stream": 900, "frugal_local_blocking": 900, "frugal_local_avg": 900, "frugal_local_dense": 900, "frugal_local_avg_d1": 900, "frugal_local_sharded": 900, "frugal_local_auto": 900, "frugal_slow": 900,
-                "frugal_slow_balanced": 900}
-FULL_BUDGETS.update({"frugal_d" + d: 900 for d in SWEEP_DENSITIES})
+FULL_BUDGETS = {"ddp": 300, "ddp_fp16": 300, "ddp_powersgd": 300, "ddp_unlimited": 900}
+FULL_BUDGETS.update({name: 900 for name in ALL_SYSTEMS if is_frugal(name)})
 # Local SGD sends a full model every 4 or 16 steps: it can finish its epochs.
 FULL_BUDGETS.update({"ddp_powersgd1": 300, "ddp_powersgd8": 300, "ddp_localsgd4": 900, "ddp_localsgd16": 900})
 # Frugal's Python package trains as long as Frugal.
 FULL_BUDGETS.update({name: 900 for name in PY_SYSTEMS})
-ADAPT_SYSTEMS = ["frugal", "frugal_fixed", "frugal_adapt"] + ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_unlimited"]
+ADAPT_SYSTEMS = ["frugal", "frugal_adapt"] + ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_unlimited"]
 
 
 # The high target on accuracy: DDP's final accuracy minus 0.3
@@ -276,9 +231,10 @@ def _full(name, model, topology, rate, target, systems, second_target):
 # Below 20 Mbit/s: the synchronous default, the local-update mode and
 # every stock alternative. Plain DDP and PowerSGD get short budgets and are
 # projected (plain DDP needs ~30 s per mlp step at 10 Mbit/s).
-LOW_RATE_SYSTEMS = ["frugal", "frugal_step", "frugal_local", "frugal_local_sharded", "frugal_local_auto", "frugal_local_avg", "frugal_local_blocking", "ddp", "ddp_powersgd1", "ddp_powersgd", "ddp_localsgd16", "ddp_unlimited"]
+LOW_RATE_SYSTEMS = ["frugal", "frugal_step", "frugal_local", "frugal_local_sharded", "frugal_local_auto", "ddp",
+                    "ddp_powersgd1", "ddp_powersgd", "ddp_localsgd16", "ddp_unlimited"]
 LOW_RATE_BUDGETS = dict(FULL_BUDGETS, ddp=120, ddp_fp16=120, ddp_powersgd1=600, ddp_powersgd=600)
-# gpt-tiny (docs/design/models.md) as af9e6e6:docs/benchmarks.md trains it: AdamW, 30 warm-up
+# gpt-tiny (docs/design/models.md): AdamW, 30 warm-up
 # steps then cosine, 8 windows of 128 bytes per worker and step; Frugal reads
 # the text split with --dataset text (ddp.py picks it from the model).
 GPT_TRAIN_ARGS = ("--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.01", "--batch-size", "8",
@@ -287,8 +243,6 @@ GPT_STEPS = 200
 # Two workers, not four: gpt-tiny's step is ~40x mlp's compute (about 3 s per
 # step with four workers on this 2-core machine, 1.5 s with two).
 GPT_WORKERS = 2
-
-
 
 
 def _low_rate(name, model, topology, rate, target, second_target):
@@ -316,7 +270,7 @@ SCENARIOS = {s.name: s for s in [
     _full("cnn-flat-1000", "cnn", "flat", 1000, 0.90, FLAT_SYSTEMS + ["frugal_adapt"], 0.87),
     _full("mlp-clusters-100", "mlp", "clusters", 100, 0.88, CLUSTER_SYSTEMS, 0.85),
     _full("mlp-fluctuating", "mlp", "fluctuating", None, 0.88, CLUSTER_SYSTEMS, 0.85),
-    # The adaptive controller against the default fixed density, a
+    # The adaptive controller (frugal_adapt) against the default, a
     # fixed-density sweep (best in hindsight) and DDP, on the fluctuating WAN.
     _full("mlp-fluctuating-adapt", "mlp", "fluctuating", None, 0.88, ADAPT_SYSTEMS, 0.85),
     # One worker 2x slower; equal vs speed-proportional batch sizes.

@@ -7,8 +7,8 @@ from scenarios import POWERSGD_RANKS, is_frugal, is_localsgd
 CurvePoint = Tuple[float, int, float]  # (time s, step, test accuracy); time: see time_basis
 # Times are training time (train_time_s: wall time less the evaluations, which
 # both Frugal and ddp.py record) when every evaluation and logging record of a
-# run carries it, else wall time (runs recorded before 2026-11-25). On this CPU one cnn evaluation
-# takes about 10 s, so wall time measures mostly the evaluation cadence.
+# run carries it, else wall time (older records without it). One cnn evaluation takes
+# about as long as many training steps on a CPU, so wall time would measure mostly the evaluation cadence.
 TRAIN_TIME, WALL_TIME = "train_time_s", "wall_time_s"
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Table-driven bad-input test of the `frugal` binary (issue 19, item 5).
+"""Table-driven bad-input test of the `frugal` binary.
 
 Every case in the table runs `frugal ARGV` in a fresh temporary directory
 (its working directory, holding the case's files) and must, within

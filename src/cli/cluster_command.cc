@@ -1,4 +1,4 @@
-// `frugal cluster`: the elastic GPU-cluster scheduler (issue 7).
+// `frugal cluster`: the elastic GPU-cluster scheduler.
 //   simulate  run one policy (or --compare all) on a workload, trace-driven
 //   workload  synthesise a workload from the Philly trace
 //   bench     time one scheduling decision with many active jobs

@@ -1,5 +1,5 @@
 // `frugal cluster serve|agent|submit|jobs|status|cancel|nodes|events`: the
-// live elastic cluster service (issue 17, docs/guide/cluster.md). Thin: flags ->
+// live elastic cluster service (docs/guide/cluster.md). Thin: flags ->
 // options -> frugal::cluster classes.
 #include <signal.h>
 #include <unistd.h>
@@ -108,12 +108,10 @@ struct ServeFlags {
 // (Note [Switch cost] in src/sched/afs_policy.cc); --realloc-cost sets it.
 // The default follows the controller: a restart costs a job the simulator's
 // 30 s (process start, checkpoint load, steps redone); an elastic resize
-// stalls it only for `switch_s`, 0.1-4.5 s measured (docs/guide/cluster.md), so it
-// is priced at 5 s. These are starting values: without --realloc-cost the
-// server replaces them by what its own jobs' resizes cost (Note [Measured
-// resize cost] in src/cluster/cluster_manager.cc). An earlier 5 s trial seemed to keep job a of the live
-// test at 2 workers; the cause was the job's measured rates (4 workers
-// slower than 2 on a 2-core machine), not the price.
+// stalls it only for `switch_s`, 0.1-4.5 s measured (docs/guide/cluster.md),
+// so it is priced at 5 s. These are starting values: without --realloc-cost
+// the server replaces them by what its own jobs' resizes cost
+// (Note [Measured resize cost] in src/cluster/cluster_manager.cc).
 double ReallocationCost(const ServeFlags& f) {
   if (f.realloc_cost >= 0) return f.realloc_cost;
   return f.controller == "restart" ? 30.0 : 5.0;

@@ -62,13 +62,13 @@ void AddKeysCommand(CLI::App& app);         // keys_command.cc: frugal keys gene
 comm::SecurityOptions ResolveSecurity(const std::string& key_file, const std::string& authorized_keys_file, bool insecure, const std::string& address);
 void AddRunCommand(CLI::App& app);          // run_command.cc: frugal run -- PROGRAM (the Python package's launcher)
 #ifdef FRUGAL_HAVE_SIM
-void AddPlanCommand(CLI::App& app);     // plan_command.cc (planner, issue 6)
+void AddPlanCommand(CLI::App& app);     // plan_command.cc (planner)
 #endif
 #ifdef FRUGAL_HAVE_SCHED
-void AddClusterCommand(CLI::App& app);  // cluster_command.cc (scheduler, issue 7)
+void AddClusterCommand(CLI::App& app);  // cluster_command.cc (scheduler)
 #endif
 #ifdef FRUGAL_HAVE_CLUSTER
-// cluster_serve_command.cc: serve, agent, submit, jobs, status, cancel, nodes, events (issue 17).
+// cluster_serve_command.cc: serve, agent, submit, jobs, status, cancel, nodes, events.
 void AddClusterServiceCommands(CLI::App* cluster);
 #endif
 

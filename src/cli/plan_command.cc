@@ -1,4 +1,4 @@
-// `frugal plan`: training-time prediction and strategy search (issue 6).
+// `frugal plan`: training-time prediction and strategy search.
 // A thin layer over frugal::sim; see docs/design/planner.md. This file: run,
 // validate, calibrate, ops, hardware; search and Frugal's pipeline are in
 // plan_search_command.cc.

@@ -1,5 +1,4 @@
-// `frugal plan hybrid`: on-prem + cloud co-training cost planner (issue 18,
-// item 4). A thin layer over sim::PlanHybrid; see docs/design/planner.md.
+// `frugal plan hybrid`: on-prem + cloud co-training cost planner. A thin layer over sim::PlanHybrid; see docs/design/planner.md.
 #include <cstdio>
 #include <memory>
 #include <optional>

@@ -33,7 +33,7 @@ TEST(TomlTextTest, RefusesBinaryIntegersToml11WouldOverflow) {
   EXPECT_EQ(TomlTextProblem("x0b" + std::string(80, '1')), "");  // not a literal's start
 }
 
-// Regression (sim_fuzz, 2026-11-26): "se = [[[[..." 300 deep overflowed
+// Regression (found by sim_fuzz): "se = [[[[..." 300 deep overflowed
 // toml11's recursive parser's stack.
 TEST(TomlTextTest, RefusesNestingToml11WouldRecurseTooDeeply) {
   const std::string ok = "a = " + std::string(64, '[') + std::string(64, ']') + "\n[t]\n[[arr]]\nb = {c = {d = 1}}\n";

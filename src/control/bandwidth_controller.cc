@@ -35,14 +35,14 @@ namespace frugal::control {
 // last bucket is exposed, and the optimum is where the exposed
 // communication costs a/(1-a) of compute.
 //
-// a = 0.5 since 2026-11-25: the exponent grows with the target. To 85% it
-// is 0.23-0.28 (above); to the high target (DDP's final accuracy
-// minus 0.3 points) a fixed 3% never arrives within 3 epochs on mlp while
-// 8.7-10% does, at 1.47x the iteration time on the loopback testbed, which
-// needs a > log 1.47 / log 3 = 0.35. With the CPU stages priced (Note [CPU
-// stages priced]) and a = 0.3 the controller settled at about 5.5% at
-// 1 Gbit/s and missed the high target (af9e6e6:docs/benchmarks.md); at a = 0.5 the
-// exposed communication may cost as much as compute.
+// The default is a = 0.5, because the exponent grows with the target. To
+// 85% it is 0.23-0.28 (above); to the benchmarks' high target (DDP's final
+// accuracy minus 0.3 points) a fixed 3% never arrives within 3 epochs on mlp
+// while 8.7-10% does, at 1.47x the iteration time on the loopback testbed,
+// which needs a > log 1.47 / log 3 = 0.35. With the CPU stages priced
+// (Note [CPU stages priced]), a = 0.3 settles at about 5.5% at 1 Gbit/s and
+// misses the high target; at a = 0.5 the exposed communication may cost as
+// much as compute.
 //
 // The time prediction of a candidate density uses each worker's fitted
 // link model (Note [Link model] in link_model.cc) where it has one: bytes

@@ -221,7 +221,7 @@ TEST(BandwidthControllerTest, OverReadsOfSmallTransfersDoNotMakeTheDensityFlap) 
 namespace frugal::control {
 namespace {
 
-// The cnn failure (af9e6e6:docs/benchmarks.md): on a 100 Mbit/s link whose
+// The cnn case: on a 100 Mbit/s link whose
 // every message costs 5 ms (late acks on busy cores), bytes over busy time
 // reads ~21 Mbit/s at 1% and less at lower densities, and the controller
 // walked the density down. With the link model it picks the density that

@@ -125,8 +125,8 @@ double WarmupDensity(double density, int64_t t, int64_t warmup_steps) {
 // cnn: the convolutions, about 19 K values, and fc2, 5.6 K, against fc1's
 // 1.6 M). At the bucket's density such a bucket sends a few blocks per step,
 // although its values move the loss most per byte: on cnn, sending these two
-// whole raised the final accuracy by 0.37 points on the mean of three seeds
-// (af9e6e6:docs/benchmarks.md). The rule is relative to the model: the smallest
+// whole raised the final accuracy by 0.37 points on the mean of three seeds.
+// The rule is relative to the model: the smallest
 // buckets go whole while together they hold at most --whole-bucket-share of
 // the values (2% by default, which bounds the extra bytes whatever the
 // bucket layout; a model of many equal buckets sends none whole), plus any

@@ -306,9 +306,9 @@ Status CompressedAllReduce::Impl::RunLocked(BucketState& state, uint64_t bucket,
 }
 
 // The sum of `parts` (messages in rank order), times `scale`, compressed
-// with c's residual into *out: an owner's mean (step 2 of Note [Sharded
-// exchange]) or a leader's cluster sum (Note [Leader residual]). `what`
-// names the sum when a message has the wrong size.
+// with c's residual into *out: an owner's mean (step 2 of
+// Note [Sharded exchange]) or a leader's cluster sum (Note [Leader residual]).
+// `what` names the sum when a message has the wrong size.
 Status CompressedAllReduce::Impl::CompressMerged(const std::vector<comm::Bytes>& parts, size_t size, float scale,
                                                  Compressor& c, const std::string& what, comm::Bytes* out) const {
   compress::SparseVector sum;

@@ -22,11 +22,10 @@ double Median(std::vector<double> v) {
 // CPU and for peers as much as on the link. A rule that predicts a raw
 // round's time as its deflated time x raw bytes / bytes sent assumes all of
 // it is the link; with 4 workers on 2 cores that kept deflate on where it
-// cost time:
-// on two uneven clusters (3+1) over a 100 Mbit/s WAN 129.5 ms per step
-// against 98.5 ms with --deflate off, over 20 Mbit/s 134 against 92, on a
-// flat 100 Mbit/s 113.9 against 99.3, while on a flat 10 Mbit/s deflate
-// was worth 185 against 318 ms (af9e6e6:docs/benchmarks.md, "Deflate by trial").
+// cost time: on two uneven clusters (3+1) over a 100 Mbit/s WAN 129.5 ms per
+// step against 98.5 ms with --deflate off, over 20 Mbit/s 134 against 92, on
+// a flat 100 Mbit/s 113.9 against 99.3, while on a flat 10 Mbit/s deflate was
+// worth 185 against 318 ms (bench/deflate/modes.py measures these).
 //
 // So the choice is measured on what it is for, the time per step: the
 // period between two fragment sync points, which holds the compute the

@@ -10,9 +10,9 @@ namespace frugal::engine {
 // master): every inner step copies each gradient off the device, steps the
 // master with the host optimizer (optim::SparseOptimizer) and copies every
 // parameter back. On a GPU that is two crossings of the whole model and a
-// host optimizer pass per step: resnet18's local-mode iteration was 0.080 s
-// on an H200 with four workers sharing it, where a plain step takes 0.018 s
-// (af9e6e6:docs/benchmarks.md, "Third GPU session").
+// host optimizer pass per step: resnet18's local-mode iteration on the host
+// path took 0.080 s on an H200 with four workers sharing it, where a plain
+// step takes 0.018 s.
 // With the inner steps on the device (--local-inner device; auto on any
 // device but the CPU) the model's own tensors are the inner parameters:
 // this class steps them with torch operations on their device, the same

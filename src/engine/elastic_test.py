@@ -41,7 +41,7 @@ def worker_args(frugal, endpoint, runs, name, extra=()):
 # falls with a fragment's exchange in flight.
 LOCAL = ("--sync", "local", "--local-steps", "4", "--local-fragments", "2", "--local-overlap")
 # The other scenarios keep the step mode's coverage (an elastic run's
-# default is the local mode since 2026-11-27).
+# default is the local mode).
 STEP = ("--sync", "step")
 
 
@@ -198,8 +198,9 @@ def scenario_kill_during_join(frugal):
 
 def scenario_coordinator_restart(frugal):
     """The coordinator dies (SIGKILL) and restarts on its address with the same
-    flags: it adopts generation 1 from the workers' heartbeats (Note
-    [Coordinator restart]) and then handles a loss as if it had never died."""
+    flags: it adopts generation 1 from the workers' heartbeats
+    (Note [Coordinator restart]) and then handles a loss as if it had never
+    died."""
     job = Job(frugal, world=3, min_workers=2, name="coordinator-restart")
     for _ in range(3):
         job.start_worker()

@@ -371,9 +371,9 @@ TEST(LocalSyncTest, InnerStepsOnTheDeviceMatchTheHost) {
   }
 }
 
-// The inner state moves between the device and a checkpoint (Note [Inner
-// steps on the device]): a run on the device resumed from its mid-round
-// checkpoint on the device ends bit-identical to the run that wrote it, and
+// The inner state moves between the device and a checkpoint
+// (Note [Inner steps on the device]): a run on the device resumed from its
+// mid-round checkpoint on the device ends bit-identical to the run that wrote it, and
 // resumed on the host within float rounding of it (Adam's moments and step
 // count, SGD's momentum buffer).
 TEST(LocalSyncTest, DeviceInnerStateSurvivesACheckpoint) {

@@ -61,9 +61,9 @@
 // (one-GPU seconds, Note [AFS-P estimator]) has reached `long_job_seconds`
 // is long; every short job gets all the GPUs it can use (its growth steps
 // handed out by the AFS rule among short jobs) before any long job gets a
-// GPU; long jobs share the rest by the AFS rule (or oldest first, Note [Long
-// queue order]; a starved one may return to the short queue, Note
-// [Promotion]). The plain AFS rule gives
+// GPU; long jobs share the rest by the AFS rule (or oldest first,
+// Note [Long queue order]; a starved one may return to the short queue,
+// Note [Promotion]). The plain AFS rule gives
 // every waiting job one GPU before any running job grows, so under load it
 // behaves like processor sharing, which loses to shortest-first on mean JCT
 // (docs/design/scheduler.md). A new job's prior is `prior_seconds` on each
@@ -115,9 +115,9 @@
 namespace frugal::sched {
 namespace {
 
-// A job's best goodput at m GPUs over its batch candidates (Note [AFS
-// goodput]), memoised: the two passes of Note [Switch cost] ask for the same
-// counts again.
+// A job's best goodput at m GPUs over its batch candidates
+// (Note [AFS goodput]), memoised: the two passes of Note [Switch cost] ask for
+// the same counts again.
 class GoodputRates {
  public:
   GoodputRates(const std::vector<JobView>& jobs, int gpus_per_node)

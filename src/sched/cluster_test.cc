@@ -79,8 +79,8 @@ TEST(SchedPlacerTest, ChangedCountIsPlacedAfresh) {
   EXPECT_EQ(out[0].NumGpus(), 4);
 }
 
-// Rate = GPUs on one node, half that when spread over several (Note
-// [Fit-aware placement]).
+// Rate = GPUs on one node, half that when spread over several
+// (Note [Fit-aware placement]).
 double SpreadHalves(size_t, const Shape& shape) {
   int n = 0;
   for (int g : shape) n += g;

@@ -18,8 +18,8 @@ namespace frugal::sched {
 // Returns one placement per job, of counts[i] GPUs if `rate_on` is null.
 // `rate_on(i, shape)`: job i's progress rate on `shape`; if given, a job that
 // cannot have its count on its compact number of nodes may get fewer GPUs or
-// keep its current ones, whichever `rate_on` rates highest (Note [Fit-aware
-// placement] in placer.cc).
+// keep its current ones, whichever `rate_on` rates highest
+// (Note [Fit-aware placement] in placer.cc).
 using RateOn = std::function<double(size_t, const Shape&)>;
 std::vector<Placement> PlaceJobs(const ClusterSpec& spec, const std::vector<JobView>& jobs,
                                  const std::vector<int>& counts, const RateOn& rate_on = nullptr);

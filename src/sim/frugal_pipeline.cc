@@ -25,14 +25,12 @@ double ComputeSeconds(const Workload& w, const OperatorCostModel& cost) {
 
 // Note [Selections overlap]
 // The merged update of n workers is the union of their selections. For
-// independent selections at density d its density is 1 - (1 - d)^n, and the
-// first model used that. Workers training the same model choose partly the
-// same coordinates. The model counts 1 + (n - 1)(1 - overlap) independent
-// selections: overlap 0 is the old bound, 1 means identical selections.
-// Measured on mlp (frugal worker's merged_density, testbed, 2026-11-26,
-// docs/design/planner.md) at 10.4% density: 2 workers' union 0.18-0.19 (independent
-// 0.197), 4 workers' 0.31-0.33 (0.355), an overlap of about 0.1-0.2, so the
-// bound is close there. A job's own telemetry (measured_merged_density)
+// independent selections at density d its density is 1 - (1 - d)^n, an
+// upper bound. Workers training the same model choose partly the same
+// coordinates. The model counts 1 + (n - 1)(1 - overlap) independent
+// selections: overlap 0 is that bound, 1 means identical selections. On mlp
+// at 10.4% density (frugal worker's merged_density, docs/design/planner.md)
+// the overlap is about 0.1-0.2, so the bound is close there. A job's own telemetry (measured_merged_density)
 // fixes the overlap, inverted from the formula.
 double UnionDensity(double d, int n, double overlap) {
   const double effective = 1.0 + (n - 1) * (1.0 - overlap);

@@ -1,5 +1,5 @@
-// IterationGraph: the task graph of one training iteration (Note
-// [Iteration task graph] in iteration_graph.cc), internal to src/sim.
+// IterationGraph: the task graph of one training iteration
+// (Note [Iteration task graph] in iteration_graph.cc), internal to src/sim.
 //
 // Thread safety: none; one object per Predict() call.
 #pragma once

@@ -283,8 +283,9 @@ Result<MemoryEstimate> Simulator::EstimateMemory(const ModelSpec& model, const P
   return EstimateFromPlan(plan, model, s, hw_);
 }
 
-// Builds the plan, then the iteration's task graph (Note [Iteration task
-// graph] in iteration_graph.cc), runs it and summarises the run.
+// Builds the plan, then the iteration's task graph
+// (Note [Iteration task graph] in iteration_graph.cc), runs it and summarises
+// the run.
 Result<IterationPrediction> Simulator::Predict(const ModelSpec& model, const ParallelStrategy& s) const {
   PlanBuilder builder(hw_, cost_.get(), *network_);
   FRUGAL_ASSIGN_OR_RETURN(Plan plan, builder.Build(model, s));

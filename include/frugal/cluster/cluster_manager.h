@@ -50,8 +50,8 @@ struct ManagerOptions {
   double round_interval_s = 5;           // Seconds between scheduling rounds (and on every submit/exit/node change).
   double node_timeout_s = 10;            // A node silent this long is marked down.
   int max_restarts = 3;                  // Failed generations restarted from a checkpoint before the job fails.
-  // Each job's throughput prior (e.g. the planner's); empty: none (Note
-  // [Live throughput prior] in src/cluster/live_speed.h).
+  // Each job's throughput prior (e.g. the planner's); empty: none
+  // (Note [Live throughput prior] in src/cluster/live_speed.h).
   SpeedPriorFactory speed_prior;
   // Replace policy_options.reallocation_cost by the resize cost measured on
   // this cluster once there is one (Note [Measured resize cost]).
@@ -80,8 +80,8 @@ struct PriorCalibration {
 
 // Per-job throughput: samples/s by worker count, measured by the job itself
 // and by all jobs of its profile (JobSubmission::profile), and what the
-// policy assumes at each count from 1 to max_workers (at most 64; Note [Live
-// throughput prior]; unit-free where nothing is known).
+// policy assumes at each count from 1 to max_workers (at most 64;
+// Note [Live throughput prior]; unit-free where nothing is known).
 struct ThroughputTable {
   std::map<int, double> samples_per_s;
   std::map<int, double> profile_samples_per_s;

@@ -39,9 +39,9 @@ struct JobSubmission {
   int max_workers = 1;
   int max_steps = 0;  // From the configuration, for progress; 0 = unknown.
   // Jobs with the same profile run at the same speed at each worker count,
-  // so the server shares what one measured with the others (Note [Live
-  // throughput prior] in src/cluster/live_speed.h). `frugal cluster submit`
-  // derives it from the configuration without the keys that do not change
+  // so the server shares what one measured with the others
+  // (Note [Live throughput prior] in src/cluster/live_speed.h). `frugal cluster
+  // submit` derives it from the configuration without the keys that do not change
   // the speed (ProfileOfConfig in src/cli); empty: the job shares nothing.
   std::string profile;
 };

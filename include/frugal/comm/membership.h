@@ -74,8 +74,8 @@ class MembershipServer {
   // registrations ends once its table is out. A server started where a
   // running job's coordinator was (a restart: same address and options)
   // adopts that job's generation from its workers' heartbeats and serves it
-  // from there; ranks not heard within heartbeat_timeout are lost (Note
-  // [Coordinator restart] in membership_server.cc).
+  // from there; ranks not heard within heartbeat_timeout are lost
+  // (Note [Coordinator restart] in membership_server.cc).
   Status Serve();
   // Makes Serve return (Ok) at its next poll, from any thread.
   void Shutdown();

@@ -16,7 +16,7 @@ namespace frugal {
 inline constexpr size_t kMaxTomlBinaryDigits = 62;
 
 // toml11 parses arrays and inline tables recursively: about 300 nested '['
-// overflowed the stack (fuzz/sim_fuzz.cc, 2026-11-26). Deeper nesting than
+// overflow the stack (found by fuzz/sim_fuzz.cc). Deeper nesting than
 // this, outside strings and comments, is refused.
 inline constexpr int kMaxTomlNesting = 64;
 

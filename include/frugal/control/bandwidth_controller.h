@@ -22,8 +22,8 @@
 //     communication costs exponent / (1 - exponent) of compute. The
 //     prediction prices the CPU stages (sparsify, decode + optimizer) at
 //     rates calibrated from the slowest worker's measured seconds, so a
-//     denser exchange is not free on a fast link (Note [CPU stages
-//     priced]).
+//     denser exchange is not free on a fast link
+//     (Note [CPU stages priced]).
 //  4. Floor: if that density is below `density_floor`, grow the global batch
 //     (up to max_batch_growth) so compute time covers the floor density's
 //     communication; the learning rate scales linearly with the batch
@@ -116,8 +116,8 @@ class BandwidthController : public engine::AdaptationPolicy {
                                               double bandwidth_mbit, int world, double sparsify_gbs,
                                               double optimizer_gbs) const;
   // Rule 3: calibrates the CPU stage rates from the slowest worker's
-  // sparsify and optimizer seconds per iteration at `density` (Note [CPU
-  // stages priced] in bandwidth_controller.cc).
+  // sparsify and optimizer seconds per iteration at `density`
+  // (Note [CPU stages priced] in bandwidth_controller.cc).
   void UpdateCpuRates(const std::vector<engine::WorkerTelemetry>& telemetry, double density,
                       int64_t batch_per_worker, double compute_s_per_sample);
   // Rule 1: folds the slowest worker's sample (Mbit/s) into the estimate.

@@ -56,8 +56,9 @@ Status ClearCheckpointsAfter(const std::string& dir, int64_t step);
 // Removes all but the newest `keep` complete step directories.
 Status PruneCheckpoints(const std::string& dir, int keep);
 
-// Gives a large section buffer back for reuse (Note [Recycled checkpoint
-// buffers] in checkpoint.cc); buffers under 1 MiB are simply freed.
+// Gives a large section buffer back for reuse
+// (Note [Recycled checkpoint buffers] in checkpoint.cc); buffers under 1 MiB
+// are simply freed.
 void RecycleCheckpointBuffer(std::vector<uint8_t>&& buffer);
 
 // Little-endian byte writer/reader for section payloads. A writer that

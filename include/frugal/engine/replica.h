@@ -43,8 +43,8 @@ struct ReplicaOptions {
   bool overlap_device_copies = true;         // Note [Gradients off the GPU] (device_copier.h)
   // Every replica starts from rank 0's parameters, sent to all at Create.
   // false skips that broadcast, for a caller that loads the same state into
-  // every rank right after (an elastic generation's restore, Note [No
-  // broadcast on restore] in worker_elastic.cc).
+  // every rank right after (an elastic generation's restore,
+  // Note [No broadcast on restore] in worker_elastic.cc).
   bool broadcast_initial = true;
 };
 
@@ -120,8 +120,8 @@ class Replica {
   // REQUIRES: before the first BeginIteration.
   Status LoadState(const std::vector<uint8_t>& pipeline_state, const std::vector<uint8_t>& parameters, bool residuals);
   // The same, with the parameters set to the loaded masters: for a state
-  // saved where ParametersAreMasters() held (Note [Parameters from
-  // masters] in worker_elastic.cc).
+  // saved where ParametersAreMasters() held
+  // (Note [Parameters from masters] in worker_elastic.cc).
   Status LoadStateWithMastersAsParameters(const std::vector<uint8_t>& pipeline_state, bool residuals);
   // Every parameter equals its master bit for bit (at staleness 0, right
   // after SavePipelineState or LoadState; at staleness 1 the parameters are

@@ -74,9 +74,9 @@ class SparseOptimizer {
   virtual Status DeserializeState(Span<const uint8_t> bytes) = 0;
 
   // The state in dense form, for a caller that takes the same dense steps
-  // elsewhere (LocalSync's inner steps on the model's device, Note [Inner
-  // steps on the device] in src/engine/device_inner.cc): its buffers, each
-  // size() floats (SGD: the momentum buffer when momentum > 0, else none;
+  // elsewhere (LocalSync's inner steps on the model's device,
+  // Note [Inner steps on the device] in src/engine/device_inner.cc): its
+  // buffers, each size() floats (SGD: the momentum buffer when momentum > 0, else none;
   // Adam/AdamW: the first and second moments), and its step count (Adam:
   // the bias correction's; SGD: 1 once the momentum buffer exists, else 0).
   // REQUIRES: only StepDense was called, so an SGD momentum buffer exists

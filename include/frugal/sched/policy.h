@@ -71,8 +71,8 @@ struct ClusterView {
   double now = 0;  // Seconds; for policies that age jobs (afs-goodput-2q with promote_knob > 0).
 };
 
-// afs-goodput-2q: how long jobs share the GPUs short jobs leave; see Note
-// [Long queue order] in src/sched/afs_policy.cc.
+// afs-goodput-2q: how long jobs share the GPUs short jobs leave;
+// see Note [Long queue order] in src/sched/afs_policy.cc.
 enum class LongQueueOrder {
   kAfs,         // The AFS rule among long jobs (processor sharing).
   kSubmission,  // Oldest first: each long job takes all it can use before the next.
@@ -84,8 +84,8 @@ struct PolicyOptions {
   // to the low priority queue (Pollux artifact: 16 GPU-hours).
   double tiresias_threshold_gpu_seconds = 16 * 3600.0;
   // AFS-P, afs-goodput: a job that has made no progress yet is assumed to
-  // have this many seconds (at one GPU) of work left; see Note [AFS-P
-  // estimator] in src/sched/afs_policy.cc.
+  // have this many seconds (at one GPU) of work left;
+  // see Note [AFS-P estimator] in src/sched/afs_policy.cc.
   double afsp_prior_seconds = 600;
   // AFS policies: seconds a job loses when its allocation changes (the
   // simulator's re-allocation cost) and the horizon over which a new
@@ -101,9 +101,9 @@ struct PolicyOptions {
   // estimated remaining time. See Note [Switch cost] in
   // src/sched/afs_policy.cc; reallocation_cost = 0 disables both.
   double contended_horizon = 60;
-  // afs-goodput-2q: a job whose estimated work (one-GPU seconds, Note [AFS-P
-  // estimator]) reaches this is long and gets GPUs only after every short
-  // job has all it can use (64 x afsp_prior_seconds); see Note [Two queues]
+  // afs-goodput-2q: a job whose estimated work (one-GPU seconds,
+  // Note [AFS-P estimator]) reaches this is long and gets GPUs only after every
+  // short job has all it can use (64 x afsp_prior_seconds); see Note [Two queues]
   // in src/sched/afs_policy.cc.
   double long_job_seconds = 38400;
   // afs-goodput-2q: how long jobs share what short jobs leave.
@@ -115,8 +115,8 @@ struct PolicyOptions {
   double promote_knob = 0;
   // afs-goodput-2q: a job whose count does not fit its compact number of nodes
   // in the free GPUs may take fewer GPUs on fewer nodes, or keep its current
-  // ones, where that runs faster than spreading out. See Note [Fit-aware
-  // placement] in src/sched/placer.cc.
+  // ones, where that runs faster than spreading out. See
+  // Note [Fit-aware placement] in src/sched/placer.cc.
   bool fit_aware_placement = true;
 };
 

@@ -68,13 +68,13 @@ struct FrugalJob {
   int workers_per_host = 1;
   // CPU pipeline threads per worker (frugal's --cpu-threads). With 1 a
   // bucket's sparsify, exchange, combine and optimizer run one after another
-  // on one thread, which waits during the exchange (Note [One pipeline
-  // thread] in frugal_pipeline.cc); with more, the stages are pipelined.
-  // Default 1, as in frugal.
+  // on one thread, which waits during the exchange
+  // (Note [One pipeline thread] in frugal_pipeline.cc); with more, the stages
+  // are pipelined. Default 1, as in frugal.
   int pipeline_threads = 1;
-  // How much the workers' selections coincide, in [0, 1] (Note [Selections
-  // overlap] in frugal_pipeline.cc): the merged update of n workers at
-  // density d has density 1 - (1 - d)^(1 + (n - 1)(1 - overlap)). 0, the
+  // How much the workers' selections coincide, in [0, 1]
+  // (Note [Selections overlap] in frugal_pipeline.cc): the merged update of n
+  // workers at density d has density 1 - (1 - d)^(1 + (n - 1)(1 - overlap)). 0, the
   // default, is independent selections (an upper bound on the volume); 1 is
   // every worker choosing the same coordinates.
   double selection_overlap = 0;

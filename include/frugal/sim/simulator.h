@@ -45,8 +45,8 @@ struct ParallelStrategy {
   bool sequence_parallel = false;
   // Megatron's fused softmax for any attention batch count (Megatron-LM as of
   // 2021); false: only when b x heads / tp is a multiple of 4, else PyTorch's
-  // unfused softmax (current Megatron-LM and Megatron-DeepSpeed; Note
-  // [Unfused softmax] in workload.cc). Default false.
+  // unfused softmax (current Megatron-LM and Megatron-DeepSpeed;
+  // Note [Unfused softmax] in workload.cc). Default false.
   bool fused_softmax_any_batch = false;
   CollectiveAlgorithm dp_algorithm = CollectiveAlgorithm::kAuto;  // Default: fastest of ring/tree/hierarchical.
   bool overlap_dp = true;     // Gradient buckets all-reduced during the last backward.

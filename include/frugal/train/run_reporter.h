@@ -42,7 +42,7 @@ class RunReporter {
   double Elapsed() const;  // seconds since Create, plus elapsed_offset_s
   // Elapsed() less the seconds passed to ExcludeFromTrainTime (evaluations):
   // every record carries it as train_time_s, so time-to-accuracy can be read
-  // without the evaluation cadence's cost (af9e6e6:docs/benchmarks.md).
+  // without the evaluation cadence's cost.
   double TrainTime() const { return Elapsed() - excluded_s_; }
   void ExcludeFromTrainTime(double seconds) { excluded_s_ += seconds; }
   const std::string& metrics_path() const { return options_.metrics_path; }

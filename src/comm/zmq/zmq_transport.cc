@@ -383,8 +383,8 @@ class ZmqTransport final : public Transport {
     SendFrames(peer, h, nullptr);
   }
 
-  // Goodbyes are best effort: data has been acknowledged already (Note
-  // [Closing]), and a peer that misses our goodbye still notices through
+  // Goodbyes are best effort: data has been acknowledged already
+  // (Note [Closing]), and a peer that misses our goodbye still notices through
   // lost-peer detection or its timeout. So a peer that is closing at the
   // same moment, whose ROUTER no longer accepts connections, must not hold
   // our context termination for the whole linger.
