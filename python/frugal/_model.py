@@ -101,7 +101,10 @@ class DistributedModel(torch.nn.Module):
         without Frugal; with sync='step' an SGD, Adam or AdamW of one group
         is read into the sparse optimizer (its lr at every iteration).
       sync: 'auto' (default: as frugal train, Note [Sync auto]: 'local' with
-        two or more workers), 'step' (the pipeline above) or 'local'.
+        two or more workers), 'step' (the pipeline above), 'local', or
+        'site': 'local' with one replica per cluster (``frugal run
+        --local-clusters a,a,b,b`` or ``--cluster``), whose members average
+        their gradients every step before the inner step.
       density: fraction of each bucket sent per step (per round with
         sync='local'), in (0, 1]; None: 0.03 with 'step', 1 with 'local'.
       sparsifier: 'block' (cache-line blocks), 'topk', 'sampled_topk' or 'randomk'.
@@ -139,8 +142,8 @@ class DistributedModel(torch.nn.Module):
         unknown = sorted(set(local_options) - set(_LOCAL_DEFAULTS))
         if unknown:
             raise TypeError(f"DistributedModel got unexpected keyword argument(s) {', '.join(unknown)}")
-        if sync not in ("auto", "step", "local"):
-            raise ValueError(f"sync must be 'auto', 'step' or 'local', got {sync!r}")
+        if sync not in ("auto", "step", "local", "site"):
+            raise ValueError(f"sync must be 'auto', 'step', 'local' or 'site', got {sync!r}")
         if total_steps is not None and not (isinstance(total_steps, int) and total_steps > 0):
             raise ValueError(f"total_steps must be a positive integer or None, got {total_steps!r}")
         hyper = dict(lr=lr, momentum=momentum, dampening=dampening, nesterov=nesterov, weight_decay=weight_decay,
@@ -169,7 +172,7 @@ class DistributedModel(torch.nn.Module):
             self._adopt_optimizer(options, [p for _, p in params], sync == "auto")
         options.sync = self._sync
         if self._sync == "step" and local_options:
-            raise ValueError(f"{', '.join(sorted(local_options))} apply to sync='local' only")
+            raise ValueError(f"{', '.join(sorted(local_options))} apply to sync='local' or 'site' only")
         if user_opt is not None:
             options.validate()  # the settings read from the optimizer
         self.module = module
@@ -181,7 +184,7 @@ class DistributedModel(torch.nn.Module):
         # gives it the bucket layout and averages the buffers (its hooks and
         # pipeline stay idle), as in frugal train's workers.
         self._local = None
-        if self._sync == "local":
+        if self._sync in ("local", "site"):
             self._local = _C.LocalSync(self._world, self._replica, [p for _, p in params], options, total_steps or 0,
                                        caller_steps=user_opt is not None)
         self._t = 0  # sync='local': the iteration whose forward runs next
@@ -195,6 +198,7 @@ class DistributedModel(torch.nn.Module):
         # finish), so that load_state_dict can restore a checkpoint first.
         self._begun = False
         self._in_iteration = False  # between a forward and its step()
+        self._gradients_synced = False  # sync_gradients() ran in this iteration
         self._first_iteration = 0
 
     def _adopt_optimizer(self, options, params, auto):
@@ -216,7 +220,7 @@ class DistributedModel(torch.nn.Module):
                 for name, value in settings.items():
                     setattr(options, name, value)
                 self._fixed = _optim.fixed_settings(self._user_opt)
-        if self._sync == "local":
+        if self._sync in ("local", "site"):
             base = _optim.base_lr(self._user_opt.param_groups[0])
             options.lr = base if base > 0 else 1.0
 
@@ -266,6 +270,9 @@ class DistributedModel(torch.nn.Module):
         Do not call ``optimizer.step()`` yourself as well.
         """
         self._begin()
+        if not self._gradients_synced:
+            self.sync_gradients()
+        self._gradients_synced = False
         if self._local is not None and self._user_opt is not None:
             self._step_user_optimizer(scaler)
         elif scaler is not None:
@@ -287,6 +294,17 @@ class DistributedModel(torch.nn.Module):
         check = self.check_every > 0 and t % self.check_every == 0
         self._replica.begin_iteration(t, check)
         self._in_iteration = False
+
+    def sync_gradients(self):
+        """sync='site': replaces the module's gradients by their mean over
+        this rank's cluster now, for a script that reads them before
+        ``step()`` (``clip_grad_norm_`` then clips the cluster's gradient, as
+        in DDP); ``step()`` does it otherwise. Does nothing in the other
+        modes. Call it once per iteration, after the last backward."""
+        self._begin()
+        if self._local is not None:
+            self._local.average_gradients(self._t)
+        self._gradients_synced = True
 
     def _step_user_optimizer(self, scaler):
         group = self._user_opt.param_groups[0]

@@ -13,6 +13,7 @@
 #include "bindings.h"
 #include "frugal/compress/sparsifier.h"
 #include "frugal/engine/checkpoint.h"
+#include "frugal/engine/cluster_average.h"
 #include "frugal/engine/local_sync.h"
 #include "frugal/engine/replica.h"
 #include "frugal/engine/run_config.h"
@@ -237,6 +238,9 @@ class LrTrack {
 struct PyLocal {
   std::shared_ptr<LrTrack> lr;
   std::unique_ptr<engine::LocalSync> sync;
+  // sync='site': the cluster's members average their gradients before each
+  // inner step (Note [Site replicas] in sync_strategy.cc).
+  std::unique_ptr<engine::ClusterAverage> average;
 };
 
 // caller_steps: the user's torch optimizer takes the inner steps
@@ -245,7 +249,8 @@ struct PyLocal {
 std::unique_ptr<PyLocal> CreateLocal(World& world, Replica& replica, std::vector<torch::Tensor> params,
                                      const PyReplicaOptions& p, int64_t total_steps, bool caller_steps) {
   engine::RunConfig c = ToConfig(p, DeviceOf(params));
-  if (c.distributed.sync != engine::SyncMode::kLocal) throw py::value_error("LocalSync needs sync='local'");
+  if (!engine::IsLocalUpdates(c.distributed.sync)) throw py::value_error("LocalSync needs sync='local' or 'site'");
+  std::vector<torch::Tensor> model_order = params;
   // The outer step: as frugal train when the run's length is known, else
   // DiLoCo's Nesterov step (a long run's choice).
   const engine::OuterStep outer = total_steps > 0 ? engine::OuterOf(c.distributed, total_steps)
@@ -266,6 +271,10 @@ std::unique_ptr<PyLocal> CreateLocal(World& world, Replica& replica, std::vector
   }
   ThrowIfError(sync.status());
   local->sync = std::move(*sync);
+  if (c.distributed.sync == engine::SyncMode::kSite) {
+    local->average = std::make_unique<engine::ClusterAverage>(world.transport_ptr(), std::move(model_order),
+                                                              engine::TimeoutOf(c.distributed));
+  }
   return local;
 }
 
@@ -277,6 +286,9 @@ void BindLocal(py::module_& m) {
       .def("begin_iteration",
            [](PyLocal& l, int64_t t, bool check) { NoGil([&] { return l.sync->BeginIteration(t, check); }); },
            py::arg("t"), py::arg("check_replicas") = false)
+      .def("average_gradients", [](PyLocal& l, int64_t t) {
+        if (l.average) NoGil([&] { return l.average->Average(t); });
+      }, py::arg("t"), "sync='site': replaces the gradients by their mean over this rank's cluster; else nothing")
       .def("end_backward", [](PyLocal& l, int64_t t) { NoGil([&] { return l.sync->EndBackward(t); }); },
            py::arg("t"))
       .def("finish", [](PyLocal& l, int64_t t) { NoGil([&] { return l.sync->Finish(t); }); }, py::arg("t"))
@@ -369,8 +381,8 @@ void BindOptions(py::module_& m) {
       .def("plan_toml", [](const PyReplicaOptions& p) { return engine::ToToml(ToConfig(p, "cpu")); },
            "The run configuration these options resolve to (Note [One resolver]), as TOML lines")
       .def("resolved_sync", [](const PyReplicaOptions& p) {
-        return ToConfig(p, "cpu").distributed.sync == engine::SyncMode::kLocal ? "local" : "step";
-      }, "'step' or 'local': sync with 'auto' resolved for `workers` (engine::SyncOf)")
+        return std::string(NameOf(ToConfig(p, "cpu").distributed.sync));
+      }, "'step', 'local' or 'site': sync with 'auto' resolved for `workers` (engine::SyncOf)")
       .def("resolved_density", [](const PyReplicaOptions& p) { return engine::DensityOf(ToConfig(p, "cpu").distributed); },
            "The density the run uses (density 0: the mode's default)");
 }

@@ -80,3 +80,23 @@ def test_quickstart_runs_as_written_on_two_workers():
     assert [line.split(":")[0] for line in lines] == ["step 50", "step 100", "step 150", "step 200"], proc.stdout
     losses = [float(line.rsplit(" ", 1)[1]) for line in lines]
     assert losses[-1] < 0.5 * losses[0], proc.stdout
+
+
+def test_site_replicas_keep_a_clusters_members_identical_every_step(tmp_path):
+    """sync='site' under frugal run --local-clusters a,a,b,b (Note [Site
+    replicas]): the members of a cluster hold the same parameters after
+    every step (with and without sync_gradients() before a clip), the two
+    clusters are two replicas inside a round, and the run ends on one model."""
+    steps, local_steps = 10, 4
+    proc, results = run_workers(4, "site_worker.py", steps, local_steps, tmp_path=tmp_path,
+                                extra=("--local-clusters", "a,a,b,b"))
+    assert proc.returncode == 0, proc.stderr
+    assert all(r is not None for r in results), proc.stderr
+    assert [r["cluster"] for r in results] == ["a", "a", "b", "b"]
+    for t in range(steps):
+        assert results[0]["after_step"][t] == results[1]["after_step"][t], t
+        assert results[2]["after_step"][t] == results[3]["after_step"][t], t
+    assert results[0]["after_step"][1] != results[2]["after_step"][1]
+    assert all(r["final"] == results[0]["final"] for r in results)
+    assert len({r["checksum"] for r in results}) == 1
+    assert results[0]["rounds"] >= steps // local_steps
