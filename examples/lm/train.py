@@ -6,7 +6,7 @@ validation loss on the held-out split every --eval-every steps.
 
     /usr/bin/python3 examples/lm/prepare.py                                 # once: build/lm/data
     PYTHONPATH=build/python build/frugal run --workers 4 -- \\
-        /usr/bin/python3 examples/lm/train.py --size 25m --steps 500
+        /usr/bin/python3 examples/lm/train.py --size 25m --steps 500 --batch-size 1
     /usr/bin/python3 examples/lm/train.py --size 25m --steps 100           # a world of one
     ... examples/lm/train.py --size gpt2 --device cuda --batch-size 8 --seq-len 1024
 
@@ -40,7 +40,7 @@ def parse_args(argv=None):
     p.add_argument("--data", default=os.path.join(REPO, "build", "lm", "data"),
                    help="prepare.py's output folder (default build/lm/data)")
     p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--batch-size", type=int, default=16, help="sequences per worker per step")
+    p.add_argument("--batch-size", type=int, default=4, help="sequences per worker per step (default 4)")
     p.add_argument("--seq-len", type=int, default=None, help="tokens per sequence (default: the model's context)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-3 for 25m, 6e-4 for gpt2)")
     p.add_argument("--min-lr-ratio", type=float, default=0.1, help="the cosine ends at lr * this (default 0.1)")
@@ -202,8 +202,10 @@ def main(argv=None):
     net = lm.build(args.size, vocab_size=vocab).to(args.device)
     sync = args.sync
     if sync == "auto":
-        # Frugal resolves 'auto' to the step mode in a world of one, and
-        # the recipe's two groups take it to the local mode there: say so.
+        # What Frugal's resolver makes of it for this optimizer: the local
+        # mode with two or more workers, and in a world of one too, the
+        # step mode reading only one group. The groups depend on the mode,
+        # so it is settled before they are built.
         sync = "local"
     opt = build_optimizer(net, args, sync, lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(warmup, args.steps, args.min_lr_ratio))
