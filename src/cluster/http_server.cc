@@ -180,7 +180,7 @@ void ClusterServerImpl::ReadRoutes() {
   http_.Get("/api/state", [this](const httplib::Request&, httplib::Response& res) { Reply(res, 200, StateJson()); });
   http_.Get("/api/nodes", [this](const httplib::Request&, httplib::Response& res) { Reply(res, 200, NodesJson()); });
   http_.Get("/api/jobs", [this](const httplib::Request&, httplib::Response& res) { Reply(res, 200, JobsJson()); });
-  http_.Get(R"(/api/jobs/([^/]*))", [this](const httplib::Request& req, httplib::Response& res) {
+  http_.Get(R"(/api/jobs/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
     Result<int64_t> id = JobId(req.matches[1]);
     if (!id.ok()) return ReplyError(res, id.status());
     Result<JobRecord> job = manager_.Job(*id);
@@ -221,7 +221,7 @@ void ClusterServerImpl::Routes() {
     if (!id.ok()) return ReplyError(res, id.status());
     Reply(res, 201, {{"id", *id}});
   });
-  http_.Post(R"(/api/jobs/([^/]*)/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
+  http_.Post(R"(/api/jobs/(.+)/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
     if (!Authorized(req, res)) return;
     Result<int64_t> id = JobId(req.matches[1]);
     if (!id.ok()) return ReplyError(res, id.status());
