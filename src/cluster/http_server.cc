@@ -75,9 +75,10 @@ class ClusterServerImpl final : public ClusterServer {
 
 // Compares in time independent of where the strings differ, so that the
 // answer's timing does not tell a guesser how much of the token is right.
-bool SameToken(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % std::max<size_t>(b.size(), 1)]);
+// REQUIRES: !token.empty().
+bool SameToken(const std::string& given, const std::string& token) {
+  unsigned char diff = given.size() == token.size() ? 0 : 1;
+  for (size_t i = 0; i < given.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ token[i % token.size()]);
   return diff == 0;
 }
 
@@ -298,6 +299,8 @@ void ClusterServerImpl::TickLoop() {
 Status ClusterServerImpl::Bind() {
   Routes();
   http_.set_payload_max_length(kMaxBodyBytes);
+  // Wider than httplib's default of 8, for 100 agents heartbeating at once
+  // (bench/cluster/api_load.py).
   http_.new_task_queue = [] { return new httplib::ThreadPool(16); };
   http_.set_socket_options([this](int sock) {
     httplib::default_socket_options(sock);
