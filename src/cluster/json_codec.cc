@@ -15,10 +15,10 @@ using nlohmann::json;
 // with a fraction, and a field no decoder reads are each an InvalidArgument
 // naming the field. nlohmann's get<int>() would otherwise truncate 2.7 to 2,
 // wrap 1e10 and drop a misspelt "max_worker" without a word. The server's
-// replies, read by agents and clients, stay lenient (ObjectReader::Lenient)
-// so that a newer server can add fields without breaking older agents.
-// An optional field given as null counts as absent: a non-finite double
-// (a diverged loss) is dumped as null by the agent's own encoder.
+// replies, read by agents and clients, are read with strict = false, so
+// that a newer server can add fields without breaking older agents. An
+// optional field given as null counts as absent (nlohmann writes a
+// non-finite double as null).
 
 std::string Kind(const json& v) {
   if (v.is_null()) return "null";
@@ -35,6 +35,7 @@ Status Convert(const json& v, const std::string& field, T* out) {
     if (!v.is_boolean()) return Status::InvalidArgument(TypeError(field, "true or false", v));
     *out = v.get<bool>();
   } else if constexpr (std::is_integral_v<T>) {
+    static_assert(std::is_signed_v<T>, "the range check below is for signed types");
     if (!v.is_number_integer()) return Status::InvalidArgument(TypeError(field, "an integer", v));
     const bool fits = v.is_number_unsigned()
                           ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
