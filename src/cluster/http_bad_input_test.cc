@@ -158,6 +158,7 @@ std::vector<BadRequest> BadRequests() {
       {"JSON nested too deep", Post("/api/jobs", std::string(1000, '[') + std::string(1000, ']')), 400,
        "nested deeper than"},
       {"unknown field", Post("/api/jobs", Submission(R"(, "max_worker": 8)")), 400, "unknown field 'max_worker'"},
+      {"unknown field with a line break", Post("/api/jobs", Submission(R"(, "a\nb": 1)")), 400, "unknown field 'a?b'"},
       {"unknown nested field", Post("/api/agent/heartbeat", R"({"node": "a", "slots": 1, "samples": [{"job_id": 1, "step": 1, "los": 2.0}]})"),
        400, "unknown field 'samples[0].los'"},
       {"string for an integer", Post("/api/jobs", R"({"config_toml": "", "min_workers": "two", "max_workers": 4})"), 400,

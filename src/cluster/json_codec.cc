@@ -1,6 +1,7 @@
 #include "json_codec.h"
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <type_traits>
 
@@ -23,6 +24,14 @@ using nlohmann::json;
 std::string Kind(const json& v) {
   if (v.is_null()) return "null";
   return (v.is_object() || v.is_array() ? "an " : "a ") + std::string(v.type_name());
+}
+
+// A client's key as shown in a message: one line, at most 64 characters.
+std::string Printable(const std::string& key) {
+  constexpr size_t kShown = 64;
+  std::string out;
+  for (char c : key.substr(0, kShown)) out += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
+  return key.size() > kShown ? out + "..." : out;
 }
 
 std::string TypeError(const std::string& field, const char* expected, const json& got) {
@@ -107,7 +116,7 @@ class ObjectReader {
       if (std::find(known_.begin(), known_.end(), it.key()) != known_.end()) continue;
       std::string known;
       for (const std::string& k : known_) known += (known.empty() ? "" : ", ") + k;
-      return Status::InvalidArgument("unknown field '" + where_ + it.key() + "' (known: " + known + ")");
+      return Status::InvalidArgument("unknown field '" + where_ + Printable(it.key()) + "' (known: " + known + ")");
     }
     return Status::Ok();
   }
