@@ -165,7 +165,7 @@ def cluster_api():
            "max_steps": 200, "profile": "mlp/b64"}
     write("cluster_api", "submission", body(0, job))
     write("cluster_api", "submission_unknown_field", body(0, dict(job, max_worker=8)))
-    # The fuzzer's first finding: a key with a line break, echoed in the reason.
+    # A key with a line break: the reason that names it must still be one line.
     write("cluster_api", "submission_key_newline", body(0, dict(job, **{"max_steps\nx": 1})))
     write("cluster_api", "submission_wrong_type", body(0, dict(job, min_workers="two", max_workers=2.5)))
     write("cluster_api", "submission_nested", body(0, "[" * 40 + "]" * 40))
