@@ -10,6 +10,7 @@ seed_* files.
 Usage: make_seeds.py [REPO_ROOT]
 """
 import gzip
+import json
 import os
 import struct
 import sys
@@ -156,6 +157,32 @@ def coordinator():
         member_beat(0, "w0", 0), member_beat(1, "w1", 1), reg(0, "w0", -1, snaps="[9]")]))
 
 
+def cluster_api():
+    # selector (0 job submission, 1 agent heartbeat, 2 the server's reply), JSON body.
+    def body(selector, value):
+        return bytes([selector]) + (value if isinstance(value, str) else json.dumps(value)).encode()
+    job = {"name": "mlp-a", "config_toml": 'model = "mlp"\nlr = 0.1\n', "min_workers": 2, "max_workers": 4,
+           "max_steps": 200, "profile": "mlp/b64"}
+    write("cluster_api", "submission", body(0, job))
+    write("cluster_api", "submission_unknown_field", body(0, dict(job, max_worker=8)))
+    # A key with a line break: the reason that names it must still be one line.
+    write("cluster_api", "submission_key_newline", body(0, dict(job, **{"max_steps\nx": 1})))
+    write("cluster_api", "submission_wrong_type", body(0, dict(job, min_workers="two", max_workers=2.5)))
+    write("cluster_api", "submission_nested", body(0, "[" * 40 + "]" * 40))
+    sample = {"job_id": 1, "step": 20, "time": 0, "workers": 4, "global_batch": 256, "loss": 2.0, "accuracy": -1,
+              "samples_per_s": 300.5}
+    write("cluster_api", "heartbeat", body(1, {
+        "node": "host-a", "slots": 4, "running": ["job-1-g1-c", "job-1-g1-w0"],
+        "exited": [{"task_id": "job-1-g0", "exit_code": 137}], "samples": [sample, dict(sample, loss=None)],
+        "endpoints": [{"task_id": "job-1-g1-c", "endpoint": "tcp://10.0.0.2:5555"}]}))
+    write("cluster_api", "heartbeat_bad_sample", body(1, {"node": "h", "slots": 1, "samples": [{"job_id": 1, "los": 2}]}))
+    task = {"task_id": "job-1-g1-c", "job_id": 1, "generation": 1, "workers": 2, "args": ["train", "--config", "{config}"],
+            "config_toml": 'model = "mlp"\n', "resume_run": "job-1", "resume_args": ["--steps", "10"],
+            "resume_appends": False, "reports_endpoint": True, "reads_metrics": True, "job_public_key": "",
+            "job_secret_key": "", "insecure_transport": False}
+    write("cluster_api", "reply", body(2, {"node_id": 1, "tasks": [task], "superseded": ["job-1-g0"]}))
+
+
 def main():
     wire()
     rendezvous()
@@ -166,6 +193,7 @@ def main():
     sim()
     sched()
     run_config()
+    cluster_api()
 
 
 if __name__ == "__main__":

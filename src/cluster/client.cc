@@ -55,7 +55,8 @@ class HttpClusterClient final : public ClusterClient {
     if (j.ok() && j->is_object() && j->contains("error") && (*j)["error"].is_string()) msg = (*j)["error"];
     switch (res->status) {
       case 400: return Status::InvalidArgument(msg);
-      case 401: return Status::InvalidArgument("unauthorized: " + msg);
+      case 401:
+      case 403: return Status::InvalidArgument("unauthorized: " + msg);
       case 404: return Status::NotFound(msg);
       default: return Status::Internal("server answered " + std::to_string(res->status) + ": " + msg);
     }

@@ -1,6 +1,7 @@
 #include "frugal/cluster/cluster_manager.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -31,6 +32,24 @@ class SystemClock final : public WallClock {
 };
 
 std::string JobKeySetting(int64_t job_id) { return "job_key_" + std::to_string(job_id); }
+
+// A job's name shows in the dashboard, the event log and the CLI's tables,
+// and scripts name files and rows after it (bench/cluster): letters, digits
+// and ._- only, not starting with '.' or '-', so it can be none of "..",
+// "a/../b", a command-line flag or a line break wherever it ends up.
+Status CheckJobName(const std::string& name) {
+  constexpr size_t kMaxName = 64;
+  auto allowed = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-'; };
+  const bool ok = name.size() <= kMaxName && std::all_of(name.begin(), name.end(), allowed) &&
+                  (name.empty() || (name[0] != '.' && name[0] != '-'));
+  if (ok) return Status::Ok();
+  std::string shown;  // Printable, so that the message stays one line.
+  for (char c : name.substr(0, kMaxName)) shown += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
+  return Status::InvalidArgument("job name must be at most " + std::to_string(kMaxName) +
+                                 " letters, digits, '.', '_' or '-', not starting with '.' or '-' (rename it, or "
+                                 "set name = \"...\" in the job's file); got '" + shown +
+                                 (name.size() > kMaxName ? "...'" : "'"));
+}
 
 }  // namespace
 
@@ -110,6 +129,7 @@ Result<int64_t> ClusterManager::Impl::Submit(const JobSubmission& spec) {
                    : ""));
   }
   if (spec.config_toml.size() > (1 << 20)) return Status::InvalidArgument("the job's config is over 1 MiB");
+  FRUGAL_RETURN_IF_ERROR(CheckJobName(spec.name));
   JobRecord j;
   j.spec = spec;
   if (j.spec.name.empty()) j.spec.name = "job";

@@ -3,12 +3,15 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <thread>
 
 #include "dashboard.h"
+#include "deadline_http_server.h"
 #include "json_codec.h"
 
 namespace frugal::cluster {
@@ -18,8 +21,13 @@ using nlohmann::json;
 
 void Reply(httplib::Response& res, int code, const json& body) {
   res.status = code;
-  res.set_content(body.dump(), "application/json");
+  // replace: a message quoting the client's bytes must not throw on bad UTF-8.
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
+
+// Bodies above this are answered 413 (a heartbeat is a few KiB, a job's
+// config at most 1 MiB).
+constexpr size_t kMaxBodyBytes = 8 << 20;
 
 void ReplyError(httplib::Response& res, const Status& st) {
   int code = st.code() == Status::Code::kInvalidArgument ? 400 : st.code() == Status::Code::kNotFound ? 404 : 500;
@@ -28,7 +36,11 @@ void ReplyError(httplib::Response& res, const Status& st) {
 
 class ClusterServerImpl final : public ClusterServer {
  public:
-  ClusterServerImpl(ClusterManager& manager, ServerOptions options) : manager_(manager), options_(std::move(options)) {}
+  ClusterServerImpl(ClusterManager& manager, ServerOptions options)
+      : manager_(manager),
+        options_(std::move(options)),
+        http_(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(options_.read_timeout_s))) {}
   ~ClusterServerImpl() override { Stop(); }
 
   Status Bind();
@@ -43,6 +55,7 @@ class ClusterServerImpl final : public ClusterServer {
   bool Authorized(const httplib::Request& req, httplib::Response& res) const;
   void Routes();
   void ReadRoutes();
+  void ErrorAnswers();
   json StateJson() const;
   json JobsJson() const;
   json NodesJson() const;
@@ -50,7 +63,7 @@ class ClusterServerImpl final : public ClusterServer {
 
   ClusterManager& manager_;
   ServerOptions options_;
-  httplib::Server http_;
+  DeadlineHttpServer http_;
   int port_ = 0;
   int listen_fd_ = -1;  // The listening socket, seen by the socket-options hook.
   std::thread listener_, ticker_;
@@ -60,11 +73,34 @@ class ClusterServerImpl final : public ClusterServer {
   Status error_;           // GUARDED_BY(mu_)
 };
 
+// Compares in time independent of where the strings differ, so that the
+// answer's timing does not tell a guesser how much of the token is right.
+// REQUIRES: !token.empty().
+bool SameToken(const std::string& given, const std::string& token) {
+  unsigned char diff = given.size() == token.size() ? 0 : 1;
+  for (size_t i = 0; i < given.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ token[i % token.size()]);
+  return diff == 0;
+}
+
+// Parses the id of /api/jobs/ID: digits only, as an int64.
+Result<int64_t> JobId(const std::string& text) {
+  const bool digits = !text.empty() && text.size() <= 18 &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) return Status::InvalidArgument("a job id is a decimal number of up to 18 digits (see GET /api/jobs)");
+  return std::stoll(text);
+}
+
 bool ClusterServerImpl::Authorized(const httplib::Request& req, httplib::Response& res) const {
   if (options_.token.empty()) return true;
-  if (req.get_header_value("Authorization") == "Bearer " + options_.token) return true;
-  res.set_header("WWW-Authenticate", "Bearer");
-  Reply(res, 401, {{"error", "missing or wrong bearer token (Authorization: Bearer <token from --token-file>)"}});
+  const std::string kBearer = "Bearer ";
+  const std::string header = req.get_header_value("Authorization");
+  if (header.compare(0, kBearer.size(), kBearer) != 0) {
+    res.set_header("WWW-Authenticate", "Bearer");
+    Reply(res, 401, {{"error", "missing bearer token: send Authorization: Bearer <token from --token-file>"}});
+    return false;
+  }
+  if (SameToken(header.substr(kBearer.size()), options_.token)) return true;
+  Reply(res, 403, {{"error", "wrong bearer token: use the token in the server's --token-file"}});
   return false;
 }
 
@@ -145,8 +181,10 @@ void ClusterServerImpl::ReadRoutes() {
   http_.Get("/api/state", [this](const httplib::Request&, httplib::Response& res) { Reply(res, 200, StateJson()); });
   http_.Get("/api/nodes", [this](const httplib::Request&, httplib::Response& res) { Reply(res, 200, NodesJson()); });
   http_.Get("/api/jobs", [this](const httplib::Request&, httplib::Response& res) { Reply(res, 200, JobsJson()); });
-  http_.Get(R"(/api/jobs/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
-    Result<JobRecord> job = manager_.Job(std::stoll(req.matches[1]));
+  http_.Get(R"(/api/jobs/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    Result<int64_t> id = JobId(req.matches[1]);
+    if (!id.ok()) return ReplyError(res, id.status());
+    Result<JobRecord> job = manager_.Job(*id);
     if (!job.ok()) return ReplyError(res, job.status());
     json o = ToJson(*job), samples = json::array();
     if (auto m = manager_.Samples(job->id); m.ok()) {
@@ -184,9 +222,11 @@ void ClusterServerImpl::Routes() {
     if (!id.ok()) return ReplyError(res, id.status());
     Reply(res, 201, {{"id", *id}});
   });
-  http_.Post(R"(/api/jobs/(\d+)/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
+  http_.Post(R"(/api/jobs/(.+)/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
     if (!Authorized(req, res)) return;
-    Status st = manager_.Cancel(std::stoll(req.matches[1]));
+    Result<int64_t> id = JobId(req.matches[1]);
+    if (!id.ok()) return ReplyError(res, id.status());
+    Status st = manager_.Cancel(*id);
     if (!st.ok()) return ReplyError(res, st);
     Reply(res, 200, {{"cancelled", true}});
   });
@@ -199,6 +239,39 @@ void ClusterServerImpl::Routes() {
     Result<AgentReply> reply = manager_.Heartbeat(*report);
     if (!reply.ok()) return ReplyError(res, reply.status());
     Reply(res, 200, ToJson(*reply));
+  });
+  ErrorAnswers();
+}
+
+// Every 4xx and 5xx carries {"error": "<one line>"}: the handlers' own, and
+// for those httplib answers before any handler runs, a reason here.
+void ClusterServerImpl::ErrorAnswers() {
+  // A POST without Content-Length is read until the client closes, and a
+  // chunked one without a size limit: refuse both before reading.
+  http_.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (req.method != "POST") return httplib::Server::HandlerResponse::Unhandled;
+    if (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length")) {
+      Reply(res, 411, {{"error", "a POST needs a Content-Length header and no Transfer-Encoding "
+                                 "(an empty body is Content-Length: 0; curl: -d '')"}});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string why;
+    switch (res.status) {
+      case 400: why = "malformed HTTP request (request line, headers or body)"; break;
+      case 404: why = "no such endpoint: " + req.method + " " + req.path + " (docs/guide/cluster.md, HTTP API)"; break;
+      case 413: why = "request body over " + std::to_string(kMaxBodyBytes >> 20) + " MiB"; break;
+      case 414: why = "request URI too long"; break;
+      default: why = "HTTP " + std::to_string(res.status);
+    }
+    // The path came from the client: keep the message one printable line.
+    for (char& c : why) {
+      if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+    }
+    Reply(res, res.status, {{"error", why.substr(0, 300)}});
   });
   http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "internal error";
@@ -225,17 +298,9 @@ void ClusterServerImpl::TickLoop() {
 
 Status ClusterServerImpl::Bind() {
   Routes();
-  const auto timeout = std::chrono::duration<double>(options_.read_timeout_s);
-  const long secs = static_cast<long>(options_.read_timeout_s);
-  const long usecs = static_cast<long>((timeout.count() - secs) * 1e6);
-  http_.set_read_timeout(secs, usecs);
-  http_.set_write_timeout(secs, usecs);
-  http_.set_payload_max_length(8 << 20);
-  // One request per connection and a pool wider than the default 8 threads:
-  // a kept-alive idle connection holds a pool thread until it times out, so
-  // 100 agents heartbeating over keep-alive starved every other request
-  // (p99 ~5 s in bench/cluster/api_load.py); reconnecting costs far less.
-  http_.set_keep_alive_max_count(1);
+  http_.set_payload_max_length(kMaxBodyBytes);
+  // Wider than httplib's default of 8, for 100 agents heartbeating at once
+  // (bench/cluster/api_load.py).
   http_.new_task_queue = [] { return new httplib::ThreadPool(16); };
   http_.set_socket_options([this](int sock) {
     httplib::default_socket_options(sock);

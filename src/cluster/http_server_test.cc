@@ -41,7 +41,7 @@ TEST_F(HttpServerTest, MutatingRequestsNeedTheToken) {
   EXPECT_EQ(res->status, 401);
   res = http_->Post("/api/jobs", {{"Authorization", "Bearer wrong"}}, job, "application/json");
   ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 401);
+  EXPECT_EQ(res->status, 403);
   res = http_->Post("/api/agent/heartbeat", R"({"node": "x", "slots": 4})", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 401);
@@ -58,7 +58,7 @@ TEST_F(HttpServerTest, MalformedRequestsAre400AndTheServerKeepsRunning) {
                         Case{"/api/jobs", R"({"config_toml": "", "min_workers": "two", "max_workers": 4})", "min_workers"},
                         Case{"/api/jobs", R"({"config_toml": "", "min_workers": 1, "max_workers": 4})", "min_workers must be >= 2"},
                         Case{"/api/agent/heartbeat", R"({"node": "", "slots": 4})", "node name"},
-                        Case{"/api/agent/heartbeat", R"({"node": "a", "slots": 4, "exited": 7})", "arrays"},
+                        Case{"/api/agent/heartbeat", R"({"node": "a", "slots": 4, "exited": 7})", "'exited' must be an array"},
                         Case{"/api/agent/heartbeat", "[]", "object"}}) {
     SCOPED_TRACE(c.body);
     auto res = http_->Post(c.path, Auth(), c.body, "application/json");
