@@ -41,10 +41,15 @@ SWEEP_DENSITIES = ["0.0025", "0.005", "0.02", "0.04"]
 # engine's local defaults.
 FRUGAL_LOCAL_STEPS = 16
 FRUGAL_LOCAL_DENSITY = "0.48"
+# frugal_site: `--sync site`, one replica per cluster (its members average
+# gradients every step) with the local mode's rounds between clusters;
+# frugal_site32 the same with rounds twice as long (half the bytes on the
+# slow link per step).
+SITE_VARIANTS = {"frugal_site": 16, "frugal_site32": 32}
 # frugal_warmup: density from 25% down to the default over this many steps.
 FRUGAL_WARMUP_STEPS = 150
 ALL_SYSTEMS = ["frugal", "frugal_step", "frugal_warmup", "frugal_flat", "frugal_adapt", "frugal_local",
-               "frugal_local_sharded", "frugal_local_auto", "frugal_slow", "frugal_slow_balanced"] + \
+               "frugal_local_sharded", "frugal_local_auto", "frugal_slow", "frugal_slow_balanced"] + list(SITE_VARIANTS) + \
     ["frugal_d" + d for d in SWEEP_DENSITIES] + ["ddp", "ddp_fp16", "ddp_powersgd", "ddp_unlimited"] + \
     [s for s in STOCK_SYSTEMS if s != "ddp_powersgd"] + list(PY_SYSTEMS)
 # frugal_slow*: every worker in its own CPU cgroup (bench/harness/cgroups.py):
@@ -60,6 +65,8 @@ def frugal_variant_args(system, rank):
     """Extra `frugal worker` flags of a Frugal system variant. `frugal` is the
     default (--sync auto: the local mode with 2 or more workers); the
     step-mode variants name --sync step."""
+    if system in SITE_VARIANTS:
+        return ["--sync", "site", "--local-steps", str(SITE_VARIANTS[system])]
     if system in LOCAL_VARIANTS or system.startswith("frugal_local_d"):
         return local_variant_args(system)
     step = ["--sync", "step"]
@@ -202,7 +209,8 @@ class Scenario:
 
 
 FLAT_SYSTEMS = ["frugal", "frugal_step", "ddp", "ddp_fp16"] + STOCK_SYSTEMS + ["ddp_unlimited"]
-CLUSTER_SYSTEMS = ["frugal", "frugal_step", "frugal_flat", "ddp", "ddp_fp16"] + STOCK_SYSTEMS + ["ddp_unlimited"]
+CLUSTER_SYSTEMS = ["frugal", "frugal_step", "frugal_flat"] + list(SITE_VARIANTS) + ["ddp", "ddp_fp16"] + \
+    STOCK_SYSTEMS + ["ddp_unlimited"]
 # Budgets in seconds of training. Frugal and ddp_unlimited are sized to finish
 # their epochs; shaped DDP runs ~3 s/iteration on mlp at 100 Mbit/s, so it
 # gets a fixed slice and a lower bound.
@@ -278,7 +286,9 @@ SCENARIOS = {s.name: s for s in [
     # 10 Mbit/s, where every synchronous scheme is link-bound.
     _low_rate("mlp-flat-10", "mlp", "flat", 10, 0.88, 0.85),
     _low_rate("cnn-flat-10", "cnn", "flat", 10, 0.90, 0.87),
-    _low_rate("mlp-clusters-10", "mlp", "clusters", 10, 0.88, 0.85),  # two clusters of 2 joined by a 10 Mbit/s WAN
+    # two clusters of 2 joined by a 10 Mbit/s WAN
+    _low_rate("mlp-clusters-10", "mlp", "clusters", 10, 0.88, 0.85).with_(
+        systems=LOW_RATE_SYSTEMS[:5] + list(SITE_VARIANTS) + LOW_RATE_SYSTEMS[5:]),
     # On a GPU machine (run.py --train-args "--device cuda"): four
     # workers sharing one GPU, two epochs; targets DDP's final accuracy and 1
     # point below it. Shaped DDP (~5 s per step) gets a slice and a projection.

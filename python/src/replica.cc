@@ -273,7 +273,8 @@ std::unique_ptr<PyLocal> CreateLocal(World& world, Replica& replica, std::vector
   local->sync = std::move(*sync);
   if (c.distributed.sync == engine::SyncMode::kSite) {
     local->average = std::make_unique<engine::ClusterAverage>(world.transport_ptr(), std::move(model_order),
-                                                              engine::TimeoutOf(c.distributed));
+                                                              engine::TimeoutOf(c.distributed),
+                                                              c.distributed.site_values);
   }
   return local;
 }

@@ -97,6 +97,7 @@ class PlannerPrior final : public cluster::SpeedPrior {
       job.local_steps = static_cast<int>(d.local_steps);
       job.local_fragments = static_cast<int>(engine::LocalFragmentsOf(d));
       job.local_overlap = d.local_overlap;
+      job.site_replicas = engine::SyncOf(c) == engine::SyncMode::kSite;
     }
     return job;
   }

@@ -44,9 +44,10 @@ void WireBytesFlags::Apply(sim::FrugalJob* job) const {
 void SyncFlags::Add(CLI::App* cmd) {
   cmd->add_option("--sync", sync,
                   "Mode, as frugal train's: local (its default: a round of parameter changes every "
-                  "--local-steps steps) or step (a sparse gradient exchange every step)")
+                  "--local-steps steps), site (local with one replica per cluster, whose members average "
+                  "gradients every step) or step (a sparse gradient exchange every step)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"local", "step"}));
+      ->check(CLI::IsMember({"local", "site", "step"}));
   cmd->add_option("--local-steps", local_steps, "--sync local: inner steps per round")
       ->capture_default_str()
       ->check(Bounded(1, sim::kMaxLocalSteps));
@@ -63,6 +64,7 @@ void SyncFlags::Add(CLI::App* cmd) {
 void SyncFlags::Apply(sim::FrugalJob* job) const {
   if (local() && local_fragments > local_steps) throw UsageError("--local-fragments exceeds --local-steps");
   job->local_steps = local() ? local_steps : 0;
+  job->site_replicas = sync == "site";
   job->local_fragments = local_fragments > 0 ? local_fragments : sim::DefaultLocalFragments(job->local_steps);
   job->density = density > 0 ? density : (local() ? 1.0 : 0.01);
 }

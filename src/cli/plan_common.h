@@ -64,7 +64,7 @@ struct SyncFlags {
   double density = 0;       // 0: the mode's default
 
   void Add(CLI::App* cmd);
-  bool local() const { return sync == "local"; }
+  bool local() const { return sync == "local" || sync == "site"; }  // local-update rounds
   // Sets job->local_steps, local_fragments and density; UsageError on a
   // fragment count above the round's steps.
   void Apply(sim::FrugalJob* job) const;

@@ -174,6 +174,10 @@ void RunFrugal(FrugalOpts* o) {
                 "per round      exchange %.4f s, encode %.4f s, decode %.4f s\n",
                 o->job.local_steps, o->job.local_fragments, o->job.bytes_per_selected, p.gpu_s, p.optimizer_s,
                 p.sync_s, p.exchange_s, p.sparsify_s, p.combine_s);
+    if (o->job.site_replicas) {
+      std::printf("site replicas  each cluster one replica: its gradient average %.4f s per step\n",
+                  p.cluster_average_s);
+    }
     return;
   }
   std::printf("gpu            %.4f s\ncopy           %.4f s\nsparsify       %.4f s\nexchange       %.4f s\n"

@@ -5,13 +5,17 @@
 
 #include "control_kinds.h"
 #include "frugal/common/clock.h"
+#include "frugal/compress/codec.h"
 #include "frugal/engine/gradient_pipeline.h"
 
 namespace frugal::engine {
 
 ClusterAverage::ClusterAverage(comm::Transport* transport, std::vector<torch::Tensor> params,
-                               std::chrono::milliseconds timeout)
-    : transport_(transport), params_(std::move(params)), timeout_(timeout) {
+                               std::chrono::milliseconds timeout, compress::ValueEncoding values)
+    : transport_(transport),
+      params_(std::move(params)),
+      timeout_(timeout),
+      bf16_(values == compress::ValueEncoding::kBf16) {
   const comm::Topology& topo = transport_->topology();
   members_ = topo.members(topo.cluster_id(transport_->rank()));
   for (const torch::Tensor& p : params_) numel_ += p.numel();
@@ -21,17 +25,25 @@ Status ClusterAverage::Average(int64_t t) {
   if (members_.size() < 2) return Status::Ok();
   const auto start = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
-  auto mine = std::make_shared<comm::Bytes>(static_cast<size_t>(numel_) * sizeof(float));
+  const size_t width = bf16_ ? sizeof(uint16_t) : sizeof(float);
+  auto mine = std::make_shared<comm::Bytes>(static_cast<size_t>(numel_) * width);
   {
-    auto* out = reinterpret_cast<float*>(mine->data());
+    uint8_t* out = mine->data();
     for (torch::Tensor& p : params_) {
-      if (p.grad().defined()) {
-        torch::Tensor g = p.grad().detach().to(torch::kCPU, torch::kFloat32).contiguous();
-        std::memcpy(out, g.data_ptr<float>(), g.numel() * sizeof(float));
+      const size_t n = static_cast<size_t>(p.numel());
+      if (!p.grad().defined()) {
+        std::memset(out, 0, n * width);  // +0 in both encodings
       } else {
-        std::memset(out, 0, p.numel() * sizeof(float));
+        torch::Tensor g = p.grad().detach().to(torch::kCPU, torch::kFloat32).contiguous();
+        const float* v = g.data_ptr<float>();
+        if (bf16_) {
+          auto* h = reinterpret_cast<uint16_t*>(out);
+          for (size_t i = 0; i < n; ++i) h[i] = compress::FloatToBf16(v[i]);
+        } else {
+          std::memcpy(out, v, n * sizeof(float));
+        }
       }
-      out += p.numel();
+      out += n * width;
     }
   }
   const int self = transport_->rank();
@@ -58,11 +70,16 @@ Status ClusterAverage::Average(int64_t t) {
     }
     if (values->size() != shared->size()) {
       return Status::Corruption("the gradients of " + transport_->topology().DescribeRank(m) + " have " +
-                                std::to_string(values->size() / sizeof(float)) + " values, this rank's " +
+                                std::to_string(values->size() / width) + " values, this rank's " +
                                 std::to_string(numel_) + ": do all workers build the same model?");
     }
-    const auto* v = reinterpret_cast<const float*>(values->data());
-    for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += v[i];
+    if (bf16_) {
+      const auto* h = reinterpret_cast<const uint16_t*>(values->data());
+      for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += compress::Bf16ToFloat(h[i]);
+    } else {
+      const auto* v = reinterpret_cast<const float*>(values->data());
+      for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += v[i];
+    }
   }
   const float n = static_cast<float>(members_.size());
   for (float& x : sum_) x /= n;

@@ -43,7 +43,8 @@ std::vector<float> Flat(torch::nn::Linear& model) {
 
 // Each rank's parameters after every step of `steps`, ranks on threads in
 // clusters a, a, b, b, each with data of its own.
-std::vector<std::vector<std::vector<float>>> TrainFourRanks(SyncMode sync, int64_t steps) {
+std::vector<std::vector<std::vector<float>>> TrainFourRanks(
+    SyncMode sync, int64_t steps, compress::ValueEncoding values = compress::ValueEncoding::kBf16) {
   const std::vector<std::string> clusters = {"a", "a", "b", "b"};
   comm::InProcHub hub(comm::Topology::FromClusterNames(clusters).value());
   std::vector<std::vector<std::vector<float>>> seen(clusters.size());
@@ -54,6 +55,7 @@ std::vector<std::vector<std::vector<float>>> TrainFourRanks(SyncMode sync, int64
     ASSERT_TRUE(transport.ok());
     SyncInputs in;
     in.config = SitePlan(sync);
+    in.config.distributed.site_values = values;
     in.lr_at = [](int64_t) { return 0.1; };
     in.outer = OuterStep{0.7, 0.9};
     for (const auto& p : model->named_parameters()) in.params.emplace_back(p.key(), p.value());
@@ -81,14 +83,20 @@ std::vector<std::vector<std::vector<float>>> TrainFourRanks(SyncMode sync, int64
 // comparison can fail.
 TEST(SiteSyncTest, AClustersMembersStayBitIdenticalEveryStep) {
   const int64_t steps = 6;  // a round at 4, and the last one at 6
-  auto site = TrainFourRanks(SyncMode::kSite, steps);
-  for (const auto& r : site) ASSERT_EQ(r.size(), static_cast<size_t>(steps + 1));
-  for (int64_t t = 0; t <= steps; ++t) {
-    EXPECT_EQ(site[0][t], site[1][t]) << "cluster a after step " << t;
-    EXPECT_EQ(site[2][t], site[3][t]) << "cluster b after step " << t;
+  std::vector<std::vector<float>> after_first;
+  for (auto values : {compress::ValueEncoding::kBf16, compress::ValueEncoding::kFp32}) {
+    SCOPED_TRACE(NameOf(values));
+    auto site = TrainFourRanks(SyncMode::kSite, steps, values);
+    for (const auto& r : site) ASSERT_EQ(r.size(), static_cast<size_t>(steps + 1));
+    for (int64_t t = 0; t <= steps; ++t) {
+      EXPECT_EQ(site[0][t], site[1][t]) << "cluster a after step " << t;
+      EXPECT_EQ(site[2][t], site[3][t]) << "cluster b after step " << t;
+    }
+    EXPECT_NE(site[0][1], site[2][1]);  // two replicas inside the first round
+    EXPECT_EQ(site[0][steps], site[2][steps]);
+    after_first.push_back(site[0][0]);
   }
-  EXPECT_NE(site[0][1], site[2][1]);  // two replicas inside the first round
-  EXPECT_EQ(site[0][steps], site[2][steps]);
+  EXPECT_NE(after_first[0], after_first[1]);  // bf16 rounds the gradients sent
   auto local = TrainFourRanks(SyncMode::kLocal, 2);
   EXPECT_NE(local[0][0], local[1][0]);
 }
@@ -185,10 +193,15 @@ TEST(SiteSyncTest, ClustersOfOneAreTheLocalMode) {
   EXPECT_EQ(site[0].params, local[0].params);
 }
 
-TEST(SiteSyncTest, AnElasticRunIsRefusedWithWhatToUse) {
-  RunConfig o = SiteWorkerOptions("site-elastic");
-  o.elastic.elastic = true;
+TEST(SiteSyncTest, BadOptionsAreClearErrors) {
+  RunConfig o = SiteWorkerOptions("site-values");
+  o.distributed.site_values = compress::ValueEncoding::kInt4;
   Status st = Validate(o);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("--site-values must be bf16 or fp32, got int4"), std::string::npos) << st.ToString();
+  o = SiteWorkerOptions("site-elastic");
+  o.elastic.elastic = true;
+  st = Validate(o);
   EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(st.message().find("use --sync local"), std::string::npos) << st.ToString();
 }

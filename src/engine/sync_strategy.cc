@@ -280,7 +280,8 @@ Result<std::unique_ptr<SyncStrategy>> CreateSyncStrategy(SyncInputs in) {
   if (dist.sync == SyncMode::kLocal) {
     return std::unique_ptr<SyncStrategy>(new LocalRounds(std::move(replica), std::move(local), dist, in.outer));
   }
-  auto average = std::make_unique<ClusterAverage>(in.transport, std::move(model_order), TimeoutOf(dist));
+  auto average =
+      std::make_unique<ClusterAverage>(in.transport, std::move(model_order), TimeoutOf(dist), dist.site_values);
   return std::unique_ptr<SyncStrategy>(
       new SiteRounds(std::move(replica), std::move(local), dist, in.outer, std::move(average)));
 }

@@ -271,6 +271,10 @@ std::string Bottleneck(const FrugalPrediction& p, double d2h, double h2d) {
 //    parameters put back into the model (on a CPU device a host copy of the
 //    model; on a GPU, whose inner steps run there, the model down and up
 //    over PCIe).
+// With site replicas (--sync site) a step also waits for its cluster's
+// gradient average: every member sends its fp32 gradients to each of the
+// n - 1 others on the cluster's link and the host packs, sums n copies and
+// unpacks (n + 2 passes over the gradients); the worst cluster sets it.
 // A step costs its compute: with telemetry as measured; else forward and
 // backward plus the inner step (on the host for a CPU device, on the GPU
 // otherwise), plus on shared cores the exchange threads' CPU spread over the
@@ -316,6 +320,14 @@ FrugalPrediction PredictLocalIteration(const FrugalJob& job, const HardwareSpec&
     out.optimizer_s = hw.is_cpu ? model_bytes * host_pass
                                 : 5.0 * model_bytes / (hw.device.memory_bandwidth_gbs * 1e9 * hw.efficiency.memory);
   }
+  if (job.site_replicas) {
+    for (const ClusterSpec& c : job.clusters) {
+      const double n = c.workers;
+      const double link = (n - 1.0) * model_bytes / (c.intra_gbps * 1e9 / 8.0 * hw.efficiency.inter_link);
+      const double cpu = n > 1 ? out.cpu_share * (n + 2.0) * model_bytes / (hw.host.cpu_combine_gbs * 1e9) : 0.0;
+      out.cluster_average_s = std::max(out.cluster_average_s, link + cpu);
+    }
+  }
   double received = 0;
   out.exchange_s = fragments * LocalFragmentSeconds(job, hw, message, &received);
   out.sparsify_s = fragments * out.cpu_share * fragment_bytes / (hw.host.cpu_sparsify_gbs * 1e9);
@@ -324,8 +336,8 @@ FrugalPrediction PredictLocalIteration(const FrugalJob& job, const HardwareSpec&
   const double outer = 4.0 * fragment_bytes * host_pass;  // anchor, momentum, the merged step, master
   out.sync_s = (outer + (hw.is_cpu ? model_bytes * host_pass : 0.0)) / per_sync + out.copy_s;
   const double threads_cpu = out.sparsify_s + out.combine_s;
-  const double step =
-      telemetry ? out.gpu_s : out.gpu_s + out.optimizer_s + (shared ? threads_cpu / steps : 0.0);
+  const double step = out.cluster_average_s +
+      (telemetry ? out.gpu_s : out.gpu_s + out.optimizer_s + (shared ? threads_cpu / steps : 0.0));
   const double chain = (threads_cpu + out.exchange_s) / fragments;
   out.iteration_s = job.local_overlap ? std::max(step, chain / per_sync) + out.sync_s
                                       : step + chain / per_sync + out.sync_s;

@@ -243,6 +243,36 @@ TEST(FrugalPipelineTest, LocalRoundsHideBehindTheStepsUntilTheLinkIsTooSlow) {
   EXPECT_EQ(DefaultLocalFragments(7), 1);
 }
 
+// Site replicas: each step waits for its cluster's fp32 gradient average,
+// (n - 1) copies of the gradients on the cluster's link plus n + 2 host
+// passes; the round is the per-worker mode's.
+TEST(FrugalPipelineTest, SiteReplicasAddTheClustersGradientAverageToTheStep) {
+  const HardwareSpec hw = *BuiltinHardware("rtx3090");
+  FrugalJob job = ClusteredJob("mlp", {2, 2}, 0.01, 1.0);
+  job.batch_per_worker = 64;
+  job.compute_s_per_sample = 0.1 / 64;
+  job.bytes_per_selected = 0.504;
+  job.local_steps = 16;
+  job.local_fragments = 4;
+  Result<FrugalPrediction> local = PredictFrugalIteration(job, hw);
+  job.site_replicas = true;
+  Result<FrugalPrediction> site = PredictFrugalIteration(job, hw);
+  ASSERT_TRUE(local.ok() && site.ok());
+  const double bytes = 4.0 * BuildWorkload(job.model, WorkloadOptions{})->total_params;
+  const double expected = bytes / (10e9 / 8 * hw.efficiency.inter_link) + 4.0 * bytes / (hw.host.cpu_combine_gbs * 1e9);
+  EXPECT_NEAR(site->cluster_average_s, expected, 1e-12);
+  EXPECT_EQ(local->cluster_average_s, 0);
+  EXPECT_DOUBLE_EQ(site->exchange_s, local->exchange_s);
+  EXPECT_GT(site->iteration_s, local->iteration_s);
+  // Clusters of one: nothing to average.
+  FrugalJob singles = ClusteredJob("mlp", {1, 1}, 0.01, 1.0);
+  singles.local_steps = 16;
+  singles.site_replicas = true;
+  Result<FrugalPrediction> one = PredictFrugalIteration(singles, hw);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->cluster_average_s, 0);
+}
+
 // Without telemetry, a CPU device's step holds the inner step on the host
 // and, on shared cores, the exchange threads' CPU of the round.
 TEST(FrugalPipelineTest, LocalStepsOnSharedCoresCarryTheRoundsCpu) {

@@ -3,10 +3,11 @@
 // replicas] in sync_strategy.cc). Only this rank's cluster takes part: no
 // message crosses to another cluster.
 //
-// Every member sends its gradients, as fp32 values, to every other member
-// and sums the members' values in rank order, so the mean is bit-identical
-// on every member whatever the order the messages arrive in. A cluster of n
-// sends (n - 1) copies of the gradients per member and step: meant for the
+// Every member sends its gradients, as fp32 or bf16 values, to every other
+// member and sums the members' values as sent (its own rounded as the
+// others see them) in rank order, so the mean is bit-identical on every
+// member whatever the order the messages arrive in. A cluster of n sends
+// (n - 1) copies of the gradients per member and step: meant for the
 // cluster's fast links and the few members of a box or a rack.
 //
 // Thread safety: one thread calls it. Lifetime: the transport and the
@@ -21,13 +22,16 @@
 
 #include "frugal/comm/transport.h"
 #include "frugal/common/status.h"
+#include "frugal/compress/value_codes.h"
 
 namespace frugal::engine {
 
 class ClusterAverage {
  public:
   // params: the model's tensors, in the same order on every member.
-  ClusterAverage(comm::Transport* transport, std::vector<torch::Tensor> params, std::chrono::milliseconds timeout);
+  // REQUIRES: values is kFp32 or kBf16 (DistributedOptions::site_values).
+  ClusterAverage(comm::Transport* transport, std::vector<torch::Tensor> params, std::chrono::milliseconds timeout,
+                 compress::ValueEncoding values = compress::ValueEncoding::kFp32);
 
   // Members of this rank's cluster, itself included.
   int members() const { return static_cast<int>(members_.size()); }
@@ -46,6 +50,7 @@ class ClusterAverage {
   comm::Transport* const transport_;
   std::vector<torch::Tensor> params_;
   const std::chrono::milliseconds timeout_;
+  const bool bf16_;
   std::vector<int> members_;  // of this rank's cluster, increasing
   int64_t numel_ = 0;
   std::vector<float> sum_;

@@ -151,6 +151,9 @@ struct DistributedOptions {
   // Where the inner steps run (LocalInner): on the device they take no
   // host copy of the parameters per step.
   LocalInner local_inner = LocalInner::kAuto;
+  // --sync site: the values a cluster's members send each other every step
+  // (ClusterAverage): bf16 (default, half the bytes) or fp32.
+  compress::ValueEncoding site_values = compress::ValueEncoding::kBf16;
   // Exchange (comm).
   comm::ExchangeAlgorithm exchange = comm::ExchangeAlgorithm::kAuto;
   double timeout_s = 60.0;        // bound on every network wait
@@ -310,6 +313,10 @@ void VisitFields(DistributedOptions& o, V&& visit) {
               "on its device; the parameters cross only at syncs) or auto (device unless it is the CPU)")
             .PerWorker(),
         o.local_inner);
+  visit(Field("site_values", l,
+              "--sync site: gradient values a cluster's members send each other every step: bf16 (half the "
+              "bytes, rounded to nearest even; every member sums the same rounded values) or fp32"),
+        o.site_values);
   visit(Field("timeout_s", d, "Bound on every network wait, seconds").PerWorker().Positive().Max(86400), o.timeout_s);
   visit(Field("checksum_every", d, "Compare replica checksums every N steps (0 = at the end)").NonNegative(),
         o.checksum_every);

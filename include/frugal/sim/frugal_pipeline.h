@@ -96,6 +96,10 @@ struct FrugalJob {
   int local_steps = 0;        // At most kMaxLocalSteps.
   int local_fragments = 4;   // Default 4, as frugal train for local_steps 16.
   bool local_overlap = true;  // Default true, as frugal train.
+  // --sync site (with local_steps > 0): one replica per cluster, whose
+  // members average their fp32 gradients every step before the inner step
+  // (Note [Site replicas] in the engine's sync_strategy.cc). Default false.
+  bool site_replicas = false;
 };
 
 struct FrugalPrediction {
@@ -116,6 +120,10 @@ struct FrugalPrediction {
   // main thread's share of the sync points (outer steps, parameter copies).
   // gpu_s, copy_s and optimizer_s are per iteration, as in the step mode.
   double sync_s = 0;
+  // --sync site only: per iteration, the cluster's gradient average (the
+  // members' messages on the cluster's links, packing and summing on the
+  // host), which blocks the step.
+  double cluster_average_s = 0;
 };
 
 Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const HardwareSpec& hw);
