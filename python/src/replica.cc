@@ -128,8 +128,8 @@ engine::RunConfig ToConfig(const PyReplicaOptions& p, const std::string& device)
     // Note [One resolver] (run_config.h): the plan frugal train would run,
     // for this world and this host's workers. Only the resolution sees the
     // world's size: Validate's --workers checks are the launcher's, and an
-    // explicit sync='local' runs in a world of one too (Note [A lone
-    // worker] in local_sync.cc).
+    // explicit sync='local' runs in a world of one too
+    // (Note [A lone worker] in local_sync.cc).
     engine::RunConfig world = c;
     world.distributed.workers = std::max(1, p.workers);
     engine::HostFacts facts;

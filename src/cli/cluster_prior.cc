@@ -98,6 +98,7 @@ class PlannerPrior final : public cluster::SpeedPrior {
       job.local_fragments = static_cast<int>(engine::LocalFragmentsOf(d));
       job.local_overlap = d.local_overlap;
       job.site_replicas = engine::SyncOf(c) == engine::SyncMode::kSite;
+      job.site_bytes_per_value = compress::BytesPerValue(d.site_values);
     }
     return job;
   }

@@ -55,6 +55,10 @@ void SyncFlags::Add(CLI::App* cmd) {
                   "--sync local: fragments per round (0: frugal train's, the largest divisor of --local-steps up to 4)")
       ->capture_default_str()
       ->check(Bounded(0, sim::kMaxLocalSteps));
+  cmd->add_option("--site-values", site_values,
+                  "--sync site: gradient values a cluster's members send each other every step (bf16 or fp32)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "fp32"}));
   cmd->add_option("--density", density,
                   "Fraction of values exchanged (0: the mode's default, 1 for local, 0.01 for step)")
       ->capture_default_str()
@@ -65,6 +69,7 @@ void SyncFlags::Apply(sim::FrugalJob* job) const {
   if (local() && local_fragments > local_steps) throw UsageError("--local-fragments exceeds --local-steps");
   job->local_steps = local() ? local_steps : 0;
   job->site_replicas = sync == "site";
+  job->site_bytes_per_value = site_values == "fp32" ? 4.0 : 2.0;
   job->local_fragments = local_fragments > 0 ? local_fragments : sim::DefaultLocalFragments(job->local_steps);
   job->density = density > 0 ? density : (local() ? 1.0 : 0.01);
 }

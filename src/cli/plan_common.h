@@ -62,10 +62,12 @@ struct SyncFlags {
   int local_steps = 16;
   int local_fragments = 0;  // 0: frugal train's (sim::DefaultLocalFragments)
   double density = 0;       // 0: the mode's default
+  std::string site_values = "bf16";  // --sync site: the gradient values a cluster's members send each other
 
   void Add(CLI::App* cmd);
   bool local() const { return sync == "local" || sync == "site"; }  // local-update rounds
-  // Sets job->local_steps, local_fragments and density; UsageError on a
+  // Sets job->local_steps, local_fragments, density and the site replicas'
+  // fields; UsageError on a
   // fragment count above the round's steps.
   void Apply(sim::FrugalJob* job) const;
 };

@@ -10,8 +10,8 @@
 //      batch and options; the server's ProfileRates) measured at n, or at
 //      their nearest count times the expected speed-up;
 //   4. the prior's prediction at n (SpeedPrior: the planner, when the server
-//      runs with one), times the cluster's calibration of it (Note [Prior
-//      calibration] in cluster_manager.cc);
+//      runs with one), times the cluster's calibration of it
+//      (Note [Prior calibration] in cluster_manager.cc);
 //   5. n^0.8, a unit-free prior that only orders shapes.
 // The expected speed-up from m to n is the profile's own ratio when the
 // profile measured both counts, else the prior's ratio, else (n / m)^0.8

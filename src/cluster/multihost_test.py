@@ -8,8 +8,8 @@ dir the jobs' processes write to). `--max-nodes-per-job 3` lets a job span
 them. It checks that
 
   1. job a (mlp, 1-3 workers) starts on the 2 hosts up, every process of it
-     with the job's CurveZMQ key (--key; the key file mode 0600: Note [Job
-     keys]), its coordinator listening on a testbed address; its step
+     with the job's CurveZMQ key (--key; the key file mode 0600:
+     Note [Job keys]), its coordinator listening on a testbed address; its step
      records reach the server;
   2. a third host comes up: a grows onto it in place (a --join worker that
      the job's key admits), and reports steps at 3 workers;

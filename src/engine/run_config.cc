@@ -184,22 +184,19 @@ std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
 // int4 rounds, overlapped fragments, the outer step OuterOf chooses) wherever
 // it can, because in every scenario measured it reached DDP's accuracy minus
 // 0.3 points sooner than the step mode and than the stock DDP hooks run
-// beside it, and ended within 0.2 points of DDP (af9e6e6:docs/benchmarks.md, "The
-// default picks the local mode"): on mlp at 100 Mbit/s in 141.3 s against
-// the step mode's 239.4 s and PowerSGD's 203.9 s, at 1.08x its compute per
-// step where the step mode took 1.81x; at 1 Gbit/s in 0.89x (mlp) and 0.55x
-// (cnn) unshaped DDP's time; at 10 Mbit/s in 1.8-2.5x less time than
-// PowerSGD on mlp and cnn, where the step mode is link-bound. On gpt-tiny the
-// step mode's sparse AdamW learns slower per step (validation loss 2.468
-// against the local mode's 2.393 after 200 steps at equal bytes, "Equal
-// bytes"). Its rounds go every 16 steps and overlap training, so they hide
-// behind compute down to 10 Mbit/s, and its values do not depend on timing.
+// beside it, and ended within 0.2 points of DDP (docs/results.md, "Train"):
+// its rounds go every 16 steps and overlap training, so they hide behind
+// compute down to 10 Mbit/s, and its values do not depend on timing. On
+// gpt-tiny the step mode's sparse AdamW also learns slower per step at equal
+// bytes.
 //
 // Elastic runs take it too (Note [Local mode across worlds] in
-// sync_strategy.cc): a membership change cost it no more than the step mode
-// at 100 Mbit/s, and 3 epochs of mlp under 7 changes ended 0.09 points
-// above the undisturbed run (af9e6e6:docs/benchmarks.md, "The local mode in an
-// elastic run").
+// sync_strategy.cc): a membership change costs it no more than the step mode.
+//
+// Auto does not take --sync site (Note [Site replicas] in sync_strategy.cc)
+// on two or more clusters: on the two-cluster scenarios it ended higher than
+// the per-worker local mode but reached the target later, its per-step
+// gradient average taking CPU from compute where workers share cores.
 //
 // The step mode stays where an option needs it: --adapt on or batch (the
 // controller chooses the density and batch sizes of the step pipeline),

@@ -42,8 +42,8 @@ nlohmann::json PipelineRecord(const PipelineStats& now, const PipelineStats& bef
     return window_values > 0 ? static_cast<double>(a - b) / static_cast<double>(window_values) : 0.0;
   };
   *density = share(now.sent_values, before.sent_values);
-  // Mean delay of gradient mass in the residual, in steps (Note [Deferred
-  // mass]); 0 when nothing was sent (a dense bucket defers nothing either).
+  // Mean delay of gradient mass in the residual, in steps
+  // (Note [Deferred mass]); 0 when nothing was sent (a dense bucket defers nothing either).
   const double sent_mass = now.sent_mass - before.sent_mass;
   const double deferral = sent_mass > 0 ? (now.held_mass - before.held_mass - sent_mass) / sent_mass : 0.0;
   const double held_sq = now.held_sq - before.held_sq;  // share of the squared L2 norm sent
@@ -230,8 +230,8 @@ void Worker::Impl::PrintHeader() const {
 }
 
 // Every rank averages its batch-norm statistics (Note [Batch-norm statistics]
-// in replica.cc) and evaluates its share of the test set (Note [Sharded
-// evaluation] in sharded_eval.cc); rank 0 records the result.
+// in replica.cc) and evaluates its share of the test set
+// (Note [Sharded evaluation] in sharded_eval.cc); rank 0 records the result.
 // Its seconds are left out of the run's train_time_s.
 Status Worker::Impl::Evaluate(int64_t t, int64_t epoch) {
   const Clock::time_point started = Clock::now();

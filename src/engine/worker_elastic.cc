@@ -44,8 +44,8 @@
 
 namespace frugal::engine {
 
-// A dropped snapshot's buffers go to the next one (Note [Recycled checkpoint
-// buffers] in checkpoint.cc): one every --elastic-every steps would
+// A dropped snapshot's buffers go to the next one
+// (Note [Recycled checkpoint buffers] in checkpoint.cc): one every --elastic-every steps would
 // otherwise fault in its tens of MB afresh each time.
 Status Worker::Impl::TakeSnapshot(int64_t t) {
   auto drop = [&](Snapshot& old) {

@@ -102,8 +102,8 @@ class Worker::Impl {
   Status BuildSync(bool broadcast_initial = true);  // ReplicaOptions::broadcast_initial
   // --sync local's outer step for this run: the checkpoint's, for a resumed
   // run with --outer-lr auto (Note [Outer step on resume]); else OuterOf (an
-  // elastic run's length follows its membership: Note [Local mode across
-  // worlds]).
+  // elastic run's length follows its membership:
+  // Note [Local mode across worlds]).
   OuterStep RunOuterStep() const {
     return resumed_outer ? *resumed_outer : RunOuterOf(config, total_steps);
   }

@@ -11,8 +11,8 @@
 namespace frugal::engine {
 
 // Note [Checkpoints]: at the gate of iteration t every rank writes its own
-// file. Rank 0's holds the pipeline's whole state after t-1 (Note [Pipeline
-// state]), the parameters forward t uses, the model's buffers and the data
+// file. Rank 0's holds the pipeline's whole state after t-1
+// (Note [Pipeline state]), the parameters forward t uses, the model's buffers and the data
 // position; the other ranks' hold only what is theirs alone, their
 // error-feedback residuals and sparsifier states (masters and optimizer
 // state are replicated, so writing them once is enough). The files are

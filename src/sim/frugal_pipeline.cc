@@ -272,9 +272,11 @@ std::string Bottleneck(const FrugalPrediction& p, double d2h, double h2d) {
 //    model; on a GPU, whose inner steps run there, the model down and up
 //    over PCIe).
 // With site replicas (--sync site) a step also waits for its cluster's
-// gradient average: every member sends its fp32 gradients to each of the
-// n - 1 others on the cluster's link and the host packs, sums n copies and
-// unpacks (n + 2 passes over the gradients); the worst cluster sets it.
+// gradient average: every member sends its gradients (site_bytes_per_value
+// each) to each of the n - 1 others on the cluster's link, and the host
+// packs, sums n copies and unpacks: n + 2 streaming passes over the fp32
+// gradients, at the sparsifier's rate (a pass over every value); the worst
+// cluster sets it.
 // A step costs its compute: with telemetry as measured; else forward and
 // backward plus the inner step (on the host for a CPU device, on the GPU
 // otherwise), plus on shared cores the exchange threads' CPU spread over the
@@ -323,8 +325,9 @@ FrugalPrediction PredictLocalIteration(const FrugalJob& job, const HardwareSpec&
   if (job.site_replicas) {
     for (const ClusterSpec& c : job.clusters) {
       const double n = c.workers;
-      const double link = (n - 1.0) * model_bytes / (c.intra_gbps * 1e9 / 8.0 * hw.efficiency.inter_link);
-      const double cpu = n > 1 ? out.cpu_share * (n + 2.0) * model_bytes / (hw.host.cpu_combine_gbs * 1e9) : 0.0;
+      const double sent = params * job.site_bytes_per_value;
+      const double link = (n - 1.0) * sent / (c.intra_gbps * 1e9 / 8.0 * hw.efficiency.inter_link);
+      const double cpu = n > 1 ? out.cpu_share * (n + 2.0) * model_bytes / (hw.host.cpu_sparsify_gbs * 1e9) : 0.0;
       out.cluster_average_s = std::max(out.cluster_average_s, link + cpu);
     }
   }

@@ -248,7 +248,7 @@ TEST(FrugalPipelineTest, LocalRoundsHideBehindTheStepsUntilTheLinkIsTooSlow) {
 // passes; the round is the per-worker mode's.
 TEST(FrugalPipelineTest, SiteReplicasAddTheClustersGradientAverageToTheStep) {
   const HardwareSpec hw = *BuiltinHardware("rtx3090");
-  FrugalJob job = ClusteredJob("mlp", {2, 2}, 0.01, 1.0);
+  FrugalJob job = ClusteredJob("mlp", {2, 2}, 1.0, 1.0);  // a WAN fast enough that the step sets the pace
   job.batch_per_worker = 64;
   job.compute_s_per_sample = 0.1 / 64;
   job.bytes_per_selected = 0.504;
@@ -258,12 +258,16 @@ TEST(FrugalPipelineTest, SiteReplicasAddTheClustersGradientAverageToTheStep) {
   job.site_replicas = true;
   Result<FrugalPrediction> site = PredictFrugalIteration(job, hw);
   ASSERT_TRUE(local.ok() && site.ok());
-  const double bytes = 4.0 * BuildWorkload(job.model, WorkloadOptions{})->total_params;
-  const double expected = bytes / (10e9 / 8 * hw.efficiency.inter_link) + 4.0 * bytes / (hw.host.cpu_combine_gbs * 1e9);
-  EXPECT_NEAR(site->cluster_average_s, expected, 1e-12);
+  const double params = BuildWorkload(job.model, WorkloadOptions{})->total_params;
+  const double passes = 4.0 * 4.0 * params / (hw.host.cpu_sparsify_gbs * 1e9);  // n + 2 over fp32
+  EXPECT_NEAR(site->cluster_average_s, 2.0 * params / (10e9 / 8 * hw.efficiency.inter_link) + passes, 1e-12);
+  job.site_bytes_per_value = 4;  // fp32: twice the link's share
+  Result<FrugalPrediction> fp32 = PredictFrugalIteration(job, hw);
+  ASSERT_TRUE(fp32.ok());
+  EXPECT_NEAR(fp32->cluster_average_s, 4.0 * params / (10e9 / 8 * hw.efficiency.inter_link) + passes, 1e-12);
   EXPECT_EQ(local->cluster_average_s, 0);
   EXPECT_DOUBLE_EQ(site->exchange_s, local->exchange_s);
-  EXPECT_GT(site->iteration_s, local->iteration_s);
+  EXPECT_NEAR(site->iteration_s, local->iteration_s + site->cluster_average_s, 1e-12);
   // Clusters of one: nothing to average.
   FrugalJob singles = ClusteredJob("mlp", {1, 1}, 0.01, 1.0);
   singles.local_steps = 16;

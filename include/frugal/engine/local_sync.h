@@ -76,8 +76,8 @@ class LocalSync {
  public:
   // params: the model's tensors in the layout's slot order. Broadcasts rank
   // 0's values to every rank (as the Replica does; not with
-  // broadcast_initial false, for a state about to be restored, Note [No
-  // broadcast on restore] in worker_elastic.cc) and copies them in.
+  // broadcast_initial false, for a state about to be restored,
+  // Note [No broadcast on restore] in worker_elastic.cc) and copies them in.
   // lr_at(t): the inner learning rate of iteration t (with InnerSteps::kCaller
   // only the outer annealing reads it, Note [Outer annealing]).
   // REQUIRES: config.distributed.sync == SyncMode::kLocal, Validate(config)
@@ -120,8 +120,8 @@ class LocalSync {
   // optimizer_s of inner and outer steps, sent/total values of the syncs.
   PipelineStats stats() const;
   int64_t rounds() const;  // fragment syncs so far
-  // Whether the inner steps run on the model's device (Note [Inner steps on
-  // the device] in device_inner.cc; --local-inner); always with
+  // Whether the inner steps run on the model's device
+  // (Note [Inner steps on the device] in device_inner.cc; --local-inner); always with
   // InnerSteps::kCaller.
   bool inner_on_device() const;
 

@@ -45,13 +45,13 @@ constexpr bool IsLocalUpdates(SyncMode s) { return s == SyncMode::kLocal || s ==
 
 // Whether message values are deflated (codec.h, kDeflatedValues): auto is on
 // with --sync local, where with overlapped rounds each rank tries rounds
-// with and without it and keeps the mode that trains faster (Note [Deflate
-// by trial] in deflate_trial.cc), and off with --sync step, whose
+// with and without it and keeps the mode that trains faster
+// (Note [Deflate by trial] in deflate_trial.cc), and off with --sync step, whose
 // controller models the bytes of undeflated values (WireFormatOf).
 enum class DeflateMode { kAuto, kOn, kOff };
 
-// Where --sync local takes its inner steps (Note [Inner steps on the
-// device] in device_inner.cc): on a host copy of the parameters, or on the
+// Where --sync local takes its inner steps
+// (Note [Inner steps on the device] in device_inner.cc): on a host copy of the parameters, or on the
 // model's own tensors on their device; auto: the device unless it is the CPU.
 enum class LocalInner { kAuto, kHost, kDevice };
 
@@ -133,8 +133,8 @@ struct DistributedOptions {
   // "Outer annealing").
   bool outer_anneal = true;
   // true: a fragment's exchange runs on a thread while the inner steps go
-  // on, and its outer step lands local_delay steps later (Note [Overlapped
-  // rounds] in local_sync.cc). false: the exchange blocks training.
+  // on, and its outer step lands local_delay steps later
+  // (Note [Overlapped rounds] in local_sync.cc). false: the exchange blocks training.
   bool local_overlap = true;
   // Streaming DiLoCo's fragments (Note [Fragments] in local_sync.cc): the
   // parameters in local_fragments slices that sync in turn, one every
@@ -164,8 +164,8 @@ struct DistributedOptions {
   // does not (af9e6e6:docs/benchmarks.md, 2026-11-25).
   AdaptMode adapt = AdaptMode::kAuto;
   int64_t decide_every = 5;       // steps between controller decisions
-  // The controller's objective density^a / iteration time (Note [Density
-  // objective] in bandwidth_controller.cc).
+  // The controller's objective density^a / iteration time
+  // (Note [Density objective] in bandwidth_controller.cc).
   double adapt_density_exponent = 0.5;
   double compute_slowdown = 1.0;  // stretch this worker's compute by this factor (experiments)
 };
@@ -489,8 +489,8 @@ int64_t LocalDelayOf(const DistributedOptions& o);
 // resumed run choose alike. total_steps 0: a run whose length in steps is
 // not fixed (an elastic run, whose steps per epoch follow the world size
 // without --global-batch): the Nesterov step, so that every generation
-// keeps the outer state the first one built (Note [Local mode across
-// worlds]).
+// keeps the outer state the first one built
+// (Note [Local mode across worlds]).
 struct OuterStep {
   double lr = 1;
   double momentum = 0;

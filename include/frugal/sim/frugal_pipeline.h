@@ -100,6 +100,7 @@ struct FrugalJob {
   // members average their fp32 gradients every step before the inner step
   // (Note [Site replicas] in the engine's sync_strategy.cc). Default false.
   bool site_replicas = false;
+  double site_bytes_per_value = 2;  // what a member sends per gradient value: 2 (bf16, the default) or 4 (fp32)
 };
 
 struct FrugalPrediction {
