@@ -409,8 +409,8 @@ Status LocalSync::Impl::ApplyDue(int64_t t, bool* applied) {
 // between sync points. Finish takes the outer steps in flight, then syncs
 // every fragment's steps since its last sync in a blocking round, so a run
 // ends on identical replicas. A whole round's delay with DiLoCo's outer
-// momentum 0.9 converged 3 points lower on mlp (af9e6e6:docs/benchmarks.md,
-// "Overlapped rounds"); fragments shorten the delay to local_steps / P.
+// momentum 0.9 converged 3 points lower on mlp; fragments shorten the delay
+// to local_steps / P.
 
 void LocalSync::Impl::ReadGradients() {
   for (size_t i = 0; i < params.size(); ++i) {

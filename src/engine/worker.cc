@@ -199,9 +199,8 @@ Status Worker::Impl::OpenReporter() {
   // broadcast has reached every rank (a fixed world waits for all at kStart),
   // as bench/baselines/ddp.py's do (DDP's constructor broadcasts, then a
   // barrier); a later generation of an elastic run continues that clock.
-  // Counting from the process start put every worker's start-up, ~10 s for
-  // 4 workers on 2 cores, into each Frugal time-to-accuracy figure from
-  // 2026-11-23 to 2026-11-26.
+  // Counting from the process start would put every worker's start-up
+  // (seconds with 4 workers on 2 cores) into each time-to-accuracy figure.
   if (!training_started) training_started = Clock::now();
   ro.elapsed_offset_s = std::chrono::duration<double>(Clock::now() - *training_started).count();
   FRUGAL_ASSIGN_OR_RETURN(reporter, train::RunReporter::Create(ro));

@@ -145,8 +145,7 @@ Status Worker::Impl::RestoreGeneration(const comm::Generation& g) {
 // joiners the state rank 0 sends them. So it builds its replica without the
 // broadcast, which sent the whole model from rank 0 to every other rank at
 // each change: 23.3 MB per rank for mlp, 1.9 s per receiver over a
-// 100 Mbit/s link, paid by a kill and a join alike (af9e6e6:docs/benchmarks.md,
-// "Change costs on the testbed").
+// 100 Mbit/s link, paid by a kill and a join alike.
 Status Worker::Impl::EnterGeneration(const comm::Generation& g) {
   generation = g;
   {

@@ -85,14 +85,13 @@ struct DistributedOptions {
   // Fraction of each gradient bucket sent per step (per round with --sync
   // local), (0, 1]; 0: the mode's default (DensityOf). --sync step: 3%, where
   // int4 codes send about the bytes of fp16 at 1% and converge like a denser
-  // exchange (af9e6e6:docs/benchmarks.md, "Integer value codes"). --sync local: 1,
-  // whole int4 rounds with no index bytes, which ended mlp and gpt-tiny
-  // closest to DDP (af9e6e6:docs/benchmarks.md, "The sharded exchange").
+  // exchange. --sync local: 1, whole int4 rounds with no index bytes, which
+  // ended mlp and gpt-tiny closest to DDP.
   double density = 0;
   int64_t density_warmup_steps = 0;  // WarmupDensity (gradient_pipeline.h); 0 = off
   int64_t dense_bucket_max = 0;      // WholeBuckets (gradient_pipeline.h); 0 = off
   // WholeBuckets: the smallest buckets, together at most this share of the
-  // model's values, are sent whole (cnn: +0.37 points, af9e6e6:docs/benchmarks.md).
+  // model's values, are sent whole (cnn ended 0.37 points higher).
   double whole_bucket_share = 0.02;
   compress::SparsifierKind sparsifier = compress::SparsifierKind::kBlock;
   compress::ValueEncoding value_encoding = compress::ValueEncoding::kInt4;
@@ -104,8 +103,7 @@ struct DistributedOptions {
   // Pipeline. staleness 0 or 1: forward t uses the parameters after
   // t-1-staleness. Default 0: buckets still overlap backward, and 1 (forward
   // overlaps the whole exchange, StellaTrain's pipeline) diverged on cnn at
-  // lr 0.05 momentum 0.9 density 1% and converged slower on mlp
-  // (af9e6e6:docs/benchmarks.md, "Staleness").
+  // lr 0.05 momentum 0.9 density 1% and converged slower on mlp.
   int staleness = 0;
   double bucket_mb = 4.0;  // gradient bucket size (MB of fp32), parameters never split
   int cpu_threads = 0;     // CPU pipeline threads per worker; 0 = ResolveCpuThreads
@@ -118,9 +116,8 @@ struct DistributedOptions {
   // sparsified, error-fed parameter change and apply it with an outer
   // step: Nesterov-momentum SGD (DiLoCo's defaults: lr 0.7, momentum 0.9) or
   // plain averaging (lr 1, no momentum). outer_lr 0: the run's length in
-  // rounds chooses (OuterOf). sync auto: see SyncOf. local_steps 16: every
-  // local-mode measurement (af9e6e6:docs/benchmarks.md, issue 15 and "The default
-  // picks the local mode").
+  // rounds chooses (OuterOf). sync auto: see SyncOf. local_steps 16: the
+  // round length of every local-mode measurement (docs/results.md).
   SyncMode sync = SyncMode::kAuto;
   int64_t local_steps = 16;
   double outer_lr = 0;
@@ -129,8 +126,7 @@ struct DistributedOptions {
   // outer_momentum) (7 by default), decays with the inner learning-rate
   // schedule after its warm-up, down to 1 (Note [Outer annealing] in
   // local_sync.cc). On loopback it ended mlp at 88.01% instead of 87.74%
-  // and gpt-tiny at a validation loss 1.2% lower (af9e6e6:docs/benchmarks.md,
-  // "Outer annealing").
+  // and gpt-tiny at a validation loss 1.2% lower.
   bool outer_anneal = true;
   // true: a fragment's exchange runs on a thread while the inner steps go
   // on, and its outer step lands local_delay steps later
@@ -144,8 +140,7 @@ struct DistributedOptions {
   // fragments, when the next fragment syncs). With one fragment the
   // overlapped outer step lands a whole round late, which on mlp at 10
   // Mbit/s ended 3 points lower; 4 fragments converged as the blocking
-  // rounds and reached 88% in 0.62x their time (af9e6e6:docs/benchmarks.md,
-  // "Fragments").
+  // rounds and reached 88% in 0.62x their time.
   int64_t local_fragments = 0;
   int64_t local_delay = 0;
   // Where the inner steps run (LocalInner): on the device they take no
@@ -161,7 +156,7 @@ struct DistributedOptions {
   // Control.
   // auto: the controller wherever it can run (docs/design/controller.md); it
   // reaches the high target at 100 Mbit/s and 1 Gbit/s where a fixed 3%
-  // does not (af9e6e6:docs/benchmarks.md, 2026-11-25).
+  // does not.
   AdaptMode adapt = AdaptMode::kAuto;
   int64_t decide_every = 5;       // steps between controller decisions
   // The controller's objective density^a / iteration time
@@ -418,10 +413,9 @@ RunConfig ResolvePlan(RunConfig config, const HostFacts& facts);
 // The CPU pipeline threads of a worker: --cpu-threads, or for 0 (auto) 2
 // when the model computes on the CPU (the cores are its: the second thread
 // only overlaps one bucket's network wait with another's CPU stages; mlp at
-// 100 Mbit/s and 9%: 0.199 -> 0.174 s per iteration, at 1 Gbit/s equal,
-// af9e6e6:docs/benchmarks.md), else the host's cores shared among
-// `workers_on_host` workers, between 1 and 4. On a GPU the pipeline is what
-// the iteration waits for (af9e6e6:docs/benchmarks.md, "GPU").
+// 100 Mbit/s and 9%: 0.199 -> 0.174 s per iteration, at 1 Gbit/s equal),
+// else the host's cores shared among `workers_on_host` workers, between 1
+// and 4. On a GPU the pipeline is what the iteration waits for.
 int ResolveCpuThreads(const RunConfig& config, int workers_on_host);
 
 // Every option as `key = value` TOML lines, in field-list order.
@@ -465,7 +459,7 @@ double DensityOf(const DistributedOptions& o);
 // --sync local's exchange: exchange, or for auto the sharded exchange when
 // the workers form one cluster (half the flat all-gather's bytes at 4
 // workers, and whole int4 rounds ended mlp 0.2 points higher than over the
-// flat exchange: af9e6e6:docs/benchmarks.md, "The sharded exchange"); with several
+// flat exchange); with several
 // clusters auto stays the topology-aware hierarchical exchange, which the
 // sharded one is not.
 comm::ExchangeAlgorithm LocalExchangeOf(const DistributedOptions& o, int num_clusters);
@@ -484,7 +478,7 @@ int64_t LocalDelayOf(const DistributedOptions& o);
 // 0.9); over fewer than twice that it never settles: on gpt-tiny's 12.5
 // rounds plain averaging ended 1.9% lower in validation loss than the
 // annealed Nesterov step, on mlp's 44 rounds the Nesterov step 0.4 points
-// higher in accuracy (af9e6e6:docs/benchmarks.md, "Outer annealing"). A pure
+// higher in accuracy. A pure
 // function of the options and the planned steps, so every rank and a
 // resumed run choose alike. total_steps 0: a run whose length in steps is
 // not fixed (an elastic run, whose steps per epoch follow the world size
