@@ -256,9 +256,9 @@ def test_init_rejects_bad_environment(monkeypatch):
 
 @needs_replica
 def test_local_mode_bad_arguments():
-    with pytest.raises(ValueError, match="sync must be 'auto', 'step' or 'local'"):
+    with pytest.raises(ValueError, match="sync must be 'auto', 'step', 'local' or 'site'"):
         frugal.DistributedModel(TwoTower(), sync="sometimes")
-    with pytest.raises(ValueError, match="local_steps apply to sync='local' only"):
+    with pytest.raises(ValueError, match="local_steps apply to sync='local' or 'site' only"):
         frugal.DistributedModel(TwoTower(), local_steps=8)
     with pytest.raises(TypeError, match="unexpected keyword argument.*local_stepz"):
         frugal.DistributedModel(TwoTower(), sync="local", local_stepz=8)
