@@ -4,8 +4,11 @@
 // thread that calls ClusterManager::Tick every tick_interval_s.
 //
 // Mutating endpoints (POST) need `Authorization: Bearer <token>` when a
-// token is set (401 otherwise); malformed JSON is a 400 with a message, and
-// the server keeps running.
+// token is set (401 without one, 403 for a wrong one). Bad input is a 4xx
+// with a one-line JSON reason (docs/guide/cluster.md, "Limits and error
+// answers"): a body over 8 MiB, or a POST without Content-Length, malformed
+// JSON, unknown fields, wrong types, bad job names or ids. A whole request
+// must arrive within read_timeout_s. The server keeps running.
 //
 // Thread safety: Start/Stop from one thread. Lifetime: the manager must
 // outlive the server; the destructor stops it.
