@@ -194,9 +194,10 @@ std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
 // sync_strategy.cc): a membership change costs it no more than the step mode.
 //
 // Auto does not take --sync site (Note [Site replicas] in sync_strategy.cc)
-// on two or more clusters: on the two-cluster scenarios it ended higher than
-// the per-worker local mode but reached the target later, its per-step
-// gradient average taking CPU from compute where workers share cores.
+// on two or more clusters: on the two-cluster scenario it reached the target
+// later than the per-worker local mode and ended no better over two seeds,
+// its per-step gradient average taking CPU from compute where workers share
+// cores.
 //
 // The step mode stays where an option needs it: --adapt on or batch (the
 // controller chooses the density and batch sizes of the step pipeline),
