@@ -4,7 +4,6 @@
 #include <string>
 
 #include "control_kinds.h"
-#include "frugal/common/clock.h"
 #include "frugal/compress/codec.h"
 #include "frugal/engine/gradient_pipeline.h"
 
@@ -23,12 +22,13 @@ ClusterAverage::ClusterAverage(comm::Transport* transport, std::vector<torch::Te
 
 Status ClusterAverage::Average(int64_t t) {
   if (members_.size() < 2) return Status::Ok();
-  const auto start = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
   const size_t width = bf16_ ? sizeof(uint16_t) : sizeof(float);
-  auto mine = std::make_shared<comm::Bytes>(static_cast<size_t>(numel_) * width);
+  if (!send_ || send_.use_count() > 1) send_ = std::make_shared<comm::Bytes>(static_cast<size_t>(numel_) * width);
+  // Not compress::PutValues: it requires finite values, and a non-finite
+  // gradient must reach every member (GradScaler skips the step on all).
   {
-    uint8_t* out = mine->data();
+    uint8_t* out = send_->data();
     for (torch::Tensor& p : params_) {
       const size_t n = static_cast<size_t>(p.numel());
       if (!p.grad().defined()) {
@@ -48,11 +48,10 @@ Status ClusterAverage::Average(int64_t t) {
   }
   const int self = transport_->rank();
   const comm::Tag tag = ControlTag(t, kClusterGradients);
-  comm::SharedBytes shared = mine;
+  const comm::SharedBytes shared = send_;
   for (int m : members_) {
     if (m == self) continue;
     FRUGAL_RETURN_IF_ERROR(transport_->Send(m, tag, shared).WithContext("sending gradients to its cluster"));
-    bytes_sent_ += shared->size();
   }
   // Rank order: every member adds the same values in the same order.
   sum_.assign(static_cast<size_t>(numel_), 0.0f);
@@ -93,7 +92,6 @@ Status ClusterAverage::Average(int64_t t) {
     }
     in += p.numel();
   }
-  seconds_ += Seconds(std::chrono::steady_clock::now() - start);
   return Status::Ok();
 }
 

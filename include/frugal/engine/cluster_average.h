@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <torch/torch.h>
@@ -43,9 +44,6 @@ class ClusterAverage {
   // (named, with its rank).
   Status Average(int64_t t);
 
-  double seconds() const { return seconds_; }  // spent in Average
-  uint64_t bytes_sent() const { return bytes_sent_; }
-
  private:
   comm::Transport* const transport_;
   std::vector<torch::Tensor> params_;
@@ -54,8 +52,8 @@ class ClusterAverage {
   std::vector<int> members_;  // of this rank's cluster, increasing
   int64_t numel_ = 0;
   std::vector<float> sum_;
-  double seconds_ = 0;
-  uint64_t bytes_sent_ = 0;
+  // The last step's message, reused once the transport has let go of it.
+  std::shared_ptr<comm::Bytes> send_;
 };
 
 }  // namespace frugal::engine
