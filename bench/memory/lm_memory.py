@@ -84,11 +84,12 @@ def worker(args):
         opt.zero_grad(set_to_none=True)
     step_s = (time.time() - start) / shape["steps"]
     peak_train = _status_kb("VmHWM")
+    held = model.host_memory() if args.mode != "plain" else {}
     if args.mode != "plain":
         model.finish()
     result = dict(size=args.size, mode=args.mode, workers=world.world_size, rank=world.rank, parameters=n, rss_built=built, rss_wrapped=wrapped,
                   peak_train=peak_train, peak_with_finish=_status_kb("VmHWM"), peak_reset=reset, step_s=step_s,
-                  torch=torch.__version__, threads=torch.get_num_threads(), **shape)
+                  host_memory=held, torch=torch.__version__, threads=torch.get_num_threads(), **shape)
     with open(args.result.replace("{rank}", str(result["rank"])), "w") as f:
         json.dump(result, f)
 
@@ -127,6 +128,20 @@ def run_all(args):
                      f"{(worst['peak_with_finish'] - worst['rss_built']) / n:.1f} | "
                      f"{max(r['rss_wrapped'] - r['rss_built'] for r in ranks) / n:.1f} | "
                      f"{max(r['step_s'] for r in ranks):.2f} |")
+    table += ["", "The engine's own buffers (DistributedModel.host_memory(), rank 0, bytes per parameter):", ""]
+    names = []
+    for ranks in rows:
+        names += [k for k in ranks[0].get("host_memory", {}) if k not in names]
+    table += ["| model | mode | workers | " + " | ".join(names) + " | sum |", "|---" * (len(names) + 4) + "|"]
+    for ranks in rows:
+        r0 = ranks[0]
+        held = r0.get("host_memory", {})
+        if not held:
+            continue
+        n = r0["parameters"]
+        cells = [f"{held[k] / n:.1f}" if k in held else "" for k in names]
+        table.append(f"| {r0['size']} | {r0['mode']} | {r0['workers']} | " + " | ".join(cells) +
+                     f" | {sum(held.values()) / n:.1f} |")
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write("\n".join(table) + "\n")
     print("\n".join(table))

@@ -181,8 +181,9 @@ class DistributedModel(torch.nn.Module):
         self._replica = _C.Replica(self._world, params, options)
         # sync='local': the mode steps the parameters itself (or the user's
         # optimizer does, Note [Inner steps by the caller]); the replica
-        # gives it the bucket layout and averages the buffers (its hooks and
-        # pipeline stay idle), as in frugal train's workers.
+        # gives it the bucket layout and averages the buffers, and builds no
+        # pipeline and registers no hooks in these modes, as in frugal
+        # train's workers (Note [Replica without a pipeline] in replica.cc).
         self._local = None
         if self._sync in ("local", "site"):
             self._local = _C.LocalSync(self._world, self._replica, [p for _, p in params], options, total_steps or 0,
@@ -394,6 +395,14 @@ class DistributedModel(torch.nn.Module):
         """Cumulative seconds and counts of this rank's pipeline (sync='local':
         of its rounds, with their count under 'rounds')."""
         return self._local.stats() if self._local is not None else self._replica.stats()
+
+    def host_memory(self):
+        """Host bytes this rank's engine holds, by buffer: masters, gradient
+        slots, residuals and optimizer state in the step mode; anchor, inner
+        parameters (master), round base, pseudo-gradient (sending), host
+        gradients, inner and outer optimizer state and residuals in the
+        local modes. Transient buffers (a round's messages) are not in it."""
+        return self._local.host_memory() if self._local is not None else self._replica.host_memory()
 
     # --- checkpoints ------------------------------------------------------------
     def state_dict(self, *args, **kwargs):

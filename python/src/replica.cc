@@ -164,6 +164,13 @@ std::unique_ptr<Replica> Create(World& world, std::vector<std::pair<std::string,
   return std::move(*replica);
 }
 
+// The step mode's pipeline; a local mode's replica has none (its LocalSync
+// steps and counts).
+engine::GradientPipeline& PipelineOf(Replica& r) {
+  if (r.pipeline() == nullptr) throw py::value_error("this Replica has no gradient pipeline (sync='local' or 'site')");
+  return *r.pipeline();
+}
+
 // Runs `f` (returning a Status) without the GIL; LibTorch errors become
 // RuntimeError.
 template <typename F>
@@ -192,6 +199,13 @@ std::vector<uint8_t> FromTensor(const torch::Tensor& t, const char* what) {
   }
   torch::Tensor c = t.to(torch::kCPU).contiguous();
   return std::vector<uint8_t>(c.data_ptr<uint8_t>(), c.data_ptr<uint8_t>() + c.numel());
+}
+
+// Host bytes by buffer, in the engine's order.
+py::dict MemoryDict(const engine::HostMemory& m) {
+  py::dict d;
+  for (const auto& [name, bytes] : m) d[py::str(name)] = bytes;
+  return d;
 }
 
 // Cumulative seconds and counts of a rank's pipeline or local mode.
@@ -337,6 +351,7 @@ void BindLocal(py::module_& m) {
          "with fresh inner state and no residual")
       .def_property_readonly("rounds", [](PyLocal& l) { return l.sync->rounds(); })
       .def_property_readonly("inner_on_device", [](PyLocal& l) { return l.sync->inner_on_device(); })
+      .def("host_memory", [](PyLocal& l) { return MemoryDict(l.sync->host_memory()); })
       .def("stats", [](PyLocal& l) {
         py::dict d = StatsDict(l.sync->stats());
         d["rounds"] = l.sync->rounds();
@@ -413,7 +428,7 @@ void BindReplica(py::module_& m) {
         NoGil([&] { return r.AverageBuffers(t, buffers); });
       }, py::arg("t"), py::arg("buffers"))
       .def("set_from", [](Replica& r, int64_t t, double density, double lr_scale) {
-        ThrowIfError(r.pipeline().SetFrom(t, density, lr_scale));
+        ThrowIfError(PipelineOf(r).SetFrom(t, density, lr_scale));
       }, py::arg("t"), py::arg("density"), py::arg("lr_scale"),
          "From iteration t on, sparsify at `density` and scale the learning rate by `lr_scale`")
       .def("save_state", [](Replica& r) {
@@ -436,8 +451,9 @@ void BindReplica(py::module_& m) {
       .def_property_readonly("num_buckets", &Replica::num_buckets)
       .def_property_readonly("bucket_names", [](Replica& r) { return r.layout().bucket_names; })
       .def("stats", [](Replica& r) {
-        return StatsDict(r.pipeline().stats());
-      });
+        return StatsDict(PipelineOf(r).stats());
+      })
+      .def("host_memory", [](Replica& r) { return MemoryDict(PipelineOf(r).host_memory()); });
   BindLocal(m);
 }
 

@@ -451,6 +451,21 @@ Status CompressedAllReduce::Run(uint64_t bucket, Span<float> data) {
 // per bucket: u64 index, u64 size, residual bytes, sparsifier bytes). States
 // saved before the sharded exchange existed end after the first list, and
 // those saved before the leaders' residuals after the second.
+uint64_t CompressedAllReduce::ResidualBytes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  uint64_t total = 0;
+  auto add = [&](const Compressor& c) {
+    if (c.feedback) total += 4 * (c.feedback->residual().size() + c.feedback->velocity().size());
+  };
+  for (const auto& [index, state] : impl_->buckets) {
+    add(state->whole);
+    for (const Compressor& c : state->shards) add(c);
+    add(state->owned);
+    add(state->leader);
+  }
+  return total;
+}
+
 std::vector<uint8_t> CompressedAllReduce::SaveState() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   ByteWriter w;

@@ -114,6 +114,17 @@ class GradientPipeline::Impl {
   Result<std::vector<uint8_t>> SaveState(StateParts parts);
   Status LoadState(const std::vector<uint8_t>& bytes, bool residuals);
   Status LoadLocalState(const std::vector<uint8_t>& bytes);
+  HostMemory host_memory() const {
+    uint64_t masters = 0, grads = 0, residuals = 0, optimizer = 0;
+    for (const auto& b : buckets_) {
+      std::lock_guard<std::mutex> lock(b->mu);
+      masters += 4 * b->master.size();
+      for (const auto& g : b->grads) grads += 4 * g.size();
+      residuals += 4 * (b->feedback->residual().size() + b->feedback->velocity().size());
+      optimizer += b->optimizer->StateBytes();
+    }
+    return {{"masters", masters}, {"gradient_slots", grads}, {"residuals", residuals}, {"optimizer", optimizer}};
+  }
 
  private:
   Status Drain();
@@ -499,6 +510,7 @@ Status GradientPipeline::Submit(size_t b, int64_t t) { return impl_->Submit(b, t
 Status GradientPipeline::Finish(const CopyOutFn& f) { return impl_->Finish(f); }
 uint64_t GradientPipeline::Checksum() const { return impl_->Checksum(); }
 void GradientPipeline::VisitMasters(const CopyOutFn& visit) const { impl_->VisitMasters(visit); }
+HostMemory GradientPipeline::host_memory() const { return impl_->host_memory(); }
 PipelineStats GradientPipeline::stats() const { return impl_->stats(); }
 Result<std::vector<uint8_t>> GradientPipeline::SaveState(StateParts parts) { return impl_->SaveState(parts); }
 Status GradientPipeline::LoadState(const std::vector<uint8_t>& bytes, bool residuals) {

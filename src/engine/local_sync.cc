@@ -46,6 +46,12 @@ struct Fragment {
   int64_t apply_at = -1;
   std::thread flight;  // joinable while its exchange runs
   Status flight_status;
+  // While its round is open, from its sync to its outer step (Note [Host
+  // memory]), per bucket its slices of: base, the inner parameters at the
+  // sync; sending, the pseudo-gradient sent, replaced by the ranks' merged
+  // average by the exchange. Outside a round its base is the anchor.
+  std::vector<std::vector<float>> base, sending;
+  bool open() const { return !sending.empty(); }
 };
 
 class LocalSync::Impl {
@@ -57,16 +63,15 @@ class LocalSync::Impl {
   comm::Transport* transport = nullptr;
   std::chrono::milliseconds timeout{60000};
 
+  // grad: the host's inner steps read the gradients into it; empty when
+  // the model's tensors take the inner steps (Note [Host memory]).
   std::vector<std::vector<float>> anchor, master, grad;  // per bucket
-  // base: the inner parameters at the fragment's last sync point (rebased
-  // on the anchor when its outer step lands), from which the current round's
-  // pseudo-gradient is measured. sending: the pseudo-gradients sent, each
-  // fragment's slice replaced by the ranks' merged average by its exchange.
-  std::vector<std::vector<float>> base, sending;
+  // A closed round's buffers, kept for the next fragment's round.
+  std::vector<std::vector<float>> spare_base, spare_sending;
   std::vector<std::unique_ptr<optim::SparseOptimizer>> inner;  // per bucket
   // Note [Inner steps on the device]: set when the inner steps run on the
-  // model's tensors; `inner` then holds their state only around a
-  // checkpoint, and `master` is current only while !master_stale.
+  // model's tensors; `inner` then exists only around a checkpoint
+  // (Note [Host memory]), and `master` is current only while !master_stale.
   std::unique_ptr<DeviceInner> device_inner;
   // Note [Inner steps by the caller]: the caller steps the model's tensors;
   // `inner` is never stepped.
@@ -102,6 +107,16 @@ class LocalSync::Impl {
   void MakeFragments();
   Status BroadcastInitial();
   Status MakeInner();
+  // Fresh host optimizers in `inner` if there are none; ReleaseInner frees
+  // them when the model's tensors take the inner steps.
+  Status EnsureInner();
+  void ReleaseInner();
+  // Fragment f's round buffers, sized to its slices (from the spare ones
+  // when there are); CloseRound keeps them as the spare ones.
+  void OpenRound(Fragment& fr);
+  void CloseRound(Fragment& fr);
+  // An open round's base := the anchor (a rank that starts its round there).
+  void BaseFromAnchor();
   Status MakeOuter();
   Status MakeReduce();
   // average: apply the round as a plain average, not an outer step (Finish).
@@ -124,11 +139,7 @@ class LocalSync::Impl {
 Status LocalSync::Impl::Init(bool broadcast_initial) {
   const size_t nb = layout.bucket_sizes.size();
   anchor.resize(nb);
-  grad.resize(nb);
-  for (size_t b = 0; b < nb; ++b) {
-    anchor[b].assign(layout.bucket_sizes[b], 0.0f);
-    grad[b].assign(layout.bucket_sizes[b], 0.0f);
-  }
+  for (size_t b = 0; b < nb; ++b) anchor[b].assign(layout.bucket_sizes[b], 0.0f);
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamSlot& slot = layout.slots[i];
     torch::Tensor cpu = params[i].detach().to(torch::kCPU).contiguous();
@@ -136,8 +147,6 @@ Status LocalSync::Impl::Init(bool broadcast_initial) {
   }
   if (broadcast_initial) FRUGAL_RETURN_IF_ERROR(BroadcastInitial());
   master = anchor;
-  base = anchor;
-  sending = grad;
   MakeFragments();
   FRUGAL_RETURN_IF_ERROR(MakeInner());
   FRUGAL_RETURN_IF_ERROR(MakeOuter());
@@ -164,20 +173,75 @@ Status LocalSync::Impl::BroadcastInitial() {
   return Status::Ok();
 }
 
-// The run's own optimizer, one per bucket, this rank's state.
+// Note [Host memory]: a rank's host state is what its rounds need: the
+// anchor, its inner parameters (master), the base of its round, the round's
+// pseudo-gradient (sending), the outer momentum and the exchange's
+// residuals, 4 bytes per parameter each. The host's inner steps add their
+// gradient copy and the optimizer's state. When the model's tensors take
+// the inner steps (on the device, or by the caller's own optimizer), the
+// host keeps neither: the optimizer's state lives with the tensors, and
+// host optimizers exist only while a checkpoint is written or read (their
+// byte form is the checkpoint's). On the language-model examples that is
+// 12 bytes per parameter less with AdamW.
+
+// The run's own optimizer, one per bucket, this rank's state: on the host
+// (`inner` and `grad`), or with the model's tensors.
 Status LocalSync::Impl::MakeInner() {
   const optim::OptimizerOptions o = MakeOptimizerOptions(config.train);
-  inner.clear();
-  for (size_t b = 0; b < anchor.size(); ++b) {
-    FRUGAL_ASSIGN_OR_RETURN(auto opt, optim::CreateSparseOptimizer(o, anchor[b].size(), layout.bucket_names[b]));
-    inner.push_back(std::move(opt));
-  }
   const LocalInner place = config.distributed.local_inner;
   const bool on_device = place == LocalInner::kDevice ||
                          (place == LocalInner::kAuto && !params.empty() && !params[0].device().is_cpu());
   device_inner = on_device && !caller_steps ? std::make_unique<DeviceInner>(o, params) : nullptr;
   master_stale = false;
+  ReleaseInner();
+  if (ModelIsInner()) return Status::Ok();
+  grad.resize(anchor.size());
+  for (size_t b = 0; b < anchor.size(); ++b) grad[b].assign(anchor[b].size(), 0.0f);
+  return EnsureInner();
+}
+
+Status LocalSync::Impl::EnsureInner() {
+  if (!inner.empty()) return Status::Ok();
+  const optim::OptimizerOptions o = MakeOptimizerOptions(config.train);
+  for (size_t b = 0; b < anchor.size(); ++b) {
+    FRUGAL_ASSIGN_OR_RETURN(auto opt, optim::CreateSparseOptimizer(o, anchor[b].size(), layout.bucket_names[b]));
+    inner.push_back(std::move(opt));
+  }
   return Status::Ok();
+}
+
+void LocalSync::Impl::ReleaseInner() {
+  inner.clear();
+  inner.shrink_to_fit();
+  grad.clear();
+  grad.shrink_to_fit();
+}
+
+void LocalSync::Impl::OpenRound(Fragment& fr) {
+  fr.base = std::move(spare_base);
+  fr.sending = std::move(spare_sending);
+  fr.base.resize(anchor.size());
+  fr.sending.resize(anchor.size());
+  for (size_t b = 0; b < anchor.size(); ++b) {
+    fr.base[b].resize(fr.hi[b] - fr.lo[b]);
+    fr.sending[b].resize(fr.hi[b] - fr.lo[b]);
+  }
+}
+
+void LocalSync::Impl::BaseFromAnchor() {
+  for (auto& fr : frags) {
+    if (!fr->open()) continue;
+    for (size_t b = 0; b < anchor.size(); ++b) {
+      std::copy(anchor[b].begin() + fr->lo[b], anchor[b].begin() + fr->hi[b], fr->base[b].begin());
+    }
+  }
+}
+
+void LocalSync::Impl::CloseRound(Fragment& fr) {
+  spare_base = std::move(fr.base);
+  spare_sending = std::move(fr.sending);
+  fr.base.clear();
+  fr.sending.clear();
 }
 
 // Fragment f holds, of every bucket of n values, [n f / P, n (f + 1) / P).
@@ -254,10 +318,11 @@ Status LocalSync::Impl::SyncFragment(size_t f, int64_t t, int64_t after, bool av
                             " before its outer step of step " + std::to_string(fr.apply_at) + " landed");
   }
   FRUGAL_RETURN_IF_ERROR(PullMaster().WithContext("--sync local round ending before step " + std::to_string(t)));
-  for (size_t b = 0; b < master.size(); ++b) {
-    for (size_t i = fr.lo[b]; i < fr.hi[b]; ++i) {
-      sending[b][i] = base[b][i] - master[b][i];
-      base[b][i] = master[b][i];
+  OpenRound(fr);
+  for (size_t b = 0; b < master.size(); ++b) {  // base is the anchor outside a round
+    for (size_t i = fr.lo[b], j = 0; i < fr.hi[b]; ++i, ++j) {
+      fr.sending[b][j] = anchor[b][i] - master[b][i];
+      fr.base[b][j] = master[b][i];
     }
   }
   fr.synced_at = t;
@@ -277,9 +342,9 @@ Status LocalSync::Impl::SyncFragment(size_t f, int64_t t, int64_t after, bool av
 // (residual added, sparsified, encoded, exchanged, decoded).
 Status LocalSync::Impl::Exchange(size_t f, int64_t t) {
   Fragment& fr = *frags[f];
-  for (size_t b = 0; b < sending.size(); ++b) {
+  for (size_t b = 0; b < fr.sending.size(); ++b) {
     if (fr.hi[b] == fr.lo[b]) continue;
-    Status s = reduce->Run(b * P() + f, Span<float>(sending[b].data() + fr.lo[b], fr.hi[b] - fr.lo[b]));
+    Status s = reduce->Run(b * P() + f, Span<float>(fr.sending[b].data(), fr.sending[b].size()));
     if (!s.ok()) return s.WithContext("--sync local round ending before step " + std::to_string(t));
   }
   const CompressedAllReduceStats after = reduce->stats();
@@ -366,20 +431,20 @@ Status LocalSync::Impl::Apply(size_t f, bool average) {
   for (size_t b = 0; b < anchor.size(); ++b) {
     const size_t lo = fr.lo[b], n = fr.hi[b] - fr.lo[b];
     if (n == 0) continue;
+    const std::vector<float>& merged = fr.sending[b];
+    const std::vector<float>& base = fr.base[b];
     if (average) {
-      for (size_t i = lo; i < lo + n; ++i) anchor[b][i] -= sending[b][i];
+      for (size_t i = lo, j = 0; i < lo + n; ++i, ++j) anchor[b][i] -= merged[j];
     } else {
       outer[b * P() + f]->set_lr(outer_lr);
       FRUGAL_RETURN_IF_ERROR(outer[b * P() + f]->StepDense(Span<float>(anchor[b].data() + lo, n),
-                                                           Span<const float>(sending[b].data() + lo, n)));
+                                                           Span<const float>(merged.data(), n)));
     }
-    for (size_t i = lo; i < lo + n; ++i) {
-      master[b][i] = anchor[b][i] - (base[b][i] - master[b][i]);
-      base[b][i] = anchor[b][i];
-    }
+    for (size_t i = lo, j = 0; i < lo + n; ++i, ++j) master[b][i] = anchor[b][i] - (base[j] - master[b][i]);
   }
   optimizer_s += Seconds(Clock::now() - t0);
   fr.apply_at = -1;
+  CloseRound(fr);  // its base is the anchor again
   return Status::Ok();
 }
 
@@ -484,7 +549,7 @@ std::vector<uint8_t> LocalSync::Impl::SaveShared() const {
     w.Floats(anchor[b].data(), anchor[b].size());
     for (size_t f = 0; f < P(); ++f) w.Bytes(outer[b * P() + f]->SerializeState());
     for (const auto& fr : frags) {
-      if (fr->apply_at >= 0) w.Floats(sending[b].data() + fr->lo[b], fr->hi[b] - fr->lo[b]);
+      if (fr->apply_at >= 0) w.Floats(fr->sending[b].data(), fr->sending[b].size());
     }
   }
   return w.Take();
@@ -498,7 +563,15 @@ std::vector<uint8_t> LocalSync::Impl::SaveOwn() const {
     w.Bytes(inner[b]->SerializeState());
   }
   w.Bytes(reduce->SaveState());
-  for (const auto& bucket : base) w.Floats(bucket.data(), bucket.size());
+  for (size_t b = 0; b < anchor.size(); ++b) {  // the base: an open round's, else the anchor
+    w.BytesAppended(4 * anchor[b].size(), [&](std::vector<uint8_t>* out) {
+      for (const auto& fr : frags) {
+        const float* from = fr->open() ? fr->base[b].data() : anchor[b].data() + fr->lo[b];
+        const auto* bytes = reinterpret_cast<const uint8_t*>(from);
+        out->insert(out->end(), bytes, bytes + 4 * (fr->hi[b] - fr->lo[b]));
+      }
+    });
+  }
   return w.Take();
 }
 
@@ -527,6 +600,7 @@ Status LocalSync::Impl::LoadShared(const std::vector<uint8_t>& bytes, int64_t* v
   if (v[0] < 0 || v[1] < v[0] || v[2] < 0 || next < 0 || next >= fragments || (*version == 2 && (v[4] < 0 || v[4] > 1))) {
     return Status::Corruption("local-update state: bad round counters");
   }
+  for (auto& fr : frags) CloseRound(*fr);
   std::vector<std::pair<int64_t, int64_t>> at(P(), {v[0], -1});  // per fragment: synced_at, apply_at
   if (*version == 2 && v[4] == 1) at[0].second = v[0] + delay;  // the old overlapped round: at the next sync
   for (size_t f = 0; *version == 3 && f < P(); ++f) {
@@ -543,8 +617,10 @@ Status LocalSync::Impl::LoadShared(const std::vector<uint8_t>& bytes, int64_t* v
       FRUGAL_RETURN_IF_ERROR(outer[b * P() + f]->DeserializeState(Span<const uint8_t>(st.data(), st.size())));
     }
     for (size_t f = 0; f < P(); ++f) {
-      const Fragment& fr = *frags[f];
-      if (at[f].second >= 0) FRUGAL_RETURN_IF_ERROR(r.Floats(sending[b].data() + fr.lo[b], fr.hi[b] - fr.lo[b]));
+      Fragment& fr = *frags[f];
+      if (at[f].second < 0) continue;
+      if (!fr.open()) OpenRound(fr);
+      FRUGAL_RETURN_IF_ERROR(r.Floats(fr.sending[b].data(), fr.sending[b].size()));
     }
   }
   if (!r.done()) return Status::Corruption("local-update state: trailing bytes");
@@ -571,9 +647,17 @@ Status LocalSync::Impl::LoadOwn(const std::vector<uint8_t>& bytes, int64_t versi
   FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> reduce_state, r.Bytes());
   FRUGAL_RETURN_IF_ERROR(keep_residuals ? reduce->LoadState(reduce_state) : MakeReduce());
   if (version == 1) {
-    base = anchor;  // rounds blocked: every round started at the anchor
+    BaseFromAnchor();  // rounds blocked: every round started at the anchor
   } else {
-    for (auto& bucket : base) FRUGAL_RETURN_IF_ERROR(r.Floats(bucket.data(), bucket.size()));
+    // An open round's slices of the base; the others are the anchor's.
+    std::vector<float> bucket;
+    for (size_t b = 0; b < anchor.size(); ++b) {
+      bucket.resize(anchor[b].size());
+      FRUGAL_RETURN_IF_ERROR(r.Floats(bucket.data(), bucket.size()));
+      for (const auto& fr : frags) {
+        if (fr->open()) std::copy(bucket.begin() + fr->lo[b], bucket.begin() + fr->hi[b], fr->base[b].begin());
+      }
+    }
   }
   if (!r.done()) return Status::Corruption("local-update state of this rank: trailing bytes");
   return Status::Ok();
@@ -694,7 +778,6 @@ Status LocalSync::Finish(int64_t t) {
   }
   m.synced_at = t;
   m.master = m.anchor;
-  m.base = m.anchor;
   m.master_stale = false;
   CopyIn(/*anchor=*/true);
   return Status::Ok();
@@ -739,14 +822,39 @@ PipelineStats LocalSync::stats() const {
 
 int64_t LocalSync::rounds() const { return impl_->rounds; }
 
+HostMemory LocalSync::host_memory() const {
+  const Impl& m = *impl_;
+  auto floats = [](const std::vector<std::vector<float>>& v) {
+    uint64_t n = 0;
+    for (const auto& b : v) n += 4 * b.capacity();
+    return n;
+  };
+  auto state = [](const std::vector<std::unique_ptr<optim::SparseOptimizer>>& v) {
+    uint64_t n = 0;
+    for (const auto& o : v) n += o->StateBytes();
+    return n;
+  };
+  uint64_t base = floats(m.spare_base), sending = floats(m.spare_sending);
+  for (const auto& fr : m.frags) {
+    base += floats(fr->base);
+    sending += floats(fr->sending);
+  }
+  return {{"anchor", floats(m.anchor)},     {"master", floats(m.master)},
+          {"base", base},                   {"sending", sending},
+          {"gradients", floats(m.grad)},    {"inner_optimizer", state(m.inner)},
+          {"outer_optimizer", state(m.outer)}, {"residuals", m.reduce->ResidualBytes()}};
+}
+
 bool LocalSync::inner_on_device() const { return impl_->ModelIsInner(); }
 
 Status LocalSync::SaveSections(bool shared, CheckpointSections* sections) {
   FRUGAL_RETURN_IF_ERROR(impl_->DrainAll().WithContext("waiting for the rounds in flight before saving"));
   FRUGAL_RETURN_IF_ERROR(impl_->PullMaster());
+  FRUGAL_RETURN_IF_ERROR(impl_->EnsureInner());  // Note [Host memory]
   if (impl_->device_inner != nullptr) impl_->device_inner->Export(impl_->layout, impl_->inner);
   if (shared) (*sections)["local_sync"] = impl_->SaveShared();
   (*sections)["local_sync_own"] = impl_->SaveOwn();
+  if (impl_->ModelIsInner()) impl_->inner.clear();
   return Status::Ok();
 }
 
@@ -759,18 +867,23 @@ Status LocalSync::RestoreSections(const CheckpointSections& s, const std::vector
   int64_t version = 0;
   FRUGAL_RETURN_IF_ERROR(m.LoadShared(it->second, &version).WithContext(what));
   if (own != nullptr) {
+    FRUGAL_RETURN_IF_ERROR(m.EnsureInner());  // Note [Host memory]
     FRUGAL_RETURN_IF_ERROR(m.LoadOwn(*own, version, keep_residuals).WithContext(what));
   } else {
     // A rank the checkpoint did not have: it joins at the anchor with fresh
     // inner state and no residual (a pending outer step still applies to
     // its anchor at the next sync point).
     m.master = m.anchor;
-    m.base = m.anchor;
+    m.BaseFromAnchor();
     FRUGAL_RETURN_IF_ERROR(m.MakeInner());
     FRUGAL_RETURN_IF_ERROR(m.MakeReduce());
   }
   m.master_stale = false;  // master is the restored state, not the model's
-  if (m.device_inner != nullptr) m.device_inner->Import(m.layout, m.inner);
+  if (m.device_inner != nullptr) {
+    FRUGAL_RETURN_IF_ERROR(m.EnsureInner());
+    m.device_inner->Import(m.layout, m.inner);
+  }
+  if (m.ModelIsInner()) m.inner.clear();
   CopyIn(/*anchor=*/false);
   return Status::Ok();
 }

@@ -65,6 +65,7 @@ ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(
   po.exchange.algorithm = d.exchange;
   po.seed = t.seed;
   po.lr_at = std::move(lr_at);
+  ro.gradient_pipeline = !IsLocalUpdates(d.sync);
   return ro;
 }
 
@@ -132,6 +133,7 @@ class Replica::Impl {
   Status hook_error;
 
   Status Init(std::vector<std::pair<std::string, torch::Tensor>> named);
+  Status NeedPipeline(const char* what) const;
   Result<std::vector<BucketSpec>> InitialBuckets();
   Status BroadcastInitial(std::vector<BucketSpec>* specs);
   // After a LoadState: the next BeginIteration is the saved t and keeps
@@ -177,6 +179,7 @@ Status Replica::Impl::Init(std::vector<std::pair<std::string, torch::Tensor>> na
   }
   if (!(options.bucket_mb > 0)) return Status::InvalidArgument("bucket_mb must be > 0");
   layout = BucketLayout::Pack(numels, static_cast<size_t>(options.bucket_mb * 1024 * 1024 / sizeof(float)));
+  if (!options.gradient_pipeline) return Status::Ok();  // Note [Replica without a pipeline]
   FRUGAL_ASSIGN_OR_RETURN(std::vector<BucketSpec> specs, InitialBuckets());
   if (options.broadcast_initial) FRUGAL_RETURN_IF_ERROR(BroadcastInitial(&specs));
   FRUGAL_ASSIGN_OR_RETURN(pipeline, GradientPipeline::Create(options.pipeline, std::move(specs), transport));
@@ -188,6 +191,15 @@ Status Replica::Impl::Init(std::vector<std::pair<std::string, torch::Tensor>> na
   }
   return Status::Ok();
 }
+
+// Note [Replica without a pipeline]
+// The local modes train through LocalSync, which keeps its own anchor,
+// inner parameters and exchange state and broadcasts rank 0's values
+// itself. An idle pipeline would still hold a master copy, two or three
+// gradient buffers, a residual and the optimizer's state: measured on the
+// language-model examples, about 24 bytes per parameter that nothing read.
+// So a replica of a local mode is only the parameters' validation and
+// layout, their checkpoint form (SaveParameters) and the buffer average.
 
 Result<std::vector<BucketSpec>> Replica::Impl::InitialBuckets() {
   std::vector<BucketSpec> specs(layout.bucket_sizes.size());
@@ -300,8 +312,15 @@ Result<std::unique_ptr<Replica>> Replica::Create(const ReplicaOptions& options,
   return std::unique_ptr<Replica>(new Replica(std::move(impl)));
 }
 
+Status Replica::Impl::NeedPipeline(const char* what) const {
+  if (pipeline != nullptr) return Status::Ok();
+  return Status::InvalidArgument(std::string(what) +
+                                    ": this replica has no gradient pipeline (a local mode's; LocalSync runs it)");
+}
+
 Status Replica::BeginIteration(int64_t t, bool check_replicas) {
   Impl& m = *impl_;
+  FRUGAL_RETURN_IF_ERROR(m.NeedPipeline("BeginIteration"));
   if (m.finished) return Status::InvalidArgument("the replica is finished");
   if (t != m.current_iteration + 1) {
     return Status::InvalidArgument("iterations must be begun in order: expected " +
@@ -319,6 +338,7 @@ Status Replica::BeginIteration(int64_t t, bool check_replicas) {
 
 Status Replica::EndBackward() {
   Impl& m = *impl_;
+  FRUGAL_RETURN_IF_ERROR(m.NeedPipeline("EndBackward"));
   if (m.current_iteration < 0) return Status::InvalidArgument("EndBackward before BeginIteration");
   if (m.finished) return Status::InvalidArgument("the replica is finished");
   // The gradients are in the pipeline's buffers; the tensors' .grad would
@@ -342,12 +362,14 @@ Status Replica::EndBackward() {
 }
 
 Status Replica::Finish() {
+  FRUGAL_RETURN_IF_ERROR(impl_->NeedPipeline("Finish"));
   impl_->finished = true;  // a later backward no longer reaches the pipeline
   FRUGAL_RETURN_IF_ERROR(impl_->hook_error);
   return impl_->pipeline->Finish(impl_->MakeCopyOut());
 }
 
 Result<uint64_t> Replica::CheckReplicas(int64_t t) {
+  FRUGAL_RETURN_IF_ERROR(impl_->NeedPipeline("CheckReplicas"));
   comm::Transport& tr = *impl_->transport;
   const uint64_t checksum = impl_->pipeline->Checksum();
   auto all = comm::AllGather(tr, ControlTag(t, kChecksum), U64Bytes(checksum), impl_->options.timeout);
@@ -399,10 +421,12 @@ Status Replica::AverageBuffers(int64_t t, const std::vector<torch::Tensor>& buff
 }
 
 Result<std::vector<uint8_t>> Replica::SavePipelineState(GradientPipeline::StateParts parts) {
+  FRUGAL_RETURN_IF_ERROR(impl_->NeedPipeline("SavePipelineState"));
   return impl_->pipeline->SaveState(parts);
 }
 
 Status Replica::LoadLocalState(const std::vector<uint8_t>& local_state) {
+  FRUGAL_RETURN_IF_ERROR(impl_->NeedPipeline("LoadLocalState"));
   return impl_->pipeline->LoadLocalState(local_state);
 }
 
@@ -421,6 +445,7 @@ std::vector<uint8_t> Replica::SaveParameters() const {
 Status Replica::LoadState(const std::vector<uint8_t>& pipeline_state, const std::vector<uint8_t>& parameters,
                           bool residuals) {
   Impl& m = *impl_;
+  FRUGAL_RETURN_IF_ERROR(m.NeedPipeline("LoadState"));
   if (m.current_iteration >= 0) return Status::Internal("Replica::LoadState after the run started");
   FRUGAL_RETURN_IF_ERROR(m.pipeline->LoadState(pipeline_state, residuals));
   ByteReader r(parameters, "checkpoint parameters");
@@ -436,6 +461,7 @@ Status Replica::LoadState(const std::vector<uint8_t>& pipeline_state, const std:
 
 Status Replica::LoadStateWithMastersAsParameters(const std::vector<uint8_t>& pipeline_state, bool residuals) {
   Impl& m = *impl_;
+  FRUGAL_RETURN_IF_ERROR(m.NeedPipeline("LoadStateWithMastersAsParameters"));
   if (m.current_iteration >= 0) return Status::Internal("Replica::LoadState after the run started");
   FRUGAL_RETURN_IF_ERROR(m.pipeline->LoadState(pipeline_state, residuals));
   m.pipeline->VisitMasters(m.MakeCopyOut());  // as BeginIteration copies them out
@@ -444,6 +470,7 @@ Status Replica::LoadStateWithMastersAsParameters(const std::vector<uint8_t>& pip
 
 bool Replica::ParametersAreMasters() const {
   const Impl& m = *impl_;
+  if (m.pipeline == nullptr) return false;
   bool equal = true;
   m.pipeline->VisitMasters([&](size_t b, Span<const float> master) {
     for (size_t i : m.layout.bucket_params[b]) {
@@ -459,7 +486,7 @@ bool Replica::ParametersAreMasters() const {
 int64_t Replica::iteration() const { return impl_->current_iteration; }
 size_t Replica::num_buckets() const { return impl_->layout.bucket_sizes.size(); }
 const BucketLayout& Replica::layout() const { return impl_->layout; }
-GradientPipeline& Replica::pipeline() { return *impl_->pipeline; }
+GradientPipeline* Replica::pipeline() { return impl_->pipeline.get(); }
 comm::Transport& Replica::transport() { return *impl_->transport; }
 
 }  // namespace frugal::engine

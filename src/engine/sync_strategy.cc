@@ -26,7 +26,7 @@ Status RequireSection(const CheckpointSections& s, const char* name, const std::
 class StepSync final : public SyncStrategy {
  public:
   StepSync(std::unique_ptr<Replica> replica, comm::ExchangeAlgorithm exchange)
-      : SyncStrategy(std::move(replica)), pipeline_(&this->replica().pipeline()), exchange_(exchange) {}
+      : SyncStrategy(std::move(replica)), pipeline_(this->replica().pipeline()), exchange_(exchange) {}
 
   Status BeginIteration(int64_t t, bool check_replicas) override { return replica().BeginIteration(t, check_replicas); }
   Status EndBackward(int64_t) override { return replica().EndBackward(); }
@@ -95,8 +95,9 @@ class StepSync final : public SyncStrategy {
 };
 
 // --sync local: inner steps on every rank, outer rounds through LocalSync.
-// The Replica's pipeline stays idle; the Replica still broadcasts rank 0's
-// initial values, averages the buffers and saves the parameters.
+// The Replica has no pipeline (Note [Replica without a pipeline] in
+// replica.cc): it gives the layout, averages the buffers and saves the
+// parameters; LocalSync broadcasts rank 0's initial values.
 class LocalRounds : public SyncStrategy {
  public:
   LocalRounds(std::unique_ptr<Replica> replica, std::unique_ptr<LocalSync> local, const DistributedOptions& dist,

@@ -106,6 +106,9 @@ class CompressedAllReduce {
   // empty) at the same point. REQUIRES: no Run in flight.
   std::vector<uint8_t> SaveState() const;
   Status LoadState(const std::vector<uint8_t>& bytes);
+  // Host bytes of the error-feedback state (residuals, and DGC's velocity
+  // where on) over every compressor this rank holds.
+  uint64_t ResidualBytes() const;
 
   // With options.wire.deflate: whether the messages of the next Run are
   // deflated (true at first). Deflate is lossless and flagged per message,

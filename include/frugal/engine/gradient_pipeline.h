@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "frugal/comm/sparse_exchange.h"
@@ -59,6 +60,11 @@ struct PipelineOptions {
 };
 
 // Cumulative seconds and bytes, for metrics.
+// Host memory a synchronisation holds, by buffer: (name, bytes) in a fixed
+// order, for the metrics and the memory benchmark (Note [Host memory] in
+// local_sync.cc).
+using HostMemory = std::vector<std::pair<std::string, uint64_t>>;
+
 struct PipelineStats {
   double sparsify_s = 0;   // error feedback + selection + encode
   double exchange_s = 0;   // SparseExchange::Run (incl. merge by leaders)
@@ -122,6 +128,8 @@ class GradientPipeline {
   uint64_t Checksum() const;
 
   PipelineStats stats() const;
+  // masters, gradient slots, residuals, optimizer state.
+  HostMemory host_memory() const;
 
   // From iteration t on (tasks of iterations >= t), sparsify at `density`
   // and multiply the learning rate by `lr_scale`. Calls must not go back in

@@ -120,6 +120,9 @@ class LocalSync {
   // optimizer_s of inner and outer steps, sent/total values of the syncs.
   PipelineStats stats() const;
   int64_t rounds() const;  // fragment syncs so far
+  // anchor, master, base, sending, gradients, inner optimizer, outer
+  // optimizer, residuals (Note [Host memory] in local_sync.cc).
+  HostMemory host_memory() const;
   // Whether the inner steps run on the model's device
   // (Note [Inner steps on the device] in device_inner.cc; --local-inner); always with
   // InnerSteps::kCaller.

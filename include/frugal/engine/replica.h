@@ -46,11 +46,18 @@ struct ReplicaOptions {
   // every rank right after (an elastic generation's restore,
   // Note [No broadcast on restore] in worker_elastic.cc).
   bool broadcast_initial = true;
+  // false: the replica validates and packs the parameters (layout()) but
+  // builds no pipeline, registers no hooks and sends nothing at Create: the
+  // local modes, whose LocalSync keeps the round's state and broadcasts the
+  // initial values itself (Note [Replica without a pipeline] in replica.cc).
+  // The methods that step the pipeline then fail with InvalidArgument.
+  bool gradient_pipeline = true;
 };
 
 // The replica's options from a run configuration (the C++ worker and the
 // Python DistributedModel both build them here); lr_at gives the learning
-// rate of iteration t. REQUIRES: Validate(config) is Ok.
+// rate of iteration t. A local-update mode (IsLocalUpdates) gets no
+// gradient pipeline. REQUIRES: Validate(config) is Ok.
 ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(int64_t)> lr_at);
 // The run's optimizer settings (kind, lr, momentum, Adam's betas...).
 optim::OptimizerOptions MakeOptimizerOptions(const train::TrainOptions& t);
@@ -133,7 +140,7 @@ class Replica {
   int64_t iteration() const;  // the iteration begun last
   size_t num_buckets() const;
   const BucketLayout& layout() const;
-  GradientPipeline& pipeline();
+  GradientPipeline* pipeline();  // null without ReplicaOptions::gradient_pipeline
   comm::Transport& transport();
 
   class Impl;
