@@ -153,7 +153,39 @@ void AddFrugalFlags(CLI::App* cmd, FrugalOpts* o) {
   cmd->add_option("--workers-per-host", o->job.workers_per_host, "Workers sharing one host's CPU cores")
       ->capture_default_str()
       ->check(Bounded(1, 1 << 20));
+  cmd->add_option("--optimizer-state-bytes", o->job.optimizer_state_bytes,
+                  "Memory check: optimizer state per parameter (8: Adam/AdamW, 4: SGD with momentum, 0: SGD)")
+      ->capture_default_str()
+      ->check(Bounded(0, 64));
   AddConfigOption(cmd);
+}
+
+std::string GiB(double bytes) {
+  char s[32];
+  std::snprintf(s, sizeof(s), "%.2f", bytes / 1073741824.0);
+  return s;
+}
+
+std::string Parts(const std::vector<std::pair<std::string, double>>& parts) {
+  std::string out;
+  for (const auto& [name, bytes] : parts) {
+    if (bytes <= 0) continue;
+    out += (out.empty() ? "" : ", ") + name + " " + GiB(bytes);
+  }
+  return out;
+}
+
+// Note [Frugal memory] in src/sim/frugal_memory.cc.
+void PrintMemory(const sim::FrugalJob& job, const sim::HardwareSpec& hw) {
+  const sim::FrugalMemory m = OrThrow(sim::PredictFrugalMemory(job, hw));
+  std::printf("device memory  %s GiB of %s GiB per worker (%s)%s%s\n", GiB(m.device_bytes).c_str(),
+              GiB(m.device_capacity_bytes).c_str(), Parts(m.device).c_str(),
+              m.activations_modelled ? "" : "; activations not modelled for this model",
+              m.device_oom() ? "  OUT OF MEMORY" : "");
+  std::printf("host memory    %s GiB per worker (%s); %d per host: %s GiB of %s%s\n", GiB(m.host_bytes).c_str(),
+              Parts(m.host).c_str(), job.workers_per_host, GiB(m.host_node_bytes).c_str(),
+              m.host_capacity_bytes > 0 ? (GiB(m.host_capacity_bytes) + " GiB").c_str() : "an unknown size",
+              m.host_oom() ? "  OUT OF MEMORY" : "");
 }
 
 void RunFrugal(FrugalOpts* o) {
@@ -178,12 +210,14 @@ void RunFrugal(FrugalOpts* o) {
       std::printf("site replicas  each cluster one replica: its gradient average %.4f s per step\n",
                   p.cluster_average_s);
     }
+    PrintMemory(o->job, hw);
     return;
   }
   std::printf("gpu            %.4f s\ncopy           %.4f s\nsparsify       %.4f s\nexchange       %.4f s\n"
               "combine        %.4f s\noptimizer      %.4f s\nmerged density %.4f\ncpu share      %.2fx\n",
               p.gpu_s, p.copy_s, p.sparsify_s, p.exchange_s, p.combine_s, p.optimizer_s, p.merged_density,
               p.cpu_share);
+  PrintMemory(o->job, hw);
 }
 
 }  // namespace

@@ -78,6 +78,9 @@ std::vector<HardwareSpec> Builtins() {
   all.push_back(Gpu("v100", 125, 15.7, 32, 900, 8, 150, 800, 2.5));
   all.push_back(Gpu("rtx3090", 71, 35.6, 24, 936, 4, 25, 10, 0.4));
   all.push_back(Gpu("rtx4090", 165, 82.6, 24, 1008, 4, 25, 10, 0.7));
+  // Host memory per node, typical of each class (8-GPU data-centre nodes,
+  // 4-GPU workstations); a TOML description gives the real one.
+  for (HardwareSpec& hw : all) hw.host.memory_gb = hw.gpus_per_node == 8 ? 1024 : 128;
   for (HardwareSpec& hw : all) {
     hw.efficiency = DatacenterEfficiency();
     if (hw.gpus_per_node == 4) {
@@ -108,6 +111,7 @@ std::vector<HardwareSpec> Builtins() {
   cpu.host.cpu_optimizer_gbs = 1.0;
   cpu.host.pcie_gbs = 10.0;  // A memcpy: the device is the host.
   cpu.host.cores = 2;
+  cpu.host.memory_gb = 24;  // the device's memory: the same RAM
   // Fitted on the 2-worker rows of data/planner/frugal_runs.csv
   // (docs/design/planner.md, "Frugal's own runs"); the other built-ins keep the
   // unmeasured default 1.0.
@@ -153,6 +157,7 @@ std::vector<Field> Schema() {
       {"host", "pcie_gbs", [](HardwareSpec& h) -> double& { return h.host.pcie_gbs; }, 0, 100000, true},
       {"host", "cpu_combine_gbs", [](HardwareSpec& h) -> double& { return h.host.cpu_combine_gbs; }, 0, 100000, true, true},
       {"host", "cores", [](HardwareSpec& h) -> double& { return h.host.cores; }, 0, 100000, true, true},
+      {"host", "memory_gb", [](HardwareSpec& h) -> double& { return h.host.memory_gb; }, 0, 1e+06, false, true},
       {"cost", "price_per_gpu_hour", [](HardwareSpec& h) -> double& { return h.price_per_gpu_hour; }, 0, 1e+06, false},
       // [overheads] may be omitted even without `base`: it
       // postdates older description files, and its absence means the pure

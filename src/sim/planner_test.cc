@@ -277,6 +277,56 @@ TEST(FrugalPipelineTest, SiteReplicasAddTheClustersGradientAverageToTheStep) {
   EXPECT_EQ(one->cluster_average_s, 0);
 }
 
+// Note [Frugal memory]: the host buffers per parameter as the engine's
+// HostMemory names them, the device's share, and the two OOM flags.
+TEST(FrugalMemoryTest, BuffersPerParameterAndOutOfMemoryFlags) {
+  const HardwareSpec hw = *BuiltinHardware("rtx3090");
+  FrugalJob job = ClusteredJob("gpt-125m", {2}, 1.0, 1.0);
+  job.model.transformer.seq_len = 256;
+  job.batch_per_worker = 2;
+  job.local_steps = 16;
+  job.local_fragments = 4;
+  Result<FrugalMemory> m = PredictFrugalMemory(job, hw);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const double p = job.model.ParameterCount();
+  // anchor 4, master 4, base 1, sending 1, outer 4, residuals 4 + 4/2 (the owned shard)
+  EXPECT_NEAR(m->host_bytes / p, 20.0, 1e-9);
+  EXPECT_TRUE(m->activations_modelled);
+  double optimizer = -1;
+  for (const auto& [name, bytes] : m->device) {
+    if (name == "optimizer") optimizer = bytes;
+  }
+  EXPECT_NEAR(optimizer / p, 8.0, 1e-9);  // the inner AdamW on the device
+  EXPECT_FALSE(m->device_oom());
+  EXPECT_FALSE(m->host_oom());
+
+  job.clusters = {ClusterSpec{2, 10}, ClusterSpec{2, 10}};  // a leader's second residual
+  EXPECT_NEAR(PredictFrugalMemory(job, hw)->host_bytes / p, 22.0, 1e-9);
+  job.site_replicas = true;  // + sum 4 and two bf16 messages
+  EXPECT_NEAR(PredictFrugalMemory(job, hw)->host_bytes / p, 30.0, 1e-9);
+
+  FrugalJob step = ClusteredJob("gpt-125m", {2}, 1.0, 0.01);
+  step.model.transformer.seq_len = 256;
+  step.batch_per_worker = 2;
+  step.staleness = 0;
+  Result<FrugalMemory> s = PredictFrugalMemory(step, hw);
+  ASSERT_TRUE(s.ok());
+  EXPECT_NEAR(s->host_bytes / p, 4 + 8 + 4 + 8, 1e-9);  // masters, two slots, residuals, AdamW
+
+  step.model.transformer.seq_len = 2048;  // seq 2048 x 64 without recomputation: far past 24 GB
+  step.batch_per_worker = 64;
+  EXPECT_TRUE(PredictFrugalMemory(step, hw)->device_oom());
+  step.batch_per_worker = 2;
+  step.workers_per_host = 64;
+  HardwareSpec small = hw;
+  small.host.memory_gb = 16;
+  EXPECT_TRUE(PredictFrugalMemory(step, small)->host_oom());
+  small.host.memory_gb = 0;  // unknown: no host check
+  EXPECT_FALSE(PredictFrugalMemory(step, small)->host_oom());
+  step.optimizer_state_bytes = -1;
+  EXPECT_FALSE(PredictFrugalMemory(step, hw).ok());
+}
+
 // Without telemetry, a CPU device's step holds the inner step on the host
 // and, on shared cores, the exchange threads' CPU of the round.
 TEST(FrugalPipelineTest, LocalStepsOnSharedCoresCarryTheRoundsCpu) {

@@ -101,6 +101,12 @@ struct FrugalJob {
   // (Note [Site replicas] in the engine's sync_strategy.cc). Default false.
   bool site_replicas = false;
   double site_bytes_per_value = 2;  // what a member sends per gradient value: 2 (bf16, the default) or 4 (fp32)
+  // For the memory check (PredictFrugalMemory): the optimizer's state per
+  // parameter (8: Adam/AdamW, the default; 4: SGD with momentum; 0: plain
+  // SGD), and whether the local modes' outer step keeps a momentum buffer
+  // (DiLoCo's Nesterov step; frugal train's for runs of more than a few rounds).
+  double optimizer_state_bytes = 8;
+  bool outer_momentum = true;
 };
 
 struct FrugalPrediction {
@@ -128,6 +134,25 @@ struct FrugalPrediction {
 };
 
 Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const HardwareSpec& hw);
+
+// The memory of one worker (Note [Frugal memory] in frugal_memory.cc): on
+// its device, and on its host by the engine's buffers, named as
+// engine::HostMemory names them; bytes.
+struct FrugalMemory {
+  std::vector<std::pair<std::string, double>> device;  // parameters, gradients, optimizer, activations, reserved
+  std::vector<std::pair<std::string, double>> host;    // per worker
+  double device_bytes = 0;            // sum of `device`
+  double device_capacity_bytes = 0;   // hw.device.memory_gb
+  double host_bytes = 0;              // sum of `host`: one worker
+  double host_node_bytes = 0;         // the workers of one host (workers_per_host of them, and the device's
+                                      // bytes too where the device is the host's CPU)
+  double host_capacity_bytes = 0;     // hw.host.memory_gb; 0: unknown
+  bool activations_modelled = true;   // false: the cost model has no activation size for this model
+  bool device_oom() const { return device_bytes > device_capacity_bytes; }
+  bool host_oom() const { return host_capacity_bytes > 0 && host_node_bytes > host_capacity_bytes; }
+};
+
+Result<FrugalMemory> PredictFrugalMemory(const FrugalJob& job, const HardwareSpec& hw);
 
 // frugal train's fragments for --local-steps h when --local-fragments is not
 // given: the largest divisor of h up to 4 (engine::LocalFragmentsOf, which

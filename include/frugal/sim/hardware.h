@@ -74,6 +74,9 @@ struct HostSpec {
   // core to itself; workers sharing a host beyond one per core slow down in
   // proportion (PredictFrugalIteration). Default 8. TOML key optional.
   double cores = 8;
+  // Memory of one host, shared by the workers on it (a node's GPUs' workers);
+  // 0: unknown, so plan frugal checks no host memory. TOML key optional.
+  double memory_gb = 0;
 };
 
 struct HardwareSpec {
