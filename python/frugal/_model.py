@@ -214,6 +214,7 @@ class DistributedModel(torch.nn.Module):
         self._in_iteration = False  # between a forward and its step()
         self._gradients_synced = False  # sync_gradients() ran in this iteration
         self._first_iteration = 0
+        self._restored = False  # frugal.load restored a checkpoint
         # Metrics (Note [Python metrics]): opened at the first iteration, so
         # that a run resumed by frugal.load appends to its metrics file.
         self.run_dir = None if run_dir is None else os.fspath(run_dir)
@@ -578,8 +579,8 @@ class DistributedModel(torch.nn.Module):
         return sections
 
     def _restore_checkpoint(self, shared, mine, residuals, what):
-        if self._begun:
-            raise RuntimeError("frugal.load must come before the first forward, step() or frugal.save of this "
+        if self._begun or self._restored:
+            raise RuntimeError("frugal.load comes once, before the first forward, step() or frugal.save of this "
                                "DistributedModel: the engine restores its state only before the run starts")
         meta = _C.parse_meta(shared, what)
         for name in ("buffers", "meta"):
@@ -589,6 +590,7 @@ class DistributedModel(torch.nn.Module):
         engine.restore_sections(shared, mine, residuals, what)
         _C.restore_buffers(shared["buffers"], list(self.module.buffers()), what)
         self._first_iteration = int(meta["step"])
+        self._restored = True
 
     def _record(self, **values):
         """A record of rank 0 without the type checks of log() (checkpoint events)."""
