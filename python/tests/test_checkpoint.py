@@ -93,9 +93,10 @@ def test_killed_run_resumes_bit_exactly_and_into_another_world(tmp_path, sync):
         assert_equal_state(final_state(full_out, r), final_state(resumed_out, r))
     assert resumed[0]["checksum"] == full[0]["checksum"]
     # The resumed run appended to the run's metrics: the killed run's windows
-    # up to step 20, then the resumed ones from 20 on.
+    # up to step 16 (step 20's, if rank 0 wrote it before frugal run stopped
+    # it on rank 1's exit), then the resumed run's, 20 and 24.
     steps = [r["step"] for r in records(run_dir) if "loss" in r]
-    assert steps == [4, 8, 12, 16, 20, 20, 24], steps
+    assert steps[:4] == [4, 8, 12, 16] and steps[-2:] == [20, 24] and len(steps) in (6, 7), steps
     # Three workers from the two-worker checkpoint of step 24 (the resumed
     # run's): the new rank starts from rank 0's optimizer state; training
     # runs on and the replicas end identical.
