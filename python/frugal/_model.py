@@ -378,12 +378,14 @@ class DistributedModel(torch.nn.Module):
         """Writes one metrics record now (rank 0; the other ranks' calls do
         nothing): ``{"wall_time_s", "train_time_s", "step", "epoch"}`` and
         ``values`` (numbers, strings, booleans; one-element tensors as
-        numbers), e.g. ``model.log(val_loss=v)`` after an evaluation. step
-        is the iteration whose forward runs next. Needs run_dir."""
+        numbers), e.g. ``model.log(val_loss=v)`` after an evaluation, also
+        after finish(). step is the iteration whose forward runs next.
+        Needs run_dir."""
         if self._reporter is None and self.run_dir is None:
             raise ValueError("log() writes to <run_dir>/metrics.jsonl: construct the DistributedModel with "
                              "run_dir='runs/NAME'")
-        self._begin()
+        if not self._finished:  # after finish(): a final evaluation's record
+            self._begin()
         clean = {}
         for name, value in values.items():
             if isinstance(value, torch.Tensor):
