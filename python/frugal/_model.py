@@ -312,9 +312,11 @@ class DistributedModel(torch.nn.Module):
         return self._local.pipeline_stats() if self._local is not None else self._replica.pipeline_stats()
 
     def _report_step(self, steps_done, loss, samples, compute_s):
-        if isinstance(loss, torch.Tensor):
+        if loss is None or not self._reporter.lead:
+            loss = math.nan  # only rank 0's is written: the others spare a device sync for .item()
+        elif isinstance(loss, torch.Tensor):
             loss = loss.detach().float().item()
-        loss = math.nan if loss is None else float(loss)
+        loss = float(loss)
         samples = self._samples if samples is None else samples
         self._reporter.add_step(loss, float(samples * self._world.world_size), compute_s)
         if self._reporter.window_due(steps_done):
