@@ -58,6 +58,11 @@ def parse_args(argv=None):
     p.add_argument("--eval-batches", type=int, default=20, help="batches of the fixed validation windows")
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--run-dir", default=None,
+                   help="write metrics.jsonl and the progress line as frugal train does (e.g. runs/lm)")
+    p.add_argument("--checkpoint-every", type=int, default=0,
+                   help="frugal.save every N steps into <run-dir>/checkpoints (0: never)")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in <run-dir>/checkpoints")
     p.add_argument("--summary", default=None,
                    help="write a JSON summary per rank to this path ({rank} is replaced by the rank)")
     args = p.parse_args(argv)
@@ -70,6 +75,10 @@ def parse_args(argv=None):
             p.error(f"--{name.replace('_', '-')} must be {'>= 0' if name == 'warmup' else '>= 1'}, got {v}")
     if args.eval_every < 0:
         p.error(f"--eval-every must be >= 0, got {args.eval_every}")
+    if args.checkpoint_every < 0:
+        p.error(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
+    if (args.checkpoint_every or args.resume) and not args.run_dir:
+        p.error("--checkpoint-every and --resume need --run-dir (the checkpoints are in <run-dir>/checkpoints)")
     for name in ("lr", "weight_decay", "clip", "min_lr_ratio"):
         v = getattr(args, name)
         if v is not None and not (math.isfinite(v) and v >= 0):
@@ -211,10 +220,10 @@ def main(argv=None):
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(warmup, args.steps, args.min_lr_ratio))
     local = {}
     if sync == "local":
-        local["total_steps"] = args.steps
         if args.local_steps is not None:
             local["local_steps"] = args.local_steps
-    model = frugal.DistributedModel(net, optimizer=opt, sync=sync, density=args.density, **local)
+    model = frugal.DistributedModel(net, optimizer=opt, sync=sync, density=args.density, run_dir=args.run_dir,
+                                    log_every=args.log_every, total_steps=args.steps, **local)
     # In the step mode the gradients go to Frugal's pipeline as backward
     # makes them and never reach .grad: there is nothing to clip.
     clip = args.clip if sync == "local" else 0.0
@@ -227,9 +236,14 @@ def main(argv=None):
               f"{args.seq_len} tokens per worker, lr {lr:g}, warm-up {warmup}"
               + ("" if clip else ", no clipping (step mode)"), flush=True)
     history = {"train": [], "val": []}
+    first = 0
+    if args.resume:  # the model, optimizer, schedule, this rank's window stream and history as saved
+        saved = frugal.load(model, scheduler=sched)
+        rng.bit_generator.state, history = saved["rng"], saved["history"]
+        first = model.iteration
     start = last = time.time()
     tokens_per_step = args.batch_size * args.seq_len * world.world_size
-    for step in range(args.steps):
+    for step in range(first, args.steps):
         x, y = corpus.random_batch(rng, args.batch_size, args.seq_len)
         x, y = x.to(args.device), y.to(args.device)
         with autocast(args.device):
@@ -237,7 +251,7 @@ def main(argv=None):
         loss.backward()
         if clip:
             torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
-        model.step()  # steps opt (local mode) or the pipeline's AdamW (step mode)
+        model.step(loss=loss)  # steps opt (local mode) or the pipeline's AdamW (step mode)
         opt.zero_grad(set_to_none=True)
         sched.step()
         loss = float(loss)
@@ -258,9 +272,13 @@ def main(argv=None):
             else:
                 val = model.with_synced_parameters(lambda: evaluate(net, corpus, val_starts, args, world))
             history["val"].append((done, val))
+            if args.run_dir:
+                model.log(val_loss=val)
             if world.rank == 0:
                 print(f"step {done}: val loss {val:.3f} (ppl {math.exp(min(val, 50)):.1f})", flush=True)
             last = time.time()
+        if args.checkpoint_every and done % args.checkpoint_every == 0 and done < args.steps:
+            frugal.save(model, scheduler=sched, extra={"rng": rng.bit_generator.state, "history": history})
     elapsed = time.time() - start
     if world.rank == 0:
         print(f"done: {args.steps} steps in {elapsed:.0f} s, final val loss {history['val'][-1][1]:.3f}", flush=True)

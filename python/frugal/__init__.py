@@ -10,6 +10,10 @@ Two ways in (docs/guide/python.md):
   a DDP communication hook that exchanges block-sparse, error-fed gradients
   over Frugal's transport instead of DDP's dense all-reduce.
 
+``DistributedModel(..., run_dir="runs/NAME")`` writes frugal train's
+metrics.jsonl and progress line; ``frugal.save(model)`` /
+``frugal.load(model)`` write and read its checkpoint files.
+
 Start the processes with ``frugal run --workers N -- python3 script.py``
 (or torchrun); ``frugal.init()`` joins the world they form.
 """
@@ -21,6 +25,7 @@ from ._build_info import VERSION as __version__
 from ._world import init, get_world, is_initialized, all_reduce, barrier
 from ._hook import HookState, hook_state, sparse_hook
 from ._model import DistributedModel
+from ._checkpoint import save, load
 
 __all__ = [
     "__version__",
@@ -30,6 +35,8 @@ __all__ = [
     "all_reduce",
     "barrier",
     "DistributedModel",
+    "save",
+    "load",
     "HookState",
     "hook_state",
     "sparse_hook",

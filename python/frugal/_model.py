@@ -1,6 +1,9 @@
 """frugal.DistributedModel: a user's nn.Module trained by Frugal's pipeline."""
 
+import json
 import math
+import os
+import time
 import weakref
 
 import torch
@@ -118,6 +121,13 @@ class DistributedModel(torch.nn.Module):
         overlap_device_copies: on a GPU, gradients leave and parameters return
         through pinned buffers on a side stream, overlapped with backward
         (False: one synchronous copy per parameter, for comparison).
+      run_dir: a run directory (as frugal train's <runs-dir>/<run-name>,
+        e.g. "runs/lm"): rank 0 writes <run_dir>/metrics.jsonl (the CLI's
+        schema, through its RunReporter) and config.toml, and prints the
+        CLI's progress line on stderr; frugal.save defaults to
+        <run_dir>/checkpoints. None (default): no metrics.
+      log_every: steps per metrics record (50, as frugal train --log-every).
+      quiet: no progress line (the metrics are still written), as --quiet.
       timeout_s: bound on every network wait (default: FRUGAL_TIMEOUT_S, set
         by frugal run --timeout-s, or 60). check_every: steps between
         replica checks (0: only in finish()). world: a frugal World
@@ -128,7 +138,7 @@ class DistributedModel(torch.nn.Module):
                  weight_decay=None, beta1=None, beta2=None, eps=None, density=None, sparsifier="block",
                  value_encoding="int4", staleness=0, bucket_mb=4.0, cpu_threads=0, exchange="auto",
                  dgc_momentum=0.0, overlap_device_copies=True, timeout_s=None, seed=1, check_every=100, world=None,
-                 sync="auto", total_steps=None, **local_options):
+                 sync="auto", total_steps=None, run_dir=None, log_every=50, quiet=False, **local_options):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedModel wraps a torch.nn.Module, got {type(module).__name__}")
@@ -146,6 +156,10 @@ class DistributedModel(torch.nn.Module):
             raise ValueError(f"sync must be 'auto', 'step', 'local' or 'site', got {sync!r}")
         if total_steps is not None and not (isinstance(total_steps, int) and total_steps > 0):
             raise ValueError(f"total_steps must be a positive integer or None, got {total_steps!r}")
+        if run_dir is not None and not isinstance(run_dir, (str, os.PathLike)):
+            raise TypeError(f"run_dir must be a path or None, got {type(run_dir).__name__}")
+        if not (isinstance(log_every, int) and not isinstance(log_every, bool) and log_every >= 1):
+            raise ValueError(f"log_every must be an integer >= 1, got {log_every!r}")
         hyper = dict(lr=lr, momentum=momentum, dampening=dampening, nesterov=nesterov, weight_decay=weight_decay,
                      beta1=beta1, beta2=beta2, eps=eps)
         user_opt = None if isinstance(optimizer, str) else optimizer
@@ -201,6 +215,17 @@ class DistributedModel(torch.nn.Module):
         self._in_iteration = False  # between a forward and its step()
         self._gradients_synced = False  # sync_gradients() ran in this iteration
         self._first_iteration = 0
+        self._restored = False  # frugal.load restored a checkpoint
+        # Metrics (Note [Python metrics]): opened at the first iteration, so
+        # that a run resumed by frugal.load appends to its metrics file.
+        self.run_dir = None if run_dir is None else os.fspath(run_dir)
+        self._log_every = log_every
+        self._quiet = bool(quiet)
+        self._total_steps = total_steps or 0
+        self._reporter = None
+        self._forward_started = None  # perf_counter() at this iteration's first forward
+        self._samples = 0             # this rank's samples in this iteration's forwards
+        self.epoch = 0                # the records' "epoch"; a script may set it
 
     def _adopt_optimizer(self, options, params, auto):
         """The engine settings of the user's torch optimizer: with sync='step'
@@ -228,9 +253,14 @@ class DistributedModel(torch.nn.Module):
     # --- the training step -------------------------------------------------
     def forward(self, *args, **kwargs):
         self._begin()
-        if not self._in_iteration and self._user_opt is not None and self._local is None:
-            self._read_step_lr()
+        if not self._in_iteration:
+            if self._user_opt is not None and self._local is None:
+                self._read_step_lr()
+            self._forward_started = time.perf_counter()
+            self._samples = 0
         self._in_iteration = True
+        if args and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
+            self._samples += int(args[0].shape[0])
         return self.module(*args, **kwargs)
 
     def _read_step_lr(self):
@@ -255,9 +285,54 @@ class DistributedModel(torch.nn.Module):
             else:
                 self._replica.begin_iteration(self._first_iteration, False)
             self._begun = True
+            self._open_reporter()
 
-    def step(self, scaler=None):
+    # Note [Python metrics]
+    # A DistributedModel with run_dir reports through the CLI's RunReporter
+    # (frugal._C.RunReporter over train::RunReporter): the same records,
+    # window and progress line as frugal train's workers, with the
+    # pipeline's counters and the bytes per link class taken by the engine
+    # (engine::PipelineRecord). What the CLI's loop knows and a model does
+    # not, the script hands over: the loss of each step (step(loss=...)),
+    # its own values (log(**values)); the samples are counted from the
+    # forwards' first tensor argument. Every rank keeps the window; rank 0
+    # alone writes and prints.
+    def _open_reporter(self):
+        if self.run_dir is None:
+            return
+        append = self._first_iteration > 0
+        self._reporter = _C.RunReporter(
+            self._world, os.path.join(self.run_dir, "metrics.jsonl"), self._log_every, self._total_steps,
+            self._quiet, append)
+        if self._reporter.lead:
+            with open(os.path.join(self.run_dir, "config.toml"), "w") as f:
+                f.write(self._options.plan_toml())
+        self._reporter.start(self._pipeline_stats())
+
+    def _pipeline_stats(self):
+        return self._local.pipeline_stats() if self._local is not None else self._replica.pipeline_stats()
+
+    def _report_step(self, steps_done, loss, samples, compute_s):
+        if loss is None or not self._reporter.lead:
+            loss = math.nan  # only rank 0's is written: the others spare a device sync for .item()
+        elif isinstance(loss, torch.Tensor):
+            loss = loss.detach().float().item()
+        loss = float(loss)
+        samples = self._samples if samples is None else samples
+        self._reporter.add_step(loss, float(samples * self._world.world_size), compute_s)
+        if self._reporter.window_due(steps_done):
+            rounds = self._local.rounds if self._local is not None else -1
+            self._reporter.close_window(steps_done, self.epoch, self._lr, self._pipeline_stats(), rounds,
+                                        self._options.staleness, "{}")
+
+    def step(self, scaler=None, *, loss=None, samples=None):
         """Ends iteration t (after ``loss.backward()``) and begins t+1.
+
+        With run_dir, ``loss`` (a float or a tensor: this rank's loss of
+        the step; rank 0's is the records') and ``samples`` (this rank's
+        samples in the step; default: the first dimension of the forwards'
+        first tensor argument, summed over the step's forwards) go into the
+        metrics window; every ``log_every`` steps rank 0 writes a record.
 
         Parameters that got no gradient contribute zeros. Waits until the
         parameters for the next forward are ready and copies them into the
@@ -271,6 +346,8 @@ class DistributedModel(torch.nn.Module):
         Do not call ``optimizer.step()`` yourself as well.
         """
         self._begin()
+        compute_s = 0.0 if self._forward_started is None else time.perf_counter() - self._forward_started
+        self._forward_started = None
         if not self._gradients_synced:
             self.sync_gradients()
         self._gradients_synced = False
@@ -284,6 +361,8 @@ class DistributedModel(torch.nn.Module):
             self._t += 1
             self._local.begin_iteration(self._t, self.check_every > 0 and self._t % self.check_every == 0)
             self._in_iteration = False
+            if self._reporter is not None:
+                self._report_step(self._t, loss, samples, compute_s)
             return
         self._replica.end_backward()
         if self._user_opt is not None:
@@ -295,6 +374,31 @@ class DistributedModel(torch.nn.Module):
         check = self.check_every > 0 and t % self.check_every == 0
         self._replica.begin_iteration(t, check)
         self._in_iteration = False
+        if self._reporter is not None:
+            self._report_step(t, loss, samples, compute_s)
+
+    def log(self, **values):
+        """Writes one metrics record now (rank 0; the other ranks' calls do
+        nothing): ``{"wall_time_s", "train_time_s", "step", "epoch"}`` and
+        ``values`` (numbers, strings, booleans; one-element tensors as
+        numbers), e.g. ``model.log(val_loss=v)`` after an evaluation, also
+        after finish(). step is the iteration whose forward runs next.
+        Needs run_dir."""
+        if self._reporter is None and self.run_dir is None:
+            raise ValueError("log() writes to <run_dir>/metrics.jsonl: construct the DistributedModel with "
+                             "run_dir='runs/NAME'")
+        if not self._finished:  # after finish(): a final evaluation's record
+            self._begin()
+        clean = {}
+        for name, value in values.items():
+            if isinstance(value, torch.Tensor):
+                if value.numel() != 1:
+                    raise ValueError(f"log({name}=...) takes a number, got a tensor of {value.numel()} elements")
+                value = value.item()
+            if not isinstance(value, (int, float, str, bool)) and value is not None:
+                raise TypeError(f"log({name}=...) takes a number, string or bool, got {type(value).__name__}")
+            clean[name] = value
+        self._reporter.log(self.iteration, self.epoch, json.dumps(clean))
 
     def sync_gradients(self):
         """sync='site': replaces the module's gradients by their mean over
@@ -330,9 +434,14 @@ class DistributedModel(torch.nn.Module):
         self._in_iteration = False
         if self._local is not None:
             self._local.finish(self._t)
-            return self._local.check_replicas(self._t + 1)
-        self._replica.finish()
-        return self._replica.check_replicas(self._replica.iteration + 1)
+            checksum = self._local.check_replicas(self._t + 1)
+        else:
+            self._replica.finish()
+            checksum = self._replica.check_replicas(self._replica.iteration + 1)
+        if self._reporter is not None:
+            self._reporter.finish()
+            self._reporter.log(self.iteration, self.epoch, json.dumps({"final": True}))
+        return checksum
 
     def with_synced_parameters(self, fn):
         """Returns ``fn()`` run with the replicas' common parameters in the
@@ -461,6 +570,45 @@ class DistributedModel(torch.nn.Module):
         self._replica.load_state(state_dict["_frugal.pipeline"], state_dict["_frugal.parameters"], residuals)
         self._first_iteration = self._replica.iteration + 1
         return result
+
+    # --- frugal.save / frugal.load (_checkpoint.py) ----------------------------
+    def _checkpoint_sections(self):
+        """This rank's file of a checkpoint at self.iteration: the engine's
+        sections of the mode (engine::SaveStepState / SaveLocalState, as
+        frugal train's workers write), "meta", and on rank 0 "buffers" and
+        "config"."""
+        if self._in_iteration:
+            raise RuntimeError("frugal.save is called between step() and the next forward, not in the middle of "
+                               "an iteration")
+        self._check_running()
+        self._begin()
+        rank0 = self._world.rank == 0
+        engine = self._local if self._local is not None else self._replica
+        sections = engine.save_sections(rank0)  # waits for the updates or rounds in flight
+        sections["meta"] = _C.encode_meta(self.iteration, self._world.world_size, self._world.rank)
+        sections["buffers"] = _C.save_buffers(list(self.module.buffers())) if rank0 else b""
+        if rank0:
+            sections["config"] = self._options.plan_toml().encode()
+        return sections
+
+    def _restore_checkpoint(self, shared, mine, residuals, what):
+        if self._begun or self._restored:
+            raise RuntimeError("frugal.load comes once, before the first forward, step() or frugal.save of this "
+                               "DistributedModel: the engine restores its state only before the run starts")
+        meta = _C.parse_meta(shared, what)
+        for name in ("buffers", "meta"):
+            if name not in shared:
+                raise ValueError(f"{what} has no '{name}' section")
+        engine = self._local if self._local is not None else self._replica
+        engine.restore_sections(shared, mine, residuals, what)
+        _C.restore_buffers(shared["buffers"], list(self.module.buffers()), what)
+        self._first_iteration = int(meta["step"])
+        self._restored = True
+
+    def _record(self, **values):
+        """A record of rank 0 without the type checks of log() (checkpoint events)."""
+        if self._reporter is not None:
+            self._reporter.log(self.iteration, self.epoch, json.dumps(values))
 
     def _check_running(self):
         if self._finished:

@@ -3,7 +3,10 @@
 // them. Status values become Python exceptions through ThrowIfError.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include <torch/extension.h>
@@ -55,9 +58,15 @@ class World {
   int64_t collectives_ = 0;
 };
 
+// A checkpoint's sections as a Python dict of bytes, and back (TypeError
+// for anything but str keys and bytes values).
+py::dict ToPy(const std::map<std::string, std::vector<uint8_t>>& sections);
+std::map<std::string, std::vector<uint8_t>> FromPy(const py::dict& sections);
+
 void BindStatus(py::module_& m);
 void BindWorld(py::module_& m);
 void BindHook(py::module_& m);
 void BindReplica(py::module_& m);  // a no-op when built without the engine's Replica
+void BindRunState(py::module_& m);  // the reporter and checkpoint files (run_state.cc); after BindReplica
 
 }  // namespace frugal::python

@@ -9,6 +9,7 @@ PYBIND11_MODULE(_C, m) {
   frugal::python::BindHook(m);
 #ifdef FRUGAL_HAVE_REPLICA
   frugal::python::BindReplica(m);
+  frugal::python::BindRunState(m);
   m.attr("HAVE_REPLICA") = true;
 #else
   m.attr("HAVE_REPLICA") = false;

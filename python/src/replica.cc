@@ -17,6 +17,7 @@
 #include "frugal/engine/local_sync.h"
 #include "frugal/engine/replica.h"
 #include "frugal/engine/run_config.h"
+#include "frugal/engine/sync_strategy.h"
 
 namespace frugal::python {
 
@@ -208,6 +209,10 @@ py::dict MemoryDict(const engine::HostMemory& m) {
   return d;
 }
 
+engine::StateScope ScopeOf(bool rank0_file) {
+  return rank0_file ? engine::StateScope::kRank0File : engine::StateScope::kOwnFile;
+}
+
 // Cumulative seconds and counts of a rank's pipeline or local mode.
 py::dict StatsDict(const engine::PipelineStats& s) {
   py::dict d;
@@ -251,6 +256,10 @@ class LrTrack {
 // idle, as in the Worker.
 struct PyLocal {
   std::shared_ptr<LrTrack> lr;
+  Replica* replica = nullptr;             // kept alive by the Python object (keep_alive)
+  comm::Transport* transport = nullptr;   // the World's, likewise
+  engine::OuterStep outer;                // the run's outer step (a checkpoint's "outer_step")
+  bool site = false;
   std::unique_ptr<engine::LocalSync> sync;
   // sync='site': the cluster's members average their gradients before each
   // inner step (Note [Site replicas] in sync_strategy.cc).
@@ -285,6 +294,10 @@ std::unique_ptr<PyLocal> CreateLocal(World& world, Replica& replica, std::vector
   }
   ThrowIfError(sync.status());
   local->sync = std::move(*sync);
+  local->replica = &replica;
+  local->transport = world.transport_ptr();
+  local->outer = outer;
+  local->site = c.distributed.sync == engine::SyncMode::kSite;
   if (c.distributed.sync == engine::SyncMode::kSite) {
     local->average = std::make_unique<engine::ClusterAverage>(world.transport_ptr(), std::move(model_order),
                                                               engine::TimeoutOf(c.distributed),
@@ -349,6 +362,23 @@ void BindLocal(py::module_& m) {
       }, py::arg("state"), py::arg("own") = true,
          "Restores save_state's tensor before the first begin_iteration; own=False starts this rank at the anchor "
          "with fresh inner state and no residual")
+      .def("save_sections", [](PyLocal& l, bool rank0_file) {
+        engine::CheckpointSections sections;
+        NoGil([&] { return engine::SaveLocalState(*l.sync, *l.replica, l.outer, ScopeOf(rank0_file), &sections); });
+        return ToPy(sections);
+      }, py::arg("rank0_file"), "This rank's state as a checkpoint's sections (engine::SaveLocalState, as frugal train's)")
+      .def("restore_sections", [](PyLocal& l, const py::dict& shared, const py::object& mine, bool residuals,
+                                  const std::string& what) {
+        engine::CheckpointSections s = FromPy(shared), own;
+        if (!mine.is_none()) own = FromPy(mine.cast<py::dict>());
+        const engine::CheckpointSections* m = mine.is_none() ? nullptr : &own;
+        NoGil([&] {
+          return engine::RestoreLocalState(*l.sync, *l.transport, s, m, residuals, /*keep_own_across_worlds=*/!l.site,
+                                           what);
+        });
+      }, py::arg("shared"), py::arg("mine"), py::arg("residuals"), py::arg("what"),
+         "Restores rank 0's sections and this rank's own (engine::RestoreLocalState); before the first begin_iteration")
+      .def("pipeline_stats", [](PyLocal& l) { return l.sync->stats(); })
       .def_property_readonly("rounds", [](PyLocal& l) { return l.sync->rounds(); })
       .def_property_readonly("inner_on_device", [](PyLocal& l) { return l.sync->inner_on_device(); })
       .def("host_memory", [](PyLocal& l) { return MemoryDict(l.sync->host_memory()); })
@@ -407,6 +437,8 @@ void BindOptions(py::module_& m) {
 
 void BindReplica(py::module_& m) {
   BindOptions(m);
+  py::class_<engine::PipelineStats>(m, "PipelineStats",
+                                    "A pipeline's cumulative counters (for frugal._C.RunReporter.close_window)");
 
   py::class_<Replica>(m, "Replica", "One rank's model replica inside Frugal's pipeline (engine::Replica)")
       .def(py::init(&Create), py::arg("world"), py::arg("params"), py::arg("options"), py::keep_alive<1, 2>())
@@ -447,6 +479,20 @@ void BindReplica(py::module_& m) {
         NoGil([&] { return r.LoadState(p, q, residuals); });
       }, py::arg("pipeline"), py::arg("parameters"), py::arg("residuals") = true,
          "Restores save_state's tensors; before the first begin_iteration")
+      .def("save_sections", [](Replica& r, bool rank0_file) {
+        engine::CheckpointSections sections;
+        NoGil([&] { return engine::SaveStepState(r, ScopeOf(rank0_file), &sections); });  // drains the pipeline
+        return ToPy(sections);
+      }, py::arg("rank0_file"), "This rank's state as a checkpoint's sections (engine::SaveStepState, as frugal train's)")
+      .def("restore_sections", [](Replica& r, const py::dict& shared, const py::object& mine, bool residuals,
+                                  const std::string& what) {
+        engine::CheckpointSections s = FromPy(shared), own;
+        if (!mine.is_none()) own = FromPy(mine.cast<py::dict>());
+        const engine::CheckpointSections* m = mine.is_none() ? nullptr : &own;
+        NoGil([&] { return engine::RestoreStepState(r, s, m, residuals, what); });
+      }, py::arg("shared"), py::arg("mine"), py::arg("residuals"), py::arg("what"),
+         "Restores rank 0's sections and this rank's own (engine::RestoreStepState); before the first begin_iteration")
+      .def("pipeline_stats", [](Replica& r) { return PipelineOf(r).stats(); })
       .def_property_readonly("iteration", &Replica::iteration)
       .def_property_readonly("num_buckets", &Replica::num_buckets)
       .def_property_readonly("bucket_names", [](Replica& r) { return r.layout().bucket_names; })

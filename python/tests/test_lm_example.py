@@ -99,11 +99,32 @@ def test_two_ranks_in_step_mode_keep_identical_parameters(corpus, tmp_path):
     assert "no clipping (step mode)" in p.stdout
 
 
+def test_25m_resumed_from_its_checkpoint_ends_bit_exactly(corpus, tmp_path):
+    """--run-dir with --checkpoint-every: the metrics in the CLI's schema, and
+    a run resumed from the checkpoint of step 3 ends on the parameters of the
+    uninterrupted run."""
+    common = ("--size", "25m", "--steps", 6, "--batch-size", 2, "--seq-len", 32, "--eval-every", 0,
+              "--eval-batches", 1, "--log-every", 3)
+    run_dir = tmp_path / "run"
+    _train(corpus, *common, "--run-dir", run_dir, "--checkpoint-every", 3, summary=tmp_path / "a{rank}.json")
+    records = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
+    assert [r["step"] for r in records if "loss" in r] == [3, 6]
+    assert {"loss", "lr", "samples_per_s", "iter_s", "bytes_sent_inter"} <= records[0].keys()
+    assert [r["step"] for r in records if "val_loss" in r] == [6]
+    assert sorted(os.listdir(run_dir / "checkpoints")) == ["step-3"]
+    _train(corpus, *common, "--run-dir", run_dir, "--resume", summary=tmp_path / "b{rank}.json")
+    a, b = (json.load(open(tmp_path / f"{n}0.json")) for n in "ab")
+    assert b["parameter_sha256"] == a["parameter_sha256"]
+    assert b["train_loss"] == a["train_loss"] and len(b["train_loss"]) == 6
+
+
 def test_missing_inputs_and_bad_flags_fail_with_what_to_do(tmp_path):
     p = _run([PYTHON, os.path.join(LM, "train.py"), "--data", str(tmp_path / "none"), "--steps", "1"])
     assert p.returncode == 1 and "examples/lm/prepare.py" in p.stderr, p.stderr
     p = _run([PYTHON, os.path.join(LM, "train.py"), "--steps", "0"])
     assert p.returncode == 2 and "--steps must be >= 1" in p.stderr
+    p = _run([PYTHON, os.path.join(LM, "train.py"), "--resume"])
+    assert p.returncode == 2 and "need --run-dir" in p.stderr
     p = _run([PYTHON, os.path.join(LM, "prepare.py"), "--sources=", "--input", str(tmp_path / "none"),
               "--out", str(tmp_path / "out")])
     assert p.returncode == 1 and "does not exist" in p.stderr

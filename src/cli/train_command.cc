@@ -55,13 +55,10 @@ void PrepareResume(CLI::App* cmd, const std::string& run_dir) {
 
 std::string NewestIntactCheckpoint(const engine::RunConfig& config) {
   const std::string dir = engine::CheckpointDirOf(config);
-  for (const std::string& step : engine::CompleteCheckpoints(dir)) {
-    auto world = engine::CheckpointWorld(step);
-    Status bad = world.status();
-    for (int r = 0; bad.ok() && r < *world; ++r) bad = engine::ReadCheckpointFile(engine::CheckpointRankFile(step, r)).status();
-    if (bad.ok()) return step;
-    std::fprintf(stderr, "frugal: skipping checkpoint %s: %s\n", step.c_str(), bad.message().c_str());
-  }
+  std::vector<std::string> skipped;
+  Result<std::string> step = engine::NewestIntactCheckpoint(dir, &skipped);
+  for (const std::string& why : skipped) std::fprintf(stderr, "frugal: skipping checkpoint %s\n", why.c_str());
+  if (step.ok()) return *step;
   throw UsageError("no intact checkpoint in " + dir + " (write them with --checkpoint-every N)");
 }
 

@@ -241,6 +241,52 @@ Result<int> CheckpointWorld(const std::string& step_dir) {
   return world;
 }
 
+Result<std::string> NewestIntactCheckpoint(const std::string& dir, std::vector<std::string>* skipped) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return Status::NotFound("checkpoint directory " + dir + " does not exist");
+  Status last = Status::NotFound("no complete checkpoint in " + dir);
+  for (const std::string& step : CompleteCheckpoints(dir)) {
+    auto world = CheckpointWorld(step);
+    Status bad = world.status();
+    for (int r = 0; bad.ok() && r < *world; ++r) bad = ReadCheckpointFile(CheckpointRankFile(step, r)).status();
+    if (bad.ok()) return step;
+    if (skipped != nullptr) skipped->push_back(step + ": " + bad.message());
+    last = Status::Corruption("no intact checkpoint in " + dir + " (newest damage: " + bad.message() + ")");
+  }
+  return last;
+}
+
+std::vector<uint8_t> EncodeCheckpointMeta(const CheckpointMeta& m) {
+  ByteWriter w;
+  for (int64_t v : {m.step, m.world, m.rank, m.epoch, m.step_in_epoch, m.position, m.generation}) w.I64(v);
+  return w.Take();
+}
+
+Result<CheckpointMeta> ParseCheckpointMeta(const CheckpointSections& sections, const std::string& what) {
+  auto it = sections.find("meta");
+  if (it == sections.end()) return Status::Corruption(what + " has no 'meta' section");
+  ByteReader r(it->second, what + " meta");
+  CheckpointMeta m;
+  for (int64_t* v : {&m.step, &m.world, &m.rank, &m.epoch, &m.step_in_epoch, &m.position, &m.generation}) {
+    FRUGAL_ASSIGN_OR_RETURN(*v, r.I64());
+  }
+  if (m.world < 1 || m.rank < 0 || m.rank >= m.world || m.step < 0) {
+    return Status::Corruption(what + " has a bad 'meta' section (step " + std::to_string(m.step) + ", rank " +
+                              std::to_string(m.rank) + " of " + std::to_string(m.world) + ")");
+  }
+  return m;
+}
+
+Status CheckRankFileMeta(const CheckpointSections& sections, int64_t step, int64_t world, int rank,
+                         int64_t generation) {
+  FRUGAL_ASSIGN_OR_RETURN(CheckpointMeta m, ParseCheckpointMeta(sections, "rank file"));
+  if (m.step != step || m.world != world || m.rank != rank || m.generation != generation) {
+    return Status::Corruption("a leftover file (step " + std::to_string(m.step) + ", generation " +
+                              std::to_string(m.generation) + ")");
+  }
+  return Status::Ok();
+}
+
 Status ClearCheckpointsAfter(const std::string& dir, int64_t step) {
   std::error_code ec;
   std::vector<fs::path> doomed;

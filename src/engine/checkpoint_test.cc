@@ -166,5 +166,82 @@ TEST(CheckpointTest, ReservedWriterAppendsInPlaceAndItsBufferFitsALargerNextOne)
   RecycleCheckpointBuffer(std::move(second));
 }
 
+// A step with two rank files and its COMPLETE marker.
+void WriteStep(const std::string& dir, int64_t step, int world) {
+  const std::string step_dir = CheckpointStepDir(dir, step);
+  fs::create_directories(step_dir);
+  for (int r = 0; r < world; ++r) {
+    CheckpointMeta m;
+    m.step = step;
+    m.world = world;
+    m.rank = r;
+    ASSERT_TRUE(WriteCheckpointFile(CheckpointRankFile(step_dir, r), {{"meta", EncodeCheckpointMeta(m)}}).ok());
+  }
+  ASSERT_TRUE(MarkCheckpointComplete(step_dir, world).ok());
+}
+
+TEST(CheckpointTest, NewestIntactCheckpointSkipsDamagedSteps) {
+  const std::string dir = TempDir("newest");
+  std::vector<std::string> skipped;
+  EXPECT_EQ(NewestIntactCheckpoint(dir + "/absent", &skipped).status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(NewestIntactCheckpoint(dir, &skipped).status().code(), Status::Code::kNotFound);  // nothing complete
+  WriteStep(dir, 10, 2);
+  WriteStep(dir, 20, 2);
+  fs::create_directories(CheckpointStepDir(dir, 30));  // incomplete: never a candidate
+  auto newest = NewestIntactCheckpoint(dir, &skipped);
+  ASSERT_TRUE(newest.ok()) << newest.status().ToString();
+  EXPECT_EQ(*newest, CheckpointStepDir(dir, 20));
+  EXPECT_TRUE(skipped.empty());
+  // A flipped byte in step 20's rank 1: step 10 is taken, and step 20 named.
+  const std::string victim = CheckpointRankFile(CheckpointStepDir(dir, 20), 1);
+  {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);
+    f.put('\x5a');
+  }
+  newest = NewestIntactCheckpoint(dir, &skipped);
+  ASSERT_TRUE(newest.ok()) << newest.status().ToString();
+  EXPECT_EQ(*newest, CheckpointStepDir(dir, 10));
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("rank-1.ckpt"), std::string::npos) << skipped[0];
+  // Step 10 loses a rank file: nothing intact is left, and the error says so.
+  fs::remove(CheckpointRankFile(CheckpointStepDir(dir, 10), 0));
+  newest = NewestIntactCheckpoint(dir, nullptr);
+  EXPECT_EQ(newest.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(newest.status().message().find("no intact checkpoint"), std::string::npos);
+}
+
+TEST(CheckpointTest, MetaRoundTripsAndNamesLeftovers) {
+  CheckpointMeta m;
+  m.step = 42;
+  m.world = 3;
+  m.rank = 2;
+  m.epoch = 1;
+  m.step_in_epoch = 7;
+  m.position = 896;
+  m.generation = 5;
+  CheckpointSections s{{"meta", EncodeCheckpointMeta(m)}};
+  auto back = ParseCheckpointMeta(s, "test");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->step, 42);
+  EXPECT_EQ(back->world, 3);
+  EXPECT_EQ(back->rank, 2);
+  EXPECT_EQ(back->epoch, 1);
+  EXPECT_EQ(back->step_in_epoch, 7);
+  EXPECT_EQ(back->position, 896);
+  EXPECT_EQ(back->generation, 5);
+  EXPECT_TRUE(CheckRankFileMeta(s, 42, 3, 2, 5).ok());
+  Status leftover = CheckRankFileMeta(s, 43, 3, 2, 5);
+  EXPECT_EQ(leftover.code(), Status::Code::kCorruption);
+  EXPECT_NE(leftover.message().find("leftover"), std::string::npos);
+  EXPECT_FALSE(CheckRankFileMeta(s, 42, 3, 2, 6).ok());
+  EXPECT_FALSE(CheckRankFileMeta(s, 42, 4, 2, 5).ok());
+  EXPECT_EQ(ParseCheckpointMeta({}, "test").status().code(), Status::Code::kCorruption);
+  m.rank = 3;  // not in its world
+  EXPECT_FALSE(ParseCheckpointMeta({{"meta", EncodeCheckpointMeta(m)}}, "test").ok());
+  s["meta"].pop_back();  // truncated
+  EXPECT_FALSE(ParseCheckpointMeta(s, "test").ok());
+}
+
 }  // namespace
 }  // namespace frugal::engine

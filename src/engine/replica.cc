@@ -489,4 +489,30 @@ const BucketLayout& Replica::layout() const { return impl_->layout; }
 GradientPipeline* Replica::pipeline() { return impl_->pipeline.get(); }
 comm::Transport& Replica::transport() { return *impl_->transport; }
 
+std::vector<uint8_t> SaveBuffers(const std::vector<torch::Tensor>& buffers) {
+  ByteWriter w;
+  for (const torch::Tensor& b : buffers) {
+    torch::Tensor c = b.detach().to(torch::kCPU).contiguous();
+    const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+    w.Bytes(std::vector<uint8_t>(p, p + c.numel() * c.element_size()));
+  }
+  return w.Take();
+}
+
+Status RestoreBuffers(const std::vector<uint8_t>& section, const std::vector<torch::Tensor>& buffers,
+                      const std::string& what) {
+  ByteReader r(section, what + " buffers");
+  torch::NoGradGuard no_grad;
+  for (const torch::Tensor& b : buffers) {
+    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, r.Bytes());
+    if (bytes.size() != static_cast<size_t>(b.numel() * b.element_size())) {
+      return Status::Corruption(what + ": a model buffer has the wrong size (same model?)");
+    }
+    torch::Tensor cpu = torch::empty(b.sizes(), b.options().device(torch::kCPU));
+    std::memcpy(cpu.data_ptr(), bytes.data(), bytes.size());
+    torch::Tensor(b).copy_(cpu);
+  }
+  return Status::Ok();
+}
+
 }  // namespace frugal::engine

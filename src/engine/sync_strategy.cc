@@ -45,38 +45,12 @@ class StepSync final : public SyncStrategy {
   }
   GradientPipeline* pipeline() override { return pipeline_; }
 
-  // Rank 0's file holds the whole pipeline state; another rank's only its
-  // own part; a snapshot both apart (Note [Checkpoints] in worker_state.cc).
   Status SaveState(StateScope scope, CheckpointSections* sections) override {
-    using Parts = GradientPipeline::StateParts;
-    if (scope == StateScope::kSnapshot) {
-      FRUGAL_ASSIGN_OR_RETURN((*sections)["pipeline"], replica().SavePipelineState(Parts::kShared));
-      FRUGAL_ASSIGN_OR_RETURN((*sections)["local"], replica().SavePipelineState(Parts::kLocal));
-    } else {
-      const bool shared = scope == StateScope::kRank0File;
-      FRUGAL_ASSIGN_OR_RETURN((*sections)[shared ? "pipeline" : "local"],
-                              replica().SavePipelineState(shared ? Parts::kAll : Parts::kLocal));
-    }
-    if (scope != StateScope::kOwnFile) (*sections)["parameters"] = replica().SaveParameters();
-    return Status::Ok();
+    return SaveStepState(replica(), scope, sections);
   }
-
   Status RestoreState(const CheckpointSections& s, const CheckpointSections* mine, bool residuals,
                       const std::string& what) override {
-    // A joiner's state may carry the masters only (Note [Parameters from masters]).
-    const bool masters_as_parameters = !s.count("parameters") && s.count(kMastersAsParameters);
-    if (!masters_as_parameters) FRUGAL_RETURN_IF_ERROR(RequireSection(s, "parameters", what));
-    FRUGAL_RETURN_IF_ERROR(RequireSection(s, "pipeline", what, " (a --sync local checkpoint?)"));
-    const std::vector<uint8_t>& pipeline_state = s.at("pipeline");
-    if (masters_as_parameters) {
-      FRUGAL_RETURN_IF_ERROR(replica().LoadStateWithMastersAsParameters(pipeline_state, residuals));
-    } else {
-      FRUGAL_RETURN_IF_ERROR(replica().LoadState(pipeline_state, s.at("parameters"), residuals));
-    }
-    if (mine == nullptr) return Status::Ok();
-    auto it = mine->find("local");
-    if (it == mine->end()) return Status::Corruption(what + ": this rank's part has no 'local' section");
-    return replica().LoadLocalState(it->second).WithContext(what);
+    return RestoreStepState(replica(), s, mine, residuals, what);
   }
 
   // A joiner starts with empty residuals, and at staleness 0 sets its
@@ -124,15 +98,7 @@ class LocalRounds : public SyncStrategy {
   std::string Progress(double) const override { return "syncs " + std::to_string(local_->rounds()); }
 
   Status SaveState(StateScope scope, CheckpointSections* sections) override {
-    const bool shared = scope != StateScope::kOwnFile;
-    FRUGAL_RETURN_IF_ERROR(local_->SaveSections(shared, sections));
-    if (!shared) return Status::Ok();
-    (*sections)["parameters"] = replica().SaveParameters();
-    ByteWriter w;  // Note [Outer step on resume] in worker_state.cc
-    w.F64(outer_.lr);
-    w.F64(outer_.momentum);
-    (*sections)["outer_step"] = w.Take();
-    return Status::Ok();
+    return SaveLocalState(*local_, replica(), outer_, scope, sections);
   }
 
   Status RestoreState(const CheckpointSections& s, const CheckpointSections* mine, bool residuals,
@@ -199,24 +165,7 @@ std::string LocalRounds::Describe() const {
 // differently from the first generation.
 Status LocalRounds::RestoreState(const CheckpointSections& s, const CheckpointSections* mine, bool residuals,
                                  const std::string& what) {
-  const CheckpointSections* from = mine != nullptr ? mine : (residuals ? &s : nullptr);
-  const std::vector<uint8_t>* own = nullptr;
-  bool same_seat = false;
-  if (from != nullptr) {
-    auto it = from->find("local_sync_own");
-    if (it == from->end()) return Status::Corruption(what + " has no 'local_sync_own' section");
-    own = &it->second;
-    auto meta = from->find("meta");
-    if (meta == from->end()) return Status::Corruption(what + " has no 'meta' section");
-    ByteReader r(meta->second, what + " meta");
-    int64_t saved[3];  // step, world size, rank
-    for (int64_t& x : saved) {
-      FRUGAL_ASSIGN_OR_RETURN(x, r.I64());
-    }
-    same_seat = saved[1] == transport_->world_size() && saved[2] == transport_->rank();
-  }
-  if (!same_seat && !KeepsOwnPartAcrossWorlds()) own = nullptr;
-  return local_->RestoreSections(s, own, what, same_seat);
+  return RestoreLocalState(*local_, *transport_, s, mine, residuals, KeepsOwnPartAcrossWorlds(), what);
 }
 
 // Note [Site replicas]
@@ -257,6 +206,73 @@ class SiteRounds final : public LocalRounds {
 };
 
 }  // namespace
+
+// Rank 0's file holds the whole pipeline state; another rank's only its
+// own part; a snapshot both apart (Note [Checkpoints] in worker_state.cc).
+Status SaveStepState(Replica& replica, StateScope scope, CheckpointSections* sections) {
+  using Parts = GradientPipeline::StateParts;
+  if (scope == StateScope::kSnapshot) {
+    FRUGAL_ASSIGN_OR_RETURN((*sections)["pipeline"], replica.SavePipelineState(Parts::kShared));
+    FRUGAL_ASSIGN_OR_RETURN((*sections)["local"], replica.SavePipelineState(Parts::kLocal));
+  } else {
+    const bool shared = scope == StateScope::kRank0File;
+    FRUGAL_ASSIGN_OR_RETURN((*sections)[shared ? "pipeline" : "local"],
+                            replica.SavePipelineState(shared ? Parts::kAll : Parts::kLocal));
+  }
+  if (scope != StateScope::kOwnFile) (*sections)["parameters"] = replica.SaveParameters();
+  return Status::Ok();
+}
+
+Status RestoreStepState(Replica& replica, const CheckpointSections& s, const CheckpointSections* mine, bool residuals,
+                        const std::string& what) {
+  // A joiner's state may carry the masters only (Note [Parameters from masters]).
+  const bool masters_as_parameters = !s.count("parameters") && s.count(kMastersAsParameters);
+  if (!masters_as_parameters) FRUGAL_RETURN_IF_ERROR(RequireSection(s, "parameters", what));
+  FRUGAL_RETURN_IF_ERROR(RequireSection(s, "pipeline", what, " (a --sync local checkpoint?)"));
+  const std::vector<uint8_t>& pipeline_state = s.at("pipeline");
+  if (masters_as_parameters) {
+    FRUGAL_RETURN_IF_ERROR(replica.LoadStateWithMastersAsParameters(pipeline_state, residuals));
+  } else {
+    FRUGAL_RETURN_IF_ERROR(replica.LoadState(pipeline_state, s.at("parameters"), residuals));
+  }
+  if (mine == nullptr) return Status::Ok();
+  auto it = mine->find("local");
+  if (it == mine->end()) return Status::Corruption(what + ": this rank's part has no 'local' section");
+  return replica.LoadLocalState(it->second).WithContext(what);
+}
+
+Status SaveLocalState(LocalSync& local, Replica& replica, OuterStep outer, StateScope scope,
+                      CheckpointSections* sections) {
+  const bool shared = scope != StateScope::kOwnFile;
+  FRUGAL_RETURN_IF_ERROR(local.SaveSections(shared, sections));
+  if (!shared) return Status::Ok();
+  (*sections)["parameters"] = replica.SaveParameters();
+  ByteWriter w;  // Note [Outer step on resume] in worker_state.cc
+  w.F64(outer.lr);
+  w.F64(outer.momentum);
+  (*sections)["outer_step"] = w.Take();
+  return Status::Ok();
+}
+
+// The shared section from rank 0's file, this rank's own part from its
+// file (or rank 0's, for rank 0), or, in an elastic run, from this worker's
+// snapshot (Note [Local mode across worlds]).
+Status RestoreLocalState(LocalSync& local, const comm::Transport& transport, const CheckpointSections& s,
+                         const CheckpointSections* mine, bool residuals, bool keep_own_across_worlds,
+                         const std::string& what) {
+  const CheckpointSections* from = mine != nullptr ? mine : (residuals ? &s : nullptr);
+  const std::vector<uint8_t>* own = nullptr;
+  bool same_seat = false;
+  if (from != nullptr) {
+    auto it = from->find("local_sync_own");
+    if (it == from->end()) return Status::Corruption(what + " has no 'local_sync_own' section");
+    own = &it->second;
+    FRUGAL_ASSIGN_OR_RETURN(const CheckpointMeta saved, ParseCheckpointMeta(*from, what));
+    same_seat = saved.world == transport.world_size() && saved.rank == transport.rank();
+  }
+  if (!same_seat && !keep_own_across_worlds) own = nullptr;
+  return local.RestoreSections(s, own, what, same_seat);
+}
 
 Result<std::unique_ptr<SyncStrategy>> CreateSyncStrategy(SyncInputs in) {
   const DistributedOptions& dist = in.config.distributed;

@@ -91,9 +91,9 @@ TEST(SyncStrategyTest, SavedStateRestoresBitForBit) {
     ASSERT_TRUE(a.sync().BeginIteration(3, false).ok());
     CheckpointSections sections;
     ASSERT_TRUE(a.sync().SaveState(StateScope::kRank0File, &sections).ok());
-    ByteWriter meta;  // what the worker adds: step, world size, rank
-    for (int64_t v : {3, 1, 0}) meta.I64(v);
-    sections["meta"] = meta.Take();
+    CheckpointMeta meta;  // what the worker adds
+    meta.step = 3;
+    sections["meta"] = EncodeCheckpointMeta(meta);
 
     OneRank b(PlanFor(mode), 2);
     ASSERT_TRUE(b.created.ok());

@@ -29,20 +29,16 @@ Result<CheckpointSections> Worker::Impl::StateSections(int64_t t, StateScope sco
   CheckpointSections sections;
   const bool shared = scope != StateScope::kOwnFile;
   FRUGAL_RETURN_IF_ERROR(sync->SaveState(scope, &sections));
-  ByteWriter meta;
-  for (int64_t v : {t, static_cast<int64_t>(transport->world_size()), static_cast<int64_t>(rank()), cursor->epoch(),
-                    cursor->step_in_epoch(), cursor->position(), generation.number}) {
-    meta.I64(v);
-  }
-  sections["meta"] = meta.Take();
-  ByteWriter buffers;
-  for (const torch::Tensor& b : Buffers(false)) {
-    if (!shared) break;
-    torch::Tensor c = b.detach().to(torch::kCPU).contiguous();
-    const auto* p = static_cast<const uint8_t*>(c.data_ptr());
-    buffers.Bytes(std::vector<uint8_t>(p, p + c.numel() * c.element_size()));
-  }
-  sections["buffers"] = buffers.Take();
+  CheckpointMeta meta;
+  meta.step = t;
+  meta.world = transport->world_size();
+  meta.rank = rank();
+  meta.epoch = cursor->epoch();
+  meta.step_in_epoch = cursor->step_in_epoch();
+  meta.position = cursor->position();
+  meta.generation = generation.number;
+  sections["meta"] = EncodeCheckpointMeta(meta);
+  sections["buffers"] = shared ? SaveBuffers(Buffers(false)) : std::vector<uint8_t>{};
   return sections;
 }
 
@@ -76,19 +72,8 @@ Status Worker::Impl::SaveCheckpoint(int64_t t) {
   const std::string text = ToToml(config);
   job.sections["config"] = std::vector<uint8_t>(text.begin(), text.end());
   const int64_t world = job.world, gen = generation.number;
-  job.check_rank_file = [t, world, gen](int r, const CheckpointSections& s) -> Status {
-    auto it = s.find("meta");
-    if (it == s.end()) return Status::Corruption("no 'meta' section");
-    ByteReader meta(it->second, "meta");
-    int64_t v[7];
-    for (int64_t& x : v) {
-      FRUGAL_ASSIGN_OR_RETURN(x, meta.I64());
-    }
-    if (v[0] != t || v[1] != world || v[2] != r || v[6] != gen) {
-      return Status::Corruption("a leftover file (step " + std::to_string(v[0]) + ", generation " +
-                                std::to_string(v[6]) + ")");
-    }
-    return Status::Ok();
+  job.check_rank_file = [t, world, gen](int r, const CheckpointSections& s) {
+    return CheckRankFileMeta(s, t, world, r, gen);
   };
   checkpoint_wait_s = seconds(waited - t0);
   FRUGAL_RETURN_IF_ERROR(checkpoint_writer.Start(std::move(job)));
@@ -130,24 +115,10 @@ Status Worker::Impl::RestoreSections(CheckpointSections& s, const CheckpointSect
     if (!s.count(name)) return Status::Corruption(what + " has no '" + name + "' section");
   }
   FRUGAL_RETURN_IF_ERROR(sync->RestoreState(s, mine, residuals, what));
-  ByteReader meta(s["meta"], what + " meta");
-  int64_t v[6];
-  for (int64_t& x : v) {
-    FRUGAL_ASSIGN_OR_RETURN(x, meta.I64());
-  }
-  FRUGAL_RETURN_IF_ERROR(cursor->Seek(v[3], v[4], v[5]));
-  ByteReader buffers(s["buffers"], what + " buffers");
-  torch::NoGradGuard no_grad;
-  for (torch::Tensor& b : Buffers(false)) {
-    FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, buffers.Bytes());
-    if (bytes.size() != static_cast<size_t>(b.numel() * b.element_size())) {
-      return Status::Corruption(what + ": a model buffer has the wrong size (same model?)");
-    }
-    torch::Tensor cpu = torch::empty(b.sizes(), b.options().device(torch::kCPU));
-    std::memcpy(cpu.data_ptr(), bytes.data(), bytes.size());
-    b.copy_(cpu);
-  }
-  start_step = v[0];
+  FRUGAL_ASSIGN_OR_RETURN(const CheckpointMeta meta, ParseCheckpointMeta(s, what));
+  FRUGAL_RETURN_IF_ERROR(cursor->Seek(meta.epoch, meta.step_in_epoch, meta.position));
+  FRUGAL_RETURN_IF_ERROR(RestoreBuffers(s["buffers"], Buffers(false), what));
+  start_step = meta.step;
   return Status::Ok();
 }
 

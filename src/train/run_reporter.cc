@@ -7,7 +7,7 @@ namespace frugal::train {
 RunReporter::RunReporter(const RunReporterOptions& options)
     : options_(options),
       start_(std::chrono::steady_clock::now()),
-      progress_(stdout, options.log_every, (options.quiet || !options.lead) ? 0 : -1) {}
+      progress_(options.progress_out, options.log_every, (options.quiet || !options.lead) ? 0 : -1) {}
 
 Result<std::unique_ptr<RunReporter>> RunReporter::Create(const RunReporterOptions& options) {
   std::unique_ptr<RunReporter> r(new RunReporter(options));

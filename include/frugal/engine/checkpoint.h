@@ -49,12 +49,39 @@ Status MarkCheckpointComplete(const std::string& step_dir, int world);
 std::vector<std::string> CompleteCheckpoints(const std::string& dir);
 // The world size a complete step directory was written by.
 Result<int> CheckpointWorld(const std::string& step_dir);
+// The newest complete step directory under `dir` whose every rank file
+// reads back intact (checksum, sections), for a resume: `frugal train
+// --resume` and frugal.load. Each complete step passed over is added to
+// `skipped` (may be null) as "<step dir>: <why>". NotFound when `dir`
+// does not exist; Corruption naming the last damage when no step is intact
+// (NotFound when there is no complete step at all).
+Result<std::string> NewestIntactCheckpoint(const std::string& dir, std::vector<std::string>* skipped);
 // Removes the step directories newer than `step` and every incomplete one:
 // leftovers of an earlier attempt that a new write of the same step could
 // otherwise be mixed with. Rank 0 calls it before any rank can write.
 Status ClearCheckpointsAfter(const std::string& dir, int64_t step);
 // Removes all but the newest `keep` complete step directories.
 Status PruneCheckpoints(const std::string& dir, int keep);
+
+// The "meta" section of every rank file: who wrote it, at which step, and
+// (for the CLI's workers) the data position. A rank file is taken for a
+// step only if its meta names that step, world, rank and generation.
+struct CheckpointMeta {
+  int64_t step = 0;  // the iteration whose forward runs next
+  int64_t world = 1;
+  int64_t rank = 0;
+  int64_t epoch = 0;          // data position (0 where the caller owns its data)
+  int64_t step_in_epoch = 0;
+  int64_t position = 0;       // samples
+  int64_t generation = 0;     // membership generation (elastic runs; 0 otherwise)
+};
+std::vector<uint8_t> EncodeCheckpointMeta(const CheckpointMeta& meta);
+// Corruption naming `what` when `sections` has no well-formed "meta".
+Result<CheckpointMeta> ParseCheckpointMeta(const CheckpointSections& sections, const std::string& what);
+// Ok when `sections` is the file of (step, world, rank, generation);
+// Corruption "a leftover file (step s, generation g)" otherwise.
+Status CheckRankFileMeta(const CheckpointSections& sections, int64_t step, int64_t world, int rank,
+                         int64_t generation);
 
 // Gives a large section buffer back for reuse
 // (Note [Recycled checkpoint buffers] in checkpoint.cc); buffers under 1 MiB

@@ -157,4 +157,12 @@ class Replica {
 // differs from this one's.
 Status CheckSameConfiguration(comm::Transport& transport, uint64_t digest, std::chrono::milliseconds timeout);
 
+// The model's buffers (batch-norm statistics, ...) as a checkpoint's
+// "buffers" section, each buffer's bytes in order; RestoreBuffers copies
+// them back into buffers of the same sizes (Corruption naming `what`
+// otherwise). The CLI's workers and frugal.save/load write the same section.
+std::vector<uint8_t> SaveBuffers(const std::vector<torch::Tensor>& buffers);
+Status RestoreBuffers(const std::vector<uint8_t>& section, const std::vector<torch::Tensor>& buffers,
+                      const std::string& what);
+
 }  // namespace frugal::engine

@@ -54,6 +54,29 @@ namespace frugal::engine {
 //               part apart (a joiner is sent only the shared part).
 enum class StateScope { kRank0File, kOwnFile, kSnapshot };
 
+class LocalSync;
+
+// The checkpoint sections of each mode's run state and their restore, for a
+// Replica or LocalSync that the strategies below hold and that
+// frugal.DistributedModel holds (frugal.save / frugal.load): one copy of
+// what a checkpoint of either mode contains (Note [Checkpoints] in
+// worker_state.cc). The step mode: "pipeline" (rank 0: whole; kSnapshot:
+// shared), "local" (this rank's residuals), "parameters". The local mode:
+// LocalSync's sections, "parameters" and "outer_step". Restoring: rank 0's
+// `shared` sections, this rank's own part from `mine` when given, else from
+// `shared` with `residuals` (rank 0 restoring its own file). The local
+// mode keeps a rank's own part in another world only with
+// keep_own_across_worlds (Note [Local mode across worlds]), and reads the
+// saved world and rank from the "meta" section (CheckpointMeta).
+Status SaveStepState(Replica& replica, StateScope scope, CheckpointSections* sections);
+Status RestoreStepState(Replica& replica, const CheckpointSections& shared, const CheckpointSections* mine,
+                        bool residuals, const std::string& what);
+Status SaveLocalState(LocalSync& local, Replica& replica, OuterStep outer, StateScope scope,
+                      CheckpointSections* sections);
+Status RestoreLocalState(LocalSync& local, const comm::Transport& transport, const CheckpointSections& shared,
+                         const CheckpointSections* mine, bool residuals, bool keep_own_across_worlds,
+                         const std::string& what);
+
 // What a strategy is built from.
 struct SyncInputs {
   RunConfig config;                      // REQUIRES: Validate Ok, sync resolved (SyncOf)

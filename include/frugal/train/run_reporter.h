@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,9 @@ struct RunReporterOptions {
   int64_t log_every = 50;
   int64_t total_steps = 0;
   bool quiet = false;        // no progress output (metrics are still written)
+  // Where the progress line goes (not owned): the CLI's stdout; a Python
+  // script's stderr, so that its own prints stay apart.
+  std::FILE* progress_out = stdout;
   bool lead = true;          // writes metrics and progress
   double elapsed_offset_s = 0;  // Elapsed() starts here (a run that continues in a new reporter)
 };
