@@ -156,32 +156,55 @@ Result<PortRange> ParsePortRange(const std::string& text) {
   return r;
 }
 
+namespace {
+
+// Binds a TCP socket at `host`:`port` and closes it: the port, or the one
+// the kernel chose for port 0; 0 when the bind failed.
+Result<int> TryBind(const std::string& host, int port) {
+  AddrInfo ai;
+  if (Resolve(IsWildcardHost(host) ? "0.0.0.0" : host, SOCK_STREAM, AI_NUMERICHOST | AI_PASSIVE, &ai) != 0 ||
+      ai.list == nullptr) {
+    return Status::InvalidArgument("cannot bind ports on " + host + ": not a numeric address");
+  }
+  sockaddr_storage at{};
+  std::memcpy(&at, ai.list->ai_addr, ai.list->ai_addrlen);
+  if (at.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&at)->sin_port = htons(port);
+  if (at.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&at)->sin6_port = htons(port);
+  const int fd = socket(at.ss_family, SOCK_STREAM, 0);
+  if (fd < 0) return Status::IOError(std::string("socket: ") + std::strerror(errno));
+  // As libzmq's listeners set it: a port in TIME_WAIT is free to them.
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  int bound = 0;
+  socklen_t len = sizeof(at);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&at), ai.list->ai_addrlen) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&at), &len) == 0) {
+    bound = ntohs(at.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&at)->sin_port
+                                          : reinterpret_cast<sockaddr_in6*>(&at)->sin6_port);
+  }
+  close(fd);
+  return bound;
+}
+
+}  // namespace
+
+Result<int> FreeTcpPort(const std::string& host) {
+  FRUGAL_ASSIGN_OR_RETURN(int port, TryBind(host, 0));
+  if (port == 0) return Status::IOError("no free TCP port on " + host + ": " + std::strerror(errno));
+  return port;
+}
+
 Result<std::vector<int>> FreePortsInRange(const std::string& host, PortRange range, int count) {
   const std::string name = std::to_string(range.first) + "-" + std::to_string(range.last);
   if (range.size() < count) {
     return Status::InvalidArgument("--port-range " + name + " holds " + std::to_string(range.size()) + " ports, " +
                                    std::to_string(count) + " are needed");
   }
-  AddrInfo ai;
-  if (Resolve(IsWildcardHost(host) ? "0.0.0.0" : host, SOCK_STREAM, AI_NUMERICHOST | AI_PASSIVE, &ai) != 0 ||
-      ai.list == nullptr) {
-    return Status::InvalidArgument("cannot bind ports on " + host + ": not a numeric address");
-  }
   std::vector<int> free;
   std::vector<int> taken;
   for (int port = range.first; port <= range.last && static_cast<int>(free.size()) < count; ++port) {
-    sockaddr_storage at{};
-    std::memcpy(&at, ai.list->ai_addr, ai.list->ai_addrlen);
-    if (at.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&at)->sin_port = htons(port);
-    if (at.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&at)->sin6_port = htons(port);
-    const int fd = socket(at.ss_family, SOCK_STREAM, 0);
-    if (fd < 0) return Status::IOError(std::string("socket: ") + std::strerror(errno));
-    // As libzmq's listeners set it: a port in TIME_WAIT is free to them.
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&at), ai.list->ai_addrlen) == 0;
-    close(fd);
-    (ok ? free : taken).push_back(port);
+    FRUGAL_ASSIGN_OR_RETURN(int bound, TryBind(host, port));
+    (bound == port ? free : taken).push_back(port);
   }
   if (static_cast<int>(free.size()) < count) {
     return Status::InvalidArgument("--port-range " + name + ": " + std::to_string(count) + " ports are needed on " +

@@ -117,6 +117,11 @@ TEST(AddressTest, FreePortsInRangeSkipsPortsInUse) {
   ASSERT_FALSE(small.ok());
   EXPECT_NE(small.status().message().find("holds 1 ports, 3 are needed"), std::string::npos) << small.status().message();
   EXPECT_FALSE(FreePortsInRange("a-name", PortRange{held, held}, 1).ok());
+  auto any = FreeTcpPort("127.0.0.1");
+  ASSERT_TRUE(any.ok()) << any.status().ToString();
+  EXPECT_GT(*any, 0);
+  EXPECT_NE(*any, held);
+  EXPECT_EQ(FreeTcpPort("a-name").status().code(), Status::Code::kInvalidArgument);
   close(fd);
 }
 

@@ -64,4 +64,9 @@ Result<PortRange> ParsePortRange(const std::string& text);
 // fewer are free (naming the ports in use), `host` not numeric.
 Result<std::vector<int>> FreePortsInRange(const std::string& host, PortRange range, int count);
 
+// A TCP port free on `host` now (the kernel's choice of an ephemeral
+// port), released again, as FreePortsInRange's. Errors: InvalidArgument
+// (`host` not numeric), IOError.
+Result<int> FreeTcpPort(const std::string& host);
+
 }  // namespace frugal::comm
