@@ -140,6 +140,7 @@ void CheckFlags(const RunFlags& f, const std::vector<std::string>& clusters) {
 struct ListenPlan {
   std::vector<std::string> listen;  // one per child
   std::string host;                 // this host's address for the peers (and the store)
+  std::string interface;            // the network interface holding `host`, if it is this host's
   int store_port = 0;
 };
 
@@ -153,6 +154,7 @@ ListenPlan PlanListening(const RunFlags& f, const std::string& coordinator) {
                                              f.advertise_host, coordinator);
   if (!advertised.ok()) throw UsageError(advertised.status().message());
   plan.host = comm::EndpointHost(*advertised);
+  plan.interface = comm::InterfaceOfAddress(plan.host);
   if (f.port_range.empty()) {
     plan.listen.assign(f.workers, listen);
     auto port = comm::FreeTcpPort(comm::IsWildcardHost(bind_host) ? "0.0.0.0" : bind_host);
@@ -246,6 +248,14 @@ std::vector<std::string> ChildEnvironment(const RunFlags& f, int r, const std::s
   }
   // Every child advertises the host the launcher resolved (the peers' view of it).
   if (!local) env["FRUGAL_ADVERTISE_HOST"] = plan.host;
+  // Note [Gloo's interface]
+  // torch.distributed's gloo backend binds the address this host's name
+  // resolves to, 127.0.1.1 on stock Debian: its peers on other hosts cannot
+  // connect. Off loopback, unless the user chose one, it is pointed at the
+  // interface that holds the address the workers advertise.
+  if (!local && std::getenv("GLOO_SOCKET_IFNAME") == nullptr && !plan.interface.empty()) {
+    env["GLOO_SOCKET_IFNAME"] = plan.interface;
+  }
   if (!f.advertise_host.empty()) env["FRUGAL_ADVERTISE_HOST"] = f.advertise_host;
   if (!f.key.empty()) env["FRUGAL_KEY"] = Absolute(f.key);
   if (!f.authorized_keys.empty()) env["FRUGAL_AUTHORIZED_KEYS"] = Absolute(f.authorized_keys);

@@ -1,6 +1,7 @@
 #include "frugal/comm/address.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -69,6 +70,19 @@ std::string EndpointHost(const std::string& endpoint) {
   std::string host = endpoint.substr(scheme.size(), colon - scheme.size());
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   return host;
+}
+
+std::string InterfaceOfAddress(const std::string& address) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (ifaddrs* i = list; i != nullptr && name.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)) continue;
+    const socklen_t len = i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    if (Numeric(i->ifa_addr, len) == address) name = i->ifa_name;
+  }
+  freeifaddrs(list);
+  return name;
 }
 
 bool IsWildcardHost(const std::string& host) { return host == "0.0.0.0" || host == "*" || host == "::"; }

@@ -26,6 +26,8 @@ TEST(AddressTest, EndpointHostAndLoopback) {
   EXPECT_TRUE(IsWildcardHost("0.0.0.0"));
   EXPECT_TRUE(IsWildcardHost("*"));
   EXPECT_FALSE(IsWildcardHost("127.0.0.1"));
+  EXPECT_EQ(InterfaceOfAddress("127.0.0.1"), "lo");
+  EXPECT_EQ(InterfaceOfAddress("192.0.2.77"), "");  // TEST-NET-1: no interface of a test machine holds it
 }
 
 TEST(AddressTest, RouteToLoopbackIsLoopback) {

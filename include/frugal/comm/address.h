@@ -23,6 +23,10 @@ std::string EndpointHost(const std::string& endpoint);
 // that resolves only to those). A name that does not resolve is not loopback.
 bool IsLoopbackHost(const std::string& host);
 
+// The name of this host's network interface that holds the numeric
+// address `address` ("eth0"); empty when none does.
+std::string InterfaceOfAddress(const std::string& address);
+
 // Whether `host` is a wildcard bind address (0.0.0.0, *, ::).
 bool IsWildcardHost(const std::string& host);
 
