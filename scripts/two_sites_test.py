@@ -18,7 +18,12 @@ to the other site's folder.
 
 It checks that every block exits 0, that every rank of the page's run
 printed its line (ranks 0-3, clusters siteA and siteB), and that the
-workers listened on the page's port range.
+workers listened on the page's port range. Then, on the same namespaces,
+frugal.init()'s torchrun path (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+set as torchrun sets them): both ranks join and all-reduce across the
+namespaces, so each advertised an address the other reaches (not what the
+host name resolves to, 127.0.1.1 on Debian), site A
+takes FRUGAL_CLUSTER, and site B, without one, warns of a flat exchange.
 
 Exit 77 (ctest: skipped) with the reason where namespaces cannot be made
 (not root, no iproute2, no veth). Every wait has a deadline; on failure the
@@ -163,6 +168,45 @@ def check_run(outputs):
     return problems
 
 
+TORCHRUN_RANK = """
+import warnings, frugal
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    world = frugal.init()
+total = frugal.all_reduce(float(world.rank + 1), op="sum")
+print(f"rank {world.rank} cluster {world.cluster} total {total} warned {any('flat' in str(w.message) for w in caught)}")
+"""
+
+
+def check_torchrun_path(env, timeout):
+    """frugal.init() under torchrun's variables across the two namespaces."""
+    procs = []
+    for rank, site in enumerate(("site-a", "site-b")):
+        e = {k: v for k, v in env.items() if not k.startswith("FRUGAL_")}
+        e.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR=SITES["site-a"][1], MASTER_PORT="29700",
+                 LOCAL_RANK="0", FRUGAL_INSECURE="1", FRUGAL_TIMEOUT_S="20")
+        if site == "site-a":
+            e["FRUGAL_CLUSTER"] = "siteA"
+        procs.append(subprocess.Popen(["ip", "netns", "exec", SITES[site][0], "python3", "-c", TORCHRUN_RANK],
+                                      env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      start_new_session=True))
+    outs = []
+    for proc in procs:
+        try:
+            outs.append(proc.communicate(timeout=timeout)[0])
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            outs.append(proc.communicate()[0] + "\n(still running: killed)")
+    expected = ["rank 0 cluster siteA total 3.0 warned False", "rank 1 cluster local total 3.0 warned True"]
+    problems = []
+    for out, line in zip(outs, expected):
+        if line not in out:
+            problems.append(f"torchrun path: expected {line!r}, got:\n{out[-2000:]}")
+        else:
+            print(f"two_sites_doc: torchrun path: {line}")
+    return problems
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", required=True)
@@ -201,6 +245,8 @@ def main():
             copy_public_keys(folders)
         if not failures:
             failures += check_run(outputs)
+        if not failures:
+            failures += check_torchrun_path(env, args.timeout)
     finally:
         namespaces_down()
         if failures or args.keep:
