@@ -121,6 +121,19 @@ json Reserve(const RankReservationRequest& req, const std::vector<bool>& taken, 
   return wire::ReservationReply(out);
 }
 
+// The answer to a frame with an "op": a reservation is the only one.
+json AnswerOp(const json& op, const std::vector<bool>& taken, int owed_to_any, std::vector<bool>* reserved,
+              RankReservation* master) {
+  if (op["op"] != "reserve") {
+    return json{{"error", "unknown op " + op["op"].dump().substr(0, 40) +
+                              " (this server takes registrations and {\"op\": \"reserve\"})"}};
+  }
+  RankReservationRequest req;
+  std::string why;
+  if (!wire::ParseReservationRequest(op, &req, &why)) return json{{"error", why}};
+  return Reserve(req, taken, owed_to_any, reserved, master);
+}
+
 // Ranks that asked for any rank get the free ones in arrival order; returns
 // the table indexed by rank.
 std::vector<PeerInfo> AssignRanks(std::vector<Registration>* regs, std::vector<bool>* taken,
@@ -172,16 +185,7 @@ Result<std::vector<PeerInfo>> RendezvousServer::Serve(std::chrono::milliseconds 
       const std::string body = parts[1].to_string();
       const json op = json::parse(body, nullptr, /*allow_exceptions=*/false);
       if (op.is_object() && op.contains("op")) {
-        RankReservationRequest req;
-        json answer;
-        if (op["op"] != "reserve") {
-          answer = json{{"error", "unknown op " + op["op"].dump().substr(0, 40) + " (this server takes registrations "
-                                  "and {\"op\": \"reserve\"})"}};
-        } else if (!wire::ParseReservationRequest(op, &req, &why)) {
-          answer = json{{"error", why}};
-        } else {
-          answer = Reserve(req, taken, owed_to_any, &reserved, &master);
-        }
+        const json answer = AnswerOp(op, taken, owed_to_any, &reserved, &master);
         if (answer.contains("error")) {
           log.Report("rendezvous at " + endpoint + " refused a reservation from " + from + ": " +
                      answer["error"].get<std::string>());
