@@ -157,8 +157,10 @@ ListenPlan PlanListening(const RunFlags& f, const std::string& coordinator) {
   plan.interface = comm::InterfaceOfAddress(plan.host);
   if (f.port_range.empty()) {
     plan.listen.assign(f.workers, listen);
-    auto port = comm::FreeTcpPort(comm::IsWildcardHost(bind_host) ? "0.0.0.0" : bind_host);
-    plan.store_port = port.ok() ? *port : 0;  // 0: MASTER_PORT unset (a listen host given by name)
+    // torch's store listens on every interface.
+    auto port = comm::FreeTcpPort("0.0.0.0");
+    ThrowIfError(port.status().WithContext("a port for torch.distributed's store"));
+    plan.store_port = *port;
     return plan;
   }
   // One port per child, and one for torch's store (MASTER_PORT).
