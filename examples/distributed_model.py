@@ -53,8 +53,12 @@ def main():
                    help="step: the gradient pipeline every step; local: local steps, a synced fragment every 4")
     p.add_argument("--density", type=float, default=None, help="default: 0.01 with --sync step, 1 with --sync local")
     p.add_argument("--staleness", type=int, default=0)
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (several workers may share one GPU)")
+    p.add_argument("--device", default="auto",
+                   help="auto (cuda:LOCAL_RANK when there is a GPU, else cpu), cpu, cuda or cuda:N "
+                        "(several workers may share one GPU)")
     args = p.parse_args()
+    if args.device == "auto":
+        args.device = frugal.device()
 
     world = frugal.init()  # FRUGAL_* from frugal run, torchrun's variables, or a world of one
     net = ResidualMLP().to(args.device)

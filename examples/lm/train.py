@@ -47,7 +47,8 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: 10%% of --steps, at most 200)")
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--clip", type=float, default=1.0, help="gradient norm clip (0: none)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--device", default="auto",
+                   help="auto (cuda:LOCAL_RANK when there is a GPU, else cpu: frugal.device()), cpu, cuda or cuda:N")
     p.add_argument("--sync", choices=["auto", "step", "local"], default="auto",
                    help="Frugal's mode (default auto: local; see the guide for what step mode leaves out)")
     p.add_argument("--density", type=float, default=None, help="Frugal's density (default: the mode's)")
@@ -91,8 +92,10 @@ def parse_args(argv=None):
         p.error(f"--density must be in (0, 1], got {args.density}")
     if args.local_steps is not None and args.sync == "step":
         p.error("--local-steps applies to --sync local or auto")
+    if args.device == "auto":
+        args.device = str(frugal.device())
     if args.device != "cpu" and not args.device.startswith("cuda"):
-        p.error(f"--device must be cpu, cuda or cuda:N, got {args.device!r}")
+        p.error(f"--device must be auto, cpu, cuda or cuda:N, got {args.device!r}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         p.error(f"--device {args.device}: this torch ({torch.__version__}) sees no CUDA device")
     return args

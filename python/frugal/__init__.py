@@ -22,7 +22,7 @@ import torch  # noqa: F401  (loads LibTorch before the extension)
 
 from . import _C
 from ._build_info import VERSION as __version__
-from ._world import init, get_world, is_initialized, all_reduce, barrier
+from ._world import init, get_world, is_initialized, all_reduce, barrier, device
 from ._hook import HookState, hook_state, sparse_hook
 from ._model import DistributedModel
 from ._checkpoint import save, load
@@ -34,6 +34,7 @@ __all__ = [
     "is_initialized",
     "all_reduce",
     "barrier",
+    "device",
     "DistributedModel",
     "save",
     "load",

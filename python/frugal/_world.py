@@ -1,7 +1,7 @@
 """frugal.init(): joining the world that ``frugal run`` (or torchrun) set up."""
 
 import os
-import socket
+import warnings
 
 import torch
 
@@ -57,13 +57,31 @@ def _security(env, key, authorized_keys, insecure):
     return dict(key_file=os.fspath(key), authorized_keys_file=os.fspath(authorized_keys), insecure=insecure)
 
 
-def _join_frugal(env, timeout_s, security):
+def _cluster(env, cluster, multi_host):
+    """The cluster name: the ``cluster=`` keyword, else FRUGAL_CLUSTER (what
+    ``frugal run --cluster`` sets), else ``"local"``: with ``multi_host`` (a
+    torchrun world off loopback) that means one flat exchange over every
+    host, which is said with a warning, never silently."""
+    if cluster is None:
+        cluster = env.get("FRUGAL_CLUSTER") or None
+    if cluster is None:
+        if multi_host:
+            warnings.warn("frugal.init: no cluster name (FRUGAL_CLUSTER or frugal.init(cluster=...)); every rank is "
+                          "in cluster 'local', so the exchange is flat across hosts. Set FRUGAL_CLUSTER=<site> on "
+                          "each host for the topology-aware one", RuntimeWarning, stacklevel=3)
+        cluster = "local"
+    if not isinstance(cluster, str) or not cluster:
+        raise ValueError(f"cluster must be a non-empty string, got {cluster!r}")
+    return cluster
+
+
+def _join_frugal(env, timeout_s, security, cluster):
     # Starting Python and importing torch can take long on a busy machine:
     # the rendezvous has its own, longer bound.
     world = _C.join_world(
         env["FRUGAL_COORDINATOR"],
         rank=_env_int(env, "FRUGAL_RANK", -1),
-        cluster=env.get("FRUGAL_CLUSTER") or "local",
+        cluster=_cluster(env, cluster, False),
         listen=env.get("FRUGAL_LISTEN") or "tcp://127.0.0.1:*",
         advertise_host=env.get("FRUGAL_ADVERTISE_HOST", ""),
         timeout_s=_env_float(env, "FRUGAL_RENDEZVOUS_TIMEOUT_S", max(timeout_s, 120.0)),
@@ -75,7 +93,7 @@ def _join_frugal(env, timeout_s, security):
     return world
 
 
-def _join_torchrun(env, timeout_s, security):
+def _join_torchrun(env, timeout_s, security, cluster):
     # torchrun gives RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. torch's own
     # store (init_process_group) may own MASTER_PORT, so Frugal's rendezvous
     # uses MASTER_PORT + FRUGAL_PORT_OFFSET (default 1), served by rank 0.
@@ -84,16 +102,16 @@ def _join_torchrun(env, timeout_s, security):
     port = _env_int(env, "MASTER_PORT") + _env_int(env, "FRUGAL_PORT_OFFSET", 1)
     host = env["MASTER_ADDR"]
     loopback = host in ("127.0.0.1", "localhost", "::1")
-    if loopback:
-        listen, advertise = "tcp://127.0.0.1:*", ""
-    else:
-        listen = "tcp://0.0.0.0:*"
-        advertise = env.get("FRUGAL_ADVERTISE_HOST") or socket.gethostbyname(socket.gethostname())
+    # Off loopback the listener takes every interface and advertises this
+    # host's address on the route to MASTER_ADDR (comm::AdvertisedEndpoint),
+    # unless FRUGAL_ADVERTISE_HOST names one.
+    listen = "tcp://127.0.0.1:*" if loopback else "tcp://0.0.0.0:*"
+    advertise = "" if loopback else env.get("FRUGAL_ADVERTISE_HOST", "")
     serve_address = f"tcp://{'127.0.0.1' if loopback else '0.0.0.0'}:{port}"
     world = _C.join_world(
         f"tcp://{host}:{port}",
         rank=rank,
-        cluster=env.get("FRUGAL_CLUSTER") or "local",
+        cluster=_cluster(env, cluster, not loopback),
         listen=listen,
         advertise_host=advertise,
         timeout_s=_env_float(env, "FRUGAL_RENDEZVOUS_TIMEOUT_S", max(timeout_s, 120.0)),
@@ -106,7 +124,7 @@ def _join_torchrun(env, timeout_s, security):
     return world
 
 
-def init(timeout_s=None, *, key=None, authorized_keys=None, insecure=None):
+def init(timeout_s=None, *, key=None, authorized_keys=None, insecure=None, cluster=None):
     """Joins this process's Frugal world and returns it (a ``frugal._C.World``).
 
     Reads, in this order of preference:
@@ -133,6 +151,14 @@ def init(timeout_s=None, *, key=None, authorized_keys=None, insecure=None):
     A non-loopback world without keys or ``insecure`` raises ValueError
     with the CLI's message.
 
+    ``cluster`` names this rank's site for the topology-aware exchange
+    (default: ``FRUGAL_CLUSTER``, which ``frugal run --cluster`` sets, else
+    ``"local"``; a torchrun world across hosts without one warns that its
+    exchange is flat). Off loopback, this rank advertises its address on the
+    route to the coordinator (to ``MASTER_ADDR`` under torchrun), or
+    ``FRUGAL_ADVERTISE_HOST``; a loopback address towards a remote
+    coordinator is refused.
+
     It also keeps freed heap memory in the process between steps (glibc's
     mmap and trim thresholds; about a third less CPU on mlp with 4 workers on
     2 cores), unless ``FRUGAL_HEAP_RETENTION=0`` or ``GLIBC_TUNABLES`` sets
@@ -151,9 +177,9 @@ def init(timeout_s=None, *, key=None, authorized_keys=None, insecure=None):
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
     security = _security(env, key, authorized_keys, insecure)
     if env.get("FRUGAL_COORDINATOR"):
-        world = _join_frugal(env, timeout_s, security)
+        world = _join_frugal(env, timeout_s, security, cluster)
     elif all(env.get(k) for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
-        world = _join_torchrun(env, timeout_s, security)
+        world = _join_torchrun(env, timeout_s, security, cluster)
     else:
         world = _C.single_world()
     threads = env.get("FRUGAL_THREADS")
@@ -161,6 +187,20 @@ def init(timeout_s=None, *, key=None, authorized_keys=None, insecure=None):
         torch.set_num_threads(_env_int(env, "FRUGAL_THREADS"))
     _default_world = world
     return world
+
+
+def device(local_rank=None):
+    """This process's device: ``cuda:LOCAL_RANK`` (modulo the GPUs there
+    are) when CUDA is available, else the CPU. ``local_rank`` defaults to
+    ``LOCAL_RANK`` (set by ``frugal run`` and torchrun), else 0. Put the
+    model and its batches there: ``net.to(frugal.device())``."""
+    if local_rank is None:
+        local_rank = _env_int(os.environ, "LOCAL_RANK", 0)
+    if isinstance(local_rank, bool) or not isinstance(local_rank, int) or local_rank < 0:
+        raise ValueError(f"local_rank must be an integer >= 0, got {local_rank!r}")
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda", local_rank % torch.cuda.device_count())
 
 
 def default_timeout_s():

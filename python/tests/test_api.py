@@ -608,3 +608,36 @@ def test_all_reduce_in_a_world_of_one_and_its_bad_input():
     with pytest.raises(ValueError, match="timeout_s must be > 0"):
         frugal.all_reduce(1.0, timeout_s=0)
 
+
+
+def test_cluster_name_resolution_warns_for_a_flat_multi_host_world():
+    import warnings
+    from frugal import _world
+    assert _world._cluster({}, "siteA", True) == "siteA"
+    assert _world._cluster({"FRUGAL_CLUSTER": "siteB"}, None, True) == "siteB"
+    assert _world._cluster({"FRUGAL_CLUSTER": "siteB"}, "siteA", True) == "siteA"  # the keyword wins
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _world._cluster({}, None, False) == "local"  # one host: flat is what it is
+    with pytest.warns(RuntimeWarning, match="FRUGAL_CLUSTER"):
+        assert _world._cluster({}, None, True) == "local"
+    for bad in ("", 3):
+        with pytest.raises(ValueError, match="cluster must be a non-empty string"):
+            _world._cluster({}, bad, False)
+
+
+def test_device_is_the_local_ranks_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert frugal.device() == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert frugal.device() == torch.device("cuda", 1)  # rank 3 of a host with 2 GPUs shares the second
+    assert frugal.device(0) == torch.device("cuda", 0)
+    monkeypatch.delenv("LOCAL_RANK")
+    assert frugal.device() == torch.device("cuda", 0)
+    monkeypatch.setenv("LOCAL_RANK", "x")
+    with pytest.raises(ValueError, match="LOCAL_RANK"):
+        frugal.device()
+    with pytest.raises(ValueError, match="local_rank"):
+        frugal.device(-1)

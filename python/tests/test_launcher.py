@@ -182,3 +182,121 @@ def test_all_reduce_and_barrier_over_the_world(tmp_path):
         assert abs(res["scalar"] - 0.15) < 1e-12
         assert "every rank must pass as many" in res["uneven"]
 
+
+
+def _coordinator(world, tmp_path, *extra):
+    """A `frugal coordinator` on a free loopback port; (Popen, endpoint)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    endpoint = f"tcp://127.0.0.1:{port}"
+    log = open(tmp_path / "coordinator.out", "w")
+    proc = subprocess.Popen([frugal_binary(), "coordinator", "--listen", endpoint, "--world", str(world),
+                             "--timeout-s", "60", *extra], stdout=log, stderr=subprocess.STDOUT)
+    return proc, endpoint
+
+
+def _launch(endpoint, workers, script, *args, extra=()):
+    return subprocess.Popen([frugal_binary(), "run", "--workers", str(workers), "--coordinator", endpoint,
+                             "--timeout-s", "20", *extra, "--", PYTHON_EXE, *([os.path.join(HERE_DIR, script)]
+                                                                              if script else []), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_line(proc, text, timeout_s=60):
+    """Reads proc's stderr until a line holds `text` (kept in proc.first_lines)."""
+    import time
+    deadline = time.time() + timeout_s
+    proc.first_lines = ""
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        proc.first_lines += line
+        if text in line:
+            return
+    raise AssertionError(f"no line with {text!r} from {proc.args}: {proc.first_lines}")
+
+
+def test_multi_host_form_sets_torch_variables_from_reserved_ranks(tmp_path):
+    # Two "hosts" (two launchers, one with a port range) and a coordinator:
+    # each child gets its global rank before it starts, and it is the rank
+    # the coordinator's table gives it.
+    coordinator, endpoint = _coordinator(3, tmp_path)
+    try:
+        a = _launch(endpoint, 2, "launch_worker.py", str(tmp_path), "env",
+                    extra=("--cluster", "siteA", "--port-range", "29650-29670"))
+        # b asks once a holds its ranks, so that a holds rank 0.
+        wait_for_line(a, "ranks 0,1 of 3")
+        b = _launch(endpoint, 1, "launch_worker.py", str(tmp_path), "env", extra=("--cluster", "siteB"))
+        rb = b.communicate(timeout=120)
+        ra = a.communicate(timeout=120)
+        ra = (ra[0], a.first_lines + ra[1])
+        assert a.returncode == 0, ra
+        assert b.returncode == 0, rb
+        assert coordinator.wait(timeout=60) == 0
+    finally:
+        coordinator.kill()
+    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(3)]
+    masters = {(res["env"]["MASTER_ADDR"], res["env"]["MASTER_PORT"]) for res in results}
+    assert len(masters) == 1 and next(iter(masters))[0] == "127.0.0.1", masters
+    for r, res in enumerate(results):
+        env = res["env"]
+        assert res["joined_rank"] == r and res["world_size"] == 3
+        assert env["RANK"] == env["FRUGAL_RANK"] == str(r)
+        assert env["WORLD_SIZE"] == env["FRUGAL_WORLD_SIZE"] == "3"
+        assert res["cluster"] == ("siteA" if r < 2 else "siteB")
+        assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == ((str(r), "2") if r < 2 else ("0", "1"))
+    # Launcher a holds rank 0: its children and torch's store each take a
+    # port of its range (the first free ones); b's children any port.
+    ports = [int(results[r]["env"]["FRUGAL_LISTEN"].rsplit(":", 1)[1]) for r in range(2)]
+    ports.append(int(next(iter(masters))[1]))
+    assert all(29650 <= p <= 29670 for p in ports) and ports == sorted(set(ports)), ports
+    assert results[0]["env"]["FRUGAL_LISTEN"].startswith("tcp://0.0.0.0:")
+    assert results[2]["env"]["FRUGAL_LISTEN"] == "tcp://0.0.0.0:*"
+    assert all(res["env"]["FRUGAL_ADVERTISE_HOST"] == "127.0.0.1" for res in results)
+    assert "ranks 0,1 of 3 on this host" in ra[1]
+
+
+def test_ddp_hook_example_runs_in_the_multi_host_form(tmp_path):
+    # The unchanged DDP script: torch.distributed's gloo init from the
+    # variables frugal run set, and Frugal's hook over Frugal's world.
+    coordinator, endpoint = _coordinator(2, tmp_path)
+    example = os.path.join(HERE_DIR, "..", "..", "examples", "ddp_hook.py")
+    try:
+        launchers = [_launch(endpoint, 1, None, example, "--steps", "30", "--density", "0.1",
+                             extra=("--cluster", site)) for site in ("siteA", "siteB")]
+        outs = [p.communicate(timeout=180) for p in launchers]
+        assert coordinator.wait(timeout=60) == 0
+    finally:
+        coordinator.kill()
+    for p, (out, err) in zip(launchers, outs):
+        assert p.returncode == 0, err
+    assert "done: 30 steps" in outs[0][0] + outs[1][0], outs
+
+
+def test_an_elastic_coordinator_is_refused_with_a_reason(tmp_path):
+    coordinator, endpoint = _coordinator(1, tmp_path, "--elastic")
+    try:
+        p = _launch(endpoint, 1, None, "-c", "pass")
+        _, err = p.communicate(timeout=60)
+    finally:
+        coordinator.kill()
+    assert p.returncode != 0
+    assert "fixed-world coordinator" in err and len(err.strip().splitlines()) <= 2, err
+
+
+def test_run_port_range_errors_are_one_line(tmp_path):
+    import socket
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        for args, expected in ((["--port-range", "x-y"], "is not a port number"),
+                               (["--port-range", f"{port}-{port + 1}"], "3 are needed"),
+                               (["--port-range", f"{port}-{port + 2}"], f"in use: {port}")):
+            p = subprocess.run([frugal_binary(), "run", "--workers", "2", *args, "--", sys.executable, "-c", "pass"],
+                               capture_output=True, text=True, timeout=30)
+            assert p.returncode == 2, (args, p.stderr)
+            assert expected in p.stderr and len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)

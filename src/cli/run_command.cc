@@ -8,9 +8,16 @@
 // loopback and N child processes, rank r with FRUGAL_RANK=r. Multi-host form:
 // `frugal coordinator --listen tcp://IP:PORT --world W` on one host and
 // `frugal run --workers N --coordinator tcp://IP:PORT --cluster NAME
-// --listen tcp://0.0.0.0:* --advertise-host MYIP --key site.key
-// --authorized-keys authorized_keys -- ...` on each; ranks are then assigned
-// by the coordinator. --key, --authorized-keys and --insecure are resolved as
+// --key site.key --authorized-keys authorized_keys -- ...` on each. Before
+// starting its children the launcher reserves their ranks from the
+// coordinator (Note [Rank reservations] in src/comm/rendezvous.cc), so that
+// either form gives every child torch.distributed's environment (RANK,
+// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) as
+// torchrun does, with FRUGAL_RANK equal to RANK. The children listen on
+// tcp://0.0.0.0:* in the multi-host form and advertise this host's address
+// on the route to the coordinator (comm::AdvertisedEndpoint); --port-range
+// A-B gives each child a port of that range and torch's store another.
+// --key, --authorized-keys and --insecure are resolved as
 // `frugal worker` resolves them (a non-loopback coordinator without keys is
 // refused) and reach the program's frugal.init() as FRUGAL_KEY,
 // FRUGAL_AUTHORIZED_KEYS and FRUGAL_INSECURE; in the local form, keys also
@@ -21,12 +28,11 @@
 //
 // Children are started and supervised by engine::ProcessLauncher and
 // engine::SuperviseProcesses, the code behind `frugal train --workers N`.
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -36,6 +42,9 @@
 #include <cstdlib>
 
 #include "commands.h"
+#include "input_checks.h"
+#include "frugal/comm/address.h"
+#include "frugal/comm/rendezvous.h"
 #include "frugal/comm/security.h"
 #include "frugal/engine/run_config.h"
 #include "frugal/engine/launcher.h"
@@ -49,8 +58,9 @@ struct RunFlags {
   std::string coordinator;  // empty: run one in this process
   std::string cluster = "local";
   std::string local_clusters;
-  std::string listen = "tcp://127.0.0.1:*";
+  std::string listen;  // empty: loopback locally, tcp://0.0.0.0:* with --coordinator
   std::string advertise_host;
+  std::string port_range;
   double timeout_s = 60;
   double rendezvous_timeout_s = 120;
   int threads = 0;
@@ -76,25 +86,6 @@ std::vector<std::string> SplitCommas(const std::string& s) {
   std::stringstream ss(s);
   for (std::string c; std::getline(ss, c, ',');) out.push_back(c);
   return out;
-}
-
-// A free TCP port on loopback for torch.distributed's store (MASTER_PORT),
-// as torchrun picks one; 0 if none could be found.
-int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
 }
 
 // Whether `program` can be started: a path to an executable, or a name
@@ -126,6 +117,100 @@ void CheckFlags(const RunFlags& f, const std::vector<std::string>& clusters) {
   if (!f.coordinator.empty() && !clusters.empty()) {
     throw UsageError("--local-clusters is for the local form; with --coordinator give --cluster");
   }
+  if (!f.coordinator.empty()) {
+    const std::string problem = EndpointProblem(f.coordinator, /*listening=*/false);
+    if (!problem.empty()) throw UsageError("--coordinator: " + problem);
+  }
+  if (!f.listen.empty()) {
+    const std::string problem = EndpointProblem(f.listen, /*listening=*/true);
+    if (!problem.empty()) throw UsageError("--listen: " + problem);
+  }
+  if (!f.port_range.empty()) {
+    ThrowIfError(comm::ParsePortRange(f.port_range).status());
+    if (!f.listen.empty() && f.listen.substr(f.listen.rfind(':')) != ":*") {
+      throw UsageError("--port-range gives each worker its port: --listen must end in :*, got " + f.listen);
+    }
+  }
+}
+
+// Where the children listen, and the address and port of torch.distributed's
+// store if this launcher holds rank 0. Resolved once, before any child
+// starts, so that a port range too small or taken, or an address peers
+// could not reach, fails here with one message.
+struct ListenPlan {
+  std::vector<std::string> listen;  // one per child
+  std::string host;                 // this host's address for the peers (and the store)
+  std::string interface;            // the network interface holding `host`, if it is this host's
+  int store_port = 0;
+};
+
+ListenPlan PlanListening(const RunFlags& f, const std::string& coordinator) {
+  const bool local = f.coordinator.empty();
+  const std::string listen = !f.listen.empty() ? f.listen : local ? "tcp://127.0.0.1:*" : "tcp://0.0.0.0:*";
+  const std::string bind_host = comm::EndpointHost(listen);
+  ListenPlan plan;
+  // The advertised host of a listener on this address (the port is a stand-in).
+  auto advertised = comm::AdvertisedEndpoint("tcp://" + listen.substr(6, listen.rfind(':') - 6) + ":1",
+                                             f.advertise_host, coordinator);
+  if (!advertised.ok()) throw UsageError(advertised.status().message());
+  plan.host = comm::EndpointHost(*advertised);
+  plan.interface = comm::InterfaceOfAddress(plan.host);
+  if (f.port_range.empty()) {
+    plan.listen.assign(f.workers, listen);
+    // torch's store listens on every interface.
+    auto port = comm::FreeTcpPort("0.0.0.0");
+    ThrowIfError(port.status().WithContext("a port for torch.distributed's store"));
+    plan.store_port = *port;
+    return plan;
+  }
+  // One port per child, and one for torch's store (MASTER_PORT).
+  auto ports = comm::FreePortsInRange(bind_host, *comm::ParsePortRange(f.port_range), f.workers + 1);
+  if (!ports.ok()) {
+    throw UsageError(ports.status().message() + " (" + std::to_string(f.workers) +
+                     " workers: one port each and one for torch.distributed's store)");
+  }
+  const std::string prefix = listen.substr(0, listen.rfind(':') + 1);
+  for (int r = 0; r < f.workers; ++r) plan.listen.push_back(prefix + std::to_string((*ports)[r]));
+  plan.store_port = ports->back();
+  return plan;
+}
+
+// Who the children are in the world: their global ranks, the world size and
+// rank 0's store. Locally that is known; across hosts it is reserved from
+// the coordinator (Note [Rank reservations]).
+comm::RankReservation PlaceChildren(const RunFlags& f, const ListenPlan& plan, const comm::SecurityOptions& security) {
+  comm::RankReservation r;
+  if (f.coordinator.empty()) {
+    for (int i = 0; i < f.workers; ++i) r.ranks.push_back(i);
+    r.world_size = f.workers;
+    r.master_host = plan.host;
+    r.master_port = plan.store_port;
+    return r;
+  }
+  comm::ZmqOptions zmq;
+  zmq.security = security;
+  auto reserved = comm::ReserveRanks(f.coordinator, {f.workers, plan.host, plan.store_port},
+                                     std::chrono::milliseconds(static_cast<int64_t>(f.rendezvous_timeout_s * 1000)),
+                                     zmq);
+  if (!reserved.ok()) {
+    std::string hint;
+    if (reserved.status().message().find("unknown op") != std::string::npos) {
+      hint = " (frugal run needs a fixed-world coordinator: frugal coordinator without --elastic)";
+    }
+    ThrowIfError(reserved.status().WithContext("reserving ranks for " + std::to_string(f.workers) + " workers" + hint));
+  }
+  const std::vector<int>& ranks = reserved->ranks;
+  std::string list;
+  for (int k : ranks) list += (list.empty() ? "" : ",") + std::to_string(k);
+  std::fprintf(stderr, "frugal run: ranks %s of %d on this host (%s)", list.c_str(), reserved->world_size,
+               plan.host.c_str());
+  if (reserved->master_host.empty() || reserved->master_port == 0) {
+    std::fprintf(stderr, "; rank 0 is not a frugal run worker, so MASTER_ADDR and MASTER_PORT are not set\n");
+  } else {
+    std::fprintf(stderr, "; torch.distributed's store at %s:%d\n", reserved->master_host.c_str(),
+                 reserved->master_port);
+  }
+  return *reserved;
 }
 
 // As `frugal worker`: the coordinator's address decides whether keys are
@@ -136,32 +221,42 @@ comm::SecurityOptions CheckSecurity(const RunFlags& f) {
                          f.coordinator.empty() ? std::string("tcp://127.0.0.1:0") : f.coordinator);
 }
 
-// The FRUGAL_* variables of child `r` (and, locally, torch.distributed's
-// env:// ones, so an unchanged DDP script starts as under torchrun), as
-// "KEY=VALUE" overrides of this process's environment.
+// The FRUGAL_* variables of child `r` and torch.distributed's env:// ones
+// (so an unchanged DDP script starts as under torchrun), as "KEY=VALUE"
+// overrides of this process's environment.
 std::vector<std::string> ChildEnvironment(const RunFlags& f, int r, const std::string& endpoint,
-                                          const std::vector<std::string>& clusters, int threads, int master_port) {
+                                          const std::vector<std::string>& clusters, int threads,
+                                          const ListenPlan& plan, const comm::RankReservation& world) {
   const bool local = f.coordinator.empty();
+  const int rank = world.ranks[r];
   std::map<std::string, std::string> env = {
       {"FRUGAL_COORDINATOR", endpoint},
-      {"FRUGAL_RANK", local ? std::to_string(r) : "-1"},
+      {"FRUGAL_RANK", std::to_string(rank)},
+      {"FRUGAL_WORLD_SIZE", std::to_string(world.world_size)},
       {"FRUGAL_LOCAL_RANK", std::to_string(r)},
       {"FRUGAL_CLUSTER", clusters.empty() ? f.cluster : clusters[r]},
-      {"FRUGAL_LISTEN", f.listen},
+      {"FRUGAL_LISTEN", plan.listen[r]},
       {"FRUGAL_TIMEOUT_S", std::to_string(f.timeout_s)},
       {"FRUGAL_RENDEZVOUS_TIMEOUT_S", std::to_string(f.rendezvous_timeout_s)},
       {"FRUGAL_THREADS", std::to_string(threads)},
+      {"RANK", std::to_string(rank)},
+      {"WORLD_SIZE", std::to_string(world.world_size)},
+      {"LOCAL_RANK", std::to_string(r)},
+      {"LOCAL_WORLD_SIZE", std::to_string(f.workers)},
   };
-  // Known on every host; the global rank is assigned by the coordinator
-  // only when the child joins, so RANK and WORLD_SIZE are set locally only.
-  env["LOCAL_RANK"] = std::to_string(r);
-  env["LOCAL_WORLD_SIZE"] = std::to_string(f.workers);
-  if (local) {
-    env["FRUGAL_WORLD_SIZE"] = std::to_string(f.workers);
-    env["RANK"] = std::to_string(r);
-    env["WORLD_SIZE"] = std::to_string(f.workers);
-    env["MASTER_ADDR"] = "127.0.0.1";
-    if (master_port > 0) env["MASTER_PORT"] = std::to_string(master_port);
+  if (!world.master_host.empty() && world.master_port > 0) {
+    env["MASTER_ADDR"] = world.master_host;
+    env["MASTER_PORT"] = std::to_string(world.master_port);
+  }
+  // Every child advertises the host the launcher resolved (the peers' view of it).
+  if (!local) env["FRUGAL_ADVERTISE_HOST"] = plan.host;
+  // Note [Gloo's interface]
+  // torch.distributed's gloo backend binds the address this host's name
+  // resolves to, 127.0.1.1 on stock Debian: its peers on other hosts cannot
+  // connect. Off loopback, unless the user chose one, it is pointed at the
+  // interface that holds the address the workers advertise.
+  if (!local && std::getenv("GLOO_SOCKET_IFNAME") == nullptr && !plan.interface.empty()) {
+    env["GLOO_SOCKET_IFNAME"] = plan.interface;
   }
   if (!f.advertise_host.empty()) env["FRUGAL_ADVERTISE_HOST"] = f.advertise_host;
   if (!f.key.empty()) env["FRUGAL_KEY"] = Absolute(f.key);
@@ -217,12 +312,13 @@ void Run(const RunFlags& f) {
 
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   int threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, cores / static_cast<unsigned>(f.workers)));
-  const int master_port = local ? FreeLoopbackPort() : 0;
+  const ListenPlan plan = PlanListening(f, endpoint);
+  const comm::RankReservation world = PlaceChildren(f, plan, security);
   std::unique_ptr<engine::ProcessLauncher> launcher = engine::NewPosixProcessLauncher();
   std::vector<engine::ProcessLauncher::Id> ids;
   Status spawn_error;
   for (int r = 0; r < f.workers; ++r) {
-    std::vector<std::string> overrides = ChildEnvironment(f, r, endpoint, clusters, threads, master_port);
+    std::vector<std::string> overrides = ChildEnvironment(f, r, endpoint, clusters, threads, plan, world);
     auto id = launcher->Spawn(f.command[0], std::vector<std::string>(f.command.begin() + 1, f.command.end()),
                               overrides);
     if (!id.ok()) {
@@ -250,8 +346,12 @@ void AddRunCommand(CLI::App& app) {
                   "Coordinator of a multi-host run, tcp://HOST:PORT (default: one in this process, loopback)");
   cmd->add_option("--cluster", f->cluster, "Cluster name of the workers started here");
   cmd->add_option("--local-clusters", f->local_clusters, "Comma-separated cluster of each local worker, e.g. a,a,b,b");
-  cmd->add_option("--listen", f->listen, "Where each worker receives, e.g. tcp://0.0.0.0:*");
-  cmd->add_option("--advertise-host", f->advertise_host, "Host peers connect to when --listen is a wildcard");
+  cmd->add_option("--listen", f->listen,
+                  "Where each worker receives (default: tcp://127.0.0.1:* locally, tcp://0.0.0.0:* with --coordinator)");
+  cmd->add_option("--advertise-host", f->advertise_host,
+                  "Host peers connect to when --listen is a wildcard (default: this host's address towards the coordinator)");
+  cmd->add_option("--port-range", f->port_range,
+                  "Ports the workers listen on, FIRST-LAST: one per worker and one for torch.distributed's store");
   cmd->add_option("--timeout-s", f->timeout_s, "Bound on every network wait, seconds");
   cmd->add_option("--rendezvous-timeout-s", f->rendezvous_timeout_s,
                   "How long workers may take to start and join (imports included), seconds");

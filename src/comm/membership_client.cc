@@ -15,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "frugal/comm/membership.h"
+#include "frugal/comm/address.h"
 #include "membership_wire.h"
 #include "rendezvous_wire.h"
 #include "zmq/zmq_socket_setup.h"
@@ -121,7 +122,8 @@ Result<Generation> MembershipClient::Register(const std::vector<int64_t>& snapsh
     FRUGAL_RETURN_IF_ERROR(s.StartHeartbeats());
   }
   FRUGAL_ASSIGN_OR_RETURN(auto listener, ZmqListener::Bind(s.options.listen, s.options.zmq));
-  FRUGAL_ASSIGN_OR_RETURN(std::string endpoint, wire::Advertised(listener->endpoint(), s.options.advertise_host));
+  FRUGAL_ASSIGN_OR_RETURN(std::string endpoint,
+                          AdvertisedEndpoint(listener->endpoint(), s.options.advertise_host, s.options.server));
   const bool join = s.options.join && s.generation == 0;
   const int rank = s.generation == 0 && !join ? s.options.rank : -1;
   membership_wire::RegistrationRequest mine;

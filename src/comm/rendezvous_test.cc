@@ -235,5 +235,125 @@ TEST(RendezvousWireTest, MalformedFramesAreRejectedWithAReason) {
   }
 }
 
+// Note [Rank reservations]: two launchers reserve blocks, the first holds
+// rank 0 and both learn its store; their children join with those ranks.
+TEST(RendezvousTest, LaunchersReserveRanksAndLearnRankZerosStore) {
+  auto server = RendezvousServer::Bind("tcp://127.0.0.1:*", 4, FastClose());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Result<std::vector<PeerInfo>> table = Status::Internal("not served");
+  std::thread serve([&] { table = (*server)->Serve(milliseconds(10000)); });
+  const std::string ep = (*server)->endpoint();
+  auto a = ReserveRanks(ep, {2, "10.0.0.1", 29601}, milliseconds(5000), FastClose());
+  auto b = ReserveRanks(ep, {2, "10.0.1.2", 29701}, milliseconds(5000), FastClose());
+  std::vector<std::string> errors(4);
+  if (a.ok() && b.ok()) {
+    testing::RunRanks(4, [&](int i) {
+      JoinOptions opts;
+      opts.rendezvous = ep;
+      opts.rank = i < 2 ? a->ranks[i] : b->ranks[i - 2];
+      opts.cluster = i < 2 ? "siteA" : "siteB";
+      opts.timeout = milliseconds(5000);
+      opts.zmq = FastClose();
+      auto t = JoinZmqWorld(opts);
+      errors[i] = t.ok() ? ((*t)->rank() == opts.rank ? "" : "wrong rank") : t.status().ToString();
+    });
+  }
+  serve.join();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(a->ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b->ranks, (std::vector<int>{2, 3}));
+  for (const RankReservation* r : {&*a, &*b}) {
+    EXPECT_EQ(r->world_size, 4);
+    EXPECT_EQ(r->master_host, "10.0.0.1");
+    EXPECT_EQ(r->master_port, 29601);
+  }
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  EXPECT_EQ((*table)[3].cluster, "siteB");
+}
+
+TEST(RendezvousTest, ReservationsNeverTakeRanksOwedOrReserved) {
+  auto server = RendezvousServer::Bind("tcp://127.0.0.1:*", 3, FastClose());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Result<std::vector<PeerInfo>> table = Status::Internal("not served");
+  std::thread serve([&] { table = (*server)->Serve(milliseconds(3000)); });
+  const std::string ep = (*server)->endpoint();
+  // A rank -1 worker registers first: one rank is owed to it.
+  Result<WorldTable> any = Status::Internal("not run");
+  std::thread anyone([&] { any = RegisterWithRendezvous(ep, {-1, "tcp://h:9", "c", ""}, milliseconds(5000), FastClose()); });
+  // Orders the two requests (they come on different connections).
+  std::this_thread::sleep_for(milliseconds(1000));
+  auto too_many = ReserveRanks(ep, {3, "h", 1}, milliseconds(5000), FastClose());
+  auto two = ReserveRanks(ep, {2, "h", 1}, milliseconds(5000), FastClose());
+  // Every rank is now reserved or owed: another rank -1 worker is refused.
+  auto refused = RegisterWithRendezvous(ep, {-1, "tcp://h:8", "c", ""}, milliseconds(5000), FastClose());
+  anyone.join();  // Only rank 2 of the reservation's children never registers...
+  serve.join();   // ...so the server times out naming the ranks reserved.
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(too_many.status().message().find("asked for 3 ranks, the world of 3 has 2 left"), std::string::npos)
+      << too_many.status().message();
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_EQ(two->ranks, (std::vector<int>{0, 1}));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("reserved"), std::string::npos) << refused.status().message();
+  ASSERT_FALSE(table.ok());
+  EXPECT_NE(table.status().message().find("reserved by a frugal run but not registered: 0, 1"), std::string::npos)
+      << table.status().message();
+  EXPECT_EQ(any.status().code(), Status::Code::kTimeout);
+}
+
+TEST(RendezvousTest, AnyRankWorkersSkipReservedRanks) {
+  auto server = RendezvousServer::Bind("tcp://127.0.0.1:*", 3, FastClose());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Result<std::vector<PeerInfo>> table = Status::Internal("not served");
+  std::thread serve([&] { table = (*server)->Serve(milliseconds(5000)); });
+  const std::string ep = (*server)->endpoint();
+  auto mine = ReserveRanks(ep, {2, "h", 7}, milliseconds(5000), FastClose());
+  std::vector<int> got(3, -2);
+  testing::RunRanks(3, [&](int i) {
+    PeerInfo self{i == 2 ? -1 : i, "tcp://h:" + std::to_string(i + 1), "c", ""};
+    auto t = RegisterWithRendezvous(ep, self, milliseconds(5000), FastClose());
+    if (t.ok()) got[i] = t->rank;
+  });
+  serve.join();
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  EXPECT_EQ(got, (std::vector<int>{0, 1, 2}));
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+}
+
+TEST(RendezvousWireTest, ReservationRepliesAreChecked) {
+  const std::string where = "coordinator";
+  auto ok = wire::ParseReservationReply(
+      R"({"version":1,"ranks":[2,3],"world_size":4,"master_addr":"10.0.0.1","master_port":29500})", where);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->ranks, (std::vector<int>{2, 3}));
+  EXPECT_EQ(ok->master_host, "10.0.0.1");
+  for (const char* bad : {
+           R"({"version":2,"ranks":[0],"world_size":1,"master_addr":"","master_port":0})",
+           R"({"version":1,"ranks":[3,2],"world_size":4,"master_addr":"","master_port":0})",
+           R"({"version":1,"ranks":[4],"world_size":4,"master_addr":"","master_port":0})",
+           R"({"version":1,"ranks":[],"world_size":4,"master_addr":"","master_port":0})",
+           R"({"version":1,"ranks":[0],"world_size":4,"master_addr":"","master_port":1e300})",
+           R"({"version":1,"ranks":[0],"world_size":4,"master_port":1})",
+           "[]"}) {
+    auto r = wire::ParseReservationReply(bad, where);
+    EXPECT_EQ(r.status().code(), Status::Code::kCorruption) << bad;
+  }
+  auto refused = wire::ParseReservationReply(R"({"error":"unknown op 'reserve'"})", where);
+  EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
+
+  RankReservationRequest req;
+  std::string why;
+  EXPECT_FALSE(wire::ParseReservationRequest(nlohmann::json::parse(R"({"op":"reserve","workers":0,"master_host":"h","master_port":1})"), &req, &why));
+  EXPECT_NE(why.find("workers"), std::string::npos) << why;
+  EXPECT_FALSE(wire::ParseReservationRequest(nlohmann::json::parse(R"({"op":"reserve","workers":1,"master_port":1})"), &req, &why));
+  EXPECT_TRUE(wire::ParseReservationRequest(nlohmann::json::parse(wire::ReservationRequestFrame({3, "h", 5})), &req, &why));
+  EXPECT_EQ(req.workers, 3);
+  EXPECT_EQ(req.master_port, 5);
+}
+
+
 }  // namespace
 }  // namespace frugal::comm

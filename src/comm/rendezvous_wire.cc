@@ -146,6 +146,66 @@ Result<WorldTable> ParseWorldTable(const std::string& answer, const std::string&
   return table;
 }
 
+std::string ReservationRequestFrame(const RankReservationRequest& request) {
+  return ToFrame(json{{"op", "reserve"},
+                      {"workers", request.workers},
+                      {"master_host", request.master_host},
+                      {"master_port", request.master_port}});
+}
+
+bool ParseReservationRequest(const json& req, RankReservationRequest* out, std::string* why) {
+  const std::string where = "the reservation";
+  auto workers = IntField(req, "workers", 1, 65536, where);
+  auto port = IntField(req, "master_port", 0, 65535, where);
+  if (!workers.ok() || !port.ok()) {
+    *why = !workers.ok() ? workers.status().message() : port.status().message();
+    return false;
+  }
+  if (!req.contains("master_host") || !req["master_host"].is_string() || req["master_host"].get<std::string>().size() > 256) {
+    *why = "a reservation needs \"master_host\", a string of at most 256 characters";
+    return false;
+  }
+  *out = RankReservationRequest{static_cast<int>(*workers), req["master_host"].get<std::string>(),
+                                static_cast<int>(*port)};
+  return true;
+}
+
+json ReservationReply(const RankReservation& r) {
+  return json{{"version", kRendezvousVersion},
+              {"ranks", r.ranks},
+              {"world_size", r.world_size},
+              {"master_addr", r.master_host},
+              {"master_port", r.master_port}};
+}
+
+Result<RankReservation> ParseReservationReply(const std::string& answer, const std::string& where) {
+  json rep = json::parse(answer, nullptr, /*allow_exceptions=*/false);
+  if (rep.is_discarded() || !rep.is_object()) return Status::Corruption(where + " sent a reply that is not JSON");
+  if (rep.contains("error") && rep["error"].is_string()) {
+    return Status::InvalidArgument(where + " refused the rank reservation: " + rep["error"].get<std::string>());
+  }
+  if (!IntField(rep, "version", kRendezvousVersion, kRendezvousVersion, where).ok()) {
+    return Status::Corruption(where + " speaks rendezvous version " + rep.value("version", json()).dump());
+  }
+  RankReservation r;
+  FRUGAL_ASSIGN_OR_RETURN(int64_t world, IntField(rep, "world_size", 1, 65536, where));
+  FRUGAL_ASSIGN_OR_RETURN(int64_t port, IntField(rep, "master_port", 0, 65535, where));
+  r.world_size = static_cast<int>(world);
+  r.master_port = static_cast<int>(port);
+  if (!rep.contains("master_addr") || !rep["master_addr"].is_string() || !rep.contains("ranks") ||
+      !rep["ranks"].is_array() || rep["ranks"].empty() || rep["ranks"].size() > static_cast<size_t>(world)) {
+    return Status::Corruption(where + " sent a reservation without ranks or master_addr");
+  }
+  r.master_host = rep["master_addr"].get<std::string>();
+  for (const json& v : rep["ranks"]) {
+    json holder = json{{"rank", v}};
+    FRUGAL_ASSIGN_OR_RETURN(int64_t rank, IntField(holder, "rank", 0, world - 1, where));
+    if (!r.ranks.empty() && rank <= r.ranks.back()) return Status::Corruption(where + " sent reserved ranks out of order");
+    r.ranks.push_back(static_cast<int>(rank));
+  }
+  return r;
+}
+
 json PeerToJson(const PeerInfo& p) {
   return json{{"rank", p.rank}, {"endpoint", p.endpoint}, {"cluster", p.cluster}, {"public_key", p.public_key}};
 }

@@ -45,6 +45,18 @@ bool ParseRendezvousRegistration(const std::string& body, const std::string& key
 // the server's error as the Status (Timeout for its own timeout).
 Result<WorldTable> ParseWorldTable(const std::string& answer, const std::string& where);
 
+// A launcher's rank reservation (rendezvous.h, ReserveRanks):
+// {"op": "reserve", "workers", "master_host", "master_port"}.
+std::string ReservationRequestFrame(const RankReservationRequest& request);
+// The server's check of a parsed frame that has "op": "reserve"; false with
+// `why` on bad input.
+bool ParseReservationRequest(const nlohmann::json& req, RankReservationRequest* out, std::string* why);
+// {"version", "ranks", "world_size", "master_addr", "master_port"}.
+nlohmann::json ReservationReply(const RankReservation& r);
+// The launcher's parse of the answer: the reservation, or the server's
+// refusal as InvalidArgument.
+Result<RankReservation> ParseReservationReply(const std::string& answer, const std::string& where);
+
 // `endpoint` (tcp://HOST:PORT) with HOST replaced by `host` (unchanged when
 // `host` is empty): what peers connect to when the listener is bound to a
 // wildcard interface.

@@ -65,13 +65,41 @@ class RendezvousServer {
 Result<WorldTable> RegisterWithRendezvous(const std::string& server, const PeerInfo& self,
                                           std::chrono::milliseconds timeout, ZmqOptions options = {});
 
+// What a launcher asks of the server: ranks for `workers` processes, and
+// where torch.distributed's store would be if one of them is rank 0 (its
+// host and a free port there; MASTER_ADDR / MASTER_PORT of every rank).
+struct RankReservationRequest {
+  int workers = 1;
+  std::string master_host;
+  int master_port = 0;
+};
+
+struct RankReservation {
+  std::vector<int> ranks;  // this launcher's ranks, ascending
+  int world_size = 0;
+  // The store of the launcher that holds rank 0; empty (port 0) when rank 0
+  // is no launcher's (a `frugal worker --rank 0` took it).
+  std::string master_host;
+  int master_port = 0;
+};
+
+// Reserves ranks with the server at `server`; answered at once (the server
+// does not wait for the world). The reserved ranks are then registered by
+// the launcher's children with their explicit ranks. Errors: Timeout
+// (server silent), InvalidArgument (refused: fewer free ranks than asked,
+// or a server that does not take reservations, such as an elastic
+// coordinator), Corruption (bad reply).
+Result<RankReservation> ReserveRanks(const std::string& server, const RankReservationRequest& request,
+                                     std::chrono::milliseconds timeout, ZmqOptions options = {});
+
 struct JoinOptions {
   std::string rendezvous;                   // Server endpoint. Required.
   int rank = -1;                            // -1: let the server assign.
   std::string cluster = "local";            // This rank's cluster name.
   std::string listen = "tcp://127.0.0.1:*";  // Where this rank receives.
-  // Host to publish instead of the bound one (needed when `listen` is a
-  // wildcard such as tcp://0.0.0.0:*). Default: publish the bound endpoint.
+  // Host to publish instead of the bound one. Default: the bound endpoint,
+  // or for a wildcard `listen` (tcp://0.0.0.0:*) this host's address on the
+  // route to the rendezvous (comm::AdvertisedEndpoint, address.h).
   std::string advertise_host;
   std::chrono::milliseconds timeout{60000};  // Bound on the rendezvous.
   ZmqOptions zmq;
