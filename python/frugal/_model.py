@@ -10,6 +10,7 @@ import torch
 
 from . import _C, _optim
 from ._world import default_timeout_s, init
+from ._world import device as _device
 
 _OPTION_NAMES = ("optimizer", "lr", "momentum", "dampening", "nesterov", "weight_decay", "beta1", "beta2", "eps",
                  "density", "sparsifier", "value_encoding", "staleness", "bucket_mb", "cpu_threads", "exchange",
@@ -132,19 +133,30 @@ class DistributedModel(torch.nn.Module):
         by frugal run --timeout-s, or 60). check_every: steps between
         replica checks (0: only in finish()). world: a frugal World
         (default: frugal.init()).
+      device: where the module trains. None (default): where it is;
+        "auto": frugal.device(), cuda:LOCAL_RANK where there are GPUs, else
+        the CPU; or a torch device. The module moves there before it is
+        wrapped (in place: an optimizer built over it keeps its parameters).
     """
 
     def __init__(self, module, *, optimizer="sgd", lr=None, momentum=None, dampening=None, nesterov=None,
                  weight_decay=None, beta1=None, beta2=None, eps=None, density=None, sparsifier="block",
                  value_encoding="int4", staleness=0, bucket_mb=4.0, cpu_threads=0, exchange="auto",
                  dgc_momentum=0.0, overlap_device_copies=True, timeout_s=None, seed=1, check_every=100, world=None,
-                 sync="auto", total_steps=None, run_dir=None, log_every=50, quiet=False, **local_options):
+                 sync="auto", total_steps=None, run_dir=None, log_every=50, quiet=False, device=None,
+                 **local_options):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedModel wraps a torch.nn.Module, got {type(module).__name__}")
         if not hasattr(_C, "Replica"):
             raise NotImplementedError("this build of frugal has no DistributedModel (the engine's Replica was "
                                       "missing when it was built); rebuild, or use frugal.sparse_hook with DDP")
+        if device is not None:
+            try:
+                target = _device() if device == "auto" else torch.device(device)
+            except (RuntimeError, TypeError) as e:
+                raise ValueError(f"device must be None, 'auto' or a torch device, got {device!r}") from e
+            module.to(target)
         if not (isinstance(check_every, int) and check_every >= 0):
             raise ValueError(f"check_every must be an integer >= 0, got {check_every!r}")
         if timeout_s is None:

@@ -641,3 +641,37 @@ def test_device_is_the_local_ranks_gpu(monkeypatch):
         frugal.device()
     with pytest.raises(ValueError, match="local_rank"):
         frugal.device(-1)
+
+
+def test_device_keyword_moves_the_module_before_wrapping(monkeypatch):
+    net = torch.nn.Linear(4, 2)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    model = frugal.DistributedModel(net, optimizer=opt, sync="local", device="auto")
+    assert all(p.device == torch.device("cpu") for p in model.parameters())
+    assert opt.param_groups[0]["params"][0] is net.weight  # the optimizer still holds the module's parameters
+    model.finish()
+    for bad in ("no-such-device", 3.5):
+        with pytest.raises(ValueError, match="device must be None, 'auto' or a torch device"):
+            frugal.DistributedModel(torch.nn.Linear(4, 2), device=bad)
+
+
+def test_host_memory_names_the_engines_buffers():
+    net = torch.nn.Linear(64, 32)
+    n = sum(p.numel() for p in net.parameters())
+    step = frugal.DistributedModel(net, optimizer="adam", lr=1e-3, sync="step")
+    held = step.host_memory()
+    assert held["masters"] == 4 * n and held["residuals"] == 4 * n
+    assert 8 * n <= held["optimizer"] < 8 * n + 64  # Adam's two moments (and their byte form's header)
+    step.finish()
+    # The local mode with the user's optimizer: no host gradients or inner
+    # optimizer state (the model's tensors take the steps), and no idle pipeline.
+    net = torch.nn.Linear(64, 32)
+    local = frugal.DistributedModel(net, optimizer=torch.optim.AdamW(net.parameters(), lr=1e-3), sync="local",
+                                    local_steps=4, local_fragments=2)
+    held = local.host_memory()
+    assert held["anchor"] == 4 * n and held["master"] == 4 * n
+    assert held["gradients"] == 0 and held["inner_optimizer"] == 0
+    assert held["base"] == 0 and held["sending"] == 0  # no round open before the first sync
+    with pytest.raises(ValueError, match="no gradient pipeline"):
+        local._replica.stats()
+    local.finish()
