@@ -33,7 +33,11 @@ import model as lm  # noqa: E402
 # Shapes of the measured steps: few tokens, so that the activations stay
 # small beside the state that grows with the parameters (the plain row
 # shows what they and AdamW take), and few steps for a 2-core machine.
-SHAPES = {"25m": dict(vocab=8192, batch=1, seq=64, steps=6), "gpt2": dict(vocab=50257, batch=1, seq=64, steps=3)}
+# The local rows take rounds of 4 steps in 4 fragments, one fragment every
+# step, so after 6 steps every fragment has synced and its exchange state and
+# outer momentum exist (DiLoCo's Nesterov step, given explicitly: a run this
+# short would otherwise average plainly and hold no momentum).
+SHAPES = {"25m": dict(vocab=8192, batch=1, seq=64, steps=6), "gpt2": dict(vocab=50257, batch=1, seq=64, steps=6)}
 MODES = ("plain", "step", "local")
 
 
@@ -66,7 +70,8 @@ def worker(args):
     reset = _reset_peak()
     model = net
     if args.mode != "plain":
-        local = dict(total_steps=shape["steps"], local_steps=4) if args.mode == "local" else {}
+        local = (dict(total_steps=shape["steps"], local_steps=4, local_fragments=4, outer_lr=0.7, outer_momentum=0.9)
+                 if args.mode == "local" else {})
         model = frugal.DistributedModel(net, optimizer=opt, sync=args.mode, **local)
     wrapped = _status_kb("VmRSS")
     g = torch.Generator().manual_seed(1 + world.rank)
