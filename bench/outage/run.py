@@ -59,6 +59,24 @@ def rank0_steps(log_dir):
     return best
 
 
+def longest_stall(log_dir):
+    """The longest gap, in seconds, between two consecutive progress records of
+    rank 0 (--log-every 1: one per step), with the step it ended at."""
+    times = []
+    for path in glob.glob(os.path.join(log_dir, "runs", "*", "metrics.jsonl")):
+        with open(path) as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if "step" in r and "wall_time_s" in r and "test_accuracy" not in r:
+                    times.append((float(r["wall_time_s"]), int(r["step"])))
+    times.sort()
+    gaps = [(b[0] - a[0], b[1]) for a, b in zip(times, times[1:])]
+    return max(gaps) if gaps else (0.0, 0)
+
+
 def first_error(log_path):
     with open(log_path, errors="replace") as f:
         for line in f:
@@ -73,7 +91,7 @@ def run_scenario(args, tb, sync, elastic, outage_s, out_dir):
     port = free_port()
     job = FrugalJob(args.frugal, tb, port=port, with_cluster=True, quiet_all=False)
     worker_args = ["--model", "mlp", "--sync", sync, "--max-steps", str(args.steps), "--eval-every", "0",
-                   "--epochs", "100", "--runs-dir", os.path.join(out_dir, "runs"), "--run-name", "outage", "--adapt", "off",
+                   "--epochs", "100", "--runs-dir", os.path.join(out_dir, "runs"), "--run-name", "outage", "--adapt", "off", "--log-every", "1",
                    "--density", "0.03" if sync == "step" else "1"]
     if sync == "local":
         worker_args += ["--local-steps", "10"]
@@ -116,7 +134,9 @@ def run_scenario(args, tb, sync, elastic, outage_s, out_dir):
     logs = [os.path.join(out_dir, "rank%d.log" % r) for r in range(job.world)]
     with open(os.path.join(out_dir, "coordinator.log"), errors="replace") as f:
         lost = [line.strip() for line in f if " lost" in line]
+    stall_s, stall_step = longest_stall(out_dir)
     return {
+        "stall_s": round(stall_s, 1), "stall_step": stall_step,
         "sync": sync, "elastic": elastic, "outage_s": outage_s, "wall_s": round(wall, 1),
         "exit_codes": rcs, "ok": all(rc == 0 for rc in rcs) and not lost,
         "reshaped": bool(lost), "steps": rank0_steps(out_dir), "outage": outage,
@@ -139,6 +159,7 @@ def main():
                     help="more frugal worker flags (last on the line)")
     ap.add_argument("--coordinator-args", nargs="*", default=[])
     ap.add_argument("--out")
+    ap.add_argument("--label", default="", help="a name for this set of runs in the table")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     args.frugal = os.path.abspath(args.frugal)
@@ -158,6 +179,13 @@ def main():
                     r = run_scenario(args, tb, sync, elastic == "on", outage_s, os.path.join(raw, name))
                     print(json.dumps(r), flush=True)
                     results.append(r)
+    print("| %s | sync | elastic | outage s | ended | exit codes | longest stall s | wall s |" % args.label)
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        ended = "ok" if r["ok"] else ("reshaped" if r["reshaped"] else "failed")
+        print("| | %s | %s | %g | %s | %s | %.1f | %.1f |" % (r["sync"], "on" if r["elastic"] else "off", r["outage_s"],
+                                                         ended, " ".join(str(c) for c in r["exit_codes"]),
+                                                         r["stall_s"], r["wall_s"]))
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
