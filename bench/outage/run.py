@@ -95,8 +95,11 @@ def run_scenario(args, tb, sync, elastic, outage_s, out_dir):
                    "--density", "0.03" if sync == "step" else "1"]
     if sync == "local":
         worker_args += ["--local-steps", "10"]
-    worker_args += list(args.worker_args)
     coordinator = job.coordinator_command() + list(args.coordinator_args)
+    if args.link_grace_s is not None:
+        worker_args += ["--link-grace-s", str(args.link_grace_s)]
+        coordinator += ["--link-grace-s", str(args.link_grace_s)]
+    worker_args += list(args.worker_args)
     if elastic:
         coordinator += ["--elastic", "--min-workers", "2"]
         worker_args += ["--elastic"]
@@ -155,9 +158,10 @@ def main():
     ap.add_argument("--outage-after-steps", type=int, default=30)
     ap.add_argument("--rate", type=int, default=100, help="WAN Mbit/s")
     ap.add_argument("--limit-s", type=float, default=240, help="a scenario still running then is stopped")
+    ap.add_argument("--link-grace-s", type=float, help="given to the coordinator and every worker (default: theirs)")
     ap.add_argument("--worker-args", nargs=argparse.REMAINDER, default=[],
                     help="more frugal worker flags (last on the line)")
-    ap.add_argument("--coordinator-args", nargs="*", default=[])
+    ap.add_argument("--coordinator-args", nargs="*", default=[], help="more frugal coordinator flags")
     ap.add_argument("--out")
     ap.add_argument("--label", default="", help="a name for this set of runs in the table")
     ap.add_argument("--check", action="store_true")
