@@ -282,6 +282,11 @@ class ZmqTransport final : public Transport {
     for (size_t peer = 0; peer < links_.size(); ++peer) {
       PeerLink& link = links_[peer];
       if (!link.lost_since) continue;
+      if (mailbox_.IsClosed(static_cast<int>(peer))) {  // said goodbye, or already declared lost
+        link.lost_since.reset();
+        link.probe.Reset();
+        continue;
+      }
       if (link.probe.started()) {
         const PeerProbe::Answer answer = link.probe.Check();
         if (answer != PeerProbe::Answer::kPending) {
@@ -293,7 +298,7 @@ class ZmqTransport final : public Transport {
           link.probe.Reset();
           link.next_probe = now + kProbeInterval;
         }
-      } else if (now >= link.next_probe && !mailbox_.IsClosed(static_cast<int>(peer))) {
+      } else if (now >= link.next_probe) {
         link.probe.Start(endpoints_[peer], kProbeTimeout);
         continue;  // checked on the next turn of the loop
       }
