@@ -331,9 +331,10 @@ class ZmqTransport final : public Transport {
 
   // Note [Resend after reconnect]
   // TCP alone rides out a short outage: the kernel keeps retransmitting and
-  // the connection survives. But its retransmission backoff doubles up to
-  // two minutes, so after a 40 s outage the next retry can come 20 s after
-  // the link is back; so a connection that stays stalled for
+  // the connection survives. But where the network drops packets without an
+  // ICMP answer (which would reset the backoff), the retransmission backoff
+  // doubles up to two minutes, so after a 40 s outage the next retry can
+  // come 20 s after the link is back; so a connection that stays stalled for
   // `stalled_connection` is dropped (TCP_USER_TIMEOUT) and ZeroMQ redials it
   // every `reconnect_interval`. A dropped connection loses what was in its
   // socket buffers, and ZeroMQ does not resend: so every data message
