@@ -1,6 +1,7 @@
 // frugal._C.World: joining a world through the rendezvous (what `frugal
 // worker` does), or a world of one without any network.
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -50,6 +51,15 @@ std::unique_ptr<World> Join(const std::string& rendezvous, int rank, const std::
   auto security = comm::ResolveSecuritySettings(key_file, authorized_keys_file, insecure, rendezvous);
   ThrowIfError(security.status());
   jo.zmq.security = *security;
+  // frugal run --link-grace-s (ZmqOptions::link_grace).
+  if (const char* grace = std::getenv("FRUGAL_LINK_GRACE_S"); grace != nullptr && *grace != '\0') {
+    char* end = nullptr;
+    const double s = std::strtod(grace, &end);
+    if (*end != '\0' || !(s >= 0 && s <= 86400)) {
+      throw py::value_error(std::string("FRUGAL_LINK_GRACE_S must be seconds in [0, 86400], got '") + grace + "'");
+    }
+    jo.zmq.link_grace = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+  }
   std::unique_ptr<comm::RendezvousServer> server;
   if (serve_world > 0) {
     auto bound = comm::RendezvousServer::Bind(serve_address, serve_world, jo.zmq);

@@ -21,7 +21,7 @@ world = frugal.init(key="", authorized_keys="") if mode == "plain" else frugal.i
 if mode in ("env", "plain"):
     keys = ["FRUGAL_COORDINATOR", "FRUGAL_RANK", "FRUGAL_WORLD_SIZE", "FRUGAL_CLUSTER", "RANK", "WORLD_SIZE",
             "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "FRUGAL_KEY",
-            "FRUGAL_AUTHORIZED_KEYS", "FRUGAL_INSECURE", "FRUGAL_LISTEN", "FRUGAL_ADVERTISE_HOST"]
+            "FRUGAL_AUTHORIZED_KEYS", "FRUGAL_INSECURE", "FRUGAL_LISTEN", "FRUGAL_ADVERTISE_HOST", "FRUGAL_LINK_GRACE_S"]
     write_result(world.rank, env={k: os.environ.get(k) for k in keys}, joined_rank=world.rank,
                  world_size=world.world_size, cluster=world.cluster)
 elif mode == "reduce":

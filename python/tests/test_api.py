@@ -249,6 +249,10 @@ def test_init_rejects_bad_environment(monkeypatch):
     with pytest.raises(ValueError, match="FRUGAL_RANK='one' is not an integer"):
         frugal.init()
     monkeypatch.setenv("FRUGAL_RANK", "0")
+    monkeypatch.setenv("FRUGAL_LINK_GRACE_S", "soon")
+    with pytest.raises(ValueError, match="FRUGAL_LINK_GRACE_S must be seconds in \\[0, 86400\\], got 'soon'"):
+        frugal.init()
+    monkeypatch.setenv("FRUGAL_LINK_GRACE_S", "12.5")
     monkeypatch.setenv("FRUGAL_RENDEZVOUS_TIMEOUT_S", "0.3")
     with pytest.raises(TimeoutError):  # nobody serves that coordinator
         frugal.init()

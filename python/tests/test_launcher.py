@@ -11,7 +11,7 @@ from conftest import HERE as HERE_DIR, PYTHON as PYTHON_EXE, frugal_binary, run_
 
 def test_run_sets_up_ranks_and_torch_variables(tmp_path):
     proc, results = run_workers(2, "launch_worker.py", "env", tmp_path=tmp_path,
-                                extra=("--local-clusters", "a,b"))
+                                extra=("--local-clusters", "a,b", "--link-grace-s", "45"))
     assert proc.returncode == 0, proc.stderr
     for r, res in enumerate(results):
         assert res is not None, proc.stderr
@@ -22,6 +22,7 @@ def test_run_sets_up_ranks_and_torch_variables(tmp_path):
         assert env["FRUGAL_WORLD_SIZE"] == env["WORLD_SIZE"] == "2"
         assert env["FRUGAL_COORDINATOR"].startswith("tcp://127.0.0.1:")
         assert env["MASTER_ADDR"] == "127.0.0.1" and int(env["MASTER_PORT"]) > 0
+        assert float(env["FRUGAL_LINK_GRACE_S"]) == 45.0
     assert results[0]["env"]["MASTER_PORT"] == results[1]["env"]["MASTER_PORT"]
 
 

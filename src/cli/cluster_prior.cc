@@ -22,7 +22,7 @@ namespace {
 const std::set<std::string> kSpeedNeutralKeys = {
     "max_steps", "epochs", "seed", "log_every", "eval_every", "quiet", "checkpoint_every", "keep_checkpoints",
     "checksum_every", "lr", "lr_schedule", "warmup_steps", "lr_step_size", "lr_gamma", "momentum", "dampening",
-    "nesterov", "weight_decay", "eps", "outer_lr", "outer_momentum", "outer_anneal", "timeout_s",
+    "nesterov", "weight_decay", "eps", "outer_lr", "outer_momentum", "outer_anneal", "timeout_s", "link_grace_s",
     "heartbeat_timeout_s", "key", "authorized_keys", "insecure", "advertise_host", "data_dir",
     "synthetic_test_size", "synthetic_train_size"};
 

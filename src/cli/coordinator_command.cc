@@ -18,6 +18,7 @@ struct CoordinatorFlags {
   std::string authorized_keys;
   bool insecure = false;
   double heartbeat_timeout_s = 2.0;
+  double link_grace_s = 30.0;
 };
 
 // --elastic: the membership service of an elastic job, until the job ends.
@@ -26,6 +27,7 @@ void ServeElastic(const CoordinatorFlags& flags, const comm::SecurityOptions& se
   mo.world_size = flags.options.world_size;
   mo.min_workers = flags.options.min_workers;
   mo.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.heartbeat_timeout_s * 1000));
+  mo.link_grace = std::chrono::milliseconds(static_cast<int64_t>(flags.link_grace_s * 1000));
   mo.timeout = flags.options.timeout;
   mo.zmq.security = security;
   if (mo.min_workers > mo.world_size) throw UsageError("--min-workers is more than --world");
@@ -85,8 +87,12 @@ void AddCoordinatorCommand(CLI::App& app) {
                 "Serve the job's membership until it ends: workers may join, leave and fail (frugal worker --elastic)");
   cmd->add_option("--min-workers", flags->options.min_workers, "Elastic: fewest workers the job continues with")
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--heartbeat-timeout-s", flags->heartbeat_timeout_s, "Elastic: a worker silent this long is dead")
+  cmd->add_option("--heartbeat-timeout-s", flags->heartbeat_timeout_s,
+                  "Elastic: a worker silent this long is dead if its host refuses connections to it (process died)")
       ->check(Bounded(0.1, 3600));
+  cmd->add_option("--link-grace-s", flags->link_grace_s,
+                  "Elastic: a silent worker whose host does not answer (link down) is dead only after this long")
+      ->check(Bounded(0, 86400));
   cmd->callback([flags] {
     flags->options.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags->timeout_s * 1000));
     const comm::SecurityOptions security =

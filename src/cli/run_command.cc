@@ -63,6 +63,7 @@ struct RunFlags {
   std::string port_range;
   double timeout_s = 60;
   double rendezvous_timeout_s = 120;
+  double link_grace_s = 30;
   int threads = 0;
   std::string key;
   std::string authorized_keys;
@@ -109,6 +110,7 @@ void CheckFlags(const RunFlags& f, const std::vector<std::string>& clusters) {
   }
   if (f.threads < 0 || f.threads > 1024) throw UsageError("--threads must be in [0, 1024], got " + std::to_string(f.threads));
   if (!(f.timeout_s > 0)) throw UsageError("--timeout-s must be > 0");
+  if (!(f.link_grace_s >= 0 && f.link_grace_s <= 86400)) throw UsageError("--link-grace-s must be in [0, 86400]");
   if (!(f.rendezvous_timeout_s > 0)) throw UsageError("--rendezvous-timeout-s must be > 0");
   if (!clusters.empty() && static_cast<int>(clusters.size()) != f.workers) {
     throw UsageError("--local-clusters names " + std::to_string(clusters.size()) + " clusters for " +
@@ -237,6 +239,7 @@ std::vector<std::string> ChildEnvironment(const RunFlags& f, int r, const std::s
       {"FRUGAL_CLUSTER", clusters.empty() ? f.cluster : clusters[r]},
       {"FRUGAL_LISTEN", plan.listen[r]},
       {"FRUGAL_TIMEOUT_S", std::to_string(f.timeout_s)},
+      {"FRUGAL_LINK_GRACE_S", std::to_string(f.link_grace_s)},
       {"FRUGAL_RENDEZVOUS_TIMEOUT_S", std::to_string(f.rendezvous_timeout_s)},
       {"FRUGAL_THREADS", std::to_string(threads)},
       {"RANK", std::to_string(rank)},
@@ -353,6 +356,8 @@ void AddRunCommand(CLI::App& app) {
   cmd->add_option("--port-range", f->port_range,
                   "Ports the workers listen on, FIRST-LAST: one per worker and one for torch.distributed's store");
   cmd->add_option("--timeout-s", f->timeout_s, "Bound on every network wait, seconds");
+  cmd->add_option("--link-grace-s", f->link_grace_s,
+                  "A peer whose link is down is kept this long, seconds (a dead process is noticed within a second or two)");
   cmd->add_option("--rendezvous-timeout-s", f->rendezvous_timeout_s,
                   "How long workers may take to start and join (imports included), seconds");
   cmd->add_option("--threads", f->threads, "Torch threads per worker (0 = cores / workers)");

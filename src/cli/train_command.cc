@@ -115,6 +115,7 @@ void LaunchLocal(engine::RunConfig& config, const std::string& local_clusters, c
   lo.elastic = config.elastic.elastic;
   lo.min_workers = config.elastic.min_workers;
   lo.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.elastic.heartbeat_timeout_s * 1000));
+  lo.link_grace = engine::LinkGraceOf(config.distributed);
   std::stringstream ss(local_clusters);
   for (std::string c; std::getline(ss, c, ',');) lo.clusters.push_back(c);
   if (!lo.clusters.empty() && static_cast<int>(lo.clusters.size()) != lo.workers) {
@@ -238,6 +239,7 @@ void RunElasticWorker(const engine::RunConfig& config, const comm::SecurityOptio
   mo.rank = id.rank;
   mo.timeout = engine::TimeoutOf(config.distributed);
   mo.zmq.security = security;
+  mo.zmq.link_grace = engine::LinkGraceOf(config.distributed);
   // A worker killed mid-run is noticed by its peers within a second; the
   // coordinator's heartbeats decide what happens next.
   mo.zmq.linger = std::chrono::milliseconds(1000);
@@ -271,6 +273,7 @@ void RunWorker(engine::RunConfig config) {
   jo.advertise_host = id.advertise_host;
   jo.timeout = engine::TimeoutOf(config.distributed);
   jo.zmq.security = security;
+  jo.zmq.link_grace = engine::LinkGraceOf(config.distributed);
   auto transport = comm::JoinZmqWorld(jo);
   if (!transport.ok()) throw RunError(transport.status().WithContext("joining " + id.coordinator).ToString());
   const int rank = (*transport)->rank();

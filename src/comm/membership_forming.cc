@@ -29,14 +29,52 @@ namespace frugal::comm {
 using nlohmann::json;
 using wire::Clock;
 
+// Note [Silent members]
+// A member's heartbeats stop when its process dies and also when the link
+// between its site and ours is down. Declaring it dead after a couple of
+// seconds turns every WAN blip into a new generation (the run rolls back
+// and its world shrinks); waiting the link grace for every death costs each
+// SIGKILL half a minute. So a member silent for heartbeat_timeout is probed
+// as the transport probes a lost peer (Note [Dead process or broken link]
+// in peer_probe.cc): its host refusing connections to its transport's port
+// means the process is gone, and it is lost at once; otherwise it is lost
+// only once it has been silent for the link grace. Its heartbeats, queued
+// by its ZeroMQ socket through the outage, arrive when the link is back.
+bool MembershipServer::Impl::HostRefuses(Member& m, Clock::time_point now) {
+  PeerProbe& probe = *m.probe;
+  if (!probe.started()) {
+    if (now >= m.next_probe) probe.Start(m.info.endpoint, std::chrono::milliseconds(1000));
+    return false;
+  }
+  const PeerProbe::Answer answer = probe.Check();
+  if (answer == PeerProbe::Answer::kPending) return false;
+  probe.Reset();
+  m.next_probe = now + std::chrono::milliseconds(250);
+  return answer == PeerProbe::Answer::kRefused;
+}
+
 void MembershipServer::Impl::CheckLiveness() {
   const auto now = Clock::now();
   if (recovering && now >= recover_deadline) FinishRecovery();  // Note [Coordinator restart]
   for (Member& m : members) {
-    if (m.gone || m.done || now - m.last_seen <= options.heartbeat_timeout) continue;
+    if (m.gone || m.done) continue;
+    const auto silent = now - m.last_seen;
+    if (silent <= options.heartbeat_timeout) {
+      m.probe->Reset();
+      continue;
+    }
+    std::string why;
+    if (silent > std::max(options.link_grace, options.heartbeat_timeout)) {
+      why = "no heartbeat for the link grace of " + std::to_string(options.link_grace.count()) + " ms";
+    } else if (HostRefuses(m, now)) {
+      why = "no heartbeat for " + std::to_string(options.heartbeat_timeout.count()) +
+            " ms, and its host refuses connections to it (process died)";
+    } else {
+      continue;
+    }
     m.gone = true;
-    Log("worker " + m.id + " (rank " + std::to_string(m.info.rank) + ") lost: no heartbeat for " +
-        std::to_string(options.heartbeat_timeout.count()) + " ms");
+    m.probe->Reset();
+    Log("worker " + m.id + " (rank " + std::to_string(m.info.rank) + ") lost: " + why);
     regs.erase(std::remove_if(regs.begin(), regs.end(), [&](const Registration& r) { return r.id == m.id; }),
                regs.end());
     if (!m.leaving) WantChange(true);

@@ -14,6 +14,7 @@
 
 #include "frugal/comm/membership.h"
 #include "membership_wire.h"
+#include "peer_probe.h"
 #include "rendezvous_wire.h"
 #include "zmq/zap_handler.h"
 
@@ -30,6 +31,9 @@ struct Member {
   bool leaving = false;  // asked to leave; not in the next generation
   bool done = false;     // finished or left
   bool gone = false;     // declared dead
+  // While silent: probes of its transport's port (Note [Silent members]).
+  std::shared_ptr<PeerProbe> probe = std::make_shared<PeerProbe>();
+  Clock::time_point next_probe;
 };
 
 struct Registration : membership_wire::RegistrationRequest {
@@ -94,6 +98,8 @@ struct MembershipServer::Impl {
   bool Adopt(const membership_wire::Heartbeat& hb, const std::string& key);
   void FinishRecovery();
   void CheckLiveness();
+  // Probes a silent member's host; true once it refused (Note [Silent members]).
+  bool HostRefuses(Member& m, Clock::time_point now);
   bool TryForm();
   void FormFirst();
   void FormNext();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -17,15 +18,30 @@ using namespace std::chrono_literals;
 struct Coordinator {
   std::unique_ptr<MembershipServer> server;
   std::future<Status> served;
+  std::mutex log_mu;
+  std::vector<std::string> log;  // GUARDED_BY(log_mu)
+
+  std::string LostLine() {
+    std::lock_guard<std::mutex> lock(log_mu);
+    for (const std::string& l : log) {
+      if (l.find(" lost: ") != std::string::npos) return l;
+    }
+    return "";
+  }
 
   explicit Coordinator(int world, int min_workers = 1, std::chrono::milliseconds heartbeat_timeout = 1000ms,
-                       const std::string& address = "tcp://127.0.0.1:*") {
+                       const std::string& address = "tcp://127.0.0.1:*",
+                       std::chrono::milliseconds link_grace = 30s) {
     MembershipOptions o;
     o.world_size = world;
     o.min_workers = min_workers;
     o.heartbeat_timeout = heartbeat_timeout;
+    o.link_grace = link_grace;
     o.timeout = 20s;
-    o.log = [](const std::string&) {};
+    o.log = [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(log_mu);
+      log.push_back(line);
+    };
     auto s = MembershipServer::Bind(address, o);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     server = std::move(*s);
@@ -194,8 +210,10 @@ TEST(MembershipTest, ASilentMemberIsLostAndTheOthersAreToldToAbort) {
   RegisterAll({cs[0].get(), cs[1].get(), cs[2].get()}, {{}, {}, {}}, &t1);
   std::atomic<int> aborts{0};
   cs[0]->OnAbort([&](const Status&) { ++aborts; });
-  cs[2].reset();  // its heartbeats stop
+  cs[2].reset();  // the process dies: its heartbeats stop and its port is closed
+  t1[2].reset();
   ASSERT_TRUE(WaitFor([&] { return aborts.load() == 1 && cs[1]->pending() == 2; }));
+  EXPECT_NE(co.LostLine().find("refuses connections"), std::string::npos) << co.LostLine();
   t1.clear();
   std::vector<std::unique_ptr<Transport>> t2;
   auto g2 = RegisterAll({cs[0].get(), cs[1].get()}, {{5, 10}, {5}}, &t2);
@@ -205,6 +223,21 @@ TEST(MembershipTest, ASilentMemberIsLostAndTheOthersAreToldToAbort) {
   EXPECT_EQ(t2[0]->world_size(), 2);
 }
 
+// Note [Silent members]: a member whose heartbeats stop while its host
+// still accepts connections to its port (as behind a link that lost only
+// some traffic) is not declared dead at the heartbeat timeout but at the
+// link grace; the log says which.
+TEST(MembershipTest, ASilentMemberWhoseHostAnswersIsKeptForTheLinkGrace) {
+  Coordinator co(2, /*min_workers=*/1, /*heartbeat_timeout=*/200ms, "tcp://127.0.0.1:*", /*link_grace=*/1500ms);
+  auto a = NewClient(co.server->endpoint());
+  auto b = NewClient(co.server->endpoint());
+  std::vector<std::unique_ptr<Transport>> t1;
+  RegisterAll({a.get(), b.get()}, {{}, {}}, &t1);
+  b.reset();  // heartbeats stop; its transport still listens
+  ASSERT_TRUE(WaitFor([&] { return a->pending() == 2; }));
+  EXPECT_NE(co.LostLine().find("no heartbeat for the link grace of 1500 ms"), std::string::npos) << co.LostLine();
+}
+
 TEST(MembershipTest, FewerThanMinWorkersFailsTheJobWithAClearError) {
   Coordinator co(2, /*min_workers=*/2, /*heartbeat_timeout=*/300ms);
   auto a = NewClient(co.server->endpoint());
@@ -212,6 +245,7 @@ TEST(MembershipTest, FewerThanMinWorkersFailsTheJobWithAClearError) {
   std::vector<std::unique_ptr<Transport>> t1;
   RegisterAll({a.get(), b.get()}, {{}, {}}, &t1);
   b.reset();
+  t1[1].reset();
   ASSERT_TRUE(WaitFor([&] { return a->pending() == 2; }));
   std::unique_ptr<Transport> t;
   Result<Generation> g = a->Register({3}, &t);

@@ -27,6 +27,7 @@ Status RunCoordinator(const CoordinatorOptions& options, const std::function<voi
     mo.world_size = options.world_size;
     mo.min_workers = options.min_workers;
     mo.heartbeat_timeout = options.heartbeat_timeout;
+    mo.link_grace = options.link_grace;
     mo.timeout = options.timeout;
     mo.zmq = options.zmq;
     FRUGAL_ASSIGN_OR_RETURN(auto server, comm::MembershipServer::Bind(options.listen, mo));
@@ -219,6 +220,7 @@ Status RunLocalWorkers(const LocalLaunchOptions& options) {
   co.elastic = options.elastic;
   co.min_workers = options.min_workers;
   co.heartbeat_timeout = options.heartbeat_timeout;
+  co.link_grace = options.link_grace;
 
   Status coordinator_status;
   // The coordinator serves in a thread while this thread supervises.

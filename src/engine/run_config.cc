@@ -179,6 +179,10 @@ std::chrono::milliseconds TimeoutOf(const DistributedOptions& o) {
   return std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
 }
 
+std::chrono::milliseconds LinkGraceOf(const DistributedOptions& o) {
+  return std::chrono::milliseconds(static_cast<int64_t>(o.link_grace_s * 1000));
+}
+
 // Note [Sync auto]
 // The default, --sync auto, trains in the local mode (--local-steps 16, whole
 // int4 rounds, overlapped fragments, the outer step OuterOf chooses) wherever

@@ -48,9 +48,14 @@ namespace frugal::comm {
 struct MembershipOptions {
   int world_size = 1;   // workers of the first generation
   int min_workers = 1;  // fewer than this after a change: the job fails
-  // A member silent for this long is dead (and a registration round that
-  // waits on a silent member drops it).
+  // A member silent for this long is dead if its host refuses connections
+  // to its transport's port (the process died), and a registration round
+  // that waits on such a member drops it. Default: 2 s.
   std::chrono::milliseconds heartbeat_timeout{2000};
+  // A silent member whose host does not answer (a link outage between
+  // sites, a host down) is dead after this long instead (Note [Silent
+  // members] in membership_forming.cc). Default: 30 s.
+  std::chrono::milliseconds link_grace{30000};
   // Bound on forming the first world, and on each later registration round.
   std::chrono::milliseconds timeout{60000};
   ZmqOptions zmq;

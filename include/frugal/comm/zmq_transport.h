@@ -14,14 +14,18 @@
 // sockets; Send() hands messages to it through a queue and an eventfd, so
 // Send never blocks on the network. Payloads are sent zero-copy: the
 // zmq message holds a reference to the SharedBytes until ZeroMQ is done.
-// Each message is two frames: a 32-byte header and the payload (wire format
+// Each message is two frames: a 40-byte header and the payload (wire format
 // in docs/design/comm.md). A message that does not parse (a stranger, a port
 // scanner, another protocol) is dropped and logged, never fatal. The receiver acknowledges each data message with a
 // header-only ack, which gives the per-link busy time in TransportStats.
 // Closing a transport sends a "goodbye" to every peer, so peers see
-// Unavailable at once instead of waiting for their timeout; a peer whose
-// connection drops without a goodbye (killed process) is declared gone
-// after `peer_lost_grace`.
+// Unavailable at once instead of waiting for their timeout. A peer whose
+// connection drops without a goodbye is declared gone after
+// `peer_lost_grace` when its host refuses connections to it (the process
+// died), and after `link_grace` when its host does not answer (a broken
+// link, a host down). A connection that comes back resends what the peer
+// had not acknowledged, and the receiver drops duplicates (Note [Resend
+// after reconnect]), so an exchange in flight during an outage completes.
 //
 // Thread safety: as for Transport. Nothing is process-wide: each transport
 // owns its own ZeroMQ context.
@@ -47,11 +51,24 @@ struct ZmqOptions {
   // How often a DEALER retries a connection to a peer that is not up yet
   // (ZMQ_RECONNECT_IVL). Default: 100 ms.
   std::chrono::milliseconds reconnect_interval{100};
-  // A peer whose connection drops (process died) and does not come back
-  // within this grace period is treated as closed: waits on it fail with
-  // Unavailable immediately instead of running into their timeout.
-  // Default: 1 s.
+  // A peer whose connection dropped and whose host refuses connections to
+  // its port (nothing listens: the process died) this long is treated as
+  // closed: waits on it fail with Unavailable at once instead of running
+  // into their timeout. Default: 1 s.
   std::chrono::milliseconds peer_lost_grace{1000};
+  // A peer whose connection dropped and whose host does not answer (a link
+  // outage between sites, a host down) is waited for this long before it is
+  // treated as closed; meanwhile its messages stay queued and are resent
+  // when it is back. Waits on it still end at their own timeout.
+  // Default: 30 s (frugal train/worker/coordinator/run --link-grace-s).
+  std::chrono::milliseconds link_grace{30000};
+  // A connection whose sent bytes stay unacknowledged by TCP this long
+  // (ZMQ_TCP_MAXRT, TCP_USER_TIMEOUT on Linux) is dropped and reconnected,
+  // so that a link that comes back is used at once rather than after TCP's
+  // exponential retransmission backoff (Note [Resend after reconnect]). A
+  // connection making progress, however slowly, is never dropped.
+  // Default: 5 s; 0 leaves it to the kernel (about 15 minutes).
+  std::chrono::milliseconds stalled_connection{5000};
   // Who may connect and whether bytes are encrypted (security.h). Default:
   // plain TCP.
   SecurityOptions security;
@@ -105,6 +122,6 @@ Result<std::unique_ptr<Transport>> ConnectZmqTransport(std::unique_ptr<ZmqListen
 
 // Bytes of framing the ZeroMQ backend adds to every message (not counted in
 // TransportStats, which counts payload bytes).
-inline constexpr size_t kZmqWireHeaderBytes = 32;
+inline constexpr size_t kZmqWireHeaderBytes = 40;
 
 }  // namespace frugal::comm

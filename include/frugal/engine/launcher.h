@@ -28,6 +28,9 @@ struct CoordinatorOptions {
   bool elastic = false;
   int min_workers = 1;
   std::chrono::milliseconds heartbeat_timeout{2000};
+  // A silent member whose host does not answer is lost after this long
+  // instead (comm::MembershipOptions::link_grace).
+  std::chrono::milliseconds link_grace{30000};
   // The server socket's options; security as the workers' (security.h).
   comm::ZmqOptions zmq;
 };
@@ -62,6 +65,7 @@ struct LocalLaunchOptions {
   bool elastic = false;
   int min_workers = 1;
   std::chrono::milliseconds heartbeat_timeout{2000};
+  std::chrono::milliseconds link_grace{30000};  // as CoordinatorOptions::link_grace
   // Set from a signal handler (SIGINT, SIGTERM) to stop the workers and
   // return; not owned, may be null.
   const std::atomic<bool>* stop = nullptr;

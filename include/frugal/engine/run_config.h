@@ -152,6 +152,10 @@ struct DistributedOptions {
   // Exchange (comm).
   comm::ExchangeAlgorithm exchange = comm::ExchangeAlgorithm::kAuto;
   double timeout_s = 60.0;        // bound on every network wait
+  // A peer (or, at the coordinator, an elastic member) whose host does not
+  // answer is waited for this long before it is lost; one whose host
+  // refuses connections (process died) is lost within a second or two.
+  double link_grace_s = 30.0;
   int64_t checksum_every = 100;   // compare replica checksums every N steps (0 = only at the end)
   // Control.
   // auto: the controller wherever it can run (docs/design/controller.md); it
@@ -313,6 +317,13 @@ void VisitFields(DistributedOptions& o, V&& visit) {
               "bytes, rounded to nearest even; every member sums the same rounded values) or fp32"),
         o.site_values);
   visit(Field("timeout_s", d, "Bound on every network wait, seconds").PerWorker().Positive().Max(86400), o.timeout_s);
+  visit(Field("link_grace_s", d,
+              "A peer whose link is down is kept this long, seconds; a dead process is still noticed within a "
+              "second or two (waits end at --timeout-s all the same)")
+            .PerWorker()
+            .NonNegative()
+            .Max(86400),
+        o.link_grace_s);
   visit(Field("checksum_every", d, "Compare replica checksums every N steps (0 = at the end)").NonNegative(),
         o.checksum_every);
   visit(Field("dgc_momentum", d, "Error-feedback momentum correction (0 = off)").UnitInterval(), o.dgc_momentum);
@@ -451,6 +462,8 @@ double WireBytesPerValue(const DistributedOptions& o);
 // (int4 codes travel as int8 there).
 double MergedWireBytesPerValue(const DistributedOptions& o);
 std::chrono::milliseconds TimeoutOf(const DistributedOptions& o);
+// link_grace_s as a duration.
+std::chrono::milliseconds LinkGraceOf(const DistributedOptions& o);
 // The density sent: density, or for 0 the mode's default (kStepDensity with
 // --sync step, kLocalDensity with --sync local).
 constexpr double kStepDensity = 0.03;

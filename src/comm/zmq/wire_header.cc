@@ -21,7 +21,7 @@ T Get(const uint8_t* in) {
 }  // namespace
 
 // Layout: magic u32 | version u8 | kind u8 | reserved u16 | src u32 |
-//         world_size u32 | tag u64 | length u64.
+//         world_size u32 | tag u64 | length u64 | seq u64.
 std::array<uint8_t, WireHeader::kSize> WireHeader::Encode() const {
   std::array<uint8_t, kSize> out{};
   Put<uint32_t>(&out[0], kMagic);
@@ -32,6 +32,7 @@ std::array<uint8_t, WireHeader::kSize> WireHeader::Encode() const {
   Put<uint32_t>(&out[12], world_size);
   Put<uint64_t>(&out[16], tag);
   Put<uint64_t>(&out[24], length);
+  Put<uint64_t>(&out[32], seq);
   return out;
 }
 
@@ -54,6 +55,7 @@ Result<WireHeader> WireHeader::Decode(const uint8_t* data, size_t size) {
   h.world_size = Get<uint32_t>(data + 12);
   h.tag = Get<uint64_t>(data + 16);
   h.length = Get<uint64_t>(data + 24);
+  h.seq = Get<uint64_t>(data + 32);
   return h;
 }
 

@@ -1,4 +1,4 @@
-// WireHeader: the fixed 32-byte header in front of every ZeroMQ message.
+// WireHeader: the fixed 40-byte header in front of every ZeroMQ message.
 // Little-endian, independent of the host (docs/design/comm.md has the layout).
 #pragma once
 
@@ -12,21 +12,24 @@ namespace frugal::comm {
 enum class WireKind : uint8_t {
   kData = 1,     // A Transport message; the payload frame follows.
   kGoodbye = 2,  // The sender closed its transport; payload frame empty.
-  kAck = 3,      // The sender has read the oldest unacknowledged data message
-                 // we sent it (per-pair FIFO makes a sequence number
-                 // unnecessary); payload frame empty. Note [Busy time].
+  kAck = 3,      // The sender has read every data message we sent it up to
+                 // and including `seq` (cumulative); payload frame empty.
+                 // Note [Busy time], Note [Resend after reconnect].
 };
 
 struct WireHeader {
   static constexpr uint32_t kMagic = 0x31475246;  // "FRG1" in little-endian byte order.
-  static constexpr uint8_t kVersion = 1;
-  static constexpr size_t kSize = 32;
+  static constexpr uint8_t kVersion = 2;
+  static constexpr size_t kSize = 40;
 
   WireKind kind = WireKind::kData;
   uint32_t src = 0;
   uint32_t world_size = 0;
   Tag tag = 0;
   uint64_t length = 0;  // Payload bytes in the next frame.
+  // kData: the message's number on its (sender, receiver) pair, from 1.
+  // kAck: the newest data message delivered in order. kGoodbye: 0.
+  uint64_t seq = 0;
 
   std::array<uint8_t, kSize> Encode() const;
   // Corruption with the reason if `data` is not a well-formed header.

@@ -14,6 +14,7 @@ WireHeader DataHeader(uint32_t src, uint32_t world, uint64_t length) {
   h.world_size = world;
   h.tag = 0x0123456789abcdefull;
   h.length = length;
+  h.seq = 0xfedcba9876543210ull;
   return h;
 }
 
@@ -26,6 +27,7 @@ TEST(WireHeaderTest, RoundTrips) {
   EXPECT_EQ(h->world_size, 3u);
   EXPECT_EQ(h->tag, 0x0123456789abcdefull);
   EXPECT_EQ(h->length, 77u);
+  EXPECT_EQ(h->seq, 0xfedcba9876543210ull);
 }
 
 TEST(WireHeaderTest, RejectsMalformedHeaders) {
@@ -36,14 +38,15 @@ TEST(WireHeaderTest, RejectsMalformedHeaders) {
     EXPECT_EQ(h.status().code(), Status::Code::kCorruption);
     EXPECT_NE(h.status().message().find(why), std::string::npos) << h.status().ToString();
   };
-  expect_corrupt(good, 31, "31 bytes");
+  expect_corrupt(good, 39, "39 bytes");
+  expect_corrupt(good, 32, "32 bytes");
   expect_corrupt(good, 0, "0 bytes");
   auto b = good;
   b[0] ^= 1;
   expect_corrupt(b, b.size(), "magic");
   b = good;
-  b[4] = 2;
-  expect_corrupt(b, b.size(), "wire version 2");
+  b[4] = 1;
+  expect_corrupt(b, b.size(), "wire version 1");
   for (uint8_t kind : {0, 4, 255}) {
     b = good;
     b[5] = kind;

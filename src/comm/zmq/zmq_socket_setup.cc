@@ -73,7 +73,20 @@ Status ConfigureSocket(zmq::socket_t& socket, SocketRole role, const ZmqOptions&
     socket.set(zmq::sockopt::linger, static_cast<int>(options.linger.count()));
     if (role == SocketRole::kConnector) {
       socket.set(zmq::sockopt::reconnect_ivl, static_cast<int>(options.reconnect_interval.count()));
+      // Note [Resend after reconnect]: a stalled connection is dropped and
+      // redialled; a redial into a silent network gives up after 2 s and
+      // tries again instead of waiting out the kernel's SYN backoff.
+      if (options.stalled_connection.count() > 0) {
+        socket.set(zmq::sockopt::tcp_maxrt, static_cast<int>(options.stalled_connection.count()));
+      }
+      socket.set(zmq::sockopt::connect_timeout, 2000);
     } else {
+      // The connecting side of a connection that a link outage broke may
+      // have given up on it; keepalive reaps our end within about a minute.
+      socket.set(zmq::sockopt::tcp_keepalive, 1);
+      socket.set(zmq::sockopt::tcp_keepalive_idle, 30);
+      socket.set(zmq::sockopt::tcp_keepalive_intvl, 10);
+      socket.set(zmq::sockopt::tcp_keepalive_cnt, 3);
       // Note [No ZMTP 1.0]: a ZAP domain makes libzmq refuse pre-3.0 peers.
       socket.set(zmq::sockopt::zap_domain, "frugal");
     }

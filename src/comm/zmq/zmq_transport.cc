@@ -7,12 +7,14 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <optional>
 #include <thread>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
 #include "mailbox.h"
+#include "peer_probe.h"
 #include "rate_limited_log.h"
 #include "tsan_handoff.h"
 #include "wire_header.h"
@@ -48,6 +50,11 @@ namespace frugal::comm {
 // every peer still open, and closes its sockets. Destroying the context then
 // waits at most 200 ms for ZeroMQ to put the goodbyes on the wire. Sockets
 // to peers known to be gone get linger 0.
+//
+// Outages (Note [Lost peers], Note [Resend after reconnect]): a dropped
+// connection is redialled by ZeroMQ; the peer is waited for as long as its
+// host answers that it is there or does not answer at all, up to
+// `link_grace`, and what it had not acknowledged is resent once it is back.
 
 struct ZmqListener::Impl {
   ZmqOptions options;
@@ -82,12 +89,14 @@ void ReleasePayload(void* /*data*/, void* hint) {
 class ZmqTransport final : public Transport {
  public:
   ZmqTransport(int rank, Topology topology, std::unique_ptr<ZmqListener::Impl> listener,
-               std::vector<zmq::socket_t> dealers, std::vector<zmq::socket_t> monitors, int wake_fd)
+               std::vector<zmq::socket_t> dealers, std::vector<zmq::socket_t> monitors,
+               std::vector<std::string> endpoints, int wake_fd)
       : Transport(rank, topology),
         listener_(std::move(listener)),
         dealers_(std::move(dealers)),
         monitors_(std::move(monitors)),
-        lost_since_(dealers_.size()),
+        endpoints_(std::move(endpoints)),
+        links_(dealers_.size()),
         wake_fd_(wake_fd),
         drops_(listener_->options.log),
         mailbox_(rank, std::move(topology)) {
@@ -222,15 +231,20 @@ class ZmqTransport final : public Transport {
   }
 
   // Note [Lost peers]
-  // A peer that exits without a goodbye (crash, SIGKILL, host down with a
-  // RST) drops the TCP connection our DEALER holds to it; the socket monitor
-  // reports ZMQ_EVENT_DISCONNECTED. ZeroMQ keeps reconnecting, so a peer that
-  // restarted its listener, or a connection reset by a flaky middlebox, comes
-  // back with ZMQ_EVENT_CONNECTED. If it does not come back within
-  // `peer_lost_grace`, the peer is marked closed and every wait on it fails
-  // with Unavailable at once instead of running into its timeout. A peer that
-  // is alive but silent (network stall, no RST) is still only caught by the
-  // receive timeouts.
+  // A peer that exits without a goodbye (crash, SIGKILL) drops the TCP
+  // connection our DEALER holds to it, and so does a link outage once the
+  // connection stalls for `stalled_connection` (Note [Resend after
+  // reconnect]); the socket monitor reports ZMQ_EVENT_DISCONNECTED and
+  // ZeroMQ keeps redialling. The peer is back when a redial completes its
+  // handshake (ZMQ_EVENT_HANDSHAKE_SUCCEEDED: a bare TCP connect proves
+  // nothing). While it is away, a probe asks its host whether its port is
+  // still open (Note [Dead process or broken link] in peer_probe.cc): a host
+  // that refuses for `peer_lost_grace` has lost the process, and the peer is
+  // marked closed, so every wait on it fails with Unavailable at once
+  // instead of running into its timeout; a host that accepts or does not
+  // answer gets `link_grace`. A peer that is alive but silent without a
+  // dropped connection (a stall shorter than `stalled_connection`) is only
+  // caught by the receive timeouts.
   void ReadMonitor(int peer) {
     zmq::socket_t& mon = monitors_[peer];
     while (true) {
@@ -244,39 +258,103 @@ class ZmqTransport final : public Transport {
       if (parts.empty() || parts[0].size() < sizeof(uint16_t)) continue;
       uint16_t event;
       std::memcpy(&event, parts[0].data(), sizeof(event));
+      PeerLink& link = links_[peer];
       if (event == ZMQ_EVENT_DISCONNECTED) {
-        if (!lost_since_[peer]) lost_since_[peer] = std::chrono::steady_clock::now();
-      } else if (event == ZMQ_EVENT_CONNECTED) {
-        lost_since_[peer].reset();
+        if (!link.lost_since) {
+          link.lost_since = std::chrono::steady_clock::now();
+          link.refused_since.reset();
+          link.next_probe = *link.lost_since;
+        }
+      } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        link.lost_since.reset();
+        link.refused_since.reset();
+        if (link.connected_before) Resend(peer);
+        link.connected_before = true;
       }
     }
   }
 
+  // Probes the hosts of peers that are away and closes those whose grace
+  // ended (Note [Lost peers]).
   void DeclareLostPeers() {
+    const ZmqOptions& o = listener_->options;
     const auto now = std::chrono::steady_clock::now();
-    for (size_t peer = 0; peer < lost_since_.size(); ++peer) {
-      if (!lost_since_[peer] || now - *lost_since_[peer] < listener_->options.peer_lost_grace) continue;
-      lost_since_[peer].reset();
+    for (size_t peer = 0; peer < links_.size(); ++peer) {
+      PeerLink& link = links_[peer];
+      if (!link.lost_since) continue;
+      if (mailbox_.IsClosed(static_cast<int>(peer))) {  // said goodbye, or already declared lost
+        link.lost_since.reset();
+        link.probe.Reset();
+        continue;
+      }
+      if (link.probe.started()) {
+        const PeerProbe::Answer answer = link.probe.Check();
+        if (answer != PeerProbe::Answer::kPending) {
+          if (answer != PeerProbe::Answer::kRefused) {
+            link.refused_since.reset();
+          } else if (!link.refused_since) {
+            link.refused_since = now;
+          }
+          link.probe.Reset();
+          link.next_probe = now + kProbeInterval;
+        }
+      } else if (now >= link.next_probe) {
+        link.probe.Start(endpoints_[peer], kProbeTimeout);
+        continue;  // checked on the next turn of the loop
+      }
+      std::string why;
+      if (link.refused_since && now - *link.refused_since >= o.peer_lost_grace) {
+        why = "lost its connection, and its host refuses connections to it (process died)";
+      } else if (now - *link.lost_since >= o.link_grace) {
+        why = "lost its connection and was not back within the link grace of " +
+              std::to_string(o.link_grace.count()) + " ms (host down or link broken)";
+      } else {
+        continue;
+      }
+      link.lost_since.reset();
+      link.refused_since.reset();
+      link.probe.Reset();
+      link.unacked.clear();
       TransfersAbandoned(static_cast<int>(peer));
-      mailbox_.MarkClosed(static_cast<int>(peer),
-                          "lost its connection and did not reconnect within " +
-                              std::to_string(listener_->options.peer_lost_grace.count()) +
-                              " ms (process died or host unreachable)");
+      mailbox_.MarkClosed(static_cast<int>(peer), why);
     }
   }
 
-  // How long poll may sleep before a lost peer's grace period ends.
+  // How long poll may sleep: short while a peer is away (its probe and its
+  // grace are checked on every turn), else until woken.
   std::chrono::milliseconds NextLostDeadline() const {
-    std::chrono::milliseconds wait(-1);
-    const auto now = std::chrono::steady_clock::now();
-    for (const auto& since : lost_since_) {
-      if (!since) continue;
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          *since + listener_->options.peer_lost_grace - now);
-      if (left.count() < 0) left = std::chrono::milliseconds(0);
-      if (wait.count() < 0 || left < wait) wait = left + std::chrono::milliseconds(1);
+    for (const PeerLink& link : links_) {
+      if (link.lost_since) return kAwayPollInterval;
     }
-    return wait;
+    return std::chrono::milliseconds(-1);
+  }
+
+  // Note [Resend after reconnect]
+  // TCP alone rides out a short outage: the kernel keeps retransmitting and
+  // the connection survives. But where the network drops packets without an
+  // ICMP answer (which would reset the backoff), the retransmission backoff
+  // doubles up to two minutes, so after a 40 s outage the next retry can
+  // come 20 s after the link is back; so a connection that stays stalled for
+  // `stalled_connection` is dropped (TCP_USER_TIMEOUT) and ZeroMQ redials it
+  // every `reconnect_interval`. A dropped connection loses what was in its
+  // socket buffers, and ZeroMQ does not resend: so every data message
+  // carries a sequence number per (sender, receiver) pair, the sender keeps
+  // each payload until the receiver acknowledges it (acks are cumulative:
+  // "every message up to seq"), and when a redial completes its handshake
+  // the sender resends everything unacknowledged and re-sends its own
+  // cumulative ack (acks to that peer travel on the same connection). The
+  // receiver delivers in sequence order, holds a message that arrives ahead
+  // of a gap, and drops one it has already delivered, so a resend is never
+  // delivered twice. The costs: a payload lives until its ack (one round trip
+  // longer than its write, which can make a caller's buffer reuse allocate),
+  // and a reconnect may resend messages that had not been lost (those still
+  // queued in ZeroMQ's pipe), which the receiver drops.
+  void Resend(int peer) {
+    PeerLink& link = links_[peer];
+    for (const Unacked& u : link.unacked) {
+      SendData(peer, u.seq, u.tag, u.payload);
+    }
+    SendControl(peer, WireKind::kAck, link.delivered);
   }
 
   // Writes everything queued; returns whether the transport is stopping.
@@ -294,15 +372,23 @@ class ZmqTransport final : public Transport {
         TransfersAbandoned(out.dst);
         continue;
       }
-      WireHeader h;
-      h.kind = WireKind::kData;
-      h.src = static_cast<uint32_t>(rank());
-      h.world_size = static_cast<uint32_t>(world_size());
-      h.tag = out.tag;
-      h.length = out.payload->size();
-      SendFrames(out.dst, h, std::move(out.payload));
+      PeerLink& link = links_[out.dst];
+      const uint64_t seq = link.next_seq++;
+      link.unacked.push_back(Unacked{seq, out.tag, out.payload});
+      SendData(out.dst, seq, out.tag, std::move(out.payload));
     }
     return stopping;
+  }
+
+  void SendData(int dst, uint64_t seq, Tag tag, SharedBytes payload) {
+    WireHeader h;
+    h.kind = WireKind::kData;
+    h.src = static_cast<uint32_t>(rank());
+    h.world_size = static_cast<uint32_t>(world_size());
+    h.tag = tag;
+    h.length = payload->size();
+    h.seq = seq;
+    SendFrames(dst, h, std::move(payload));
   }
 
   void SendFrames(int dst, const WireHeader& h, SharedBytes payload) {
@@ -360,26 +446,44 @@ class ZmqTransport final : public Transport {
     switch (h.kind) {
       case WireKind::kGoodbye:
         mailbox_.MarkClosed(src, "closed its transport");
+        links_[src].unacked.clear();
         TransfersAbandoned(src);
         return Status::Ok();
-      case WireKind::kAck:
-        TransferAcknowledged(src);
+      case WireKind::kAck: {
+        // Cumulative (Note [Resend after reconnect]): a repeated ack acknowledges nothing new.
+        PeerLink& link = links_[src];
+        while (!link.unacked.empty() && link.unacked.front().seq <= h.seq) {
+          link.unacked.pop_front();
+          TransferAcknowledged(src);
+        }
         return Status::Ok();
+      }
       case WireKind::kData:
         break;
     }
-    const uint8_t* data = parts[2].data<uint8_t>();
-    mailbox_.Deliver(src, h.tag, Bytes(data, data + parts[2].size()));
-    SendControl(src, WireKind::kAck);
+    if (h.seq == 0) return Status::Corruption("data message from rank " + std::to_string(src) + " has no sequence number");
+    PeerLink& link = links_[src];
+    if (h.seq > link.delivered && link.early.count(h.seq) == 0) {
+      const uint8_t* data = parts[2].data<uint8_t>();
+      link.early.emplace(h.seq, Early{h.tag, Bytes(data, data + parts[2].size())});
+      // Deliver in sequence order: what arrived ahead of a gap waits for the resend that fills it.
+      for (auto it = link.early.begin(); it != link.early.end() && it->first == link.delivered + 1;
+           it = link.early.erase(it)) {
+        mailbox_.Deliver(src, it->second.tag, std::move(it->second.payload));
+        link.delivered = it->first;
+      }
+    }
+    SendControl(src, WireKind::kAck, link.delivered);
     return Status::Ok();
   }
 
   // A header-only message (ack, goodbye) to `peer`.
-  void SendControl(int peer, WireKind kind) {
+  void SendControl(int peer, WireKind kind, uint64_t seq = 0) {
     WireHeader h;
     h.kind = kind;
     h.src = static_cast<uint32_t>(rank());
     h.world_size = static_cast<uint32_t>(world_size());
+    h.seq = seq;
     SendFrames(peer, h, nullptr);
   }
 
@@ -401,10 +505,40 @@ class ZmqTransport final : public Transport {
     }
   }
 
+  static constexpr std::chrono::milliseconds kProbeInterval{250};
+  static constexpr std::chrono::milliseconds kProbeTimeout{1000};
+  static constexpr std::chrono::milliseconds kAwayPollInterval{20};
+
+  struct Unacked {
+    uint64_t seq;
+    Tag tag;
+    SharedBytes payload;
+  };
+  struct Early {
+    Tag tag;
+    Bytes payload;
+  };
+  // One peer's side of the pair, as this rank sees it. I/O thread only.
+  struct PeerLink {
+    // Sending (Note [Resend after reconnect]).
+    uint64_t next_seq = 1;
+    std::deque<Unacked> unacked;  // in seq order
+    // Receiving: the newest message delivered in order, and those ahead of a gap.
+    uint64_t delivered = 0;
+    std::map<uint64_t, Early> early;
+    // Our DEALER's connection (Note [Lost peers]).
+    bool connected_before = false;
+    std::optional<std::chrono::steady_clock::time_point> lost_since;
+    std::optional<std::chrono::steady_clock::time_point> refused_since;
+    std::chrono::steady_clock::time_point next_probe;
+    PeerProbe probe;
+  };
+
   std::unique_ptr<ZmqListener::Impl> listener_;  // Context + ROUTER.
   std::vector<zmq::socket_t> dealers_;           // Index = peer rank; own entry empty. I/O thread only.
   std::vector<zmq::socket_t> monitors_;          // PAIR sockets reading the dealers' monitors. I/O thread only.
-  std::vector<std::optional<std::chrono::steady_clock::time_point>> lost_since_;  // I/O thread only.
+  const std::vector<std::string> endpoints_;     // Index = peer rank: where its listener is (probes).
+  std::vector<PeerLink> links_;                  // Index = peer rank. I/O thread only.
   const int wake_fd_;
   RateLimitedLog drops_;  // Messages dropped by ReadIncoming.
   Mailbox mailbox_;
@@ -441,7 +575,9 @@ Result<std::unique_ptr<Transport>> ConnectZmqTransport(std::unique_ptr<ZmqListen
   std::unique_ptr<ZmqListener::Impl> impl = std::move(listener->impl_);
   std::vector<zmq::socket_t> dealers(n);
   std::vector<zmq::socket_t> monitors(n);
+  std::vector<std::string> endpoints(n);
   for (int r = 0; r < n; ++r) {
+    endpoints[r] = peers[r].endpoint;
     if (r == rank) continue;
     try {
       dealers[r] = zmq::socket_t(impl->context, zmq::socket_type::dealer);
@@ -451,7 +587,7 @@ Result<std::unique_ptr<Transport>> ConnectZmqTransport(std::unique_ptr<ZmqListen
       // are unique enough.
       const std::string monitor_endpoint = "inproc://frugal-peer-monitor-" + std::to_string(r);
       if (zmq_socket_monitor(dealers[r].handle(), monitor_endpoint.c_str(),
-                             ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0) {
+                             ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0) {
         throw zmq::error_t();
       }
       monitors[r] = zmq::socket_t(impl->context, zmq::socket_type::pair);
@@ -465,7 +601,8 @@ Result<std::unique_ptr<Transport>> ConnectZmqTransport(std::unique_ptr<ZmqListen
   int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0) return Status::IOError(std::string("eventfd: ") + std::strerror(errno));
   return std::unique_ptr<Transport>(
-      new ZmqTransport(rank, std::move(topology), std::move(impl), std::move(dealers), std::move(monitors), wake_fd));
+      new ZmqTransport(rank, std::move(topology), std::move(impl), std::move(dealers), std::move(monitors),
+                       std::move(endpoints), wake_fd));
 }
 
 }  // namespace frugal::comm

@@ -14,6 +14,7 @@
 #include "frugal/comm/sparse_exchange.h"
 #include "hostile_peer.h"
 #include "test_combine.h"
+#include "test_tcp_proxy.h"
 #include "test_world.h"
 
 namespace frugal::comm {
@@ -107,6 +108,152 @@ TEST(ZmqTransportTest, CloseWaitsUntilPeersHaveTheData) {
   auto m = w.ranks[1]->Recv(0, 1, milliseconds(0));
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(m->payload, big);
+}
+
+// A ZeroMQ world whose every rank is reached through its own TcpProxy, so a
+// test can break the links to a rank the ways networks break.
+struct ProxiedWorld {
+  std::vector<std::unique_ptr<testing::TcpProxy>> proxies;  // index = rank
+  std::vector<std::unique_ptr<Transport>> ranks;
+
+  void ForEachProxy(const std::function<void(testing::TcpProxy&)>& f) {
+    for (auto& p : proxies) f(*p);
+  }
+};
+
+ProxiedWorld MakeProxiedWorld(const std::vector<std::string>& clusters, const ZmqOptions& options) {
+  ProxiedWorld w;
+  std::vector<std::unique_ptr<ZmqListener>> listeners;
+  std::vector<PeerInfo> peers;
+  for (int r = 0; r < static_cast<int>(clusters.size()); ++r) {
+    auto l = ZmqListener::Bind("tcp://127.0.0.1:*", options);
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    if (!l.ok()) return w;
+    w.proxies.push_back(std::make_unique<testing::TcpProxy>(testing::PortOf((*l)->endpoint())));
+    peers.push_back(PeerInfo{r, w.proxies.back()->endpoint(), clusters[r], ""});
+    listeners.push_back(std::move(l).value());
+  }
+  for (int r = 0; r < static_cast<int>(clusters.size()); ++r) {
+    auto t = ConnectZmqTransport(std::move(listeners[r]), r, peers);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    if (!t.ok()) return w;
+    w.ranks.push_back(std::move(t).value());
+  }
+  return w;
+}
+
+uint64_t InFlight(Transport& t) {
+  TransportStats s = t.stats();
+  return s.intra_cluster.messages_in_flight + s.inter_cluster.messages_in_flight;
+}
+
+// Waits (bounded) until every message `t` sent is acknowledged.
+bool AllAcknowledged(Transport& t) {
+  for (int i = 0; i < 1000 && InFlight(t) > 0; ++i) std::this_thread::sleep_for(milliseconds(10));
+  return InFlight(t) == 0;
+}
+
+// Note [Resend after reconnect]: during an outage every byte on the wire is
+// lost (the blackhole swallows what TCP had already handed over); when the
+// links come back as new connections the senders resend what was not
+// acknowledged, and the exchanges that were in flight complete with the
+// right sums.
+TEST(ZmqOutageTest, ExchangesInFlightDuringAnOutageCompleteWithTheRightValues) {
+  ProxiedWorld w = MakeProxiedWorld({"a", "a", "b", "b"}, testing::FastZmqOptions());
+  ASSERT_EQ(w.ranks.size(), 4u);
+  std::atomic<int> failures{0};
+  auto run = [&](int first, int last) {
+    testing::RunRanks(4, [&](int r) {
+      SparseExchange ex(w.ranks[r].get(), testing::SumU32);
+      for (int it = first; it < last; ++it) {
+        auto out = ex.Run(it, testing::ExchangeInput(it, r));
+        if (!out.ok()) {
+          ADD_FAILURE() << "rank " << r << " iteration " << it << ": " << out.status().ToString();
+          failures++;
+          return;
+        }
+        if (*out != testing::ExchangeExpected(it, 4)) failures++;
+      }
+    });
+  };
+  run(0, 5);  // every connection is up
+  w.ForEachProxy([](testing::TcpProxy& p) { p.SetMode(testing::TcpProxy::Mode::kBlackhole); });
+  std::thread during([&] { run(5, 15); });
+  std::this_thread::sleep_for(milliseconds(300));  // iteration 5's messages go into the blackhole
+  w.ForEachProxy([](testing::TcpProxy& p) {
+    p.ResetConnections();
+    p.SetMode(testing::TcpProxy::Mode::kForward);
+  });
+  during.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (auto& t : w.ranks) EXPECT_TRUE(AllAcknowledged(*t)) << "messages still in flight after the outage";
+}
+
+// A message that arrived but whose acknowledgement was lost is resent after
+// the reconnect; the receiver drops the copy, so a later message with the
+// same tag is not shadowed by it.
+TEST(ZmqOutageTest, AResentMessageIsDeliveredOnce) {
+  ProxiedWorld w = MakeProxiedWorld({"a", "b"}, testing::FastZmqOptions());
+  ASSERT_EQ(w.ranks.size(), 2u);
+  ASSERT_TRUE(w.ranks[0]->Send(1, 1, Bytes{1}).ok());
+  ASSERT_TRUE(w.ranks[1]->Recv(0, 1, milliseconds(5000)).ok());
+  ASSERT_TRUE(AllAcknowledged(*w.ranks[0]));
+  // Acks to rank 0 travel through rank 0's proxy: swallow them.
+  w.proxies[0]->SetMode(testing::TcpProxy::Mode::kBlackhole);
+  ASSERT_TRUE(w.ranks[0]->Send(1, 2, Bytes{7, 7}).ok());
+  auto first = w.ranks[1]->Recv(0, 2, milliseconds(5000));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->payload, (Bytes{7, 7}));
+  EXPECT_EQ(InFlight(*w.ranks[0]), 1u) << "the ack should have been swallowed";
+  // Rank 0's connection to rank 1 drops and comes back: it resends tag 2.
+  w.proxies[1]->ResetConnections();
+  std::this_thread::sleep_for(milliseconds(300));
+  w.proxies[0]->ResetConnections();
+  w.proxies[0]->SetMode(testing::TcpProxy::Mode::kForward);
+  ASSERT_TRUE(AllAcknowledged(*w.ranks[0]));
+  ASSERT_TRUE(w.ranks[0]->Send(1, 2, Bytes{8}).ok());
+  auto second = w.ranks[1]->Recv(0, 2, milliseconds(5000));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->payload, (Bytes{8})) << "the resent copy of the first message was delivered again";
+  EXPECT_EQ(w.ranks[1]->Recv(0, 2, milliseconds(300)).status().code(), Status::Code::kTimeout);
+}
+
+// Note [Lost peers]: a host that refuses connections to the peer's port has
+// lost the process; the peer is closed after peer_lost_grace, well inside
+// the link grace and the receive timeout (so Unavailable can only come from
+// the refusal).
+TEST(ZmqOutageTest, APeerWhoseHostRefusesIsClosedWithoutWaitingForTheLinkGrace) {
+  ZmqOptions o = testing::FastZmqOptions();
+  o.peer_lost_grace = milliseconds(200);
+  o.link_grace = std::chrono::seconds(600);
+  ProxiedWorld w = MakeProxiedWorld({"a", "b"}, o);
+  ASSERT_EQ(w.ranks.size(), 2u);
+  ASSERT_TRUE(w.ranks[0]->Send(1, 1, Bytes{1}).ok());
+  ASSERT_TRUE(w.ranks[1]->Recv(0, 1, milliseconds(5000)).ok());
+  w.proxies[1]->ClosePort();
+  auto r = w.ranks[0]->Recv(1, 5, milliseconds(60000));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("refuses"), std::string::npos) << r.status().ToString();
+}
+
+// A peer that is away without a refusal (its connection dropped, redials
+// reach a port that never completes the handshake) is waited for the link
+// grace and then closed; the receive timeout is far longer.
+TEST(ZmqOutageTest, APeerAwayLongerThanTheLinkGraceIsClosed) {
+  ZmqOptions o = testing::FastZmqOptions();
+  o.peer_lost_grace = milliseconds(100);
+  o.link_grace = milliseconds(500);
+  ProxiedWorld w = MakeProxiedWorld({"a", "b"}, o);
+  ASSERT_EQ(w.ranks.size(), 2u);
+  ASSERT_TRUE(w.ranks[0]->Send(1, 1, Bytes{1}).ok());
+  ASSERT_TRUE(w.ranks[1]->Recv(0, 1, milliseconds(5000)).ok());
+  w.proxies[1]->SetMode(testing::TcpProxy::Mode::kBlackhole);
+  w.proxies[1]->ResetConnections();
+  auto r = w.ranks[0]->Recv(1, 5, milliseconds(60000));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("link grace of 500 ms"), std::string::npos) << r.status().ToString();
 }
 
 TEST(InProcTransportTest, HasNoBusyTime) {
