@@ -37,7 +37,8 @@ import model as lm  # noqa: E402
 # step, so after 6 steps every fragment has synced and its exchange state and
 # outer momentum exist (DiLoCo's Nesterov step, given explicitly: a run this
 # short would otherwise average plainly and hold no momentum).
-SHAPES = {"25m": dict(vocab=8192, batch=1, seq=64, steps=6), "gpt2": dict(vocab=50257, batch=1, seq=64, steps=6)}
+SHAPES = {"25m": dict(vocab=8192, batch=1, seq=64, steps=6), "gpt2": dict(vocab=50257, batch=1, seq=64, steps=6),
+          "gpt2-medium": dict(vocab=50257, batch=1, seq=64, steps=6)}
 MODES = ("plain", "step", "local")
 
 

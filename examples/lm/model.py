@@ -31,6 +31,8 @@ SIZES = {
     # GPT-2 small: 124.4 M parameters with its 50,257-token vocabulary (a model shape:
     # a smaller tokenizer leaves rows unused).
     "gpt2": dict(n_layer=12, n_head=12, d_model=768, context=1024, vocab_size=50257),
+    # GPT-2 medium: 354.8 M parameters, for host-memory measurements.
+    "gpt2-medium": dict(n_layer=24, n_head=16, d_model=1024, context=1024, vocab_size=50257),
 }
 
 
