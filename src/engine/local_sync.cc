@@ -174,15 +174,18 @@ Status LocalSync::Impl::BroadcastInitial() {
 }
 
 // Note [Host memory]: a rank's host state is what its rounds need: the
-// anchor, its inner parameters (master), the base of its round, the round's
-// pseudo-gradient (sending), the outer momentum and the exchange's
-// residuals, 4 bytes per parameter each. The host's inner steps add their
-// gradient copy and the optimizer's state. When the model's tensors take
-// the inner steps (on the device, or by the caller's own optimizer), the
-// host keeps neither: the optimizer's state lives with the tensors, and
-// host optimizers exist only while a checkpoint is written or read (their
-// byte form is the checkpoint's). On the language-model examples that is
-// 12 bytes per parameter less with AdamW.
+// anchor, its inner parameters (master), the outer momentum and the
+// exchange's residuals, 4 bytes per parameter each, and for each fragment
+// whose round is open (from its sync to its outer step) its slices of the
+// round's base and pseudo-gradient; outside a round a fragment's base is
+// the anchor, so with P fragments and one in flight these take 8 / P bytes
+// per parameter, and a closed round's buffers serve the next. The host's
+// inner steps add their gradient copy and the optimizer's state. When the
+// model's tensors take the inner steps (on the device, or by the caller's
+// own optimizer), the host keeps neither: the optimizer's state lives with
+// the tensors, and host optimizers exist only while a checkpoint is written
+// or read (their byte form is the checkpoint's). On the language-model
+// examples that is 12 bytes per parameter less with AdamW.
 
 // The run's own optimizer, one per bucket, this rank's state: on the host
 // (`inner` and `grad`), or with the model's tensors.
@@ -854,7 +857,7 @@ Status LocalSync::SaveSections(bool shared, CheckpointSections* sections) {
   if (impl_->device_inner != nullptr) impl_->device_inner->Export(impl_->layout, impl_->inner);
   if (shared) (*sections)["local_sync"] = impl_->SaveShared();
   (*sections)["local_sync_own"] = impl_->SaveOwn();
-  if (impl_->ModelIsInner()) impl_->inner.clear();
+  if (impl_->ModelIsInner()) impl_->ReleaseInner();
   return Status::Ok();
 }
 
@@ -883,7 +886,7 @@ Status LocalSync::RestoreSections(const CheckpointSections& s, const std::vector
     FRUGAL_RETURN_IF_ERROR(m.EnsureInner());
     m.device_inner->Import(m.layout, m.inner);
   }
-  if (m.ModelIsInner()) m.inner.clear();
+  if (m.ModelIsInner()) m.ReleaseInner();
   CopyIn(/*anchor=*/false);
   return Status::Ok();
 }

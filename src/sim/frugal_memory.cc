@@ -15,8 +15,8 @@ constexpr double kGiB = 1073741824.0;
 
 // Activations of one batch, from the simulator's layer plan at data
 // parallelism only (no recomputation; the plan's element size, bf16 by
-// default, as the language-model recipe's autocast); nullopt-like -1 where the
-// plan cannot be built for the model.
+// default, as the language-model recipe's autocast); -1 where the plan cannot
+// be built for the model.
 double ActivationBytes(const FrugalJob& job, const HardwareSpec& hw) {
   ParallelStrategy s;
   s.micro_batch = job.batch_per_worker;
