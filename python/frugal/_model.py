@@ -53,6 +53,18 @@ def _engine_options(optimizer, hyper, torch_optimizer, local_options, **values):
     return options
 
 
+def _group_options(options, settings):
+    """A copy of the engine options with one parameter group's settings."""
+    group = _C.ReplicaOptions()
+    for name in _OPTION_NAMES:
+        setattr(group, name, getattr(options, name))
+    group.workers = options.workers
+    for name, value in settings.items():
+        setattr(group, name, value)
+    group.validate()
+    return group
+
+
 class DistributedModel(torch.nn.Module):
     """Wraps ``module`` so that its training step runs through Frugal.
 
@@ -102,8 +114,10 @@ class DistributedModel(torch.nn.Module):
         (its param_groups hold those; passing them too raises). With
         sync='local' any optimizer takes the inner steps itself, in
         ``step()``, so its groups, state_dict and lr schedulers work as
-        without Frugal; with sync='step' an SGD, Adam or AdamW of one group
-        is read into the sparse optimizer (its lr at every iteration).
+        without Frugal; with sync='step' an SGD, Adam or AdamW is read into
+        the sparse optimizer group by group (each group's lr, weight decay,
+        momentum or betas and eps; its lr at every iteration, so a scheduler
+        that scales every group by one factor works).
       sync: 'auto' (default: as frugal train, Note [Sync auto]: 'local' with
         two or more workers), 'step' (the pipeline above), 'local', or
         'site': 'local' with one replica per cluster (``frugal run
@@ -194,6 +208,7 @@ class DistributedModel(torch.nn.Module):
         options.validate()  # ValueError naming the keyword, before the replica waits for its peers
         self._sync = options.resolved_sync()
         self._user_opt = user_opt
+        self._step_groups, self._group_of = [], []  # sync='step': the torch optimizer's groups, when several
         if user_opt is not None:
             self._adopt_optimizer(options, [p for _, p in params], sync == "auto")
         options.sync = self._sync
@@ -204,7 +219,7 @@ class DistributedModel(torch.nn.Module):
         self.module = module
         self.check_every = check_every
         self._options = options
-        self._replica = _C.Replica(self._world, params, options)
+        self._replica = _C.Replica(self._world, params, options, self._step_groups, self._group_of)
         # sync='local': the mode steps the parameters itself (or the user's
         # optimizer does, Note [Inner steps by the caller]); the replica
         # gives it the bucket layout and averages the buffers, and builds no
@@ -241,7 +256,7 @@ class DistributedModel(torch.nn.Module):
 
     def _adopt_optimizer(self, options, params, auto):
         """The engine settings of the user's torch optimizer: with sync='step'
-        its one group read into the sparse optimizer; with sync='local' it
+        its groups read into the sparse optimizer; with sync='local' it
         takes the inner steps itself and options.lr is only the reference
         of the outer annealing (its first group's lr before the schedule).
         sync='auto' that resolved to the step mode (one worker) takes the
@@ -249,14 +264,17 @@ class DistributedModel(torch.nn.Module):
         refusing what the same script runs with two workers."""
         if self._sync == "step":
             try:
-                settings = _optim.step_settings(self._user_opt, params)
+                groups, self._group_of = _optim.step_settings(self._user_opt, params)
             except TypeError:
                 if not auto:
                     raise
                 self._sync = "local"
             else:
-                for name, value in settings.items():
+                for name, value in groups[0].items():
                     setattr(options, name, value)
+                self._step_groups = [_group_options(options, g) for g in groups] if len(groups) > 1 else []
+                if not self._step_groups:
+                    self._group_of = []
                 self._fixed = _optim.fixed_settings(self._user_opt)
         if self._sync in ("local", "site"):
             base = _optim.base_lr(self._user_opt.param_groups[0])
@@ -278,14 +296,13 @@ class DistributedModel(torch.nn.Module):
     def _read_step_lr(self):
         """sync='step' with a torch optimizer: its lr as the scheduler left it
         for this iteration, before the backward hands the gradients over."""
-        group = self._user_opt.param_groups[0]
-        _optim.check_group(group, 0)
+        scale = _optim.lr_scale(self._user_opt)
         if _optim.fixed_settings(self._user_opt) != self._fixed:
             raise ValueError("with sync='step' only the optimizer's lr may change during the run (Frugal's sparse "
                              "optimizer read the rest at construction); use sync='local' to change the others")
-        lr = float(group["lr"])
+        lr = float(self._user_opt.param_groups[0]["lr"])
         if lr != self._lr:
-            self._replica.set_from(self._replica.iteration, self._density, lr / self._options.lr)
+            self._replica.set_from(self._replica.iteration, self._density, scale)
             self._lr = lr
 
     def _begin(self):

@@ -46,39 +46,68 @@ def base_lr(group):
 
 
 def step_settings(opt, params):
-    """The engine keywords of a torch optimizer for sync='step', whose sparse
-    CPU optimizer has one setting for every parameter. Raises TypeError for
-    what it cannot run (another type, several groups, a flag it lacks) and
-    ValueError for a group that misses some of the module's parameters."""
+    """The engine keywords of a torch optimizer for sync='step': one dict
+    per parameter group, and each parameter's group (``params`` order). The
+    sparse CPU optimizer steps each group by its own settings (lr, weight
+    decay, momentum, betas, eps). Raises TypeError for what it cannot run
+    (another type, a flag it lacks) and ValueError for groups that miss
+    some of the module's parameters."""
     kind = _STEP_KINDS.get(type(opt))
     if kind is None:
         raise TypeError(f"sync='step' runs torch.optim.SGD, Adam or AdamW (read into Frugal's sparse optimizer), "
                         f"not {type(opt).__name__}: use sync='local', where any torch optimizer takes the inner steps")
-    if len(opt.param_groups) != 1:
-        raise TypeError(f"sync='step' runs one parameter group (its sparse optimizer has one setting), the "
-                        f"optimizer has {len(opt.param_groups)}: use sync='local' for parameter groups")
-    group = opt.param_groups[0]
-    flags = [f for f in _UNSUPPORTED_FLAGS if group.get(f)]
-    if flags:
-        raise TypeError(f"sync='step' does not run {', '.join(flags)}=True: use sync='local'")
-    if {id(p) for p in group["params"]} != {id(p) for p in params}:
-        raise ValueError("with sync='step' the optimizer must hold every trainable parameter of the module "
-                         "(Frugal's optimizer steps them all)")
-    lr = base_lr(group)
-    if not lr > 0:
-        raise ValueError(f"sync='step' needs the optimizer's lr (or its scheduler's initial_lr) > 0 at the start, "
-                         f"got {lr}")
-    settings = dict(optimizer=kind, lr=lr, weight_decay=float(group.get("weight_decay", 0.0)))
-    if kind == "sgd":
-        settings.update(momentum=float(group["momentum"]), dampening=float(group["dampening"]),
-                        nesterov=bool(group["nesterov"]))
-    else:
-        settings.update(beta1=float(group["betas"][0]), beta2=float(group["betas"][1]), eps=float(group["eps"]))
-    return settings
+    group_of_param = {}
+    groups = []
+    for i, group in enumerate(opt.param_groups):
+        flags = [f for f in _UNSUPPORTED_FLAGS if group.get(f)]
+        if flags:
+            raise TypeError(f"sync='step' does not run {', '.join(flags)}=True (group {i}): use sync='local'")
+        for p in group["params"]:
+            group_of_param[id(p)] = i
+        lr = base_lr(group)
+        if i == 0 and not lr > 0:
+            raise ValueError(f"sync='step' needs the first group's lr (or its scheduler's initial_lr) > 0 at the "
+                             f"start, got {lr}")
+        settings = dict(optimizer=kind, lr=lr, weight_decay=float(group.get("weight_decay", 0.0)))
+        if kind == "sgd":
+            settings.update(momentum=float(group["momentum"]), dampening=float(group["dampening"]),
+                            nesterov=bool(group["nesterov"]))
+        else:
+            settings.update(beta1=float(group["betas"][0]), beta2=float(group["betas"][1]), eps=float(group["eps"]))
+        groups.append(settings)
+    missing = [p for p in params if id(p) not in group_of_param]
+    if missing or len(group_of_param) != len(params):
+        raise ValueError("with sync='step' the optimizer must hold every trainable parameter of the module, and "
+                         "only those (Frugal's optimizer steps them all)")
+    return groups, [group_of_param[id(p)] for p in params]
+
+
+def lr_scale(opt):
+    """The schedule's factor of this step, lr / initial lr, which sync='step'
+    applies to every group alike; ValueError where the groups' factors
+    differ (a LambdaLR with one function per group) or a group of initial lr
+    0 was given one."""
+    scale = None
+    for i, group in enumerate(opt.param_groups):
+        check_group(group, i)
+        base, lr = base_lr(group), float(group["lr"])
+        if base == 0:
+            if lr != 0:
+                raise ValueError(f"the optimizer's group {i} started at lr 0 and now has lr {lr}: with sync='step' "
+                                 f"every group follows one schedule factor; use sync='local'")
+            continue
+        mine = lr / base
+        if scale is None:
+            scale = mine
+        elif not math.isclose(mine, scale, rel_tol=1e-9, abs_tol=1e-15):
+            raise ValueError(f"the optimizer's groups follow different schedules (group 0 at {scale:g} of its "
+                             f"initial lr, group {i} at {mine:g}): sync='step' scales every group by one factor; "
+                             f"use sync='local' for per-group schedules")
+    return scale
 
 
 def fixed_settings(opt):
-    """What step_settings read except the lr: it may not change in a sync='step' run."""
-    group = opt.param_groups[0]
+    """What step_settings read except the lr, per group: it may not change
+    in a sync='step' run."""
     keys = ("weight_decay", "momentum", "dampening", "nesterov", "betas", "eps")
-    return {k: (tuple(group[k]) if k == "betas" else group[k]) for k in keys if k in group}
+    return [{k: (tuple(g[k]) if k == "betas" else g[k]) for k in keys if k in g} for g in opt.param_groups]

@@ -152,10 +152,45 @@ std::string DeviceOf(const std::vector<torch::Tensor>& params) {
   return params.empty() ? std::string("cpu") : params.front().device().str();
 }
 
+// The step pipeline's optimizer of each parameter from a torch optimizer's
+// groups (DistributedModel reads them, frugal/_optim.py): `groups` holds each
+// group's settings as keywords, validated like the run's; group_of[i] is
+// parameter i's group. A group's lr is its share of the schedule's: the
+// pipeline's lr (p.lr, the first group's) times lr / p.lr.
+std::vector<optim::OptimizerSegment> ParameterOptimizers(const PyReplicaOptions& p,
+                                                         const std::vector<PyReplicaOptions>& groups,
+                                                         const std::vector<int>& group_of, size_t num_params,
+                                                         const std::string& device) {
+  if (groups.empty() && group_of.empty()) return {};
+  if (group_of.size() != num_params) {
+    throw py::value_error("group_of names " + std::to_string(group_of.size()) + " parameters, params has " +
+                          std::to_string(num_params));
+  }
+  if (!(p.lr > 0)) throw py::value_error("with parameter groups the reference lr must be > 0");
+  std::vector<optim::OptimizerSegment> per_group;
+  for (const PyReplicaOptions& g : groups) {
+    optim::OptimizerSegment seg;
+    seg.options = engine::MakeOptimizerOptions(ToConfig(g, device).train);
+    seg.lr_factor = g.lr / p.lr;
+    per_group.push_back(seg);
+  }
+  std::vector<optim::OptimizerSegment> out;
+  for (int g : group_of) {
+    if (g < 0 || static_cast<size_t>(g) >= per_group.size()) {
+      throw py::value_error("group_of holds " + std::to_string(g) + ", there are " + std::to_string(per_group.size()) +
+                            " groups");
+    }
+    out.push_back(per_group[g]);
+  }
+  return out;
+}
+
 std::unique_ptr<Replica> Create(World& world, std::vector<std::pair<std::string, torch::Tensor>> params,
-                                const PyReplicaOptions& p) {
+                                const PyReplicaOptions& p, const std::vector<PyReplicaOptions>& groups,
+                                const std::vector<int>& group_of) {
   const std::string device = params.empty() ? std::string("cpu") : params.front().second.device().str();
   ReplicaOptions options = ToEngine(p, device);
+  options.parameter_optimizers = ParameterOptimizers(p, groups, group_of, params.size(), device);
   Result<std::unique_ptr<Replica>> replica = Status::Internal("not created");
   {
     ReleaseGil release;  // the initial broadcast waits for the peers
@@ -441,7 +476,9 @@ void BindReplica(py::module_& m) {
                                     "A pipeline's cumulative counters (for frugal._C.RunReporter.close_window)");
 
   py::class_<Replica>(m, "Replica", "One rank's model replica inside Frugal's pipeline (engine::Replica)")
-      .def(py::init(&Create), py::arg("world"), py::arg("params"), py::arg("options"), py::keep_alive<1, 2>())
+      .def(py::init(&Create), py::arg("world"), py::arg("params"), py::arg("options"),
+           py::arg("groups") = std::vector<PyReplicaOptions>(), py::arg("group_of") = std::vector<int>(),
+           py::keep_alive<1, 2>())
       .def("begin_iteration",
            [](Replica& r, int64_t t, bool check) { NoGil([&] { return r.BeginIteration(t, check); }); },
            py::arg("t"), py::arg("check_replicas") = false)

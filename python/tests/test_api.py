@@ -310,12 +310,10 @@ def test_bad_optimizer_raises_one_line_errors():
         frugal.DistributedModel(net, optimizer=betas)
     with pytest.raises(TypeError, match="lr belong to the optimizer's param_groups"):
         frugal.DistributedModel(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1), lr=0.5)
-    # The step mode reads one SGD/Adam/AdamW group; the rest names sync='local'.
-    with pytest.raises(TypeError, match="one parameter group.*use sync='local'"):
-        frugal.DistributedModel(net, optimizer=two_groups(net), sync="step")
+    # The step mode reads SGD/Adam/AdamW group by group; the rest names sync='local'.
     with pytest.raises(TypeError, match="not RMSprop: use sync='local'"):
         frugal.DistributedModel(net, optimizer=torch.optim.RMSprop(net.parameters()), sync="step")
-    with pytest.raises(TypeError, match="amsgrad=True: use sync='local'"):
+    with pytest.raises(TypeError, match="amsgrad=True \\(group 0\\): use sync='local'"):
         frugal.DistributedModel(net, optimizer=torch.optim.Adam(net.parameters(), amsgrad=True), sync="step")
     part = torch.optim.SGD(net.head.parameters(), lr=0.1)
     with pytest.raises(ValueError, match="every trainable parameter"):
@@ -355,7 +353,9 @@ def test_auto_with_one_worker_takes_the_step_mode_unless_the_optimizer_needs_loc
     net = TwoTower()
     assert "sync=step" in repr(frugal.DistributedModel(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1)))
     net = TwoTower()
-    assert "sync=local" in repr(frugal.DistributedModel(net, optimizer=two_groups(net)))
+    assert "sync=step" in repr(frugal.DistributedModel(net, optimizer=two_groups(net)))
+    net = TwoTower()
+    assert "sync=local" in repr(frugal.DistributedModel(net, optimizer=torch.optim.RMSprop(net.parameters())))
 
 
 def _recipe_loop(net, opt, sched, step, steps, x, y):
@@ -475,6 +475,71 @@ def test_step_mode_reads_the_torch_optimizer_and_its_schedule():
     model.finish()
     assert not torch.equal(snapshots[0], snapshots[2])  # lr 0.1: it moves
     assert torch.equal(snapshots[3], snapshots[5])  # lr 0 from iteration 3 on
+
+
+@pytest.mark.parametrize("kind", ["adamw", "sgd"])
+@needs_replica
+def test_step_mode_steps_each_parameter_group_by_its_own_settings(kind):
+    """sync='step' at density 1 with fp32 values on one worker is plain
+    torch training: two groups with their own lr and weight decay (and
+    momentum for SGD) under one warm-up + cosine schedule give the
+    parameters torch's optimizer gives, group by group."""
+    def make():
+        torch.manual_seed(5)
+        net = TwoTower()
+        decay = [p for n, p in net.named_parameters() if n.endswith("weight")]
+        rest = [p for n, p in net.named_parameters() if not n.endswith("weight")]
+        if kind == "adamw":
+            opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                                     {"params": rest, "weight_decay": 0.0, "lr": 0.005, "betas": (0.8, 0.99)}],
+                                    lr=0.02)
+        else:
+            opt = torch.optim.SGD([{"params": decay, "weight_decay": 1e-3, "momentum": 0.9},
+                                   {"params": rest, "lr": 0.2}], lr=0.05)
+        return net, opt, _warmup_cosine(opt, 10)
+    x, y = blobs(128, 0)
+
+    def loop(net, opt, sched, step):
+        for t in range(10):
+            i = (t * 32) % 128
+            torch.nn.functional.cross_entropy(net(x[i:i + 32]), y[i:i + 32]).backward()
+            step()
+            opt.zero_grad()
+            sched.step()
+    plain, plain_opt, plain_sched = make()
+    loop(plain, plain_opt, plain_sched, plain_opt.step)
+    net, opt, sched = make()
+    model = frugal.DistributedModel(net, optimizer=opt, sync="step", density=1.0, value_encoding="fp32")
+    loop(model, opt, sched, model.step)
+    model.finish()
+    torch.manual_seed(5)
+    start = TwoTower()
+    for (name, a), b, s in zip(net.named_parameters(), plain.parameters(), start.parameters()):
+        if name.startswith("unused"):
+            continue  # no gradient: torch skips it, Frugal steps it with zeros (weight decay, moments)
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), name
+        assert not torch.equal(a, s), name  # every group moved
+    # One setting for all would differ: the groups' lrs and decays matter.
+    one, one_opt, one_sched = make()
+    for g in one_opt.param_groups:
+        g.update({k: v for k, v in one_opt.param_groups[0].items() if k != "params"})
+    loop(one, one_opt, one_sched, one_opt.step)
+    assert not all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(net.parameters(), one.parameters()))
+
+
+@needs_replica
+def test_step_mode_refuses_per_group_schedules():
+    net = TwoTower()
+    opt = two_groups(net)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, [lambda t: 1.0, lambda t: 0.5 ** t])
+    model = frugal.DistributedModel(net, optimizer=opt, sync="step")
+    x, y = blobs(32, 0)
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    model.step()
+    opt.zero_grad()
+    sched.step()
+    with pytest.raises(ValueError, match="different schedules.*use sync='local'"):
+        model(x)
 
 
 @needs_replica

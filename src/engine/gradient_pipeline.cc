@@ -188,7 +188,16 @@ Status GradientPipeline::Impl::Init(std::vector<BucketSpec> specs) {
     eo.momentum = options_.dgc_momentum;
     eo.wire_values = options_.wire.values;
     b->feedback = std::make_unique<compress::ErrorFeedback>(b->master.size(), eo);
-    FRUGAL_ASSIGN_OR_RETURN(b->optimizer, optim::CreateSparseOptimizer(options_.optimizer, b->master.size(), b->name));
+    if (spec.optimizer_segments.empty()) {
+      FRUGAL_ASSIGN_OR_RETURN(b->optimizer, optim::CreateSparseOptimizer(options_.optimizer, b->master.size(), b->name));
+    } else {
+      FRUGAL_ASSIGN_OR_RETURN(b->optimizer, optim::CreateSegmentedOptimizer(spec.optimizer_segments, b->name));
+      if (b->optimizer->size() != b->master.size()) {
+        return Status::InvalidArgument("bucket '" + b->name + "': the optimizer segments cover " +
+                                       std::to_string(b->optimizer->size()) + " of its " +
+                                       std::to_string(b->master.size()) + " values");
+      }
+    }
     buckets_.push_back(std::move(b));
   }
   std::vector<uint64_t> sizes;

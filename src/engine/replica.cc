@@ -135,6 +135,7 @@ class Replica::Impl {
   Status Init(std::vector<std::pair<std::string, torch::Tensor>> named);
   Status NeedPipeline(const char* what) const;
   Result<std::vector<BucketSpec>> InitialBuckets();
+  std::vector<optim::OptimizerSegment> BucketSegments(size_t b) const;
   Status BroadcastInitial(std::vector<BucketSpec>* specs);
   // After a LoadState: the next BeginIteration is the saved t and keeps
   // the loaded parameters.
@@ -178,6 +179,10 @@ Status Replica::Impl::Init(std::vector<std::pair<std::string, torch::Tensor>> na
     numels.emplace_back(name, static_cast<size_t>(p.numel()));
   }
   if (!(options.bucket_mb > 0)) return Status::InvalidArgument("bucket_mb must be > 0");
+  if (!options.parameter_optimizers.empty() && options.parameter_optimizers.size() != params.size()) {
+    return Status::InvalidArgument("the optimizer settings name " + std::to_string(options.parameter_optimizers.size()) +
+                                   " parameters, the model passes " + std::to_string(params.size()));
+  }
   layout = BucketLayout::Pack(numels, static_cast<size_t>(options.bucket_mb * 1024 * 1024 / sizeof(float)));
   if (!options.gradient_pipeline) return Status::Ok();  // Note [Replica without a pipeline]
   FRUGAL_ASSIGN_OR_RETURN(std::vector<BucketSpec> specs, InitialBuckets());
@@ -211,8 +216,27 @@ Result<std::vector<BucketSpec>> Replica::Impl::InitialBuckets() {
       torch::Tensor cpu = params[i].detach().to(torch::kCPU).contiguous();
       std::memcpy(specs[b].initial.data() + slot.offset, cpu.data_ptr<float>(), slot.numel * sizeof(float));
     }
+    if (!options.parameter_optimizers.empty()) specs[b].optimizer_segments = BucketSegments(b);
   }
   return specs;
+}
+
+// Bucket b's parameters in their order inside it, adjacent ones with equal
+// settings merged into one segment.
+std::vector<optim::OptimizerSegment> Replica::Impl::BucketSegments(size_t b) const {
+  std::vector<size_t> order = layout.bucket_params[b];
+  std::sort(order.begin(), order.end(),
+            [&](size_t x, size_t y) { return layout.slots[x].offset < layout.slots[y].offset; });
+  std::vector<optim::OptimizerSegment> segments;
+  for (size_t i : order) {
+    const optim::OptimizerSegment& mine = options.parameter_optimizers[i];
+    if (!segments.empty() && segments.back().options == mine.options && segments.back().lr_factor == mine.lr_factor) {
+      segments.back().size += layout.slots[i].numel;
+    } else {
+      segments.push_back(optim::OptimizerSegment{layout.slots[i].numel, mine.options, mine.lr_factor});
+    }
+  }
+  return segments;
 }
 
 // Like DDP, every replica starts from rank 0's parameters, so replicas agree

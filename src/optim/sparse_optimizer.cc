@@ -416,7 +416,122 @@ class SparseAdam final : public SparseOptimizerBase<SparseAdam> {
   std::vector<float> m_, v_;
 };
 
+// Note [Segmented optimizer]
+// A torch optimizer's parameter groups give the parameters of one bucket
+// different settings (the usual recipe: no weight decay on norms and
+// biases). The bucket keeps one optimizer, a composite of one per run of
+// parameters that share a group, so the pipeline's tasks, state sections
+// and locks stay per bucket. A step's indices are sorted, so each segment's
+// share is a contiguous run of them, found by binary search and shifted to
+// the segment's own coordinates; every segment is stepped on every call
+// (with none of the indices, too), so each Adam step count advances as a
+// group's does in torch. The whole step is checked before any segment
+// changes, so a bad gradient leaves all of them as they were.
+class SegmentedOptimizer final : public SparseOptimizer {
+ public:
+  SegmentedOptimizer(std::vector<std::unique_ptr<SparseOptimizer>> parts, std::vector<double> factors,
+                     std::string name)
+      : parts_(std::move(parts)), factors_(std::move(factors)), name_(std::move(name)) {
+    for (const auto& part : parts_) {
+      offsets_.push_back(n_);
+      n_ += part->size();
+    }
+  }
+
+  Status Step(Span<float> params, Span<const uint32_t> indices, Span<const float> values) override {
+    FRUGAL_RETURN_IF_ERROR(CheckStepArgs(name_, n_, params, indices, values));
+    size_t lo = 0;
+    for (size_t s = 0; s < parts_.size(); ++s) {
+      const uint32_t end = static_cast<uint32_t>(offsets_[s] + parts_[s]->size());
+      const size_t hi = std::lower_bound(indices.begin() + lo, indices.end(), end) - indices.begin();
+      local_.resize(hi - lo);
+      for (size_t j = lo; j < hi; ++j) local_[j - lo] = indices[j] - static_cast<uint32_t>(offsets_[s]);
+      FRUGAL_RETURN_IF_ERROR(parts_[s]->Step(params.subspan(offsets_[s], parts_[s]->size()), local_,
+                                             values.subspan(lo, hi - lo)));
+      lo = hi;
+    }
+    return Status::Ok();
+  }
+
+  Status StepDense(Span<float> params, Span<const float> grad) override {
+    if (grad.size() != n_) return Status::InvalidArgument("tensor '" + name_ + "': gradient size differs");
+    FRUGAL_RETURN_IF_ERROR(CheckStepArgs(name_, n_, params, Span<const uint32_t>(), Span<const float>()));
+    FRUGAL_RETURN_IF_ERROR(CheckDenseFinite(name_, grad));
+    for (size_t s = 0; s < parts_.size(); ++s) {
+      FRUGAL_RETURN_IF_ERROR(parts_[s]->StepDense(params.subspan(offsets_[s], parts_[s]->size()),
+                                                  grad.subspan(offsets_[s], parts_[s]->size())));
+    }
+    return Status::Ok();
+  }
+
+  void set_lr(double lr) override {
+    lr_ = lr;
+    for (size_t s = 0; s < parts_.size(); ++s) parts_[s]->set_lr(lr * factors_[s]);
+  }
+  double lr() const override { return lr_; }
+  size_t size() const override { return n_; }
+  const std::string& tensor_name() const override { return name_; }
+
+  // Each segment's bytes after their count (8 bytes, little-endian).
+  void AppendState(std::vector<uint8_t>* out) const override {
+    for (const auto& part : parts_) {
+      const uint64_t bytes = part->StateBytes();
+      for (int i = 0; i < 8; ++i) out->push_back(static_cast<uint8_t>(bytes >> (8 * i)));
+      part->AppendState(out);
+    }
+  }
+  size_t StateBytes() const override {
+    size_t total = 0;
+    for (const auto& part : parts_) total += 8 + part->StateBytes();
+    return total;
+  }
+  Status DeserializeState(Span<const uint8_t> bytes) override {
+    // Parsed into fresh copies first, so malformed bytes leave this unchanged.
+    std::vector<std::vector<uint8_t>> saved;
+    for (const auto& part : parts_) saved.push_back(part->SerializeState());
+    size_t pos = 0;
+    for (size_t s = 0; s < parts_.size(); ++s) {
+      uint64_t n = 0;
+      if (bytes.size() - pos < 8) return Restore(saved, "truncated");
+      for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(bytes[pos + i]) << (8 * i);
+      pos += 8;
+      if (n > bytes.size() - pos) return Restore(saved, "truncated");
+      if (Status st = parts_[s]->DeserializeState(bytes.subspan(pos, n)); !st.ok()) {
+        return Restore(saved, st.message());
+      }
+      pos += n;
+    }
+    if (pos != bytes.size()) return Restore(saved, "trailing bytes");
+    return Status::Ok();
+  }
+
+  std::vector<float*> DenseBuffers() override { return {}; }
+  uint64_t dense_steps() const override { return 0; }
+  void set_dense_steps(uint64_t) override {}
+
+ private:
+  Status Restore(const std::vector<std::vector<uint8_t>>& saved, const std::string& why) {
+    for (size_t s = 0; s < parts_.size(); ++s) (void)parts_[s]->DeserializeState(saved[s]);
+    return Status::InvalidArgument("tensor '" + name_ + "': optimizer state of " + std::to_string(parts_.size()) +
+                                   " parameter groups is malformed: " + why);
+  }
+
+  std::vector<std::unique_ptr<SparseOptimizer>> parts_;
+  std::vector<double> factors_;
+  std::vector<size_t> offsets_;
+  size_t n_ = 0;
+  double lr_ = 0;
+  std::string name_;
+  std::vector<uint32_t> local_;  // one segment's indices, in its own coordinates
+};
+
 }  // namespace
+
+bool operator==(const OptimizerOptions& a, const OptimizerOptions& b) {
+  return a.kind == b.kind && a.lr == b.lr && a.weight_decay == b.weight_decay && a.momentum == b.momentum &&
+         a.dampening == b.dampening && a.nesterov == b.nesterov && a.beta1 == b.beta1 && a.beta2 == b.beta2 &&
+         a.eps == b.eps;
+}
 
 std::vector<uint8_t> SparseOptimizer::SerializeState() const {
   std::vector<uint8_t> out;
@@ -447,6 +562,31 @@ Result<std::unique_ptr<SparseOptimizer>> CreateSparseOptimizer(const OptimizerOp
     return std::unique_ptr<SparseOptimizer>(new SparseAdam(o, num_params, tensor_name));
   }
   return bad("unknown optimizer '" + o.kind + "' (expected sgd, adam or adamw)");
+}
+
+Result<std::unique_ptr<SparseOptimizer>> CreateSegmentedOptimizer(const std::vector<OptimizerSegment>& segments,
+                                                                   const std::string& tensor_name) {
+  if (segments.empty()) return Status::InvalidArgument("optimizer for tensor '" + tensor_name + "': no segments");
+  std::vector<std::unique_ptr<SparseOptimizer>> parts;
+  std::vector<double> factors;
+  size_t total = 0;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const OptimizerSegment& seg = segments[s];
+    const std::string name = tensor_name + (segments.size() > 1 ? "[segment " + std::to_string(s) + "]" : "");
+    if (seg.size == 0) return Status::InvalidArgument("optimizer for tensor '" + name + "': empty segment");
+    if (!(seg.lr_factor >= 0) || !std::isfinite(seg.lr_factor)) {
+      return Status::InvalidArgument("optimizer for tensor '" + name + "': lr factor must be a finite number >= 0");
+    }
+    total += seg.size;
+    FRUGAL_ASSIGN_OR_RETURN(auto part, CreateSparseOptimizer(seg.options, seg.size, name));
+    parts.push_back(std::move(part));
+    factors.push_back(seg.lr_factor);
+  }
+  if (total > (size_t{1} << 32)) {
+    return Status::InvalidArgument("optimizer for tensor '" + tensor_name + "': more than 2^32 parameters");
+  }
+  if (parts.size() == 1 && factors[0] == 1.0) return std::move(parts[0]);
+  return std::unique_ptr<SparseOptimizer>(new SegmentedOptimizer(std::move(parts), std::move(factors), tensor_name));
 }
 
 }  // namespace frugal::optim

@@ -214,5 +214,116 @@ TEST(SparseOptimizer, StateRoundTripContinuesIdentically) {
   }
 }
 
+// Parameter groups (Note [Segmented optimizer]): a composite over two
+// segments steps each half exactly as its own optimizer would, from sparse
+// steps whose indices straddle the boundary.
+TEST(SegmentedOptimizer, EachSegmentStepsAsItsOwnOptimizer) {
+  OptimizerOptions decay, plain;
+  decay.kind = plain.kind = "adamw";
+  decay.weight_decay = 0.1;
+  OptimizerSegment a{5, decay, 1.0}, b{3, plain, 0.5};
+  auto seg = CreateSegmentedOptimizer({a, b}, "bucket");
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  auto left = Make(decay, 5), right = Make(plain, 3);
+  (*seg)->set_lr(0.2);
+  left->set_lr(0.2);
+  right->set_lr(0.1);
+  EXPECT_EQ((*seg)->lr(), 0.2);
+  std::vector<float> p = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<float> l(p.begin(), p.begin() + 5), r(p.begin() + 5, p.end());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0, 1);
+  for (int step = 0; step < 6; ++step) {
+    // Step 2 sends only the first segment's coordinates: the second's Adam
+    // step count advances all the same, as in the single optimizer.
+    std::vector<uint32_t> idx = step == 2 ? std::vector<uint32_t>{0, 3} : std::vector<uint32_t>{1, 4, 5, 7};
+    std::vector<float> v;
+    for (size_t j = 0; j < idx.size(); ++j) v.push_back(g(rng));
+    ASSERT_TRUE((*seg)->Step(p, idx, v).ok());
+    std::vector<uint32_t> li, ri;
+    std::vector<float> lv, rv;
+    for (size_t j = 0; j < idx.size(); ++j) {
+      if (idx[j] < 5) {
+        li.push_back(idx[j]);
+        lv.push_back(v[j]);
+      } else {
+        ri.push_back(idx[j] - 5);
+        rv.push_back(v[j]);
+      }
+    }
+    ASSERT_TRUE(left->Step(l, li, lv).ok());
+    ASSERT_TRUE(right->Step(r, ri, rv).ok());
+  }
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(p[i], l[i]) << i;
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(p[5 + i], r[i]) << i;
+  EXPECT_NE(p[1], 2.0f);
+  EXPECT_NE(p[7], 8.0f);
+}
+
+TEST(SegmentedOptimizer, OnePlainSegmentIsThePlainOptimizer) {
+  OptimizerOptions o;
+  o.kind = "adam";
+  auto seg = CreateSegmentedOptimizer({OptimizerSegment{4, o, 1.0}}, "w");
+  ASSERT_TRUE(seg.ok());
+  auto plain = Make(o, 4);
+  std::vector<float> p = {1, 2, 3, 4}, q = p, g = {0.5f, -1, 2, 0.25f};
+  ASSERT_TRUE((*seg)->StepDense(p, g).ok());
+  ASSERT_TRUE(plain->StepDense(q, g).ok());
+  EXPECT_EQ(p, q);
+  EXPECT_EQ((*seg)->SerializeState(), plain->SerializeState());
+  EXPECT_EQ((*seg)->tensor_name(), "w");
+}
+
+TEST(SegmentedOptimizer, StateRoundTripsAndBadInputChangesNothing) {
+  OptimizerOptions sgd;
+  sgd.momentum = 0.9;
+  OptimizerOptions adam;
+  adam.kind = "adam";
+  std::vector<OptimizerSegment> segments = {{3, sgd, 1.0}, {2, adam, 2.0}};
+  auto a = CreateSegmentedOptimizer(segments, "b");
+  auto b = CreateSegmentedOptimizer(segments, "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<float> p = {1, 2, 3, 4, 5};
+  std::vector<uint32_t> idx = {0, 2, 4};
+  std::vector<float> v = {1, -1, 0.5f};
+  ASSERT_TRUE((*a)->Step(p, idx, v).ok());
+  const std::vector<uint8_t> state = (*a)->SerializeState();
+  EXPECT_EQ(state.size(), (*a)->StateBytes());
+  ASSERT_TRUE((*b)->DeserializeState(state).ok());
+  EXPECT_EQ((*b)->SerializeState(), state);
+  std::vector<float> q = p;
+  ASSERT_TRUE((*a)->Step(p, idx, v).ok());
+  ASSERT_TRUE((*b)->Step(q, idx, v).ok());
+  EXPECT_EQ(p, q);
+
+  // Truncated or padded bytes: an error, and the state stays.
+  const std::vector<uint8_t> before = (*b)->SerializeState();
+  std::vector<uint8_t> cut(state.begin(), state.end() - 3), padded = state;
+  padded.push_back(0);
+  EXPECT_FALSE((*b)->DeserializeState(cut).ok());
+  EXPECT_FALSE((*b)->DeserializeState(padded).ok());
+  EXPECT_EQ((*b)->SerializeState(), before);
+
+  // A NaN in the second segment: refused before the first one steps.
+  std::vector<float> nan = {1, 1, std::nanf("")};
+  std::vector<float> r = q;
+  Status st = (*b)->Step(q, idx, nan);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("NaN"), std::string::npos) << st.message();
+  EXPECT_EQ(q, r);
+  EXPECT_EQ((*b)->SerializeState(), before);
+}
+
+TEST(SegmentedOptimizer, RejectsBadSegments) {
+  OptimizerOptions o;
+  EXPECT_FALSE(CreateSegmentedOptimizer({}, "b").ok());
+  EXPECT_FALSE(CreateSegmentedOptimizer({{0, o, 1.0}}, "b").ok());
+  EXPECT_FALSE(CreateSegmentedOptimizer({{2, o, std::nan("")}}, "b").ok());
+  OptimizerOptions bad;
+  bad.kind = "lion";
+  Status st = CreateSegmentedOptimizer({{2, o, 1.0}, {2, bad, 1.0}}, "b").status();
+  EXPECT_NE(st.message().find("segment 1"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace frugal::optim

@@ -40,6 +40,10 @@ namespace frugal::engine {
 struct BucketSpec {
   std::string name;            // e.g. "fc2.weight+fc2.bias", used in errors
   std::vector<float> initial;  // initial parameters (the master copy starts here)
+  // The optimizer settings of consecutive ranges of the bucket (parameter
+  // groups, optim::CreateSegmentedOptimizer; sizes summing to initial's).
+  // Empty: PipelineOptions::optimizer for the whole bucket.
+  std::vector<optim::OptimizerSegment> optimizer_segments;
 };
 
 struct PipelineOptions {

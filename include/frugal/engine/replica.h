@@ -52,6 +52,13 @@ struct ReplicaOptions {
   // initial values itself (Note [Replica without a pipeline] in replica.cc).
   // The methods that step the pipeline then fail with InvalidArgument.
   bool gradient_pipeline = true;
+  // The step pipeline's optimizer per parameter, in the order given to
+  // Create (a torch optimizer's parameter groups, read by
+  // frugal.DistributedModel): each entry's options and lr_factor (its
+  // size is ignored: the parameter's). Empty: pipeline.optimizer
+  // for every parameter. Adjacent parameters of a bucket with equal entries
+  // share one segment (Note [Segmented optimizer] in sparse_optimizer.cc).
+  std::vector<optim::OptimizerSegment> parameter_optimizers;
 };
 
 // The replica's options from a run configuration (the C++ worker and the

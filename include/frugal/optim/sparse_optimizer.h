@@ -45,6 +45,10 @@ struct OptimizerOptions {
   double eps = 1e-8;
 };
 
+// Every field equal (the kind and each hyperparameter).
+bool operator==(const OptimizerOptions& a, const OptimizerOptions& b);
+inline bool operator!=(const OptimizerOptions& a, const OptimizerOptions& b) { return !(a == b); }
+
 class SparseOptimizer {
  public:
   virtual ~SparseOptimizer() = default;
@@ -91,5 +95,26 @@ class SparseOptimizer {
 Result<std::unique_ptr<SparseOptimizer>> CreateSparseOptimizer(const OptimizerOptions& options,
                                                                 size_t num_params,
                                                                 const std::string& tensor_name);
+
+// One contiguous range of a buffer with its own settings: a torch
+// optimizer's parameter group, read for the step mode. `lr_factor` is the
+// group's learning rate over the schedule's: set_lr(lr) gives the range
+// lr * lr_factor (options.lr is not used).
+struct OptimizerSegment {
+  size_t size = 0;
+  OptimizerOptions options;
+  double lr_factor = 1.0;
+};
+
+// An optimizer over consecutive segments (sizes summing to the buffer's),
+// each stepped by its own settings and holding its own state, as torch
+// steps each parameter group by its own; a step's indices are split among
+// them. Its state bytes are each segment's, length-prefixed. A single
+// segment with lr_factor 1 is the plain optimizer of its options, state
+// bytes included. The composite of several has no DenseBuffers (empty: it
+// is for the step pipeline, whose steps are sparse). InvalidArgument for an
+// empty list, a zero-sized segment, or what CreateSparseOptimizer refuses.
+Result<std::unique_ptr<SparseOptimizer>> CreateSegmentedOptimizer(const std::vector<OptimizerSegment>& segments,
+                                                                   const std::string& tensor_name);
 
 }  // namespace frugal::optim
