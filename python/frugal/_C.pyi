@@ -39,6 +39,26 @@ def join_world(
 ) -> World: ...
 def _raise_status(code: str, msg: str) -> None: ...
 
+def predict_frugal(
+    operators: Sequence[Tuple[str, str, int, int, int, float, float]],
+    params: float,
+    activation_bytes: float,
+    recorded_batch: int,
+    hardware: str,
+    clusters: Sequence[int],
+    intra_gbps: float,
+    inter_mbps: float,
+    batch_per_worker: int,
+    compute_s_per_sample: float,
+    sync: str,
+    local_steps: int,
+    local_fragments: int,
+    density: float,
+    workers_per_host: int,
+    optimizer_state_bytes: float,
+    outer_momentum: bool,
+) -> Dict[str, Any]: ...
+
 class CompressedAllReduce:
     """Sparse, error-fed mean of gradient buckets over a Frugal world."""
     def __init__(
@@ -101,7 +121,8 @@ class ReplicaOptions:
 
 class Replica:
     """One rank's model replica inside Frugal's pipeline (engine::Replica)."""
-    def __init__(self, world: World, params: Sequence[torch.Tensor], options: ReplicaOptions) -> None: ...
+    def __init__(self, world: World, params: Sequence[torch.Tensor], options: ReplicaOptions,
+                 groups: Sequence[ReplicaOptions] = ..., group_of: Sequence[int] = ...) -> None: ...
     def begin_iteration(self, t: int, check_replicas: bool = False) -> None: ...
     def end_backward(self) -> None: ...
     def finish(self) -> None: ...

@@ -13,6 +13,9 @@ Two ways in (docs/guide/python.md):
 ``DistributedModel(..., run_dir="runs/NAME")`` writes frugal train's
 metrics.jsonl and progress line; ``frugal.save(model)`` /
 ``frugal.load(model)`` write and read its checkpoint files.
+``frugal.plan(module, example_batch, sites=[4, 4], link_mbps=100)``
+predicts a run's iteration time, memory and the local steps that hide
+the link, from a profile of the module.
 
 Start the processes with ``frugal run --workers N -- python3 script.py``
 (or torchrun); ``frugal.init()`` joins the world they form.
@@ -26,6 +29,7 @@ from ._world import init, get_world, is_initialized, all_reduce, barrier, device
 from ._hook import HookState, hook_state, sparse_hook
 from ._model import DistributedModel
 from ._checkpoint import save, load
+from ._plan import Plan, plan
 
 __all__ = [
     "__version__",
@@ -38,6 +42,8 @@ __all__ = [
     "DistributedModel",
     "save",
     "load",
+    "plan",
+    "Plan",
     "HookState",
     "hook_state",
     "sparse_hook",

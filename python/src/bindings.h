@@ -63,6 +63,7 @@ class World {
 py::dict ToPy(const std::map<std::string, std::vector<uint8_t>>& sections);
 std::map<std::string, std::vector<uint8_t>> FromPy(const py::dict& sections);
 
+void BindPlan(py::module_& m);
 void BindStatus(py::module_& m);
 void BindWorld(py::module_& m);
 void BindHook(py::module_& m);

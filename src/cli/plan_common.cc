@@ -3,7 +3,6 @@
 #include <sstream>
 
 #include "frugal/compress/codec.h"
-#include "frugal/compress/value_codes.h"
 #include "input_checks.h"
 
 namespace frugal::cli {
@@ -30,14 +29,11 @@ void WireBytesFlags::Add(CLI::App* cmd) {
 }
 
 void WireBytesFlags::Apply(sim::FrugalJob* job) const {
-  using compress::IndexEncoding;
-  using compress::ValueEncoding;
-  const double index = compress::IndexBytesPerValue(IndexEncoding::kBlockVarint, job->density);
-  job->bytes_per_selected = chunk > 0 ? chunk : compress::BytesPerValue(ValueEncoding::kInt4) + index;
+  job->bytes_per_selected = chunk > 0 ? chunk : compress::DefaultChunkBytesPerValue(job->density);
   if (merged > 0) {
     job->merged_bytes_per_selected = merged;
   } else {
-    job->merged_bytes_per_selected = chunk > 0 ? chunk : compress::BytesPerValue(ValueEncoding::kInt8) + index;
+    job->merged_bytes_per_selected = chunk > 0 ? chunk : compress::DefaultMergedBytesPerValue(job->density);
   }
 }
 
@@ -66,12 +62,7 @@ void SyncFlags::Add(CLI::App* cmd) {
 }
 
 void SyncFlags::Apply(sim::FrugalJob* job) const {
-  if (local() && local_fragments > local_steps) throw UsageError("--local-fragments exceeds --local-steps");
-  job->local_steps = local() ? local_steps : 0;
-  job->site_replicas = sync == "site";
-  job->site_bytes_per_value = site_values == "fp32" ? 4.0 : 2.0;
-  job->local_fragments = local_fragments > 0 ? local_fragments : sim::DefaultLocalFragments(job->local_steps);
-  job->density = density > 0 ? density : (local() ? 1.0 : 0.01);
+  ThrowIfError(sim::SetFrugalMode(job, sync, local_steps, local_fragments, density, site_values));
 }
 
 void ModelFlags::Add(CLI::App* cmd) {

@@ -210,6 +210,12 @@ void RunFrugal(FrugalOpts* o) {
       std::printf("site replicas  each cluster one replica: its gradient average %.4f s per step\n",
                   p.cluster_average_s);
     }
+    const int hidden = OrThrow(sim::HiddenLocalSteps(o->job, hw));
+    if (hidden > 0) {
+      std::printf("link hidden    from --local-steps %d\n", hidden);
+    } else {
+      std::printf("link hidden    at no --local-steps up to 1024: the link is the bottleneck\n");
+    }
     PrintMemory(o->job, hw);
     return;
   }

@@ -282,6 +282,14 @@ double IndexBytesPerValue(IndexEncoding e, double density) {
   return 4.0;
 }
 
+double DefaultChunkBytesPerValue(double density) {
+  return BytesPerValue(ValueEncoding::kInt4) + IndexBytesPerValue(IndexEncoding::kBlockVarint, density);
+}
+
+double DefaultMergedBytesPerValue(double density) {
+  return BytesPerValue(ValueEncoding::kInt8) + IndexBytesPerValue(IndexEncoding::kBlockVarint, density);
+}
+
 size_t EncodedSize(const SparseVector& v, WireFormat format) {
   size_t size = kHeaderSize + ValueSectionBytes(format.values, v.nnz());
   if (HasAllIndices(v)) return size;

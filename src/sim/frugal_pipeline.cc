@@ -396,6 +396,42 @@ Result<FrugalPrediction> PredictFrugalIteration(const FrugalJob& job, const Hard
   return out;
 }
 
+Status SetFrugalMode(FrugalJob* job, const std::string& sync, int local_steps, int local_fragments, double density,
+                     const std::string& site_values) {
+  if (sync != "local" && sync != "site" && sync != "step") {
+    return Status::InvalidArgument("sync must be local, site or step, got '" + sync + "'");
+  }
+  if (site_values != "bf16" && site_values != "fp32") {
+    return Status::InvalidArgument("site values must be bf16 or fp32, got '" + site_values + "'");
+  }
+  const bool local = sync != "step";
+  if (local && (local_steps < 1 || local_steps > kMaxLocalSteps)) {
+    return Status::InvalidArgument("local steps must be in [1, " + std::to_string(kMaxLocalSteps) + "], got " +
+                                   std::to_string(local_steps));
+  }
+  if (local && (local_fragments < 0 || local_fragments > local_steps)) {
+    return Status::InvalidArgument("--local-fragments exceeds --local-steps");
+  }
+  if (!(density >= 0 && density <= 1)) return Status::InvalidArgument("density must be in [0, 1]");
+  job->local_steps = local ? local_steps : 0;
+  job->site_replicas = sync == "site";
+  job->site_bytes_per_value = site_values == "fp32" ? 4.0 : 2.0;
+  job->local_fragments = local_fragments > 0 ? local_fragments : DefaultLocalFragments(job->local_steps);
+  job->density = density > 0 ? density : (local ? 1.0 : 0.01);
+  return Status::Ok();
+}
+
+Result<int> HiddenLocalSteps(FrugalJob job, const HardwareSpec& hw, int max_steps) {
+  if (job.local_steps < 1) return Status::InvalidArgument("the step mode has no rounds to hide");
+  for (int h = 1; h <= std::min(max_steps, kMaxLocalSteps); h *= 2) {
+    job.local_steps = h;
+    job.local_fragments = DefaultLocalFragments(h);
+    FRUGAL_ASSIGN_OR_RETURN(FrugalPrediction p, PredictFrugalIteration(job, hw));
+    if (p.bottleneck == "gpu") return h;
+  }
+  return 0;
+}
+
 int DefaultLocalFragments(int local_steps) {
   for (int p = 4; p > 1; --p) {
     if (local_steps % p == 0) return p;

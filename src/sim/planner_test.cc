@@ -279,6 +279,46 @@ TEST(FrugalPipelineTest, SiteReplicasAddTheClustersGradientAverageToTheStep) {
 
 // Note [Frugal memory]: the host buffers per parameter as the engine's
 // HostMemory names them, the device's share, and the two OOM flags.
+TEST(FrugalPipelineTest, HiddenLocalStepsIsTheFewestThatHideTheRound) {
+  const HardwareSpec hw = *BuiltinHardware("rtx3090");
+  FrugalJob job = ClusteredJob("mlp", {2, 2}, 1.0, 0.01);  // 10 Mbit/s between the clusters
+  job.batch_per_worker = 64;
+  job.compute_s_per_sample = 0.05 / 64;
+  ASSERT_TRUE(SetFrugalMode(&job, "local", 16, 0, 0).ok());
+  job.bytes_per_selected = 0.504;
+  Result<int> h = HiddenLocalSteps(job, hw);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_GT(*h, 1);
+  // At h the compute is the bottleneck, at h / 2 it is not.
+  for (int steps : {*h, *h / 2}) {
+    FrugalJob at = job;
+    at.local_steps = steps;
+    at.local_fragments = DefaultLocalFragments(steps);
+    EXPECT_EQ(PredictFrugalIteration(at, hw)->bottleneck == "gpu", steps == *h) << steps;
+  }
+  EXPECT_EQ(*HiddenLocalSteps(job, hw, *h / 2), 0);  // none up to the bound
+  job.inter_cluster_gbps = 10;  // a fast link hides sooner
+  EXPECT_LT(*HiddenLocalSteps(job, hw), *h);
+  ASSERT_TRUE(SetFrugalMode(&job, "step", 16, 0, 0).ok());
+  EXPECT_DOUBLE_EQ(job.density, 0.01);
+  EXPECT_FALSE(HiddenLocalSteps(job, hw).ok());
+}
+
+TEST(FrugalPipelineTest, SetFrugalModeTakesFrugalTrainsDefaults) {
+  FrugalJob job;
+  ASSERT_TRUE(SetFrugalMode(&job, "site", 12, 0, 0, "fp32").ok());
+  EXPECT_EQ(job.local_steps, 12);
+  EXPECT_EQ(job.local_fragments, 4);
+  EXPECT_TRUE(job.site_replicas);
+  EXPECT_EQ(job.site_bytes_per_value, 4);
+  EXPECT_EQ(job.density, 1.0);
+  EXPECT_FALSE(SetFrugalMode(&job, "fast", 16, 0, 0).ok());
+  EXPECT_FALSE(SetFrugalMode(&job, "local", 4, 8, 0).ok());
+  EXPECT_FALSE(SetFrugalMode(&job, "local", 0, 0, 0).ok());
+  EXPECT_FALSE(SetFrugalMode(&job, "local", 16, 0, 1.5).ok());
+  EXPECT_FALSE(SetFrugalMode(&job, "site", 16, 0, 0, "int4").ok());
+}
+
 TEST(FrugalMemoryTest, BuffersPerParameterAndOutOfMemoryFlags) {
   const HardwareSpec hw = *BuiltinHardware("rtx3090");
   FrugalJob job = ClusteredJob("gpt-125m", {2}, 1.0, 1.0);

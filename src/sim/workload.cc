@@ -1,5 +1,6 @@
 #include "frugal/sim/workload.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -261,6 +262,47 @@ Result<Workload> ZooWorkload(const ModelSpec& model, const WorkloadOptions& opt)
   return w;
 }
 
+// Note [Recorded workloads]
+// frugal.plan records a user's module on one batch of b0 samples: every
+// matrix product and convolution its forward and backward ran (the
+// profiler's events with their shapes, both passes listed as forward
+// operators, so the backward pass is empty), one memory-bound operator for
+// the rest (the elementwise and normalisation work, priced as passes over
+// the saved activations), the parameters and the activation bytes saved
+// for backward. For a micro-batch of b samples every operator's rows, FLOPs
+// and bytes and the activations scale by b / b0; the parameters do not.
+// Products whose rows do not grow with the batch (a weight gradient's
+// inner dimension does) are scaled all the same: the FLOPs stay exact,
+// only the shape the cost model sees is approximate.
+Result<Workload> RecordedWorkload(const ModelSpec& model, const WorkloadOptions& opt) {
+  if (opt.tensor_parallel != 1) {
+    return Status::InvalidArgument("model '" + model.name + "' was recorded for data parallelism only");
+  }
+  if (model.recorded_batch < 1) return Status::InvalidArgument("recorded workload with a batch of < 1 samples");
+  const double r = static_cast<double>(opt.micro_batch) / static_cast<double>(model.recorded_batch);
+  Workload w = *model.recorded;
+  auto scale = [r](Block* blk) {
+    for (Operator& op : blk->ops) {
+      if (op.kind == OpKind::kMatmul || op.kind == OpKind::kConv) {
+        op.m = std::max<int64_t>(1, std::llround(static_cast<double>(op.m) * r));
+      }
+      op.fwd_flops *= r;
+      op.bwd_flops *= r;
+      op.fwd_bytes *= r;
+      op.bwd_bytes *= r;
+    }
+    blk->act_bytes_none *= r;
+    blk->act_bytes_selective *= r;
+    blk->act_bytes_full *= r;
+  };
+  scale(&w.pre);
+  for (Block& blk : w.blocks) scale(&blk);
+  scale(&w.post);
+  w.boundary_bytes *= r;
+  w.is_transformer = false;
+  return w;
+}
+
 }  // namespace
 
 double ModelSpec::ParameterCount() const {
@@ -339,6 +381,7 @@ Result<Workload> BuildWorkload(const ModelSpec& model, const WorkloadOptions& op
   if (options.tensor_parallel <= 0 || options.micro_batch <= 0) {
     return Status::InvalidArgument("tensor parallelism and micro-batch must be positive");
   }
+  if (model.recorded != nullptr) return RecordedWorkload(model, options);
   return model.is_transformer ? TransformerWorkload(model, options) : ZooWorkload(model, options);
 }
 

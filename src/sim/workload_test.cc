@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+
 namespace frugal::sim {
 namespace {
 
@@ -65,6 +67,46 @@ TEST(WorkloadTest, ConvFlopsAreImplicitGemm) {
   const Operator& conv2 = w->blocks[1].ops[0];
   EXPECT_EQ(conv2.kind, OpKind::kConv);
   EXPECT_DOUBLE_EQ(conv2.fwd_flops, 2.0 * 8 * 14 * 14 * 64 * 32 * 9);
+}
+
+// Note [Recorded workloads]: a recorded module scales with the batch, its
+// parameters do not, and the Frugal predictions take it like a zoo model.
+TEST(WorkloadTest, RecordedWorkloadScalesWithTheBatch) {
+  auto w = std::make_shared<Workload>();
+  Block blk;
+  blk.name = "recorded";
+  Operator mm;
+  mm.name = "aten::addmm";
+  mm.kind = OpKind::kMatmul;
+  mm.m = 8;
+  mm.n = 64;
+  mm.k = 32;
+  mm.fwd_flops = 2.0 * 8 * 64 * 32;
+  blk.ops.push_back(mm);
+  blk.params = 32 * 64 + 64;
+  blk.act_bytes_none = blk.act_bytes_selective = blk.act_bytes_full = 1000;
+  w->blocks.push_back(blk);
+  w->total_params = blk.params;
+  ModelSpec model;
+  model.name = "mine";
+  model.is_transformer = false;
+  model.bytes_per_value = 4;
+  model.recorded = w;
+  model.recorded_batch = 8;
+  EXPECT_DOUBLE_EQ(model.ParameterCount(), 32 * 64 + 64);
+  WorkloadOptions opt;
+  opt.micro_batch = 32;
+  Result<Workload> big = BuildWorkload(model, opt);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ(big->blocks[0].ops[0].m, 32);
+  EXPECT_DOUBLE_EQ(big->blocks[0].ops[0].fwd_flops, 4 * mm.fwd_flops);
+  EXPECT_DOUBLE_EQ(big->blocks[0].act_bytes_none, 4000);
+  EXPECT_DOUBLE_EQ(big->total_params, w->total_params);
+  EXPECT_DOUBLE_EQ(ModelFlopsPerSample(model), mm.fwd_flops / 8);
+  opt.tensor_parallel = 2;
+  EXPECT_FALSE(BuildWorkload(model, opt).ok());
+  model.recorded_batch = 0;
+  EXPECT_FALSE(BuildWorkload(model, WorkloadOptions{}).ok());
 }
 
 TEST(WorkloadTest, RejectsImpossibleShapes) {

@@ -94,6 +94,13 @@ Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* ou
 // density >= 1 (kAllIndices).
 double IndexBytesPerValue(IndexEncoding e, double density);
 
+// Wire bytes per sent value of Frugal's default wire at `density`, for
+// planning: a worker's chunk as int4 codes, a merged update as int8 (with
+// block-varint ids below density 1; compress::MergedWireFormat). The plan
+// commands and frugal.plan price the exchange with it.
+double DefaultChunkBytesPerValue(double density);
+double DefaultMergedBytesPerValue(double density);
+
 // Bytes Encode would produce for v (the varint encodings count their varints);
 // with format.deflate an upper bound (the raw value section).
 size_t EncodedSize(const SparseVector& v, WireFormat format);

@@ -154,6 +154,22 @@ struct FrugalMemory {
 
 Result<FrugalMemory> PredictFrugalMemory(const FrugalJob& job, const HardwareSpec& hw);
 
+// The mode's part of a job as frugal train runs it (the plan commands'
+// --sync flags and frugal.plan): sync "local", "site" or "step";
+// local_steps per round (local modes); local_fragments 0 for
+// DefaultLocalFragments; density 0 for the mode's default (1 in the local
+// modes, 0.01 in the step mode); site_values "bf16" or "fp32".
+// InvalidArgument for another mode or value, or fragments above the steps.
+Status SetFrugalMode(FrugalJob* job, const std::string& sync, int local_steps, int local_fragments, double density,
+                     const std::string& site_values = "bf16");
+
+// The local modes: the fewest inner steps per round, a power of two up to
+// max_steps, at which a round's exchange and its encode and decode are
+// hidden behind the steps (the prediction's bottleneck is the compute);
+// 0 when none up to max_steps is. The job's fragments follow each count
+// (DefaultLocalFragments). InvalidArgument for a job in the step mode.
+Result<int> HiddenLocalSteps(FrugalJob job, const HardwareSpec& hw, int max_steps = 1024);
+
 // frugal train's fragments for --local-steps h when --local-fragments is not
 // given: the largest divisor of h up to 4 (engine::LocalFragmentsOf, which
 // the engine's tests pin; sim does not depend on the engine).

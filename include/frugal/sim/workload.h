@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,13 @@ struct ModelSpec {
   // Zoo models: "mlp", "cnn", "resnet18" (1x28x28 inputs, 10 classes).
   std::string zoo_name;
   int bytes_per_value = 2;  // Activation/weight element size (fp16 mixed precision).
+  // A workload recorded from a user's module (frugal.plan's profile: its
+  // matrix products and convolutions with their shapes, its parameters and
+  // saved activations) for `recorded_batch` samples. BuildWorkload scales it
+  // to the micro-batch (Note [Recorded workloads] in workload.cc). Data
+  // parallelism only; null for the built-in models.
+  std::shared_ptr<const Workload> recorded;
+  int64_t recorded_batch = 0;
 
   // 12 l h^2 (1 + 13/(12h) + (V + s)/(12 l h)) for transformers.
   double ParameterCount() const;
