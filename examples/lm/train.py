@@ -53,6 +53,10 @@ def parse_args(argv=None):
                    help="Frugal's mode (default auto: local; see the guide for what step mode leaves out)")
     p.add_argument("--density", type=float, default=None, help="Frugal's density (default: the mode's)")
     p.add_argument("--local-steps", type=int, default=None, help="sync='local': steps between rounds (default 16)")
+    p.add_argument("--outer-lr", type=float, default=None,
+                   help="sync='local': the outer step's lr (default: Frugal's choice from the run's length)")
+    p.add_argument("--outer-momentum", type=float, default=None,
+                   help="sync='local': the outer step's Nesterov momentum (default 0.9)")
     p.add_argument("--vocab-size", type=int, default=None,
                    help="embedding rows (default: the tokenizer's for 25m, 50257 for gpt2)")
     p.add_argument("--eval-every", type=int, default=100, help="steps between validation losses (0: only at the end)")
@@ -90,8 +94,13 @@ def parse_args(argv=None):
         p.error(f"--min-lr-ratio must be in [0, 1], got {args.min_lr_ratio}")
     if args.density is not None and not 0 < args.density <= 1:
         p.error(f"--density must be in (0, 1], got {args.density}")
-    if args.local_steps is not None and args.sync == "step":
-        p.error("--local-steps applies to --sync local or auto")
+    for name in ("local_steps", "outer_lr", "outer_momentum"):
+        if getattr(args, name) is not None and args.sync == "step":
+            p.error(f"--{name.replace('_', '-')} applies to --sync local or auto")
+    if args.outer_lr is not None and not (math.isfinite(args.outer_lr) and args.outer_lr > 0):
+        p.error(f"--outer-lr must be a finite number > 0, got {args.outer_lr}")
+    if args.outer_momentum is not None and not 0 <= args.outer_momentum < 1:
+        p.error(f"--outer-momentum must be in [0, 1), got {args.outer_momentum}")
     if args.device == "auto":
         args.device = str(frugal.device())
     if args.device != "cpu" and not args.device.startswith("cuda"):
@@ -218,8 +227,9 @@ def main(argv=None):
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(warmup, args.steps, args.min_lr_ratio))
     local = {}
     if sync == "local":
-        if args.local_steps is not None:
-            local["local_steps"] = args.local_steps
+        for name in ("local_steps", "outer_lr", "outer_momentum"):
+            if getattr(args, name) is not None:
+                local[name] = getattr(args, name)
     model = frugal.DistributedModel(net, optimizer=opt, sync=sync, density=args.density, run_dir=args.run_dir,
                                     log_every=args.log_every, total_steps=args.steps, **local)
     # In the step mode the gradients go to Frugal's pipeline as backward
