@@ -69,6 +69,7 @@ from harness import Testbed, hold_testbed_lock  # noqa: E402
 from report import log, write_outputs  # noqa: E402
 from runner import run_system  # noqa: E402
 import scenarios  # noqa: E402
+import grid  # noqa: E402
 
 
 def parse_args():
@@ -80,6 +81,8 @@ def parse_args():
     ap.add_argument("--quick", action="store_true", help="reduced set, under 10 minutes")
     ap.add_argument("--smoke", action="store_true", help="2 workers, a few steps (test suite)")
     ap.add_argument("--scenarios", default="", help="comma list of: " + ", ".join(scenarios.SCENARIOS) + " or all")
+    ap.add_argument("--grid", type=int, default=0,
+                    help="run part K of the grid (bench/tta/grid.py --parts lists them) instead of --scenarios")
     ap.add_argument("--systems", default="", help="comma list subset of: " + ", ".join(scenarios.ALL_SYSTEMS))
     ap.add_argument("--budget-scale", type=float, default=1.0, help="multiply every time budget")
     ap.add_argument("--epochs", type=int, help="override the scenarios' epochs")
@@ -166,7 +169,16 @@ def main():
               % args.frugal, file=sys.stderr)
         return 2
     try:
-        scens = scenarios.select(args.smoke, args.quick, args.scenarios, args.epochs, args.systems)
+        if args.grid:
+            if args.scenarios or args.smoke or args.quick:
+                raise scenarios.ScenarioError("--grid selects its own scenarios: drop --scenarios, --smoke, --quick")
+            try:
+                scens = grid.part(args.grid)
+            except ValueError as e:
+                raise scenarios.ScenarioError(str(e)) from None
+            scens = scenarios.select(False, False, "", args.epochs, args.systems, scens=scens)
+        else:
+            scens = scenarios.select(args.smoke, args.quick, args.scenarios, args.epochs, args.systems)
         scens = [sc.with_(train_args=sc.train_args + tuple(args.train_args.split()),
                           frugal_epochs=args.frugal_epochs or sc.frugal_epochs) for sc in scens]
     except scenarios.ScenarioError as e:

@@ -313,10 +313,13 @@ class ScenarioError(ValueError):
     """A --scenarios or --systems value names something unknown; the message says what."""
 
 
-def select(smoke, quick, names, epochs=None, systems=""):
-    """The scenarios a run asked for: SMOKE, QUICK, or the comma list NAMES
-    ("" or "all": every one), with --epochs and --systems applied."""
-    if smoke:
+def select(smoke, quick, names, epochs=None, systems="", scens=None):
+    """The scenarios a run asked for: SCENS (the grid's part), SMOKE, QUICK,
+    or the comma list NAMES ("" or "all": every one), with --epochs and
+    --systems applied."""
+    if scens is not None:
+        scens = list(scens)
+    elif smoke:
         scens = list(SMOKE)
     elif quick:
         scens = list(QUICK)
