@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frugal/cluster/job_controller.h"
+#include "frugal/cluster/job_file.h"
 #include "frugal/comm/security.h"
 #include "process.h"
 #include "task_runner.h"
@@ -84,6 +86,14 @@ bool ToSample(const nlohmann::json& r, const TaskSpec& task, MetricSample* m) {
   if (r.contains("test_accuracy") && r["test_accuracy"].is_number()) m->accuracy = r["test_accuracy"].get<double>();
   if (r.contains("samples_per_s") && r["samples_per_s"].is_number()) {
     m->samples_per_s = r["samples_per_s"].get<double>();
+  }
+  // A DistributedModel's records (a command job's script) carry no
+  // batch_sizes, the script choosing its batches; a record's samples per
+  // step are then samples_per_s x iter_s (the window's samples over its
+  // span, times its span over its steps).
+  if (m->global_batch == 0 && m->samples_per_s > 0 && r.contains("iter_s") && r["iter_s"].is_number()) {
+    const double per_step = m->samples_per_s * r["iter_s"].get<double>();
+    if (per_step >= 0.5 && per_step < 1e9) m->global_batch = static_cast<int>(std::lround(per_step));
   }
   return true;
 }
@@ -271,6 +281,7 @@ void AgentImpl::Start(const TaskSpec& spec) {
     pending_exits_.push_back({spec.task_id, 126});
     return;
   }
+  if (spec.env.count(kRunDirEnv)) fs::create_directories(runs_ / spec.resume_run, ec);  // The program's run_dir.
   TaskSpec launched = spec;
   for (auto& [name, value] : launched.env) {
     for (size_t at = value.find("{runs}"); at != std::string::npos; at = value.find("{runs}", at)) {
