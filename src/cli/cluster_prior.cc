@@ -114,6 +114,9 @@ class PlannerPrior final : public cluster::SpeedPrior {
 
 cluster::SpeedPriorFactory PlannerSpeedPrior(const sim::HardwareSpec& hardware, bool elastic) {
   return [hardware, elastic](const cluster::JobSubmission& job) -> std::shared_ptr<const cluster::SpeedPrior> {
+    // A command job's program is not a configuration the planner can time:
+    // its speed is learned from its metrics (Note [Live throughput prior]).
+    if (job.IsCommand()) return nullptr;
     toml::value root;
     try {
       std::istringstream in(job.config_toml);

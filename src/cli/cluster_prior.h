@@ -30,8 +30,8 @@ std::string ProfileOfConfig(const toml::table& config);
 // of its model, batch (global_batch split over the workers, or batch_size
 // per worker), density, wire format, sync mode and CPU threads, with n
 // workers on one host of `hardware` (shared_cpu when the hardware is a
-// CPU). nullptr for a configuration it cannot parse or a model the planner
-// does not know (a custom Python model, gpt-tiny). `elastic`: the jobs run
+// CPU). nullptr for a command job, a configuration it cannot parse or a
+// model the planner does not know (a custom Python model, gpt-tiny). `elastic`: the jobs run
 // as elastic workers (`--sync auto` then resolves as frugal train does).
 cluster::SpeedPriorFactory PlannerSpeedPrior(const sim::HardwareSpec& hardware, bool elastic);
 #endif

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -23,9 +24,9 @@
 #include "frugal/cluster/client.h"
 #include "frugal/cluster/cluster_manager.h"
 #include "frugal/cluster/http_server.h"
+#include "frugal/cluster/job_file.h"
 #include "frugal/cluster/slurm_backend.h"
 #include "frugal/common/file.h"
-#include "frugal/common/toml_text.h"
 #include "frugal/sched/policy.h"
 #ifdef FRUGAL_HAVE_SIM
 #include "frugal/sim/hardware.h"
@@ -117,16 +118,21 @@ double ReallocationCost(const ServeFlags& f) {
   return f.controller == "restart" ? 30.0 : 5.0;
 }
 
+// --controller picks how `frugal train` jobs run; command jobs run under
+// `frugal run` either way (Note [Command jobs] in src/cluster/command_controller.cc).
 std::unique_ptr<cluster::JobController> MakeController(const ServeFlags& f) {
+  std::unique_ptr<cluster::JobController> train;
   if (f.controller == "restart") {
     cluster::RestartControllerOptions co;
     co.checkpoint_every = f.checkpoint_every;
-    return cluster::NewRestartJobController(co);
+    train = cluster::NewRestartJobController(co);
+  } else {
+    cluster::ElasticControllerOptions eo;
+    eo.checkpoint_every = f.checkpoint_every;
+    eo.max_nodes_per_job = f.max_nodes_per_job;
+    train = cluster::NewElasticJobController(eo);
   }
-  cluster::ElasticControllerOptions eo;
-  eo.checkpoint_every = f.checkpoint_every;
-  eo.max_nodes_per_job = f.max_nodes_per_job;
-  return cluster::NewElasticJobController(eo);
+  return cluster::NewMixedJobController(std::move(train), cluster::NewCommandJobController());
 }
 
 // --prior-hardware: the planner's prediction of each job on that hardware
@@ -318,61 +324,22 @@ void AddAgent(CLI::App* cluster) {
 
 // ---- submit and queries ------------------------------------------------------
 
-// job.toml: a `frugal train` configuration plus `min_workers`, `max_workers`
-// and an optional `name` and `profile`; those are taken out, the rest goes
-// to train. Without `profile` the job's is ProfileOfConfig of the rest.
+// job.toml (cluster::ParseJobFile, frugal/cluster/job_file.h): a `frugal
+// train` configuration or a command, plus min_workers/max_workers. A train
+// job without `profile` gets ProfileOfConfig of its configuration.
 cluster::JobSubmission ReadJobFile(const std::string& path) {
-  toml::value root;
   Result<std::string> text = ReadTextFile(path, "job file");
   ThrowIfError(text.status());
-  const std::string problem = TomlTextProblem(*text);  // toml11 3.7 misbehaves on some input
-  if (!problem.empty()) throw UsageError(path + ":" + problem);
-  try {
-    std::istringstream in(*text);
-    root = toml::parse(in, path);
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    throw UsageError(path + ": " + msg.substr(0, msg.find('\n')));
+  std::error_code ec;
+  const std::string dir = std::filesystem::absolute(std::filesystem::path(path), ec).parent_path().string();
+  Result<cluster::JobSubmission> job = cluster::ParseJobFile(*text, path, dir);
+  if (!job.ok()) throw UsageError(job.status().message());
+  if (!job->IsCommand() && job->profile.empty()) {
+    std::istringstream in(job->config_toml);
+    const toml::value config = toml::parse(in, path);  // Written by ParseJobFile: parses.
+    job->profile = ProfileOfConfig(config.as_table());
   }
-  if (!root.is_table()) throw UsageError(path + ": not a TOML table");
-  cluster::JobSubmission job;
-  auto& table = root.as_table();
-  auto take_int = [&](const char* key, int* out, bool required) {
-    auto it = table.find(key);
-    if (it == table.end()) {
-      if (required) throw UsageError(path + ": missing '" + key + "' (the range of workers the job may run with)");
-      return;
-    }
-    if (!it->second.is_integer()) throw UsageError(path + ": '" + std::string(key) + "' must be an integer");
-    *out = static_cast<int>(it->second.as_integer());
-    table.erase(it);
-  };
-  take_int("min_workers", &job.min_workers, true);
-  take_int("max_workers", &job.max_workers, true);
-  for (auto [key, out] : {std::pair<const char*, std::string*>{"name", &job.name}, {"profile", &job.profile}}) {
-    auto it = table.find(key);
-    if (it == table.end()) continue;
-    if (!it->second.is_string()) throw UsageError(path + ": '" + key + "' must be a string");
-    *out = it->second.as_string();
-    table.erase(it);
-  }
-  if (job.profile.size() > 256) throw UsageError(path + ": 'profile' is over 256 characters");
-  for (const char* owned : {"workers", "run_name", "runs_dir", "resume", "resume_from", "checkpoint_dir"}) {
-    if (table.count(owned)) throw UsageError(path + ": '" + owned + "' is set by the cluster; remove it");
-  }
-  if (auto it = table.find("max_steps"); it != table.end() && it->second.is_integer()) {
-    job.max_steps = static_cast<int>(it->second.as_integer());
-  }
-  if (job.min_workers < 1 || job.max_workers < job.min_workers || job.max_workers > 1024) {
-    throw UsageError(path + ": need 1 <= min_workers <= max_workers <= 1024, got " + std::to_string(job.min_workers) +
-                     " and " + std::to_string(job.max_workers));
-  }
-  std::ostringstream out;
-  out << root;
-  job.config_toml = out.str();
-  if (job.profile.empty()) job.profile = ProfileOfConfig(table);
-  if (job.name.empty()) job.name = path.substr(path.find_last_of('/') + 1);
-  return job;
+  return std::move(*job);
 }
 
 std::string Fmt(double v, const char* f = "%.0f") {
@@ -403,7 +370,7 @@ json GetJson(cluster::ClusterClient& c, const std::string& path) {
 void AddQueries(CLI::App* cluster) {
   auto cf = std::make_shared<ClientFlags>();
   auto job_file = std::make_shared<std::string>();
-  auto* submit = cluster->add_subcommand("submit", "Submit a job: a frugal train TOML plus min_workers/max_workers");
+  auto* submit = cluster->add_subcommand("submit", "Submit a job: a frugal train TOML or a command = [...], plus min_workers/max_workers");
   AddClientFlags(submit, cf.get());
   submit->add_option("job", *job_file, "job.toml")->required();
   submit->callback([cf, job_file] {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frugal/cluster/job_controller.h"
+#include "frugal/cluster/job_file.h"
 #include "frugal/comm/security.h"
 #include "process.h"
 #include "task_runner.h"
@@ -85,15 +87,25 @@ bool ToSample(const nlohmann::json& r, const TaskSpec& task, MetricSample* m) {
   if (r.contains("samples_per_s") && r["samples_per_s"].is_number()) {
     m->samples_per_s = r["samples_per_s"].get<double>();
   }
+  // A DistributedModel's records (a command job's script) carry no
+  // batch_sizes, the script choosing its batches; a record's samples per
+  // step are then samples_per_s x iter_s (the window's samples over its
+  // span, times its span over its steps).
+  if (m->global_batch == 0 && m->samples_per_s > 0 && r.contains("iter_s") && r["iter_s"].is_number()) {
+    const double per_step = m->samples_per_s * r["iter_s"].get<double>();
+    if (per_step >= 0.5 && per_step < 1e9) m->global_batch = static_cast<int>(std::lround(per_step));
+  }
   return true;
 }
 
 class LocalTaskRunner final : public TaskRunner {
  public:
   explicit LocalTaskRunner(std::string host) : host_(std::move(host)) {}
-  Result<int64_t> Start(const TaskSpec&, const std::vector<std::string>& argv, const std::string& cwd,
+  Result<int64_t> Start(const TaskSpec& spec, const std::vector<std::string>& argv, const std::string& cwd,
                         const std::string& log_path) override {
-    Result<pid_t> pid = SpawnProcessGroup(argv, cwd, log_path);
+    std::vector<std::string> env;
+    for (const auto& [name, value] : spec.env) env.push_back(name + "=" + value);
+    Result<pid_t> pid = SpawnProcessGroup(argv, cwd, log_path, env);
     if (!pid.ok()) return pid.status();
     return static_cast<int64_t>(*pid);
   }
@@ -227,7 +239,7 @@ Status AgentImpl::AddSecurityArgs(const TaskSpec& spec, std::vector<std::string>
   const std::string host = runner_->Host(spec);
   if (!listens || IsLoopbackHost(host)) return Status::Ok();
   if (spec.insecure_transport) {
-    argv->push_back("--insecure");
+    argv->insert(std::find(argv->begin(), argv->end(), "--"), "--insecure");
     return Status::Ok();
   }
   if (spec.job_public_key.empty() || spec.job_secret_key.empty()) {
@@ -242,7 +254,9 @@ Status AgentImpl::AddSecurityArgs(const TaskSpec& spec, std::vector<std::string>
   fs::remove(key.string() + ".pub", ec);
   FRUGAL_RETURN_IF_ERROR(comm::WriteKeyPairFiles(key.string(), {spec.job_public_key, spec.job_secret_key},
                                                  "job-" + std::to_string(spec.job_id)));
-  argv->insert(argv->end(), {"--key", key.string(), "--authorized-keys", key.string() + ".pub"});
+  // Before a `--` that ends the launcher's flags (`frugal run ... -- <command>`).
+  auto end = std::find(argv->begin(), argv->end(), "--");
+  argv->insert(end, {"--key", key.string(), "--authorized-keys", key.string() + ".pub"});
   return Status::Ok();
 }
 
@@ -258,11 +272,28 @@ void AgentImpl::Start(const TaskSpec& spec) {
     pending_exits_.push_back({spec.task_id, 127});
     return;
   }
+  // A command job's task (Note [Command jobs]): its directory, and its
+  // environment with "{runs}" expanded.
+  const std::string cwd = spec.workdir.empty() ? options_.work_dir : spec.workdir;
+  if (!fs::is_directory(cwd, ec)) {
+    std::fprintf(stderr, "agent: cannot start %s: its workdir %s is not a directory on this host\n",
+                 spec.task_id.c_str(), cwd.c_str());
+    pending_exits_.push_back({spec.task_id, 126});
+    return;
+  }
+  if (spec.env.count(kRunDirEnv)) fs::create_directories(runs_ / spec.resume_run, ec);  // The program's run_dir.
+  TaskSpec launched = spec;
+  for (auto& [name, value] : launched.env) {
+    for (size_t at = value.find("{runs}"); at != std::string::npos; at = value.find("{runs}", at)) {
+      value.replace(at, 6, runs_.string());
+      at += runs_.string().size();
+    }
+  }
   std::string line;
   for (const std::string& a : argv) line += a + " ";
   std::fprintf(stderr, "agent: starting %s: %s\n", spec.task_id.c_str(), line.c_str());
   Result<int64_t> handle =
-      runner_->Start(spec, argv, options_.work_dir, (fs::path(options_.work_dir) / (spec.task_id + ".log")).string());
+      runner_->Start(launched, argv, cwd, (fs::path(options_.work_dir) / (spec.task_id + ".log")).string());
   if (!handle.ok()) {
     std::fprintf(stderr, "agent: cannot start %s: %s\n", spec.task_id.c_str(), handle.status().message().c_str());
     pending_exits_.push_back({spec.task_id, 127});

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "frugal/cluster/job_file.h"
 #include "frugal/comm/security.h"
 #include "manager_impl.h"
 
@@ -118,7 +119,8 @@ Status ClusterManager::Impl::Event(const std::string& kind, int64_t job_id, int6
 }
 
 Result<int64_t> ClusterManager::Impl::Submit(const JobSubmission& spec) {
-  const int least = controller_->MinWorkers();
+  FRUGAL_RETURN_IF_ERROR(CheckSubmission(spec));
+  const int least = controller_->MinWorkers(spec);
   if (spec.min_workers < least || spec.max_workers < spec.min_workers || spec.max_workers > 1024) {
     return Status::InvalidArgument(
         "min_workers must be >= " + std::to_string(least) + " and max_workers in [min_workers, 1024]; got " +

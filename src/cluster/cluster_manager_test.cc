@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 
+#include "frugal/cluster/job_file.h"
 #include "frugal/sched/decision.h"
 #include "live_speed.h"
 
@@ -17,16 +18,34 @@ JobSubmission Job(const std::string& name, int min_w, int max_w) {
   return {name, "model = \"mlp\"\nmax_steps = 40\n", min_w, max_w, 40, ""};
 }
 
+// A command job (Note [Command jobs]) of `name`'s script.
+JobSubmission CommandJob(const std::string& name, int min_w, int max_w) {
+  JobSubmission j;
+  j.name = name;
+  j.min_workers = min_w;
+  j.max_workers = max_w;
+  j.max_steps = 100;
+  j.command.argv = {"python3", name + ".py", "--steps", "100"};
+  j.command.env = {{"PYTHONPATH", "/opt/frugal"}};
+  j.command.workdir = "/srv/jobs";
+  j.profile = CommandProfile(j.command);
+  return j;
+}
+
 class ManagerTest : public ::testing::Test {
  protected:
-  std::unique_ptr<ClusterManager> Open(const std::string& path = ":memory:", const std::string& policy = "afs-p") {
+  std::unique_ptr<ClusterManager> Open(const std::string& path = ":memory:", const std::string& policy = "afs-p",
+                                       bool mixed = false) {
     auto store = StateStore::Open(path);
     EXPECT_TRUE(store.ok()) << store.status().message();
     ManagerOptions o;
     o.policy = policy;
     o.node_timeout_s = 10;
     o.round_interval_s = 5;
-    auto m = ClusterManager::Open(std::move(*store), NewRestartJobController(), clock_, o);
+    auto m = ClusterManager::Open(std::move(*store),
+                                  mixed ? NewMixedJobController(NewRestartJobController(), NewCommandJobController())
+                                        : NewRestartJobController(),
+                                  clock_, o);
     EXPECT_TRUE(m.ok()) << m.status().message();
     return std::move(*m);
   }
@@ -489,6 +508,168 @@ TEST_F(ManagerTest, MeasuredRatesCalibrateThePriorForNewJobs) {
   EXPECT_NEAR(m->Throughputs()[*b].estimate[3], 150 * scale, 1e-9) << "b measured nothing: the calibrated prior";
   EXPECT_NEAR(m->Throughputs()[*b].estimate[4] / m->Throughputs()[*b].estimate[2], 2.0, 1e-12)
       << "speed-ups are the prior's";
+  std::filesystem::remove(path);
+}
+
+// Nodes keep their own slot counts (Note [Unequal nodes]): a 2-slot and a
+// 4-slot host offer 6 slots, and three command jobs of 2 workers use all of
+// them, never more than a host has.
+TEST_F(ManagerTest, UnequalNodesOfferAllTheirSlotsToCommandJobs) {
+  for (const std::string policy : {"afs-p", "fifo", "tiresias"}) {
+    SCOPED_TRACE(policy);
+    auto m = Open(":memory:", policy, /*mixed=*/true);
+    const int64_t small = Beat(*m, "small", 2).node_id;
+    const int64_t large = Beat(*m, "large", 4).node_id;
+    for (const char* name : {"a", "b", "c"}) ASSERT_TRUE(m->Submit(CommandJob(name, 2, 2)).ok());
+    ASSERT_TRUE(m->RunRound().ok());
+    std::map<int64_t, int> used;
+    int total = 0;
+    for (const JobRecord& j : m->Jobs()) {
+      EXPECT_EQ(j.state, JobState::kRunning) << j.spec.name << ": " << j.message;
+      for (const NodeSlots& s : j.placement) used[s.node_id] += s.slots;
+      total += j.Workers();
+    }
+    EXPECT_EQ(total, 6) << "the smallest node's count (2 + 2) would leave one job queued";
+    EXPECT_EQ(used[small], 2);
+    EXPECT_EQ(used[large], 4);
+    int tasks = 0;
+    for (const char* node : {"small", "large"}) {
+      for (const TaskSpec& t : Beat(*m, node, std::string(node) == "small" ? 2 : 4).tasks) {
+        ++tasks;
+        const std::string script = m->Job(t.job_id)->spec.name + ".py";
+        EXPECT_EQ(t.args, (std::vector<std::string>{"run", "--workers", "2", "--threads", "1", "--timeout-s", "60",
+                                                     "--", "python3", script, "--steps", "100"}));
+        EXPECT_EQ(t.env.at(kRunDirEnv), "{runs}/" + RunName(t.job_id)) << "where the agent reads its metrics";
+        EXPECT_EQ(t.resume_run, RunName(t.job_id));
+        EXPECT_EQ(t.env.at("PYTHONPATH"), "/opt/frugal");
+        EXPECT_EQ(t.workdir, "/srv/jobs");
+        EXPECT_TRUE(t.config_toml.empty());
+      }
+    }
+    EXPECT_EQ(tasks, 3);
+  }
+}
+
+// A 4-slot job fits only on the 4-slot host; with the smallest count (2) as
+// every host's, the policy could not have placed it at 4.
+TEST_F(ManagerTest, AJobTakesTheLargerNodesSlots) {
+  auto m = Open(":memory:", "afs-p", /*mixed=*/true);
+  Beat(*m, "small", 2);
+  const int64_t large = Beat(*m, "large", 4).node_id;
+  auto a = m->Submit(CommandJob("a", 4, 4));
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  ASSERT_EQ(m->Job(*a)->placement, (std::vector<NodeSlots>{{large, 4}})) << m->Job(*a)->message;
+}
+
+// A resize of a command job restarts it at the new size: a new task id
+// (generation), `frugal run --workers` of the new size, the same run
+// directory to resume from; its exit 0 finishes the job, and a train job
+// still runs as `frugal train` beside it.
+TEST_F(ManagerTest, ACommandJobIsResizedByARestartAndFinishesByItsExit) {
+  auto m = Open(":memory:", "afs-p", /*mixed=*/true);
+  Beat(*m, "host-a", 4);
+  auto a = m->Submit(CommandJob("a", 1, 4));  // 1 worker: the script checkpoints itself.
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(m->RunRound().ok());
+  AgentReply reply = Beat(*m, "host-a", 4);
+  ASSERT_EQ(reply.tasks.size(), 1u);
+  EXPECT_EQ(reply.tasks[0].task_id, "job-1-g1");
+  EXPECT_EQ(Arg(reply.tasks[0], "--workers"), "4");
+
+  auto b = m->Submit(Job("b", 2, 4));
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  reply = Beat(*m, "host-a", 4);
+  ASSERT_EQ(reply.tasks.size(), 2u);
+  const TaskSpec& resized = reply.tasks[0].job_id == *a ? reply.tasks[0] : reply.tasks[1];
+  const TaskSpec& train = reply.tasks[0].job_id == *a ? reply.tasks[1] : reply.tasks[0];
+  EXPECT_EQ(resized.task_id, "job-1-g2") << "a new generation: the agent stops g1 and starts this one";
+  EXPECT_EQ(std::stoi(Arg(resized, "--workers")) + std::stoi(Arg(train, "--workers")), 4) << "afs-p shares the node";
+  EXPECT_EQ(resized.args[0], "run");
+  EXPECT_EQ(resized.resume_run, "job-1");
+  EXPECT_EQ(train.args[0], "train");
+  auto events = m->Events(0, 100);
+  ASSERT_TRUE(events.ok());
+  EXPECT_TRUE(std::any_of(events->begin(), events->end(), [](const EventRecord& e) {
+    return e.kind == "resize" && e.job_id == 1 && e.message.find("[restart from checkpoint]") != std::string::npos;
+  }));
+  EXPECT_EQ(m->Job(*a)->restarts, 0) << "a resize is no failure";
+
+  Beat(*m, "host-a", 4, {{"job-1-g1", 143}});  // The stopped generation: ignored.
+  EXPECT_EQ(m->Job(*a)->state, JobState::kRunning);
+  Beat(*m, "host-a", 4, {{"job-1-g2", 0}});
+  EXPECT_EQ(m->Job(*a)->state, JobState::kFinished);
+}
+
+// The server checks what the API sends (the CLI's checks are ParseJobFile's).
+TEST_F(ManagerTest, RejectsMalformedCommandJobs) {
+  auto m = Open(":memory:", "afs-p", /*mixed=*/true);
+  auto refused = [&](JobSubmission j, const std::string& why) {
+    auto id = m->Submit(j);
+    EXPECT_EQ(id.status().code(), Status::Code::kInvalidArgument) << why;
+    EXPECT_NE(id.status().message().find(why), std::string::npos) << id.status().message();
+  };
+  JobSubmission both = CommandJob("both", 1, 2);
+  both.config_toml = "model = \"mlp\"\n";
+  refused(both, "not both");
+  JobSubmission reserved = CommandJob("env", 1, 2);
+  reserved.command.env["FRUGAL_RANK"] = "3";
+  refused(reserved, "FRUGAL_RANK is set by the cluster");
+  JobSubmission badname = CommandJob("env", 1, 2);
+  badname.command.env["A B"] = "1";
+  refused(badname, "not a variable name");
+  JobSubmission relative = CommandJob("rel", 1, 2);
+  relative.command.workdir = "jobs";
+  refused(relative, "absolute path");
+  JobSubmission gpus = CommandJob("gpus", 1, 2);
+  gpus.command.gpus_per_worker = 2;
+  refused(gpus, "only 1 is supported");
+  JobSubmission empty_program = CommandJob("prog", 1, 2);
+  empty_program.command.argv[0] = "";
+  refused(empty_program, "program");
+  JobSubmission nul = CommandJob("nul", 1, 2);
+  nul.command.argv.push_back(std::string("a\0b", 3));
+  refused(nul, "NUL");
+  EXPECT_TRUE(m->Submit(CommandJob("fine", 1, 2)).ok()) << "1 worker is enough for a command job";
+  EXPECT_FALSE(m->Submit(Job("train", 1, 2)).ok()) << "but not for `frugal train` under the restart controller";
+}
+
+// A command job's speed is learned from its metrics and shared only with
+// jobs of the same command (its profile), never with a train job; the
+// command survives a server restart.
+TEST_F(ManagerTest, CommandJobsLearnTheirSpeedAndShareItOnlyWithTheSameCommand) {
+  const auto path = std::filesystem::temp_directory_path() / ("frugal-command-" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    auto m = Open(path.string(), "afs-p", /*mixed=*/true);
+    Beat(*m, "host-a", 4);
+    ASSERT_TRUE(m->Submit(CommandJob("a", 1, 4)).ok());
+    ASSERT_TRUE(m->RunRound().ok());
+    AgentReport r;
+    r.node = "host-a";
+    r.slots = 4;
+    r.samples = {{1, 10, 0, 4, 64, 1.0, -1, 100.0}, {1, 20, 0, 4, 64, 0.9, -1, 250.0}};
+    ASSERT_TRUE(m->Heartbeat(r).ok());
+    EXPECT_EQ(m->Throughputs()[1].samples_per_s, (std::map<int, double>{{4, 250.0}}));
+    EXPECT_EQ(m->Job(1)->last_step, 20);
+    EXPECT_DOUBLE_EQ(m->Job(1)->progress, 20 * 64) << "samples trained, from the records";
+  }
+  auto m = Open(path.string(), "afs-p", /*mixed=*/true);
+  Beat(*m, "host-a", 4);
+  const JobRecord a = *m->Job(1);
+  EXPECT_EQ(a.spec.command.argv, CommandJob("a", 1, 4).command.argv) << "persisted";
+  EXPECT_EQ(a.spec.command.env, CommandJob("a", 1, 4).command.env);
+  EXPECT_EQ(a.spec.command.workdir, "/srv/jobs");
+  auto same = m->Submit(CommandJob("a", 1, 4));
+  auto other = m->Submit(CommandJob("other", 1, 4));
+  auto train = m->Submit(Job("train", 2, 4));
+  ASSERT_TRUE(same.ok() && other.ok() && train.ok());
+  auto rates = m->Throughputs();
+  EXPECT_EQ(rates[*same].profile_samples_per_s, (std::map<int, double>{{4, 250.0}}));
+  EXPECT_TRUE(rates[*other].profile_samples_per_s.empty()) << "another script";
+  EXPECT_TRUE(rates[*train].profile_samples_per_s.empty()) << "a zoo job";
+  EXPECT_NE(CommandJob("a", 1, 4).profile, CommandJob("other", 1, 4).profile);
   std::filesystem::remove(path);
 }
 

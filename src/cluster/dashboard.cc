@@ -6,7 +6,8 @@ namespace frugal::cluster {
 
 // One self-contained page (no external scripts: a lab's cluster network may
 // have no internet). It polls /api/state and redraws: nodes with their slots,
-// the queue, each job's progress and throughput, an allocation timeline per
+// the queue, each job's program (its command, or `frugal train`), progress
+// and throughput, an allocation timeline per
 // job (every generation is a bar, so resizes show as steps) and each job's
 // loss and test-accuracy curves.
 namespace {
@@ -47,13 +48,15 @@ function drawNodes(s){
   }
   document.getElementById('nodes').innerHTML=h||'no agents yet';
 }
+// A command job's program (Note [Command jobs]), else the built-in trainer.
+const program=j=>j.command&&j.command.length?j.command.join(' '):'frugal train';
 function drawJobs(s){
   const jobs=[...s.jobs].sort((a,b)=>(a.queue_position<0)-(b.queue_position<0)||a.queue_position-b.queue_position||a.id-b.id);
-  let h='<tr><th>queue</th><th>id</th><th>name</th><th>state</th><th>workers</th><th>step</th><th>progress</th><th>samples/s by workers</th><th>restarts</th><th>message</th></tr>';
+  let h='<tr><th>queue</th><th>id</th><th>name</th><th>program</th><th>state</th><th>workers</th><th>step</th><th>progress</th><th>samples/s by workers</th><th>restarts</th><th>message</th></tr>';
   for(const j of jobs){
     const frac=j.max_steps>0?Math.min(1,j.step/j.max_steps):0;
     const rates=Object.entries(j.samples_per_s_by_workers).map(([n,r])=>`${n}: ${r.toFixed(0)}`).join(', ');
-    h+=`<tr class="job" data-job="${j.id}"><td>${j.queue_position>=0?j.queue_position:''}</td><td style="color:${color(j.id)}">${j.id}</td><td>${esc(j.name)}</td><td>${j.state}</td><td>${j.workers} (${j.min_workers}-${j.max_workers})</td><td>${j.step}${j.max_steps?'/'+j.max_steps:''}</td><td><span class="bar" style="width:${(frac*80).toFixed(0)}px"></span> ${(frac*100).toFixed(0)}%</td><td>${rates}</td><td>${j.restarts}</td><td>${esc(j.message)}</td></tr>`;
+    h+=`<tr class="job" data-job="${j.id}"><td>${j.queue_position>=0?j.queue_position:''}</td><td style="color:${color(j.id)}">${j.id}</td><td>${esc(j.name)}</td><td class="program">${esc(program(j))}</td><td>${j.state}</td><td>${j.workers} (${j.min_workers}-${j.max_workers})</td><td>${j.step}${j.max_steps?'/'+j.max_steps:''}</td><td><span class="bar" style="width:${(frac*80).toFixed(0)}px"></span> ${(frac*100).toFixed(0)}%</td><td>${rates}</td><td>${j.restarts}</td><td>${esc(j.message)}</td></tr>`;
   }
   document.getElementById('jobs').innerHTML=h;
 }

@@ -67,14 +67,19 @@ def main():
         assert port, "server did not start: " + open(out).read()
         beat = {"node": "host-dash", "slots": 4, "running": [], "exited": [], "samples": []}
         post(port, "/api/agent/heartbeat", beat)
+        # A command job first (it takes 1 slot), then a train job (the other 3).
+        script = post(port, "/api/jobs", {"name": "own-script", "command": ["python3", "train.py", "--lr", "0.1"],
+                                          "workdir": root, "min_workers": 1, "max_workers": 1, "max_steps": 100})["id"]
         job = post(port, "/api/jobs", {"name": "dash-job", "config_toml": 'model = "mlp"\n', "min_workers": 2,
                                        "max_workers": 4, "max_steps": 40})["id"]
         deadline = time.time() + 20
-        while time.time() < deadline and not post(port, "/api/agent/heartbeat", beat)["tasks"]:
+        while time.time() < deadline and len(post(port, "/api/agent/heartbeat", beat)["tasks"]) < 2:
             time.sleep(0.2)
         beat["samples"] = [{"job_id": job, "step": s, "workers": 4, "global_batch": 128, "loss": 2.3 - 0.05 * s,
                             "accuracy": -1, "samples_per_s": 500.0} for s in range(5, 25, 5)]
         beat["samples"].append({"job_id": job, "step": 20, "workers": 4, "accuracy": 0.61})
+        beat["samples"].append({"job_id": script, "step": 50, "workers": 1, "global_batch": 16, "loss": 0.4,
+                                "accuracy": -1, "samples_per_s": 300.0})
         post(port, "/api/agent/heartbeat", beat)
         beat["samples"] = []
         stop = threading.Event()
@@ -94,7 +99,11 @@ def main():
             "page loaded its state": 'data-loaded="1"' in dom,
             "node listed and up": "<b>host-dash</b> up" in dom,
             "job row": 'class="job" data-job="%d"' % job in dom and "dash-job" in dom,
-            "slots coloured by job": dom.count('title="job %d"' % job) == 4,
+            "slots coloured by job": dom.count('title="job %d"' % job) == 3 and dom.count('title="job %d"' % script) == 1,
+            "command job row": 'class="job" data-job="%d"' % script in dom and "own-script" in dom,
+            "command job's program": '<td class="program">python3 train.py --lr 0.1</td>' in dom,
+            "command job's progress": "50/100" in dom,
+            "train job's program": '<td class="program">frugal train</td>' in dom,
             "timeline bar": 'class="alloc"' in dom,
             "loss curve": "<polyline" in dom,
             "accuracy shown": "61.0%" in dom,

@@ -47,8 +47,8 @@ class ElasticJobController final : public JobController {
   explicit ElasticJobController(ElasticControllerOptions options) : options_(options) {}
 
   std::string Name() const override { return "elastic"; }
-  int MaxNodesPerJob() const override { return options_.max_nodes_per_job; }
-  int MinWorkers() const override { return 1; }
+  int MaxNodesPerJob(const JobSubmission&) const override { return options_.max_nodes_per_job; }
+  int MinWorkers(const JobSubmission&) const override { return 1; }
 
   bool Reconfigure(JobRecord* job, bool fresh) const override {
     if (job->placement.empty()) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
+#include <map>
 #include <type_traits>
 
 namespace frugal::cluster {
@@ -69,6 +70,14 @@ Status Convert(const json& v, const std::string& field, T* out) {
       std::string s;
       FRUGAL_RETURN_IF_ERROR(Convert(v[i], field + "[" + std::to_string(i) + "]", &s));
       out->push_back(std::move(s));
+    }
+  } else if constexpr (std::is_same_v<T, std::map<std::string, std::string>>) {
+    if (!v.is_object()) return Status::InvalidArgument(TypeError(field, "an object of strings", v));
+    out->clear();
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      std::string s;
+      FRUGAL_RETURN_IF_ERROR(Convert(it.value(), field + "." + Printable(it.key()), &s));
+      (*out)[it.key()] = std::move(s);
     }
   } else {
     static_assert(std::is_same_v<T, const json*>, "no JSON conversion for this type");
@@ -164,6 +173,8 @@ Result<TaskSpec> TaskFromJson(const json& j, const std::string& where) {
   FRUGAL_RETURN_IF_ERROR(r.Optional("job_public_key", &t.job_public_key));
   FRUGAL_RETURN_IF_ERROR(r.Optional("job_secret_key", &t.job_secret_key));
   FRUGAL_RETURN_IF_ERROR(r.Optional("insecure_transport", &t.insecure_transport));
+  FRUGAL_RETURN_IF_ERROR(r.Optional("env", &t.env));
+  FRUGAL_RETURN_IF_ERROR(r.Optional("workdir", &t.workdir));
   return t;
 }
 
@@ -198,6 +209,12 @@ struct DepthLimit final : nlohmann::json_sax<json> {
   }
 };
 
+json EnvNames(const CommandSpec& c) {
+  json out = json::array();
+  for (const auto& [name, value] : c.env) out.push_back(name);
+  return out;
+}
+
 json Placement(const std::vector<NodeSlots>& p) {
   json out = json::array();
   for (const NodeSlots& s : p) out.push_back({{"node_id", s.node_id}, {"slots", s.slots}});
@@ -217,6 +234,11 @@ json ToJson(const JobRecord& j) {
           {"max_workers", j.spec.max_workers},
           {"max_steps", j.spec.max_steps},
           {"profile", j.spec.profile},
+          // A command job's program; its environment's values are not shown
+          // (they may hold credentials), only their names.
+          {"command", j.spec.command.argv},
+          {"env_names", EnvNames(j.spec.command)},
+          {"workdir", j.spec.command.workdir},
           {"state", JobStateName(j.state)},
           {"submit_time", j.submit_time},
           {"start_time", j.start_time},
@@ -255,7 +277,7 @@ json ToJson(const TaskSpec& t) {
           {"resume_args", t.resume_args}, {"resume_appends", t.resume_appends},
           {"reports_endpoint", t.reports_endpoint}, {"reads_metrics", t.reads_metrics},
           {"job_public_key", t.job_public_key}, {"job_secret_key", t.job_secret_key},
-          {"insecure_transport", t.insecure_transport}};
+          {"insecure_transport", t.insecure_transport}, {"env", t.env}, {"workdir", t.workdir}};
 }
 
 json ToJson(const AgentReport& r) {
@@ -275,15 +297,40 @@ json ToJson(const AgentReply& r) {
 }
 
 json ToJson(const JobSubmission& s) {
-  return {{"name", s.name}, {"config_toml", s.config_toml}, {"min_workers", s.min_workers},
-          {"max_workers", s.max_workers}, {"max_steps", s.max_steps}, {"profile", s.profile}};
+  json out = {{"name", s.name}, {"config_toml", s.config_toml}, {"min_workers", s.min_workers},
+              {"max_workers", s.max_workers}, {"max_steps", s.max_steps}, {"profile", s.profile}};
+  if (s.IsCommand()) {
+    out.erase("config_toml");
+    out["command"] = s.command.argv;
+    out["env"] = s.command.env;
+    out["workdir"] = s.command.workdir;
+    out["gpus_per_worker"] = s.command.gpus_per_worker;
+  }
+  return out;
 }
 
 Result<JobSubmission> SubmissionFromJson(const json& j) {
   FRUGAL_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Open(j, "", /*strict=*/true));
   JobSubmission s;
   FRUGAL_RETURN_IF_ERROR(r.Optional("name", &s.name));
-  FRUGAL_RETURN_IF_ERROR(r.Required("config_toml", &s.config_toml));
+  // A command job (CommandSpec) or a `frugal train` configuration.
+  const bool command = j.contains("command") && !j["command"].is_null();
+  FRUGAL_RETURN_IF_ERROR(r.Optional("command", &s.command.argv));
+  if (command && s.command.argv.empty()) {
+    return Status::InvalidArgument("field 'command' is empty: give the program and its arguments");
+  }
+  FRUGAL_RETURN_IF_ERROR(r.Optional("env", &s.command.env));
+  FRUGAL_RETURN_IF_ERROR(r.Optional("workdir", &s.command.workdir));
+  FRUGAL_RETURN_IF_ERROR(r.Optional("gpus_per_worker", &s.command.gpus_per_worker));
+  if (command) {
+    FRUGAL_RETURN_IF_ERROR(r.Optional("config_toml", &s.config_toml));
+  } else {
+    FRUGAL_RETURN_IF_ERROR(r.Required("config_toml", &s.config_toml));
+    if (!s.command.env.empty() || !s.command.workdir.empty() || j.contains("gpus_per_worker")) {
+      return Status::InvalidArgument("fields 'env', 'workdir' and 'gpus_per_worker' belong to a command job "
+                                     "(give 'command')");
+    }
+  }
   FRUGAL_RETURN_IF_ERROR(r.Required("min_workers", &s.min_workers));
   FRUGAL_RETURN_IF_ERROR(r.Required("max_workers", &s.max_workers));
   FRUGAL_RETURN_IF_ERROR(r.Optional("max_steps", &s.max_steps));

@@ -23,13 +23,19 @@ namespace frugal::cluster {
 struct RoundInput {
   uint64_t node_version = 0;
   sched::ClusterView cluster;
-  std::vector<int64_t> node_of_index;  // Scheduler node index -> node id.
+  std::vector<int64_t> node_of_index;  // Up node index (id order) -> node id.
   std::vector<NodeRecord> up_nodes;
+  // The policy's nodes (Note [Unequal nodes]): each up node as slots / unit
+  // scheduler nodes of `unit` slots; scheduler node -> up node index, and
+  // each up node's first scheduler node.
+  std::vector<int> node_of_sched;
+  std::vector<int> first_sched;
   std::vector<sched::JobView> views;
   std::deque<LiveSpeed> speeds;        // The views' estimates (stable addresses).
   std::vector<int64_t> ids;
   std::vector<int64_t> generations;
   std::vector<int> min_workers;
+  std::vector<int> max_nodes;          // JobController::MaxNodesPerJob of each job.
   std::vector<std::vector<NodeSlots>> placements;
 };
 
@@ -83,6 +89,8 @@ class ClusterManager::Impl {
   Status NodeDown(NodeRecord& node);
   void AccrueService();
   void BuildViews(const std::vector<JobRecord*>& active, const std::map<int64_t, int>& index, RoundInput* in);
+  // The policy's placements on up node indices (Note [Unequal nodes]).
+  static std::vector<sched::Placement> OnUpNodes(const std::vector<sched::Placement>& placements, const RoundInput& in);
   std::vector<std::vector<NodeSlots>> FitToController(const std::vector<sched::Placement>& placements,
                                                       const RoundInput& in) const;
   void RaiseToMinimum(const std::vector<sched::Placement>& placements, const RoundInput& in,

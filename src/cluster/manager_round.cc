@@ -1,6 +1,8 @@
 // The scheduling round and node liveness of ClusterManager::Impl.
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <numeric>
 #include <string>
 
 #include "frugal/sched/decision.h"
@@ -68,8 +70,15 @@ bool ClusterManager::Impl::RoundDue() const {
 
 void ClusterManager::Impl::BuildViews(const std::vector<JobRecord*>& active, const std::map<int64_t, int>& index,
                                       RoundInput* in) {
-  const int cap = in->cluster.spec.gpus_per_node * controller_->MaxNodesPerJob();
+  std::vector<int> largest;  // Up nodes' slots, largest first.
+  for (const NodeRecord& n : in->up_nodes) largest.push_back(n.slots);
+  std::sort(largest.rbegin(), largest.rend());
+  const int unit = in->cluster.spec.gpus_per_node;
+  std::vector<int> filled(in->up_nodes.size(), 0);  // Slots of each up node given to the views so far.
   for (JobRecord* j : active) {
+    const int max_nodes = controller_->MaxNodesPerJob(j->spec);
+    int cap = 0;  // Slots on the job's max_nodes largest nodes.
+    for (int k = 0; k < std::min<int>(max_nodes, static_cast<int>(largest.size())); ++k) cap += largest[k];
     sched::JobView v;
     v.id = j->id;
     v.submit_time = j->submit_time;
@@ -79,10 +88,21 @@ void ClusterManager::Impl::BuildViews(const std::vector<JobRecord*>& active, con
     v.batch_size = v.min_batch_size = v.max_batch_size = 1;  // `frugal train` fixes its batch per worker.
     v.attained_service = j->attained_service;
     v.progress = j->progress;
+    // The current placement on the scheduler's nodes: each up node's slots
+    // are handed out in job order over its scheduler nodes.
     std::vector<sched::NodeShare> shares;
     for (const NodeSlots& s : j->placement) {
       auto it = index.find(s.node_id);
-      if (it != index.end()) shares.push_back({it->second, s.slots});
+      if (it == index.end()) continue;
+      const int node = it->second;
+      int left = std::min(s.slots, in->up_nodes[node].slots - filled[node]);
+      while (left > 0) {
+        const int sched_node = in->first_sched[node] + filled[node] / unit;
+        const int take = std::min(left, unit - filled[node] % unit);
+        shares.push_back({sched_node, take});
+        filled[node] += take;
+        left -= take;
+      }
     }
     std::sort(shares.begin(), shares.end(), [](auto& a, auto& b) { return a.node < b.node; });
     v.placement = sched::Placement(shares);
@@ -97,6 +117,7 @@ void ClusterManager::Impl::BuildViews(const std::vector<JobRecord*>& active, con
     in->ids.push_back(j->id);
     in->generations.push_back(j->generation);
     in->min_workers.push_back(j->spec.min_workers);
+    in->max_nodes.push_back(max_nodes);
     in->placements.push_back(j->placement);
   }
 }
@@ -115,7 +136,7 @@ std::vector<std::vector<NodeSlots>> ClusterManager::Impl::FitToController(
   for (const NodeRecord& n : in.up_nodes) free[n.id] = n.slots;
   std::vector<size_t> spread;
   for (size_t k = 0; k < placements.size(); ++k) {
-    if (placements[k].NumNodes() > controller_->MaxNodesPerJob()) {
+    if (placements[k].NumNodes() > in.max_nodes[k]) {
       spread.push_back(k);
       continue;
     }
@@ -188,8 +209,18 @@ void ClusterManager::Impl::RaiseToMinimum(const std::vector<sched::Placement>& p
 // Note [One scheduling code path]: the round builds the same ClusterView and
 // JobViews the simulator builds (sched/simulator.cc, ScheduleRound) and asks
 // sched::DecideRound, which calls the policy and checks its answer. The
-// cluster is the up nodes, indexed in id order, each counted with the
-// smallest slot count among them (ClusterSpec is homogeneous).
+// cluster is the up nodes, indexed in id order (Note [Unequal nodes]).
+//
+// Note [Unequal nodes]: sched::ClusterSpec describes equal nodes, and hosts
+// are not: a 2-slot and a 4-slot agent offer 6 slots. So the policy is shown
+// each up node as slots / unit scheduler nodes of `unit` slots, where unit is
+// the greatest common divisor of the up nodes' slot counts (2 + 4 slots: three
+// 2-slot nodes; equal nodes: the nodes themselves), and its placements are
+// summed back per host (OnUpNodes) before FitToController. Every slot is
+// offered and none twice. What it costs: the policy may see a job on one host
+// as spread over several of its scheduler nodes, which the live speed
+// estimate ignores (it depends on the worker count only), and a placement
+// over more hosts than the job may span is moved onto one by FitToController.
 //
 // Note [Rounds outside the lock]: with 10,000 active jobs the policy takes
 // about a second, and heartbeats must not wait for it. So the round copies
@@ -205,13 +236,17 @@ Result<bool> ClusterManager::Impl::PrepareRound(RoundInput* in) {
   last_round_ = clock_.Now();
   next_round_ = last_round_ + options_.round_interval_s;
   std::map<int64_t, int> index;
-  int gpus_per_node = 0;
+  int unit = 0;  // Note [Unequal nodes].
   for (const NodeRecord& n : nodes_) {
     if (!n.up) continue;
     index[n.id] = static_cast<int>(in->node_of_index.size());
     in->node_of_index.push_back(n.id);
     in->up_nodes.push_back(n);
-    gpus_per_node = gpus_per_node == 0 ? n.slots : std::min(gpus_per_node, n.slots);
+    unit = std::gcd(unit, n.slots);
+  }
+  for (size_t k = 0; k < in->up_nodes.size(); ++k) {
+    in->first_sched.push_back(static_cast<int>(in->node_of_sched.size()));
+    for (int i = 0; i < in->up_nodes[k].slots / unit; ++i) in->node_of_sched.push_back(static_cast<int>(k));
   }
   std::vector<JobRecord*> active;
   std::vector<std::pair<int64_t, double>> attained;
@@ -224,14 +259,27 @@ Result<bool> ClusterManager::Impl::PrepareRound(RoundInput* in) {
   if (active.empty() || in->node_of_index.empty()) return false;
   ++rounds_;
   in->node_version = node_version_;
-  in->cluster = {{static_cast<int>(in->node_of_index.size()), gpus_per_node}, clock_.Now()};
+  in->cluster = {{static_cast<int>(in->node_of_sched.size()), unit}, clock_.Now()};
   BuildViews(active, index, in);
   return true;
 }
 
 Result<std::vector<std::vector<NodeSlots>>> ClusterManager::Impl::Decide(const RoundInput& in) {
   FRUGAL_ASSIGN_OR_RETURN(sched::RoundDecision decision, sched::DecideRound(*policy_, in.cluster, in.views));
-  return FitToController(decision.placements, in);
+  return FitToController(OnUpNodes(decision.placements, in), in);
+}
+
+std::vector<sched::Placement> ClusterManager::Impl::OnUpNodes(const std::vector<sched::Placement>& placements,
+                                                             const RoundInput& in) {
+  std::vector<sched::Placement> out;
+  for (const sched::Placement& p : placements) {
+    std::map<int, int> per_node;
+    for (const sched::NodeShare& s : p.shares()) per_node[in.node_of_sched[s.node]] += s.gpus;
+    std::vector<sched::NodeShare> shares;
+    for (const auto& [node, gpus] : per_node) shares.push_back({node, gpus});
+    out.emplace_back(std::move(shares));
+  }
+  return out;
 }
 
 Status ClusterManager::Impl::ApplyRound(const RoundInput& in, std::vector<std::vector<NodeSlots>> next) {
@@ -262,14 +310,17 @@ Status ClusterManager::Impl::ExplainTooLarge(const RoundInput& in, const std::ve
   std::vector<int> slots;
   for (const NodeRecord& n : in.up_nodes) slots.push_back(n.slots);
   std::sort(slots.rbegin(), slots.rend());
-  const int hosts = std::min<int>(controller_->MaxNodesPerJob(), static_cast<int>(slots.size()));
-  int most = 0;
-  for (int i = 0; i < hosts; ++i) most += slots[i];
   for (JobRecord* j : jobs) {
-    if (j == nullptr || j->state != JobState::kQueued || j->spec.min_workers <= most) continue;
+    if (j == nullptr || j->state != JobState::kQueued) continue;
+    const int max_nodes = controller_->MaxNodesPerJob(j->spec);
+    const int hosts = std::min<int>(max_nodes, static_cast<int>(slots.size()));
+    int most = 0;
+    for (int i = 0; i < hosts; ++i) most += slots[i];
+    if (j->spec.min_workers <= most) continue;
     const std::string why = "waiting for hosts: needs " + std::to_string(j->spec.min_workers) + " slots on at most " +
-                            std::to_string(controller_->MaxNodesPerJob()) + " host(s) (--max-nodes-per-job); the up " +
-                            "hosts offer " + std::to_string(most);
+                            std::to_string(max_nodes) + " host(s)" +
+                            (j->spec.IsCommand() ? " (a command job runs on one)" : " (--max-nodes-per-job)") +
+                            "; the up hosts offer " + std::to_string(most);
     if (j->message == why) continue;
     j->message = why;
     FRUGAL_RETURN_IF_ERROR(store_->SaveJob(*j).status());

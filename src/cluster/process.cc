@@ -14,15 +14,32 @@
 #include <cstdio>
 #include <cstring>
 
+extern char** environ;
+
 namespace frugal::cluster {
 
 Result<pid_t> SpawnProcessGroup(const std::vector<std::string>& argv, const std::string& cwd,
-                                const std::string& log_path) {
+                                const std::string& log_path, const std::vector<std::string>& env) {
   if (argv.empty()) return Status::InvalidArgument("empty command");
   if (access(argv[0].c_str(), X_OK) != 0) return Status::IOError(argv[0] + ": not an executable file");
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // The child's environment, built before fork (the child may only make
+  // async-signal-safe calls): ours, less the variables `env` replaces.
+  std::vector<char*> envp;
+  auto replaced = [&](const char* entry) {
+    for (const std::string& e : env) {
+      const size_t eq = e.find('=');
+      if (std::strncmp(entry, e.c_str(), eq + 1) == 0) return true;
+    }
+    return false;
+  };
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!replaced(*e)) envp.push_back(*e);
+  }
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return Status::IOError(std::string("fork: ") + std::strerror(errno));
@@ -39,7 +56,7 @@ Result<pid_t> SpawnProcessGroup(const std::vector<std::string>& argv, const std:
     int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
     if (chdir(cwd.c_str()) != 0) _exit(126);
-    execv(args[0], args.data());
+    execve(args[0], args.data(), envp.data());
     _exit(127);
   }
   setpgid(pid, pid);  // Also in the parent: no window where a signal to the group misses the child.

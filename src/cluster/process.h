@@ -16,9 +16,11 @@
 namespace frugal::cluster {
 
 // Starts `argv` (argv[0] a path) in directory `cwd` with stdout and stderr
-// appended to `log_path`. Returns the pid, or IOError naming the program.
+// appended to `log_path`, in this process's environment with `env`
+// ("NAME=VALUE" each) replacing or adding variables. Returns the pid, or
+// IOError naming the program.
 Result<pid_t> SpawnProcessGroup(const std::vector<std::string>& argv, const std::string& cwd,
-                                const std::string& log_path);
+                                const std::string& log_path, const std::vector<std::string>& env = {});
 // The exit code if `pid` has exited (128 + signal if killed), else nullopt. Reaps it.
 std::optional<int> PollExit(pid_t pid);
 // Sends `signal` to the process group of `pid`.

@@ -10,8 +10,8 @@ class RestartJobController final : public JobController {
   explicit RestartJobController(RestartControllerOptions options) : options_(options) {}
 
   std::string Name() const override { return "restart"; }
-  int MaxNodesPerJob() const override { return 1; }
-  int MinWorkers() const override { return 2; }
+  int MaxNodesPerJob(const JobSubmission&) const override { return 1; }
+  int MinWorkers(const JobSubmission&) const override { return 2; }
 
   // Every placement change is a restart from the checkpoint.
   bool Reconfigure(JobRecord*, bool fresh) const override { return fresh; }

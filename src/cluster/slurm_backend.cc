@@ -215,7 +215,13 @@ class SlurmTaskRunner final : public TaskRunner {
                                     "--open-mode=append", "--chdir=" + cwd};
     if (node_.gpus > 0 && options_.slots_per_node == 0) cmd.push_back("--gres=gpu:" + std::to_string(spec.workers));
     if (!options_.partition.empty()) cmd.push_back("--partition=" + options_.partition);
-    cmd.push_back("--wrap=exec " + slurm::ShellQuote(argv));
+    std::vector<std::string> wrapped;  // A command job's variables (TaskSpec::env), through env(1).
+    if (!spec.env.empty()) {
+      wrapped.push_back("/usr/bin/env");
+      for (const auto& [name, value] : spec.env) wrapped.push_back(name + "=" + value);
+    }
+    wrapped.insert(wrapped.end(), argv.begin(), argv.end());
+    cmd.push_back("--wrap=exec " + slurm::ShellQuote(wrapped));
     Result<CommandResult> r = RunCommand(cmd, options_.command_timeout_s);
     if (!r.ok()) return r.status();
     const int64_t id = slurm::ParseSbatchId(r->out);

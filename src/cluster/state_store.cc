@@ -3,7 +3,10 @@
 #include <sqlite3.h>
 
 #include <cstdio>
+#include <map>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 namespace frugal::cluster {
 namespace {
@@ -16,7 +19,7 @@ CREATE TABLE IF NOT EXISTS nodes (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT N
 CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, name TEXT, config TEXT, min_workers INTEGER,
   max_workers INTEGER, max_steps INTEGER, state TEXT, submit_time REAL, start_time REAL, finish_time REAL,
   generation INTEGER, placement TEXT, progress REAL, attained REAL, last_step INTEGER, restarts INTEGER,
-  message TEXT, elastic TEXT, profile TEXT);
+  message TEXT, elastic TEXT, profile TEXT, command TEXT);
 CREATE TABLE IF NOT EXISTS allocations (id INTEGER PRIMARY KEY, job_id INTEGER, node_id INTEGER,
   slots INTEGER, generation INTEGER, start REAL, end REAL);
 CREATE INDEX IF NOT EXISTS allocations_job ON allocations(job_id);
@@ -56,6 +59,27 @@ std::string EncodeElastic(const JobRecord& j) {
          ":" + (m.join ? "1" : "0");
   }
   return s;
+}
+
+// A command job's CommandSpec as JSON; "" for a `frugal train` job.
+std::string EncodeCommand(const CommandSpec& c) {
+  if (c.argv.empty()) return "";
+  return nlohmann::json{{"argv", c.argv}, {"env", c.env}, {"workdir", c.workdir}, {"gpus_per_worker", c.gpus_per_worker}}
+      .dump();
+}
+
+bool DecodeCommand(const std::string& text, CommandSpec* c) {
+  if (text.empty()) return true;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  try {
+    c->argv = j.at("argv").get<std::vector<std::string>>();
+    c->env = j.at("env").get<std::map<std::string, std::string>>();
+    c->workdir = j.at("workdir").get<std::string>();
+    c->gpus_per_worker = j.at("gpus_per_worker").get<int>();
+  } catch (const std::exception&) {
+    return false;
+  }
+  return !c->argv.empty();
 }
 
 void DecodeElastic(const std::string& s, JobRecord* j) {
@@ -128,9 +152,10 @@ class SqliteStateStore final : public StateStore {
   }
 
   // A database written before the elastic controller lacks jobs.elastic,
-  // one written before profiles jobs.profile.
+  // one written before profiles jobs.profile, one written before command
+  // jobs jobs.command.
   Status AddMissingColumns() {
-    for (const char* column : {"elastic", "profile"}) {
+    for (const char* column : {"elastic", "profile", "command"}) {
       Stmt s(db_, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = ?1");
       s.Bind(1, std::string(column));
       const int rc = s.Step();
@@ -153,8 +178,8 @@ class SqliteStateStore final : public StateStore {
   Result<std::vector<JobRecord>> LoadJobs() override {
     Stmt s(db_,
            "SELECT id, name, config, min_workers, max_workers, max_steps, state, submit_time, start_time, "
-           "finish_time, generation, placement, progress, attained, last_step, restarts, message, elastic, profile "
-           "FROM jobs ORDER BY id");
+           "finish_time, generation, placement, progress, attained, last_step, restarts, message, elastic, profile, "
+           "command FROM jobs ORDER BY id");
     std::vector<JobRecord> out;
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) {
@@ -180,6 +205,9 @@ class SqliteStateStore final : public StateStore {
       } catch (const std::exception&) {
         return Status::Corruption("cluster database: job " + std::to_string(j.id) + " has elastic state '" +
                                   s.Text(17) + "'");
+      }
+      if (!DecodeCommand(s.Text(19), &j.spec.command)) {
+        return Status::Corruption("cluster database: job " + std::to_string(j.id) + " has a malformed command");
       }
       out.push_back(std::move(j));
     }
@@ -268,19 +296,19 @@ class SqliteStateStore final : public StateStore {
     Stmt s(db_, j.id == 0
                     ? "INSERT INTO jobs (name, config, min_workers, max_workers, max_steps, state, submit_time, "
                       "start_time, finish_time, generation, placement, progress, attained, last_step, restarts, "
-                      "message, elastic, profile) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-                      "?15, ?16, ?18, ?19)"
+                      "message, elastic, profile, command) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                      "?13, ?14, ?15, ?16, ?18, ?19, ?20)"
                     : "UPDATE jobs SET name = ?1, config = ?2, min_workers = ?3, max_workers = ?4, max_steps = ?5, "
                       "state = ?6, submit_time = ?7, start_time = ?8, finish_time = ?9, generation = ?10, "
                       "placement = ?11, progress = ?12, attained = ?13, last_step = ?14, restarts = ?15, "
-                      "message = ?16, elastic = ?18, profile = ?19 WHERE id = ?17");
+                      "message = ?16, elastic = ?18, profile = ?19, command = ?20 WHERE id = ?17");
     s.Bind(1, j.spec.name).Bind(2, j.spec.config_toml).Bind(3, static_cast<int64_t>(j.spec.min_workers));
     s.Bind(4, static_cast<int64_t>(j.spec.max_workers)).Bind(5, static_cast<int64_t>(j.spec.max_steps));
     s.Bind(6, std::string(JobStateName(j.state))).Bind(7, j.submit_time).Bind(8, j.start_time).Bind(9, j.finish_time);
     s.Bind(10, j.generation).Bind(11, EncodePlacement(j.placement)).Bind(12, j.progress).Bind(13, j.attained_service);
     s.Bind(14, static_cast<int64_t>(j.last_step)).Bind(15, static_cast<int64_t>(j.restarts)).Bind(16, j.message);
     if (j.id != 0) s.Bind(17, j.id);
-    s.Bind(18, EncodeElastic(j)).Bind(19, j.spec.profile);
+    s.Bind(18, EncodeElastic(j)).Bind(19, j.spec.profile).Bind(20, EncodeCommand(j.spec.command));
     FRUGAL_RETURN_IF_ERROR(s.Run());
     return j.id == 0 ? sqlite3_last_insert_rowid(db_) : j.id;
   }

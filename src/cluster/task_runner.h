@@ -27,7 +27,8 @@ class TaskRunner {
   virtual ~TaskRunner() = default;
   // Once per heartbeat, before the polls (the Slurm runner reads the queue).
   virtual void Refresh() {}
-  // Starts `argv` for `spec` in `cwd`, output appended to `log_path`.
+  // Starts `argv` for `spec` in `cwd`, output appended to `log_path`, with
+  // spec.env (its "{runs}" already expanded) added to its environment.
   virtual Result<int64_t> Start(const TaskSpec& spec, const std::vector<std::string>& argv, const std::string& cwd,
                                 const std::string& log_path) = 0;
   // The exit code once the task ended (128 + signal if killed), else nullopt.

@@ -9,6 +9,11 @@
 //  - RestartJobController: resizes by stopping the job's workers and starting
 //    `frugal train --resume` with the new worker count from the newest
 //    checkpoint (the baseline the elastic path is measured against).
+// and, for jobs that are the user's own program (JobSubmission::command),
+//  - CommandJobController: `frugal run --workers N -- <command>`; a resize
+//    restarts it at the new size (Note [Command jobs] in
+//    src/cluster/command_controller.cc).
+// A server runs both kinds through NewMixedJobController.
 //
 // Thread safety: every method is const and keeps no state.
 #pragma once
@@ -28,13 +33,14 @@ class JobController {
   // The tasks, by node id, that run `job` on job.placement at
   // job.generation (several per node for an elastic job).
   virtual std::multimap<int64_t, TaskSpec> Plan(const JobRecord& job) const = 0;
-  // Largest number of nodes one job may span (the manager trims a wider
-  // placement to its largest shares).
-  virtual int MaxNodesPerJob() const = 0;
-  // Smallest min_workers a job may ask for: 1 where one worker process still
-  // checkpoints (the elastic worker), 2 where the job runs as `frugal train`,
-  // whose single-process trainer writes no checkpoints.
-  virtual int MinWorkers() const = 0;
+  // Largest number of nodes `job` may span (the manager moves a wider
+  // placement onto one node).
+  virtual int MaxNodesPerJob(const JobSubmission& job) const = 0;
+  // Smallest min_workers `job` may ask for: 1 where one worker process still
+  // checkpoints (the elastic worker, a command job's script), 2 where the
+  // job runs as `frugal train`, whose single-process trainer writes no
+  // checkpoints.
+  virtual int MinWorkers(const JobSubmission& job) const = 0;
   // Called by the manager after it moved `job` to a new placement (already in
   // job->placement, job->generation bumped). `fresh`: the job starts from
   // nothing (first start, or a restart from its checkpoint after a failure);
@@ -74,6 +80,22 @@ struct ElasticControllerOptions {
 };
 
 std::unique_ptr<JobController> NewElasticJobController(ElasticControllerOptions options = {});
+
+struct CommandControllerOptions {
+  int threads_per_worker = 1;  // Torch threads of each worker (`frugal run --threads`).
+  double timeout_s = 60;       // `frugal run --timeout-s`: bound on the workers' network waits.
+};
+
+// Command jobs: `frugal run --workers N --threads T --timeout-s S --
+// <command>` on the job's one node, in its workdir, with its env plus
+// FRUGAL_RUN_DIR=<runs>/job-<id>; a resize is a restart at the new size,
+// from which the program resumes with frugal.load.
+std::unique_ptr<JobController> NewCommandJobController(CommandControllerOptions options = {});
+
+// Routes each job to `command` if it is a command job
+// (JobSubmission::IsCommand), else to `train`. Name() is train's.
+std::unique_ptr<JobController> NewMixedJobController(std::unique_ptr<JobController> train,
+                                                     std::unique_ptr<JobController> command);
 
 // "job-<id>-g<generation>".
 std::string TaskId(int64_t job_id, int64_t generation);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,9 +30,21 @@ const char* JobStateName(JobState s);
 std::optional<JobState> ParseJobState(const std::string& name);
 inline bool IsTerminal(JobState s) { return s == JobState::kFinished || s == JobState::kFailed || s == JobState::kCancelled; }
 
+// A job that is the user's own program rather than a built-in model: the
+// agent runs it under `frugal run --workers N -- <argv>` (Note [Command jobs]
+// in src/cluster/command_controller.cc). Validated by CheckSubmission
+// (frugal/cluster/job_file.h).
+struct CommandSpec {
+  std::vector<std::string> argv;            // The program and its arguments; empty: not a command job.
+  std::map<std::string, std::string> env;   // Added to the program's environment.
+  std::string workdir;                      // Absolute; the program's working directory (empty: the agent's work dir).
+  int gpus_per_worker = 1;                  // Slots each worker process takes; only 1 is supported.
+};
+
 // What a user submits: a `frugal train` configuration (TOML text; the
-// server never interprets its options, `frugal train` validates them) and the
-// range of worker counts the job may run with.
+// server never interprets its options, `frugal train` validates them), or
+// a command (the user's own program), and the range of worker counts the
+// job may run with.
 struct JobSubmission {
   std::string name;
   std::string config_toml;
@@ -42,8 +55,12 @@ struct JobSubmission {
   // so the server shares what one measured with the others
   // (Note [Live throughput prior] in src/cluster/live_speed.h). `frugal cluster
   // submit` derives it from the configuration without the keys that do not change
-  // the speed (ProfileOfConfig in src/cli); empty: the job shares nothing.
+  // the speed (ProfileOfConfig in src/cli), or for a command job from its
+  // command and environment (CommandProfile); empty: the job shares nothing.
   std::string profile;
+  CommandSpec command;  // Set: the job is this command, and config_toml is empty.
+
+  bool IsCommand() const { return !command.argv.empty(); }
 };
 
 // One share of a job's placement, by node id (not the scheduler's index).
@@ -172,6 +189,11 @@ struct TaskSpec {
   std::string job_public_key;
   std::string job_secret_key;  // Never logged.
   bool insecure_transport = false;
+  // A command job's task (Note [Command jobs]): variables added to its
+  // environment ("{runs}" in a value stands for the agent's runs dir), and
+  // the directory it runs in (empty: the agent's work dir).
+  std::map<std::string, std::string> env;
+  std::string workdir;
 };
 
 struct TaskEndpoint {
