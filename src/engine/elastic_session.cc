@@ -51,6 +51,11 @@ void ElasticSession::Leave(bool abort) {
   abortable_ = nullptr;
 }
 
+void ElasticSession::Forget(const comm::Transport* transport) {
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  if (abortable_ == transport) abortable_ = nullptr;
+}
+
 // A dropped snapshot's buffers go to the next one
 // (Note [Recycled checkpoint buffers] in checkpoint.cc): one every --elastic-every steps would
 // otherwise fault in its tens of MB afresh each time.

@@ -79,6 +79,8 @@ class ElasticSession {
   // Before the world's transport is destroyed; with `abort` its waits are
   // woken first (the world failed, or its threads must stop).
   void Leave(bool abort);
+  // `transport` is about to be destroyed: if it is the entered one, as Leave(false).
+  void Forget(const comm::Transport* transport);
 
   // Keeps the run state "after t-1" taken at the gate of t; the newest two
   // are kept. A dropped snapshot's buffers are recycled.
