@@ -5,6 +5,7 @@ import json
 import math
 import os
 import time
+import warnings
 import weakref
 
 import torch
@@ -235,7 +236,7 @@ class DistributedModel(torch.nn.Module):
         self.left = False  # elastic: this worker left the job (SIGTERM, a resize, a stop); the loop ends
         self._generation_start = 0
         if joining:
-            self._restore_generation()
+            self._restore_generation(joining=True)
         # Metrics (Note [Python metrics]): opened at the first iteration, so
         # that a run resumed by frugal.load appends to its metrics file.
         self.run_dir = None if run_dir is None else os.fspath(run_dir)
@@ -576,7 +577,7 @@ class DistributedModel(torch.nn.Module):
         self._world = None
 
     def _user_sections(self):
-        out = {}
+        out = {"elastic_every": str(self._elastic_every).encode()}  # every worker must gate at the same steps
         objects = ([("optimizer", self._user_opt)] if self._user_opt is not None else []) + \
             [(f"scheduler{i}", s) for i, s in enumerate(self._schedulers)]
         for name, obj in objects:
@@ -586,6 +587,10 @@ class DistributedModel(torch.nn.Module):
         return out
 
     def _load_user_sections(self, sections):
+        theirs = sections.get("elastic_every", b"").decode()
+        if theirs != str(self._elastic_every):
+            raise ValueError(f"this worker checks membership every {self._elastic_every} steps and the job every "
+                             f"{theirs}: give the joiner the job's --elastic-every")
         objects = ([("optimizer", self._user_opt)] if self._user_opt is not None else []) + \
             [(f"scheduler{i}", s) for i, s in enumerate(self._schedulers)]
         for name, obj in objects:
@@ -594,9 +599,18 @@ class DistributedModel(torch.nn.Module):
                                  f"must pass the same optimizer and schedulers")
             obj.load_state_dict(torch.load(io.BytesIO(sections[name])))
 
-    def _restore_generation(self):
+    def _restore_generation(self, joining=False):
         step, user, _ = self._elastic.restore(self._world, self._local, list(self.module.buffers()))
         self._load_user_sections(user)
+        if joining:
+            # The snapshot of step t is taken inside step() of iteration t-1,
+            # before the loop's scheduler.step() of that iteration; the
+            # survivors restore it there and their loop then takes that call.
+            # A joiner restores it before its loop, so it takes it here.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "scheduler.step() before optimizer.step()"
+                for s in self._schedulers:
+                    s.step()
         self._first_iteration = step
         self._t = step
 

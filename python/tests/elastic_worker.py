@@ -52,6 +52,7 @@ while model.iteration < steps and not model.left:
     loss = loss_fn(model(x_all[shard]), y_all[shard])
     loss.backward()
     model.step()
+    sched.step()
     losses[t] = loss.item()
     times[t] = time.time()
     if t % 5 == 0:
