@@ -1,14 +1,17 @@
 """frugal.DistributedModel: a user's nn.Module trained by Frugal's pipeline."""
 
+import io
 import json
 import math
 import os
 import time
+import warnings
 import weakref
 
 import torch
 
 from . import _C, _optim
+from . import _world as _world_module
 from ._world import default_timeout_s, init
 from ._world import device as _device
 
@@ -158,7 +161,7 @@ class DistributedModel(torch.nn.Module):
                  value_encoding="int4", staleness=0, bucket_mb=4.0, cpu_threads=0, exchange="auto",
                  dgc_momentum=0.0, overlap_device_copies=True, timeout_s=None, seed=1, check_every=100, world=None,
                  sync="auto", total_steps=None, run_dir=None, log_every=50, quiet=False, device=None,
-                 **local_options):
+                 elastic_every=None, on_world_change=None, scheduler=None, **local_options):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedModel wraps a torch.nn.Module, got {type(module).__name__}")
@@ -204,7 +207,12 @@ class DistributedModel(torch.nn.Module):
         if not params:
             raise ValueError("the module has no parameters that require grad")
         self._world = world if world is not None else init()
+        # frugal run --elastic: the job's membership session (Note [Elastic scripts]).
+        self._elastic = _world_module.elastic_session() if world is None else None
+        self._check_elastic_keywords(elastic_every, on_world_change, scheduler)
         options.workers = self._world.world_size  # sync='auto' resolves for it, as frugal train's (Note [Sync auto])
+        if self._elastic is not None:
+            options.workers = max(2, options.workers)  # a job that may grow: sync='auto' is 'local'
         options.validate()  # ValueError naming the keyword, before the replica waits for its peers
         self._sync = options.resolved_sync()
         self._user_opt = user_opt
@@ -216,23 +224,20 @@ class DistributedModel(torch.nn.Module):
             raise ValueError(f"{', '.join(sorted(local_options))} apply to sync='local' or 'site' only")
         if user_opt is not None:
             options.validate()  # the settings read from the optimizer
-        self.module = module
+        if self._elastic is not None and self._sync != "local":
+            raise ValueError(f"frugal run --elastic trains DistributedModel(sync='local') (the default with two or "
+                             f"more workers); sync={self._sync!r} is not elastic: pass sync='local' or run without "
+                             f"--elastic")
         self.check_every = check_every
+        self.module = module
+        self._params = params
         self._options = options
-        self._replica = _C.Replica(self._world, params, options, self._step_groups, self._group_of)
-        # sync='local': the mode steps the parameters itself (or the user's
-        # optimizer does, Note [Inner steps by the caller]); the replica
-        # gives it the bucket layout and averages the buffers, and builds no
-        # pipeline and registers no hooks in these modes, as in frugal
-        # train's workers (Note [Replica without a pipeline] in replica.cc).
-        self._local = None
-        if self._sync in ("local", "site"):
-            self._local = _C.LocalSync(self._world, self._replica, [p for _, p in params], options, total_steps or 0,
-                                       caller_steps=user_opt is not None)
+        self._total_steps = total_steps or 0
+        # A joiner of a running elastic job receives its state from rank 0
+        # instead of the initial broadcast (Note [No broadcast on restore]).
+        joining = self._elastic is not None and self._elastic.restore_step >= 0
+        self._build_engine(broadcast=not joining)
         self._t = 0  # sync='local': the iteration whose forward runs next
-        # The replica's autograd hooks live on the module's parameters: the
-        # module keeps the replica alive so a hook never outlives it.
-        _replicas_of_module.setdefault(module, []).append(self._replica)
         self._density = options.resolved_density()
         self._lr = float(options.lr)
         self._finished = False
@@ -243,12 +248,15 @@ class DistributedModel(torch.nn.Module):
         self._gradients_synced = False  # sync_gradients() ran in this iteration
         self._first_iteration = 0
         self._restored = False  # frugal.load restored a checkpoint
+        self.left = False  # elastic: this worker left the job (SIGTERM, a resize, a stop); the loop ends
+        self._generation_start = 0
+        if joining:
+            self._restore_generation(joining=True)
         # Metrics (Note [Python metrics]): opened at the first iteration, so
         # that a run resumed by frugal.load appends to its metrics file.
         self.run_dir = None if run_dir is None else os.fspath(run_dir)
         self._log_every = log_every
         self._quiet = bool(quiet)
-        self._total_steps = total_steps or 0
         self._reporter = None
         self._forward_started = None  # perf_counter() at this iteration's first forward
         self._samples = 0             # this rank's samples in this iteration's forwards
@@ -311,6 +319,9 @@ class DistributedModel(torch.nn.Module):
             if self._local is not None:
                 self._t = self._first_iteration
                 self._local.begin_iteration(self._t, False)
+                if self._elastic is not None:
+                    self._generation_start = self._t
+                    self._elastic_gate()
             else:
                 self._replica.begin_iteration(self._first_iteration, False)
             self._begun = True
@@ -326,10 +337,11 @@ class DistributedModel(torch.nn.Module):
     # its own values (log(**values)); the samples are counted from the
     # forwards' first tensor argument. Every rank keeps the window; rank 0
     # alone writes and prints.
-    def _open_reporter(self):
+    def _open_reporter(self, append=None):
         if self.run_dir is None:
             return
-        append = self._first_iteration > 0
+        if append is None:
+            append = self._first_iteration > 0
         self._reporter = _C.RunReporter(
             self._world, os.path.join(self.run_dir, "metrics.jsonl"), self._log_every, self._total_steps,
             self._quiet, append)
@@ -374,6 +386,8 @@ class DistributedModel(torch.nn.Module):
         ``scaler.update()`` after) and then takes the round due, if any.
         Do not call ``optimizer.step()`` yourself as well.
         """
+        if self.left:
+            return
         self._begin()
         compute_s = 0.0 if self._forward_started is None else time.perf_counter() - self._forward_started
         self._forward_started = None
@@ -385,6 +399,9 @@ class DistributedModel(torch.nn.Module):
         elif scaler is not None:
             raise ValueError("step(scaler) applies to sync='local' with a torch optimizer; the step mode's sparse "
                              "optimizer takes float32 gradients and raises on a non-finite one")
+        if self._elastic is not None:
+            self._elastic_step(loss, samples, compute_s)
+            return
         if self._local is not None:
             self._local.end_backward(self._t)
             self._t += 1
@@ -457,7 +474,11 @@ class DistributedModel(torch.nn.Module):
     def finish(self):
         """Drains the pipeline, copies the final parameters into the module and
         compares them across the replicas; returns their checksum (equal on
-        every rank). Call it on every rank; the model cannot step afterwards."""
+        every rank). Call it on every rank; the model cannot step afterwards.
+        In an elastic job a worker that left (``model.left``) returns None."""
+        if self.left:
+            self._finished = True
+            return None
         self._begin()
         self._finished = True
         self._in_iteration = False
@@ -470,6 +491,8 @@ class DistributedModel(torch.nn.Module):
         if self._reporter is not None:
             self._reporter.finish()
             self._reporter.log(self.iteration, self.epoch, json.dumps({"final": True}))
+        if self._elastic is not None:
+            self._elastic.done()
         return checksum
 
     def with_synced_parameters(self, fn):
@@ -488,11 +511,195 @@ class DistributedModel(torch.nn.Module):
         saved one after load_state_dict)."""
         if not self._begun:
             return self._first_iteration
-        return self._t if self._local is not None else self._replica.iteration
+        return self._t if self._local is not None or self._elastic is not None else self._replica.iteration
 
     @property
     def world(self):
+        """The current world (in an elastic job, the current generation's)."""
         return self._world
+
+    @property
+    def rank(self):
+        """This worker's rank in the current world (it may change with the
+        world in an elastic job: shard the data by it)."""
+        return self._world.rank if self._world is not None else -1
+
+    @property
+    def world_size(self):
+        """Workers of the current world (an elastic job's changes)."""
+        return self._world.world_size if self._world is not None else 0
+
+    @property
+    def generation(self):
+        """The membership generation of the current world (0: not elastic)."""
+        return self._world.generation if self._world is not None else 0
+
+    # --- elastic jobs (frugal run --elastic) -----------------------------------
+    # Note [Elastic scripts]
+    # Under frugal run --elastic the model runs the generation protocol of
+    # frugal train --elastic (Note [Generation switch] in
+    # src/engine/worker_elastic.cc) through the engine's ElasticSession, which
+    # frugal.init() registered: every elastic_every steps, at the gate after
+    # begin_iteration, it keeps an in-memory snapshot (the local mode's
+    # sections, the buffers, the user's optimizer and schedulers) and agrees
+    # with the others whether the membership changes. On a change, or when a
+    # wait fails because a peer died (the heartbeat thread aborts the
+    # transport), the old world's replica is dropped, the next generation's
+    # world registered, a replica built on it without the initial broadcast,
+    # and the restore point restored (a joiner's from rank 0). The iterations
+    # after the restore point are trained again: the script's loop, driven by
+    # model.iteration, takes their batches again.
+    def _check_elastic_keywords(self, elastic_every, on_world_change, scheduler):
+        if elastic_every is None:
+            elastic_every = int(os.environ.get("FRUGAL_ELASTIC_EVERY") or 10)
+        if not (isinstance(elastic_every, int) and not isinstance(elastic_every, bool) and elastic_every >= 1):
+            raise ValueError(f"elastic_every must be an integer >= 1, got {elastic_every!r}")
+        if on_world_change is not None and not callable(on_world_change):
+            raise TypeError(f"on_world_change must be callable (it is called with the model), got "
+                            f"{type(on_world_change).__name__}")
+        schedulers = [] if scheduler is None else list(scheduler) if isinstance(scheduler, (list, tuple)) else [scheduler]
+        for s in schedulers:
+            if not (hasattr(s, "state_dict") and hasattr(s, "load_state_dict")):
+                raise TypeError(f"scheduler must be a torch lr scheduler (with state_dict), got {type(s).__name__}")
+        self._elastic_every = elastic_every
+        self._on_world_change = on_world_change
+        self._schedulers = schedulers
+
+    def _build_engine(self, broadcast):
+        """The replica (and the local mode) on self._world."""
+        self._replica = _C.Replica(self._world, self._params, self._options, broadcast_initial=broadcast,
+                                   groups=self._step_groups, group_of=self._group_of)
+        # sync='local': the mode steps the parameters itself (or the user's
+        # optimizer does, Note [Inner steps by the caller]); the replica
+        # gives it the bucket layout and averages the buffers, and builds no
+        # pipeline and registers no hooks in these modes, as in frugal
+        # train's workers (Note [Replica without a pipeline] in replica.cc).
+        self._local = None
+        if self._sync in ("local", "site"):
+            self._local = _C.LocalSync(self._world, self._replica, [p for _, p in self._params], self._options,
+                                       self._total_steps, caller_steps=self._user_opt is not None,
+                                       broadcast_initial=broadcast)
+        # The replica's autograd hooks live on the module's parameters: the
+        # module keeps the replica alive so a hook never outlives it.
+        _replicas_of_module.setdefault(self.module, []).append(self._replica)
+
+    def _drop_engine(self):
+        """The old world's local mode, replica and world (in that order: the
+        local mode's threads use the replica and the transport)."""
+        self._local = None
+        replicas = _replicas_of_module.get(self.module, [])
+        if self._replica in replicas:  # the local mode registers no hooks on the parameters
+            replicas.remove(self._replica)
+        self._replica = None
+        self._reporter = None
+        self._world = None
+
+    def _user_sections(self):
+        out = {"elastic_every": str(self._elastic_every).encode()}  # every worker must gate at the same steps
+        objects = ([("optimizer", self._user_opt)] if self._user_opt is not None else []) + \
+            [(f"scheduler{i}", s) for i, s in enumerate(self._schedulers)]
+        for name, obj in objects:
+            buf = io.BytesIO()
+            torch.save(obj.state_dict(), buf)
+            out[name] = buf.getvalue()
+        return out
+
+    def _load_user_sections(self, sections):
+        theirs = sections.get("elastic_every", b"").decode()
+        if theirs != str(self._elastic_every):
+            raise ValueError(f"this worker checks membership every {self._elastic_every} steps and the job every "
+                             f"{theirs}: give the joiner the job's --elastic-every")
+        objects = ([("optimizer", self._user_opt)] if self._user_opt is not None else []) + \
+            [(f"scheduler{i}", s) for i, s in enumerate(self._schedulers)]
+        for name, obj in objects:
+            if name not in sections:
+                raise ValueError(f"the restored state has no '{name}' section: every worker of an elastic job "
+                                 f"must pass the same optimizer and schedulers")
+            obj.load_state_dict(torch.load(io.BytesIO(sections[name])))
+
+    def _restore_generation(self, joining=False):
+        step, user, _ = self._elastic.restore(self._world, self._local, list(self.module.buffers()))
+        self._load_user_sections(user)
+        if joining:
+            # The snapshot of step t is taken inside step() of iteration t-1,
+            # before the loop's scheduler.step() of that iteration; the
+            # survivors restore it there and their loop then takes that call.
+            # A joiner restores it before its loop, so it takes it here.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "scheduler.step() before optimizer.step()"
+                for s in self._schedulers:
+                    s.step()
+        self._first_iteration = step
+        self._t = step
+
+    def _elastic_gate(self):
+        """The check gate of iteration self._t (Note [Elastic scripts])."""
+        t = self._t
+        if t > self._generation_start and t % self._elastic_every == 0:
+            self._elastic.snapshot(self._local, t, list(self.module.buffers()), self._user_sections())
+            decision = self._elastic.check(self._world, t)
+            if decision == "switch":
+                self._switch(failed=False)
+            elif decision == "stop":
+                self._leave_job()
+        elif t == self._generation_start and not self._elastic.has_snapshot(t):
+            # the start of a generation can be rolled back to
+            self._elastic.snapshot(self._local, t, list(self.module.buffers()), self._user_sections())
+
+    def _elastic_step(self, loss, samples, compute_s):
+        try:
+            self._local.end_backward(self._t)
+            self._elastic.report_iteration(self._t)
+            self._t += 1
+            self._local.begin_iteration(self._t, self.check_every > 0 and self._t % self.check_every == 0)
+            self._in_iteration = False
+            if self._reporter is not None:
+                self._report_step(self._t, loss, samples, compute_s)
+            self._elastic_gate()
+        except (ConnectionError, TimeoutError):
+            self._in_iteration = False
+            if not self._elastic.await_change():
+                raise
+            self._switch(failed=True)
+
+    def _leave_job(self):
+        self._elastic.leave_world(False)
+        self._drop_engine()
+        self.left = True
+        self._elastic.done()
+
+    def _switch(self, failed):
+        """Leaves this generation's world and enters the next (or leaves the
+        job); a peer dying meanwhile starts over with the one after."""
+        left_world = time.perf_counter()
+        reached = self._t
+        while True:
+            leaving = not failed and self._elastic.leaving
+            self._elastic.leave_world(failed)
+            self._drop_engine()
+            world = None if leaving else self._elastic.next()
+            if world is None:
+                self.left = True
+                self._elastic.done()
+                return
+            try:
+                self._world = world
+                _world_module._set_world(world)
+                self._build_engine(broadcast=False)
+                self._restore_generation()
+                self._local.begin_iteration(self._t, False)
+                self._generation_start = self._t
+                self._elastic_gate()
+                break
+            except (ConnectionError, TimeoutError):
+                if not self._elastic.await_change():
+                    raise
+                failed = True
+        self._open_reporter(append=True)
+        self._record(event="generation", generation=self._world.generation, workers=self._world.world_size,
+                     step=self._t, rolled_back=reached - self._t, switch_s=time.perf_counter() - left_world)
+        if self._on_world_change is not None:
+            self._on_world_change(self)
 
     # --- settings that may change during training ---------------------------
     def set_lr(self, lr):

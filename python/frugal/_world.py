@@ -1,6 +1,8 @@
 """frugal.init(): joining the world that ``frugal run`` (or torchrun) set up."""
 
 import os
+import signal
+import threading
 import warnings
 
 import torch
@@ -8,6 +10,7 @@ import torch
 from . import _C
 
 _default_world = None
+_session = None  # the elastic job's membership (frugal run --elastic); None otherwise
 
 def _env_int(env, name, default=None):
     value = env.get(name)
@@ -93,6 +96,43 @@ def _join_frugal(env, timeout_s, security, cluster):
     return world
 
 
+def _join_elastic(env, timeout_s, security, cluster):
+    """frugal run --elastic: registers with the job's membership coordinator
+    (engine::ElasticSession, the protocol of frugal worker --elastic) and
+    returns the first generation's world; SIGTERM then asks this worker to
+    leave at its model's next check gate."""
+    global _session
+    session = _C.ElasticSession(
+        env["FRUGAL_COORDINATOR"],
+        cluster=_cluster(env, cluster, False),
+        listen=env.get("FRUGAL_LISTEN") or "tcp://127.0.0.1:*",
+        advertise_host=env.get("FRUGAL_ADVERTISE_HOST", ""),
+        join=_env_flag(env, "FRUGAL_JOIN"),
+        max_world=_env_int(env, "FRUGAL_MAX_WORKERS", 0),
+        timeout_s=_env_float(env, "FRUGAL_RENDEZVOUS_TIMEOUT_S", max(timeout_s, 120.0)),
+        heartbeat_timeout_s=_env_float(env, "FRUGAL_HEARTBEAT_TIMEOUT_S", 2.0),
+        link_grace_s=_env_float(env, "FRUGAL_LINK_GRACE_S", 30.0),
+        **security,
+    )
+    world = session.register()
+    _session = session
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, frame: session.request_leave())
+    return world
+
+
+def elastic_session():
+    """The elastic job's membership session of this process (None outside
+    ``frugal run --elastic``); DistributedModel uses it."""
+    return _session
+
+
+def _set_world(world):
+    """A new generation's world becomes the default (frugal.all_reduce, ...)."""
+    global _default_world
+    _default_world = world
+
+
 def _join_torchrun(env, timeout_s, security, cluster):
     # torchrun gives RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. torch's own
     # store (init_process_group) may own MASTER_PORT, so Frugal's rendezvous
@@ -135,6 +175,12 @@ def init(timeout_s=None, *, key=None, authorized_keys=None, insecure=None, clust
       (rank 0 serves Frugal's rendezvous on MASTER_PORT + 1);
     * neither: a world of one process (no network).
 
+    Under ``frugal run --elastic`` (``FRUGAL_ELASTIC=1``) it registers with
+    the job's membership coordinator instead and returns the first
+    generation's world (a joiner's: the generation it joins); SIGTERM then
+    makes this worker leave the job at its DistributedModel's next check
+    gate (docs/guide/python.md, "Elastic scripts").
+
     Joining waits at most ``FRUGAL_RENDEZVOUS_TIMEOUT_S`` (default: the
     larger of 120 s and ``timeout_s``) for the other processes to start;
     ``timeout_s`` (default: ``FRUGAL_TIMEOUT_S`` or 60 s) is the default bound
@@ -176,7 +222,9 @@ def init(timeout_s=None, *, key=None, authorized_keys=None, insecure=None, clust
     if not timeout_s > 0:
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
     security = _security(env, key, authorized_keys, insecure)
-    if env.get("FRUGAL_COORDINATOR"):
+    if env.get("FRUGAL_COORDINATOR") and _env_flag(env, "FRUGAL_ELASTIC"):
+        world = _join_elastic(env, timeout_s, security, cluster)
+    elif env.get("FRUGAL_COORDINATOR"):
         world = _join_frugal(env, timeout_s, security, cluster)
     elif all(env.get(k) for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
         world = _join_torchrun(env, timeout_s, security, cluster)

@@ -3,6 +3,7 @@
 // them. Status values become Python exceptions through ThrowIfError.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -47,6 +48,17 @@ class ReleaseGil {
 class World {
  public:
   explicit World(std::unique_ptr<comm::Transport> transport) : transport_(std::move(transport)) {}
+  // An elastic generation's world (elastic.cc): `on_close` runs before the
+  // transport is destroyed, so that no heartbeat aborts it afterwards.
+  World(std::unique_ptr<comm::Transport> transport, std::function<void()> on_close, int64_t generation)
+      : transport_(std::move(transport)), on_close_(std::move(on_close)), generation_(generation) {}
+  ~World() {
+    if (on_close_) on_close_();
+  }
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+  // The membership generation this world is (0: not elastic).
+  int64_t generation() const { return generation_; }
   comm::Transport& transport() { return *transport_; }
   comm::Transport* transport_ptr() { return transport_.get(); }
   // The sequence number of the next user collective (frugal.all_reduce,
@@ -55,6 +67,8 @@ class World {
 
  private:
   std::unique_ptr<comm::Transport> transport_;
+  std::function<void()> on_close_;
+  int64_t generation_ = 0;
   int64_t collectives_ = 0;
 };
 
@@ -68,6 +82,7 @@ void BindStatus(py::module_& m);
 void BindWorld(py::module_& m);
 void BindHook(py::module_& m);
 void BindReplica(py::module_& m);  // a no-op when built without the engine's Replica
-void BindRunState(py::module_& m);  // the reporter and checkpoint files (run_state.cc); after BindReplica
+void BindRunState(py::module_& m);
+void BindElastic(py::module_& m);  // frugal._C.ElasticSession (elastic.cc); after BindReplica  // the reporter and checkpoint files (run_state.cc); after BindReplica
 
 }  // namespace frugal::python

@@ -11,6 +11,7 @@ PYBIND11_MODULE(_C, m) {
 #ifdef FRUGAL_HAVE_REPLICA
   frugal::python::BindReplica(m);
   frugal::python::BindRunState(m);
+  frugal::python::BindElastic(m);
   m.attr("HAVE_REPLICA") = true;
 #else
   m.attr("HAVE_REPLICA") = false;

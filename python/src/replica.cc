@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "bindings.h"
+#include "local_binding.h"
 #include "frugal/compress/sparsifier.h"
 #include "frugal/engine/checkpoint.h"
 #include "frugal/engine/cluster_average.h"
@@ -185,11 +186,14 @@ std::vector<optim::OptimizerSegment> ParameterOptimizers(const PyReplicaOptions&
   return out;
 }
 
+// broadcast_initial false: the state is restored next (an elastic
+// generation's, Note [No broadcast on restore] in worker_elastic.cc).
 std::unique_ptr<Replica> Create(World& world, std::vector<std::pair<std::string, torch::Tensor>> params,
-                                const PyReplicaOptions& p, const std::vector<PyReplicaOptions>& groups,
-                                const std::vector<int>& group_of) {
+                                const PyReplicaOptions& p, bool broadcast_initial,
+                                const std::vector<PyReplicaOptions>& groups, const std::vector<int>& group_of) {
   const std::string device = params.empty() ? std::string("cpu") : params.front().second.device().str();
   ReplicaOptions options = ToEngine(p, device);
+  options.broadcast_initial = broadcast_initial;
   options.parameter_optimizers = ParameterOptimizers(p, groups, group_of, params.size(), device);
   Result<std::unique_ptr<Replica>> replica = Status::Internal("not created");
   {
@@ -262,50 +266,12 @@ py::dict StatsDict(const engine::PipelineStats& s) {
   return d;
 }
 
-// The learning rate of DistributedModel(sync="local") per iteration: the
-// constructor's, then each set_lr's from its iteration on (the inner steps
-// and --outer-anneal read it). With a torch optimizer: its first group's
-// base lr, then the lr of each step() (the outer annealing alone reads it).
-class LrTrack {
- public:
-  explicit LrTrack(double lr) { points_.emplace_back(0, lr); }
-  double At(int64_t t) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto after = std::upper_bound(points_.begin(), points_.end(), t,
-                                  [](int64_t v, const std::pair<int64_t, double>& p) { return v < p.first; });
-    return after == points_.begin() ? points_.front().second : std::prev(after)->second;
-  }
-  void Set(int64_t t, double lr) {
-    std::lock_guard<std::mutex> lock(mu_);
-    while (points_.size() > 1 && points_.back().first >= t) points_.pop_back();
-    points_.emplace_back(t, lr);
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<std::pair<int64_t, double>> points_;
-};
-
-// frugal._C.LocalSync: engine::LocalSync (the local-update mode) on the
-// parameters of a Replica, whose layout it shares and whose pipeline stays
-// idle, as in the Worker.
-struct PyLocal {
-  std::shared_ptr<LrTrack> lr;
-  Replica* replica = nullptr;             // kept alive by the Python object (keep_alive)
-  comm::Transport* transport = nullptr;   // the World's, likewise
-  engine::OuterStep outer;                // the run's outer step (a checkpoint's "outer_step")
-  bool site = false;
-  std::unique_ptr<engine::LocalSync> sync;
-  // sync='site': the cluster's members average their gradients before each
-  // inner step (Note [Site replicas] in sync_strategy.cc).
-  std::unique_ptr<engine::ClusterAverage> average;
-};
-
 // caller_steps: the user's torch optimizer takes the inner steps
 // (Note [Inner steps by the caller] in local_sync.cc); lr then tracks its
 // first group's lr, for the outer annealing only.
 std::unique_ptr<PyLocal> CreateLocal(World& world, Replica& replica, std::vector<torch::Tensor> params,
-                                     const PyReplicaOptions& p, int64_t total_steps, bool caller_steps) {
+                                     const PyReplicaOptions& p, int64_t total_steps, bool caller_steps,
+                                     bool broadcast_initial) {
   engine::RunConfig c = ToConfig(p, DeviceOf(params));
   if (!engine::IsLocalUpdates(c.distributed.sync)) throw py::value_error("LocalSync needs sync='local' or 'site'");
   std::vector<torch::Tensor> model_order = params;
@@ -324,7 +290,7 @@ std::unique_ptr<PyLocal> CreateLocal(World& world, Replica& replica, std::vector
   {
     ReleaseGil release;  // the initial broadcast waits for the peers
     sync = engine::LocalSync::Create(c, [lr](int64_t t) { return lr->At(t); }, replica.layout(), std::move(params),
-                                     world.transport_ptr(), /*broadcast_initial=*/true,
+                                     world.transport_ptr(), broadcast_initial,
                                      caller_steps ? engine::InnerSteps::kCaller : engine::InnerSteps::kOwn);
   }
   ThrowIfError(sync.status());
@@ -344,7 +310,8 @@ std::unique_ptr<PyLocal> CreateLocal(World& world, Replica& replica, std::vector
 void BindLocal(py::module_& m) {
   py::class_<PyLocal>(m, "LocalSync", "The local-update mode (engine::LocalSync) for DistributedModel(sync='local')")
       .def(py::init(&CreateLocal), py::arg("world"), py::arg("replica"), py::arg("params"), py::arg("options"),
-           py::arg("total_steps") = 0, py::arg("caller_steps") = false, py::keep_alive<1, 2>(),
+           py::arg("total_steps") = 0, py::arg("caller_steps") = false, py::arg("broadcast_initial") = true,
+           py::keep_alive<1, 2>(),
            py::keep_alive<1, 3>())
       .def("begin_iteration",
            [](PyLocal& l, int64_t t, bool check) { NoGil([&] { return l.sync->BeginIteration(t, check); }); },
@@ -477,8 +444,8 @@ void BindReplica(py::module_& m) {
 
   py::class_<Replica>(m, "Replica", "One rank's model replica inside Frugal's pipeline (engine::Replica)")
       .def(py::init(&Create), py::arg("world"), py::arg("params"), py::arg("options"),
-           py::arg("groups") = std::vector<PyReplicaOptions>(), py::arg("group_of") = std::vector<int>(),
-           py::keep_alive<1, 2>())
+           py::arg("broadcast_initial") = true, py::arg("groups") = std::vector<PyReplicaOptions>(),
+           py::arg("group_of") = std::vector<int>(), py::keep_alive<1, 2>())
       .def("begin_iteration",
            [](Replica& r, int64_t t, bool check) { NoGil([&] { return r.BeginIteration(t, check); }); },
            py::arg("t"), py::arg("check_replicas") = false)

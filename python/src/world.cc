@@ -133,6 +133,8 @@ void BindWorld(py::module_& m) {
       .def_property_readonly("rank", [](World& w) { return w.transport().rank(); })
       .def_property_readonly("world_size", [](World& w) { return w.transport().world_size(); })
       .def_property_readonly("cluster", [](World& w) { return w.transport().cluster(); })
+      .def_property_readonly("generation", &World::generation,
+                             "The membership generation of an elastic job's world (0: a fixed world)")
       .def("bytes_sent", [](World& w) {
         auto s = w.transport().stats();
         return s.intra_cluster.bytes_sent + s.inter_cluster.bytes_sent;

@@ -68,6 +68,14 @@ struct RunFlags {
   std::string key;
   std::string authorized_keys;
   bool insecure = false;
+  // Elastic (Note [Elastic scripts] in python/frugal/_model.py): a membership
+  // coordinator instead of the rendezvous; min_workers 0: 1.
+  bool elastic = false;
+  int min_workers = 0;
+  int max_workers = 0;  // 0: no limit
+  bool join = false;    // add the workers to a running elastic job at --coordinator
+  double heartbeat_timeout_s = 2.0;
+  int64_t elastic_every = 10;
   std::vector<std::string> command;
 };
 
@@ -101,6 +109,28 @@ bool IsStartable(const std::string& program) {
   return false;
 }
 
+void CheckElasticFlags(const RunFlags& f) {
+  if (!f.elastic) {
+    if (f.join) throw UsageError("--join adds workers to an elastic job: add --elastic");
+    if (f.min_workers != 0 || f.max_workers != 0) throw UsageError("--min-workers and --max-workers need --elastic");
+    return;
+  }
+  if (f.join && f.coordinator.empty()) {
+    throw UsageError("--join needs the running job's coordinator: --coordinator tcp://HOST:PORT");
+  }
+  if (f.min_workers < 0 || (!f.join && f.min_workers > f.workers)) {
+    throw UsageError("--min-workers must be in [1, --workers=" + std::to_string(f.workers) + "], got " +
+                     std::to_string(f.min_workers));
+  }
+  if (f.max_workers != 0 && (f.max_workers < f.workers || f.max_workers < f.min_workers)) {
+    throw UsageError("--max-workers must be >= --workers and --min-workers, got " + std::to_string(f.max_workers));
+  }
+  if (!(f.heartbeat_timeout_s >= 0.1 && f.heartbeat_timeout_s <= 3600)) {
+    throw UsageError("--heartbeat-timeout-s must be in [0.1, 3600]");
+  }
+  if (f.elastic_every < 1) throw UsageError("--elastic-every must be >= 1, got " + std::to_string(f.elastic_every));
+}
+
 void CheckFlags(const RunFlags& f, const std::vector<std::string>& clusters) {
   if (f.command.empty()) throw UsageError("frugal run needs a program: frugal run --workers N -- PROGRAM ARGS...");
   if (!IsStartable(f.command[0])) throw UsageError("cannot start " + f.command[0] + ": not an executable program");
@@ -112,6 +142,7 @@ void CheckFlags(const RunFlags& f, const std::vector<std::string>& clusters) {
   if (!(f.timeout_s > 0)) throw UsageError("--timeout-s must be > 0");
   if (!(f.link_grace_s >= 0 && f.link_grace_s <= 86400)) throw UsageError("--link-grace-s must be in [0, 86400]");
   if (!(f.rendezvous_timeout_s > 0)) throw UsageError("--rendezvous-timeout-s must be > 0");
+  CheckElasticFlags(f);
   if (!clusters.empty() && static_cast<int>(clusters.size()) != f.workers) {
     throw UsageError("--local-clusters names " + std::to_string(clusters.size()) + " clusters for " +
                      std::to_string(f.workers) + " workers");
@@ -182,6 +213,13 @@ ListenPlan PlanListening(const RunFlags& f, const std::string& coordinator) {
 // the coordinator (Note [Rank reservations]).
 comm::RankReservation PlaceChildren(const RunFlags& f, const ListenPlan& plan, const comm::SecurityOptions& security) {
   comm::RankReservation r;
+  if (f.elastic && !f.coordinator.empty()) {
+    // The membership coordinator assigns ranks per generation; FRUGAL_RANK
+    // is the local index only, and torch.distributed's variables are not set.
+    for (int i = 0; i < f.workers; ++i) r.ranks.push_back(i);
+    r.world_size = f.workers;
+    return r;
+  }
   if (f.coordinator.empty()) {
     for (int i = 0; i < f.workers; ++i) r.ranks.push_back(i);
     r.world_size = f.workers;
@@ -265,6 +303,14 @@ std::vector<std::string> ChildEnvironment(const RunFlags& f, int r, const std::s
   if (!f.key.empty()) env["FRUGAL_KEY"] = Absolute(f.key);
   if (!f.authorized_keys.empty()) env["FRUGAL_AUTHORIZED_KEYS"] = Absolute(f.authorized_keys);
   if (f.insecure) env["FRUGAL_INSECURE"] = "1";
+  if (f.elastic) {
+    env["FRUGAL_ELASTIC"] = "1";
+    env["FRUGAL_JOIN"] = f.join ? "1" : "0";
+    env["FRUGAL_MAX_WORKERS"] = std::to_string(f.max_workers);
+    env["FRUGAL_HEARTBEAT_TIMEOUT_S"] = std::to_string(f.heartbeat_timeout_s);
+    env["FRUGAL_ELASTIC_EVERY"] = std::to_string(f.elastic_every);
+    env.erase("FRUGAL_WORLD_SIZE");  // a generation's size changes
+  }
   // Workers sharing the cores should not each start one thread per core.
   if (std::getenv("OMP_NUM_THREADS") == nullptr) env["OMP_NUM_THREADS"] = std::to_string(threads);
   std::vector<std::string> overrides;
@@ -296,6 +342,10 @@ void Run(const RunFlags& f) {
     co.world_size = f.workers;
     co.zmq.security = security;
     co.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.rendezvous_timeout_s * 1000));
+    co.elastic = f.elastic;
+    co.min_workers = f.min_workers > 0 ? f.min_workers : 1;  // as frugal train --elastic
+    co.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.heartbeat_timeout_s * 1000));
+    co.link_grace = std::chrono::milliseconds(static_cast<int64_t>(f.link_grace_s * 1000));
     std::thread([cs, co] {
       Status s = engine::RunCoordinator(co, [&](const std::string& ep) {
         cs->endpoint = ep;
@@ -311,6 +361,10 @@ void Run(const RunFlags& f) {
       ThrowIfError(cs->status.WithContext("starting the coordinator"));
     }
     endpoint = cs->endpoint;
+    if (f.elastic) {
+      std::fprintf(stderr, "frugal run: elastic coordinator at %s (more workers: frugal run --elastic --join "
+                   "--coordinator %s --workers N -- PROGRAM ...)\n", endpoint.c_str(), endpoint.c_str());
+    }
   }
 
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -331,8 +385,23 @@ void Run(const RunFlags& f) {
     ids.push_back(*id);
   }
   SteadyClock clock;
-  ThrowIfError(engine::SuperviseProcesses(ids, spawn_error, timeout + std::chrono::seconds(10),
-                                          /*tolerate_failures=*/false, *launcher, clock));
+  // An elastic job goes on without a child that died while the coordinator
+  // keeps at least --min-workers; its outcome is then the coordinator's.
+  const bool tolerate = f.elastic && local;
+  ThrowIfError(engine::SuperviseProcesses(ids, spawn_error, timeout + std::chrono::seconds(10), tolerate, *launcher,
+                                          clock));
+  if (tolerate) {
+    // Every child has exited: the coordinator ends once it has seen them
+    // finish, leave or go silent (a heartbeat timeout per round).
+    const auto deadline = std::chrono::steady_clock::now() + 4 * std::chrono::milliseconds(static_cast<int64_t>(
+                                                                     f.heartbeat_timeout_s * 1000)) +
+                          std::chrono::seconds(5);
+    while (!cs->done && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!cs->done) ThrowIfError(Status::Unavailable("every worker exited before the elastic job finished"));
+    ThrowIfError(cs->status.WithContext("elastic job"));
+  }
   // Every child succeeded; a coordinator still waiting means some never
   // joined a world, which is their business (a program may not use Frugal).
 }
@@ -364,6 +433,16 @@ void AddRunCommand(CLI::App& app) {
   cmd->add_option("--key", f->key, "This site's CurveZMQ key pair (frugal keys generate --out FILE), for every worker");
   cmd->add_option("--authorized-keys", f->authorized_keys, "Public keys of every site of the job, one per line");
   cmd->add_flag("--insecure", f->insecure, "Plain TCP to a non-loopback coordinator: anyone who can reach a port can join");
+  cmd->add_flag("--elastic", f->elastic,
+                "Elastic job: a worker that dies or leaves (SIGTERM) does not end the run while --min-workers remain; "
+                "workers may join (--join)");
+  cmd->add_option("--min-workers", f->min_workers, "Elastic: fewest workers the job continues with (default 1, as frugal train --elastic)");
+  cmd->add_option("--max-workers", f->max_workers, "Elastic: a joiner beyond this many workers is refused (0 = no limit)");
+  cmd->add_flag("--join", f->join, "Elastic: add these workers to the running job at --coordinator");
+  cmd->add_option("--heartbeat-timeout-s", f->heartbeat_timeout_s,
+                  "Elastic: a worker silent this long is declared dead, seconds");
+  cmd->add_option("--elastic-every", f->elastic_every,
+                  "Elastic: steps between membership checks and in-memory snapshots");
   cmd->add_option("command", f->command, "The program and its arguments, after --")->expected(-1);
   cmd->callback([f] { Run(*f); });
 }

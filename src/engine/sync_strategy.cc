@@ -107,8 +107,7 @@ class LocalRounds : public SyncStrategy {
   // A joiner's model takes the anchor and its own part starts empty
   // (Note [Local mode across worlds]).
   void PrepareForJoiners(CheckpointSections*, std::set<std::string>* skip) override {
-    skip->insert("local_sync_own");
-    skip->insert("parameters");
+    SkipLocalStateForJoiners(skip);
   }
 
  protected:
@@ -272,6 +271,11 @@ Status RestoreLocalState(LocalSync& local, const comm::Transport& transport, con
   }
   if (!same_seat && !keep_own_across_worlds) own = nullptr;
   return local.RestoreSections(s, own, what, same_seat);
+}
+
+void SkipLocalStateForJoiners(std::set<std::string>* skip) {
+  skip->insert("local_sync_own");
+  skip->insert("parameters");
 }
 
 Result<std::unique_ptr<SyncStrategy>> CreateSyncStrategy(SyncInputs in) {

@@ -226,10 +226,10 @@ Result<LoopEnd> Worker::Impl::Gate(int64_t t, int64_t* evaluated_epoch) {
   const bool check = dist.checksum_every > 0 && t % dist.checksum_every == 0;
   FRUGAL_RETURN_IF_ERROR(sync->BeginIteration(t, check));
   if (config.checkpoint.checkpoint_every > 0) FRUGAL_RETURN_IF_ERROR(CheckpointGate(t));
-  if (membership && t > start_step && t % config.elastic.elastic_every == 0) {
+  if (elastic && t > start_step && t % config.elastic.elastic_every == 0) {
     FRUGAL_ASSIGN_OR_RETURN(LoopEnd end, MembershipCheck(t));
     if (end != LoopEnd::kFinished) return end;
-  } else if (membership && t == start_step && (snapshots.empty() || snapshots.back().t != t)) {
+  } else if (elastic && t == start_step && !HasSnapshot(t)) {
     FRUGAL_RETURN_IF_ERROR(TakeSnapshot(t));  // a generation's start can be rolled back to
   }
   const bool eval_now = t > 0 && (options.eval_every > 0 ? t % options.eval_every == 0 : epoch != *evaluated_epoch);
@@ -303,7 +303,7 @@ Status Worker::Impl::Record(int64_t t, int64_t epoch) {
 }
 
 Result<WorkerResult> Worker::Impl::Run() {
-  if (membership) return RunElastic();
+  if (elastic) return RunElastic();
   PrintHeader();
   const comm::TransportStats traffic_at_start = transport->stats();
   FRUGAL_ASSIGN_OR_RETURN(LoopEnd end, Loop());
@@ -333,7 +333,7 @@ Result<LoopEnd> Worker::Impl::Loop() {
       FRUGAL_RETURN_IF_ERROR(Record(t, epoch));
     }
     cursor->Advance();
-    if (membership) membership->ReportIteration(t);
+    if (elastic) elastic->ReportIteration(t);
     ++t;
   }
   start_step = t;
@@ -403,16 +403,21 @@ Result<std::unique_ptr<Worker>> Worker::CreateElastic(const RunConfig& config,
   if (!config.elastic.elastic) return Status::InvalidArgument("Worker::CreateElastic needs --elastic");
   auto impl = std::make_unique<Impl>();
   impl->config = ResolvePlan(config, HostFacts{});  // as the front end did (Note [One resolver])
-  impl->membership = std::move(membership);
+  if (membership == nullptr) return Status::InvalidArgument("Worker::CreateElastic needs a membership client");
   try {
     FRUGAL_RETURN_IF_ERROR(impl->Prepare());
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("libtorch: ") + e.what_without_backtrace());
   }
+  const auto heartbeat_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(impl->config.elastic.heartbeat_timeout_s * 1000));
+  impl->elastic = std::make_unique<ElasticSession>(std::move(membership), impl->timeout, heartbeat_timeout);
   return std::unique_ptr<Worker>(new Worker(std::move(impl)));
 }
 
-std::atomic<bool>& Worker::leave_signal() { return impl_->leave_signal; }
+std::atomic<bool>& Worker::leave_signal() {
+  return impl_->elastic ? impl_->elastic->leave_signal() : impl_->leave_signal;
+}
 
 Result<WorkerResult> Worker::Run() {
   try {

@@ -44,53 +44,19 @@
 
 namespace frugal::engine {
 
-// A dropped snapshot's buffers go to the next one
-// (Note [Recycled checkpoint buffers] in checkpoint.cc): one every --elastic-every steps would
-// otherwise fault in its tens of MB afresh each time.
+// The protocol's steps are the session's (frugal/engine/elastic_session.h);
+// what they carry is this worker's run state (worker_state.cc).
 Status Worker::Impl::TakeSnapshot(int64_t t) {
-  auto drop = [&](Snapshot& old) {
-    for (auto& [name, bytes] : old.sections) RecycleCheckpointBuffer(std::move(bytes));
-  };
   FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, StateSections(t, StateScope::kSnapshot));
-  if (!snapshots.empty() && snapshots.back().t == t) {  // a joiner's received copy
-    drop(snapshots.back());
-    snapshots.pop_back();
-  }
-  snapshots.push_back(Snapshot{t, std::move(s), true});
-  while (snapshots.size() > 2) {
-    drop(snapshots.front());
-    snapshots.pop_front();
-  }
+  elastic->TakeSnapshot(t, std::move(s));
   return Status::Ok();
 }
 
 Result<LoopEnd> Worker::Impl::MembershipCheck(int64_t t) {
   FRUGAL_RETURN_IF_ERROR(TakeSnapshot(t));
-  int64_t pending = membership->pending();
-  if (leave_signal && !leave_sent) {
-    leave_sent = true;
-    Status st = membership->RequestLeave();
-    if (st.ok()) {
-      pending = std::max(pending, generation.number + 1);
-    } else {
-      std::fprintf(stderr, "frugal worker: cannot leave gracefully: %s\n", st.ToString().c_str());
-    }
-  }
-  ByteWriter w;
-  w.I64(pending);
-  w.I64(membership->stop_requested() ? 1 : 0);
-  auto all = comm::AllGather(*transport, ControlTag(t, kMembership), w.Take(), timeout);
-  if (!all.ok()) return all.status().WithContext("membership check at step " + std::to_string(t));
-  bool change = false, stop = false;
-  for (const comm::Bytes& b : *all) {
-    ByteReader r(b, "membership check");
-    FRUGAL_ASSIGN_OR_RETURN(int64_t p, r.I64());
-    FRUGAL_ASSIGN_OR_RETURN(int64_t s, r.I64());
-    change = change || p > generation.number;
-    stop = stop || s != 0;
-  }
-  if (stop) return LoopEnd::kStop;
-  return change ? LoopEnd::kSwitch : LoopEnd::kFinished;
+  FRUGAL_ASSIGN_OR_RETURN(GateDecision d, elastic->Check(*transport, t));
+  if (d == GateDecision::kStop) return LoopEnd::kStop;
+  return d == GateDecision::kSwitch ? LoopEnd::kSwitch : LoopEnd::kFinished;
 }
 
 // Note [Parameters from masters]
@@ -105,36 +71,14 @@ Result<LoopEnd> Worker::Impl::MembershipCheck(int64_t t) {
 // The marker stays in rank 0's snapshot, where the parameters still are
 // (RestoreSections prefers them).
 Status Worker::Impl::RestoreGeneration(const comm::Generation& g) {
-  const bool joined = std::find(g.joined.begin(), g.joined.end(), rank()) != g.joined.end();
-  const comm::Tag tag = ControlTag(g.restore, kJoinState);
   const std::string what = "the state of step " + std::to_string(g.restore);
-  // Snapshots newer than the restore point belong to rolled-back iterations.
-  while (!snapshots.empty() && snapshots.back().t > g.restore) snapshots.pop_back();
-  if (joined) {
-    FRUGAL_ASSIGN_OR_RETURN(comm::Message m, transport->Recv(0, tag, timeout));
-    FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, ParseCheckpoint(m.payload, what + " from rank 0"));
-    FRUGAL_RETURN_IF_ERROR(RestoreSections(s, nullptr, /*residuals=*/false, what + " from rank 0"));
-    snapshots.clear();
-    snapshots.push_back(Snapshot{g.restore, std::move(s), false});
-    return Status::Ok();
-  }
-  if (snapshots.empty() || snapshots.back().t != g.restore) {
-    return Status::Internal("the coordinator restores step " + std::to_string(g.restore) +
-                            ", of which this worker has no snapshot");
-  }
-  Snapshot& snap = snapshots.back();
-  FRUGAL_RETURN_IF_ERROR(RestoreSections(snap.sections, snap.own_residuals ? &snap.sections : nullptr,
-                                         /*residuals=*/false, "snapshot of " + what));
-  join_state_bytes = 0;
-  if (rank() == 0 && !g.joined.empty()) {
-    // A joiner needs the shared state only: it starts with empty residuals
-    // and sparsifier states, like a rank new to a resumed run.
-    std::set<std::string> skip;
-    sync->PrepareForJoiners(&snap.sections, &skip);
-    auto bytes = std::make_shared<const comm::Bytes>(EncodeCheckpoint(snap.sections, skip));
-    join_state_bytes = static_cast<int64_t>(bytes->size());
-    for (int r : g.joined) FRUGAL_RETURN_IF_ERROR(transport->Send(r, tag, bytes));
-  }
+  FRUGAL_ASSIGN_OR_RETURN(RestorePoint point, elastic->StateToRestore(*transport));
+  FRUGAL_RETURN_IF_ERROR(RestoreSections(*point.shared, point.mine, /*residuals=*/false,
+                                         point.joined ? what + " from rank 0" : "snapshot of " + what));
+  FRUGAL_ASSIGN_OR_RETURN(join_state_bytes,
+                          elastic->SendToJoiners(*transport, [this](CheckpointSections* s, std::set<std::string>* skip) {
+                            sync->PrepareForJoiners(s, skip);
+                          }));
   return Status::Ok();
 }
 
@@ -148,10 +92,7 @@ Status Worker::Impl::RestoreGeneration(const comm::Generation& g) {
 // 100 Mbit/s link, paid by a kill and a join alike.
 Status Worker::Impl::EnterGeneration(const comm::Generation& g) {
   generation = g;
-  {
-    std::lock_guard<std::mutex> lock(abort_mu);
-    abortable = transport.get();
-  }
+  elastic->Enter(transport.get());
   FRUGAL_RETURN_IF_ERROR(CheckSameConfiguration(*transport, SharedDigest(config), timeout));
   FRUGAL_RETURN_IF_ERROR(PlanSteps());
   if (g.restore >= 0) {
@@ -208,36 +149,15 @@ WorkerResult Worker::Impl::LeftResult(int last_rank) const {
 }
 
 void Worker::Impl::TearDown(bool abort) {
-  {
-    std::lock_guard<std::mutex> lock(abort_mu);
-    if (abort && transport) {
-      transport->Abort(Status::Unavailable("generation " + std::to_string(generation.number) + " ended"));
-    }
-    abortable = nullptr;
-  }
+  elastic->Leave(abort);
   if (abort) checkpoint_writer.Cancel();  // rank 0 stops waiting for the old world's files
   protocol.reset();
   sync.reset();  // joins its threads and a round in flight (an abort woke their waits)
   transport.reset();
 }
 
-// After an error: did the coordinator start a new generation (a peer died)?
-bool Worker::Impl::AwaitChange() {
-  const auto grace = std::chrono::duration<double>(2 * config.elastic.heartbeat_timeout_s + 2.0);
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (membership->pending() > generation.number) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
 Result<WorkerResult> Worker::Impl::RunElastic() {
-  membership->OnAbort([this](const Status& why) {
-    std::lock_guard<std::mutex> lock(abort_mu);
-    if (abortable != nullptr) abortable->Abort(why);
-  });
-  FRUGAL_ASSIGN_OR_RETURN(comm::Generation g, membership->Register({}, &transport));
+  FRUGAL_ASSIGN_OR_RETURN(comm::Generation g, elastic->Register(&transport));
   while (true) {
     // Entering a world can fail like training in it (a peer dies while the
     // state is sent): both go through the same recovery.
@@ -249,20 +169,18 @@ Result<WorkerResult> Worker::Impl::RunElastic() {
       result.generation = generation.number;
       result.rank = rank();
       TearDown(false);
-      membership->Done();
+      elastic->Done();
       return result;
     }
     left_world_at = std::chrono::steady_clock::now();
-    if (!end.ok() && !AwaitChange()) return end.status();
-    const bool leaving = end.ok() && (leave_sent || membership->leave_requested());
+    if (!end.ok() && !elastic->AwaitChange()) return end.status();
+    const bool leaving = end.ok() && elastic->leaving();
     const int last_rank = rank();
     CloseGenerationCounters(traffic_at_start);
     TearDown(!end.ok());
-    std::vector<int64_t> held;
-    for (const Snapshot& s : snapshots) held.push_back(s.t);
-    Result<comm::Generation> next = leaving ? Status::NotFound("leaving") : membership->Register(held, &transport);
+    Result<comm::Generation> next = leaving ? Status::NotFound("leaving") : elastic->Next(&transport);
     if (!next.ok() && next.status().code() == Status::Code::kNotFound) {  // this worker left the job
-      membership->Done();
+      elastic->Done();
       return LeftResult(last_rank);
     }
     FRUGAL_RETURN_IF_ERROR(next.status());

@@ -19,6 +19,7 @@
 #include "frugal/data/batch_plan.h"
 #include "frugal/engine/checkpoint.h"
 #include "frugal/engine/checkpoint_writer.h"
+#include "frugal/engine/elastic_session.h"
 #include "frugal/engine/sync_strategy.h"
 #include "frugal/engine/worker.h"
 #include "frugal/models/model.h"
@@ -70,20 +71,13 @@ class Worker::Impl {
   // (Note [Training clock] in worker.cc).
   std::optional<std::chrono::steady_clock::time_point> training_started;
 
-  // Elastic membership (worker_elastic.cc); null for a fixed world.
-  std::unique_ptr<comm::MembershipClient> membership;
+  // Elastic membership (worker_elastic.cc, frugal/engine/elastic_session.h):
+  // the session holds the membership client, the snapshots and the leave
+  // request; null for a fixed world. `generation` is the current one's
+  // (number 0 for a fixed world).
+  std::unique_ptr<ElasticSession> elastic;
   comm::Generation generation;
-  std::mutex abort_mu;
-  comm::Transport* abortable = nullptr;  // GUARDED_BY(abort_mu): the transport an abort wakes
-  struct Snapshot {
-    int64_t t = 0;
-    CheckpointSections sections;
-    bool own_residuals = true;  // false: received by a joiner, the residuals are rank 0's
-  };
-  std::deque<Snapshot> snapshots;  // oldest first, at most two
-  std::atomic<bool> leave_signal{false};
-  bool leave_sent = false;
-  bool left = false;  // this worker left the job before its end
+  std::atomic<bool> leave_signal{false};  // a fixed world's (nothing reads it)
   std::chrono::steady_clock::time_point left_world_at;  // when the last generation's loop ended
   std::optional<OuterStep> resumed_outer;  // Note [Outer step on resume]
   int64_t join_state_bytes = 0;  // rank 0: bytes of state sent to each joiner of this generation
@@ -135,11 +129,11 @@ class Worker::Impl {
   Status EnterGeneration(const comm::Generation& g);
   Result<LoopEnd> MembershipCheck(int64_t t);
   Status TakeSnapshot(int64_t t);
+  bool HasSnapshot(int64_t t) const { return elastic->HasSnapshot(t); }
   Status RestoreGeneration(const comm::Generation& g);
   void CloseGenerationCounters(const comm::TransportStats& traffic_at_start);
   WorkerResult LeftResult(int last_rank) const;
   void TearDown(bool abort);
-  bool AwaitChange();
   Result<WorkerResult> RunElastic();
 };
 

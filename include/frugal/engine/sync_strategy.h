@@ -77,6 +77,11 @@ Status RestoreLocalState(LocalSync& local, const comm::Transport& transport, con
                          const CheckpointSections* mine, bool residuals, bool keep_own_across_worlds,
                          const std::string& what);
 
+// What a joiner of a --sync local run rebuilds itself rather than receives
+// from rank 0's snapshot (LocalRounds::PrepareForJoiners; the Python
+// package's elastic local mode).
+void SkipLocalStateForJoiners(std::set<std::string>* skip);
+
 // What a strategy is built from.
 struct SyncInputs {
   RunConfig config;                      // REQUIRES: Validate Ok, sync resolved (SyncOf)

@@ -1,0 +1,213 @@
+// frugal._C.ElasticSession: engine::ElasticSession (the generation protocol
+// of an elastic job, frugal/engine/elastic_session.h) for a user's script
+// under `frugal run --elastic`. frugal.init() registers through it;
+// frugal.DistributedModel snapshots its LocalSync at the check gates and, on
+// a change, rebuilds its replica on the next generation's World and
+// restores the state this session hands it. The state is saved and
+// restored with the engine's own sections (SaveLocalState /
+// RestoreLocalState, as frugal train's workers); the script's own objects
+// (its torch optimizer and scheduler) travel as extra sections "user.*".
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+
+#include "bindings.h"
+#include "local_binding.h"
+#include "frugal/comm/membership.h"
+#include "frugal/comm/security.h"
+#include "frugal/engine/checkpoint.h"
+#include "frugal/engine/elastic_session.h"
+#include "frugal/engine/sync_strategy.h"
+
+namespace frugal::python {
+
+namespace {
+
+constexpr const char kUserPrefix[] = "user.";
+
+std::chrono::milliseconds Millis(double seconds, const char* what) {
+  if (!(seconds > 0)) throw py::value_error(std::string(what) + " must be > 0, got " + std::to_string(seconds));
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+struct PyElastic {
+  std::shared_ptr<engine::ElasticSession> session;
+};
+
+std::unique_ptr<PyElastic> Create(const std::string& coordinator, const std::string& cluster,
+                                  const std::string& listen, const std::string& advertise_host, bool join,
+                                  int max_world, double timeout_s, double heartbeat_timeout_s, double link_grace_s,
+                                  const std::string& key_file, const std::string& authorized_keys_file,
+                                  bool insecure) {
+  if (coordinator.empty()) throw py::value_error("no coordinator address to join");
+  if (cluster.empty()) throw py::value_error("the cluster name must not be empty");
+  if (!(link_grace_s >= 0 && link_grace_s <= 86400)) {
+    throw py::value_error("link_grace_s must be in [0, 86400], got " + std::to_string(link_grace_s));
+  }
+  comm::MembershipClientOptions mo;
+  mo.server = coordinator;
+  mo.cluster = cluster;
+  mo.listen = listen;
+  mo.advertise_host = advertise_host;
+  mo.join = join;
+  if (max_world < 0) throw py::value_error("max_world must be >= 0, got " + std::to_string(max_world));
+  mo.max_world = max_world;
+  mo.timeout = Millis(timeout_s, "timeout_s");
+  auto security = comm::ResolveSecuritySettings(key_file, authorized_keys_file, insecure, coordinator);
+  ThrowIfError(security.status());
+  mo.zmq.security = *security;
+  mo.zmq.link_grace = std::chrono::milliseconds(static_cast<int64_t>(link_grace_s * 1000));
+  // As frugal worker --elastic: a killed peer is noticed within a second.
+  mo.zmq.linger = std::chrono::milliseconds(1000);
+  auto client = comm::MembershipClient::Create(mo);
+  ThrowIfError(client.status());
+  auto out = std::make_unique<PyElastic>();
+  out->session = std::make_shared<engine::ElasticSession>(std::move(*client), mo.timeout,
+                                                          Millis(heartbeat_timeout_s, "heartbeat_timeout_s"));
+  return out;
+}
+
+// The World of the generation just registered; it tells the session when it
+// is destroyed, so that a heartbeat never aborts a freed transport.
+std::unique_ptr<World> WorldOf(PyElastic& e, std::unique_ptr<comm::Transport> transport) {
+  std::weak_ptr<engine::ElasticSession> weak = e.session;
+  comm::Transport* raw = transport.get();
+  e.session->Enter(raw);
+  return std::make_unique<World>(
+      std::move(transport),
+      [weak, raw] {
+        if (auto s = weak.lock()) s->Forget(raw);
+      },
+      e.session->generation().number);
+}
+
+std::unique_ptr<World> Register(PyElastic& e) {
+  std::unique_ptr<comm::Transport> transport;
+  Result<comm::Generation> g = Status::Internal("not registered");
+  {
+    ReleaseGil release;
+    g = e.session->Register(&transport);
+  }
+  ThrowIfError(g.status().WithContext("registering with the elastic coordinator"));
+  return WorldOf(e, std::move(transport));
+}
+
+// The next generation's World, or None when this worker leaves the job.
+py::object Next(PyElastic& e) {
+  std::unique_ptr<comm::Transport> transport;
+  Result<comm::Generation> g = Status::Internal("not registered");
+  {
+    ReleaseGil release;
+    g = e.session->Next(&transport);
+  }
+  if (!g.ok() && g.status().code() == Status::Code::kNotFound) return py::none();
+  ThrowIfError(g.status().WithContext("registering for the next generation"));
+  return py::cast(WorldOf(e, std::move(transport)));
+}
+
+// The run state after t-1 at the gate of t: the local mode's sections (as
+// a frugal train worker's snapshot), "meta", the module's buffers and the
+// script's sections.
+void Snapshot(PyElastic& e, PyLocal& l, int64_t t, const std::vector<torch::Tensor>& buffers, const py::dict& user) {
+  engine::CheckpointSections sections = FromPy(user);
+  engine::CheckpointSections named;
+  for (auto& [name, bytes] : sections) named[kUserPrefix + name] = std::move(bytes);
+  Status st;
+  {
+    ReleaseGil release;
+    st = engine::SaveLocalState(*l.sync, *l.replica, l.outer, engine::StateScope::kSnapshot, &named);
+    if (st.ok()) {
+      engine::CheckpointMeta meta;
+      meta.step = t;
+      meta.world = l.transport->world_size();
+      meta.rank = l.transport->rank();
+      meta.generation = e.session->generation().number;
+      named["meta"] = engine::EncodeCheckpointMeta(meta);
+      named["buffers"] = engine::SaveBuffers(buffers);
+      e.session->TakeSnapshot(t, std::move(named));
+    }
+  }
+  ThrowIfError(st.WithContext("snapshot of step " + std::to_string(t)));
+}
+
+std::string Check(PyElastic& e, World& w, int64_t t) {
+  Result<engine::GateDecision> d = Status::Internal("not checked");
+  {
+    ReleaseGil release;
+    d = e.session->Check(w.transport(), t);
+  }
+  ThrowIfError(d.status());
+  switch (*d) {
+    case engine::GateDecision::kSwitch: return "switch";
+    case engine::GateDecision::kStop: return "stop";
+    default: return "continue";
+  }
+}
+
+// Restores the generation's restore point into a LocalSync built without
+// the initial broadcast and into the module's buffers; rank 0 then sends it
+// to the joiners. Returns (step, the script's sections of the restored
+// state, bytes sent to each joiner).
+py::tuple Restore(PyElastic& e, World& w, PyLocal& l, const std::vector<torch::Tensor>& buffers) {
+  Status st;
+  engine::RestorePoint point;
+  int64_t sent = 0;
+  engine::CheckpointSections user;
+  {
+    ReleaseGil release;
+    st = [&]() -> Status {
+      FRUGAL_ASSIGN_OR_RETURN(point, e.session->StateToRestore(w.transport()));
+      const std::string what = point.joined ? "the state of step " + std::to_string(point.step) + " from rank 0"
+                                            : "the snapshot of step " + std::to_string(point.step);
+      for (const char* name : {"meta", "buffers"}) {
+        if (!point.shared->count(name)) return Status::Corruption(what + " has no '" + name + "' section");
+      }
+      FRUGAL_RETURN_IF_ERROR(engine::RestoreLocalState(*l.sync, *l.transport, *point.shared, point.mine,
+                                                       /*residuals=*/false, /*keep_own_across_worlds=*/!l.site, what));
+      FRUGAL_RETURN_IF_ERROR(engine::RestoreBuffers(point.shared->at("buffers"), buffers, what));
+      const size_t n = sizeof(kUserPrefix) - 1;
+      for (const auto& [name, bytes] : *point.shared) {
+        if (name.compare(0, n, kUserPrefix) == 0) user[name.substr(n)] = bytes;
+      }
+      FRUGAL_ASSIGN_OR_RETURN(sent, e.session->SendToJoiners(w.transport(), [](engine::CheckpointSections*,
+                                                                               std::set<std::string>* skip) {
+        engine::SkipLocalStateForJoiners(skip);
+      }));
+      return Status::Ok();
+    }();
+  }
+  ThrowIfError(st);
+  return py::make_tuple(point.step, ToPy(user), sent);
+}
+
+}  // namespace
+
+void BindElastic(py::module_& m) {
+  py::class_<PyElastic>(m, "ElasticSession",
+                        "One worker's membership of an elastic job (engine::ElasticSession), for frugal run --elastic")
+      .def(py::init(&Create), py::arg("coordinator"), py::arg("cluster") = "local",
+           py::arg("listen") = "tcp://127.0.0.1:*", py::arg("advertise_host") = "", py::arg("join") = false, py::arg("max_world") = 0,
+           py::arg("timeout_s") = 60.0, py::arg("heartbeat_timeout_s") = 2.0, py::arg("link_grace_s") = 30.0,
+           py::arg("key_file") = "", py::arg("authorized_keys_file") = "", py::arg("insecure") = false)
+      .def("register", &Register, "Registers for the first generation (or joins a running job); returns its World")
+      .def("next", &Next, "The next generation's World, or None when this worker leaves the job")
+      .def("leave_world", [](PyElastic& e, bool abort) { e.session->Leave(abort); }, py::arg("abort"),
+           "Before the world is dropped: with abort, its waits are woken first")
+      .def("snapshot", &Snapshot, py::arg("local"), py::arg("t"), py::arg("buffers"), py::arg("user"))
+      .def("has_snapshot", [](PyElastic& e, int64_t t) { return e.session->HasSnapshot(t); }, py::arg("t"))
+      .def("check", &Check, py::arg("world"), py::arg("t"), "The check gate of t: 'continue', 'switch' or 'stop'")
+      .def("restore", &Restore, py::arg("world"), py::arg("local"), py::arg("buffers"))
+      .def("await_change", [](PyElastic& e) {
+        ReleaseGil release;
+        return e.session->AwaitChange();
+      }, "After a failed wait: whether the coordinator forms a new generation (a peer died)")
+      .def("report_iteration", [](PyElastic& e, int64_t t) { e.session->ReportIteration(t); }, py::arg("t"))
+      .def("request_leave", [](PyElastic& e) { e.session->RequestLeaveSoon(); },
+           "Leave the job at the next check gate (what SIGTERM does)")
+      .def_property_readonly("leaving", [](PyElastic& e) { return e.session->leaving(); })
+      .def_property_readonly("generation", [](PyElastic& e) { return e.session->generation().number; })
+      .def_property_readonly("restore_step", [](PyElastic& e) { return e.session->generation().restore; })
+      .def("done", [](PyElastic& e) { e.session->Done(); }, "This worker finished the run or left (best effort)");
+}
+
+}  // namespace frugal::python

@@ -1,0 +1,67 @@
+"""One worker of test_elastic: an own training loop under frugal run
+--elastic, unchanged by elasticity but for two things a script needs: it
+runs until model.iteration reaches STEPS (a rolled-back world trains those
+steps again) or model.left, and shards its data by model.rank and
+model.world_size.
+argv: OUT_DIR STEPS SLEEP_S [mlp]"""
+
+import json
+import os
+import sys
+import time
+
+import torch
+
+import frugal
+from worker_common import TwoTower, blobs
+
+out_dir, steps, sleep_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+big = len(sys.argv) > 4 and sys.argv[4] == "mlp"
+pid = os.getpid()
+world = frugal.init()
+torch.manual_seed(pid)  # different initial weights: the broadcast (or a joiner's state) makes them equal
+if big:  # an mlp-sized residual MLP (about 5.8 M parameters)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 1024), torch.nn.ReLU(),
+                              *[m for _ in range(5) for m in (torch.nn.Linear(1024, 1024), torch.nn.ReLU())],
+                              torch.nn.Linear(1024, 4))
+else:
+    net = TwoTower()
+opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1000, gamma=0.5)
+changes = []
+
+
+def on_world_change(model):
+    changes.append({"generation": model.generation, "world_size": model.world_size, "rank": model.rank,
+                    "iteration": model.iteration, "time": time.time()})
+
+
+model = frugal.DistributedModel(net, optimizer=opt, scheduler=sched, local_steps=8, check_every=0,
+                                on_world_change=on_world_change)
+x_all, y_all = blobs(4096, rank=0)
+loss_fn = torch.nn.CrossEntropyLoss()
+losses, times = {}, {}
+with open(os.path.join(out_dir, f"pid-{pid}"), "w") as f:
+    f.write(str(pid))
+while model.iteration < steps and not model.left:
+    t = model.iteration
+    # this step's global batch of 96, split by the current world
+    idx = torch.arange(96 * t, 96 * (t + 1)) % 4096
+    shard = idx[model.rank::model.world_size]
+    opt.zero_grad()
+    loss = loss_fn(model(x_all[shard]), y_all[shard])
+    loss.backward()
+    model.step()
+    sched.step()
+    losses[t] = loss.item()
+    times[t] = time.time()
+    if t % 5 == 0:
+        with open(os.path.join(out_dir, f"progress-{pid}"), "w") as f:
+            f.write(str(t))
+    time.sleep(sleep_s)
+checksum = model.finish()
+result = {"pid": pid, "left": model.left, "checksum": checksum, "iteration": model.iteration,
+          "generation": model.generation, "world_size": model.world_size, "rank": model.rank,
+          "changes": changes, "losses": losses, "times": times, "sched_epoch": sched.last_epoch}
+with open(os.path.join(out_dir, f"result-{pid}.json"), "w") as f:
+    json.dump(result, f)

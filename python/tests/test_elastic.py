@@ -1,0 +1,141 @@
+"""`frugal run --elastic`: an own script (elastic_worker.py) keeps training
+when a worker is SIGKILLed, leaves on SIGTERM, or joins; the survivors'
+replicas agree at the end; bad flags are one-line usage errors."""
+
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import HERE, PYTHON, frugal_binary
+
+STEPS = 300
+
+
+def _env():
+    return dict(os.environ, OMP_NUM_THREADS="1")
+
+
+def _start(out_dir, workers, *flags, steps=STEPS, sleep_s=0.01):
+    cmd = [frugal_binary(), "run", "--elastic", "--workers", str(workers), "--timeout-s", "10", "--elastic-every", "5",
+           *flags, "--", PYTHON, os.path.join(HERE, "elastic_worker.py"), str(out_dir), str(steps), str(sleep_s)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+
+
+def _wait_for_progress(out_dir, workers, step, timeout_s=60):
+    """The pids of the workers once each has passed `step`."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        progress = glob.glob(os.path.join(out_dir, "progress-*"))
+        done = [f for f in progress if int(open(f).read() or 0) >= step]
+        if len(done) >= workers:
+            return sorted(int(f.rsplit("-", 1)[1]) for f in done)
+        time.sleep(0.05)
+    raise AssertionError(f"the workers did not reach step {step} in {timeout_s} s")
+
+
+def _results(out_dir):
+    return {r["pid"]: r for r in (json.load(open(f)) for f in glob.glob(os.path.join(out_dir, "result-*.json")))}
+
+
+def _mean(losses, first):
+    values = [v for k, v in sorted(losses.items(), key=lambda kv: int(kv[0]))]
+    part = values[:20] if first else values[-20:]
+    return sum(part) / len(part)
+
+
+def _assert_survivors_agree(results, survivors, joiners=()):
+    assert sorted(results) == sorted(survivors), results.keys()
+    checksums = {results[p]["checksum"] for p in survivors}
+    assert len(checksums) == 1 and None not in checksums, checksums
+    for p in survivors:
+        r = results[p]
+        assert not r["left"] and r["iteration"] == STEPS, r
+        assert r["generation"] == 2 and r["world_size"] == len(survivors), r
+        start = _mean(results[survivors[0] if p in joiners else p]["losses"], first=True)
+        assert _mean(r["losses"], first=False) < 0.5 * start, r["losses"]
+        assert r["sched_epoch"] == STEPS  # the scheduler's state travelled with the rollback
+
+
+def test_a_killed_worker_does_not_end_the_run(tmp_path):
+    p = _start(tmp_path, 3, "--min-workers", "2")
+    pids = _wait_for_progress(tmp_path, 3, 50)
+    os.kill(pids[1], signal.SIGKILL)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "exited (signal Killed); the elastic job goes on without it" in err
+    results = _results(tmp_path)
+    survivors = [pids[0], pids[2]]
+    _assert_survivors_agree(results, survivors)
+    for s in survivors:
+        (change,) = results[s]["changes"]  # on_world_change was called once, with the new world
+        assert change["world_size"] == 2 and change["generation"] == 2
+        assert 0 < change["iteration"] <= STEPS
+
+
+def test_a_sigterm_leaves_gracefully(tmp_path):
+    p = _start(tmp_path, 3, "--min-workers", "2")
+    pids = _wait_for_progress(tmp_path, 3, 50)
+    os.kill(pids[0], signal.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    results = _results(tmp_path)
+    leaver = results.pop(pids[0])
+    assert leaver["left"] and leaver["checksum"] is None and leaver["iteration"] < STEPS, leaver
+    _assert_survivors_agree(results, pids[1:])
+
+
+def test_a_worker_joins_a_running_script(tmp_path):
+    p = _start(tmp_path, 2, sleep_s=0.02)  # slow enough that the joiner starts before the end
+    line = ""
+    deadline = time.time() + 30
+    while "elastic coordinator at" not in line and time.time() < deadline:
+        line = p.stderr.readline()
+    endpoint = re.search(r"at (tcp://\S+)", line).group(1)
+    _wait_for_progress(tmp_path, 2, 30)
+    joiner = subprocess.run([frugal_binary(), "run", "--elastic", "--join", "--coordinator", endpoint, "--workers",
+                             "1", "--timeout-s", "10", "--elastic-every", "5", "--", PYTHON, os.path.join(HERE, "elastic_worker.py"),
+                             str(tmp_path), str(STEPS), "0.02"], capture_output=True, text=True, timeout=120,
+                            env=_env())
+    out, err = p.communicate(timeout=120)
+    assert joiner.returncode == 0, joiner.stderr
+    assert p.returncode == 0, err
+    results = _results(tmp_path)
+    assert len(results) == 3
+    joined = [p for p, r in results.items() if not r["changes"]]  # on_world_change is for a world that changed
+    assert len(joined) == 1
+    first = [p for p in results if p not in joined]
+    _assert_survivors_agree(results, first + joined, joiners=joined)
+
+
+def _usage(*flags):
+    return subprocess.run([frugal_binary(), "run", *flags, "--", sys.executable, "-c", "pass"], capture_output=True,
+                          text=True, timeout=30)
+
+
+def test_elastic_usage_errors_are_one_line():
+    for flags, expected in (
+            (["--elastic", "--workers", "2", "--min-workers", "3"], "--min-workers must be in [1, --workers=2], got 3"),
+            (["--elastic", "--workers", "2", "--max-workers", "1"], "--max-workers must be >= --workers"),
+            (["--workers", "2", "--min-workers", "1"], "--min-workers and --max-workers need --elastic"),
+            (["--workers", "1", "--join"], "--join adds workers to an elastic job: add --elastic"),
+            (["--elastic", "--join", "--workers", "1"], "--join needs the running job's coordinator"),
+            (["--elastic", "--workers", "2", "--elastic-every", "0"], "--elastic-every must be >= 1"),
+            (["--elastic", "--workers", "2", "--heartbeat-timeout-s", "0"], "--heartbeat-timeout-s must be in")):
+        p = _usage(*flags)
+        assert p.returncode == 2, (flags, p.stderr)
+        assert expected in p.stderr and len(p.stderr.strip().splitlines()) == 1, (flags, p.stderr)
+
+
+def test_the_step_mode_is_refused_with_a_reason(tmp_path):
+    script = tmp_path / "step.py"
+    script.write_text("import torch, frugal\nfrugal.init()\n"
+                      "frugal.DistributedModel(torch.nn.Linear(4, 2), sync='step')\n")
+    p = subprocess.run([frugal_binary(), "run", "--elastic", "--workers", "2", "--timeout-s", "10", "--", PYTHON,
+                        str(script)], capture_output=True, text=True, timeout=120, env=_env())
+    assert p.returncode != 0
+    assert "sync='step' is not elastic: pass sync='local'" in p.stderr, p.stderr
