@@ -32,11 +32,9 @@ def main():
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.GELU(), torch.nn.Linear(128, 10))
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
-    # sync is pinned: "auto" resolves by world size, and a checkpoint loads
-    # only into the mode that wrote it, so a job resized to 1 worker and back
-    # keeps one mode.
-    model = frugal.DistributedModel(net, optimizer=opt, sync="step", density=0.1, total_steps=args.steps,
-                                    run_dir=run_dir, log_every=10)
+    # sync "auto" (the local mode with two or more workers); a job resized to
+    # 1 worker resumes in the mode its checkpoint was written in.
+    model = frugal.DistributedModel(net, optimizer=opt, total_steps=args.steps, run_dir=run_dir, log_every=10)
     start = 0
     try:
         frugal.load(model)  # after a resize or a restart: the newest complete checkpoint, any world size

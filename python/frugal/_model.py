@@ -215,12 +215,15 @@ class DistributedModel(torch.nn.Module):
             options.workers = max(2, options.workers)  # a job that may grow: sync='auto' is 'local'
         options.validate()  # ValueError naming the keyword, before the replica waits for its peers
         self._sync = options.resolved_sync()
+        self._auto_sync = sync == "auto"
         self._user_opt = user_opt
         self._step_groups, self._group_of = [], []  # sync='step': the torch optimizer's groups, when several
         if user_opt is not None:
             self._adopt_optimizer(options, [p for _, p in params], sync == "auto")
         options.sync = self._sync
-        if self._sync == "step" and local_options:
+        # sync='auto' that resolved to the step mode keeps them for a resume in
+        # the local mode (Note [Auto across a resume]).
+        if sync == "step" and local_options:
             raise ValueError(f"{', '.join(sorted(local_options))} apply to sync='local' or 'site' only")
         if user_opt is not None:
             options.validate()  # the settings read from the optimizer
@@ -835,11 +838,44 @@ class DistributedModel(torch.nn.Module):
         for name in ("buffers", "meta"):
             if name not in shared:
                 raise ValueError(f"{what} has no '{name}' section")
+        saved = "local" if "local_sync" in shared else "step" if "pipeline" in shared else None
+        if self._auto_sync and saved is not None and saved != self._sync:
+            self._switch_sync(saved, what)
         engine = self._local if self._local is not None else self._replica
         engine.restore_sections(shared, mine, residuals, what)
         _C.restore_buffers(shared["buffers"], list(self.module.buffers()), what)
         self._first_iteration = int(meta["step"])
         self._restored = True
+
+    # Note [Auto across a resume]
+    # sync='auto' resolves by the world's size (local with two or more
+    # workers, step alone), so a run saved by two workers and resumed by one
+    # would find the other mode's state. The checkpoint decides instead: the
+    # model rebuilds its engine in the saved mode, before anything ran
+    # (every rank reads the same rank-0 file, so all switch alike), and the
+    # run continues in the mode it was trained in.
+    def _switch_sync(self, sync, what):
+        self._sync = sync
+        self._options.sync = sync
+        self._step_groups, self._group_of = [], []
+        if self._user_opt is not None and sync != "step":
+            # As constructed in the local mode: the torch optimizer steps, the
+            # engine's settings are the defaults (only lr is read, below).
+            self._options.optimizer = "sgd"
+            for name, value in _HYPER_DEFAULTS.items():
+                setattr(self._options, name, value)
+        if self._user_opt is not None:
+            try:
+                self._adopt_optimizer(self._options, [p for _, p in self._params], False)
+            except TypeError as e:
+                raise ValueError(f"{what} was saved in the step mode, which cannot run this optimizer ({e})") from None
+        self._options.validate()
+        world = self._world
+        self._drop_engine()
+        self._world = world
+        self._build_engine(broadcast=False)
+        self._density = self._options.resolved_density()
+        self._lr = float(self._options.lr)
 
     def _record(self, **values):
         """A record of rank 0 without the type checks of log() (checkpoint events)."""

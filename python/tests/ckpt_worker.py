@@ -1,6 +1,6 @@
 """One rank of test_checkpoint's runs: the user's optimizer and scheduler
-(sync='local': AdamW with two groups and a LambdaLR; sync='step': SGD with
-momentum and a StepLR), metrics in a run directory, frugal.save every
+(sync='local' and 'auto': AdamW with two groups and a LambdaLR; sync='step':
+SGD with momentum and a StepLR), metrics in a run directory, frugal.save every
 SAVE_EVERY steps; DIE_AT > 0 ends the process there without finish() (a
 killed run); RESUME=1 starts with frugal.load.
 argv: OUT_DIR SYNC STEPS SAVE_EVERY DIE_AT RESUME RUN_DIR"""
@@ -20,13 +20,13 @@ run_dir = sys.argv[7]
 world = frugal.init()
 torch.manual_seed(world.rank)  # different initial weights: the broadcast or the checkpoint must override them
 net = TwoTower()
-if sync == "local":
+if sync in ("local", "auto"):
     decay = [p for n, p in net.named_parameters() if n.endswith("weight")]
     rest = [p for n, p in net.named_parameters() if not n.endswith("weight")]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": rest, "weight_decay": 0.0}],
                             lr=0.02)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 0.5 * (1 + math.cos(math.pi * t / steps)))
-    model = frugal.DistributedModel(net, optimizer=opt, sync="local", local_steps=4, check_every=4,
+    model = frugal.DistributedModel(net, optimizer=opt, sync=sync, local_steps=4, check_every=4,
                                     total_steps=steps, run_dir=run_dir, log_every=4)
 else:
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
@@ -46,7 +46,7 @@ for t in range(start, steps):
     i = (t * 16) % 256
     loss = loss_fn(model(x[i:i + 16]), y[i:i + 16])
     loss.backward()
-    if sync == "local":
+    if sync in ("local", "auto"):
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
     model.step(loss=loss)
     opt.zero_grad()
@@ -65,4 +65,4 @@ torch.save({"params": net.state_dict(), "opt": opt.state_dict(), "sched": sched.
 with torch.no_grad():
     acc = (net(xt).argmax(1) == yt).float().mean().item()
 write_result(world.rank, world_size=world.world_size, checksum=checksum, iteration=model.iteration, start=start,
-             resumed_from=resumed_from, accuracy=acc, last_lr=sched.get_last_lr()[0])
+             resumed_from=resumed_from, accuracy=acc, last_lr=sched.get_last_lr()[0], sync=model._sync)

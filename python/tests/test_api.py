@@ -263,7 +263,10 @@ def test_local_mode_bad_arguments():
     with pytest.raises(ValueError, match="sync must be 'auto', 'step', 'local' or 'site'"):
         frugal.DistributedModel(TwoTower(), sync="sometimes")
     with pytest.raises(ValueError, match="local_steps apply to sync='local' or 'site' only"):
-        frugal.DistributedModel(TwoTower(), local_steps=8)
+        frugal.DistributedModel(TwoTower(), sync="step", local_steps=8)
+    # sync='auto' alone is the step mode and keeps them for a resume in the
+    # local mode (Note [Auto across a resume]): the two-worker script runs alone.
+    assert "sync=step" in repr(frugal.DistributedModel(TwoTower(), local_steps=8))
     with pytest.raises(TypeError, match="unexpected keyword argument.*local_stepz"):
         frugal.DistributedModel(TwoTower(), sync="local", local_stepz=8)
     with pytest.raises(ValueError, match="staleness"):

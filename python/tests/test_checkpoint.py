@@ -110,6 +110,25 @@ def test_killed_run_resumes_bit_exactly_and_into_another_world(tmp_path, sync):
     assert shrunk[0]["start"] == STEPS
 
 
+def test_auto_resumes_in_the_mode_it_was_saved_in(tmp_path):
+    """sync='auto' takes the local mode with two workers and the step mode
+    alone: a two-worker run resumed by one continues in the local mode its
+    checkpoint holds (Note [Auto across a resume]), and a one-worker run
+    resumed by two in the step mode."""
+    proc, two, _, run_dir = run(tmp_path, "two", "auto")
+    assert proc.returncode == 0, proc.stderr
+    assert two[0]["sync"] == "local"
+    proc, one, _, _ = run(tmp_path, "one", "auto", workers=1, resume=1, run_dir=run_dir, save_every=100)
+    assert proc.returncode == 0, proc.stderr
+    assert one[0]["sync"] == "local" and one[0]["start"] == STEPS
+    proc, alone, _, alone_dir = run(tmp_path, "alone", "auto", workers=1)
+    assert proc.returncode == 0, proc.stderr
+    assert alone[0]["sync"] == "step"
+    proc, grown, _, _ = run(tmp_path, "grown", "auto", workers=2, resume=1, run_dir=alone_dir, save_every=100)
+    assert proc.returncode == 0, proc.stderr
+    assert [g["sync"] for g in grown] == ["step", "step"] and grown[0]["checksum"] == grown[1]["checksum"]
+
+
 def train(model, net, steps, x, y):
     for t in range(steps):
         loss = torch.nn.functional.cross_entropy(model(x[t * 8:t * 8 + 8]), y[t * 8:t * 8 + 8])

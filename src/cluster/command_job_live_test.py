@@ -42,8 +42,7 @@ world = frugal.init()
 torch.manual_seed(0)
 net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
 opt = torch.optim.SGD(net.parameters(), lr=0.05)
-# sync pinned: "auto" resolves by world size, and a checkpoint loads only into the
-# mode that wrote it.
+# The step mode at every size, so that the learned speeds are of one mode.
 model = frugal.DistributedModel(net, optimizer=opt, sync="step", total_steps=steps, run_dir=run_dir, log_every=5,
                                 quiet=True)
 start = 0
