@@ -45,6 +45,8 @@ using frugal::Span;
 using frugal::Status;
 namespace compress = frugal::compress;
 
+const double kInt4Bytes = compress::BytesPerValue(compress::ValueEncoding::kInt4);
+
 struct Options {
   int reps = 3;
   int world = 4;
@@ -126,6 +128,10 @@ struct Row {
   std::string stage;
   std::string note;
   double values = 0;  // fp32 values taken in per run of the stage (k messages of n count k n)
+  // Bytes the stage must read and write per value taken in, as the engine's
+  // types hold them (a SparseVector: 4 index + 4 value bytes); the sum pass
+  // reads 4.
+  double bytes = 4;
   std::vector<double> seconds;
   std::vector<double> sum_seconds;  // the sum pass over the same values, same repetition
   double median(const std::vector<double>& v) const {
@@ -135,6 +141,8 @@ struct Row {
   }
   double gbps() const { return 4 * values / median(seconds) / 1e9; }
   double sum_gbps() const { return 4 * values / median(sum_seconds) / 1e9; }
+  // The stage's bytes moved per second over the sum pass's.
+  double bandwidth_ratio() const { return gbps() / sum_gbps() * bytes / 4; }
 };
 
 class RoundBench {
@@ -159,9 +167,9 @@ class RoundBench {
 
   // Runs body(b) for every bucket, timed, reps + 1 times (the first a warm-up);
   // each repetition also times the sum pass over `passes` x the values.
-  Row Measure(const std::string& stage, const std::string& note, int passes,
+  Row Measure(const std::string& stage, const std::string& note, int passes, double bytes,
               const std::function<void(size_t)>& body) {
-    Row row{stage, note, static_cast<double>(passes) * static_cast<double>(n_), {}, {}};
+    Row row{stage, note, static_cast<double>(passes) * static_cast<double>(n_), bytes, {}, {}};
     for (int r = 0; r <= o_.reps; ++r) {
       const double t0 = ThreadSeconds();
       for (size_t b = 0; b < sizes_.size(); ++b) body(b);
@@ -180,7 +188,7 @@ class RoundBench {
   // The stages, in a round's order.
   void Run() {
     const size_t nb = sizes_.size();
-    Measure("pseudo_gradient", "delta = anchor - master; base = master (compress::PseudoGradient)", 1,
+    Measure("pseudo_gradient", "delta = anchor - master; base = master (compress::PseudoGradient)", 1, 16,
             [&](size_t b) { compress::PseudoGradient(anchor_[b], master_[b], delta_[b], base_[b]); });
 
     for (compress::ValueEncoding e :
@@ -195,13 +203,14 @@ class RoundBench {
       std::vector<std::vector<std::vector<uint8_t>>> parts(nb);
       for (size_t b = 0; b < nb; ++b) parts[b].assign(static_cast<size_t>(k), wire_int4_[b]);
       Measure("decode_merge_k" + std::to_string(k), "compress::DecodeAndMerge of k deflated int4 messages", k,
+              kInt4Bytes + 8.0 / k,
               [&](size_t b) { Check(compress::DecodeAndMerge(parts[b], &merged_), "decode-merge"); });
     }
     merged_ = compress::SparseVector();
     wire_int4_.clear();
 
     const float inv_world = 1.0f / static_cast<float>(o_.world);
-    Measure("scale", "merged sum / world into the round's buffer (compress::Densify)", 1,
+    Measure("scale", "merged sum / world into the round's buffer (compress::Densify)", 1, 12,
             [&](size_t b) { compress::Densify(decoded_[b], inv_world, Span<float>(delta_[b])); });
     decoded_.clear();
 
@@ -216,10 +225,10 @@ class RoundBench {
       Check(made.status(), "outer optimizer");
       outer[b] = std::move(*made);
     }
-    Measure("outer_step", "Nesterov SGD on the anchor (optim::SparseOptimizer::StepDense)", 1, [&](size_t b) {
+    Measure("outer_step", "Nesterov SGD on the anchor (optim::SparseOptimizer::StepDense)", 1, 20, [&](size_t b) {
       Check(outer[b]->StepDense(Span<float>(anchor_[b]), Span<const float>(delta_[b])), "outer step");
     });
-    Measure("rebase", "master = anchor - (base - master) (compress::Rebase)", 1,
+    Measure("rebase", "master = anchor - (base - master) (compress::Rebase)", 1, 16,
             [&](size_t b) { compress::Rebase(anchor_[b], base_[b], Span<float>(master_[b])); });
   }
 
@@ -247,6 +256,7 @@ class RoundBench {
   void MeasureEncoding(compress::ValueEncoding e) {
     const size_t nb = sizes_.size();
     const std::string name = frugal::NameOf(e);
+    const double coded = compress::BytesPerValue(e);
     std::vector<std::unique_ptr<compress::ErrorFeedback>> feedback(nb);
     std::vector<std::unique_ptr<compress::Sparsifier>> sparsifier(nb);
     std::vector<compress::SparseVector> sent(nb);
@@ -259,7 +269,7 @@ class RoundBench {
       Check(s.status(), "sparsifier");
       sparsifier[b] = std::move(*s);
     }
-    Measure("error_feedback_" + name, "residual + delta, block sparsifier at density 1, rounded to " + name, 1,
+    Measure("error_feedback_" + name, "residual + delta, block sparsifier at density 1, rounded to " + name, 1, 20,
             [&](size_t b) {
               Check(feedback[b]->Compress(Span<const float>(delta_[b]), *sparsifier[b], 1.0, &sent[b]),
                     "error feedback");
@@ -269,11 +279,11 @@ class RoundBench {
     compress::WireFormat raw{e, compress::IndexEncoding::kBlockVarint, false};
     compress::WireFormat packed{e, compress::IndexEncoding::kBlockVarint, true};
     std::vector<std::vector<uint8_t>> raw_msg(nb), packed_msg(nb);
-    Measure("encode_" + name, "compress::Encode, no deflate", 1, [&](size_t b) {
+    Measure("encode_" + name, "compress::Encode, no deflate", 1, 8 + coded, [&](size_t b) {
       raw_msg[b].clear();
       Check(compress::Encode(sent[b], raw, &raw_msg[b]), "encode");
     });
-    Measure("encode_deflate_" + name, "compress::Encode with deflate (zlib level 1)", 1, [&](size_t b) {
+    Measure("encode_deflate_" + name, "compress::Encode with deflate (zlib level 1)", 1, 8 + coded, [&](size_t b) {
       packed_msg[b].clear();
       Check(compress::Encode(sent[b], packed, &packed_msg[b]), "encode+deflate");
     });
@@ -285,10 +295,10 @@ class RoundBench {
     }
     wire_bytes_[name] = {raw_bytes, packed_bytes};
     std::vector<compress::SparseVector> decoded(nb);
-    Measure("decode_" + name, "compress::Decode, no deflate", 1, [&](size_t b) {
+    Measure("decode_" + name, "compress::Decode, no deflate", 1, 8 + coded, [&](size_t b) {
       Check(compress::Decode(Span<const uint8_t>(raw_msg[b]), {}, &decoded[b]), "decode");
     });
-    Measure("inflate_decode_" + name, "compress::Decode of the deflated message", 1, [&](size_t b) {
+    Measure("inflate_decode_" + name, "compress::Decode of the deflated message", 1, 8 + coded, [&](size_t b) {
       Check(compress::Decode(Span<const uint8_t>(packed_msg[b]), {}, &decoded[b]), "inflate+decode");
     });
     if (e == compress::ValueEncoding::kInt4) {  // decode-merge's input, and the scale stage's
@@ -398,12 +408,13 @@ int main(int argc, char** argv) {
   bench.Run();
 
   const auto& rows = bench.rows();
-  std::printf("\n| stage | s | GB/s | sum GB/s | ratio |\n|---|---|---|---|---|\n");
+  std::printf("\n| stage | s | GB/s | sum GB/s | ratio | bytes/value | bandwidth ratio |\n"
+              "|---|---|---|---|---|---|---|\n");
   nlohmann::json stages = nlohmann::json::array();
   for (const Row& r : rows) {
     const double ratio = r.gbps() / r.sum_gbps();
-    std::printf("| %s | %.3f | %.2f | %.2f | %.2f |\n", r.stage.c_str(), r.median(r.seconds), r.gbps(), r.sum_gbps(),
-                ratio);
+    std::printf("| %s | %.3f | %.2f | %.2f | %.2f | %.1f | %.2f |\n", r.stage.c_str(), r.median(r.seconds), r.gbps(),
+                r.sum_gbps(), ratio, r.bytes, r.bandwidth_ratio());
     stages.push_back({{"stage", r.stage},
                       {"what", r.note},
                       {"values", r.values},
@@ -411,7 +422,9 @@ int main(int argc, char** argv) {
                       {"sum_seconds", r.sum_seconds},
                       {"gbps", r.gbps()},
                       {"sum_gbps", r.sum_gbps()},
-                      {"ratio", ratio}});
+                      {"ratio", ratio},
+                      {"bytes_per_value", r.bytes},
+                      {"bandwidth_ratio", r.bandwidth_ratio()}});
   }
   nlohmann::json wire;
   for (const auto& [name, bytes] : bench.wire_bytes_) {
