@@ -320,7 +320,13 @@ Status Encode(const SparseVector& v, WireFormat format, std::vector<uint8_t>* ou
                                    " exceeds the 2^32 limit of u32 indices");
   }
   FRUGAL_RETURN_IF_ERROR(ValidateSparseVector(v));
+  // An all-ones exponent is NaN or Inf: a branch-free test that vectorises;
+  // the loop after it names the first such value.
+  uint32_t nonfinite = 0;
   for (size_t j = 0; j < v.nnz(); ++j) {
+    nonfinite |= static_cast<uint32_t>((FloatBits(v.values[j]) & 0x7f800000u) == 0x7f800000u);
+  }
+  for (size_t j = 0; nonfinite != 0 && j < v.nnz(); ++j) {
     if (!std::isfinite(v.values[j])) {
       return Status::InvalidArgument("value at index " + std::to_string(v.indices[j]) + " is not finite");
     }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 namespace frugal::compress {
@@ -193,6 +194,58 @@ TEST(Merge, CombineEncodedIsTheMergeOfTheDecodedParts) {
   EXPECT_EQ(got.values, want.values);  // fp32 stays fp32 in the merged format
   parts[1].pop_back();  // a truncated part
   EXPECT_FALSE(CombineEncoded(parts, fp32).ok());
+}
+
+// Note [Dense merge]: inputs that hold every index take the element-wise
+// path; an extra empty input sends the same ones through the heap merge.
+// Values with full mantissas make the sums depend on their order.
+TEST(Merge, DenseInputsMergeBitIdenticallyToTheHeapPath) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> val(-1.0f, 1.0f);
+  for (size_t n : {1, 15, 16, 17, 4095, 4096, 4097, 10000}) {
+    for (size_t w : {1, 2, 3, 4, 7}) {
+      std::vector<SparseVector> vs(w);
+      for (auto& v : vs) {
+        v.dense_size = n;
+        for (size_t i = 0; i < n; ++i) {
+          v.indices.push_back(static_cast<uint32_t>(i));
+          v.values.push_back(std::ldexp(val(rng), static_cast<int>(rng() % 40) - 20));
+        }
+      }
+      SparseVector empty;
+      empty.dense_size = n;
+      std::vector<const SparseVector*> dense, heap;
+      for (const auto& v : vs) dense.push_back(&v);
+      heap = dense;
+      heap.push_back(&empty);
+      SparseVector got, want;
+      ASSERT_TRUE(MergeSparse(Span<const SparseVector* const>(dense.data(), dense.size()), &got).ok());
+      ASSERT_TRUE(MergeSparse(Span<const SparseVector* const>(heap.data(), heap.size()), &want).ok());
+      ASSERT_EQ(got.dense_size, n);
+      ASSERT_EQ(got.indices, want.indices) << n << " " << w;
+      ASSERT_EQ(got.values.size(), want.values.size());
+      EXPECT_EQ(std::memcmp(got.values.data(), want.values.data(), 4 * n), 0) << n << " " << w;
+      for (size_t i = 0; i < n; ++i) {  // and the sums are taken in input order
+        float s = vs[0].values[i];
+        for (size_t k = 1; k < w; ++k) s += vs[k].values[i];
+        ASSERT_EQ(std::memcmp(&s, &got.values[i], 4), 0) << n << " " << w << " " << i;
+      }
+    }
+  }
+}
+
+// An input holding n indices below n that are not 0 .. n-1 (a repeat) is
+// still rejected, with the message naming the position.
+TEST(Merge, RejectsFullLengthInputWithARepeatedIndex) {
+  SparseVector v;
+  v.dense_size = 4;
+  v.indices = {0, 1, 1, 3};
+  v.values = {1, 2, 3, 4};
+  const SparseVector* in[] = {&v, &v};
+  SparseVector out;
+  Status s = MergeSparse(Span<const SparseVector* const>(in, 2), &out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("not strictly increasing at position 2"), std::string::npos) << s.ToString();
 }
 
 }  // namespace

@@ -290,8 +290,7 @@ Status CompressedAllReduce::Impl::RunLocked(BucketState& state, uint64_t bucket,
                               std::to_string(data.size()) + ": do all ranks train the same model?");
   }
   const float inv_world = 1.0f / static_cast<float>(transport->world_size());
-  std::fill(data.begin(), data.end(), 0.0f);
-  for (size_t i = 0; i < sum.nnz(); ++i) data[sum.indices[i]] = sum.values[i] * inv_world;
+  compress::Densify(sum, inv_world, data);
   CompressedAllReduceStats call;
   call.calls = 1;
   call.sent_values = mine.nnz();
@@ -317,8 +316,8 @@ Status CompressedAllReduce::Impl::CompressMerged(const std::vector<comm::Bytes>&
     return Status::Corruption(what + " has " + std::to_string(sum.dense_size) + " values in a peer's message, " +
                               std::to_string(size) + " here: do all ranks train the same model?");
   }
-  std::vector<float> dense(size, 0.0f);
-  for (size_t i = 0; i < sum.nnz(); ++i) dense[sum.indices[i]] = sum.values[i] * scale;
+  std::vector<float> dense(size);
+  compress::Densify(sum, scale, Span<float>(dense));
   compress::SparseVector sent;
   FRUGAL_RETURN_IF_ERROR(
       c.feedback->Compress(Span<const float>(dense.data(), dense.size()), *c.sparsifier, options.density, &sent));
@@ -404,7 +403,7 @@ Status CompressedAllReduce::Impl::RunSharded(BucketState& state, uint64_t bucket
                                 std::to_string(shard.dense_size) + " values, this rank's " +
                                 std::to_string(end - begin) + ": do all ranks train the same model?");
     }
-    for (size_t i = 0; i < shard.nnz(); ++i) result[begin + shard.indices[i]] = shard.values[i];
+    compress::Densify(shard, Span<float>(result.data() + begin, end - begin));
     call.merged_values += shard.nnz();
   }
   std::copy(result.begin(), result.end(), data.begin());

@@ -9,6 +9,7 @@
 #include "control_kinds.h"
 #include "device_inner.h"
 #include "frugal/comm/collectives.h"
+#include "frugal/compress/round_kernels.h"
 #include "frugal/engine/compressed_allreduce.h"
 #include "frugal/engine/deflate_trial.h"
 #include "frugal/optim/sparse_optimizer.h"
@@ -323,10 +324,9 @@ Status LocalSync::Impl::SyncFragment(size_t f, int64_t t, int64_t after, bool av
   FRUGAL_RETURN_IF_ERROR(PullMaster().WithContext("--sync local round ending before step " + std::to_string(t)));
   OpenRound(fr);
   for (size_t b = 0; b < master.size(); ++b) {  // base is the anchor outside a round
-    for (size_t i = fr.lo[b], j = 0; i < fr.hi[b]; ++i, ++j) {
-      fr.sending[b][j] = anchor[b][i] - master[b][i];
-      fr.base[b][j] = master[b][i];
-    }
+    const size_t lo = fr.lo[b], n = fr.hi[b] - fr.lo[b];
+    compress::PseudoGradient(Span<const float>(anchor[b].data() + lo, n), Span<const float>(master[b].data() + lo, n),
+                             Span<float>(fr.sending[b]), Span<float>(fr.base[b]));
   }
   fr.synced_at = t;
   fr.apply_at = t + after;
@@ -443,7 +443,8 @@ Status LocalSync::Impl::Apply(size_t f, bool average) {
       FRUGAL_RETURN_IF_ERROR(outer[b * P() + f]->StepDense(Span<float>(anchor[b].data() + lo, n),
                                                            Span<const float>(merged.data(), n)));
     }
-    for (size_t i = lo, j = 0; i < lo + n; ++i, ++j) master[b][i] = anchor[b][i] - (base[j] - master[b][i]);
+    compress::Rebase(Span<const float>(anchor[b].data() + lo, n), Span<const float>(base),
+                     Span<float>(master[b].data() + lo, n));
   }
   optimizer_s += Seconds(Clock::now() - t0);
   fr.apply_at = -1;

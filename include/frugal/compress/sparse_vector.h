@@ -39,5 +39,9 @@ Status ValidateSparseVector(const SparseVector& v);
 
 // Writes v into dense (zeroing everything else). REQUIRES: dense.size() == v.dense_size.
 void Densify(const SparseVector& v, Span<float> dense);
+// The same with every value multiplied by `scale` (one fp32 product each, so
+// scale 1 writes the values as they are). A vector holding every index (a
+// density-1 round) is written in one contiguous pass.
+void Densify(const SparseVector& v, float scale, Span<float> dense);
 
 }  // namespace frugal::compress
