@@ -130,7 +130,9 @@ TEST(Merge, WholeBlockInputsMergeBitIdenticallyToTheElementPath) {
     EXPECT_EQ(blocks.values, elements.values) << w;
     size_t j = 0;
     for (uint64_t i = 0; i < n; ++i) {
-      if (j < blocks.nnz() && blocks.indices[j] == i) ASSERT_EQ(blocks.values[j++], dense[i]) << i;
+      if (j < blocks.nnz() && blocks.indices[j] == i) {
+        ASSERT_EQ(blocks.values[j++], dense[i]) << i;
+      }
     }
     EXPECT_EQ(j, blocks.nnz());
     EXPECT_EQ(blocks.nnz() % 16, 0u);
