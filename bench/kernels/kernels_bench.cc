@@ -13,9 +13,6 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include <cmath>
 #include <cstring>
@@ -25,6 +22,7 @@
 #include <random>
 #include <string>
 
+#include "../round/plain_sum.h"
 #include "frugal/compress/codec.h"
 #include "frugal/compress/merge.h"
 #include "frugal/compress/sparsifier.h"
@@ -168,44 +166,11 @@ void RunTorchTopk(benchmark::State& state, const std::vector<float>& g, double d
 void BM_TorchTopk(benchmark::State& state) { RunTorchTopk(state, Synthetic(state.range(0)), Density(state.range(1))); }
 void BM_RealTorchTopk(benchmark::State& state) { RunTorchTopk(state, RealFlat(), Density(state.range(0))); }
 
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) float SumAvx512(const float* x, size_t n) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(x + i));
-    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(x + i + 16));
-    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(x + i + 32));
-    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(x + i + 48));
-  }
-  float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-  for (; i < n; ++i) s += x[i];
-  return s;
-}
-#endif
-
-float SumPortable(const float* x, size_t n) {
-  float acc[16] = {};
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 16; ++j) acc[j] += x[i + j];
-  }
-  float s = 0;
-  for (float a : acc) s += a;
-  for (; i < n; ++i) s += x[i];
-  return s;
-}
-
 // The one-thread memory-bandwidth ceiling: a plain vectorised sum over the buffer.
 void BM_PlainSum(benchmark::State& state) {
   const auto& g = Synthetic(state.range(0));
-  const bool avx512 = frugal::compress::DetectSimdLevel() == frugal::compress::SimdLevel::kAvx512;
   for (auto _ : state) {
-#if defined(__x86_64__)
-    float s = avx512 ? SumAvx512(g.data(), g.size()) : SumPortable(g.data(), g.size());
-#else
-    float s = SumPortable(g.data(), g.size());
-#endif
+    float s = frugal::bench::PlainSum(g.data(), g.size());  // the round benchmark's pass too
     benchmark::DoNotOptimize(s);
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * g.size() * sizeof(float)));

@@ -1,6 +1,6 @@
 // The reference pass of the round benchmark: a plain vectorised sum over a
 // buffer, one thread, the memory-bandwidth ceiling a streaming stage is
-// compared against (bench/kernels' PlainSum is the same pass).
+// compared against (bench/kernels' PlainSum benchmark runs it too).
 #pragma once
 
 #include <cstddef>
