@@ -318,6 +318,50 @@ std::vector<std::string> ChildEnvironment(const RunFlags& f, int r, const std::s
   return overrides;
 }
 
+// The coordinator serves on its own thread. Its state is shared with that
+// thread so that, once every child has exited, the launcher can leave
+// without waiting out the coordinator's timeout (children that never
+// joined, or failed before joining).
+struct CoordinatorState {
+  std::atomic<bool> bound{false};
+  std::atomic<bool> done{false};
+  std::string endpoint;
+  Status status;
+};
+
+// Starts this host's coordinator (fixed world or elastic) and waits until
+// it is bound; its endpoint is in the state.
+std::shared_ptr<CoordinatorState> StartCoordinator(const RunFlags& f, const comm::SecurityOptions& security) {
+  auto cs = std::make_shared<CoordinatorState>();
+  engine::CoordinatorOptions co;
+  co.world_size = f.workers;
+  co.zmq.security = security;
+  co.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.rendezvous_timeout_s * 1000));
+  co.elastic = f.elastic;
+  co.min_workers = f.min_workers > 0 ? f.min_workers : 1;  // as frugal train --elastic
+  co.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.heartbeat_timeout_s * 1000));
+  co.link_grace = std::chrono::milliseconds(static_cast<int64_t>(f.link_grace_s * 1000));
+  std::thread([cs, co] {
+    Status s = engine::RunCoordinator(co, [&](const std::string& ep) {
+      cs->endpoint = ep;
+      cs->bound = true;
+    }, false);
+    cs->status = s;
+    cs->done = true;
+    cs->bound = true;  // also on a bind failure
+  }).detach();
+  while (!cs->bound) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (cs->endpoint.empty()) {
+    while (!cs->done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ThrowIfError(cs->status.WithContext("starting the coordinator"));
+  }
+  if (f.elastic) {
+    std::fprintf(stderr, "frugal run: elastic coordinator at %s (more workers: frugal run --elastic --join "
+                 "--coordinator %s --workers N -- PROGRAM ...)\n", cs->endpoint.c_str(), cs->endpoint.c_str());
+  }
+  return cs;
+}
+
 void Run(const RunFlags& f) {
   const std::vector<std::string> clusters = SplitCommas(f.local_clusters);
   CheckFlags(f, clusters);
@@ -325,47 +369,8 @@ void Run(const RunFlags& f) {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
   const bool local = f.coordinator.empty();
 
-  // The coordinator serves on its own thread. Its state is shared with that
-  // thread so that, once every child has exited, the launcher can leave
-  // without waiting out the coordinator's timeout (children that never
-  // joined, or failed before joining).
-  struct CoordinatorState {
-    std::atomic<bool> bound{false};
-    std::atomic<bool> done{false};
-    std::string endpoint;
-    Status status;
-  };
-  auto cs = std::make_shared<CoordinatorState>();
-  std::string endpoint = f.coordinator;
-  if (local) {
-    engine::CoordinatorOptions co;
-    co.world_size = f.workers;
-    co.zmq.security = security;
-    co.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.rendezvous_timeout_s * 1000));
-    co.elastic = f.elastic;
-    co.min_workers = f.min_workers > 0 ? f.min_workers : 1;  // as frugal train --elastic
-    co.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.heartbeat_timeout_s * 1000));
-    co.link_grace = std::chrono::milliseconds(static_cast<int64_t>(f.link_grace_s * 1000));
-    std::thread([cs, co] {
-      Status s = engine::RunCoordinator(co, [&](const std::string& ep) {
-        cs->endpoint = ep;
-        cs->bound = true;
-      }, false);
-      cs->status = s;
-      cs->done = true;
-      cs->bound = true;  // also on a bind failure
-    }).detach();
-    while (!cs->bound) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    if (cs->endpoint.empty()) {
-      while (!cs->done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      ThrowIfError(cs->status.WithContext("starting the coordinator"));
-    }
-    endpoint = cs->endpoint;
-    if (f.elastic) {
-      std::fprintf(stderr, "frugal run: elastic coordinator at %s (more workers: frugal run --elastic --join "
-                   "--coordinator %s --workers N -- PROGRAM ...)\n", endpoint.c_str(), endpoint.c_str());
-    }
-  }
+  std::shared_ptr<CoordinatorState> cs = local ? StartCoordinator(f, security) : nullptr;
+  const std::string endpoint = local ? cs->endpoint : f.coordinator;
 
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   int threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, cores / static_cast<unsigned>(f.workers)));
