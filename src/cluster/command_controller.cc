@@ -4,6 +4,7 @@
 
 #include "frugal/cluster/job_controller.h"
 #include "frugal/cluster/job_file.h"
+#include "single_task_controller.h"
 
 namespace frugal::cluster {
 
@@ -21,44 +22,27 @@ namespace frugal::cluster {
 // at the new size, and the program resumes with frugal.load, which takes a
 // checkpoint written by another world size. Switching command jobs to
 // in-place resizes (`frugal run --elastic --min-workers M`) is a change to
-// this class alone: Launch() gives the launcher's arguments and
-// Reconfigure() whether a resize keeps the running processes.
+// this class alone: Launch() gives the launcher's arguments, and an
+// override of Reconfigure() (SingleTaskController restarts on every change)
+// would keep the running processes through a resize.
 
 namespace {
 
-class CommandJobController final : public JobController {
+class CommandJobController final : public SingleTaskController {
  public:
   explicit CommandJobController(CommandControllerOptions options) : options_(options) {}
 
   std::string Name() const override { return "command"; }
-  int MaxNodesPerJob(const JobSubmission&) const override { return 1; }
   int MinWorkers(const JobSubmission&) const override { return 1; }
 
-  // Every placement change restarts the program at the new size.
-  bool Reconfigure(JobRecord*, bool fresh) const override { return fresh; }
-
-  ExitMeaning OnExit(const JobRecord& job, const std::string& task_id, int exit_code) const override {
-    if (job.placement.empty() || task_id != TaskId(job.id, job.generation)) return ExitMeaning::kIgnore;
-    return exit_code == 0 ? ExitMeaning::kFinished : ExitMeaning::kFailed;
-  }
-
-  std::multimap<int64_t, TaskSpec> Plan(const JobRecord& job) const override {
-    std::multimap<int64_t, TaskSpec> out;
-    if (job.placement.empty()) return out;
-    const NodeSlots& share = job.placement.front();
-    TaskSpec t;
-    t.task_id = TaskId(job.id, job.generation);
-    t.job_id = job.id;
-    t.generation = job.generation;
-    t.workers = share.slots;
-    t.args = Launch(job, share.slots);
-    t.env = job.spec.command.env;
-    t.env[kRunDirEnv] = "{runs}/" + RunName(job.id);
-    t.workdir = job.spec.command.workdir;
-    t.resume_run = RunName(job.id);  // Where the agent reads metrics.jsonl.
-    t.resume_appends = true;         // No resume arguments: the program resumes itself.
-    out.emplace(share.node_id, std::move(t));
-    return out;
+ protected:
+  void Fill(const JobRecord& job, int workers, TaskSpec* t) const override {
+    t->args = Launch(job, workers);
+    t->env = job.spec.command.env;
+    t->env[kRunDirEnv] = "{runs}/" + RunName(job.id);
+    t->workdir = job.spec.command.workdir;
+    t->resume_run = RunName(job.id);  // Where the agent reads metrics.jsonl.
+    t->resume_appends = true;         // No resume arguments: the program resumes itself.
   }
 
  private:
