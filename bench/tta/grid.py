@@ -21,7 +21,6 @@ higher rates. Say so next to every figure.
 """
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -201,7 +200,7 @@ def main(argv=None):
         print("\nnot run yet: %s" % ", ".join(missing))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(summaries, f, indent=1, default=lambda x: None if isinstance(x, float) and math.isnan(x) else x)
+            json.dump(summaries, f, indent=1)
     return 0
 
 

@@ -283,9 +283,10 @@ class DistributedModel(torch.nn.Module):
             else:
                 for name, value in groups[0].items():
                     setattr(options, name, value)
-                self._step_groups = [_group_options(options, g) for g in groups] if len(groups) > 1 else []
-                if not self._step_groups:
-                    self._group_of = []
+                if len(groups) > 1:
+                    self._step_groups = [_group_options(options, g) for g in groups]
+                else:
+                    self._group_of = []  # one group: the run's optimizer settings are every parameter's
                 self._fixed = _optim.fixed_settings(self._user_opt)
         if self._sync in ("local", "site"):
             base = _optim.base_lr(self._user_opt.param_groups[0])

@@ -75,8 +75,7 @@ def step_settings(opt, params):
         else:
             settings.update(beta1=float(group["betas"][0]), beta2=float(group["betas"][1]), eps=float(group["eps"]))
         groups.append(settings)
-    missing = [p for p in params if id(p) not in group_of_param]
-    if missing or len(group_of_param) != len(params):
+    if set(group_of_param) != {id(p) for p in params}:
         raise ValueError("with sync='step' the optimizer must hold every trainable parameter of the module, and "
                          "only those (Frugal's optimizer steps them all)")
     return groups, [group_of_param[id(p)] for p in params]

@@ -217,7 +217,7 @@ def _profile(module, inputs, loss_fn, make_optimizer, repeats, warmup, threads):
     n_params = sum(p.numel() for p in params)
     flops = sum(op[5] for op in ops)
     return dict(ops=ops, parameters=float(n_params), activation_bytes=activations, step_s=statistics.median(times),
-                optimizer_state_bytes=state / n_params, flops=flops, device=device)
+                optimizer_state_bytes=state / n_params, flops=flops)
 
 
 def _check_positive(value, name):
