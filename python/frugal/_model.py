@@ -407,12 +407,7 @@ class DistributedModel(torch.nn.Module):
             self._elastic_step(loss, samples, compute_s)
             return
         if self._local is not None:
-            self._local.end_backward(self._t)
-            self._t += 1
-            self._local.begin_iteration(self._t, self.check_every > 0 and self._t % self.check_every == 0)
-            self._in_iteration = False
-            if self._reporter is not None:
-                self._report_step(self._t, loss, samples, compute_s)
+            self._local_step(loss, samples, compute_s)
             return
         self._replica.end_backward()
         if self._user_opt is not None:
@@ -650,15 +645,20 @@ class DistributedModel(torch.nn.Module):
             # the start of a generation can be rolled back to
             self._elastic.snapshot(self._local, t, list(self.module.buffers()), self._user_sections())
 
+    def _local_step(self, loss, samples, compute_s):
+        """The local modes' end of iteration t and begin of t+1."""
+        self._local.end_backward(self._t)
+        if self._elastic is not None:
+            self._elastic.report_iteration(self._t)
+        self._t += 1
+        self._local.begin_iteration(self._t, self.check_every > 0 and self._t % self.check_every == 0)
+        self._in_iteration = False
+        if self._reporter is not None:
+            self._report_step(self._t, loss, samples, compute_s)
+
     def _elastic_step(self, loss, samples, compute_s):
         try:
-            self._local.end_backward(self._t)
-            self._elastic.report_iteration(self._t)
-            self._t += 1
-            self._local.begin_iteration(self._t, self.check_every > 0 and self._t % self.check_every == 0)
-            self._in_iteration = False
-            if self._reporter is not None:
-                self._report_step(self._t, loss, samples, compute_s)
+            self._local_step(loss, samples, compute_s)
             self._elastic_gate()
         except (ConnectionError, TimeoutError):
             self._in_iteration = False
