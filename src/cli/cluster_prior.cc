@@ -8,28 +8,38 @@
 #include <sstream>
 #include <vector>
 
-#if defined(FRUGAL_HAVE_SIM) && defined(FRUGAL_WITH_TORCH)
+#include "frugal/common/hash.h"
+
+#if defined(FRUGAL_WITH_TORCH)
 #include "frugal/engine/run_config.h"
+#endif
+#if defined(FRUGAL_HAVE_SIM) && defined(FRUGAL_WITH_TORCH)
 #include "frugal/sim/frugal_pipeline.h"
 #include "frugal/sim/workload.h"
-#include "frugal/common/hash.h"
 #endif
 
 namespace frugal::cli {
 namespace {
 
-// Keys of a `frugal train` configuration that leave a step's speed alone.
-const std::set<std::string> kSpeedNeutralKeys = {
-    "max_steps", "epochs", "seed", "log_every", "eval_every", "quiet", "checkpoint_every", "keep_checkpoints",
-    "checksum_every", "lr", "lr_schedule", "warmup_steps", "lr_step_size", "lr_gamma", "momentum", "dampening",
-    "nesterov", "weight_decay", "eps", "outer_lr", "outer_momentum", "outer_anneal", "timeout_s", "link_grace_s",
-    "heartbeat_timeout_s", "key", "authorized_keys", "insecure", "advertise_host", "data_dir",
-    "synthetic_test_size", "synthetic_train_size"};
+// Keys of a `frugal train` configuration that leave a step's speed alone:
+// the fields marked SpeedNeutral. A build without LibTorch has no `frugal
+// train` and so no such configurations: every key counts there.
+const std::set<std::string>& SpeedNeutralKeys() {
+#if defined(FRUGAL_WITH_TORCH)
+  static const std::set<std::string> keys = [] {
+    std::vector<std::string> list = engine::SpeedNeutralKeys();
+    return std::set<std::string>(list.begin(), list.end());
+  }();
+#else
+  static const std::set<std::string> keys;
+#endif
+  return keys;
+}
 
 void Flatten(const toml::table& table, const std::string& prefix, std::vector<std::string>* out) {
   for (const auto& [key, value] : table) {
     const std::string name = prefix + key;
-    if (prefix.empty() && kSpeedNeutralKeys.count(name)) continue;
+    if (prefix.empty() && SpeedNeutralKeys().count(name)) continue;
     if (value.is_table()) {
       Flatten(value.as_table(), name + ".", out);
     } else {

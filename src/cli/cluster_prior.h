@@ -20,8 +20,8 @@ namespace frugal::cli {
 // keys and values (sorted; nested tables flattened as a.b) without the keys
 // that do not change how fast a step runs (the run's length, logging,
 // checkpoints, learning rates and other optimizer hyperparameters, seeds,
-// keys and time-outs: kSpeedNeutralKeys in cluster_prior.cc). Jobs that
-// differ only in those share a profile. A key spelled out at its default
+// keys and time-outs: the fields marked SpeedNeutral,
+// engine::SpeedNeutralKeys). Jobs that differ only in those share a profile. A key spelled out at its default
 // and the same key left out give different profiles.
 std::string ProfileOfConfig(const toml::table& config);
 

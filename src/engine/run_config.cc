@@ -160,6 +160,15 @@ std::vector<std::string> SharedKeys() {
   return keys;
 }
 
+std::vector<std::string> SpeedNeutralKeys() {
+  std::vector<std::string> keys;
+  RunConfig c;
+  VisitFields(c, [&](const Field& f, const auto&) {
+    if (f.speed_neutral) keys.push_back(f.key);
+  });
+  return keys;
+}
+
 std::string CheckpointDirOf(const RunConfig& config) {
   if (!config.checkpoint.checkpoint_dir.empty()) return config.checkpoint.checkpoint_dir;
   return config.train.runs_dir + "/" + config.train.run_name + "/checkpoints";

@@ -79,6 +79,37 @@ TEST(RunConfigTest, DigestCoversEverySharedFieldExactlyAndNoPerWorkerField) {
   EXPECT_GT(per_worker, 10);
 }
 
+TEST(RunConfigTest, SpeedNeutralKeysAreOptionsThatLeaveAStepsSpeedAlone) {
+  std::vector<std::string> keys = SpeedNeutralKeys();
+  std::set<std::string> set(keys.begin(), keys.end());
+  EXPECT_EQ(set.size(), keys.size()) << "a key listed twice";
+  for (const std::string& k : keys) EXPECT_TRUE(HasOption(k)) << k;
+  for (const char* k : {"lr", "seed", "max_steps", "timeout_s", "outer_lr", "key", "checkpoint_every"}) {
+    EXPECT_TRUE(set.count(k)) << k << " should not split the cluster's speed profiles";
+  }
+  for (const char* k : {"model", "batch_size", "density", "workers", "sync", "local_steps", "value_encoding",
+                        "exchange", "cpu_threads", "device"}) {
+    EXPECT_FALSE(set.count(k)) << k << " changes a step's speed";
+  }
+}
+
+TEST(RunConfigTest, DistributedOptionsVisitsEachConcernsFieldsOnce) {
+  // The per-concern structs together are the whole field list, each key once.
+  RunConfig c;
+  std::set<std::string> all;
+  size_t n = 0;
+  VisitFields(c.distributed, [&](const Field& f, const auto&) { all.insert(f.key), ++n; });
+  EXPECT_EQ(all.size(), n);
+  std::set<std::string> parts{"workers", "sync", "checksum_every", "compute_slowdown"};
+  auto add = [&](auto& part) { VisitFields(part, [&](const Field& f, const auto&) { parts.insert(f.key); }); };
+  add(static_cast<CompressionOptions&>(c.distributed));
+  add(static_cast<StepSyncOptions&>(c.distributed));
+  add(static_cast<LocalSyncOptions&>(c.distributed));
+  add(static_cast<NetworkOptions&>(c.distributed));
+  add(static_cast<AdaptationOptions&>(c.distributed));
+  EXPECT_EQ(parts, all);
+}
+
 TEST(RunConfigTest, LrOfOneEMinusSevenAndTwoEMinusSevenDiffer) {
   RunConfig a, b;
   a.train.lr = 1e-7;

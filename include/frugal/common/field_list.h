@@ -45,6 +45,9 @@ struct Field {
   bool hi_open = false;
   bool non_empty = false;
   const char* why_max = "";  // said when the upper bound is hit
+  // The option leaves a training step's speed alone (learning rates, seeds,
+  // logging, time-outs, keys): the cluster's speed profiles ignore it.
+  bool speed_neutral = false;
 
   Field(const char* k, const char* g, const char* h) : key(k), group(g), help(h) {}
   Field& PerWorker() { scope = FieldScope::kPerWorker; return *this; }
@@ -56,6 +59,7 @@ struct Field {
   Field& NonNegative() { return Min(0); }
   Field& UnitInterval() { return Min(0).Below(1); }  // [0, 1)
   Field& NonEmpty() { non_empty = true; return *this; }
+  Field& SpeedNeutral() { speed_neutral = true; return *this; }
 
   std::string Flag() const;  // "--kebab-case"
 };

@@ -78,10 +78,8 @@ struct frugal::EnumNames<frugal::engine::SyncMode> {
 
 namespace frugal::engine {
 
-// The engine's options: compression, pipeline, exchange, control.
-struct DistributedOptions {
-  int workers = 4;  // worker processes `frugal train` starts; 1 = no engine
-  // Compression (compress).
+// What each message carries (compress).
+struct CompressionOptions {
   // Fraction of each gradient bucket sent per step (per round with --sync
   // local), (0, 1]; 0: the mode's default (DensityOf). --sync step: 3%, where
   // int4 codes send about the bytes of fp16 at 1% and converge like a denser
@@ -100,7 +98,42 @@ struct DistributedOptions {
   // for mlp's whole int4 rounds. auto: see DeflateMode.
   DeflateMode deflate = DeflateMode::kAuto;
   double dgc_momentum = 0.0;  // error-feedback momentum correction (0 = off)
-  // Pipeline. staleness 0 or 1: forward t uses the parameters after
+};
+
+template <class V>
+void VisitFields(CompressionOptions& o, V&& visit) {
+  const char* d = "Distributed";
+  visit(Field("density", d,
+              "Fraction of each gradient bucket sent per step, or per round with --sync local (0: 0.03 with "
+              "--sync step, 1 with --sync local)")
+            .Min(0)
+            .Max(1),
+        o.density);
+  visit(Field("density_warmup_steps", d,
+              "Steps over which the density falls geometrically from 25% to --density (DGC's warm-up; 0 = off)")
+            .NonNegative().Max(1000000000),
+        o.density_warmup_steps);
+  visit(Field("dense_bucket_max", d,
+              "Buckets of at most this many values (biases, small heads) are sent whole every step (0 = off)")
+            .NonNegative().Max(int64_t{1} << 40),
+        o.dense_bucket_max);
+  visit(Field("whole_bucket_share", d,
+              "The smallest gradient buckets, together at most this share of the model's values, are sent whole "
+              "every step (0 = off)")
+            .UnitInterval(),
+        o.whole_bucket_share);
+  visit(Field("sparsifier", d, "block, sampled_topk (exact top-k, fast), topk or randomk"), o.sparsifier);
+  visit(Field("value_encoding", d, "Gradient values on the wire: fp32, fp16, bf16, int8 or int4 (error-fed rounding)"), o.value_encoding);
+  visit(Field("deflate", d,
+              "zlib-compress each message's values where that saves bytes: auto (with --sync local: tried with "
+              "and without, kept while it trains faster), on or off"),
+        o.deflate);
+  visit(Field("dgc_momentum", d, "Error-feedback momentum correction (0 = off)").UnitInterval(), o.dgc_momentum);
+}
+
+// The step pipeline (--sync step; gradient_pipeline.h).
+struct StepSyncOptions {
+  // staleness 0 or 1: forward t uses the parameters after
   // t-1-staleness. Default 0: buckets still overlap backward, and 1 (forward
   // overlaps the whole exchange, StellaTrain's pipeline) diverged on cnn at
   // lr 0.05 momentum 0.9 density 1% and converged slower on mlp.
@@ -111,6 +144,29 @@ struct DistributedOptions {
   // buffers on a side stream (Note [Gradients off the GPU]); false = one
   // synchronous copy per parameter (the old path, for comparison).
   bool overlap_device_copies = true;
+};
+
+template <class V>
+void VisitFields(StepSyncOptions& o, V&& visit) {
+  const char* d = "Distributed";
+  visit(Field("staleness", d, "0 or 1: forward t uses the parameters after t-1-staleness").Min(0).Max(1), o.staleness);
+  visit(Field("bucket_mb", d, "Gradient bucket size in MB of fp32").Positive().Max(4096), o.bucket_mb);
+  visit(Field("cpu_threads", d,
+              "CPU pipeline threads per worker (0 = auto: 2 with --device cpu; on a GPU the host's cores per "
+              "worker on it, at most 4)")
+            .PerWorker()
+            .Min(0)
+            .Max(256),
+        o.cpu_threads);
+  visit(Field("overlap_device_copies", d,
+              "On a GPU: gradients and parameters cross through pinned buffers on a side stream, overlapped with "
+              "backward (false: a synchronous copy per parameter)")
+            .PerWorker(),
+        o.overlap_device_copies);
+}
+
+// Local-update rounds (--sync local and site, DiLoCo-style; local_sync.h).
+struct LocalSyncOptions {
   // Local-update mode (sync = local, DiLoCo-style): each worker takes
   // local_steps inner optimizer steps alone, then the workers exchange their
   // sparsified, error-fed parameter change and apply it with an outer
@@ -118,7 +174,6 @@ struct DistributedOptions {
   // plain averaging (lr 1, no momentum). outer_lr 0: the run's length in
   // rounds chooses (OuterOf). sync auto: see SyncOf. local_steps 16: the
   // round length of every local-mode measurement (docs/results.md).
-  SyncMode sync = SyncMode::kAuto;
   int64_t local_steps = 16;
   double outer_lr = 0;
   double outer_momentum = 0.9;  // 0 = plain outer SGD
@@ -149,15 +204,82 @@ struct DistributedOptions {
   // --sync site: the values a cluster's members send each other every step
   // (ClusterAverage): bf16 (default, half the bytes) or fp32.
   compress::ValueEncoding site_values = compress::ValueEncoding::kBf16;
-  // Exchange (comm).
+};
+
+template <class V>
+void VisitFields(LocalSyncOptions& o, V&& visit) {
+  const char* l = "Local updates";
+  visit(Field("local_steps", l, "--sync local: inner steps per round").Min(1).Max(1000000), o.local_steps);
+  visit(Field("outer_lr", l,
+              "--sync local: outer learning rate (0 = auto: DiLoCo's 0.7 with --outer-momentum when the run has "
+              "at least 2 / (1 - outer momentum) rounds, else plain averaging, lr 1 without momentum)").SpeedNeutral()
+            .NonNegative()
+            .Max(10),
+        o.outer_lr);
+  visit(Field("outer_momentum", l, "--sync local: outer Nesterov momentum (0 = none)").SpeedNeutral().UnitInterval(),
+        o.outer_momentum);
+  visit(Field("outer_anneal", l,
+              "--sync local: the outer step's gain, outer lr / (1 - outer momentum), decays with the inner "
+              "learning-rate schedule down to 1 (plain averaging)").SpeedNeutral(),
+        o.outer_anneal);
+  visit(Field("local_overlap", l,
+              "--sync local: exchange a fragment while the inner steps run, its outer step landing "
+              "--local-delay steps later (false: the exchange blocks training)"),
+        o.local_overlap);
+  visit(Field("local_fragments", l,
+              "--sync local: cut the parameters into this many fragments that sync in turn, one every "
+              "local_steps / local_fragments steps (Streaming DiLoCo); must divide --local-steps (0 = the "
+              "largest divisor of --local-steps up to 4)")
+            .NonNegative()
+            .Max(64),
+        o.local_fragments);
+  visit(Field("local_delay", l,
+              "--sync local --local-overlap: steps from a fragment's sync to its outer step (0 = local_steps / "
+              "local_fragments, when the next fragment syncs); at most --local-steps")
+            .NonNegative()
+            .Max(1000000),
+        o.local_delay);
+  visit(Field("local_inner", l,
+              "--sync local: where the inner steps run: host (a CPU copy of the parameters; every step's "
+              "gradients cross to it and the parameters back), device (the model's own tensors, torch operations "
+              "on its device; the parameters cross only at syncs) or auto (device unless it is the CPU)")
+            .PerWorker(),
+        o.local_inner);
+  visit(Field("site_values", l,
+              "--sync site: gradient values a cluster's members send each other every step: bf16 (half the "
+              "bytes, rounded to nearest even; every member sums the same rounded values) or fp32"),
+        o.site_values);
+}
+
+// The exchange and its waits (comm).
+struct NetworkOptions {
   comm::ExchangeAlgorithm exchange = comm::ExchangeAlgorithm::kAuto;
   double timeout_s = 60.0;        // bound on every network wait
   // A peer (or, at the coordinator, an elastic member) whose host does not
   // answer is waited for this long before it is lost; one whose host
   // refuses connections (process died) is lost within a second or two.
   double link_grace_s = 30.0;
-  int64_t checksum_every = 100;   // compare replica checksums every N steps (0 = only at the end)
-  // Control.
+};
+
+template <class V>
+void VisitFields(NetworkOptions& o, V&& visit) {
+  const char* d = "Distributed";
+  visit(Field("exchange", d,
+              "auto, flat or hierarchical; sharded (--sync local): a reduce-scatter and an all-gather of "
+              "re-compressed shards, 2(N-1)/N of a round's bytes per worker instead of N-1"),
+        o.exchange);
+  visit(Field("timeout_s", d, "Bound on every network wait, seconds").SpeedNeutral().PerWorker().Positive().Max(86400), o.timeout_s);
+  visit(Field("link_grace_s", d,
+              "A peer whose link is down is kept this long, seconds; a dead process is still noticed within a "
+              "second or two (waits end at --timeout-s all the same)").SpeedNeutral()
+            .PerWorker()
+            .NonNegative()
+            .Max(86400),
+        o.link_grace_s);
+}
+
+// The bandwidth controller (docs/design/controller.md).
+struct AdaptationOptions {
   // auto: the controller wherever it can run (docs/design/controller.md); it
   // reaches the high target at 100 Mbit/s and 1 Gbit/s where a fixed 3%
   // does not.
@@ -166,6 +288,31 @@ struct DistributedOptions {
   // The controller's objective density^a / iteration time
   // (Note [Density objective] in bandwidth_controller.cc).
   double adapt_density_exponent = 0.5;
+};
+
+template <class V>
+void VisitFields(AdaptationOptions& o, V&& visit) {
+  const char* d = "Distributed";
+  visit(Field("adapt", d,
+              "auto: the controller where frugal train/worker can run it (fixed world, --sync step, a planner "
+              "model), else off; on: controller picks density and batch sizes; batch: batch sizes only; off: fixed "
+              "--density"),
+        o.adapt);
+  visit(Field("decide_every", d, "Steps between controller decisions").Min(1), o.decide_every);
+  visit(Field("adapt_density_exponent", d,
+              "--adapt on: progress per step modelled as density^this; higher favours density over step time")
+            .Positive().Max(4),
+        o.adapt_density_exponent);
+}
+
+// The engine's options, one struct per concern, each with its field list;
+// the inner modules take the part they use.
+struct DistributedOptions : CompressionOptions, StepSyncOptions, LocalSyncOptions, NetworkOptions,
+                            AdaptationOptions {
+  int workers = 4;  // worker processes `frugal train` starts; 1 = no engine
+  // How the replicas synchronise (SyncMode); auto: SyncOf.
+  SyncMode sync = SyncMode::kAuto;
+  int64_t checksum_every = 100;   // compare replica checksums every N steps (0 = only at the end)
   double compute_slowdown = 1.0;  // stretch this worker's compute by this factor (experiments)
 };
 
@@ -223,120 +370,23 @@ SyncMode SyncOf(const RunConfig& config);
 template <class V>
 void VisitFields(DistributedOptions& o, V&& visit) {
   const char* d = "Distributed";
+  const char* l = "Local updates";
   visit(Field("workers", d, "Worker processes (train: started on this machine)")
             .PerWorker().Min(1).Max(kMaxLocalWorkers, "frugal train starts every worker on this machine"),
         o.workers);
-  visit(Field("density", d,
-              "Fraction of each gradient bucket sent per step, or per round with --sync local (0: 0.03 with "
-              "--sync step, 1 with --sync local)")
-            .Min(0)
-            .Max(1),
-        o.density);
-  visit(Field("density_warmup_steps", d,
-              "Steps over which the density falls geometrically from 25% to --density (DGC's warm-up; 0 = off)")
-            .NonNegative().Max(1000000000),
-        o.density_warmup_steps);
-  visit(Field("dense_bucket_max", d,
-              "Buckets of at most this many values (biases, small heads) are sent whole every step (0 = off)")
-            .NonNegative().Max(int64_t{1} << 40),
-        o.dense_bucket_max);
-  visit(Field("whole_bucket_share", d,
-              "The smallest gradient buckets, together at most this share of the model's values, are sent whole "
-              "every step (0 = off)")
-            .UnitInterval(),
-        o.whole_bucket_share);
-  visit(Field("sparsifier", d, "block, sampled_topk (exact top-k, fast), topk or randomk"), o.sparsifier);
-  visit(Field("value_encoding", d, "Gradient values on the wire: fp32, fp16, bf16, int8 or int4 (error-fed rounding)"), o.value_encoding);
-  visit(Field("deflate", d,
-              "zlib-compress each message's values where that saves bytes: auto (with --sync local: tried with "
-              "and without, kept while it trains faster), on or off"),
-        o.deflate);
-  visit(Field("staleness", d, "0 or 1: forward t uses the parameters after t-1-staleness").Min(0).Max(1), o.staleness);
-  visit(Field("bucket_mb", d, "Gradient bucket size in MB of fp32").Positive().Max(4096), o.bucket_mb);
-  visit(Field("cpu_threads", d,
-              "CPU pipeline threads per worker (0 = auto: 2 with --device cpu; on a GPU the host's cores per "
-              "worker on it, at most 4)")
-            .PerWorker()
-            .Min(0)
-            .Max(256),
-        o.cpu_threads);
-  visit(Field("overlap_device_copies", d,
-              "On a GPU: gradients and parameters cross through pinned buffers on a side stream, overlapped with "
-              "backward (false: a synchronous copy per parameter)")
-            .PerWorker(),
-        o.overlap_device_copies);
-  visit(Field("exchange", d,
-              "auto, flat or hierarchical; sharded (--sync local): a reduce-scatter and an all-gather of "
-              "re-compressed shards, 2(N-1)/N of a round's bytes per worker instead of N-1"),
-        o.exchange);
-  const char* l = "Local updates";
   visit(Field("sync", l, "step: exchange gradients every step; local: every --local-steps steps exchange the "
                          "sparsified, error-fed parameter change and take an outer Nesterov step (DiLoCo-style); "
                          "site: as local with one replica per cluster, whose members average their gradients "
                          "every step; auto: local with 2 or more workers, unless --adapt on|batch, --staleness "
                          "or --density-warmup-steps asks for the step mode"),
         o.sync);
-  visit(Field("local_steps", l, "--sync local: inner steps per round").Min(1).Max(1000000), o.local_steps);
-  visit(Field("outer_lr", l,
-              "--sync local: outer learning rate (0 = auto: DiLoCo's 0.7 with --outer-momentum when the run has "
-              "at least 2 / (1 - outer momentum) rounds, else plain averaging, lr 1 without momentum)")
-            .NonNegative()
-            .Max(10),
-        o.outer_lr);
-  visit(Field("outer_momentum", l, "--sync local: outer Nesterov momentum (0 = none)").UnitInterval(),
-        o.outer_momentum);
-  visit(Field("outer_anneal", l,
-              "--sync local: the outer step's gain, outer lr / (1 - outer momentum), decays with the inner "
-              "learning-rate schedule down to 1 (plain averaging)"),
-        o.outer_anneal);
-  visit(Field("local_overlap", l,
-              "--sync local: exchange a fragment while the inner steps run, its outer step landing "
-              "--local-delay steps later (false: the exchange blocks training)"),
-        o.local_overlap);
-  visit(Field("local_fragments", l,
-              "--sync local: cut the parameters into this many fragments that sync in turn, one every "
-              "local_steps / local_fragments steps (Streaming DiLoCo); must divide --local-steps (0 = the "
-              "largest divisor of --local-steps up to 4)")
-            .NonNegative()
-            .Max(64),
-        o.local_fragments);
-  visit(Field("local_delay", l,
-              "--sync local --local-overlap: steps from a fragment's sync to its outer step (0 = local_steps / "
-              "local_fragments, when the next fragment syncs); at most --local-steps")
-            .NonNegative()
-            .Max(1000000),
-        o.local_delay);
-  visit(Field("local_inner", l,
-              "--sync local: where the inner steps run: host (a CPU copy of the parameters; every step's "
-              "gradients cross to it and the parameters back), device (the model's own tensors, torch operations "
-              "on its device; the parameters cross only at syncs) or auto (device unless it is the CPU)")
-            .PerWorker(),
-        o.local_inner);
-  visit(Field("site_values", l,
-              "--sync site: gradient values a cluster's members send each other every step: bf16 (half the "
-              "bytes, rounded to nearest even; every member sums the same rounded values) or fp32"),
-        o.site_values);
-  visit(Field("timeout_s", d, "Bound on every network wait, seconds").PerWorker().Positive().Max(86400), o.timeout_s);
-  visit(Field("link_grace_s", d,
-              "A peer whose link is down is kept this long, seconds; a dead process is still noticed within a "
-              "second or two (waits end at --timeout-s all the same)")
-            .PerWorker()
-            .NonNegative()
-            .Max(86400),
-        o.link_grace_s);
-  visit(Field("checksum_every", d, "Compare replica checksums every N steps (0 = at the end)").NonNegative(),
+  VisitFields(static_cast<CompressionOptions&>(o), visit);
+  VisitFields(static_cast<StepSyncOptions&>(o), visit);
+  VisitFields(static_cast<LocalSyncOptions&>(o), visit);
+  VisitFields(static_cast<NetworkOptions&>(o), visit);
+  visit(Field("checksum_every", d, "Compare replica checksums every N steps (0 = at the end)").SpeedNeutral().NonNegative(),
         o.checksum_every);
-  visit(Field("dgc_momentum", d, "Error-feedback momentum correction (0 = off)").UnitInterval(), o.dgc_momentum);
-  visit(Field("adapt", d,
-              "auto: the controller where frugal train/worker can run it (fixed world, --sync step, a planner "
-              "model), else off; on: controller picks density and batch sizes; batch: batch sizes only; off: fixed "
-              "--density"),
-        o.adapt);
-  visit(Field("decide_every", d, "Steps between controller decisions").Min(1), o.decide_every);
-  visit(Field("adapt_density_exponent", d,
-              "--adapt on: progress per step modelled as density^this; higher favours density over step time")
-            .Positive().Max(4),
-        o.adapt_density_exponent);
+  VisitFields(static_cast<AdaptationOptions&>(o), visit);
   visit(Field("compute_slowdown", d, "Stretch this worker's compute (experiments)").PerWorker().Min(1).Max(1000),
         o.compute_slowdown);
 }
@@ -348,20 +398,20 @@ void VisitFields(WorkerIdentity& o, V&& visit) {
   visit(Field("coordinator", d, "Coordinator address tcp://HOST:PORT (frugal worker)").PerWorker(), o.coordinator);
   visit(Field("rank", d, "This worker's rank (-1: assigned)").PerWorker().Min(-1).Max(65535), o.rank);
   visit(Field("listen", d, "Where this worker receives, e.g. tcp://0.0.0.0:*").PerWorker().NonEmpty(), o.listen);
-  visit(Field("advertise_host", d, "Host peers connect to when --listen is a wildcard").PerWorker(), o.advertise_host);
+  visit(Field("advertise_host", d, "Host peers connect to when --listen is a wildcard").SpeedNeutral().PerWorker(), o.advertise_host);
   const char* sec = "Security";
-  visit(Field("key", sec, "CurveZMQ key pair file (frugal keys generate)").PerWorker(), o.key);
-  visit(Field("authorized_keys", sec, "Public keys allowed to connect, one per line").PerWorker(), o.authorized_keys);
-  visit(Field("insecure", sec, "Plain TCP without keys to a non-loopback coordinator").PerWorker(), o.insecure);
+  visit(Field("key", sec, "CurveZMQ key pair file (frugal keys generate)").SpeedNeutral().PerWorker(), o.key);
+  visit(Field("authorized_keys", sec, "Public keys allowed to connect, one per line").SpeedNeutral().PerWorker(), o.authorized_keys);
+  visit(Field("insecure", sec, "Plain TCP without keys to a non-loopback coordinator").SpeedNeutral().PerWorker(), o.insecure);
 }
 
 template <class V>
 void VisitFields(CheckpointOptions& o, V&& visit) {
   const char* c = "Checkpoints";
-  visit(Field("checkpoint_every", c, "Write a checkpoint every N steps (0 = never)").NonNegative(), o.checkpoint_every);
+  visit(Field("checkpoint_every", c, "Write a checkpoint every N steps (0 = never)").SpeedNeutral().NonNegative(), o.checkpoint_every);
   visit(Field("checkpoint_dir", c, "Checkpoint directory (default: <runs-dir>/<run-name>/checkpoints)").PerWorker(),
         o.checkpoint_dir);
-  visit(Field("keep_checkpoints", c, "Newest checkpoints kept").PerWorker().Min(1).Max(1000), o.keep_checkpoints);
+  visit(Field("keep_checkpoints", c, "Newest checkpoints kept").SpeedNeutral().PerWorker().Min(1).Max(1000), o.keep_checkpoints);
   visit(Field("resume_from", c, "Checkpoint step directory to continue from").PerWorker(), o.resume_from);
 }
 
@@ -372,7 +422,7 @@ void VisitFields(ElasticOptions& o, V&& visit) {
   visit(Field("min_workers", e, "Fewest workers the job continues with").PerWorker().Min(1).Max(65535), o.min_workers);
   visit(Field("elastic_every", e, "Steps between membership checks (and in-memory snapshots)").Min(1).Max(1000000),
         o.elastic_every);
-  visit(Field("heartbeat_timeout_s", e, "A worker silent this long is declared dead").PerWorker().Min(0.1).Max(3600),
+  visit(Field("heartbeat_timeout_s", e, "A worker silent this long is declared dead").SpeedNeutral().PerWorker().Min(0.1).Max(3600),
         o.heartbeat_timeout_s);
   visit(Field("join", e, "frugal worker: join a running elastic job").PerWorker(), o.join);
 }
@@ -437,6 +487,9 @@ std::string ToToml(const RunConfig& config);
 uint64_t SharedDigest(const RunConfig& config);
 // The kShared keys, in field-list order (tests, docs).
 std::vector<std::string> SharedKeys();
+// The keys of the options that leave a step's speed alone (Field::SpeedNeutral),
+// in field-list order: the cluster's speed profiles ignore them.
+std::vector<std::string> SpeedNeutralKeys();
 
 // Module options derived from the configuration. The wire format: varint
 // block ids for the block sparsifier, delta varints for coordinate lists.
