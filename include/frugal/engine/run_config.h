@@ -305,8 +305,9 @@ void VisitFields(AdaptationOptions& o, V&& visit) {
         o.adapt_density_exponent);
 }
 
-// The engine's options, one struct per concern, each with its field list;
-// the inner modules take the part they use.
+// The engine's options: one struct per concern, each with its field list
+// next to it, and the few that choose between them. Fields are reached as
+// config.distributed.density whichever part holds them.
 struct DistributedOptions : CompressionOptions, StepSyncOptions, LocalSyncOptions, NetworkOptions,
                             AdaptationOptions {
   int workers = 4;  // worker processes `frugal train` starts; 1 = no engine
