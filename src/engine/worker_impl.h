@@ -38,8 +38,14 @@ void Accumulate(comm::TransportStats* total, const comm::TransportStats& d);
 // The pipeline times of a WorkerResult (wait, sparsify, exchange, optimizer) from `st`.
 void SetPipelineTimes(const PipelineStats& st, WorkerResult* result);
 
+// Threads: every field belongs to the thread that runs Worker::Run and is
+// guarded by no lock, except those that say otherwise: leave_signal
+// (atomic: another thread may set it), the transport and the
+// strategy (their own locks, for their own threads) and checkpoint_writer
+// (its own thread and lock; this thread only hands it work and waits).
 class Worker::Impl {
  public:
+  // The run: its resolved configuration and what it trains.
   RunConfig config;
   const train::TrainOptions& options = config.train;
   const DistributedOptions& dist = config.distributed;
@@ -53,9 +59,11 @@ class Worker::Impl {
   std::unique_ptr<SyncStrategy> sync;  // how the replicas stay in step (sync_strategy.h)
   std::unique_ptr<AdaptationProtocol> protocol;  // with adapt on or batch
   std::unique_ptr<train::RunReporter> reporter;
+
+  // Progress and the metrics' counters.
   int64_t total_steps = 0;
   int64_t start_step = 0;  // > 0 when resumed from a checkpoint or a snapshot
-  std::chrono::milliseconds timeout{60000};
+  std::chrono::milliseconds timeout{60000};  // --timeout-s, for every wait
   // Metrics window counters at the last record.
   PipelineStats window_stats;
   comm::TransportStats window_traffic;
