@@ -47,6 +47,8 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: 10%% of --steps, at most 200)")
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--clip", type=float, default=1.0, help="gradient norm clip (0: none)")
+    p.add_argument("--accumulate", type=int, default=1,
+                   help="backwards per step: each step's batch in this many micro-batches (default 1)")
     p.add_argument("--device", default="auto",
                    help="auto (cuda:LOCAL_RANK when there is a GPU, else cpu: frugal.device()), cpu, cuda or cuda:N")
     p.add_argument("--sync", choices=["auto", "step", "local"], default="auto",
@@ -211,6 +213,11 @@ def main(argv=None):
     if args.seq_len > context:
         raise SystemExit(f"train.py: --seq-len {args.seq_len} is longer than the {args.size} model's context {context}")
     corpus.check(args.seq_len)
+    if args.accumulate < 1 or args.batch_size % args.accumulate:
+        raise SystemExit(f"train.py: --accumulate {args.accumulate} must be at least 1 and divide --batch-size "
+                         f"{args.batch_size}")
+    if args.accumulate > 1 and args.sync == "step":
+        raise SystemExit("train.py: the step mode takes one backward per step; --accumulate needs --sync local")
     lr = args.lr or DEFAULT_LR[args.size]
     warmup = args.warmup if args.warmup is not None else min(200, args.steps // 10)
 
@@ -254,9 +261,12 @@ def main(argv=None):
     for step in range(first, args.steps):
         x, y = corpus.random_batch(rng, args.batch_size, args.seq_len)
         x, y = x.to(args.device), y.to(args.device)
-        with autocast(args.device):
-            _, loss = model(x, y)
-        loss.backward()
+        loss = 0.0
+        for xs, ys in zip(x.chunk(args.accumulate), y.chunk(args.accumulate)):  # gradient accumulation
+            with autocast(args.device):
+                _, part = model(xs, ys)
+            (part / args.accumulate).backward()
+            loss = loss + part.detach() / args.accumulate
         if clip:
             torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
         model.step(loss=loss)  # steps opt (local mode) or the pipeline's AdamW (step mode)
