@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "sparsifier_impl.h"
+#include "frugal/common/finite.h"
 
 namespace frugal::compress {
 namespace {
@@ -65,20 +66,11 @@ size_t TargetCount(size_t n, double density) {
 }
 
 Status CheckFinite(Span<const float> values, const std::string& tensor_name, const char* what) {
-  // Integer test on the exponent field: vectorises, unlike std::isfinite.
-  const uint32_t* bits = reinterpret_cast<const uint32_t*>(values.data());
-  const size_t n = values.size();
-  uint32_t bad = 0;
-  for (size_t i = 0; i < n; ++i) bad |= static_cast<uint32_t>((bits[i] & 0x7f800000u) == 0x7f800000u);
-  if (!bad) return Status::Ok();
-  for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(values[i])) {
-      return Status::InvalidArgument("tensor '" + tensor_name + "': " + what + " has " +
-                                     (std::isnan(values[i]) ? "NaN" : "Inf") + " at index " +
-                                     std::to_string(i) + " (diverged training or a bad loss scale?)");
-    }
-  }
-  return Status::Ok();
+  if (AllFinite(values)) return Status::Ok();
+  const size_t i = FirstNonFinite(values);
+  return Status::InvalidArgument("tensor '" + tensor_name + "': " + what + " has " +
+                                 (std::isnan(values[i]) ? "NaN" : "Inf") + " at index " + std::to_string(i) +
+                                 " (diverged training or a bad loss scale?)");
 }
 
 SimdLevel DetectSimdLevel() {

@@ -15,6 +15,7 @@
 #include "frugal/optim/sparse_optimizer.h"
 #include "frugal/common/clock.h"
 #include "frugal/common/hash.h"
+#include "frugal/common/finite.h"
 
 namespace frugal::engine {
 
@@ -508,7 +509,7 @@ Status LocalSync::Impl::PullMaster() {
       float* dst = master[slot.bucket].data() + slot.offset;
       torch::Tensor cpu = params[i].detach().to(torch::kCPU).contiguous();
       std::memcpy(dst, cpu.data_ptr<float>(), slot.numel * sizeof(float));
-      for (size_t j = 0; j < slot.numel && finite; ++j) finite = std::isfinite(dst[j]);
+      finite = finite && AllFinite(Span<const float>(dst, slot.numel));
     }
     master_stale = false;
     master_nonfinite = master_nonfinite || !finite;

@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "frugal/common/finite.h"
+
 namespace frugal::optim {
 namespace {
 constexpr uint32_t kStateMagic = 0x54504f46;  // "FOPT"
@@ -32,10 +34,7 @@ Status CheckStepArgs(const std::string& name, size_t size, Span<float> params, S
     return Status::InvalidArgument("tensor '" + name + "': " + std::to_string(indices.size()) + " indices but " +
                                    std::to_string(values.size()) + " gradient values");
   }
-  // One pass over the (small) sparse input: order, range and finiteness.
-  uint32_t bad = 0;
-  const uint32_t* bits = reinterpret_cast<const uint32_t*>(values.data());
-  for (size_t j = 0; j < values.size(); ++j) bad |= static_cast<uint32_t>((bits[j] & 0x7f800000u) == 0x7f800000u);
+  // The (small) sparse input: order and range, then finiteness.
   for (size_t j = 0; j < indices.size(); ++j) {
     if (indices[j] >= size || (j > 0 && indices[j] <= indices[j - 1])) {
       return Status::InvalidArgument("tensor '" + name + "': index " + std::to_string(indices[j]) +
@@ -43,26 +42,19 @@ Status CheckStepArgs(const std::string& name, size_t size, Span<float> params, S
                                      (indices[j] >= size ? " is out of range" : " is not strictly increasing"));
     }
   }
-  if (bad) {
-    for (size_t j = 0; j < values.size(); ++j) {
-      if (!std::isfinite(values[j])) {
-        return Status::InvalidArgument("tensor '" + name + "': gradient has " +
-                                       (std::isnan(values[j]) ? "NaN" : "Inf") + " at index " +
-                                       std::to_string(indices[j]) + "; step skipped");
-      }
-    }
+  if (!AllFinite(values)) {
+    const size_t j = FirstNonFinite(values);
+    return Status::InvalidArgument("tensor '" + name + "': gradient has " + (std::isnan(values[j]) ? "NaN" : "Inf") +
+                                   " at index " + std::to_string(indices[j]) + "; step skipped");
   }
   return Status::Ok();
 }
 
 Status CheckDenseFinite(const std::string& name, Span<const float> grad) {
-  for (size_t i = 0; i < grad.size(); ++i) {
-    if (!std::isfinite(grad[i])) {
-      return Status::InvalidArgument("tensor '" + name + "': gradient has " + (std::isnan(grad[i]) ? "NaN" : "Inf") +
-                                     " at index " + std::to_string(i) + "; step skipped");
-    }
-  }
-  return Status::Ok();
+  if (AllFinite(grad)) return Status::Ok();
+  const size_t i = FirstNonFinite(grad);
+  return Status::InvalidArgument("tensor '" + name + "': gradient has " + (std::isnan(grad[i]) ? "NaN" : "Inf") +
+                                 " at index " + std::to_string(i) + "; step skipped");
 }
 
 // Adapts a dense gradient to the sparse loop without materialising indices.
