@@ -68,14 +68,7 @@ class DistributedModel(torch.nn.Module):
     averaged over the ranks and applied to the synced parameters with an
     outer Nesterov step; by default the exchange runs on a thread while the
     inner steps go on. Between syncs the replicas differ;
-    ``with_synced_parameters(fn)`` evaluates the common model. Local-mode
-    keywords, as ``frugal train``'s flags of the same names: local_steps (16),
-    outer_lr (0: auto; DiLoCo's 0.7 with outer_momentum, or plain averaging
-    when ``total_steps`` is given and shorter than 20 rounds), outer_momentum
-    (0.9), outer_anneal (True: the outer gain decays with set_lr's decay),
-    local_overlap (True), local_fragments (0: up to 4), local_delay (0),
-    local_inner ('auto': the device unless it is the CPU; 'host'; 'device'),
-    deflate ('auto'), total_steps (None: unknown).
+    ``with_synced_parameters(fn)`` evaluates the common model.
 
     All ranks start from rank 0's parameters (a broadcast at construction,
     as DDP does; iteration 0 begins at the first forward). Every ``check_every`` steps the replicas compare checksums
@@ -83,35 +76,28 @@ class DistributedModel(torch.nn.Module):
     drains the pipeline, copies the final parameters in and returns their
     checksum (identical on every rank).
 
-    Keyword arguments (defaults as ``frugal train``):
-      optimizer: 'sgd', 'adam' or 'adamw' with lr (0.01), momentum,
-        dampening, nesterov, weight_decay, beta1, beta2, eps as in
-        torch.optim; or a torch.optim.Optimizer over the module's parameters
-        (its param_groups hold those; passing them too raises). With
+    The engine's keywords (``**keywords``) are frugal train's options of
+    the same names (``frugal.options()`` lists them with their types,
+    defaults, ranges and help; None: the default), e.g. lr, density,
+    sparsifier, value_encoding, staleness, bucket_mb, timeout_s (default:
+    frugal run --timeout-s, else the option's) and the local modes'
+    local_steps, outer_lr, local_fragments. Their defaults are frugal
+    train's but lr and momentum (kPythonDefaults in python/src/options.cc).
+
+    Keyword arguments of the model:
+      optimizer: 'sgd', 'adam' or 'adamw' with lr, momentum, dampening,
+        nesterov, weight_decay, beta1, beta2, eps as in torch.optim; or a
+        torch.optim.Optimizer over the module's parameters (its
+        param_groups hold those; passing them too raises). With
         sync='local' any optimizer takes the inner steps itself, in
         ``step()``, so its groups, state_dict and lr schedulers work as
         without Frugal; with sync='step' an SGD, Adam or AdamW is read into
         the sparse optimizer group by group (each group's lr, weight decay,
         momentum or betas and eps; its lr at every iteration, so a scheduler
         that scales every group by one factor works).
-      sync: 'auto' (default: as frugal train, Note [Sync auto]: 'local' with
-        two or more workers), 'step' (the pipeline above), 'local', or
-        'site': 'local' with one replica per cluster (``frugal run
-        --local-clusters a,a,b,b`` or ``--cluster``), whose members average
-        their gradients every step before the inner step.
-      density: fraction of each bucket sent per step (per round with
-        sync='local'), in (0, 1]; None: 0.03 with 'step', 1 with 'local'.
-      sparsifier: 'block' (cache-line blocks), 'topk', 'sampled_topk' or 'randomk'.
-      value_encoding: 'int4' (default), 'int8', 'fp16', 'bf16' or 'fp32' on the wire;
-        rounding errors are fed back like unsent coordinates.
-      staleness: 0 or 1. bucket_mb: gradient bucket size.
-      cpu_threads: threads of the CPU pipeline; 0 (default) = as frugal train:
-        2 on a CPU device, on a GPU the host's cores per local worker (at
-        most 4). exchange: 'auto', 'flat' or
-        'hierarchical' ('sharded' is for the sparse_hook only). dgc_momentum: error-feedback momentum correction.
-        overlap_device_copies: on a GPU, gradients leave and parameters return
-        through pinned buffers on a side stream, overlapped with backward
-        (False: one synchronous copy per parameter, for comparison).
+      total_steps: the run's length (None: unknown), for the local modes'
+        outer step (outer_lr 0: DiLoCo's 0.7, or plain averaging when the
+        run is shorter than 20 rounds).
       run_dir: a run directory (as frugal train's <runs-dir>/<run-name>,
         e.g. "runs/lm"): rank 0 writes <run_dir>/metrics.jsonl (the CLI's
         schema, through its RunReporter) and config.toml, and prints the
@@ -119,9 +105,7 @@ class DistributedModel(torch.nn.Module):
         <run_dir>/checkpoints. None (default): no metrics.
       log_every: steps per metrics record (50, as frugal train --log-every).
       quiet: no progress line (the metrics are still written), as --quiet.
-      timeout_s: bound on every network wait (default: FRUGAL_TIMEOUT_S, set
-        by frugal run --timeout-s, or 60). check_every: steps between
-        replica checks (0: only in finish()). world: a frugal World
+      check_every: steps between replica checks (0: only in finish()). world: a frugal World
         (default: frugal.init()).
       device: where the module trains. None (default): where it is;
         "auto": frugal.device(), cuda:LOCAL_RANK where there are GPUs, else
@@ -161,20 +145,7 @@ class DistributedModel(torch.nn.Module):
         # frugal run --elastic: the job's membership session (Note [Elastic scripts]).
         self._elastic = _world_module.elastic_session() if world is None else None
         self._check_elastic_keywords(elastic_every, on_world_change, scheduler)
-        self._set_workers(options)
-        options.validate()  # ValueError naming the keyword, before the replica waits for its peers
-        self._auto_sync = self._keywords.get("sync", "auto") == "auto"
-        self._sync_name = options.resolved_sync()
-        self._step_groups, self._group_of = [], []  # sync='step': the torch optimizer's groups, when several
-        if user_opt is not None:
-            self._adopt_optimizer(options, [p for _, p in params], self._auto_sync)
-        options.set({"sync": self._sync_name})
-        if user_opt is not None:
-            options.validate()  # the settings read from the optimizer
-        if self._elastic is not None and not _sync.strategy_class(self._sync_name).elastic:
-            raise ValueError(f"frugal run --elastic trains DistributedModel(sync='local') (the default with two or "
-                             f"more workers); sync={self._sync_name!r} is not elastic: pass sync='local' or run "
-                             f"without --elastic")
+        self._resolve_sync(options, [p for _, p in params])
         self.check_every = check_every
         self.module = module
         self._params = params
@@ -242,6 +213,24 @@ class DistributedModel(torch.nn.Module):
         options = _C.RunOptions(self._keywords)
         options.set({"sync": sync})
         return options
+
+    def _resolve_sync(self, options, params):
+        """The sync mode for this world (Note [Sync auto]) and the user's
+        optimizer; raises ValueError before the replica waits for its peers."""
+        self._set_workers(options)
+        options.validate()  # ValueError naming the keyword
+        self._auto_sync = self._keywords.get("sync", "auto") == "auto"
+        self._sync_name = options.resolved_sync()
+        self._step_groups, self._group_of = [], []  # sync='step': the torch optimizer's groups, when several
+        if self._user_opt is not None:
+            self._adopt_optimizer(options, params, self._auto_sync)
+        options.set({"sync": self._sync_name})
+        if self._user_opt is not None:
+            options.validate()  # the settings read from the optimizer
+        if self._elastic is not None and not _sync.strategy_class(self._sync_name).elastic:
+            raise ValueError(f"frugal run --elastic trains DistributedModel(sync='local') (the default with two or "
+                             f"more workers); sync={self._sync_name!r} is not elastic: pass sync='local' or run "
+                             f"without --elastic")
 
     def _set_workers(self, options):
         options.workers = self._world.world_size  # sync='auto' resolves for it, as frugal train's (Note [Sync auto])
