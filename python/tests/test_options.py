@@ -151,3 +151,21 @@ def test_the_guides_keyword_table_is_the_schemas():
             f.write(text[:start] + expected + text[end:])
         return
     assert text[start:end] == expected, "run FRUGAL_UPDATE_DOCS=1 pytest test_options.py to regenerate it"
+
+
+@needs_replica
+@pytest.mark.parametrize("sync", ["step", "local", "site"])
+def test_one_factory_builds_the_strategy_of_each_mode(sync):
+    from frugal import _sync
+    torch.manual_seed(0)
+    model = frugal.DistributedModel(torch.nn.Linear(4, 2), sync=sync, lr=0.1,
+                                    **({} if sync == "step" else dict(local_steps=2, local_fragments=1)))
+    assert type(model._sync) is _sync.strategy_class(sync) and model._sync.name == sync
+    assert f"sync={sync}" in repr(model)
+    before = model.module.weight.detach().clone()
+    for _ in range(4):
+        model(torch.ones(3, 4)).pow(2).sum().backward()
+        model.step()
+    assert model.iteration == 4 and not torch.equal(model.module.weight, before)
+    assert model._sync.rounds == (-1 if sync == "step" else 2)
+    assert isinstance(model.finish(), int)
