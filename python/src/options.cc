@@ -95,7 +95,8 @@ bool HasType(const py::handle& v) {
   } else if constexpr (std::is_integral_v<T>) {
     return !is_bool && PyIndex_Check(v.ptr());
   } else if constexpr (std::is_floating_point_v<T>) {
-    return !is_bool && (PyFloat_Check(v.ptr()) || PyIndex_Check(v.ptr()));
+    // A number Python converts to float: float, int, numpy's floats.
+    return !is_bool && (PyFloat_Check(v.ptr()) || PyIndex_Check(v.ptr()) || py::hasattr(v, "__float__"));
   } else {
     return py::isinstance<py::str>(v);
   }

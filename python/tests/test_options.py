@@ -126,6 +126,15 @@ def test_a_value_a_choice_does_not_name_raises_value_error():
     assert RANGED and all(schema()[k]["type"] in ("int", "float") for k in RANGED)
 
 
+@needs_replica
+def test_numbers_of_other_number_types_convert():
+    np = pytest.importorskip("numpy")
+    model = frugal.DistributedModel(small(), lr=np.float32(0.5), local_steps=np.int64(8), bucket_mb=2, seed=None)
+    o = model._options
+    assert (o["lr"], o["local_steps"], o["bucket_mb"], o["seed"]) == (0.5, 8, 2.0, 1)  # None: the default
+    model.finish()
+
+
 def keyword_table():
     """The docs' keyword table of frugal.options()."""
     def cell(text):
