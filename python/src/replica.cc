@@ -160,12 +160,9 @@ std::unique_ptr<PyLocal> CreateLocal(World& world, Replica& replica, std::vector
   engine::RunConfig c = ToConfig(p, DeviceOf(params));
   if (!engine::IsLocalUpdates(c.distributed.sync)) throw py::value_error("LocalSync needs sync='local' or 'site'");
   std::vector<torch::Tensor> model_order = params;
-  // The outer step: as frugal train when the run's length is known, else
-  // DiLoCo's Nesterov step (a long run's choice).
-  const engine::OuterStep outer = total_steps > 0 ? engine::OuterOf(c.distributed, total_steps)
-                                  : c.distributed.outer_lr > 0
-                                      ? engine::OuterStep{c.distributed.outer_lr, c.distributed.outer_momentum}
-                                      : engine::OuterStep{engine::kDiLoCoOuterLr, c.distributed.outer_momentum};
+  // The outer step: as frugal train's when the run's length is known, else
+  // DiLoCo's Nesterov step (total_steps 0, a long run's choice).
+  const engine::OuterStep outer = engine::OuterOf(c.distributed, total_steps);
   c.distributed.outer_lr = outer.lr;
   c.distributed.outer_momentum = outer.momentum;
   auto local = std::make_unique<PyLocal>();
