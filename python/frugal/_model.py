@@ -28,6 +28,9 @@ def options():
     key, type ('bool', 'int', 'float' or 'str'), default, help, group (the
     flag's help section), range (e.g. 'in (0, 1]'; None: any) and choices
     (the values of a str keyword that takes a fixed set; None: any)."""
+    if not hasattr(_C, "options"):
+        raise NotImplementedError("this build of frugal has no DistributedModel (the engine's Replica was missing "
+                                  "when it was built)")
     return _C.options()
 
 
@@ -203,6 +206,8 @@ class DistributedModel(torch.nn.Module):
             given["optimizer"] = optimizer
         if "timeout_s" not in given:
             given["timeout_s"] = default_timeout_s()  # frugal run --timeout-s, else the field's default
+        # sync='auto' that resolves to the step mode keeps the local modes'
+        # keywords for a resume in the local mode (Note [Auto across a resume]).
         local = sorted(k for k in given if k in _LOCAL_KEYS)
         if given.get("sync") == "step" and local:
             raise ValueError(f"{', '.join(local)} apply to sync='local' or 'site' only")
@@ -497,7 +502,7 @@ class DistributedModel(torch.nn.Module):
         """The old world's strategy (the local mode's threads use the replica
         and the transport, which outlive it) and world."""
         replicas = _replicas_of_module.get(self.module, [])
-        if self._sync.replica in replicas:
+        if self._sync is not None and self._sync.replica in replicas:  # None: the last build failed
             replicas.remove(self._sync.replica)
         self._sync = None
         self._reporter = None
