@@ -15,14 +15,17 @@ finish(t) once the run is over. A new way of synchronising is one new class
 and one line in _STRATEGIES.
 """
 
+import abc
+
 import torch
 
 from . import _C, _optim
 
 
-class _Strategy:
-    """What every strategy shares: the Replica (the bucket layout, rank 0's
-    initial broadcast, the buffers' averaging), the lr and the density."""
+class _Strategy(abc.ABC):
+    """The interface, and what every strategy shares: the Replica (the
+    bucket layout, rank 0's initial broadcast, the buffers' averaging), the
+    lr and the density."""
 
     name = ""
     elastic = False  # frugal run --elastic can train it (Note [Elastic scripts] in _model.py)
@@ -31,10 +34,51 @@ class _Strategy:
         del total_steps  # the local modes' (their outer step)
         self.replica = _C.Replica(world, params, options, broadcast_initial=broadcast, groups=list(groups),
                                   group_of=list(group_of))
+        self._engine = self.replica  # what the counters, memory and checkpoint sections are of
         self._options = options
         self._user_opt = user_opt
         self.lr = float(options["lr"])
         self.density = options.resolved_density()
+
+    @staticmethod
+    @abc.abstractmethod
+    def adopt_optimizer(options, user_opt, params):
+        """Sets in `options` what the user's torch optimizer decides for this
+        strategy; returns (groups, group_of) for the constructor."""
+
+    @abc.abstractmethod
+    def begin_iteration(self, t, check):
+        """The parameters forward t uses are in the module; with check the
+        ranks compare checksums."""
+
+    @abc.abstractmethod
+    def end_step(self, t, scaler):
+        """After the backwards of iteration t (and sync_gradients): the
+        user's optimizer step where it takes one, and the engine's end of t."""
+
+    @abc.abstractmethod
+    def finish(self, t):
+        """Drains what is in flight; returns the replicas' common checksum."""
+
+    @abc.abstractmethod
+    def set_lr(self, t, lr):
+        """The learning rate from iteration t on."""
+
+    @abc.abstractmethod
+    def set_density(self, t, density):
+        """The density from iteration t on."""
+
+    @abc.abstractmethod
+    def state_dict(self, t):
+        """The engine's state as "_frugal.*" tensors (DistributedModel.state_dict)."""
+
+    @abc.abstractmethod
+    def check_state(self, state_dict):
+        """ValueError for a state dict without this strategy's state."""
+
+    @abc.abstractmethod
+    def load_state(self, state_dict, residuals):
+        """Restores state_dict's engine state; returns the iteration that runs next."""
 
     def before_forward(self):
         """At the first forward of an iteration."""
@@ -51,6 +95,22 @@ class _Strategy:
 
     def check_density(self, density):
         """Raises ValueError where set_density cannot change the density."""
+
+    def stats(self):
+        return self._engine.stats()
+
+    def host_memory(self):
+        return self._engine.host_memory()
+
+    def pipeline_stats(self):
+        return self._engine.pipeline_stats()
+
+    def save_sections(self, rank0):
+        """This rank's state as a checkpoint's sections (frugal.save)."""
+        return self._engine.save_sections(rank0)
+
+    def restore_sections(self, shared, mine, residuals, what):
+        self._engine.restore_sections(shared, mine, residuals, what)
 
     def elastic_state(self):
         """The engine object an elastic session snapshots and restores
@@ -131,15 +191,6 @@ class StepSync(_Strategy):
         self.replica.set_from(t, density, self.lr / base if base > 0 else 1.0)
         self.density = density
 
-    def stats(self):
-        return self.replica.stats()
-
-    def host_memory(self):
-        return self.replica.host_memory()
-
-    def pipeline_stats(self):
-        return self.replica.pipeline_stats()
-
     def state_dict(self, t):
         pipeline, parameters = self.replica.save_state()  # waits for the updates in flight
         return {"_frugal.pipeline": pipeline, "_frugal.parameters": parameters}
@@ -151,15 +202,9 @@ class StepSync(_Strategy):
                              "net.load_state_dict(sd); model = frugal.DistributedModel(net, ...)")
 
     def load_state(self, state_dict, residuals):
-        """Restores state_dict's engine state; returns the iteration that runs next."""
         self.replica.load_state(state_dict["_frugal.pipeline"], state_dict["_frugal.parameters"], residuals)
         return self.replica.iteration + 1
 
-    def save_sections(self, rank0):
-        return self.replica.save_sections(rank0)
-
-    def restore_sections(self, shared, mine, residuals, what):
-        self.replica.restore_sections(shared, mine, residuals, what)
 
 
 class LocalSync(_Strategy):
@@ -178,6 +223,7 @@ class LocalSync(_Strategy):
         # Note [Inner steps by the caller]: the user's optimizer takes them.
         self.local = _C.LocalSync(world, self.replica, [p for _, p in params], options, total_steps,
                                   caller_steps=user_opt is not None, broadcast_initial=broadcast)
+        self._engine = self.local
 
     @staticmethod
     def adopt_optimizer(options, user_opt, params):
@@ -234,15 +280,6 @@ class LocalSync(_Strategy):
     def with_synced_parameters(self, fn):
         return self.local.on_anchor(fn)
 
-    def stats(self):
-        return self.local.stats()
-
-    def host_memory(self):
-        return self.local.host_memory()
-
-    def pipeline_stats(self):
-        return self.local.pipeline_stats()
-
     def state_dict(self, t):
         return {"_frugal.local": self.local.save_state(),  # waits for the rounds in flight
                 "_frugal.iteration": torch.tensor(t, dtype=torch.int64)}
@@ -256,11 +293,6 @@ class LocalSync(_Strategy):
         self.local.load_state(state_dict["_frugal.local"], residuals)
         return int(state_dict["_frugal.iteration"])
 
-    def save_sections(self, rank0):
-        return self.local.save_sections(rank0)
-
-    def restore_sections(self, shared, mine, residuals, what):
-        self.local.restore_sections(shared, mine, residuals, what)
 
     def elastic_state(self):
         return self.local

@@ -3,8 +3,10 @@
 #include "options.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <iterator>
+#include <stdexcept>
 #include <string_view>
 #include <type_traits>
 #include <utility>

@@ -1,14 +1,15 @@
-// frugal._C.Replica: engine::Replica (one rank's model replica inside
-// Frugal's pipeline) for frugal.DistributedModel. Options arrive as Python
-// keyword arguments and are validated here, with the keyword names in the
-// messages; below this edge the engine's own checks hold.
-#include <algorithm>
-#include <iterator>
-#include <cstdlib>
+// frugal._C.Replica and frugal._C.LocalSync: engine::Replica (one rank's
+// model replica inside Frugal's pipeline) and engine::LocalSync (the local
+// modes) for frugal.DistributedModel's sync strategies
+// (python/frugal/_sync.py). Their options arrive as a frugal._C.RunOptions,
+// whose keywords were validated at the edge (options.cc); below it the
+// engine's own checks hold.
 #include <cstring>
-#include <mutex>
+#include <memory>
 #include <optional>
-#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "bindings.h"
 #include "local_binding.h"
@@ -137,6 +138,27 @@ engine::StateScope ScopeOf(bool rank0_file) {
   return rank0_file ? engine::StateScope::kRank0File : engine::StateScope::kOwnFile;
 }
 
+// A checkpoint's sections from Python: rank 0's shared ones and this rank's
+// own (None: not given).
+struct PySections {
+  PySections(const py::dict& shared_sections, const py::object& own_sections)
+      : shared(FromPy(shared_sections)), has_own(!own_sections.is_none()) {
+    if (has_own) own = FromPy(own_sections.cast<py::dict>());
+  }
+  const engine::CheckpointSections* mine() const { return has_own ? &own : nullptr; }
+
+  engine::CheckpointSections shared, own;
+  bool has_own;
+};
+
+// The sections that save(sections) fills, without the GIL, as a Python dict.
+template <typename F>
+py::dict SaveSections(F&& save) {
+  engine::CheckpointSections sections;
+  NoGil([&] { return save(&sections); });
+  return ToPy(sections);
+}
+
 // Cumulative seconds and counts of a rank's pipeline or local mode.
 py::dict StatsDict(const engine::PipelineStats& s) {
   py::dict d;
@@ -213,18 +235,16 @@ void BindLocalState(py::class_<PyLocal>& local) {
          "Restores save_state's tensor before the first begin_iteration; own=False starts this rank at the anchor "
          "with fresh inner state and no residual")
       .def("save_sections", [](PyLocal& l, bool rank0_file) {
-        engine::CheckpointSections sections;
-        NoGil([&] { return engine::SaveLocalState(*l.sync, *l.replica, l.outer, ScopeOf(rank0_file), &sections); });
-        return ToPy(sections);
+        return SaveSections([&](engine::CheckpointSections* s) {
+          return engine::SaveLocalState(*l.sync, *l.replica, l.outer, ScopeOf(rank0_file), s);
+        });
       }, py::arg("rank0_file"), "This rank's state as a checkpoint's sections (engine::SaveLocalState, as frugal train's)")
       .def("restore_sections", [](PyLocal& l, const py::dict& shared, const py::object& mine, bool residuals,
                                   const std::string& what) {
-        engine::CheckpointSections s = FromPy(shared), own;
-        if (!mine.is_none()) own = FromPy(mine.cast<py::dict>());
-        const engine::CheckpointSections* m = mine.is_none() ? nullptr : &own;
+        const PySections s(shared, mine);
         NoGil([&] {
-          return engine::RestoreLocalState(*l.sync, *l.transport, s, m, residuals, /*keep_own_across_worlds=*/!l.site,
-                                           what);
+          return engine::RestoreLocalState(*l.sync, *l.transport, s.shared, s.mine(), residuals,
+                                           /*keep_own_across_worlds=*/!l.site, what);
         });
       }, py::arg("shared"), py::arg("mine"), py::arg("residuals"), py::arg("what"),
          "Restores rank 0's sections and this rank's own (engine::RestoreLocalState); before the first begin_iteration");
@@ -329,16 +349,14 @@ void BindReplica(py::module_& m) {
       }, py::arg("pipeline"), py::arg("parameters"), py::arg("residuals") = true,
          "Restores save_state's tensors; before the first begin_iteration")
       .def("save_sections", [](Replica& r, bool rank0_file) {
-        engine::CheckpointSections sections;
-        NoGil([&] { return engine::SaveStepState(r, ScopeOf(rank0_file), &sections); });  // drains the pipeline
-        return ToPy(sections);
+        return SaveSections([&](engine::CheckpointSections* s) {
+          return engine::SaveStepState(r, ScopeOf(rank0_file), s);  // drains the pipeline
+        });
       }, py::arg("rank0_file"), "This rank's state as a checkpoint's sections (engine::SaveStepState, as frugal train's)")
       .def("restore_sections", [](Replica& r, const py::dict& shared, const py::object& mine, bool residuals,
                                   const std::string& what) {
-        engine::CheckpointSections s = FromPy(shared), own;
-        if (!mine.is_none()) own = FromPy(mine.cast<py::dict>());
-        const engine::CheckpointSections* m = mine.is_none() ? nullptr : &own;
-        NoGil([&] { return engine::RestoreStepState(r, s, m, residuals, what); });
+        const PySections s(shared, mine);
+        NoGil([&] { return engine::RestoreStepState(r, s.shared, s.mine(), residuals, what); });
       }, py::arg("shared"), py::arg("mine"), py::arg("residuals"), py::arg("what"),
          "Restores rank 0's sections and this rank's own (engine::RestoreStepState); before the first begin_iteration")
       .def("pipeline_stats", [](Replica& r) { return PipelineOf(r).stats(); })
