@@ -81,39 +81,17 @@ class CompressedAllReduce:
     def world_size(self) -> int: ...
     def stats(self) -> Dict[str, Any]: ...
 
-class ReplicaOptions:
-    optimizer: str
-    lr: float
-    momentum: float
-    dampening: float
-    nesterov: bool
-    weight_decay: float
-    beta1: float
-    beta2: float
-    eps: float
-    density: float
-    sparsifier: str
-    value_encoding: str
-    staleness: int
-    bucket_mb: float
-    cpu_threads: int
-    exchange: str
-    dgc_momentum: float
-    overlap_device_copies: bool
-    timeout_s: float
-    seed: int
-    sync: str
+def options() -> List[Dict[str, Any]]:
+    """DistributedModel's engine keywords: key, type, default, help, group, range, choices."""
+    ...
+
+class RunOptions:
+    """DistributedModel's engine keywords as a run configuration (the field list's)."""
     workers: int
-    local_steps: int
-    outer_lr: float
-    outer_momentum: float
-    outer_anneal: bool
-    local_overlap: bool
-    local_fragments: int
-    local_delay: int
-    local_inner: str
-    deflate: str
-    def __init__(self) -> None: ...
+    def __init__(self, keywords: Dict[str, Any] = ...) -> None: ...
+    def set(self, keywords: Dict[str, Any]) -> None: ...
+    def __getitem__(self, key: str) -> Any: ...
+    def copy(self) -> "RunOptions": ...
     def validate(self) -> None: ...
     def plan_toml(self) -> str: ...
     def resolved_sync(self) -> str: ...
@@ -145,8 +123,8 @@ class ElasticSession:
 
 class Replica:
     """One rank's model replica inside Frugal's pipeline (engine::Replica)."""
-    def __init__(self, world: World, params: Sequence[torch.Tensor], options: ReplicaOptions,
-                 broadcast_initial: bool = True, groups: Sequence[ReplicaOptions] = ...,
+    def __init__(self, world: World, params: Sequence[torch.Tensor], options: RunOptions,
+                 broadcast_initial: bool = True, groups: Sequence[RunOptions] = ...,
                  group_of: Sequence[int] = ...) -> None: ...
     def begin_iteration(self, t: int, check_replicas: bool = False) -> None: ...
     def end_backward(self) -> None: ...
@@ -171,8 +149,8 @@ class Replica:
 class LocalSync:
     """The local-update mode (engine::LocalSync) for DistributedModel(sync='local')."""
     def __init__(
-        self, world: World, replica: Replica, params: Sequence[torch.Tensor], options: ReplicaOptions,
-        total_steps: int = 0, caller_steps: bool = False,
+        self, world: World, replica: Replica, params: Sequence[torch.Tensor], options: RunOptions,
+        total_steps: int = 0, caller_steps: bool = False, broadcast_initial: bool = True,
     ) -> None: ...
     def begin_iteration(self, t: int, check_replicas: bool = False) -> None: ...
     def average_gradients(self, t: int) -> None: ...

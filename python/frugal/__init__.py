@@ -27,7 +27,7 @@ from . import _C
 from ._build_info import VERSION as __version__
 from ._world import init, get_world, is_initialized, all_reduce, barrier, device
 from ._hook import HookState, hook_state, sparse_hook
-from ._model import DistributedModel
+from ._model import DistributedModel, options
 from ._checkpoint import save, load
 from ._plan import Plan, plan
 
@@ -40,6 +40,7 @@ __all__ = [
     "barrier",
     "device",
     "DistributedModel",
+    "options",
     "save",
     "load",
     "plan",

@@ -76,7 +76,7 @@ def save(model, directory=None, *, scheduler=None, extra=None, keep=3):
     if extra is not None:
         sections["user_extra"] = _to_bytes(extra)
     outcome = _C.write_checkpoint(model.world, root, model.iteration, keep, sections,
-                                  max(model._options.timeout_s, 60.0))
+                                  max(model._options["timeout_s"], 60.0))
     if model.world.rank == 0:
         model._record(event="checkpoint", bytes=outcome["bytes"], write_s=outcome["write_s"],
                       complete_s=outcome["complete_s"], complete=outcome["complete"])
@@ -89,7 +89,7 @@ def _agree(model, step):
     """Every rank must resume from the same step: a rank whose listing
     differed (a file damaged between two ranks' reads) fails them all."""
     s = float(step)
-    total = model.world.all_reduce_sum([s, s * s], model._options.timeout_s)
+    total = model.world.all_reduce_sum([s, s * s], model._options["timeout_s"])
     n = model.world.world_size
     if total[0] != n * s or total[1] != n * s * s:
         raise RuntimeError(f"the ranks found different newest checkpoints (this rank: step {step}); "

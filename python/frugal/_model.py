@@ -10,21 +10,10 @@ import weakref
 
 import torch
 
-from . import _C, _optim
+from . import _C, _optim, _sync
 from . import _world as _world_module
 from ._world import default_timeout_s, init
 from ._world import device as _device
-
-_OPTION_NAMES = ("optimizer", "lr", "momentum", "dampening", "nesterov", "weight_decay", "beta1", "beta2", "eps",
-                 "density", "sparsifier", "value_encoding", "staleness", "bucket_mb", "cpu_threads", "exchange",
-                 "dgc_momentum", "overlap_device_copies", "timeout_s", "seed", "sync", "local_steps", "outer_lr",
-                 "outer_momentum", "outer_anneal", "local_overlap", "local_fragments", "local_delay", "local_inner",
-                 "deflate")
-_HYPER_DEFAULTS = dict(lr=0.01, momentum=0.0, dampening=0.0, nesterov=False, weight_decay=0.0, beta1=0.9,
-                       beta2=0.999, eps=1e-8)
-_LOCAL_DEFAULTS = dict(local_steps=16, outer_lr=0.0, outer_momentum=0.9, outer_anneal=True, local_overlap=True,
-                       local_fragments=0, local_delay=0, local_inner="auto", deflate="auto")
-
 
 # module -> the replicas whose autograd hooks sit on its parameters. A
 # replica must live as long as its hooks can fire (the engine does not remove
@@ -33,39 +22,26 @@ _LOCAL_DEFAULTS = dict(local_steps=16, outer_lr=0.0, outer_momentum=0.9, outer_a
 _replicas_of_module = weakref.WeakKeyDictionary()
 
 
-def _engine_options(optimizer, hyper, torch_optimizer, local_options, **values):
-    """The keywords as _C.ReplicaOptions (typed; validated later, once the
-    world's size resolves sync='auto'). hyper: the optimizer keywords, None
-    where not given; with a torch optimizer none may be given."""
-    given = sorted(k for k, v in hyper.items() if v is not None)
-    if torch_optimizer and given:
-        raise TypeError(f"{', '.join(given)} belong to the optimizer's param_groups when optimizer is a "
-                        f"torch.optim.Optimizer; set them there")
-    values.update(_LOCAL_DEFAULTS, **local_options)
-    values.update({k: (_HYPER_DEFAULTS[k] if v is None else v) for k, v in hyper.items()})
-    values["optimizer"] = optimizer
-    if values["density"] is None:
-        values["density"] = 0.0  # the mode's default
-    options = _C.ReplicaOptions()
-    for name in _OPTION_NAMES:
-        try:
-            setattr(options, name, values[name])
-        except TypeError:
-            raise TypeError(f"{name}={values[name]!r} has the wrong type "
-                            f"(expected {type(getattr(options, name)).__name__})") from None
-    return options
+def options():
+    """DistributedModel's engine keywords, from the engine's field list (the
+    flags of frugal train of the same names): one dict per keyword with
+    key, type ('bool', 'int', 'float' or 'str'), default, help, group (the
+    flag's help section), range (e.g. 'in (0, 1]'; None: any) and choices
+    (the values of a str keyword that takes a fixed set; None: any)."""
+    if not hasattr(_C, "options"):
+        raise NotImplementedError("this build of frugal has no DistributedModel (the engine's Replica was missing "
+                                  "when it was built)")
+    return _C.options()
 
 
-def _group_options(options, settings):
-    """A copy of the engine options with one parameter group's settings."""
-    group = _C.ReplicaOptions()
-    for name in _OPTION_NAMES:
-        setattr(group, name, getattr(options, name))
-    group.workers = options.workers
-    for name, value in settings.items():
-        setattr(group, name, value)
-    group.validate()
-    return group
+def _keys_of(group):
+    return tuple(o["key"] for o in _C.options() if o["group"] == group) if hasattr(_C, "options") else ()
+
+
+# The optimizer's settings (a torch optimizer's param_groups hold them) and
+# the local modes' keywords, by their help section in the field list.
+_OPTIMIZER_KEYS = tuple(k for k in _keys_of("Optimizer") if k != "optimizer")
+_LOCAL_KEYS = tuple(k for k in _keys_of("Local updates") if k != "sync")
 
 
 class DistributedModel(torch.nn.Module):
@@ -95,14 +71,7 @@ class DistributedModel(torch.nn.Module):
     averaged over the ranks and applied to the synced parameters with an
     outer Nesterov step; by default the exchange runs on a thread while the
     inner steps go on. Between syncs the replicas differ;
-    ``with_synced_parameters(fn)`` evaluates the common model. Local-mode
-    keywords, as ``frugal train``'s flags of the same names: local_steps (16),
-    outer_lr (0: auto; DiLoCo's 0.7 with outer_momentum, or plain averaging
-    when ``total_steps`` is given and shorter than 20 rounds), outer_momentum
-    (0.9), outer_anneal (True: the outer gain decays with set_lr's decay),
-    local_overlap (True), local_fragments (0: up to 4), local_delay (0),
-    local_inner ('auto': the device unless it is the CPU; 'host'; 'device'),
-    deflate ('auto'), total_steps (None: unknown).
+    ``with_synced_parameters(fn)`` evaluates the common model.
 
     All ranks start from rank 0's parameters (a broadcast at construction,
     as DDP does; iteration 0 begins at the first forward). Every ``check_every`` steps the replicas compare checksums
@@ -110,35 +79,28 @@ class DistributedModel(torch.nn.Module):
     drains the pipeline, copies the final parameters in and returns their
     checksum (identical on every rank).
 
-    Keyword arguments (defaults as ``frugal train``):
-      optimizer: 'sgd', 'adam' or 'adamw' with lr (0.01), momentum,
-        dampening, nesterov, weight_decay, beta1, beta2, eps as in
-        torch.optim; or a torch.optim.Optimizer over the module's parameters
-        (its param_groups hold those; passing them too raises). With
+    The engine's keywords (``**keywords``) are frugal train's options of
+    the same names (``frugal.options()`` lists them with their types,
+    defaults, ranges and help; None: the default), e.g. lr, density,
+    sparsifier, value_encoding, staleness, bucket_mb, timeout_s (default:
+    frugal run --timeout-s, else the option's) and the local modes'
+    local_steps, outer_lr, local_fragments. Their defaults are frugal
+    train's but lr and momentum (kPythonDefaults in python/src/options.cc).
+
+    Keyword arguments of the model:
+      optimizer: 'sgd', 'adam' or 'adamw' with lr, momentum, dampening,
+        nesterov, weight_decay, beta1, beta2, eps as in torch.optim; or a
+        torch.optim.Optimizer over the module's parameters (its
+        param_groups hold those; passing them too raises). With
         sync='local' any optimizer takes the inner steps itself, in
         ``step()``, so its groups, state_dict and lr schedulers work as
         without Frugal; with sync='step' an SGD, Adam or AdamW is read into
         the sparse optimizer group by group (each group's lr, weight decay,
         momentum or betas and eps; its lr at every iteration, so a scheduler
         that scales every group by one factor works).
-      sync: 'auto' (default: as frugal train, Note [Sync auto]: 'local' with
-        two or more workers), 'step' (the pipeline above), 'local', or
-        'site': 'local' with one replica per cluster (``frugal run
-        --local-clusters a,a,b,b`` or ``--cluster``), whose members average
-        their gradients every step before the inner step.
-      density: fraction of each bucket sent per step (per round with
-        sync='local'), in (0, 1]; None: 0.03 with 'step', 1 with 'local'.
-      sparsifier: 'block' (cache-line blocks), 'topk', 'sampled_topk' or 'randomk'.
-      value_encoding: 'int4' (default), 'int8', 'fp16', 'bf16' or 'fp32' on the wire;
-        rounding errors are fed back like unsent coordinates.
-      staleness: 0 or 1. bucket_mb: gradient bucket size.
-      cpu_threads: threads of the CPU pipeline; 0 (default) = as frugal train:
-        2 on a CPU device, on a GPU the host's cores per local worker (at
-        most 4). exchange: 'auto', 'flat' or
-        'hierarchical' ('sharded' is for the sparse_hook only). dgc_momentum: error-feedback momentum correction.
-        overlap_device_copies: on a GPU, gradients leave and parameters return
-        through pinned buffers on a side stream, overlapped with backward
-        (False: one synchronous copy per parameter, for comparison).
+      total_steps: the run's length (None: unknown), for the local modes'
+        outer step (outer_lr 0: DiLoCo's 0.7, or plain averaging when the
+        run is shorter than 20 rounds).
       run_dir: a run directory (as frugal train's <runs-dir>/<run-name>,
         e.g. "runs/lm"): rank 0 writes <run_dir>/metrics.jsonl (the CLI's
         schema, through its RunReporter) and config.toml, and prints the
@@ -146,9 +108,7 @@ class DistributedModel(torch.nn.Module):
         <run_dir>/checkpoints. None (default): no metrics.
       log_every: steps per metrics record (50, as frugal train --log-every).
       quiet: no progress line (the metrics are still written), as --quiet.
-      timeout_s: bound on every network wait (default: FRUGAL_TIMEOUT_S, set
-        by frugal run --timeout-s, or 60). check_every: steps between
-        replica checks (0: only in finish()). world: a frugal World
+      check_every: steps between replica checks (0: only in finish()). world: a frugal World
         (default: frugal.init()).
       device: where the module trains. None (default): where it is;
         "auto": frugal.device(), cuda:LOCAL_RANK where there are GPUs, else
@@ -156,12 +116,9 @@ class DistributedModel(torch.nn.Module):
         wrapped (in place: an optimizer built over it keeps its parameters).
     """
 
-    def __init__(self, module, *, optimizer="sgd", lr=None, momentum=None, dampening=None, nesterov=None,
-                 weight_decay=None, beta1=None, beta2=None, eps=None, density=None, sparsifier="block",
-                 value_encoding="int4", staleness=0, bucket_mb=4.0, cpu_threads=0, exchange="auto",
-                 dgc_momentum=0.0, overlap_device_copies=True, timeout_s=None, seed=1, check_every=100, world=None,
-                 sync="auto", total_steps=None, run_dir=None, log_every=50, quiet=False, device=None,
-                 elastic_every=None, on_world_change=None, scheduler=None, **local_options):
+    def __init__(self, module, *, optimizer="sgd", check_every=100, world=None, total_steps=None, run_dir=None,
+                 log_every=50, quiet=False, device=None, elastic_every=None, on_world_change=None, scheduler=None,
+                 **keywords):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedModel wraps a torch.nn.Module, got {type(module).__name__}")
@@ -174,32 +131,13 @@ class DistributedModel(torch.nn.Module):
             except (RuntimeError, TypeError) as e:
                 raise ValueError(f"device must be None, 'auto' or a torch device, got {device!r}") from e
             module.to(target)
-        if not (isinstance(check_every, int) and check_every >= 0):
-            raise ValueError(f"check_every must be an integer >= 0, got {check_every!r}")
-        if timeout_s is None:
-            timeout_s = default_timeout_s()
-        unknown = sorted(set(local_options) - set(_LOCAL_DEFAULTS))
-        if unknown:
-            raise TypeError(f"DistributedModel got unexpected keyword argument(s) {', '.join(unknown)}")
-        if sync not in ("auto", "step", "local", "site"):
-            raise ValueError(f"sync must be 'auto', 'step', 'local' or 'site', got {sync!r}")
-        if total_steps is not None and not (isinstance(total_steps, int) and total_steps > 0):
-            raise ValueError(f"total_steps must be a positive integer or None, got {total_steps!r}")
-        if run_dir is not None and not isinstance(run_dir, (str, os.PathLike)):
-            raise TypeError(f"run_dir must be a path or None, got {type(run_dir).__name__}")
-        if not (isinstance(log_every, int) and not isinstance(log_every, bool) and log_every >= 1):
-            raise ValueError(f"log_every must be an integer >= 1, got {log_every!r}")
-        hyper = dict(lr=lr, momentum=momentum, dampening=dampening, nesterov=nesterov, weight_decay=weight_decay,
-                     beta1=beta1, beta2=beta2, eps=eps)
+        self._check_keywords(check_every, total_steps, run_dir, log_every)
         user_opt = None if isinstance(optimizer, str) else optimizer
         if user_opt is not None:
             _optim.check_optimizer(user_opt, module)
-        options = _engine_options(optimizer if user_opt is None else "sgd", hyper, user_opt is not None,
-                                  local_options, density=density, sparsifier=sparsifier,
-                                  value_encoding=value_encoding, staleness=staleness, bucket_mb=bucket_mb,
-                                  cpu_threads=cpu_threads, exchange=exchange, dgc_momentum=dgc_momentum,
-                                  overlap_device_copies=overlap_device_copies, timeout_s=timeout_s, seed=seed,
-                                  sync=sync)
+        self._user_opt = user_opt
+        self._keywords = self._engine_keywords(optimizer, keywords)
+        options = self._make_options(self._keywords.get("sync", "auto"))  # TypeError, ValueError naming the keyword
         if _replicas_of_module.get(module):
             raise ValueError("this module is already wrapped by a DistributedModel (its autograd hooks feed that "
                              "one); wrap a fresh module, e.g. one that loaded the first one's state_dict()")
@@ -210,27 +148,7 @@ class DistributedModel(torch.nn.Module):
         # frugal run --elastic: the job's membership session (Note [Elastic scripts]).
         self._elastic = _world_module.elastic_session() if world is None else None
         self._check_elastic_keywords(elastic_every, on_world_change, scheduler)
-        options.workers = self._world.world_size  # sync='auto' resolves for it, as frugal train's (Note [Sync auto])
-        if self._elastic is not None:
-            options.workers = max(2, options.workers)  # a job that may grow: sync='auto' is 'local'
-        options.validate()  # ValueError naming the keyword, before the replica waits for its peers
-        self._sync = options.resolved_sync()
-        self._auto_sync = sync == "auto"
-        self._user_opt = user_opt
-        self._step_groups, self._group_of = [], []  # sync='step': the torch optimizer's groups, when several
-        if user_opt is not None:
-            self._adopt_optimizer(options, [p for _, p in params], sync == "auto")
-        options.sync = self._sync
-        # sync='auto' that resolved to the step mode keeps them for a resume in
-        # the local mode (Note [Auto across a resume]).
-        if sync == "step" and local_options:
-            raise ValueError(f"{', '.join(sorted(local_options))} apply to sync='local' or 'site' only")
-        if user_opt is not None:
-            options.validate()  # the settings read from the optimizer
-        if self._elastic is not None and self._sync != "local":
-            raise ValueError(f"frugal run --elastic trains DistributedModel(sync='local') (the default with two or "
-                             f"more workers); sync={self._sync!r} is not elastic: pass sync='local' or run without "
-                             f"--elastic")
+        self._resolve_sync(options, [p for _, p in params])
         self.check_every = check_every
         self.module = module
         self._params = params
@@ -240,9 +158,7 @@ class DistributedModel(torch.nn.Module):
         # instead of the initial broadcast (Note [No broadcast on restore]).
         joining = self._elastic is not None and self._elastic.restore_step >= 0
         self._build_engine(broadcast=not joining)
-        self._t = 0  # sync='local': the iteration whose forward runs next
-        self._density = options.resolved_density()
-        self._lr = float(options.lr)
+        self._t = 0  # the iteration whose forward runs next
         self._finished = False
         # Iteration 0 begins at the first forward (or step, state_dict,
         # finish), so that load_state_dict can restore a checkpoint first.
@@ -265,39 +181,87 @@ class DistributedModel(torch.nn.Module):
         self._samples = 0             # this rank's samples in this iteration's forwards
         self.epoch = 0                # the records' "epoch"; a script may set it
 
+    @staticmethod
+    def _check_keywords(check_every, total_steps, run_dir, log_every):
+        """The Python package's own keywords (the engine's are the field list's)."""
+        if not (isinstance(check_every, int) and check_every >= 0):
+            raise ValueError(f"check_every must be an integer >= 0, got {check_every!r}")
+        if total_steps is not None and not (isinstance(total_steps, int) and total_steps > 0):
+            raise ValueError(f"total_steps must be a positive integer or None, got {total_steps!r}")
+        if run_dir is not None and not isinstance(run_dir, (str, os.PathLike)):
+            raise TypeError(f"run_dir must be a path or None, got {type(run_dir).__name__}")
+        if not (isinstance(log_every, int) and not isinstance(log_every, bool) and log_every >= 1):
+            raise ValueError(f"log_every must be an integer >= 1, got {log_every!r}")
+
+    def _engine_keywords(self, optimizer, keywords):
+        """The engine keywords given (None: not given, the default). With a
+        torch optimizer its param_groups hold the optimizer's settings."""
+        given = {k: v for k, v in keywords.items() if v is not None}
+        if self._user_opt is not None:
+            settings = sorted(k for k in given if k in _OPTIMIZER_KEYS)
+            if settings:
+                raise TypeError(f"{', '.join(settings)} belong to the optimizer's param_groups when optimizer is a "
+                                f"torch.optim.Optimizer; set them there")
+        else:
+            given["optimizer"] = optimizer
+        if "timeout_s" not in given:
+            given["timeout_s"] = default_timeout_s()  # frugal run --timeout-s, else the field's default
+        # sync='auto' that resolves to the step mode keeps the local modes'
+        # keywords for a resume in the local mode (Note [Auto across a resume]).
+        local = sorted(k for k in given if k in _LOCAL_KEYS)
+        if given.get("sync") == "step" and local:
+            raise ValueError(f"{', '.join(local)} apply to sync='local' or 'site' only")
+        return given
+
+    def _make_options(self, sync):
+        """The engine options of the keywords, in sync mode `sync`."""
+        options = _C.RunOptions(self._keywords)
+        options.set({"sync": sync})
+        return options
+
+    def _resolve_sync(self, options, params):
+        """The sync mode for this world (Note [Sync auto]) and the user's
+        optimizer; raises ValueError before the replica waits for its peers."""
+        self._set_workers(options)
+        options.validate()  # ValueError naming the keyword
+        self._auto_sync = self._keywords.get("sync", "auto") == "auto"
+        self._sync_name = options.resolved_sync()
+        self._step_groups, self._group_of = [], []  # sync='step': the torch optimizer's groups, when several
+        if self._user_opt is not None:
+            self._adopt_optimizer(options, params, self._auto_sync)
+        options.set({"sync": self._sync_name})
+        if self._user_opt is not None:
+            options.validate()  # the settings read from the optimizer
+        if self._elastic is not None and not _sync.strategy_class(self._sync_name).elastic:
+            raise ValueError(f"frugal run --elastic trains DistributedModel(sync='local') (the default with two or "
+                             f"more workers); sync={self._sync_name!r} is not elastic: pass sync='local' or run "
+                             f"without --elastic")
+
+    def _set_workers(self, options):
+        options.workers = self._world.world_size  # sync='auto' resolves for it, as frugal train's (Note [Sync auto])
+        if self._elastic is not None:
+            options.workers = max(2, options.workers)  # a job that may grow: sync='auto' is 'local'
+
     def _adopt_optimizer(self, options, params, auto):
-        """The engine settings of the user's torch optimizer: with sync='step'
-        its groups read into the sparse optimizer; with sync='local' it
-        takes the inner steps itself and options.lr is only the reference
-        of the outer annealing (its first group's lr before the schedule).
-        sync='auto' that resolved to the step mode (one worker) takes the
-        local mode for an optimizer the step mode cannot read, rather than
-        refusing what the same script runs with two workers."""
-        if self._sync == "step":
-            try:
-                groups, self._group_of = _optim.step_settings(self._user_opt, params)
-            except TypeError:
-                if not auto:
-                    raise
-                self._sync = "local"
-            else:
-                for name, value in groups[0].items():
-                    setattr(options, name, value)
-                if len(groups) > 1:
-                    self._step_groups = [_group_options(options, g) for g in groups]
-                else:
-                    self._group_of = []  # one group: the run's optimizer settings are every parameter's
-                self._fixed = _optim.fixed_settings(self._user_opt)
-        if self._sync in ("local", "site"):
-            base = _optim.base_lr(self._user_opt.param_groups[0])
-            options.lr = base if base > 0 else 1.0
+        """The engine settings of the user's torch optimizer, by the
+        strategy's rule (StepSync.adopt_optimizer, LocalSync's). sync='auto'
+        that resolved to the step mode (one worker) takes the local mode
+        for an optimizer the step mode cannot read, rather than refusing
+        what the same script runs with two workers."""
+        try:
+            adopted = _sync.strategy_class(self._sync_name).adopt_optimizer(options, self._user_opt, params)
+        except TypeError:
+            if not auto:
+                raise
+            self._sync_name = "local"
+            adopted = _sync.LocalSync.adopt_optimizer(options, self._user_opt, params)
+        self._step_groups, self._group_of = adopted
 
     # --- the training step -------------------------------------------------
     def forward(self, *args, **kwargs):
         self._begin()
         if not self._in_iteration:
-            if self._user_opt is not None and self._local is None:
-                self._read_step_lr()
+            self._sync.before_forward()
             self._forward_started = time.perf_counter()
             self._samples = 0
         self._in_iteration = True
@@ -305,29 +269,14 @@ class DistributedModel(torch.nn.Module):
             self._samples += int(args[0].shape[0])
         return self.module(*args, **kwargs)
 
-    def _read_step_lr(self):
-        """sync='step' with a torch optimizer: its lr as the scheduler left it
-        for this iteration, before the backward hands the gradients over."""
-        scale = _optim.lr_scale(self._user_opt)
-        if _optim.fixed_settings(self._user_opt) != self._fixed:
-            raise ValueError("with sync='step' only the optimizer's lr may change during the run (Frugal's sparse "
-                             "optimizer read the rest at construction); use sync='local' to change the others")
-        lr = float(self._user_opt.param_groups[0]["lr"])
-        if lr != self._lr:
-            self._replica.set_from(self._replica.iteration, self._density, scale)
-            self._lr = lr
-
     def _begin(self):
         self._check_running()
         if not self._begun:
-            if self._local is not None:
-                self._t = self._first_iteration
-                self._local.begin_iteration(self._t, False)
-                if self._elastic is not None:
-                    self._generation_start = self._t
-                    self._elastic_gate()
-            else:
-                self._replica.begin_iteration(self._first_iteration, False)
+            self._t = self._first_iteration
+            self._sync.begin_iteration(self._t, False)
+            if self._elastic is not None:
+                self._generation_start = self._t
+                self._elastic_gate()
             self._begun = True
             self._open_reporter()
 
@@ -355,7 +304,7 @@ class DistributedModel(torch.nn.Module):
         self._reporter.start(self._pipeline_stats())
 
     def _pipeline_stats(self):
-        return self._local.pipeline_stats() if self._local is not None else self._replica.pipeline_stats()
+        return self._sync.pipeline_stats()
 
     def _report_step(self, steps_done, loss, samples, compute_s):
         if loss is None or not self._reporter.lead:
@@ -366,9 +315,8 @@ class DistributedModel(torch.nn.Module):
         samples = self._samples if samples is None else samples
         self._reporter.add_step(loss, float(samples * self._world.world_size), compute_s)
         if self._reporter.window_due(steps_done):
-            rounds = self._local.rounds if self._local is not None else -1
-            self._reporter.close_window(steps_done, self.epoch, self._lr, self._pipeline_stats(), rounds,
-                                        self._options.staleness, "{}")
+            self._reporter.close_window(steps_done, self.epoch, self._sync.lr, self._pipeline_stats(),
+                                        self._sync.rounds, self._options["staleness"], "{}")
 
     def step(self, scaler=None, *, loss=None, samples=None):
         """Ends iteration t (after ``loss.backward()``) and begins t+1.
@@ -398,29 +346,28 @@ class DistributedModel(torch.nn.Module):
         if not self._gradients_synced:
             self.sync_gradients()
         self._gradients_synced = False
-        if self._local is not None and self._user_opt is not None:
-            self._step_user_optimizer(scaler)
-        elif scaler is not None:
-            raise ValueError("step(scaler) applies to sync='local' with a torch optimizer; the step mode's sparse "
-                             "optimizer takes float32 gradients and raises on a non-finite one")
+        if self._elastic is None:
+            self._advance(scaler, loss, samples, compute_s)
+            return
+        try:
+            self._advance(scaler, loss, samples, compute_s)
+            self._elastic_gate()
+        except (ConnectionError, TimeoutError):
+            self._in_iteration = False
+            if not self._elastic.await_change():
+                raise
+            self._switch(failed=True)
+
+    def _advance(self, scaler, loss, samples, compute_s):
+        """The end of iteration t and the begin of t+1."""
+        self._sync.end_step(self._t, scaler)
         if self._elastic is not None:
-            self._elastic_step(loss, samples, compute_s)
-            return
-        if self._local is not None:
-            self._local_step(loss, samples, compute_s)
-            return
-        self._replica.end_backward()
-        if self._user_opt is not None:
-            # Every gradient went to the pipeline, none to .grad, so this step
-            # changes nothing; it keeps the optimizer's step count that the
-            # lr schedulers check, as in a loop without Frugal.
-            self._user_opt.step()
-        t = self._replica.iteration + 1
-        check = self.check_every > 0 and t % self.check_every == 0
-        self._replica.begin_iteration(t, check)
+            self._elastic.report_iteration(self._t)
+        self._t += 1
+        self._sync.begin_iteration(self._t, self.check_every > 0 and self._t % self.check_every == 0)
         self._in_iteration = False
         if self._reporter is not None:
-            self._report_step(t, loss, samples, compute_s)
+            self._report_step(self._t, loss, samples, compute_s)
 
     def log(self, **values):
         """Writes one metrics record now (rank 0; the other ranks' calls do
@@ -452,23 +399,8 @@ class DistributedModel(torch.nn.Module):
         in DDP); ``step()`` does it otherwise. Does nothing in the other
         modes. Call it once per iteration, after the last backward."""
         self._begin()
-        if self._local is not None:
-            self._local.average_gradients(self._t)
+        self._sync.sync_gradients(self._t)
         self._gradients_synced = True
-
-    def _step_user_optimizer(self, scaler):
-        group = self._user_opt.param_groups[0]
-        _optim.check_group(group, 0)
-        lr = float(group["lr"])
-        if scaler is None:
-            self._user_opt.step()
-        else:
-            scaler.step(self._user_opt)
-        # The outer annealing reads the schedule's decay at a sync point t
-        # as lr_at(t) / lr_at(0): the lr of the last step before t over the
-        # base lr the track starts with, hence t + 1.
-        self._local.set_lr(self._t + 1, lr)
-        self._lr = lr
 
     def finish(self):
         """Drains the pipeline, copies the final parameters into the module and
@@ -481,12 +413,7 @@ class DistributedModel(torch.nn.Module):
         self._begin()
         self._finished = True
         self._in_iteration = False
-        if self._local is not None:
-            self._local.finish(self._t)
-            checksum = self._local.check_replicas(self._t + 1)
-        else:
-            self._replica.finish()
-            checksum = self._replica.check_replicas(self._replica.iteration + 1)
+        checksum = self._sync.finish(self._t)
         if self._reporter is not None:
             self._reporter.finish()
             self._reporter.log(self.iteration, self.epoch, json.dumps({"final": True}))
@@ -499,18 +426,16 @@ class DistributedModel(torch.nn.Module):
         module, e.g. an evaluation. With sync='local' that is the model of
         the last syncs (each rank's own progress since is put back after);
         with sync='step' the module always holds them."""
-        if self._local is None or self._finished:
+        if self._finished:
             return fn()
         self._begin()
-        return self._local.on_anchor(fn)
+        return self._sync.with_synced_parameters(fn)
 
     @property
     def iteration(self):
         """The iteration whose forward runs next (0 after construction, the
         saved one after load_state_dict)."""
-        if not self._begun:
-            return self._first_iteration
-        return self._t if self._local is not None or self._elastic is not None else self._replica.iteration
+        return self._t if self._begun else self._first_iteration
 
     @property
     def world(self):
@@ -565,31 +490,21 @@ class DistributedModel(torch.nn.Module):
         self._schedulers = schedulers
 
     def _build_engine(self, broadcast):
-        """The replica (and the local mode) on self._world."""
-        self._replica = _C.Replica(self._world, self._params, self._options, broadcast_initial=broadcast,
-                                   groups=self._step_groups, group_of=self._group_of)
-        # sync='local': the mode steps the parameters itself (or the user's
-        # optimizer does, Note [Inner steps by the caller]); the replica
-        # gives it the bucket layout and averages the buffers, and builds no
-        # pipeline and registers no hooks in these modes, as in frugal
-        # train's workers (Note [Replica without a pipeline] in replica.cc).
-        self._local = None
-        if self._sync in ("local", "site"):
-            self._local = _C.LocalSync(self._world, self._replica, [p for _, p in self._params], self._options,
-                                       self._total_steps, caller_steps=self._user_opt is not None,
-                                       broadcast_initial=broadcast)
+        """The sync strategy of the resolved mode on self._world."""
+        self._sync = _sync.create(self._sync_name, self._world, self._params, self._options, user_opt=self._user_opt,
+                                  total_steps=self._total_steps, broadcast=broadcast, groups=self._step_groups,
+                                  group_of=self._group_of)
         # The replica's autograd hooks live on the module's parameters: the
         # module keeps the replica alive so a hook never outlives it.
-        _replicas_of_module.setdefault(self.module, []).append(self._replica)
+        _replicas_of_module.setdefault(self.module, []).append(self._sync.replica)
 
     def _drop_engine(self):
-        """The old world's local mode, replica and world (in that order: the
-        local mode's threads use the replica and the transport)."""
-        self._local = None
+        """The old world's strategy (the local mode's threads use the replica
+        and the transport, which outlive it) and world."""
         replicas = _replicas_of_module.get(self.module, [])
-        if self._replica in replicas:  # the local mode registers no hooks on the parameters
-            replicas.remove(self._replica)
-        self._replica = None
+        if self._sync is not None and self._sync.replica in replicas:  # None: the last build failed
+            replicas.remove(self._sync.replica)
+        self._sync = None
         self._reporter = None
         self._world = None
 
@@ -617,7 +532,7 @@ class DistributedModel(torch.nn.Module):
             obj.load_state_dict(torch.load(io.BytesIO(sections[name])))
 
     def _restore_generation(self, joining=False):
-        step, user, _ = self._elastic.restore(self._world, self._local, list(self.module.buffers()))
+        step, user, _ = self._elastic.restore(self._world, self._sync.elastic_state(), list(self.module.buffers()))
         self._load_user_sections(user)
         if joining:
             # The snapshot of step t is taken inside step() of iteration t-1,
@@ -635,7 +550,7 @@ class DistributedModel(torch.nn.Module):
         """The check gate of iteration self._t (Note [Elastic scripts])."""
         t = self._t
         if t > self._generation_start and t % self._elastic_every == 0:
-            self._elastic.snapshot(self._local, t, list(self.module.buffers()), self._user_sections())
+            self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()), self._user_sections())
             decision = self._elastic.check(self._world, t)
             if decision == "switch":
                 self._switch(failed=False)
@@ -643,28 +558,7 @@ class DistributedModel(torch.nn.Module):
                 self._leave_job()
         elif t == self._generation_start and not self._elastic.has_snapshot(t):
             # the start of a generation can be rolled back to
-            self._elastic.snapshot(self._local, t, list(self.module.buffers()), self._user_sections())
-
-    def _local_step(self, loss, samples, compute_s):
-        """The local modes' end of iteration t and begin of t+1."""
-        self._local.end_backward(self._t)
-        if self._elastic is not None:
-            self._elastic.report_iteration(self._t)
-        self._t += 1
-        self._local.begin_iteration(self._t, self.check_every > 0 and self._t % self.check_every == 0)
-        self._in_iteration = False
-        if self._reporter is not None:
-            self._report_step(self._t, loss, samples, compute_s)
-
-    def _elastic_step(self, loss, samples, compute_s):
-        try:
-            self._local_step(loss, samples, compute_s)
-            self._elastic_gate()
-        except (ConnectionError, TimeoutError):
-            self._in_iteration = False
-            if not self._elastic.await_change():
-                raise
-            self._switch(failed=True)
+            self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()), self._user_sections())
 
     def _leave_job(self):
         self._elastic.leave_world(False)
@@ -691,7 +585,7 @@ class DistributedModel(torch.nn.Module):
                 _world_module._set_world(world)
                 self._build_engine(broadcast=False)
                 self._restore_generation()
-                self._local.begin_iteration(self._t, False)
+                self._sync.begin_iteration(self._t, False)
                 self._generation_start = self._t
                 self._elastic_gate()
                 break
@@ -716,34 +610,27 @@ class DistributedModel(torch.nn.Module):
         if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr >= 0):
             raise ValueError(f"lr must be a finite number >= 0, got {lr}")
         self._begin()
-        if self._local is not None:
-            self._local.set_lr(self._t, float(lr))
-        else:
-            self._replica.set_from(self._replica.iteration, self._density, lr / self._options.lr)
-        self._lr = float(lr)
+        self._sync.set_lr(self._t, float(lr))
 
     def set_density(self, density):
         """Density from the current iteration on (every rank, same iteration)."""
         if not 0 < density <= 1:
             raise ValueError(f"density must be in (0, 1], got {density}")
-        if self._local is not None:
-            raise ValueError("set_density applies to sync='step'; a sync='local' run keeps its density")
+        self._sync.check_density(density)
         self._begin()
-        scale = self._lr / self._options.lr if self._options.lr > 0 else 1.0
-        self._replica.set_from(self._replica.iteration, density, scale)
-        self._density = float(density)
+        self._sync.set_density(self._t, float(density))
 
     def average_buffers(self):
         """Averages the module's floating-point buffers (batch-norm running
         statistics) over the ranks; call it on every rank before evaluating."""
         self._begin()
         buffers = [b for b in self.module.buffers() if b.is_floating_point()]
-        self._replica.average_buffers(self.iteration, buffers)
+        self._sync.average_buffers(self.iteration, buffers)
 
     def stats(self):
         """Cumulative seconds and counts of this rank's pipeline (sync='local':
         of its rounds, with their count under 'rounds')."""
-        return self._local.stats() if self._local is not None else self._replica.stats()
+        return self._sync.stats()
 
     def host_memory(self):
         """Host bytes this rank's engine holds, by buffer: masters, gradient
@@ -751,7 +638,7 @@ class DistributedModel(torch.nn.Module):
         parameters (master), round base, pseudo-gradient (sending), host
         gradients, inner and outer optimizer state and residuals in the
         local modes. Transient buffers (a round's messages) are not in it."""
-        return self._local.host_memory() if self._local is not None else self._replica.host_memory()
+        return self._sync.host_memory()
 
     # --- checkpoints ------------------------------------------------------------
     def state_dict(self, *args, **kwargs):
@@ -769,16 +656,9 @@ class DistributedModel(torch.nn.Module):
                                "not in the middle of an iteration")
         if not self._finished:
             self._begin()
-        if self._local is not None:
-            local = self._local.save_state()  # waits for the rounds in flight
-            state = self.module.state_dict()
-            state["_frugal.local"] = local
-            state["_frugal.iteration"] = torch.tensor(self.iteration, dtype=torch.int64)
-            return state
-        pipeline, parameters = self._replica.save_state()  # waits for the updates in flight
+        engine = self._sync.state_dict(self.iteration)  # waits for the updates or rounds in flight
         state = self.module.state_dict()
-        state["_frugal.pipeline"] = pipeline
-        state["_frugal.parameters"] = parameters
+        state.update(engine)
         return state
 
     def load_state_dict(self, state_dict, strict=True, residuals=True):
@@ -792,23 +672,10 @@ class DistributedModel(torch.nn.Module):
         if self._begun:
             raise RuntimeError("load_state_dict must come before the first forward, step() or state_dict() of this "
                                "DistributedModel: the engine restores its state only before the run starts")
-        if self._local is not None:
-            if "_frugal.local" not in state_dict or "_frugal.iteration" not in state_dict:
-                raise ValueError("this state dict has no sync='local' state (_frugal.local, _frugal.iteration): "
-                                 "it was saved by another mode, or is a plain module checkpoint")
-            plain = {k: v for k, v in state_dict.items() if not k.startswith("_frugal.")}
-            result = self.module.load_state_dict(plain, strict=strict)
-            self._local.load_state(state_dict["_frugal.local"], residuals)
-            self._first_iteration = int(state_dict["_frugal.iteration"])
-            return result
-        if "_frugal.pipeline" not in state_dict or "_frugal.parameters" not in state_dict:
-            raise ValueError("this state dict has no Frugal state (_frugal.pipeline, _frugal.parameters); a plain "
-                             "module checkpoint is loaded into the module before wrapping it: "
-                             "net.load_state_dict(sd); model = frugal.DistributedModel(net, ...)")
+        self._sync.check_state(state_dict)
         plain = {k: v for k, v in state_dict.items() if not k.startswith("_frugal.")}
         result = self.module.load_state_dict(plain, strict=strict)
-        self._replica.load_state(state_dict["_frugal.pipeline"], state_dict["_frugal.parameters"], residuals)
-        self._first_iteration = self._replica.iteration + 1
+        self._first_iteration = self._sync.load_state(state_dict, residuals)
         return result
 
     # --- frugal.save / frugal.load (_checkpoint.py) ----------------------------
@@ -823,8 +690,7 @@ class DistributedModel(torch.nn.Module):
         self._check_running()
         self._begin()
         rank0 = self._world.rank == 0
-        engine = self._local if self._local is not None else self._replica
-        sections = engine.save_sections(rank0)  # waits for the updates or rounds in flight
+        sections = self._sync.save_sections(rank0)  # waits for the updates or rounds in flight
         sections["meta"] = _C.encode_meta(self.iteration, self._world.world_size, self._world.rank)
         sections["buffers"] = _C.save_buffers(list(self.module.buffers())) if rank0 else b""
         if rank0:
@@ -840,10 +706,9 @@ class DistributedModel(torch.nn.Module):
             if name not in shared:
                 raise ValueError(f"{what} has no '{name}' section")
         saved = "local" if "local_sync" in shared else "step" if "pipeline" in shared else None
-        if self._auto_sync and saved is not None and saved != self._sync:
+        if self._auto_sync and saved is not None and saved != self._sync_name:
             self._switch_sync(saved, what)
-        engine = self._local if self._local is not None else self._replica
-        engine.restore_sections(shared, mine, residuals, what)
+        self._sync.restore_sections(shared, mine, residuals, what)
         _C.restore_buffers(shared["buffers"], list(self.module.buffers()), what)
         self._first_iteration = int(meta["step"])
         self._restored = True
@@ -856,15 +721,11 @@ class DistributedModel(torch.nn.Module):
     # (every rank reads the same rank-0 file, so all switch alike), and the
     # run continues in the mode it was trained in.
     def _switch_sync(self, sync, what):
-        self._sync = sync
-        self._options.sync = sync
+        self._sync_name = sync
+        workers = self._options.workers
+        self._options = self._make_options(sync)  # with a torch optimizer: as constructed in that mode
+        self._options.workers = workers
         self._step_groups, self._group_of = [], []
-        if self._user_opt is not None and sync != "step":
-            # As constructed in the local mode: the torch optimizer steps, the
-            # engine's settings are the defaults (only lr is read, below).
-            self._options.optimizer = "sgd"
-            for name, value in _HYPER_DEFAULTS.items():
-                setattr(self._options, name, value)
         if self._user_opt is not None:
             try:
                 self._adopt_optimizer(self._options, [p for _, p in self._params], False)
@@ -875,8 +736,6 @@ class DistributedModel(torch.nn.Module):
         self._drop_engine()
         self._world = world
         self._build_engine(broadcast=False)
-        self._density = self._options.resolved_density()
-        self._lr = float(self._options.lr)
 
     def _record(self, **values):
         """A record of rank 0 without the type checks of log() (checkpoint events)."""
@@ -889,6 +748,7 @@ class DistributedModel(torch.nn.Module):
 
     def extra_repr(self):
         o = self._options
-        optimizer = o.optimizer if self._user_opt is None else type(self._user_opt).__name__
-        return (f"sync={self._sync}, optimizer={optimizer}, lr={self._lr}, density={self._density}, sparsifier={o.sparsifier}, "
-                f"staleness={o.staleness}, rank={self._world.rank}/{self._world.world_size}")
+        optimizer = o["optimizer"] if self._user_opt is None else type(self._user_opt).__name__
+        return (f"sync={self._sync_name}, optimizer={optimizer}, lr={self._sync.lr}, density={self._sync.density}, "
+                f"sparsifier={o['sparsifier']}, staleness={o['staleness']}, "
+                f"rank={self._world.rank}/{self._world.world_size}")

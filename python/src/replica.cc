@@ -1,17 +1,19 @@
-// frugal._C.Replica: engine::Replica (one rank's model replica inside
-// Frugal's pipeline) for frugal.DistributedModel. Options arrive as Python
-// keyword arguments and are validated here, with the keyword names in the
-// messages; below this edge the engine's own checks hold.
-#include <algorithm>
-#include <iterator>
-#include <cstdlib>
+// frugal._C.Replica and frugal._C.LocalSync: engine::Replica (one rank's
+// model replica inside Frugal's pipeline) and engine::LocalSync (the local
+// modes) for frugal.DistributedModel's sync strategies
+// (python/frugal/_sync.py). Their options arrive as a frugal._C.RunOptions,
+// whose keywords were validated at the edge (options.cc); below it the
+// engine's own checks hold.
 #include <cstring>
-#include <mutex>
+#include <memory>
 #include <optional>
-#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "bindings.h"
 #include "local_binding.h"
+#include "options.h"
 #include "frugal/compress/sparsifier.h"
 #include "frugal/engine/checkpoint.h"
 #include "frugal/engine/cluster_average.h"
@@ -27,125 +29,8 @@ namespace {
 using engine::Replica;
 using engine::ReplicaOptions;
 
-struct PyReplicaOptions {
-  std::string optimizer = "sgd";
-  double lr = 0.01;
-  double momentum = 0.0;
-  double dampening = 0.0;
-  bool nesterov = false;
-  double weight_decay = 0.0;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double density = 0;  // 0: the mode's default (engine::DensityOf): 0.03 step, 1 local
-  std::string sparsifier = "block";
-  std::string value_encoding = "int4";
-  int staleness = 0;
-  double bucket_mb = 4.0;
-  int cpu_threads = 0;  // auto, as frugal train: resolved in Create from the parameters' device
-  std::string exchange = "auto";
-  double dgc_momentum = 0.0;
-  bool overlap_device_copies = true;
-  double timeout_s = 60.0;
-  uint64_t seed = 1;
-  // The local-update mode (DistributedModel(sync="local"); engine::LocalSync).
-  std::string sync = "auto";  // resolved by engine::SyncOf with `workers`
-  int workers = 0;            // the world's size; 0: not known yet (sync 'auto' then validates as one worker)
-  int64_t local_steps = 16;
-  double outer_lr = 0;  // 0: auto (engine::OuterOf over the run's steps, when given)
-  double outer_momentum = 0.9;
-  bool outer_anneal = true;
-  bool local_overlap = true;
-  int64_t local_fragments = 0;
-  int64_t local_delay = 0;
-  std::string local_inner = "auto";
-  std::string deflate = "auto";
-};
-
-// The keywords are the run configuration's field names (engine/run_config.h):
-// they are set and validated through its field list, so Python takes the
-// same values, ranges and names as `frugal train`; messages name the
-// keyword instead of the flag.
-std::string KeywordMessage(std::string msg) {
-  std::vector<std::pair<std::string, std::string>> names;  // flag, keyword
-  engine::RunConfig probe;
-  engine::VisitFields(probe, [&](const Field& f, const auto&) { names.emplace_back(f.Flag(), f.key); });
-  // Longest first, so --lr-schedule is not read as --lr.
-  std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
-  for (const auto& [flag, key] : names) {
-    for (size_t pos; (pos = msg.find(flag)) != std::string::npos;) msg.replace(pos, flag.size(), key);
-  }
-  return msg;
-}
-
-template <class T>
-void Set(engine::RunConfig* c, const char* key, const T& value) {
-  Status s = engine::SetOption(c, key, FieldToText(value));
-  if (!s.ok()) throw py::value_error(KeywordMessage(s.message()));
-}
-
-// Workers of this host: frugal run and torchrun set LOCAL_WORLD_SIZE; 1 when
-// neither started the process.
-int LocalWorkers() {
-  const char* v = std::getenv("LOCAL_WORLD_SIZE");
-  const int n = v == nullptr ? 1 : std::atoi(v);
-  return n > 0 ? n : 1;
-}
-
-// The run configuration of the keywords, validated.
-engine::RunConfig ToConfig(const PyReplicaOptions& p, const std::string& device) {
-  engine::RunConfig c;
-  c.train.device = device;
-  Set(&c, "optimizer", p.optimizer);
-  Set(&c, "lr", p.lr);
-  Set(&c, "momentum", p.momentum);
-  Set(&c, "dampening", p.dampening);
-  Set(&c, "nesterov", p.nesterov);
-  Set(&c, "weight_decay", p.weight_decay);
-  Set(&c, "beta1", p.beta1);
-  Set(&c, "beta2", p.beta2);
-  Set(&c, "eps", p.eps);
-  Set(&c, "density", p.density);
-  Set(&c, "sparsifier", p.sparsifier);
-  Set(&c, "value_encoding", p.value_encoding);
-  Set(&c, "staleness", p.staleness);
-  Set(&c, "bucket_mb", p.bucket_mb);
-  Set(&c, "cpu_threads", p.cpu_threads);
-  Set(&c, "exchange", p.exchange);
-  Set(&c, "dgc_momentum", p.dgc_momentum);
-  Set(&c, "overlap_device_copies", p.overlap_device_copies);
-  Set(&c, "timeout_s", p.timeout_s);
-  Set(&c, "seed", p.seed);
-  Set(&c, "sync", p.sync);
-  Set(&c, "local_steps", p.local_steps);
-  Set(&c, "outer_lr", p.outer_lr);
-  Set(&c, "outer_momentum", p.outer_momentum);
-  Set(&c, "outer_anneal", p.outer_anneal);
-  Set(&c, "local_overlap", p.local_overlap);
-  Set(&c, "local_fragments", p.local_fragments);
-  Set(&c, "local_delay", p.local_delay);
-  Set(&c, "local_inner", p.local_inner);
-  Set(&c, "deflate", p.deflate);
-  {
-    // Note [One resolver] (run_config.h): the plan frugal train would run,
-    // for this world and this host's workers. Only the resolution sees the
-    // world's size: Validate's --workers checks are the launcher's, and an
-    // explicit sync='local' runs in a world of one too
-    // (Note [A lone worker] in local_sync.cc).
-    engine::RunConfig world = c;
-    world.distributed.workers = std::max(1, p.workers);
-    engine::HostFacts facts;
-    facts.workers_on_host = LocalWorkers();
-    const int workers = c.distributed.workers;
-    c = engine::ResolvePlan(world, facts);
-    c.distributed.workers = workers;
-  }
-  if (Status s = engine::Validate(c); !s.ok()) throw py::value_error(KeywordMessage(s.message()));
-  return c;
-}
-
-ReplicaOptions ToEngine(const PyReplicaOptions& p, const std::string& device) {
-  const double lr = p.lr;  // constant; DistributedModel.set_lr changes it through SetFrom
+ReplicaOptions ToEngine(const PyOptions& p, const std::string& device) {
+  const double lr = p.config.train.lr;  // constant; DistributedModel.set_lr changes it through SetFrom
   return engine::MakeReplicaOptions(ToConfig(p, device), [lr](int64_t) { return lr; });
 }
 
@@ -157,9 +42,9 @@ std::string DeviceOf(const std::vector<torch::Tensor>& params) {
 // groups (DistributedModel reads them, frugal/_optim.py): `groups` holds each
 // group's settings as keywords, validated like the run's; group_of[i] is
 // parameter i's group. A group's lr is its share of the schedule's: the
-// pipeline's lr (p.lr, the first group's) times lr / p.lr.
-std::vector<optim::OptimizerSegment> ParameterOptimizers(const PyReplicaOptions& p,
-                                                         const std::vector<PyReplicaOptions>& groups,
+// pipeline's lr (p's, the first group's) times the group's lr over it.
+std::vector<optim::OptimizerSegment> ParameterOptimizers(const PyOptions& p,
+                                                         const std::vector<PyOptions>& groups,
                                                          const std::vector<int>& group_of, size_t num_params,
                                                          const std::string& device) {
   if (groups.empty() && group_of.empty()) return {};
@@ -167,12 +52,13 @@ std::vector<optim::OptimizerSegment> ParameterOptimizers(const PyReplicaOptions&
     throw py::value_error("group_of names " + std::to_string(group_of.size()) + " parameters, params has " +
                           std::to_string(num_params));
   }
-  if (!(p.lr > 0)) throw py::value_error("with parameter groups the reference lr must be > 0");
+  const double lr = p.config.train.lr;
+  if (!(lr > 0)) throw py::value_error("with parameter groups the reference lr must be > 0");
   std::vector<optim::OptimizerSegment> per_group;
-  for (const PyReplicaOptions& g : groups) {
+  for (const PyOptions& g : groups) {
     optim::OptimizerSegment seg;
     seg.options = engine::MakeOptimizerOptions(ToConfig(g, device).train);
-    seg.lr_factor = g.lr / p.lr;
+    seg.lr_factor = g.config.train.lr / lr;
     per_group.push_back(seg);
   }
   std::vector<optim::OptimizerSegment> out;
@@ -189,8 +75,8 @@ std::vector<optim::OptimizerSegment> ParameterOptimizers(const PyReplicaOptions&
 // broadcast_initial false: the state is restored next (an elastic
 // generation's, Note [No broadcast on restore] in worker_elastic.cc).
 std::unique_ptr<Replica> Create(World& world, std::vector<std::pair<std::string, torch::Tensor>> params,
-                                const PyReplicaOptions& p, bool broadcast_initial,
-                                const std::vector<PyReplicaOptions>& groups, const std::vector<int>& group_of) {
+                                const PyOptions& p, bool broadcast_initial,
+                                const std::vector<PyOptions>& groups, const std::vector<int>& group_of) {
   const std::string device = params.empty() ? std::string("cpu") : params.front().second.device().str();
   ReplicaOptions options = ToEngine(p, device);
   options.broadcast_initial = broadcast_initial;
@@ -252,6 +138,27 @@ engine::StateScope ScopeOf(bool rank0_file) {
   return rank0_file ? engine::StateScope::kRank0File : engine::StateScope::kOwnFile;
 }
 
+// A checkpoint's sections from Python: rank 0's shared ones and this rank's
+// own (None: not given).
+struct PySections {
+  PySections(const py::dict& shared_sections, const py::object& own_sections)
+      : shared(FromPy(shared_sections)), has_own(!own_sections.is_none()) {
+    if (has_own) own = FromPy(own_sections.cast<py::dict>());
+  }
+  const engine::CheckpointSections* mine() const { return has_own ? &own : nullptr; }
+
+  engine::CheckpointSections shared, own;
+  bool has_own;
+};
+
+// The sections that save(sections) fills, without the GIL, as a Python dict.
+template <typename F>
+py::dict SaveSections(F&& save) {
+  engine::CheckpointSections sections;
+  NoGil([&] { return save(&sections); });
+  return ToPy(sections);
+}
+
 // Cumulative seconds and counts of a rank's pipeline or local mode.
 py::dict StatsDict(const engine::PipelineStats& s) {
   py::dict d;
@@ -270,21 +177,18 @@ py::dict StatsDict(const engine::PipelineStats& s) {
 // (Note [Inner steps by the caller] in local_sync.cc); lr then tracks its
 // first group's lr, for the outer annealing only.
 std::unique_ptr<PyLocal> CreateLocal(World& world, Replica& replica, std::vector<torch::Tensor> params,
-                                     const PyReplicaOptions& p, int64_t total_steps, bool caller_steps,
+                                     const PyOptions& p, int64_t total_steps, bool caller_steps,
                                      bool broadcast_initial) {
   engine::RunConfig c = ToConfig(p, DeviceOf(params));
   if (!engine::IsLocalUpdates(c.distributed.sync)) throw py::value_error("LocalSync needs sync='local' or 'site'");
   std::vector<torch::Tensor> model_order = params;
-  // The outer step: as frugal train when the run's length is known, else
-  // DiLoCo's Nesterov step (a long run's choice).
-  const engine::OuterStep outer = total_steps > 0 ? engine::OuterOf(c.distributed, total_steps)
-                                  : c.distributed.outer_lr > 0
-                                      ? engine::OuterStep{c.distributed.outer_lr, c.distributed.outer_momentum}
-                                      : engine::OuterStep{engine::kDiLoCoOuterLr, c.distributed.outer_momentum};
+  // The outer step: as frugal train's when the run's length is known, else
+  // DiLoCo's Nesterov step (total_steps 0, a long run's choice).
+  const engine::OuterStep outer = engine::OuterOf(c.distributed, total_steps);
   c.distributed.outer_lr = outer.lr;
   c.distributed.outer_momentum = outer.momentum;
   auto local = std::make_unique<PyLocal>();
-  local->lr = std::make_shared<LrTrack>(p.lr);
+  local->lr = std::make_shared<LrTrack>(p.config.train.lr);
   std::shared_ptr<LrTrack> lr = local->lr;
   Result<std::unique_ptr<engine::LocalSync>> sync = Status::Internal("not created");
   {
@@ -307,9 +211,48 @@ std::unique_ptr<PyLocal> CreateLocal(World& world, Replica& replica, std::vector
   return local;
 }
 
+// The local mode's state: whole (DistributedModel.state_dict) or as a
+// checkpoint's sections (frugal.save, frugal.load).
+void BindLocalState(py::class_<PyLocal>& local) {
+  local
+      .def("save_state", [](PyLocal& l) {
+        engine::CheckpointSections sections;
+        NoGil([&] { return l.sync->SaveSections(/*shared=*/true, &sections); });  // waits for rounds in flight
+        return ToTensor(engine::EncodeCheckpoint(sections));
+      }, "The mode's whole state (shared and this rank's own) as a uint8 tensor")
+      .def("load_state", [](PyLocal& l, const torch::Tensor& state, bool own) {
+        const std::string what = "_frugal.local";
+        auto sections = engine::ParseCheckpoint(FromTensor(state, what.c_str()), what);
+        ThrowIfError(sections.status());
+        const std::vector<uint8_t>* mine = nullptr;
+        if (own) {
+          auto it = sections->find("local_sync_own");
+          if (it == sections->end()) ThrowIfError(Status::Corruption(what + " has no 'local_sync_own' section"));
+          mine = &it->second;
+        }
+        NoGil([&] { return l.sync->RestoreSections(*sections, mine, what); });
+      }, py::arg("state"), py::arg("own") = true,
+         "Restores save_state's tensor before the first begin_iteration; own=False starts this rank at the anchor "
+         "with fresh inner state and no residual")
+      .def("save_sections", [](PyLocal& l, bool rank0_file) {
+        return SaveSections([&](engine::CheckpointSections* s) {
+          return engine::SaveLocalState(*l.sync, *l.replica, l.outer, ScopeOf(rank0_file), s);
+        });
+      }, py::arg("rank0_file"), "This rank's state as a checkpoint's sections (engine::SaveLocalState, as frugal train's)")
+      .def("restore_sections", [](PyLocal& l, const py::dict& shared, const py::object& mine, bool residuals,
+                                  const std::string& what) {
+        const PySections s(shared, mine);
+        NoGil([&] {
+          return engine::RestoreLocalState(*l.sync, *l.transport, s.shared, s.mine(), residuals,
+                                           /*keep_own_across_worlds=*/!l.site, what);
+        });
+      }, py::arg("shared"), py::arg("mine"), py::arg("residuals"), py::arg("what"),
+         "Restores rank 0's sections and this rank's own (engine::RestoreLocalState); before the first begin_iteration");
+}
+
 void BindLocal(py::module_& m) {
-  py::class_<PyLocal>(m, "LocalSync", "The local-update mode (engine::LocalSync) for DistributedModel(sync='local')")
-      .def(py::init(&CreateLocal), py::arg("world"), py::arg("replica"), py::arg("params"), py::arg("options"),
+  py::class_<PyLocal> local(m, "LocalSync", "The local-update mode (engine::LocalSync) for DistributedModel(sync='local')");
+  local.def(py::init(&CreateLocal), py::arg("world"), py::arg("replica"), py::arg("params"), py::arg("options"),
            py::arg("total_steps") = 0, py::arg("caller_steps") = false, py::arg("broadcast_initial") = true,
            py::keep_alive<1, 2>(),
            py::keep_alive<1, 3>())
@@ -345,41 +288,6 @@ void BindLocal(py::module_& m) {
         return result;
       }, py::arg("fn"), "fn() with the synced parameters (the anchor) in the module; this rank's are put back after")
       .def("set_lr", [](PyLocal& l, int64_t t, double lr) { l.lr->Set(t, lr); }, py::arg("t"), py::arg("lr"))
-      .def("save_state", [](PyLocal& l) {
-        engine::CheckpointSections sections;
-        NoGil([&] { return l.sync->SaveSections(/*shared=*/true, &sections); });  // waits for rounds in flight
-        return ToTensor(engine::EncodeCheckpoint(sections));
-      }, "The mode's whole state (shared and this rank's own) as a uint8 tensor")
-      .def("load_state", [](PyLocal& l, const torch::Tensor& state, bool own) {
-        const std::string what = "_frugal.local";
-        auto sections = engine::ParseCheckpoint(FromTensor(state, what.c_str()), what);
-        ThrowIfError(sections.status());
-        const std::vector<uint8_t>* mine = nullptr;
-        if (own) {
-          auto it = sections->find("local_sync_own");
-          if (it == sections->end()) ThrowIfError(Status::Corruption(what + " has no 'local_sync_own' section"));
-          mine = &it->second;
-        }
-        NoGil([&] { return l.sync->RestoreSections(*sections, mine, what); });
-      }, py::arg("state"), py::arg("own") = true,
-         "Restores save_state's tensor before the first begin_iteration; own=False starts this rank at the anchor "
-         "with fresh inner state and no residual")
-      .def("save_sections", [](PyLocal& l, bool rank0_file) {
-        engine::CheckpointSections sections;
-        NoGil([&] { return engine::SaveLocalState(*l.sync, *l.replica, l.outer, ScopeOf(rank0_file), &sections); });
-        return ToPy(sections);
-      }, py::arg("rank0_file"), "This rank's state as a checkpoint's sections (engine::SaveLocalState, as frugal train's)")
-      .def("restore_sections", [](PyLocal& l, const py::dict& shared, const py::object& mine, bool residuals,
-                                  const std::string& what) {
-        engine::CheckpointSections s = FromPy(shared), own;
-        if (!mine.is_none()) own = FromPy(mine.cast<py::dict>());
-        const engine::CheckpointSections* m = mine.is_none() ? nullptr : &own;
-        NoGil([&] {
-          return engine::RestoreLocalState(*l.sync, *l.transport, s, m, residuals, /*keep_own_across_worlds=*/!l.site,
-                                           what);
-        });
-      }, py::arg("shared"), py::arg("mine"), py::arg("residuals"), py::arg("what"),
-         "Restores rank 0's sections and this rank's own (engine::RestoreLocalState); before the first begin_iteration")
       .def("pipeline_stats", [](PyLocal& l) { return l.sync->stats(); })
       .def_property_readonly("rounds", [](PyLocal& l) { return l.sync->rounds(); })
       .def_property_readonly("inner_on_device", [](PyLocal& l) { return l.sync->inner_on_device(); })
@@ -389,50 +297,7 @@ void BindLocal(py::module_& m) {
         d["rounds"] = l.sync->rounds();
         return d;
       });
-}
-
-void BindOptions(py::module_& m) {
-  py::class_<PyReplicaOptions>(m, "ReplicaOptions")
-      .def(py::init<>())
-      .def_readwrite("optimizer", &PyReplicaOptions::optimizer)
-      .def_readwrite("lr", &PyReplicaOptions::lr)
-      .def_readwrite("momentum", &PyReplicaOptions::momentum)
-      .def_readwrite("dampening", &PyReplicaOptions::dampening)
-      .def_readwrite("nesterov", &PyReplicaOptions::nesterov)
-      .def_readwrite("weight_decay", &PyReplicaOptions::weight_decay)
-      .def_readwrite("beta1", &PyReplicaOptions::beta1)
-      .def_readwrite("beta2", &PyReplicaOptions::beta2)
-      .def_readwrite("eps", &PyReplicaOptions::eps)
-      .def_readwrite("density", &PyReplicaOptions::density)
-      .def_readwrite("sparsifier", &PyReplicaOptions::sparsifier)
-      .def_readwrite("value_encoding", &PyReplicaOptions::value_encoding)
-      .def_readwrite("staleness", &PyReplicaOptions::staleness)
-      .def_readwrite("bucket_mb", &PyReplicaOptions::bucket_mb)
-      .def_readwrite("cpu_threads", &PyReplicaOptions::cpu_threads)
-      .def_readwrite("exchange", &PyReplicaOptions::exchange)
-      .def_readwrite("dgc_momentum", &PyReplicaOptions::dgc_momentum)
-      .def_readwrite("overlap_device_copies", &PyReplicaOptions::overlap_device_copies)
-      .def_readwrite("timeout_s", &PyReplicaOptions::timeout_s)
-      .def_readwrite("seed", &PyReplicaOptions::seed)
-      .def_readwrite("sync", &PyReplicaOptions::sync)
-      .def_readwrite("workers", &PyReplicaOptions::workers)
-      .def_readwrite("local_steps", &PyReplicaOptions::local_steps)
-      .def_readwrite("outer_lr", &PyReplicaOptions::outer_lr)
-      .def_readwrite("outer_momentum", &PyReplicaOptions::outer_momentum)
-      .def_readwrite("outer_anneal", &PyReplicaOptions::outer_anneal)
-      .def_readwrite("local_overlap", &PyReplicaOptions::local_overlap)
-      .def_readwrite("local_fragments", &PyReplicaOptions::local_fragments)
-      .def_readwrite("local_delay", &PyReplicaOptions::local_delay)
-      .def_readwrite("local_inner", &PyReplicaOptions::local_inner)
-      .def_readwrite("deflate", &PyReplicaOptions::deflate)
-      .def("validate", [](const PyReplicaOptions& p) { ToConfig(p, "cpu"); }, "Raises ValueError on a bad option")
-      .def("plan_toml", [](const PyReplicaOptions& p) { return engine::ToToml(ToConfig(p, "cpu")); },
-           "The run configuration these options resolve to (Note [One resolver]), as TOML lines")
-      .def("resolved_sync", [](const PyReplicaOptions& p) {
-        return std::string(NameOf(ToConfig(p, "cpu").distributed.sync));
-      }, "'step', 'local' or 'site': sync with 'auto' resolved for `workers` (engine::SyncOf)")
-      .def("resolved_density", [](const PyReplicaOptions& p) { return engine::DensityOf(ToConfig(p, "cpu").distributed); },
-           "The density the run uses (density 0: the mode's default)");
+  BindLocalState(local);
 }
 
 }  // namespace
@@ -444,7 +309,7 @@ void BindReplica(py::module_& m) {
 
   py::class_<Replica>(m, "Replica", "One rank's model replica inside Frugal's pipeline (engine::Replica)")
       .def(py::init(&Create), py::arg("world"), py::arg("params"), py::arg("options"),
-           py::arg("broadcast_initial") = true, py::arg("groups") = std::vector<PyReplicaOptions>(),
+           py::arg("broadcast_initial") = true, py::arg("groups") = std::vector<PyOptions>(),
            py::arg("group_of") = std::vector<int>(), py::keep_alive<1, 2>())
       .def("begin_iteration",
            [](Replica& r, int64_t t, bool check) { NoGil([&] { return r.BeginIteration(t, check); }); },
@@ -484,16 +349,14 @@ void BindReplica(py::module_& m) {
       }, py::arg("pipeline"), py::arg("parameters"), py::arg("residuals") = true,
          "Restores save_state's tensors; before the first begin_iteration")
       .def("save_sections", [](Replica& r, bool rank0_file) {
-        engine::CheckpointSections sections;
-        NoGil([&] { return engine::SaveStepState(r, ScopeOf(rank0_file), &sections); });  // drains the pipeline
-        return ToPy(sections);
+        return SaveSections([&](engine::CheckpointSections* s) {
+          return engine::SaveStepState(r, ScopeOf(rank0_file), s);  // drains the pipeline
+        });
       }, py::arg("rank0_file"), "This rank's state as a checkpoint's sections (engine::SaveStepState, as frugal train's)")
       .def("restore_sections", [](Replica& r, const py::dict& shared, const py::object& mine, bool residuals,
                                   const std::string& what) {
-        engine::CheckpointSections s = FromPy(shared), own;
-        if (!mine.is_none()) own = FromPy(mine.cast<py::dict>());
-        const engine::CheckpointSections* m = mine.is_none() ? nullptr : &own;
-        NoGil([&] { return engine::RestoreStepState(r, s, m, residuals, what); });
+        const PySections s(shared, mine);
+        NoGil([&] { return engine::RestoreStepState(r, s.shared, s.mine(), residuals, what); });
       }, py::arg("shared"), py::arg("mine"), py::arg("residuals"), py::arg("what"),
          "Restores rank 0's sections and this rank's own (engine::RestoreStepState); before the first begin_iteration")
       .def("pipeline_stats", [](Replica& r) { return PipelineOf(r).stats(); })

@@ -65,4 +65,4 @@ torch.save({"params": net.state_dict(), "opt": opt.state_dict(), "sched": sched.
 with torch.no_grad():
     acc = (net(xt).argmax(1) == yt).float().mean().item()
 write_result(world.rank, world_size=world.world_size, checksum=checksum, iteration=model.iteration, start=start,
-             resumed_from=resumed_from, accuracy=acc, last_lr=sched.get_last_lr()[0], sync=model._sync)
+             resumed_from=resumed_from, accuracy=acc, last_lr=sched.get_last_lr()[0], sync=model._sync.name)

@@ -260,7 +260,7 @@ def test_init_rejects_bad_environment(monkeypatch):
 
 @needs_replica
 def test_local_mode_bad_arguments():
-    with pytest.raises(ValueError, match="sync must be 'auto', 'step', 'local' or 'site'"):
+    with pytest.raises(ValueError, match="sync: unknown value 'sometimes' \\(known: auto, step, local, site\\)"):
         frugal.DistributedModel(TwoTower(), sync="sometimes")
     with pytest.raises(ValueError, match="local_steps apply to sync='local' or 'site' only"):
         frugal.DistributedModel(TwoTower(), sync="step", local_steps=8)
@@ -685,11 +685,10 @@ def test_python_and_the_cli_resolve_the_same_plan(workers, options, monkeypatch,
     import subprocess
     from conftest import frugal_binary
     monkeypatch.setenv("LOCAL_WORLD_SIZE", str(workers))
-    p = frugal._C.ReplicaOptions()
+    p = frugal._C.RunOptions(options)
     p.workers = workers
     flags = []
     for key, value in options.items():
-        setattr(p, key, value)
         flag = "--" + key.replace("_", "-")
         flags += [flag] if value is True else [flag, str(value)]
     cli = subprocess.run([frugal_binary(), "train", "--print-plan", "--workers", str(workers), "--device", "cpu",
@@ -775,5 +774,5 @@ def test_host_memory_names_the_engines_buffers():
     assert held["gradients"] == 0 and held["inner_optimizer"] == 0
     assert held["base"] == 0 and held["sending"] == 0  # no round open before the first sync
     with pytest.raises(ValueError, match="no gradient pipeline"):
-        local._replica.stats()
+        local._sync.replica.stats()
     local.finish()
