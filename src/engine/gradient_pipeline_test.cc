@@ -81,8 +81,10 @@ QuadraticRun RunQuadratic(int world, size_t n, int steps, PipelineOptions base, 
 
 PipelineOptions ExactOptions(int staleness) {
   PipelineOptions o;
-  o.sparsifier = "topk";
+  o.sparsifier = compress::SparsifierKind::kTopk;
   o.density = 1.0;
+  o.cpu_threads = 1;
+  o.seed = 1;
   o.wire = {compress::ValueEncoding::kFp32, compress::IndexEncoding::kDeltaVarint};
   o.staleness = staleness;
   o.optimizer.kind = "sgd";
@@ -128,7 +130,7 @@ TEST(GradientPipelineTest, DenseExchangeMatchesSerialSgdForBothStalenessValues) 
 
 TEST(GradientPipelineTest, SparseRunsKeepReplicasIdenticalAndSendAboutTheDensity) {
   PipelineOptions o = ExactOptions(1);
-  o.sparsifier = "block";
+  o.sparsifier = compress::SparsifierKind::kBlock;
   o.density = 0.05;
   o.wire = {compress::ValueEncoding::kFp16, compress::IndexEncoding::kBlockId};
   QuadraticRun run = RunQuadratic(4, 4096, 60, o, {"a", "a", "b", "b"});
@@ -175,7 +177,7 @@ TEST(GradientPipelineTest, SmallBucketsAreSentWhole) {
   EXPECT_EQ(WholeBuckets({5}, 0.99, 0), V{false});
   EXPECT_EQ(WholeBuckets({}, 0.02, 0), V{});
   PipelineOptions o = ExactOptions(0);
-  o.sparsifier = "block";
+  o.sparsifier = compress::SparsifierKind::kBlock;
   o.density = 0.05;
   o.dense_bucket_max = 4096;
   o.wire = {compress::ValueEncoding::kInt4, compress::IndexEncoding::kBlockVarint};
@@ -240,8 +242,11 @@ TEST(GradientPipelineTest, RejectsBadOptions) {
   o.density = 0;
   EXPECT_EQ(GradientPipeline::Create(o, specs, t0->get()).status().code(), Status::Code::kInvalidArgument);
   o = ExactOptions(0);
-  o.sparsifier = "magic";
-  EXPECT_FALSE(GradientPipeline::Create(o, specs, t0->get()).ok());
+  o.wire.indices = compress::IndexEncoding::kBlockId;  // needs the block sparsifier
+  EXPECT_EQ(GradientPipeline::Create(o, specs, t0->get()).status().code(), Status::Code::kInvalidArgument);
+  o = ExactOptions(0);
+  o.cpu_threads = 0;
+  EXPECT_EQ(GradientPipeline::Create(o, specs, t0->get()).status().code(), Status::Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -266,7 +266,7 @@ void VisitFields(DistributedOptions& o, V&& visit) {
             .PerWorker(),
         o.overlap_device_copies);
   visit(Field("exchange", d,
-              "auto, flat or hierarchical; sharded (--sync local): a reduce-scatter and an all-gather of "
+              "auto, flat or hierarchical; sharded: a reduce-scatter and an all-gather of "
               "re-compressed shards, 2(N-1)/N of a round's bytes per worker instead of N-1"),
         o.exchange);
   const char* l = "Local updates";
