@@ -127,13 +127,10 @@ Result<std::unique_ptr<CompressedAllReduce>> CompressedAllReduce::Create(const C
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->transport = transport;
-  collective::CollectiveOptions c;
-  c.sparsifier = options.sparsifier;
-  c.wire = options.wire;
-  c.dgc_momentum = options.dgc_momentum;
-  c.exchange = options.exchange;
-  c.leader = collective::LeaderMode::kResidual;
-  impl->collective = std::make_unique<collective::CompressedCollective>(c, transport);
+  impl->collective = std::make_unique<collective::CompressedCollective>(
+      collective::CollectiveOptions{options.sparsifier, options.wire, options.dgc_momentum, options.exchange,
+                                    collective::LeaderMode::kResidual},
+      transport);
   return std::unique_ptr<CompressedAllReduce>(new CompressedAllReduce(std::move(impl)));
 }
 

@@ -192,13 +192,10 @@ Status GradientPipeline::Impl::Init(std::vector<BucketSpec> specs) {
     return Status::InvalidArgument(std::string("block-id index encodings need the block sparsifier, not '") +
                                    NameOf(options_.sparsifier) + "'");
   }
-  collective::CollectiveOptions co;
-  co.sparsifier = options_.sparsifier;
-  co.wire = options_.wire;
-  co.dgc_momentum = options_.dgc_momentum;
-  co.exchange = options_.exchange;
-  co.leader = options_.leader;
-  collective_ = std::make_unique<collective::CompressedCollective>(co, transport_);
+  collective_ = std::make_unique<collective::CompressedCollective>(
+      collective::CollectiveOptions{options_.sparsifier, options_.wire, options_.dgc_momentum, options_.exchange,
+                                    options_.leader},
+      transport_);
   const size_t slots = static_cast<size_t>(options_.staleness) + 2;
   for (auto& spec : specs) {
     auto b = std::make_unique<Bucket>();
