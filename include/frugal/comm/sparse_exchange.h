@@ -46,7 +46,8 @@ using CombineFn = std::function<Result<Bytes>(std::vector<Bytes> parts)>;
 // kHierarchical only: how a leader turns its cluster's contributions (rank
 // order, at least two) into the one message it sends to the other
 // clusters' leaders, in place of CombineFn (a caller that re-compresses the
-// cluster's sum with a residual of its own, engine::CompressedAllReduce).
+// cluster's sum with a residual of its own: collective::CompressedCollective
+// with LeaderMode::kResidual).
 // Every leader must produce what every other leader can combine.
 using ClusterFn = std::function<Result<Bytes>(std::vector<Bytes> parts)>;
 
