@@ -23,8 +23,12 @@ struct PipelineFixture {
     if (!t.ok()) __builtin_trap();
     transport = std::move(*t);
     engine::PipelineOptions o;
-    o.sparsifier = "topk";
+    o.sparsifier = compress::SparsifierKind::kTopk;
     o.density = 0.25;
+    o.wire = {compress::ValueEncoding::kFp16, compress::IndexEncoding::kDeltaVarint};
+    o.staleness = 1;
+    o.cpu_threads = 1;
+    o.seed = 1;
     o.optimizer.kind = "adam";
     o.lr_at = [](int64_t) { return 0.01; };
     std::vector<engine::BucketSpec> specs(2);

@@ -29,12 +29,13 @@ DEPENDS = {
     "compress": ["common"],
     "optim": ["common"],
     "comm": ["common"],
+    "collective": ["compress", "comm"],
     "sim": ["common"],
     "sched": ["common", "sim"],
     "cluster": ["common", "sched", "comm"],
     "models": ["common"],
     "train": ["models", "data"],
-    "engine": ["train", "compress", "optim", "comm"],
+    "engine": ["train", "compress", "optim", "comm", "collective"],
     "control": ["engine", "sim"],
     "profiler": ["sim", "compress", "optim"],
     "cli": ["engine", "control", "profiler", "train", "sim", "sched", "cluster"],
@@ -63,7 +64,7 @@ SEAMS = {
 }
 
 # Modules that build without LibTorch (the "LibTorch?" column says "no").
-TORCH_FREE = {"common", "data", "compress", "optim", "comm", "sim", "sched", "cluster", "control"}
+TORCH_FREE = {"common", "data", "compress", "optim", "comm", "collective", "sim", "sched", "cluster", "control"}
 
 # Files of torch-free modules that may include LibTorch: tests that compare
 # with LibTorch's own implementation, built only with FRUGAL_WITH_TORCH=ON

@@ -333,7 +333,7 @@ double Median(const Row* r) { return r == nullptr ? 0.0 : r->median(r->seconds);
 
 // CPU seconds of one rank's round in the engine's default local mode
 // (density 1, int4, deflated, the sharded exchange over `world` ranks:
-// Note [Sharded exchange] in src/engine/compressed_allreduce.cc), composed
+// Note [Sharded exchange] in src/collective/compressed_collective.cc), composed
 // from the stages: its contribution compressed and encoded whole; as a
 // shard owner, world messages of 1/world of the values decode-merged and the
 // mean compressed again; every owner's mean decoded; the outer step and

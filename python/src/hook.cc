@@ -29,7 +29,7 @@ std::unique_ptr<CompressedAllReduce> Create(World& world, double density, const 
   if (!algorithm) throw py::value_error("exchange must be auto, flat, hierarchical or sharded, got '" + exchange + "'");
   CompressedAllReduceOptions o;
   o.density = density;
-  o.sparsifier = sparsifier;
+  o.sparsifier = *kind;
   o.wire = engine::WireFormatOf(*kind, *values);
   o.wire.deflate = deflate;
   o.exchange.algorithm = *algorithm;

@@ -38,9 +38,8 @@ Result<Bytes> SparseExchange::Run(Tag tag, Bytes contribution) {
 
 Result<std::vector<Bytes>> SparseExchange::RunUncombined(Tag tag, Bytes contribution, const ClusterFn& cluster) {
   if (algorithm_ == ExchangeAlgorithm::kSharded) {
-    return InContext(tag, Status::InvalidArgument("the sharded exchange needs the codec: it is the compressed "
-                                                  "all-reduce's (--sync local, the DDP hook), not the step "
-                                                  "pipeline's"));
+    return InContext(tag, Status::InvalidArgument("the sharded exchange takes its contribution shard by shard "
+                                                  "(RunSharded), not as one message"));
   }
   if (algorithm_ == ExchangeAlgorithm::kFlat) {
     // AllGather sends one shared buffer to all N-1 peers (zero-copy on the
@@ -53,6 +52,54 @@ Result<std::vector<Bytes>> SparseExchange::RunUncombined(Tag tag, Bytes contribu
   if (!result.ok()) return InContext(tag, result.status());
   std::vector<Bytes> out;
   out.push_back(std::move(result).value());
+  return out;
+}
+
+// Note [Sharded exchange] in src/collective/compressed_collective.cc has why
+// and what it costs. Every owner's message is computed from the same parts in
+// rank order and every rank receives the owner's bytes, so the results are
+// byte-identical on every rank for a pure ShardFn.
+Result<std::vector<Bytes>> SparseExchange::RunSharded(Tag scatter_tag, Tag gather_tag, std::vector<Bytes> shards,
+                                                      const std::vector<bool>& active, const ShardFn& owner) {
+  const int world = transport_->world_size();
+  const int me = transport_->rank();
+  assert(shards.size() == static_cast<size_t>(world) && active.size() == shards.size() && owner);
+  std::vector<Bytes> to_mine(static_cast<size_t>(world));
+  for (int j = 0; j < world; ++j) {
+    if (!active[static_cast<size_t>(j)]) continue;
+    if (j == me) {
+      to_mine[static_cast<size_t>(me)] = std::move(shards[static_cast<size_t>(j)]);
+    } else if (Status s = transport_->Send(j, scatter_tag, std::move(shards[static_cast<size_t>(j)])); !s.ok()) {
+      return InContext(scatter_tag, s);
+    }
+  }
+  auto mine = std::make_shared<Bytes>();
+  if (active[static_cast<size_t>(me)]) {
+    for (int k = 0; k < world; ++k) {
+      if (k == me) continue;
+      Result<Bytes> part = RecvFrom(k, scatter_tag, "gathering my shard");
+      if (!part.ok()) return InContext(scatter_tag, part.status());
+      to_mine[static_cast<size_t>(k)] = std::move(part).value();
+    }
+    Result<Bytes> combined = owner(std::move(to_mine));
+    if (!combined.ok()) return InContext(scatter_tag, combined.status());
+    *mine = std::move(combined).value();
+    for (int k = 0; k < world; ++k) {
+      if (k == me) continue;
+      if (Status s = transport_->Send(k, gather_tag, SharedBytes(mine)); !s.ok()) return InContext(gather_tag, s);
+    }
+  }
+  std::vector<Bytes> out(static_cast<size_t>(world));
+  for (int k = 0; k < world; ++k) {
+    if (!active[static_cast<size_t>(k)]) continue;
+    if (k == me) {
+      out[static_cast<size_t>(k)] = *mine;
+      continue;
+    }
+    Result<Bytes> mean = RecvFrom(k, gather_tag, "gathering the shards' owners' messages");
+    if (!mean.ok()) return InContext(gather_tag, mean.status());
+    out[static_cast<size_t>(k)] = std::move(mean).value();
+  }
   return out;
 }
 

@@ -84,11 +84,14 @@ float ExactMeanSum(int world, int nonzero_calls, size_t b, size_t i) {
   return static_cast<float>(s / world);
 }
 
+// Block-sparsified fp32 values with block ids, seed 1.
 CompressedAllReduceOptions Fp32(double density) {
   CompressedAllReduceOptions o;
+  o.sparsifier = compress::SparsifierKind::kBlock;
   o.density = density;
-  o.wire.values = compress::ValueEncoding::kFp32;
+  o.wire = {compress::ValueEncoding::kFp32, compress::IndexEncoding::kBlockId};
   o.exchange.timeout = std::chrono::milliseconds(10000);
+  o.seed = 1;
   return o;
 }
 
@@ -276,18 +279,15 @@ TEST(CompressedAllReduceTest, RejectsBadOptions) {
   comm::InProcHub hub(*topo);
   auto transport = hub.CreateTransport(0);
   ASSERT_TRUE(transport.ok());
-  CompressedAllReduceOptions o;
-  o.density = 0;
+  CompressedAllReduceOptions o;  // value-initialised: density 0
   auto ar = CompressedAllReduce::Create(o, transport->get());
   ASSERT_FALSE(ar.ok());
   EXPECT_NE(ar.status().message().find("density must be in (0, 1]"), std::string::npos);
-  o.density = 0.1;
-  o.sparsifier = "bogus";
+  o = Fp32(0.1);
+  o.sparsifier = compress::SparsifierKind::kTopk;  // block ids need whole blocks
   ar = CompressedAllReduce::Create(o, transport->get());
   ASSERT_FALSE(ar.ok());
-  EXPECT_NE(ar.status().message().find("bogus"), std::string::npos);
-  o.sparsifier = "topk";  // the default block-id wire format needs whole blocks
-  EXPECT_FALSE(CompressedAllReduce::Create(o, transport->get()).ok());
+  EXPECT_NE(ar.status().message().find("need the block sparsifier, not 'topk'"), std::string::npos);
   o.wire.indices = compress::IndexEncoding::kDeltaVarint;
   EXPECT_TRUE(CompressedAllReduce::Create(o, transport->get()).ok());
 }
@@ -335,9 +335,8 @@ TEST(CompressedAllReduceTest, StateRoundTripsThroughBytes) {
   comm::InProcHub hub(comm::Topology::SingleCluster(1));
   auto t0 = hub.CreateTransport(0);
   ASSERT_TRUE(t0.ok());
-  CompressedAllReduceOptions o;
-  o.sparsifier = "topk";
-  o.density = 0.1;
+  CompressedAllReduceOptions o = Fp32(0.1);
+  o.sparsifier = compress::SparsifierKind::kTopk;
   o.wire = {compress::ValueEncoding::kFp32, compress::IndexEncoding::kDeltaVarint};
   auto run = [](CompressedAllReduce& ar, int call) {
     std::vector<float> data(200);
@@ -412,11 +411,9 @@ void ExpectStateRoundTrips(const std::vector<std::string>& clusters, CompressedA
 }
 
 CompressedAllReduceOptions SparseInt4(double density) {
-  CompressedAllReduceOptions o;
-  o.sparsifier = "topk";
-  o.density = density;
+  CompressedAllReduceOptions o = Fp32(density);
+  o.sparsifier = compress::SparsifierKind::kTopk;
   o.wire = {compress::ValueEncoding::kInt4, compress::IndexEncoding::kDeltaVarint};
-  o.exchange.timeout = std::chrono::milliseconds(10000);
   return o;
 }
 

@@ -10,9 +10,8 @@
 #include <mutex>
 #include <thread>
 
-#include "frugal/compress/error_feedback.h"
-#include "frugal/compress/merge.h"
-#include "frugal/compress/sparsifier.h"
+#include "compressor_state.h"
+#include "frugal/collective/compressed_collective.h"
 #include "frugal/engine/checkpoint.h"
 #include "frugal/common/hash.h"
 #include "frugal/common/clock.h"
@@ -42,13 +41,17 @@ namespace frugal::engine {
 namespace {
 
 constexpr comm::Tag kControlBit = comm::Tag{1} << 63;
+// The second phase (the owners' messages) of a sharded exchange of gradient
+// tag g: g | kGatherBit, below the hooks' kHookTagBit range.
+constexpr comm::Tag kGatherBit = comm::Tag{1} << 61;
 
 struct Bucket {
   std::string name;
   std::vector<float> master;              // GUARDED_BY(mu)
   std::vector<std::vector<float>> grads;  // s+2 rotating slots
-  std::unique_ptr<compress::Sparsifier> sparsifier;
-  std::unique_ptr<compress::ErrorFeedback> feedback;
+  // Residuals and sparsifier states (collective::CompressedCollective).
+  // Used by the bucket's task only (tasks of one bucket run in order).
+  collective::BufferState compressors;
   std::unique_ptr<optim::SparseOptimizer> optimizer;  // GUARDED_BY(mu)
   bool whole = false;                                 // sent whole every step (WholeBuckets)
   std::mutex mu;
@@ -120,7 +123,7 @@ class GradientPipeline::Impl {
       std::lock_guard<std::mutex> lock(b->mu);
       masters += 4 * b->master.size();
       for (const auto& g : b->grads) grads += 4 * g.size();
-      residuals += 4 * (b->feedback->residual().size() + b->feedback->velocity().size());
+      residuals += b->compressors.ResidualBytes();
       optimizer += b->optimizer->StateBytes();
     }
     return {{"masters", masters}, {"gradient_slots", grads}, {"residuals", residuals}, {"optimizer", optimizer}};
@@ -131,7 +134,19 @@ class GradientPipeline::Impl {
   Status LoadParts(const std::vector<uint8_t>& bytes, bool want_shared, bool want_local);
   void ThreadMain();
   Status RunTask(const Task& task);
-  Result<comm::Bytes> Combine(std::vector<comm::Bytes> parts);
+  // The task's exchange: *update <- the mean of the world's compressed
+  // gradients of bucket b at iteration t.
+  Status ReduceBucket(Bucket& b, size_t index, int64_t t, compress::SparseVector* update, double* compress_s,
+                      double* exchange_s);
+  void CountTask(const Bucket& b, const collective::CallStats& call, const compress::SparseVector& update);
+  // The local part of the state beyond each bucket's whole-bucket
+  // compressor (shards, owners' and leaders' residuals): written after the
+  // buckets, when any bucket has such compressors.
+  void WriteExtraCompressors(ByteWriter& w) const;
+  Status ReadExtraCompressors(ByteReader& r, bool want_local);
+  // Restores b's whole-bucket compressor from its saved bytes (empty: none).
+  static Status LoadWhole(Bucket& b, const std::vector<uint8_t>& feedback, const std::vector<uint8_t>& sparsifier,
+                          bool want_local);
   void SetError(const Status& s) {
     std::lock_guard<std::mutex> lock(mu_);
     if (error_.ok()) error_ = s;
@@ -151,7 +166,7 @@ class GradientPipeline::Impl {
 
   const PipelineOptions options_;
   comm::Transport* const transport_;
-  std::unique_ptr<comm::SparseExchange> exchange_;
+  std::unique_ptr<collective::CompressedCollective> collective_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::vector<std::thread> threads_;
 
@@ -173,21 +188,22 @@ Status GradientPipeline::Impl::Init(std::vector<BucketSpec> specs) {
   if (!(options_.density > 0) || options_.density > 1) return Status::InvalidArgument("--density must be in (0, 1]");
   if (options_.cpu_threads < 1) return Status::InvalidArgument("--cpu-threads must be >= 1");
   if (!options_.lr_at) return Status::InvalidArgument("no learning-rate schedule");
+  if (compress::IsBlockIndexed(options_.wire.indices) && options_.sparsifier != compress::SparsifierKind::kBlock) {
+    return Status::InvalidArgument(std::string("block-id index encodings need the block sparsifier, not '") +
+                                   NameOf(options_.sparsifier) + "'");
+  }
+  collective_ = std::make_unique<collective::CompressedCollective>(
+      collective::CollectiveOptions{options_.sparsifier, options_.wire, options_.dgc_momentum, options_.exchange,
+                                    options_.leader},
+      transport_);
   const size_t slots = static_cast<size_t>(options_.staleness) + 2;
   for (auto& spec : specs) {
     auto b = std::make_unique<Bucket>();
     b->name = spec.name;
     b->master = std::move(spec.initial);
     b->grads.assign(slots, std::vector<float>(b->master.size(), 0.0f));
-    compress::SparsifierOptions so;
-    so.tensor_name = b->name;
-    so.seed = options_.seed + buckets_.size();
-    FRUGAL_ASSIGN_OR_RETURN(b->sparsifier, compress::CreateSparsifier(options_.sparsifier, so));
-    compress::ErrorFeedbackOptions eo;
-    eo.tensor_name = b->name;
-    eo.momentum = options_.dgc_momentum;
-    eo.wire_values = options_.wire.values;
-    b->feedback = std::make_unique<compress::ErrorFeedback>(b->master.size(), eo);
+    FRUGAL_RETURN_IF_ERROR(collective_->Prepare(b->compressors, b->name, options_.seed + buckets_.size(),
+                                                b->master.size()));
     if (spec.optimizer_segments.empty()) {
       FRUGAL_ASSIGN_OR_RETURN(b->optimizer, optim::CreateSparseOptimizer(options_.optimizer, b->master.size(), b->name));
     } else {
@@ -204,14 +220,8 @@ Status GradientPipeline::Impl::Init(std::vector<BucketSpec> specs) {
   for (const auto& b : buckets_) sizes.push_back(b->master.size());
   const std::vector<bool> whole = WholeBuckets(sizes, options_.whole_bucket_share, options_.dense_bucket_max);
   for (size_t i = 0; i < buckets_.size(); ++i) buckets_[i]->whole = whole[i];
-  exchange_ = std::make_unique<comm::SparseExchange>(
-      transport_, [this](std::vector<comm::Bytes> parts) { return Combine(std::move(parts)); }, options_.exchange);
   for (int i = 0; i < options_.cpu_threads; ++i) threads_.emplace_back([this] { ThreadMain(); });
   return Status::Ok();
-}
-
-Result<comm::Bytes> GradientPipeline::Impl::Combine(std::vector<comm::Bytes> parts) {
-  return compress::CombineEncoded(parts, options_.wire);
 }
 
 void GradientPipeline::Impl::ThreadMain() {
@@ -229,6 +239,35 @@ void GradientPipeline::Impl::ThreadMain() {
   }
 }
 
+Status GradientPipeline::Impl::ReduceBucket(Bucket& b, size_t index, int64_t t, compress::SparseVector* update,
+                                           double* compress_s, double* exchange_s) {
+  auto& grad = b.grads[static_cast<size_t>(t) % b.grads.size()];
+  const double density = b.whole ? 1.0 : WarmupDensity(SettingsAt(t).density, t, options_.density_warmup_steps);
+  collective::CallTags tags;
+  tags.scatter = GradientTag(t, index, buckets_.size());
+  tags.gather = tags.scatter | kGatherBit;
+  collective::CallStats call;
+  Status s = collective_->Reduce(b.compressors, tags, Span<const float>(grad.data(), grad.size()), density,
+                                 /*deflate=*/true, update, &call);
+  if (!s.ok()) return s.WithContext("iteration " + std::to_string(t) + ", bucket " + b.name);
+  *compress_s = call.compress_s;
+  *exchange_s = call.exchange_s;
+  CountTask(b, call, *update);
+  return Status::Ok();
+}
+
+void GradientPipeline::Impl::CountTask(const Bucket& b, const collective::CallStats& call,
+                                       const compress::SparseVector& update) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.sent_values += call.sent_values;
+  stats_.total_values += b.master.size();
+  stats_.merged_values += update.nnz();
+  stats_.held_mass += call.mass.held;
+  stats_.sent_mass += call.mass.sent;
+  stats_.held_sq += call.mass.held_sq;
+  stats_.sent_sq += call.mass.sent_sq;
+}
+
 Status GradientPipeline::Impl::RunTask(const Task& task) {
   using Clock = std::chrono::steady_clock;
   Bucket& b = *buckets_[task.bucket];
@@ -239,26 +278,9 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
     if (stop_ || !error_.ok()) return Status::Ok();
   }
   auto t0 = Clock::now();
-  compress::SparseVector mine;
-  auto& grad = b.grads[static_cast<size_t>(t) % b.grads.size()];
-  const double density = b.whole ? 1.0 : WarmupDensity(SettingsAt(t).density, t, options_.density_warmup_steps);
-  FRUGAL_RETURN_IF_ERROR(
-      b.feedback->Compress(Span<const float>(grad.data(), grad.size()), *b.sparsifier, density, &mine));
-  comm::Bytes encoded;
-  FRUGAL_RETURN_IF_ERROR(compress::Encode(mine, options_.wire, &encoded));
-  auto t1 = Clock::now();
-  Result<std::vector<comm::Bytes>> parts =
-      exchange_->RunUncombined(GradientTag(t, task.bucket, buckets_.size()), std::move(encoded));
-  if (!parts.ok()) return parts.status().WithContext("iteration " + std::to_string(t) + ", bucket " + b.name);
-  auto t2 = Clock::now();
   compress::SparseVector update;  // Note [Merged updates] in src/compress/merge.cc
-  FRUGAL_RETURN_IF_ERROR(compress::DecodeAndMerge(*parts, &update));
-  if (update.dense_size != b.master.size()) {
-    return Status::Corruption("bucket " + b.name + ": merged update has " + std::to_string(update.dense_size) +
-                              " elements, expected " + std::to_string(b.master.size()));
-  }
-  const float inv_world = 1.0f / static_cast<float>(transport_->world_size());
-  for (float& v : update.values) v *= inv_world;
+  double compress_s = 0, exchange_s = 0;
+  FRUGAL_RETURN_IF_ERROR(ReduceBucket(b, task.bucket, t, &update, &compress_s, &exchange_s));
   auto decode_done = Clock::now();
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -278,18 +300,11 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
     std::lock_guard<std::mutex> lock(mu_);
     b.applied = t;
     b.processed = t;
-    stats_.sparsify_s += Seconds(t1 - t0);
-    stats_.exchange_s += Seconds(t2 - t1);
-    stats_.optimizer_s += Seconds(t4 - t3) + Seconds(decode_done - t2);
+    stats_.sparsify_s += compress_s;
+    stats_.exchange_s += exchange_s;
+    // decode, merge and scale: the rest of the collective's time
+    stats_.optimizer_s += Seconds(t4 - t3) + std::max(0.0, Seconds(decode_done - t0) - compress_s - exchange_s);
     stats_.tasks += 1;
-    stats_.sent_values += mine.nnz();
-    stats_.total_values += b.master.size();
-    stats_.merged_values += update.nnz();
-    const compress::FeedbackMass& mass = b.feedback->last_mass();
-    stats_.held_mass += mass.held;
-    stats_.sent_mass += mass.sent;
-    stats_.held_sq += mass.held_sq;
-    stats_.sent_sq += mass.sent_sq;
   }
   cv_.notify_all();
   return Status::Ok();
@@ -396,8 +411,9 @@ Result<std::vector<uint8_t>> GradientPipeline::Impl::SaveState(StateParts parts)
     std::lock_guard<std::mutex> lock(b.mu);
     if (shared) total += 8 + 4 * b.master.size() + 8 + b.optimizer->StateBytes();
     if (local) {
-      sparsifier_states[i] = b.sparsifier->state().Serialize();
-      total += 8 + b.feedback->SerializedSize() + 8 + sparsifier_states[i].size();
+      const collective::Compressor& c = b.compressors.whole;  // none when sharded
+      if (c.sparsifier) sparsifier_states[i] = c.sparsifier->state().Serialize();
+      total += 8 + (c.feedback ? c.feedback->SerializedSize() : 0) + 8 + sparsifier_states[i].size();
     }
   }
   ByteWriter w;
@@ -419,14 +435,75 @@ Result<std::vector<uint8_t>> GradientPipeline::Impl::SaveState(StateParts parts)
     std::lock_guard<std::mutex> lock(b.mu);
     if (shared) w.Floats(b.master.data(), b.master.size());
     if (local) {
-      w.BytesAppended(b.feedback->SerializedSize(), [&](std::vector<uint8_t>* out) { b.feedback->AppendTo(out); });
+      const compress::ErrorFeedback* f = b.compressors.whole.feedback.get();
+      w.BytesAppended(f ? f->SerializedSize() : 0, [&](std::vector<uint8_t>* out) {
+        if (f) f->AppendTo(out);
+      });
       w.Bytes(sparsifier_states[i]);
     }
     if (shared) {
       w.BytesAppended(b.optimizer->StateBytes(), [&](std::vector<uint8_t>* out) { b.optimizer->AppendState(out); });
     }
   }
+  if (local) WriteExtraCompressors(w);
   return w.Take();
+}
+
+void GradientPipeline::Impl::WriteExtraCompressors(ByteWriter& w) const {
+  auto extra = [](const collective::BufferState& c) { return !c.shards.empty() || c.leader.feedback != nullptr; };
+  uint64_t count = 0;
+  for (const auto& b : buckets_) count += extra(b->compressors);
+  if (count == 0) return;
+  w.U64(count);
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    const collective::BufferState& c = buckets_[i]->compressors;
+    if (!extra(c)) continue;
+    w.U64(i);
+    w.U64(c.shards.size());
+    for (const collective::Compressor& shard : c.shards) WriteCompressor(w, shard, shard.size);
+    WriteCompressor(w, c.owned, c.owned.size);
+    WriteCompressor(w, c.leader, c.leader.size);
+  }
+}
+
+Status GradientPipeline::Impl::ReadExtraCompressors(ByteReader& r, bool want_local) {
+  FRUGAL_ASSIGN_OR_RETURN(uint64_t count, r.U64());
+  if (count > buckets_.size()) return Status::Corruption("pipeline state: bad count of sharded or led buckets");
+  for (uint64_t k = 0; k < count; ++k) {
+    FRUGAL_ASSIGN_OR_RETURN(uint64_t index, r.U64());
+    FRUGAL_ASSIGN_OR_RETURN(uint64_t shards, r.U64());
+    if (index >= buckets_.size() || shards > collective::kMaxShards) {
+      return Status::Corruption("pipeline state: bad sharded or led bucket entry");
+    }
+    collective::BufferState& c = buckets_[index]->compressors;
+    if (want_local && shards != c.shards.size()) {
+      return Status::Corruption("pipeline state: bucket " + c.name + " was saved with " + std::to_string(shards) +
+                                " shards, this run has " + std::to_string(c.shards.size()) +
+                                " (same --exchange and world size?)");
+    }
+    auto reset = [&](uint64_t part) {
+      return [&, part](collective::Compressor& fresh, size_t size) {
+        return collective_->ResetCompressor(c, part, size, fresh);
+      };
+    };
+    for (uint64_t p = 0; p < shards; ++p) {
+      FRUGAL_RETURN_IF_ERROR(ReadCompressor(r, want_local ? &c.shards[p] : nullptr, reset(1 + p)));
+    }
+    FRUGAL_RETURN_IF_ERROR(ReadCompressor(r, want_local ? &c.owned : nullptr, reset(1 + shards)));
+    FRUGAL_RETURN_IF_ERROR(ReadCompressor(r, want_local ? &c.leader : nullptr, reset(collective::kLeaderPart)));
+  }
+  return Status::Ok();
+}
+
+Status GradientPipeline::Impl::LoadWhole(Bucket& b, const std::vector<uint8_t>& feedback,
+                                        const std::vector<uint8_t>& sparsifier, bool want_local) {
+  collective::Compressor& c = b.compressors.whole;
+  if (!want_local || feedback.empty()) return Status::Ok();
+  if (!c.feedback) return Status::Corruption("pipeline state: bucket " + b.name + " has a residual this exchange lacks");
+  FRUGAL_RETURN_IF_ERROR(c.feedback->Deserialize(Span<const uint8_t>(feedback.data(), feedback.size())));
+  FRUGAL_ASSIGN_OR_RETURN(compress::SparsifierState st, compress::SparsifierState::Deserialize(
+                                                            Span<const uint8_t>(sparsifier.data(), sparsifier.size())));
+  return c.sparsifier->RestoreState(st);
 }
 
 Status GradientPipeline::Impl::LoadParts(const std::vector<uint8_t>& bytes, bool want_shared, bool want_local) {
@@ -464,12 +541,7 @@ Status GradientPipeline::Impl::LoadParts(const std::vector<uint8_t>& bytes, bool
     if (local) {
       FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> feedback, r.Bytes());
       FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> sparsifier, r.Bytes());
-      if (want_local) {
-        FRUGAL_RETURN_IF_ERROR(b.feedback->Deserialize(Span<const uint8_t>(feedback.data(), feedback.size())));
-        FRUGAL_ASSIGN_OR_RETURN(compress::SparsifierState st, compress::SparsifierState::Deserialize(
-                                                                  Span<const uint8_t>(sparsifier.data(), sparsifier.size())));
-        FRUGAL_RETURN_IF_ERROR(b.sparsifier->RestoreState(st));
-      }
+      FRUGAL_RETURN_IF_ERROR(LoadWhole(b, feedback, sparsifier, want_local));
     }
     if (shared) {
       FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> optimizer, r.Bytes());
@@ -479,6 +551,7 @@ Status GradientPipeline::Impl::LoadParts(const std::vector<uint8_t>& bytes, bool
     }
     if (want_shared) b.applied = b.processed = b.submitted = b.copied_for = t - 1;
   }
+  if (local && !r.done()) FRUGAL_RETURN_IF_ERROR(ReadExtraCompressors(r, want_local));
   if (!r.done()) return Status::Corruption("pipeline state: trailing bytes");
   if (want_shared) {
     std::lock_guard<std::mutex> lock(mu_);

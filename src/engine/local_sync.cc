@@ -289,7 +289,7 @@ Status LocalSync::Impl::MakeOuter() {
 Status LocalSync::Impl::MakeReduce() {
   const DistributedOptions& d = config.distributed;
   CompressedAllReduceOptions o;
-  o.sparsifier = NameOf(d.sparsifier);
+  o.sparsifier = d.sparsifier;
   o.density = DensityOf(d);
   o.wire = WireFormatOf(d);
   o.dgc_momentum = static_cast<float>(d.dgc_momentum);

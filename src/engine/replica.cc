@@ -51,7 +51,7 @@ ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(
   ro.timeout = TimeoutOf(d);
   ro.overlap_device_copies = d.overlap_device_copies;
   PipelineOptions& po = ro.pipeline;
-  po.sparsifier = NameOf(d.sparsifier);
+  po.sparsifier = d.sparsifier;
   po.density = DensityOf(d);
   po.density_warmup_steps = d.density_warmup_steps;
   po.dense_bucket_max = static_cast<uint64_t>(d.dense_bucket_max);
@@ -63,6 +63,7 @@ ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(
   po.optimizer = MakeOptimizerOptions(t);
   po.exchange.timeout = ro.timeout;
   po.exchange.algorithm = d.exchange;
+  po.leader = collective::LeaderMode::kMerge;  // Note [Leader residual]: the step mode's leaders merge
   po.seed = t.seed;
   po.lr_at = std::move(lr_at);
   ro.gradient_pipeline = !IsLocalUpdates(d.sync);

@@ -31,13 +31,7 @@ std::string TomlValue(const T& v) {
 // The local-update mode's cross-field checks.
 Status ValidateSync(const RunConfig& config) {
   const DistributedOptions& d = config.distributed;
-  if (!IsLocalUpdates(SyncOf(config))) {
-    if (d.exchange == comm::ExchangeAlgorithm::kSharded) {
-      return Status::InvalidArgument("--exchange sharded needs --sync local (the step pipeline's exchange is flat "
-                                     "or hierarchical)");
-    }
-    return Status::Ok();
-  }
+  if (!IsLocalUpdates(SyncOf(config))) return Status::Ok();
   if (d.site_values != compress::ValueEncoding::kBf16 && d.site_values != compress::ValueEncoding::kFp32) {
     return Status::InvalidArgument(std::string("--site-values must be bf16 or fp32, got ") + NameOf(d.site_values));
   }

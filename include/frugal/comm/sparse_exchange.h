@@ -13,10 +13,15 @@
 //                  links; each leader combines the per-cluster messages in
 //                  cluster-id order and broadcasts the result to its members.
 //   kAuto          kFlat with one cluster, kHierarchical otherwise.
-//   kSharded       not SparseExchange's: a reduce-scatter and an all-gather
-//                  of re-compressed shards, which needs the codec
-//                  (engine::CompressedAllReduce, Note [Sharded exchange]).
-//                  Run returns InvalidArgument.
+//   kSharded       a reduce-scatter and an all-gather (RunSharded): every
+//                  rank sends its contribution to shard j to rank j; owner j
+//                  turns the world's contributions to its shard into one
+//                  message (ShardFn, the codec's: decode, average,
+//                  re-compress) and sends it to every rank. The caller cuts
+//                  its contribution into shards (it compresses each with a
+//                  residual of its own: collective::CompressedCollective,
+//                  Note [Sharded exchange]), so Run and RunUncombined, which
+//                  take one whole message, return InvalidArgument for it.
 //
 // Determinism: the combine inputs are always ordered (rank order inside a
 // cluster, cluster-id order across clusters), so if CombineFn is a pure
@@ -41,9 +46,14 @@ using CombineFn = std::function<Result<Bytes>(std::vector<Bytes> parts)>;
 // kHierarchical only: how a leader turns its cluster's contributions (rank
 // order, at least two) into the one message it sends to the other
 // clusters' leaders, in place of CombineFn (a caller that re-compresses the
-// cluster's sum with a residual of its own, engine::CompressedAllReduce).
+// cluster's sum with a residual of its own: collective::CompressedCollective
+// with LeaderMode::kResidual).
 // Every leader must produce what every other leader can combine.
 using ClusterFn = std::function<Result<Bytes>(std::vector<Bytes> parts)>;
+
+// kSharded only: how the owner of a shard turns the world's contributions to
+// it (rank order, one per rank) into the one message it sends every rank.
+using ShardFn = std::function<Result<Bytes>(std::vector<Bytes> parts)>;
 
 enum class ExchangeAlgorithm { kAuto, kFlat, kHierarchical, kSharded };
 
@@ -73,6 +83,17 @@ class SparseExchange {
   // merge the parts itself instead of having CombineFn encode them first.
   // cluster: kHierarchical's cluster message (ClusterFn); null: CombineFn.
   Result<std::vector<Bytes>> RunUncombined(Tag tag, Bytes contribution, const ClusterFn& cluster = nullptr);
+
+  // kSharded: shards[j], this rank's contribution to shard j (one entry per
+  // rank), goes to rank j, which sends owner(the world's contributions to
+  // its shard, in rank order) to every rank; returns the owners' messages in
+  // rank order. A shard whose active[j] is false (one with no values, the
+  // same on every rank) sends nothing and returns empty bytes. The two
+  // phases use scatter_tag and gather_tag, which must differ; the tag rule
+  // of Run applies to both.
+  // REQUIRES: shards.size() == active.size() == world size; owner is set.
+  Result<std::vector<Bytes>> RunSharded(Tag scatter_tag, Tag gather_tag, std::vector<Bytes> shards,
+                                        const std::vector<bool>& active, const ShardFn& owner);
 
   ExchangeAlgorithm algorithm() const { return algorithm_; }
 

@@ -2,22 +2,16 @@
 // computed from block-sparsified, error-fed contributions (torch-free).
 // It is the engine behind the Python DDP comm hook (frugal.sparse_hook): DDP
 // hands over one flat gradient bucket at a time and gets back the averaged
-// bucket. Per call, for bucket index b:
-//   acc = residual(b) + grad            (compress::ErrorFeedback)
-//   sent = sparsify(acc, density)       (compress::Sparsifier, per-bucket state)
-//   encode -> SparseExchange (flat or hierarchical; a cluster leader
-//             decodes its cluster's contributions, sums them and compresses
-//             the sum with a residual of its own for the other clusters:
-//             Note [Leader residual] in compressed_allreduce.cc)
-//   grad <- densify(merged) / world_size
-// With exchange.algorithm kSharded the bucket is cut into world_size shards,
-// each compressed and sent to its owner rank, which averages the shard,
-// compresses the mean with a residual of its own and sends it to every rank
-// (a reduce-scatter and an all-gather: Note [Sharded exchange] in
-// compressed_allreduce.cc).
-// Either way what a rank did not send stays in its residual and is sent
-// later, as in the GradientPipeline, but the update is handed back instead
-// of applied by Frugal's optimizer.
+// bucket. Per call, for bucket index b, it runs the compressed collective
+// (collective::CompressedCollective: error feedback, sparsify, encode,
+// exchange, decode and merge, scale) on b's residuals, and writes the mean
+// densely into the bucket. Its cluster leaders compress their cluster's sum
+// with a residual of their own (collective::LeaderMode::kResidual,
+// Note [Leader residual] in src/collective/compressed_collective.cc); with
+// exchange.algorithm kSharded each rank owns a shard of every bucket
+// (Note [Sharded exchange] there). What a rank did not send stays in its
+// residual and is sent later, as in the GradientPipeline, but the update is
+// handed back instead of applied by Frugal's optimizer.
 //
 // Buckets are identified by an index chosen by the caller (DDP's
 // GradBucket.index()). Every rank must call Run for the same buckets in the
@@ -48,20 +42,22 @@
 #include "frugal/common/span.h"
 #include "frugal/common/status.h"
 #include "frugal/compress/codec.h"
+#include "frugal/compress/sparsifier.h"
 
 namespace frugal::engine {
 
+// Filled by the caller from its resolved configuration (LocalSync from the
+// RunConfig, the Python hook from its keywords); it has no defaults of its
+// own: a value-initialised struct has density 0, which Create refuses.
 struct CompressedAllReduceOptions {
-  std::string sparsifier = "block";  // topk | block | randomk
-  double density = 0.01;             // fraction of each bucket sent per call, in (0, 1]
-  // fp16 values and block ids: what the CLI's default block sparsifier sends.
-  compress::WireFormat wire{compress::ValueEncoding::kFp16, compress::IndexEncoding::kBlockId};
-  float dgc_momentum = 0.0f;  // error-feedback momentum correction; 0 = off
+  compress::SparsifierKind sparsifier{};  // block-id encodings need kBlock
+  double density = 0;                     // fraction of each bucket sent per call, in (0, 1]
+  compress::WireFormat wire;              // wire.deflate: per call, SetDeflate
+  float dgc_momentum = 0;                 // error-feedback momentum correction; 0 = off
   // Algorithm (auto: flat in one cluster, hierarchical across clusters;
-  // sharded: see the top) and the bound on every wait for a peer. Default
-  // timeout: 60 s.
+  // sharded: see the top) and the bound on every wait for a peer.
   comm::ExchangeOptions exchange;
-  uint64_t seed = 1;  // randomk
+  uint64_t seed = 0;  // the sparsifiers' seeds (randomk) start here
   // Distinguishes the messages of objects sharing one transport, < 256.
   uint32_t instance = 0;
 };

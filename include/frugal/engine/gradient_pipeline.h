@@ -1,8 +1,9 @@
 // GradientPipeline: the CPU side of one worker of a distributed run
 // (torch-free). For every gradient bucket of every iteration it runs, on CPU
 // threads:
-//   error feedback + sparsify -> encode -> sparse exchange (merge) ->
-//   decode -> average -> sparse optimizer step on the CPU master copy
+//   the compressed collective (collective::CompressedCollective: error
+//   feedback + sparsify -> encode -> exchange -> decode and merge ->
+//   average) -> sparse optimizer step on the CPU master copy
 // and it gates the compute thread so the forward of iteration t uses exactly
 // the parameters after iteration t-1-s (s = staleness, 0 or 1).
 // See Note [Pipeline and staleness] in gradient_pipeline.cc and the diagram
@@ -28,11 +29,13 @@
 #include <utility>
 #include <vector>
 
+#include "frugal/collective/compressed_collective.h"
 #include "frugal/comm/sparse_exchange.h"
 #include "frugal/comm/transport.h"
 #include "frugal/common/span.h"
 #include "frugal/common/status.h"
 #include "frugal/compress/codec.h"
+#include "frugal/compress/sparsifier.h"
 #include "frugal/optim/sparse_optimizer.h"
 
 namespace frugal::engine {
@@ -46,19 +49,27 @@ struct BucketSpec {
   std::vector<optim::OptimizerSegment> optimizer_segments;
 };
 
+// Filled from the resolved run configuration (MakeReplicaOptions); it has no
+// defaults of its own: a value-initialised struct has density 0, which Create
+// refuses, and no learning-rate schedule.
 struct PipelineOptions {
-  std::string sparsifier = "block";  // topk | block | randomk
-  double density = 0.01;             // fraction of each bucket sent per step
-  int64_t density_warmup_steps = 0;  // see WarmupDensity; 0 = off
-  uint64_t dense_bucket_max = 0;     // buckets of at most this many values are sent whole (WholeBuckets)
-  double whole_bucket_share = 0.0;   // the smallest buckets, together at most this share of the values, too
-  compress::WireFormat wire{compress::ValueEncoding::kFp16, compress::IndexEncoding::kDeltaVarint};
-  int staleness = 1;                 // 0 or 1
-  int cpu_threads = 1;               // threads running bucket tasks
-  float dgc_momentum = 0.0f;         // error-feedback momentum correction; 0 = off
-  optim::OptimizerOptions optimizer; // lr is replaced per iteration by lr_at
-  comm::ExchangeOptions exchange;    // algorithm and per-wait timeout
-  uint64_t seed = 1;                 // randomk
+  compress::SparsifierKind sparsifier{};  // block-id encodings need kBlock
+  double density = 0;                     // fraction of each bucket sent per step, in (0, 1]
+  int64_t density_warmup_steps = 0;       // see WarmupDensity; 0 = off
+  uint64_t dense_bucket_max = 0;          // buckets of at most this many values are sent whole (WholeBuckets)
+  double whole_bucket_share = 0;          // the smallest buckets, together at most this share of the values, too
+  compress::WireFormat wire;
+  int staleness = 0;                      // 0 or 1
+  int cpu_threads = 0;                    // threads running bucket tasks, >= 1
+  float dgc_momentum = 0;                 // error-feedback momentum correction; 0 = off
+  optim::OptimizerOptions optimizer;      // lr is replaced per iteration by lr_at
+  // Algorithm (flat, hierarchical or sharded: collective::CompressedCollective)
+  // and per-wait timeout.
+  comm::ExchangeOptions exchange;
+  // Hierarchical: how a cluster leader forms its cluster's message
+  // (Note [Leader residual] in src/collective/compressed_collective.cc).
+  collective::LeaderMode leader{};
+  uint64_t seed = 0;                      // the sparsifiers' seeds (randomk) start here
   // Learning rate for iteration t (a pure function so all workers agree).
   std::function<double(int64_t)> lr_at;
 };
@@ -71,8 +82,8 @@ using HostMemory = std::vector<std::pair<std::string, uint64_t>>;
 
 struct PipelineStats {
   double sparsify_s = 0;   // error feedback + selection + encode
-  double exchange_s = 0;   // SparseExchange::Run (incl. merge by leaders)
-  double optimizer_s = 0;  // decode + sparse optimizer step
+  double exchange_s = 0;   // the exchange (incl. the leaders' and shard owners' work)
+  double optimizer_s = 0;  // decode, merge and scale + sparse optimizer step
   double wait_s = 0;       // compute thread blocked in BeginIteration
   uint64_t tasks = 0;      // bucket-iterations applied
   uint64_t sent_values = 0;  // coordinates this worker contributed

@@ -265,7 +265,7 @@ template <class V>
 void VisitFields(NetworkOptions& o, V&& visit) {
   const char* d = "Distributed";
   visit(Field("exchange", d,
-              "auto, flat or hierarchical; sharded (--sync local): a reduce-scatter and an all-gather of "
+              "auto, flat or hierarchical; sharded: a reduce-scatter and an all-gather of "
               "re-compressed shards, 2(N-1)/N of a round's bytes per worker instead of N-1"),
         o.exchange);
   visit(Field("timeout_s", d, "Bound on every network wait, seconds").SpeedNeutral().PerWorker().Positive().Max(86400), o.timeout_s);

@@ -1,0 +1,27 @@
+#include "compressor_state.h"
+
+#include <vector>
+
+namespace frugal::engine {
+
+void WriteCompressor(ByteWriter& w, const collective::Compressor& c, uint64_t size) {
+  w.U64(size);
+  w.Bytes(c.feedback ? c.feedback->Serialize() : std::vector<uint8_t>());
+  w.Bytes(c.sparsifier ? c.sparsifier->state().Serialize() : std::vector<uint8_t>());
+}
+
+Status ReadCompressor(ByteReader& r, collective::Compressor* c, const ResetCompressorFn& reset, uint64_t* size_out) {
+  FRUGAL_ASSIGN_OR_RETURN(uint64_t size, r.U64());
+  if (size_out != nullptr) *size_out = size;
+  FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> residual, r.Bytes());
+  FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> sparsifier, r.Bytes());
+  if (size >= (uint64_t{1} << 32)) return Status::Corruption("compressor state: bad size");
+  if (residual.empty() || c == nullptr) return Status::Ok();
+  FRUGAL_RETURN_IF_ERROR(reset(*c, static_cast<size_t>(size)));
+  FRUGAL_RETURN_IF_ERROR(c->feedback->Deserialize(Span<const uint8_t>(residual.data(), residual.size())));
+  FRUGAL_ASSIGN_OR_RETURN(compress::SparsifierState ss, compress::SparsifierState::Deserialize(
+                                                            Span<const uint8_t>(sparsifier.data(), sparsifier.size())));
+  return c->sparsifier->RestoreState(ss);
+}
+
+}  // namespace frugal::engine
