@@ -18,7 +18,7 @@
 #include <zmq.hpp>
 
 #include "fuzz_input.h"
-#include "membership_server_impl.h"
+#include "membership/membership_server_impl.h"
 
 namespace {
 

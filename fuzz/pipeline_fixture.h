@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "frugal/comm/inproc_transport.h"
-#include "frugal/comm/topology.h"
+#include "frugal/comm/transport/inproc_transport.h"
+#include "frugal/comm/transport/topology.h"
 #include "frugal/engine/gradient_pipeline.h"
 
 namespace frugal::fuzz {

@@ -1,5 +1,5 @@
 // libFuzzer target: the JSON frames of the rendezvous and of elastic
-// membership (src/comm/rendezvous_wire.h, membership_wire.h), which a
+// membership (src/comm/membership/rendezvous_wire.h, membership_wire.h), which a
 // coordinator reads from anyone who reaches its port and a worker reads from
 // whatever answers at the coordinator's address. Input: a selector byte and
 // a world-size byte, then the frame. Every accepted frame must satisfy the
@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_input.h"
-#include "membership_wire.h"
-#include "rendezvous_wire.h"
+#include "membership/membership_wire.h"
+#include "membership/rendezvous_wire.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "fuzz_input.h"
-#include "zmq/wire_header.h"
+#include "transport/zmq/wire_header.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace frugal::comm;

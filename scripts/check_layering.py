@@ -12,6 +12,14 @@ through a Frugal header. The graph and the torch-free list are written here
 once; the script also checks that the diagram and the module table in
 docs/architecture.md say the same, so the two cannot drift apart.
 
+Inside `comm` the same holds one level down: every file lies in one of the
+folders of COMM_PARTS (transport, membership, algorithms, testing), and a
+folder includes, from the others, only what its arrows reach, whether by a
+public header (`frugal/comm/<part>/...`) or by an internal one (a quoted
+path below src/comm). Tests (`*_test.cc`) may also use `testing`. Outside
+`comm`, only tests may include `testing`. The script checks that the diagram
+under "Inside comm" in docs/architecture.md says the same.
+
 Exits 1 and prints `file:line: reason` for each violation. Stdlib only.
 """
 
@@ -58,10 +66,21 @@ SEAMS = {
     },
     # "cluster -> comm (security.h seam only: the jobs' keys, Note [Job keys])"
     ("cluster", "comm"): {
-        "headers": {"frugal/comm/security.h"},
+        "headers": {"frugal/comm/transport/security.h"},
         "files": {"src/cluster/agent.cc", "src/cluster/cluster_manager.cc", "src/cluster/slurm_backend_test.cc"},
     },
 }
+
+# The folders of comm and what each uses directly (docs/architecture.md,
+# "Inside comm"); followed transitively like DEPENDS.
+COMM_PARTS = {
+    "transport": [],
+    "membership": ["transport"],
+    "algorithms": ["transport"],
+    "testing": ["transport", "membership", "algorithms"],
+}
+# The folder that only tests may use.
+TEST_PART = "testing"
 
 # Modules that build without LibTorch (the "LibTorch?" column says "no").
 TORCH_FREE = {"common", "data", "compress", "optim", "comm", "collective", "sim", "sched", "cluster", "control"}
@@ -147,7 +166,7 @@ class TorchTracer:
         if path.startswith("frugal/"):
             candidate = "include/" + path
         elif kind == '"':
-            candidate = os.path.normpath(os.path.join(os.path.dirname(rel), path)).replace(os.sep, "/")
+            return resolve_quoted(self.root, rel, path)
         else:
             return None
         return candidate if os.path.isfile(os.path.join(self.root, candidate)) else None
@@ -220,6 +239,86 @@ def check_includes(root):
     return errors
 
 
+def comm_part_of(rel):
+    """The comm folder of a repository path (src/comm/<part>/... or
+    include/frugal/comm/<part>/...), '' for a comm path outside every folder,
+    None outside comm."""
+    for prefix in ("src/comm/", "include/frugal/comm/"):
+        if rel.startswith(prefix):
+            rest = rel[len(prefix):]
+            return rest.split("/", 1)[0] if "/" in rest else ""
+    return None
+
+
+def comm_parts_reachable(part):
+    seen = set()
+    stack = [part]
+    while stack:
+        for dep in COMM_PARTS[stack.pop()]:
+            if dep not in seen:
+                seen.add(dep)
+                stack.append(dep)
+    return seen
+
+
+def resolve_quoted(root, rel, path):
+    """The repository path of a quoted, non-public include: beside the file,
+    then below src/<module>/ (how comm's internal headers are included),
+    then below src/; None when none exists."""
+    candidates = [os.path.normpath(os.path.join(os.path.dirname(rel), path)).replace(os.sep, "/")]
+    module = module_of_file(rel)
+    if module is not None:
+        candidates.append(f"src/{module}/{path}")
+    candidates.append(f"src/{path}")
+    for c in candidates:
+        if os.path.isfile(os.path.join(root, c)):
+            return c
+    return None
+
+
+def is_test_file(rel):
+    return os.path.basename(rel).endswith(("_test.cc", "_test_util.h"))
+
+
+def check_comm_parts(root):
+    """The folders of comm follow COMM_PARTS; only tests use `testing`."""
+    errors = []
+    for rel in source_files(root):
+        module = module_of_file(rel)
+        part = comm_part_of(rel)
+        if part == "" or (part is not None and part not in COMM_PARTS):
+            errors.append(f"{rel}:1: comm files live in one of its folders ({', '.join(sorted(COMM_PARTS))}); "
+                          f"see COMM_PARTS in scripts/check_layering.py")
+            continue
+        for line, kind, path in read_includes(root, rel):
+            if path.startswith("frugal/comm/"):
+                target = "include/" + path
+            elif kind == '"' and not path.startswith("frugal/"):
+                target = resolve_quoted(root, rel, path)
+            else:
+                continue
+            target_part = comm_part_of(target) if target else None
+            if not target_part or target_part == part:
+                continue
+            if target_part not in COMM_PARTS:
+                errors.append(f"{rel}:{line}: includes {path} outside comm's folders")
+                continue
+            if part is None:
+                # Another module: it may use any folder but `testing`, and
+                # comm's internal headers only from tests.
+                if target_part == TEST_PART and not is_test_file(rel):
+                    errors.append(f"{rel}:{line}: only tests may include comm's {TEST_PART}/ ({path})")
+                continue
+            allowed = comm_parts_reachable(part)
+            if is_test_file(rel):
+                allowed |= {TEST_PART} | comm_parts_reachable(TEST_PART)
+            if target_part not in allowed:
+                uses = ", ".join(sorted(allowed)) or "nothing else of comm"
+                errors.append(f"{rel}:{line}: comm/{part} may not include {path} of comm/{target_part} "
+                              f"(comm/{part} may use: {uses}; docs/architecture.md, \"Inside comm\")")
+    return errors
+
+
 def reachable_without_seam(module, target):
     """Modules reachable from `module` without using the arrow to `target`."""
     seen = set()
@@ -264,6 +363,27 @@ def doc_torch_free(text):
     return out
 
 
+def doc_comm_parts(text):
+    """The arrows of the diagram under '### Inside comm'."""
+    section = text.split("### Inside comm", 1)
+    if len(section) < 2:
+        return None
+    block = re.search(r"```\n(.*?)```", section[1], re.S)
+    if block is None:
+        return None
+    names = "|".join(sorted(COMM_PARTS, key=len, reverse=True))
+    word = re.compile(r"\b(" + names + r")\b")
+    graph = {}
+    for line in block.group(1).splitlines():
+        if "->" not in line:
+            continue
+        left, right = line.split("->", 1)
+        right = right.split("(", 1)[0]  # drop "(...)" notes
+        for m in word.findall(left):
+            graph.setdefault(m, set()).update(word.findall(right))
+    return graph
+
+
 def check_doc(root):
     path = os.path.join(root, "docs", "architecture.md")
     with open(path, encoding="utf-8") as f:
@@ -280,6 +400,17 @@ def check_doc(root):
         if doc != script:
             errors.append(f"docs/architecture.md:1: the diagram says {module} -> {', '.join(sorted(doc)) or '(nothing)'}; "
                           f"scripts/check_layering.py says {', '.join(sorted(script)) or '(nothing)'}")
+    parts = doc_comm_parts(text)
+    if parts is None:
+        errors.append("docs/architecture.md:1: no diagram of comm's folders under '### Inside comm'")
+    else:
+        for part in sorted(set(parts) | set(COMM_PARTS)):
+            doc = parts.get(part, set())
+            script = set(COMM_PARTS.get(part, []))
+            if doc != script:
+                errors.append(f"docs/architecture.md:1: the diagram says comm/{part} -> "
+                              f"{', '.join(sorted(doc)) or '(nothing)'}; scripts/check_layering.py says "
+                              f"{', '.join(sorted(script)) or '(nothing)'}")
     doc_free = doc_torch_free(text)
     if doc_free != TORCH_FREE:
         errors.append(f"docs/architecture.md:1: the module table marks {', '.join(sorted(doc_free))} torch-free; "
@@ -291,7 +422,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     args = parser.parse_args()
-    errors = check_doc(args.root) + check_includes(args.root)
+    errors = check_doc(args.root) + check_includes(args.root) + check_comm_parts(args.root)
     for e in errors:
         print(e)
     if errors:

@@ -12,7 +12,7 @@
 
 #include <torch/extension.h>
 
-#include "frugal/comm/transport.h"
+#include "frugal/comm/transport/transport.h"
 #include "frugal/common/status.h"
 
 namespace frugal::python {

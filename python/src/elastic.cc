@@ -13,8 +13,8 @@
 
 #include "bindings.h"
 #include "local_binding.h"
-#include "frugal/comm/membership.h"
-#include "frugal/comm/security.h"
+#include "frugal/comm/membership/membership.h"
+#include "frugal/comm/transport/security.h"
 #include "frugal/engine/checkpoint.h"
 #include "frugal/engine/elastic_session.h"
 #include "frugal/engine/sync_strategy.h"

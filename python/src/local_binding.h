@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "frugal/comm/transport.h"
+#include "frugal/comm/transport/transport.h"
 #include "frugal/engine/cluster_average.h"
 #include "frugal/engine/local_sync.h"
 #include "frugal/engine/replica.h"

@@ -6,11 +6,11 @@
 #include <thread>
 
 #include "bindings.h"
-#include "frugal/comm/collectives.h"
-#include "frugal/comm/inproc_transport.h"
+#include "frugal/comm/algorithms/collectives.h"
+#include "frugal/comm/transport/inproc_transport.h"
 #include "frugal/common/allocator.h"
-#include "frugal/comm/rendezvous.h"
-#include "frugal/comm/security.h"
+#include "frugal/comm/membership/rendezvous.h"
+#include "frugal/comm/transport/security.h"
 #include "frugal/engine/gradient_pipeline.h"
 
 namespace frugal::python {

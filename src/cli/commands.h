@@ -14,7 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "frugal/comm/security.h"
+#include "frugal/comm/transport/security.h"
 #include "frugal/common/status.h"
 
 namespace frugal::cli {

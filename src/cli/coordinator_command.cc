@@ -3,8 +3,8 @@
 
 #include "commands.h"
 #include "input_checks.h"
-#include "frugal/comm/membership.h"
-#include "frugal/comm/rendezvous.h"
+#include "frugal/comm/membership/membership.h"
+#include "frugal/comm/membership/rendezvous.h"
 #include "frugal/engine/launcher.h"
 
 namespace frugal::cli {

@@ -6,7 +6,7 @@
 
 #include "commands.h"
 #include "input_checks.h"
-#include "frugal/comm/membership.h"
+#include "frugal/comm/membership/membership.h"
 
 namespace frugal::cli {
 

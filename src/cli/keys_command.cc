@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "frugal/comm/security.h"
+#include "frugal/comm/transport/security.h"
 
 namespace frugal::cli {
 

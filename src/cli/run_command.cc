@@ -10,7 +10,7 @@
 // `frugal run --workers N --coordinator tcp://IP:PORT --cluster NAME
 // --key site.key --authorized-keys authorized_keys -- ...` on each. Before
 // starting its children the launcher reserves their ranks from the
-// coordinator (Note [Rank reservations] in src/comm/rendezvous.cc), so that
+// coordinator (Note [Rank reservations] in src/comm/membership/rendezvous.cc), so that
 // either form gives every child torch.distributed's environment (RANK,
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) as
 // torchrun does, with FRUGAL_RANK equal to RANK. The children listen on
@@ -43,9 +43,9 @@
 
 #include "commands.h"
 #include "input_checks.h"
-#include "frugal/comm/address.h"
-#include "frugal/comm/rendezvous.h"
-#include "frugal/comm/security.h"
+#include "frugal/comm/transport/address.h"
+#include "frugal/comm/membership/rendezvous.h"
+#include "frugal/comm/transport/security.h"
 #include "frugal/engine/run_config.h"
 #include "frugal/engine/launcher.h"
 

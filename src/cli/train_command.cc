@@ -17,7 +17,7 @@
 #include "commands.h"
 #include "field_binding.h"
 #include "input_checks.h"
-#include "frugal/comm/rendezvous.h"
+#include "frugal/comm/membership/rendezvous.h"
 #include "frugal/control/bandwidth_controller.h"
 #include "frugal/sim/workload.h"
 #include "frugal/data/dataset.h"
@@ -25,7 +25,7 @@
 #include "frugal/engine/checkpoint.h"
 #include "frugal/engine/launcher.h"
 #include "frugal/engine/run_config.h"
-#include "frugal/comm/membership.h"
+#include "frugal/comm/membership/membership.h"
 #include "frugal/engine/worker.h"
 #include "frugal/train/trainer.h"
 

@@ -18,7 +18,7 @@
 
 #include "frugal/cluster/job_controller.h"
 #include "frugal/cluster/job_file.h"
-#include "frugal/comm/security.h"
+#include "frugal/comm/transport/security.h"
 #include "process.h"
 #include "task_runner.h"
 

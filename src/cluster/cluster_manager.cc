@@ -9,7 +9,7 @@
 #include <string>
 
 #include "frugal/cluster/job_file.h"
-#include "frugal/comm/security.h"
+#include "frugal/comm/transport/security.h"
 #include "manager_impl.h"
 
 namespace frugal::cluster {

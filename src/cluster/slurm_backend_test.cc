@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "frugal/cluster/agent.h"
-#include "frugal/comm/security.h"
+#include "frugal/comm/transport/security.h"
 #include "json_codec.h"
 #include "process.h"
 #include "slurm_parse.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "control_kinds.h"
-#include "frugal/comm/collectives.h"
+#include "frugal/comm/algorithms/collectives.h"
 #include "frugal/common/clock.h"
 
 namespace frugal::engine {

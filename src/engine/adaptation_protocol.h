@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "frugal/comm/transport.h"
+#include "frugal/comm/transport/transport.h"
 #include "frugal/data/batch_plan.h"
 #include "frugal/engine/adaptation.h"
 #include "frugal/engine/gradient_pipeline.h"

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "control_kinds.h"
-#include "frugal/comm/collectives.h"
+#include "frugal/comm/algorithms/collectives.h"
 #include "frugal/engine/gradient_pipeline.h"
 
 namespace frugal::engine {

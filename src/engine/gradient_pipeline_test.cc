@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "frugal/comm/inproc_transport.h"
+#include "frugal/comm/transport/inproc_transport.h"
 
 namespace frugal::engine {
 namespace {

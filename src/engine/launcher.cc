@@ -12,8 +12,8 @@
 #include <cstring>
 #include <thread>
 
-#include "frugal/comm/membership.h"
-#include "frugal/comm/rendezvous.h"
+#include "frugal/comm/membership/membership.h"
+#include "frugal/comm/membership/rendezvous.h"
 
 extern char** environ;
 

@@ -8,7 +8,7 @@
 
 #include "control_kinds.h"
 #include "device_inner.h"
-#include "frugal/comm/collectives.h"
+#include "frugal/comm/algorithms/collectives.h"
 #include "frugal/compress/round_kernels.h"
 #include "frugal/engine/compressed_allreduce.h"
 #include "frugal/engine/deflate_trial.h"

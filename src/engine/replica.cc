@@ -6,7 +6,7 @@
 
 #include "control_kinds.h"
 #include "device_copier.h"
-#include "frugal/comm/collectives.h"
+#include "frugal/comm/algorithms/collectives.h"
 #include "frugal/engine/checkpoint.h"
 
 namespace frugal::engine {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "frugal/comm/inproc_transport.h"
+#include "frugal/comm/transport/inproc_transport.h"
 #include "frugal/engine/run_config.h"
 
 namespace frugal::engine {

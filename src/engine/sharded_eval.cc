@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "frugal/comm/collectives.h"
+#include "frugal/comm/algorithms/collectives.h"
 
 namespace frugal::engine {
 

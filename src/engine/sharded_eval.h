@@ -6,7 +6,7 @@
 
 #include <torch/torch.h>
 
-#include "frugal/comm/transport.h"
+#include "frugal/comm/transport/transport.h"
 #include "frugal/common/status.h"
 #include "frugal/train/training_data.h"
 

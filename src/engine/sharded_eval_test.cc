@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "control_kinds.h"
-#include "frugal/comm/inproc_transport.h"
+#include "frugal/comm/transport/inproc_transport.h"
 #include "frugal/data/dataset.h"
 #include "frugal/engine/gradient_pipeline.h"
 #include "frugal/models/model.h"

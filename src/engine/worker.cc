@@ -9,7 +9,7 @@
 #include <torch/torch.h>
 
 #include "control_kinds.h"
-#include "frugal/comm/collectives.h"
+#include "frugal/comm/algorithms/collectives.h"
 #include "frugal/engine/pipeline_record.h"
 #include "sharded_eval.h"
 #include "worker_impl.h"

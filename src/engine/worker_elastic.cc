@@ -39,7 +39,7 @@
 #include <thread>
 
 #include "control_kinds.h"
-#include "frugal/comm/collectives.h"
+#include "frugal/comm/algorithms/collectives.h"
 #include "worker_impl.h"
 
 namespace frugal::engine {

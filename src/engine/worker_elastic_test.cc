@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "frugal/comm/membership.h"
+#include "frugal/comm/membership/membership.h"
 #include "worker_test_util.h"
 
 namespace frugal::engine {

@@ -15,7 +15,7 @@
 #include <torch/torch.h>
 
 #include "adaptation_protocol.h"
-#include "frugal/comm/membership.h"
+#include "frugal/comm/membership/membership.h"
 #include "frugal/data/batch_plan.h"
 #include "frugal/engine/checkpoint.h"
 #include "frugal/engine/checkpoint_writer.h"

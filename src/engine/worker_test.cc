@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "frugal/comm/inproc_transport.h"
+#include "frugal/comm/transport/inproc_transport.h"
 #include "frugal/compress/codec.h"
 #include "frugal/engine/checkpoint.h"
 #include "worker_test_util.h"

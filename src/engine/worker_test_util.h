@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "frugal/comm/inproc_transport.h"
+#include "frugal/comm/transport/inproc_transport.h"
 #include "frugal/compress/codec.h"
 #include "frugal/train/trainer.h"
 #include "frugal/engine/checkpoint.h"

@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "frugal/comm/sparse_exchange.h"
-#include "frugal/comm/transport.h"
+#include "frugal/comm/algorithms/sparse_exchange.h"
+#include "frugal/comm/transport/transport.h"
 #include "frugal/common/span.h"
 #include "frugal/common/status.h"
 #include "frugal/compress/codec.h"

@@ -21,7 +21,7 @@
 
 #include <torch/torch.h>
 
-#include "frugal/comm/transport.h"
+#include "frugal/comm/transport/transport.h"
 #include "frugal/common/status.h"
 #include "frugal/compress/value_codes.h"
 

@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "frugal/comm/membership.h"
-#include "frugal/comm/transport.h"
+#include "frugal/comm/membership/membership.h"
+#include "frugal/comm/transport/transport.h"
 #include "frugal/common/status.h"
 #include "frugal/engine/checkpoint.h"
 

@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "frugal/collective/compressed_collective.h"
-#include "frugal/comm/sparse_exchange.h"
-#include "frugal/comm/transport.h"
+#include "frugal/comm/algorithms/sparse_exchange.h"
+#include "frugal/comm/transport/transport.h"
 #include "frugal/common/span.h"
 #include "frugal/common/status.h"
 #include "frugal/compress/codec.h"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "frugal/common/clock.h"
-#include "frugal/comm/zmq_transport.h"
+#include "frugal/comm/transport/zmq_transport.h"
 #include "frugal/common/status.h"
 
 namespace frugal::engine {

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "frugal/comm/transport.h"
+#include "frugal/comm/transport/transport.h"
 #include "frugal/engine/gradient_pipeline.h"
 
 namespace frugal::engine {

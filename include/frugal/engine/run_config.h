@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "frugal/comm/sparse_exchange.h"
+#include "frugal/comm/algorithms/sparse_exchange.h"
 #include "frugal/common/field_list.h"
 #include "frugal/compress/codec.h"
 #include "frugal/compress/sparsifier.h"

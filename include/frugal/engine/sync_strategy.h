@@ -37,7 +37,7 @@
 
 #include <torch/torch.h>
 
-#include "frugal/comm/transport.h"
+#include "frugal/comm/transport/transport.h"
 #include "frugal/common/status.h"
 #include "frugal/engine/checkpoint.h"
 #include "frugal/engine/gradient_pipeline.h"

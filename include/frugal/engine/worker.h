@@ -13,8 +13,8 @@
 #include <atomic>
 #include <memory>
 
-#include "frugal/comm/membership.h"
-#include "frugal/comm/transport.h"
+#include "frugal/comm/membership/membership.h"
+#include "frugal/comm/transport/transport.h"
 #include "frugal/engine/adaptation.h"
 #include "frugal/common/status.h"
 #include "frugal/engine/run_config.h"
