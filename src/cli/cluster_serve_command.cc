@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <toml.hpp>
 
+#include "frugal/common/env.h"
 #include "cluster_prior.h"
 #include "commands.h"
 #include "input_checks.h"
@@ -198,7 +199,7 @@ void RunServe(const ServeFlags& f) {
   mo.insecure_jobs = f.insecure_jobs;
   mo.policy_options.contended_horizon = f.contended_horizon;
   mo.policy_options.tiresias_threshold_gpu_seconds = f.tiresias_threshold;
-  auto manager = cluster::ClusterManager::Open(std::move(*store), MakeController(f), cluster::SystemWallClock(), mo);
+  auto manager = cluster::ClusterManager::Open(std::move(*store), MakeController(f), Env::Default(), mo);
   if (!manager.ok()) throw UsageError(manager.status().message());
   std::unique_ptr<cluster::SlurmBackend> slurm = MakeSlurmBackend(f, **manager);
   InstallStopHandlers();

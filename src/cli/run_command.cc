@@ -97,18 +97,6 @@ std::vector<std::string> SplitCommas(const std::string& s) {
   return out;
 }
 
-// Whether `program` can be started: a path to an executable, or a name
-// found on PATH (as posix_spawnp searches it).
-bool IsStartable(const std::string& program) {
-  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
-  const char* path = std::getenv("PATH");
-  std::stringstream ss(path != nullptr ? path : "/usr/bin:/bin");
-  for (std::string dir; std::getline(ss, dir, ':');) {
-    if (access(((dir.empty() ? "." : dir) + "/" + program).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
 void CheckElasticFlags(const RunFlags& f) {
   if (!f.elastic) {
     if (f.join) throw UsageError("--join adds workers to an elastic job: add --elastic");
@@ -133,7 +121,9 @@ void CheckElasticFlags(const RunFlags& f) {
 
 void CheckFlags(const RunFlags& f, const std::vector<std::string>& clusters) {
   if (f.command.empty()) throw UsageError("frugal run needs a program: frugal run --workers N -- PROGRAM ARGS...");
-  if (!IsStartable(f.command[0])) throw UsageError("cannot start " + f.command[0] + ": not an executable program");
+  if (Result<std::string> program = Env::Default().FindProgram(f.command[0]); !program.ok()) {
+    throw UsageError("cannot start " + program.status().message());
+  }
   if (f.workers < 1 || f.workers > engine::kMaxLocalWorkers) {
     throw UsageError("--workers must be in [1, " + std::to_string(engine::kMaxLocalWorkers) + "], got " +
                      std::to_string(f.workers) + " (frugal run starts every worker on this machine)");
@@ -376,7 +366,8 @@ void Run(const RunFlags& f) {
   int threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, cores / static_cast<unsigned>(f.workers)));
   const ListenPlan plan = PlanListening(f, endpoint);
   const comm::RankReservation world = PlaceChildren(f, plan, security);
-  std::unique_ptr<engine::ProcessLauncher> launcher = engine::NewPosixProcessLauncher();
+  Env& env = Env::Default();
+  std::unique_ptr<engine::ProcessLauncher> launcher = engine::NewProcessLauncher(env);
   std::vector<engine::ProcessLauncher::Id> ids;
   Status spawn_error;
   for (int r = 0; r < f.workers; ++r) {
@@ -389,21 +380,18 @@ void Run(const RunFlags& f) {
     }
     ids.push_back(*id);
   }
-  SteadyClock clock;
   // An elastic job goes on without a child that died while the coordinator
   // keeps at least --min-workers; its outcome is then the coordinator's.
   const bool tolerate = f.elastic && local;
   ThrowIfError(engine::SuperviseProcesses(ids, spawn_error, timeout + std::chrono::seconds(10), tolerate, *launcher,
-                                          clock));
+                                          env));
   if (tolerate) {
     // Every child has exited: the coordinator ends once it has seen them
     // finish, leave or go silent (a heartbeat timeout per round).
-    const auto deadline = std::chrono::steady_clock::now() + 4 * std::chrono::milliseconds(static_cast<int64_t>(
-                                                                     f.heartbeat_timeout_s * 1000)) +
-                          std::chrono::seconds(5);
-    while (!cs->done && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    const auto deadline =
+        env.Now() + 4 * std::chrono::milliseconds(static_cast<int64_t>(f.heartbeat_timeout_s * 1000)) +
+        std::chrono::seconds(5);
+    while (!cs->done && env.Now() < deadline) env.SleepFor(std::chrono::milliseconds(20));
     if (!cs->done) ThrowIfError(Status::Unavailable("every worker exited before the elastic job finished"));
     ThrowIfError(cs->status.WithContext("elastic job"));
   }

@@ -137,7 +137,7 @@ void LaunchLocal(engine::RunConfig& config, const std::string& local_clusters, c
   sigemptyset(&stop.sa_mask);
   sigaction(SIGINT, &stop, &old_int);
   sigaction(SIGTERM, &stop, &old_term);
-  Status status = engine::RunLocalWorkers(lo);
+  Status status = engine::RunLocalWorkers(lo, Env::Default());
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   ThrowIfError(status);

@@ -25,13 +25,6 @@ namespace frugal::cluster {
 
 namespace {
 
-class SystemClock final : public WallClock {
- public:
-  double Now() const override {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  }
-};
-
 std::string JobKeySetting(int64_t job_id) { return "job_key_" + std::to_string(job_id); }
 
 // A job's name shows in the dashboard, the event log and the CLI's tables,
@@ -54,10 +47,6 @@ Status CheckJobName(const std::string& name) {
 
 }  // namespace
 
-const WallClock& SystemWallClock() {
-  static const SystemClock clock;  // Stateless.
-  return clock;
-}
 
 Status ClusterManager::Impl::Load() {
   FRUGAL_ASSIGN_OR_RETURN(nodes_, store_->LoadNodes());
@@ -66,7 +55,7 @@ Status ClusterManager::Impl::Load() {
   for (const auto& [profile, rates] : profiles) {
     for (const auto& [workers, rate] : rates) profile_rates_[profile].Set(workers, rate);
   }
-  const double now = clock_.Now();
+  const double now = clock_.WallSeconds();
   for (NodeRecord& n : nodes_) n.last_heartbeat = now;  // Grace period after a restart.
   for (JobRecord& j : jobs_) {
     if (IsTerminal(j.state)) continue;
@@ -115,7 +104,7 @@ JobRecord* ClusterManager::Impl::FindJob(int64_t id) {
 
 Status ClusterManager::Impl::Event(const std::string& kind, int64_t job_id, int64_t node_id,
                                    const std::string& message) {
-  return store_->AppendEvent({0, clock_.Now(), kind, job_id, node_id, message}).status();
+  return store_->AppendEvent({0, clock_.WallSeconds(), kind, job_id, node_id, message}).status();
 }
 
 Result<int64_t> ClusterManager::Impl::Submit(const JobSubmission& spec) {
@@ -135,7 +124,7 @@ Result<int64_t> ClusterManager::Impl::Submit(const JobSubmission& spec) {
   JobRecord j;
   j.spec = spec;
   if (j.spec.name.empty()) j.spec.name = "job";
-  j.submit_time = clock_.Now();
+  j.submit_time = clock_.WallSeconds();
   FRUGAL_ASSIGN_OR_RETURN(j.id, store_->SaveJob(j));
   FRUGAL_RETURN_IF_ERROR(Event("submit", j.id, 0,
                                "'" + j.spec.name + "' workers " + std::to_string(spec.min_workers) + ".." +
@@ -148,7 +137,7 @@ Result<int64_t> ClusterManager::Impl::Submit(const JobSubmission& spec) {
 
 Status ClusterManager::Impl::EndJob(JobRecord& job, JobState state, const std::string& message) {
   job.state = state;
-  job.finish_time = clock_.Now();
+  job.finish_time = clock_.WallSeconds();
   job.placement.clear();
   ++job.generation;  // Stops whatever still runs.
   job.message = message;
@@ -162,7 +151,7 @@ Status ClusterManager::Impl::EndJob(JobRecord& job, JobState state, const std::s
   job_keys_.erase(job.id);  // Its saved pair may be an earlier server's (Note [Job keys]).
   FRUGAL_ASSIGN_OR_RETURN(const std::string saved_key, store_->LoadSetting(JobKeySetting(job.id)));
   if (!saved_key.empty()) FRUGAL_RETURN_IF_ERROR(store_->SaveSetting(JobKeySetting(job.id), ""));
-  next_round_ = clock_.Now();
+  next_round_ = clock_.WallSeconds();
   return Status::Ok();
 }
 
@@ -177,7 +166,7 @@ Status ClusterManager::Impl::Cancel(int64_t job_id) {
 
 Status ClusterManager::Impl::SetPlacement(JobRecord& job, std::vector<NodeSlots> placement, const std::string& why,
                                           bool fresh) {
-  const double now = clock_.Now();
+  const double now = clock_.WallSeconds();
   const int before = job.Workers();
   job.placement = std::move(placement);
   ++job.generation;
@@ -226,7 +215,7 @@ Result<NodeRecord*> ClusterManager::Impl::TouchNode(const AgentReport& r) {
     it = nodes_.end() - 1;
   }
   NodeRecord& n = *it;
-  n.last_heartbeat = clock_.Now();
+  n.last_heartbeat = clock_.WallSeconds();
   if (!n.up || n.slots != r.slots) {
     const bool came_back = !is_new && !n.up;
     ++node_version_;
@@ -235,7 +224,7 @@ Result<NodeRecord*> ClusterManager::Impl::TouchNode(const AgentReport& r) {
     FRUGAL_ASSIGN_OR_RETURN(n.id, store_->SaveNode(n));
     FRUGAL_RETURN_IF_ERROR(Event(is_new ? "node-register" : came_back ? "node-up" : "node-resize", 0, n.id,
                                  n.name + " with " + std::to_string(n.slots) + " slots"));
-    next_round_ = clock_.Now();
+    next_round_ = clock_.WallSeconds();
   }
   return &n;
 }
@@ -375,7 +364,7 @@ Status ClusterManager::Impl::HandleSamples(const std::vector<MetricSample>& samp
   for (MetricSample m : samples) {
     JobRecord* job = FindJob(m.job_id);
     if (job == nullptr) continue;
-    m.time = clock_.Now();
+    m.time = clock_.WallSeconds();
     kept.push_back(m);
     if (IsTerminal(job->state)) continue;
     FRUGAL_RETURN_IF_ERROR(LearnSample(*job, m));
@@ -471,7 +460,7 @@ Status ClusterManager::Impl::SecureTask(TaskSpec* task) {
 
 Result<std::unique_ptr<ClusterManager>> ClusterManager::Open(std::unique_ptr<StateStore> store,
                                                              std::unique_ptr<JobController> controller,
-                                                             const WallClock& clock, ManagerOptions options) {
+                                                             const Clock& clock, ManagerOptions options) {
   FRUGAL_ASSIGN_OR_RETURN(std::unique_ptr<sched::Policy> policy,
                           sched::CreatePolicy(options.policy, options.policy_options));
   if (policy->UsesOracle()) {

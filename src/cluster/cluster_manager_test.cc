@@ -62,7 +62,7 @@ class ManagerTest : public ::testing::Test {
     auto it = std::find(t.args.begin(), t.args.end(), flag);
     return it == t.args.end() || it + 1 == t.args.end() ? "" : *(it + 1);
   }
-  ManualWallClock clock_;
+  ManualClock clock_;
 };
 
 TEST_F(ManagerTest, RejectsJobsItCanNeverRunAndOraclePolicies) {
@@ -126,13 +126,13 @@ TEST_F(ManagerTest, AppliesDecideRoundsAnswerFittedToOneHostJobs) {
     std::vector<sched::JobView> views(3);
     for (int k = 0; k < 3; ++k) {
       views[k].id = k + 1;
-      views[k].submit_time = clock_.Now();
+      views[k].submit_time = clock_.WallSeconds();
       views[k].requested_gpus = views[k].max_gpus = views[k].max_gpus_at_max_batch = 4;
       views[k].speed = &speeds[k];
     }
     auto p = sched::CreatePolicy(policy);
     ASSERT_TRUE(p.ok());
-    auto d = sched::DecideRound(**p, {{2, 4}, clock_.Now()}, views);
+    auto d = sched::DecideRound(**p, {{2, 4}, clock_.WallSeconds()}, views);
     ASSERT_TRUE(d.ok()) << d.status().message();
     std::vector<JobRecord> jobs = m->Jobs();
     std::map<int64_t, int> used;
@@ -167,10 +167,10 @@ TEST_F(ManagerTest, ASilentNodeIsMarkedDownAndItsJobIsRequeued) {
   ASSERT_TRUE(m->Submit(Job("a", 2, 4)).ok());
   ASSERT_TRUE(m->RunRound().ok());
   ASSERT_EQ(m->Jobs()[0].state, JobState::kRunning);
-  clock_.Advance(9);
+  clock_.AdvanceSeconds(9);
   ASSERT_TRUE(m->Tick().ok());
   EXPECT_TRUE(m->Nodes()[0].up) << "9 s of silence is within the 10 s timeout";
-  clock_.Advance(2);
+  clock_.AdvanceSeconds(2);
   ASSERT_TRUE(m->Tick().ok());
   EXPECT_FALSE(m->Nodes()[0].up);
   EXPECT_EQ(m->Jobs()[0].state, JobState::kQueued);
@@ -352,15 +352,15 @@ TEST_F(ManagerTest, TheResizeCostIsMeasuredAndAdopted) {
     ASSERT_TRUE(m->RunRound().ok());
     ASSERT_EQ(m->Job(1)->Workers(), 4);
     ASSERT_TRUE(m->Heartbeat(sample(10, 4, 640)).ok());
-    clock_.Advance(2);
+    clock_.AdvanceSeconds(2);
     ASSERT_TRUE(m->Submit(Job("b", 2, 4)).ok());
     ASSERT_TRUE(m->RunRound().ok());
     ASSERT_EQ(m->Job(1)->Workers(), 2) << "afs-p shares the node: a is resized";
     EXPECT_EQ(m->resize_cost().measured, 0);
-    clock_.Advance(10);
+    clock_.AdvanceSeconds(10);
     ASSERT_TRUE(m->Heartbeat(sample(35, 2, 100)).ok());  // Its rate spans the stall.
     EXPECT_EQ(m->resize_cost().measured, 0) << "the rate at the new size comes from the next record";
-    clock_.Advance(8);
+    clock_.AdvanceSeconds(8);
     ASSERT_TRUE(m->Heartbeat(sample(55, 2, 320)).ok());
     EXPECT_EQ(m->resize_cost().measured, 1);
     EXPECT_NEAR(m->resize_cost().measured_seconds, 4.0, 1e-9);

@@ -63,7 +63,7 @@ class ElasticManagerTest : public ::testing::Test {
     EXPECT_TRUE(m->RunRound().ok());
     return m;
   }
-  ManualWallClock clock_;
+  ManualClock clock_;
 };
 
 TEST_F(ElasticManagerTest, WorkersStartOnceTheCoordinatorsEndpointIsKnown) {
@@ -138,7 +138,7 @@ TEST_F(ElasticManagerTest, ShrinkAndGrowKeepTheRunningProcesses) {
   Beat(*m, {}, {{"job-2-g1-c", "tcp://127.0.0.1:4001"}}, Step(2));
   Beat(*m, {{"job-2-g1-c", 0}});
   ASSERT_EQ(m->Job(2)->state, JobState::kFinished);
-  clock_.Advance(2);
+  clock_.AdvanceSeconds(2);
   ASSERT_TRUE(m->RunRound().ok());
   EXPECT_EQ(m->Job(1)->Workers(), 4);
   std::vector<TaskSpec> grown = Workers(Beat(*m), 1);
@@ -160,7 +160,7 @@ TEST_F(ElasticManagerTest, AJobPastItsLastStepIsNeitherShrunkNorGrown) {
   auto m = StartOne();
   Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}}, {{1, 40, 0, 4, 128, 2.0, -1, 100.0}});
   ASSERT_TRUE(m->Submit(Job("b", 2, 2)).ok());
-  clock_.Advance(2);
+  clock_.AdvanceSeconds(2);
   ASSERT_TRUE(m->RunRound().ok());
   EXPECT_EQ(m->Job(1)->Workers(), 4) << "step 40 of 40: only its final evaluation is left";
   EXPECT_EQ(m->Job(2)->state, JobState::kQueued);
@@ -169,13 +169,13 @@ TEST_F(ElasticManagerTest, AJobPastItsLastStepIsNeitherShrunkNorGrown) {
 
   Beat(*m, {{"job-1-g1-c", 0}});
   ASSERT_EQ(m->Job(1)->state, JobState::kFinished);
-  clock_.Advance(2);
+  clock_.AdvanceSeconds(2);
   ASSERT_TRUE(m->RunRound().ok());
   EXPECT_EQ(m->Job(2)->Workers(), 2) << "then b gets the slots";
 
   // A finishing job that the policy would grow keeps its size too.
   ASSERT_TRUE(m->Submit(Job("c", 1, 4)).ok());
-  clock_.Advance(2);
+  clock_.AdvanceSeconds(2);
   ASSERT_TRUE(m->RunRound().ok());
   const int c_workers = m->Job(3)->Workers();
   ASSERT_GE(c_workers, 1);
@@ -184,7 +184,7 @@ TEST_F(ElasticManagerTest, AJobPastItsLastStepIsNeitherShrunkNorGrown) {
   Beat(*m, {}, {{"job-2-g1-c", "tcp://127.0.0.1:4001"}});
   Beat(*m, {{"job-2-g1-c", 0}});
   ASSERT_EQ(m->Job(2)->state, JobState::kFinished);
-  clock_.Advance(2);
+  clock_.AdvanceSeconds(2);
   ASSERT_TRUE(m->RunRound().ok());
   EXPECT_EQ(m->Job(3)->Workers(), c_workers) << "two slots are free, but c is past its last step";
 }

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "frugal/common/env.h"
 #include "frugal/cluster/http_server.h"
 
 namespace frugal::cluster {
@@ -111,7 +112,7 @@ class HttpBadInputTest : public ::testing::Test {
   void StartServer(double read_timeout_s) {
     auto store = StateStore::Open(":memory:");
     ASSERT_TRUE(store.ok());
-    auto m = ClusterManager::Open(std::move(*store), NewRestartJobController(), SystemWallClock(), {});
+    auto m = ClusterManager::Open(std::move(*store), NewRestartJobController(), Env::Default(), {});
     ASSERT_TRUE(m.ok());
     manager_ = std::move(*m);
     ServerOptions o;

@@ -1,3 +1,4 @@
+#include "frugal/common/env.h"
 #include "frugal/cluster/http_server.h"
 
 #include <httplib.h>
@@ -146,7 +147,7 @@ json ClusterServerImpl::StateJson() const {
   const ResizeCost cost = manager_.resize_cost();
   const PriorCalibration calibration = manager_.prior_calibration();
   json state = {{"policy", manager_.policy_name()}, {"rounds", manager_.rounds()},
-                {"now", SystemWallClock().Now()}, {"nodes", NodesJson()}, {"jobs", JobsJson()},
+                {"now", Env::Default().WallSeconds()}, {"nodes", NodesJson()}, {"jobs", JobsJson()},
                 {"resize_cost", {{"seconds", cost.seconds}, {"measured", cost.measured},
                                  {"measured_seconds", cost.measured_seconds}}},
                 {"prior_scale", {{"scale", calibration.scale}, {"measured", calibration.measured}}}};

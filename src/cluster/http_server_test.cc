@@ -1,3 +1,4 @@
+#include "frugal/common/env.h"
 #include "frugal/cluster/http_server.h"
 
 #include <gtest/gtest.h>
@@ -17,7 +18,7 @@ class HttpServerTest : public ::testing::Test {
   void SetUp() override {
     auto store = StateStore::Open(":memory:");
     ASSERT_TRUE(store.ok());
-    auto m = ClusterManager::Open(std::move(*store), NewRestartJobController(), SystemWallClock(), {});
+    auto m = ClusterManager::Open(std::move(*store), NewRestartJobController(), Env::Default(), {});
     ASSERT_TRUE(m.ok());
     manager_ = std::move(*m);
     ServerOptions o;

@@ -41,7 +41,7 @@ struct RoundInput {
 
 class ClusterManager::Impl {
  public:
-  Impl(std::unique_ptr<StateStore> store, std::unique_ptr<JobController> controller, const WallClock& clock,
+  Impl(std::unique_ptr<StateStore> store, std::unique_ptr<JobController> controller, const Clock& clock,
        ManagerOptions options, std::unique_ptr<sched::Policy> policy)
       : store_(std::move(store)), controller_(std::move(controller)), clock_(clock), options_(std::move(options)),
         policy_(std::move(policy)) {}
@@ -110,7 +110,7 @@ class ClusterManager::Impl {
   mutable std::mutex mu_;
   std::unique_ptr<StateStore> store_;                 // GUARDED_BY(mu_), as is everything below.
   std::unique_ptr<JobController> controller_;
-  const WallClock& clock_;
+  const Clock& clock_;
   ManagerOptions options_;
   std::unique_ptr<sched::Policy> policy_;
   std::vector<NodeRecord> nodes_;                     // By id.

@@ -20,7 +20,7 @@ std::string FormatSeconds(double s) {
 }  // namespace
 
 void ClusterManager::Impl::AccrueService() {
-  const double now = clock_.Now();
+  const double now = clock_.WallSeconds();
   const double dt = std::max(0.0, now - last_accrual_);
   last_accrual_ = now;
   for (JobRecord& j : jobs_) {
@@ -48,12 +48,12 @@ Status ClusterManager::Impl::NodeDown(NodeRecord& node) {
     if (workers < j.spec.min_workers) kept.clear();
     FRUGAL_RETURN_IF_ERROR(SetPlacement(j, kept, "node " + node.name + " lost", /*fresh=*/j.home_node == node.id));
   }
-  next_round_ = clock_.Now();
+  next_round_ = clock_.WallSeconds();
   return Status::Ok();
 }
 
 Status ClusterManager::Impl::MarkSilentNodesDown() {
-  const double now = clock_.Now();
+  const double now = clock_.WallSeconds();
   for (NodeRecord& n : nodes_) {
     if (n.up && now - n.last_heartbeat > options_.node_timeout_s) FRUGAL_RETURN_IF_ERROR(NodeDown(n));
   }
@@ -64,7 +64,7 @@ Status ClusterManager::Impl::MarkSilentNodesDown() {
 // stay at least a second apart: under a burst of submissions each round would
 // otherwise re-decide (and re-save) every active job per tick.
 bool ClusterManager::Impl::RoundDue() const {
-  const double now = clock_.Now();
+  const double now = clock_.WallSeconds();
   return now >= next_round_ && now - last_round_ >= std::min(1.0, options_.round_interval_s);
 }
 
@@ -233,7 +233,7 @@ void ClusterManager::Impl::RaiseToMinimum(const std::vector<sched::Placement>& p
 Result<bool> ClusterManager::Impl::PrepareRound(RoundInput* in) {
   FRUGAL_RETURN_IF_ERROR(AdoptResizeCost());
   AccrueService();
-  last_round_ = clock_.Now();
+  last_round_ = clock_.WallSeconds();
   next_round_ = last_round_ + options_.round_interval_s;
   std::map<int64_t, int> index;
   int unit = 0;  // Note [Unequal nodes].
@@ -259,7 +259,7 @@ Result<bool> ClusterManager::Impl::PrepareRound(RoundInput* in) {
   if (active.empty() || in->node_of_index.empty()) return false;
   ++rounds_;
   in->node_version = node_version_;
-  in->cluster = {{static_cast<int>(in->node_of_sched.size()), unit}, clock_.Now()};
+  in->cluster = {{static_cast<int>(in->node_of_sched.size()), unit}, clock_.WallSeconds()};
   BuildViews(active, index, in);
   return true;
 }
@@ -292,7 +292,7 @@ Status ClusterManager::Impl::ApplyRound(const RoundInput& in, std::vector<std::v
     jobs[k] = j;
   }
   if (!valid) {
-    next_round_ = clock_.Now();
+    next_round_ = clock_.WallSeconds();
     return Status::Ok();
   }
   for (size_t k = 0; k < jobs.size(); ++k) {

@@ -3,8 +3,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <poll.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,88 +12,34 @@
 #include <cstdio>
 #include <cstring>
 
-extern char** environ;
+#include "frugal/common/env.h"
 
 namespace frugal::cluster {
 
 Result<pid_t> SpawnProcessGroup(const std::vector<std::string>& argv, const std::string& cwd,
                                 const std::string& log_path, const std::vector<std::string>& env) {
   if (argv.empty()) return Status::InvalidArgument("empty command");
-  if (access(argv[0].c_str(), X_OK) != 0) return Status::IOError(argv[0] + ": not an executable file");
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  // The child's environment, built before fork (the child may only make
-  // async-signal-safe calls): ours, less the variables `env` replaces.
-  std::vector<char*> envp;
-  auto replaced = [&](const char* entry) {
-    for (const std::string& e : env) {
-      const size_t eq = e.find('=');
-      if (std::strncmp(entry, e.c_str(), eq + 1) == 0) return true;
-    }
-    return false;
-  };
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (!replaced(*e)) envp.push_back(*e);
-  }
-  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  const pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) return Status::IOError(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    // Child: only async-signal-safe calls until exec.
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(127);  // The agent died before prctl.
-    int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      dup2(fd, STDOUT_FILENO);
-      dup2(fd, STDERR_FILENO);
-    }
-    int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-    if (chdir(cwd.c_str()) != 0) _exit(126);
-    execve(args[0], args.data(), envp.data());
-    _exit(127);
-  }
-  setpgid(pid, pid);  // Also in the parent: no window where a signal to the group misses the child.
-  return pid;
+  SpawnOptions o;
+  o.argv = argv;
+  o.env = env;
+  o.cwd = cwd;
+  o.output_path = log_path;
+  o.stdin_null = true;
+  o.own_group = true;
+  o.die_with_parent = true;
+  FRUGAL_ASSIGN_OR_RETURN(const Env::Pid pid, Env::Default().Spawn(o));
+  return static_cast<pid_t>(pid);
 }
 
 std::optional<int> PollExit(pid_t pid) {
-  int status = 0;
-  pid_t r = waitpid(pid, &status, WNOHANG);
-  if (r == 0) return std::nullopt;
-  if (r < 0) return 255;  // Not our child any more (reaped elsewhere): report it gone.
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 255;
+  std::optional<ProcessExit> exit = Env::Default().Poll(pid);
+  if (!exit) return std::nullopt;
+  return exit->ShellCode();
 }
 
-void SignalGroup(pid_t pid, int signal) {
-  if (pid > 0) kill(-pid, signal);
-}
-
+void SignalGroup(pid_t pid, int signal) { Env::Default().SignalGroup(pid, signal); }
 
 namespace {
-
-// `name` as an executable path: itself if it has a '/', else the first match
-// in PATH; "" if none. Resolved before fork: the child of a threaded
-// process may only make async-signal-safe calls, which a PATH search is not.
-std::string FindProgram(const std::string& name) {
-  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  size_t from = 0;
-  while (from <= dirs.size()) {
-    const size_t to = std::min(dirs.find(':', from), dirs.size());
-    const std::string candidate = (to > from ? dirs.substr(from, to - from) : ".") + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-    from = to + 1;
-  }
-  return "";
-}
 
 // Appends what is readable on `fd` to *out; false at end of file.
 bool Drain(int fd, std::string* out) {
@@ -109,11 +53,7 @@ bool Drain(int fd, std::string* out) {
 
 Result<CommandResult> RunCommand(const std::vector<std::string>& argv, double timeout_s) {
   if (argv.empty()) return Status::InvalidArgument("empty command");
-  const std::string program = FindProgram(argv[0]);
-  if (program.empty()) return Status::IOError(argv[0] + ": not found (not installed, or not in PATH)");
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  Env& env = Env::Default();
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
@@ -121,28 +61,25 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, double ti
     close(out_pipe[1]);
     return Status::IOError(std::string("pipe: ") + std::strerror(errno));
   }
-  pid_t pid = fork();
-  if (pid < 0) {
+  SpawnOptions o;
+  o.argv = argv;
+  o.stdout_fd = out_pipe[1];
+  o.stderr_fd = err_pipe[1];
+  o.stdin_null = true;
+  o.own_group = true;
+  Result<Env::Pid> spawned = env.Spawn(o);
+  if (!spawned.ok()) {
     for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
-    return Status::IOError(std::string("fork: ") + std::strerror(errno));
+    return spawned.status();
   }
-  if (pid == 0) {
-    setpgid(0, 0);
-    dup2(out_pipe[1], STDOUT_FILENO);
-    dup2(err_pipe[1], STDERR_FILENO);
-    int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-    execv(program.c_str(), args.data());
-    _exit(127);
-  }
-  setpgid(pid, pid);
+  const pid_t pid = static_cast<pid_t>(*spawned);
   close(out_pipe[1]);
   close(err_pipe[1]);
   CommandResult result;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  const auto deadline = env.Now() + std::chrono::duration_cast<Env::duration>(std::chrono::duration<double>(timeout_s));
   bool out_open = true, err_open = true, timed_out = false;
   while (out_open || err_open) {
-    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    const double left = Seconds(deadline - env.Now());
     if (left <= 0) {
       timed_out = true;
       break;
@@ -154,16 +91,21 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, double ti
   }
   close(out_pipe[0]);
   close(err_pipe[0]);
-  if (timed_out) SignalGroup(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  if (timed_out) env.SignalGroup(pid, SIGKILL);
+  // The pipes are closed: it has exited or is about to, unless it closed
+  // them and went on; that one is killed rather than waited for forever.
+  Result<ProcessExit> exit = env.Wait(pid, std::chrono::seconds(30));
+  if (!exit.ok()) {
+    env.SignalGroup(pid, SIGKILL);
+    (void)env.Wait(pid, std::chrono::seconds(5));
+    return exit.status().WithContext(argv[0]);
   }
   if (timed_out) {
     char limit[32];
     std::snprintf(limit, sizeof(limit), "%g", timeout_s);
     return Status::Timeout(argv[0] + " did not finish within " + limit + " s");
   }
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255;
+  result.exit_code = exit->ShellCode();
   return result;
 }
 

@@ -15,7 +15,7 @@
 
 namespace frugal::cluster {
 
-// Starts `argv` (argv[0] a path) in directory `cwd` with stdout and stderr
+// Starts `argv` (argv[0] a path, or a name on PATH) in directory `cwd` with stdout and stderr
 // appended to `log_path`, in this process's environment with `env`
 // ("NAME=VALUE" each) replacing or adding variables. Returns the pid, or
 // IOError naming the program.

@@ -1,21 +1,15 @@
 #include "frugal/engine/launcher.h"
 
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <thread>
 
 #include "frugal/comm/membership/membership.h"
 #include "frugal/comm/membership/rendezvous.h"
-
-extern char** environ;
 
 namespace frugal::engine {
 
@@ -46,12 +40,6 @@ Status RunCoordinator(const CoordinatorOptions& options, const std::function<voi
 
 namespace {
 
-std::string DescribeExit(int status) {
-  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
-  return "status " + std::to_string(status);
-}
-
 // The file behind /proc/self/exe, so workers show up as "frugal worker ..."
 // in ps. Any other path is started as given: a virtual environment's python
 // is a symlink that finds its environment (pyvenv.cfg) from the path it was
@@ -63,60 +51,41 @@ std::string ResolveExecutable(const std::string& exe) {
   return buf;
 }
 
-// This process's environment with `overrides` ("KEY=VALUE") replacing or
-// adding entries.
-std::vector<std::string> ChildEnvironment(const std::vector<std::string>& overrides) {
-  auto key_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string entry(*e);
-    bool replaced = false;
-    for (const auto& o : overrides) replaced = replaced || key_of(o) == key_of(entry);
-    if (!replaced) env.push_back(std::move(entry));
-  }
-  env.insert(env.end(), overrides.begin(), overrides.end());
-  return env;
-}
-
-class PosixProcessLauncher final : public ProcessLauncher {
+// The supervisor's view of the Env's children: the exits of those it
+// started, in any order.
+class EnvProcessLauncher final : public ProcessLauncher {
  public:
+  explicit EnvProcessLauncher(Env& env) : env_(env) {}
+
   Result<Id> Spawn(const std::string& executable, const std::vector<std::string>& args,
                    const std::vector<std::string>& env) override {
-    const bool on_path = executable.find('/') == std::string::npos;
-    std::string exe = on_path ? executable : ResolveExecutable(executable);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(exe.c_str()));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    std::vector<std::string> child_env = env.empty() ? std::vector<std::string>() : ChildEnvironment(env);
-    std::vector<char*> envp;
-    for (const auto& e : child_env) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-    char** envv = env.empty() ? environ : envp.data();
-    pid_t pid = 0;
-    int rc = on_path ? posix_spawnp(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envv)
-                     : posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envv);
-    if (rc != 0) return Status::IOError("cannot start " + exe + ": " + std::strerror(rc));
-    running_.push_back(pid);
-    return Id{pid};
+    SpawnOptions o;
+    o.argv.push_back(ResolveExecutable(executable));
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.env = env;
+    Result<Env::Pid> pid = env_.Spawn(o);
+    if (!pid.ok()) return Status::IOError("cannot start " + pid.status().message());
+    running_.push_back(*pid);
+    return Id{*pid};
   }
 
   std::optional<Exit> PollExit() override {
     for (size_t i = 0; i < running_.size(); ++i) {
-      int status = 0;
-      if (waitpid(running_[i], &status, WNOHANG) != running_[i]) continue;
-      Exit exit{running_[i], WIFEXITED(status) && WEXITSTATUS(status) == 0, DescribeExit(status)};
+      std::optional<ProcessExit> exit = env_.Poll(running_[i]);
+      if (!exit) continue;
+      Exit e{running_[i], exit->success(), exit->Describe()};
       running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
-      return exit;
+      return e;
     }
     return std::nullopt;
   }
 
-  void Kill(Id id) override { kill(static_cast<pid_t>(id), SIGKILL); }
-  void Terminate(Id id) override { kill(static_cast<pid_t>(id), SIGTERM); }
+  void Kill(Id id) override { env_.Signal(id, SIGKILL); }
+  void Terminate(Id id) override { env_.Signal(id, SIGTERM); }
 
  private:
-  std::vector<pid_t> running_;  // started and not yet reaped
+  Env& env_;
+  std::vector<Env::Pid> running_;  // started and not yet reaped
 };
 
 constexpr std::chrono::milliseconds kPollInterval{20};
@@ -192,7 +161,7 @@ Status SuperviseProcesses(const std::vector<ProcessLauncher::Id>& ids, Status fi
   return first_failure;
 }
 
-std::unique_ptr<ProcessLauncher> NewPosixProcessLauncher() { return std::make_unique<PosixProcessLauncher>(); }
+std::unique_ptr<ProcessLauncher> NewProcessLauncher(Env& env) { return std::make_unique<EnvProcessLauncher>(env); }
 
 Status StartAndSuperviseWorkers(const LocalLaunchOptions& options, const std::string& coordinator_endpoint,
                                 ProcessLauncher& launcher, Clock& clock) {
@@ -212,7 +181,7 @@ Status StartAndSuperviseWorkers(const LocalLaunchOptions& options, const std::st
                             options.stop);
 }
 
-Status RunLocalWorkers(const LocalLaunchOptions& options) {
+Status RunLocalWorkers(const LocalLaunchOptions& options, Env& env) {
   FRUGAL_RETURN_IF_ERROR(ValidateLocalLaunch(options));
   CoordinatorOptions co;
   co.world_size = options.workers;
@@ -236,14 +205,13 @@ Status RunLocalWorkers(const LocalLaunchOptions& options) {
         false);
     bound = true;  // also on a bind failure, so the supervisor stops waiting
   });
-  while (!bound) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (!bound) env.SleepFor(std::chrono::milliseconds(5));
   if (endpoint.empty()) {
     coordinator.join();
     return coordinator_status.WithContext("starting the coordinator");
   }
-  std::unique_ptr<ProcessLauncher> launcher = NewPosixProcessLauncher();
-  SteadyClock clock;
-  Status workers_status = StartAndSuperviseWorkers(options, endpoint, *launcher, clock);
+  std::unique_ptr<ProcessLauncher> launcher = NewProcessLauncher(env);
+  Status workers_status = StartAndSuperviseWorkers(options, endpoint, *launcher, env);
   coordinator.join();
   if (!workers_status.ok()) return workers_status;
   return coordinator_status.WithContext("coordinator");

@@ -5,8 +5,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <map>
 #include <set>
+
+#include "frugal/common/fake_env.h"
 
 namespace frugal::engine {
 namespace {
@@ -223,7 +227,7 @@ TEST_F(LauncherTest, RejectsInconsistentOptions) {
   o.slowdowns = {"1"};
   EXPECT_EQ(Supervise(o).message(), "--local-slowdowns gives 1 factors for 2 workers");
   EXPECT_TRUE(launcher.started().empty());
-  EXPECT_EQ(RunLocalWorkers(Options(0)).message(), "--workers must be >= 1");
+  EXPECT_EQ(RunLocalWorkers(Options(0), Env::Default()).message(), "--workers must be >= 1");
 }
 
 // The real launcher on real (tiny) processes.
@@ -238,7 +242,7 @@ std::optional<ProcessLauncher::Exit> WaitForExit(ProcessLauncher& launcher) {
 }
 
 TEST(PosixProcessLauncherTest, ReportsExitCodesSignalsAndSpawnErrors) {
-  std::unique_ptr<ProcessLauncher> launcher = NewPosixProcessLauncher();
+  std::unique_ptr<ProcessLauncher> launcher = NewProcessLauncher(Env::Default());
   Result<ProcessLauncher::Id> failing = launcher->Spawn("/bin/sh", {"-c", "exit 3"}, {});
   ASSERT_TRUE(failing.ok()) << failing.status().ToString();
   auto exit = WaitForExit(*launcher);
@@ -268,7 +272,7 @@ TEST(PosixProcessLauncherTest, ReportsExitCodesSignalsAndSpawnErrors) {
 }
 
 TEST(PosixProcessLauncherTest, SearchesPathAndOverridesTheEnvironment) {
-  std::unique_ptr<ProcessLauncher> launcher = NewPosixProcessLauncher();
+  std::unique_ptr<ProcessLauncher> launcher = NewProcessLauncher(Env::Default());
   // "sh" has no '/': found on PATH. FRUGAL_TEST_A is added, HOME replaced.
   const std::string check = "test \"$FRUGAL_TEST_A\" = 7 && test \"$HOME\" = /x && test -n \"$PATH\"";
   Result<ProcessLauncher::Id> ok = launcher->Spawn("sh", {"-c", check}, {"FRUGAL_TEST_A=7", "HOME=/x"});
@@ -282,6 +286,39 @@ TEST(PosixProcessLauncherTest, SearchesPathAndOverridesTheEnvironment) {
   ASSERT_TRUE(exit.has_value());
   EXPECT_FALSE(exit->success);
   EXPECT_EQ(launcher->Spawn("no-such-program-frugal", {}, {}).status().code(), Status::Code::kIOError);
+}
+
+// The Env launcher over a FakeEnv: the scripted exit of one worker, seen on
+// the fake clock, gets the others killed once the grace has passed; no
+// process is started and nothing sleeps.
+TEST(EnvProcessLauncherTest, FailedWorkerGetsTheOthersKilledAfterTheGrace) {
+  FakeEnv env;
+  env.AddProgram("/opt/frugal");
+  env.ScriptExit("/opt/frugal", {0, 0}, milliseconds(200));
+  env.ScriptExit("/opt/frugal", {3, 0}, milliseconds(500));
+  std::unique_ptr<ProcessLauncher> launcher = NewProcessLauncher(env);
+  const Clock::time_point start = env.Now();
+  Status st = StartAndSuperviseWorkers(Options(3), "tcp://h:1", *launcher, env);
+  EXPECT_EQ(st.message(), "worker 1 failed (exit code 3)");
+  const std::vector<FakeEnv::SpawnRecord> spawns = env.spawns();
+  ASSERT_EQ(spawns.size(), 3u);
+  EXPECT_THAT(spawns[2].options.argv, ElementsAre("/opt/frugal", "worker", "--model", "mlp", "--coordinator",
+                                                  "tcp://h:1", "--rank", "2", "--threads", "1", "--quiet"));
+  EXPECT_TRUE(spawns[0].signals.empty());
+  EXPECT_TRUE(spawns[1].signals.empty());
+  EXPECT_THAT(spawns[2].signals, ElementsAre(SIGKILL));
+  // Killed once the grace (timeout + kill_grace = 4 s) after the failure had passed.
+  EXPECT_GE(env.Now() - start, milliseconds(4500));
+  EXPECT_LE(env.Now() - start, milliseconds(4600));
+}
+
+TEST(EnvProcessLauncherTest, MissingProgramIsASpawnError) {
+  FakeEnv env;
+  std::unique_ptr<ProcessLauncher> launcher = NewProcessLauncher(env);
+  Status st = StartAndSuperviseWorkers(Options(2), "tcp://h:1", *launcher, env);
+  EXPECT_EQ(st.code(), Status::Code::kIOError);
+  EXPECT_EQ(st.message(), "cannot start /opt/frugal: not an executable file");
+  EXPECT_TRUE(env.spawns().empty());
 }
 
 TEST(ManualClockTest, MovesOnlyWhenTold) {

@@ -19,30 +19,11 @@
 #include "frugal/cluster/speed_prior.h"
 #include "frugal/cluster/state_store.h"
 #include "frugal/cluster/types.h"
+#include "frugal/common/clock.h"
 #include "frugal/common/status.h"
 #include "frugal/sched/policy.h"
 
 namespace frugal::cluster {
-
-// Wall-clock time in Unix seconds: the manager's timestamps outlive the
-// process, so they cannot come from a steady clock. Tests pass a manual one.
-class WallClock {
- public:
-  virtual ~WallClock() = default;
-  virtual double Now() const = 0;
-};
-// std::chrono::system_clock.
-const WallClock& SystemWallClock();
-
-class ManualWallClock final : public WallClock {
- public:
-  explicit ManualWallClock(double start = 1.7e9) : now_(start) {}
-  double Now() const override { return now_; }
-  void Advance(double seconds) { now_ += seconds; }
-
- private:
-  double now_;
-};
 
 struct ManagerOptions {
   std::string policy = "afs-p";          // Any of sched::PolicyNames().
@@ -95,7 +76,7 @@ class ClusterManager {
   // Errors: unknown policy, store errors.
   static Result<std::unique_ptr<ClusterManager>> Open(std::unique_ptr<StateStore> store,
                                                       std::unique_ptr<JobController> controller,
-                                                      const WallClock& clock, ManagerOptions options);
+                                                      const Clock& clock, ManagerOptions options);
   ~ClusterManager();
 
   // InvalidArgument for a submission the cluster can never run.

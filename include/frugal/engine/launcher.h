@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "frugal/common/clock.h"
+#include "frugal/common/env.h"
 #include "frugal/comm/transport/zmq_transport.h"
 #include "frugal/common/status.h"
 
@@ -105,9 +105,10 @@ class ProcessLauncher {
   virtual void Terminate(Id id) { Kill(id); }
 };
 
-// posix_spawn, waitpid on its own children only, SIGKILL. The executable is
-// resolved through /proc symlinks, so workers show up as "frugal worker".
-std::unique_ptr<ProcessLauncher> NewPosixProcessLauncher();
+// Processes of `env` (Env::Default(): real ones), which must outlive the
+// launcher; polls its own children only. The executable is resolved
+// through /proc symlinks, so workers show up as "frugal worker".
+std::unique_ptr<ProcessLauncher> NewProcessLauncher(Env& env);
 
 // Waits until every process in `ids` has exited, polling `launcher` every
 // few milliseconds of `clock`. Returns Ok if all succeed, else the first
@@ -135,8 +136,8 @@ Status StartAndSuperviseWorkers(const LocalLaunchOptions& options, const std::st
                                 ProcessLauncher& launcher, Clock& clock);
 
 // Runs the coordinator and the worker processes (StartAndSuperviseWorkers
-// with the POSIX launcher and the steady clock), waits for all of them and
+// with the processes and the clock of `env`), waits for all of them and
 // fails if any worker fails (naming it and its exit status). Never hangs.
-Status RunLocalWorkers(const LocalLaunchOptions& options);
+Status RunLocalWorkers(const LocalLaunchOptions& options, Env& env);
 
 }  // namespace frugal::engine
