@@ -331,27 +331,32 @@ def reachable_without_seam(module, target):
     return seen
 
 
-def doc_graph(text):
-    """The module arrows of the diagram under 'Modules and dependency direction'."""
-    section = text.split("## Modules and dependency direction", 1)
+def diagram_arrows(text, heading, names, clean):
+    """The arrows of the first code block under `heading`: {left name: the
+    names on the right}, after `clean(right)` drops the line's notes."""
+    section = text.split(heading, 1)
     if len(section) < 2:
         return None
     block = re.search(r"```\n(.*?)```", section[1], re.S)
     if block is None:
         return None
-    names = "|".join(sorted(DEPENDS, key=len, reverse=True))
-    word = re.compile(r"\b(" + names + r")\b")
+    word = re.compile(r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
     graph = {}
     for line in block.group(1).splitlines():
         if "->" not in line:
             continue
         left, right = line.split("->", 1)
-        right = right.split("[", 1)[0]  # drop "[torch ...]" notes
-        right = re.sub(r"\(the frugal binary\)", "", right)
-        deps = set(word.findall(right))
+        deps = set(word.findall(clean(right)))
         for m in word.findall(left):
             graph.setdefault(m, set()).update(deps)
     return graph
+
+
+def doc_graph(text):
+    """The module arrows of the diagram under 'Modules and dependency direction'."""
+    # drop "[torch ...]" notes and the binary's name
+    return diagram_arrows(text, "## Modules and dependency direction", DEPENDS,
+                          lambda right: re.sub(r"\(the frugal binary\)", "", right.split("[", 1)[0]))
 
 
 def doc_torch_free(text):
@@ -365,23 +370,7 @@ def doc_torch_free(text):
 
 def doc_comm_parts(text):
     """The arrows of the diagram under '### Inside comm'."""
-    section = text.split("### Inside comm", 1)
-    if len(section) < 2:
-        return None
-    block = re.search(r"```\n(.*?)```", section[1], re.S)
-    if block is None:
-        return None
-    names = "|".join(sorted(COMM_PARTS, key=len, reverse=True))
-    word = re.compile(r"\b(" + names + r")\b")
-    graph = {}
-    for line in block.group(1).splitlines():
-        if "->" not in line:
-            continue
-        left, right = line.split("->", 1)
-        right = right.split("(", 1)[0]  # drop "(...)" notes
-        for m in word.findall(left):
-            graph.setdefault(m, set()).update(word.findall(right))
-    return graph
+    return diagram_arrows(text, "### Inside comm", COMM_PARTS, lambda right: right.split("(", 1)[0])
 
 
 def check_doc(root):
