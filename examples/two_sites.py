@@ -11,6 +11,7 @@ and encrypted (--key).
 """
 
 import argparse
+import sys
 
 import torch
 import torch.distributed as dist
@@ -53,8 +54,10 @@ def main():
     with torch.no_grad():
         correct = (net(xt).argmax(1) == yt).float().mean().item()
     accuracy = frugal.all_reduce(correct)  # the mean over every rank, over Frugal's transport
-    print(f"rank {world.rank} of {world.world_size} (cluster {world.cluster}): {args.steps} steps, "
-          f"test accuracy {100 * accuracy:.1f}% (mean over ranks)", flush=True)
+    # One write per line: the ranks of a host share its output.
+    sys.stdout.write(f"rank {world.rank} of {world.world_size} (cluster {world.cluster}): {args.steps} steps, "
+                     f"test accuracy {100 * accuracy:.1f}% (mean over ranks)\n")
+    sys.stdout.flush()
     dist.destroy_process_group()
 
 
