@@ -275,12 +275,15 @@ Status CompressedCollective::ReduceSharded(BufferState& state, const CallTags& t
     AddMass(c.feedback->last_mass(), &stats->mass);
   }
   // 2. The owner's mean of its shard, compressed again.
-  auto [own_begin, own_end] = ShardRange(data.size(), world, me);
+  // A plain size, not the structured binding: a lambda cannot capture a
+  // binding in C++17 (clang refuses it).
+  const auto own_range = ShardRange(data.size(), world, me);
+  const size_t own_size = own_range.second - own_range.first;
   double owner_s = 0;
   const comm::ShardFn owner = [&](std::vector<comm::Bytes> parts) -> Result<comm::Bytes> {
     auto start = Clock::now();
     comm::Bytes mean;
-    FRUGAL_RETURN_IF_ERROR(CompressMerged(parts, own_end - own_begin, 1.0f / static_cast<float>(world), state.owned,
+    FRUGAL_RETURN_IF_ERROR(CompressMerged(parts, own_size, 1.0f / static_cast<float>(world), state.owned,
                                           density, wire, "this rank's shard of " + state.name, &mean));
     owner_s = Seconds(Clock::now() - start);
     return mean;

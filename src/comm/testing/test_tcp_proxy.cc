@@ -162,11 +162,13 @@ TcpProxy::TcpProxy(int upstream_port) : relay_(std::make_unique<Relay>()) {
 
 TcpProxy::~TcpProxy() {
   {
+    // The wake-up is written under the lock: the relay reads stop under it
+    // and closes wake_fd once it has, so the fd is still open here.
     std::lock_guard<std::mutex> lock(relay_->mu);
     relay_->stop = true;
+    uint64_t one = 1;
+    (void)!::write(relay_->wake_fd, &one, sizeof(one));
   }
-  uint64_t one = 1;
-  (void)!::write(relay_->wake_fd, &one, sizeof(one));
   thread_.join();
 }
 
