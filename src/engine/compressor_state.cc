@@ -1,5 +1,7 @@
 #include "compressor_state.h"
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 namespace frugal::engine {
@@ -17,6 +19,13 @@ Status ReadCompressor(ByteReader& r, collective::Compressor* c, const ResetCompr
   FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> sparsifier, r.Bytes());
   if (size >= (uint64_t{1} << 32)) return Status::Corruption("compressor state: bad size");
   if (residual.empty() || c == nullptr) return Status::Ok();
+  // The residual holds 4 bytes per value (8 with momentum correction) after a
+  // 14-byte header: a size its bytes cannot hold is refused before `reset`
+  // allocates it.
+  if ((residual.size() - std::min<size_t>(residual.size(), 14)) / 4 < size) {
+    return Status::Corruption("compressor state: a residual of " + std::to_string(residual.size()) +
+                              " bytes for " + std::to_string(size) + " values");
+  }
   FRUGAL_RETURN_IF_ERROR(reset(*c, static_cast<size_t>(size)));
   FRUGAL_RETURN_IF_ERROR(c->feedback->Deserialize(Span<const uint8_t>(residual.data(), residual.size())));
   FRUGAL_ASSIGN_OR_RETURN(compress::SparsifierState ss, compress::SparsifierState::Deserialize(
