@@ -11,7 +11,8 @@ per worker. With --testbed R each worker is a host of the flat testbed
 (testbed/testbed.sh, links of R Mbit/s; root): `frugal coordinator` and one
 `frugal worker` or one `frugal run --workers 1` per host. Both write metrics.jsonl through
 the same reporter; the iteration time of a run is the median over its
-windows (after the first) of the training seconds per step. The summary
+windows (after the first two: start-up and warm-up) of the training
+seconds per step. The summary
 gives each system's median over the repeats and its ratio to frugal train
 of the same repeat (median of the ratios): the goal is at most 1.05.
 
@@ -38,8 +39,9 @@ from harness.testbed import Testbed  # noqa: E402
 
 def iteration_seconds(metrics_path):
     """The median training seconds per step over the windows of a
-    metrics.jsonl after the first (the warm-up); ValueError with fewer than
-    three windows."""
+    metrics.jsonl after the first two (the start-up and the warm-up: the
+    first window's record has no predecessor, the second holds the first
+    rounds); ValueError with fewer than three records of steps."""
     windows = []
     with open(metrics_path) as f:
         for line in f:
