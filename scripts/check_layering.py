@@ -264,12 +264,14 @@ def comm_parts_reachable(part):
 def resolve_quoted(root, rel, path):
     """The repository path of a quoted, non-public include: beside the file,
     then below src/<module>/ (how comm's internal headers are included),
-    then below src/; None when none exists."""
+    then below src/, then below src/comm/ (how another module's tests
+    include comm's `testing`); None when none exists."""
     candidates = [os.path.normpath(os.path.join(os.path.dirname(rel), path)).replace(os.sep, "/")]
     module = module_of_file(rel)
     if module is not None:
         candidates.append(f"src/{module}/{path}")
     candidates.append(f"src/{path}")
+    candidates.append(f"src/comm/{path}")
     for c in candidates:
         if os.path.isfile(os.path.join(root, c)):
             return c

@@ -7,16 +7,20 @@
 
 #include <gtest/gtest.h>
 
-#include "frugal/comm/transport/inproc_transport.h"
+#include "testing/test_world.h"
 
 namespace frugal::engine {
 namespace {
+
+using comm::testing::Backend;
+using comm::testing::MakeWorld;
+using comm::testing::World;
 
 float Grad(int rank, int call, size_t i) {
   return std::sin(0.37f * static_cast<float>(i) + static_cast<float>(rank) * 1.3f + static_cast<float>(call));
 }
 
-// Runs `calls` rounds over the in-process transport; round c hands every rank
+// Runs `calls` rounds over `backend`; round c hands every rank
 // bucket 0 (n values) and bucket 1 (n/3 + 5 values) with Grad(rank, c, i)
 // (or zeros when c >= nonzero_calls). Returns out[rank][bucket] = the sum of
 // the outputs over all rounds.
@@ -31,50 +35,61 @@ struct Outcome {
 // Called on each rank's object before each call (rank, call).
 using BeforeCall = std::function<void(CompressedAllReduce&, int, int)>;
 
-Outcome RunWorld(const std::vector<std::string>& clusters, CompressedAllReduceOptions options, size_t n, int calls,
-                 int nonzero_calls, const BeforeCall& before_call = nullptr) {
+Outcome RunOn(Backend backend, const std::vector<std::string>& clusters, CompressedAllReduceOptions options, size_t n,
+              int calls, int nonzero_calls, const BeforeCall& before_call) {
   const int world = static_cast<int>(clusters.size());
-  auto topo = comm::Topology::FromClusterNames(clusters);
-  comm::InProcHub hub(*topo);
+  World w = MakeWorld(backend, clusters);
   const std::vector<size_t> sizes = {n, n / 3 + 5};
   Outcome out;
   out.sums.assign(world, {std::vector<float>(sizes[0], 0.0f), std::vector<float>(sizes[1], 0.0f)});
-  out.statuses.resize(world);
+  out.statuses.assign(world, Status::Internal("not run"));
   out.bytes_sent.resize(world);
   out.inter_bytes_sent.resize(world);
   out.stats.resize(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      auto transport = hub.CreateTransport(r);
-      ASSERT_TRUE(transport.ok());
-      auto ar = CompressedAllReduce::Create(options, transport->get());
-      if (!ar.ok()) {
-        out.statuses[r] = ar.status();
-        return;
-      }
-      for (int c = 0; c < calls; ++c) {
-        if (before_call) before_call(**ar, r, c);
-        for (size_t b = 0; b < sizes.size(); ++b) {
-          std::vector<float> data(sizes[b]);
-          for (size_t i = 0; i < data.size(); ++i) data[i] = c < nonzero_calls ? Grad(r, c, i + 1000 * b) : 0.0f;
-          Status s = (*ar)->Run(b, Span<float>(data.data(), data.size()));
-          if (!s.ok()) {
-            out.statuses[r] = s;
-            return;
-          }
-          for (size_t i = 0; i < data.size(); ++i) out.sums[r][b][i] += data[i];
+  comm::testing::RunRanks(w, [&](int r, std::unique_ptr<comm::Transport>& transport) {
+    auto ar = CompressedAllReduce::Create(options, transport.get());
+    if (!ar.ok()) {
+      out.statuses[r] = ar.status();
+      return;
+    }
+    for (int c = 0; c < calls; ++c) {
+      if (before_call) before_call(**ar, r, c);
+      for (size_t b = 0; b < sizes.size(); ++b) {
+        std::vector<float> data(sizes[b]);
+        for (size_t i = 0; i < data.size(); ++i) data[i] = c < nonzero_calls ? Grad(r, c, i + 1000 * b) : 0.0f;
+        Status s = (*ar)->Run(b, Span<float>(data.data(), data.size()));
+        if (!s.ok()) {
+          out.statuses[r] = s;
+          return;
         }
+        for (size_t i = 0; i < data.size(); ++i) out.sums[r][b][i] += data[i];
       }
-      out.stats[r] = (*ar)->stats();
-      const comm::TransportStats stats = (*transport)->stats();
-      out.bytes_sent[r] = stats.intra_cluster.bytes_sent + stats.inter_cluster.bytes_sent;
-      out.inter_bytes_sent[r] = stats.inter_cluster.bytes_sent;
-    });
-  }
-  for (auto& t : threads) t.join();
+    }
+    out.stats[r] = (*ar)->stats();
+    out.statuses[r] = Status::Ok();
+    const comm::TransportStats stats = transport->stats();
+    out.bytes_sent[r] = stats.intra_cluster.bytes_sent + stats.inter_cluster.bytes_sent;
+    out.inter_bytes_sent[r] = stats.inter_cluster.bytes_sent;
+  });
   return out;
 }
+
+// The multi-rank tests, over each backend (comm/testing/test_world.h).
+class CompressedAllReduceTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  // RunOn this instance's backend. Over ZeroMQ every rank's outputs and
+  // byte counts must be the in-process run's, bit for bit.
+  Outcome RunWorld(const std::vector<std::string>& clusters, const CompressedAllReduceOptions& options, size_t n,
+                   int calls, int nonzero_calls, const BeforeCall& before_call = nullptr) {
+    Outcome out = RunOn(GetParam(), clusters, options, n, calls, nonzero_calls, before_call);
+    if (GetParam() != Backend::kInProc) {
+      Outcome in_proc = RunOn(Backend::kInProc, clusters, options, n, calls, nonzero_calls, before_call);
+      EXPECT_EQ(out.sums, in_proc.sums) << "over " << BackendName(GetParam());
+      EXPECT_EQ(out.bytes_sent, in_proc.bytes_sent) << "over " << BackendName(GetParam());
+    }
+    return out;
+  }
+};
 
 float ExactMeanSum(int world, int nonzero_calls, size_t b, size_t i) {
   double s = 0;
@@ -108,11 +123,11 @@ void ExpectMean(const Outcome& out, int world, int nonzero_calls, float tol) {
   }
 }
 
-TEST(CompressedAllReduceTest, DensityOneIsTheMean) {
+TEST_P(CompressedAllReduceTest, DensityOneIsTheMean) {
   ExpectMean(RunWorld({"local", "local", "local"}, Fp32(1.0), 200, 3, 3), 3, 3, 1e-5f);
 }
 
-TEST(CompressedAllReduceTest, HierarchicalExchangeGivesTheSameMean) {
+TEST_P(CompressedAllReduceTest, HierarchicalExchangeGivesTheSameMean) {
   ExpectMean(RunWorld({"a", "a", "b", "b"}, Fp32(1.0), 200, 2, 2), 4, 2, 1e-5f);
 }
 
@@ -120,7 +135,7 @@ TEST(CompressedAllReduceTest, HierarchicalExchangeGivesTheSameMean) {
 // residual of its own, so what it leaves out at density 0.25, and int4's
 // rounding of the sum, go out in later calls: after enough calls of zero
 // gradients every rank holds the mean. Clusters of two and of one.
-TEST(CompressedAllReduceTest, LeadersFeedBackWhatTheirClusterMessagesLeaveOut) {
+TEST_P(CompressedAllReduceTest, LeadersFeedBackWhatTheirClusterMessagesLeaveOut) {
   for (const std::vector<std::string>& clusters :
        {std::vector<std::string>{"a", "a", "b", "b"}, std::vector<std::string>{"a", "a", "a", "b"}}) {
     ExpectMean(RunWorld(clusters, Fp32(0.25), 256, 16, 1), 4, 1, 1e-5f);
@@ -133,7 +148,7 @@ TEST(CompressedAllReduceTest, LeadersFeedBackWhatTheirClusterMessagesLeaveOut) {
 // The cluster message keeps the contributions' wire format: at density 1 in
 // int4 a leader sends about 0.504 bytes per value across clusters, where a
 // merge re-encoded as int8 would send 1.004.
-TEST(CompressedAllReduceTest, LeadersSendInt4AcrossClusters) {
+TEST_P(CompressedAllReduceTest, LeadersSendInt4AcrossClusters) {
   CompressedAllReduceOptions int4 = Fp32(1.0);
   int4.wire.values = compress::ValueEncoding::kInt4;
   const size_t n = 4000;
@@ -148,7 +163,7 @@ TEST(CompressedAllReduceTest, LeadersSendInt4AcrossClusters) {
 
 // Error feedback: what is not sent stays in the residual and goes out later,
 // so after enough rounds of zero gradients the outputs add up to the mean.
-TEST(CompressedAllReduceTest, ErrorFeedbackEventuallySendsEverything) {
+TEST_P(CompressedAllReduceTest, ErrorFeedbackEventuallySendsEverything) {
   ExpectMean(RunWorld({"local", "local"}, Fp32(0.25), 256, 12, 1), 2, 1, 1e-5f);
 }
 
@@ -161,7 +176,7 @@ CompressedAllReduceOptions Sharded(CompressedAllReduceOptions o) {
 // exchange's sums, scaled the same way, bit for bit; the bucket sizes (200
 // and 71 values over 4 ranks; 20 and 11, where some shards are empty) cover
 // uneven and empty shards.
-TEST(CompressedAllReduceTest, ShardedAtDensityOneEqualsTheFlatExchangeBitForBit) {
+TEST_P(CompressedAllReduceTest, ShardedAtDensityOneEqualsTheFlatExchangeBitForBit) {
   const std::vector<std::string> four = {"local", "local", "local", "local"};
   for (size_t n : {size_t{200}, size_t{20}}) {
     const Outcome flat = RunWorld(four, Fp32(1.0), n, 3, 3);
@@ -174,7 +189,7 @@ TEST(CompressedAllReduceTest, ShardedAtDensityOneEqualsTheFlatExchangeBitForBit)
 // A rank sends its shards once and its mean to every peer: 2 (N-1)/N of a
 // contribution instead of the flat all-gather's N-1 copies (at 4 ranks, half
 // the bytes, plus headers).
-TEST(CompressedAllReduceTest, ShardedSendsAboutHalfTheFlatBytesAtFourRanks) {
+TEST_P(CompressedAllReduceTest, ShardedSendsAboutHalfTheFlatBytesAtFourRanks) {
   const std::vector<std::string> four = {"local", "local", "local", "local"};
   const Outcome flat = RunWorld(four, Fp32(1.0), 4000, 2, 2);
   const Outcome sharded = RunWorld(four, Sharded(Fp32(1.0)), 4000, 2, 2);
@@ -186,7 +201,7 @@ TEST(CompressedAllReduceTest, ShardedSendsAboutHalfTheFlatBytesAtFourRanks) {
 
 // Both stages feed back what they do not send: the senders' unsent shares and
 // the owners' unsent means go out in later calls, and int4's rounding too.
-TEST(CompressedAllReduceTest, ShardedErrorFeedbackEventuallySendsEverything) {
+TEST_P(CompressedAllReduceTest, ShardedErrorFeedbackEventuallySendsEverything) {
   const std::vector<std::string> four = {"local", "local", "local", "local"};
   ExpectMean(RunWorld(four, Sharded(Fp32(0.25)), 256, 16, 1), 4, 1, 1e-5f);
   CompressedAllReduceOptions int4 = Sharded(Fp32(1.0));
@@ -197,7 +212,7 @@ TEST(CompressedAllReduceTest, ShardedErrorFeedbackEventuallySendsEverything) {
 // Deflate is lossless and flagged per message: ranks that switch it on and
 // off alone, call by call, get the values of ranks that always deflate, bit
 // for bit, and send more bytes; raw_bytes counts the bytes without deflate.
-TEST(CompressedAllReduceTest, RanksSwitchDeflateAloneWithoutChangingAValue) {
+TEST_P(CompressedAllReduceTest, RanksSwitchDeflateAloneWithoutChangingAValue) {
   const std::vector<std::string> four = {"local", "local", "local", "local"};
   CompressedAllReduceOptions o = Sharded(Fp32(1.0));
   o.wire.values = compress::ValueEncoding::kInt4;
@@ -221,46 +236,39 @@ TEST(CompressedAllReduceTest, RanksSwitchDeflateAloneWithoutChangingAValue) {
 }
 
 // Two objects on one transport (two DDP models) keep their messages apart.
-TEST(CompressedAllReduceTest, InstancesShareATransport) {
-  auto topo = comm::Topology::FromClusterNames({"local", "local"});
-  comm::InProcHub hub(*topo);
+TEST_P(CompressedAllReduceTest, InstancesShareATransport) {
+  World w = MakeWorld(GetParam(), {"local", "local"});
   std::vector<std::vector<float>> got(2);
-  std::vector<std::thread> threads;
+  comm::testing::RunRanks(w, [&](int r, std::unique_ptr<comm::Transport>& transport) {
+    CompressedAllReduceOptions a = Fp32(1.0), b = Fp32(1.0);
+    b.instance = 1;
+    auto x = CompressedAllReduce::Create(a, transport.get());
+    auto y = CompressedAllReduce::Create(b, transport.get());
+    ASSERT_TRUE(x.ok() && y.ok());
+    // Rank 0 runs x then y, rank 1 y then x: with one tag space they would cross.
+    std::vector<float> dx(16, 1.0f + r), dy(16, 10.0f + r);
+    if (r == 0) {
+      std::thread other([&] { ASSERT_TRUE((*y)->Run(0, Span<float>(dy.data(), dy.size())).ok()); });
+      ASSERT_TRUE((*x)->Run(0, Span<float>(dx.data(), dx.size())).ok());
+      other.join();
+    } else {
+      ASSERT_TRUE((*y)->Run(0, Span<float>(dy.data(), dy.size())).ok());
+      ASSERT_TRUE((*x)->Run(0, Span<float>(dx.data(), dx.size())).ok());
+    }
+    got[r] = {dx[0], dy[0]};
+  });
   for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      auto transport = hub.CreateTransport(r);
-      ASSERT_TRUE(transport.ok());
-      CompressedAllReduceOptions a = Fp32(1.0), b = Fp32(1.0);
-      b.instance = 1;
-      auto x = CompressedAllReduce::Create(a, transport->get());
-      auto y = CompressedAllReduce::Create(b, transport->get());
-      ASSERT_TRUE(x.ok() && y.ok());
-      // Rank 0 runs x then y, rank 1 y then x: with one tag space they would cross.
-      std::vector<float> dx(16, 1.0f + r), dy(16, 10.0f + r);
-      if (r == 0) {
-        std::thread other([&] { ASSERT_TRUE((*y)->Run(0, Span<float>(dy.data(), dy.size())).ok()); });
-        ASSERT_TRUE((*x)->Run(0, Span<float>(dx.data(), dx.size())).ok());
-        other.join();
-      } else {
-        ASSERT_TRUE((*y)->Run(0, Span<float>(dy.data(), dy.size())).ok());
-        ASSERT_TRUE((*x)->Run(0, Span<float>(dx.data(), dx.size())).ok());
-      }
-      got[r] = {dx[0], dy[0]};
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(got[r].size(), 2u) << "rank " << r;
     EXPECT_EQ(got[r][0], 1.5f);
     EXPECT_EQ(got[r][1], 10.5f);
   }
 }
 
-TEST(CompressedAllReduceTest, SparseCallSendsAboutTheDensity) {
-  auto topo = comm::Topology::FromClusterNames({"local"});
-  comm::InProcHub hub(*topo);
-  auto transport = hub.CreateTransport(0);
-  ASSERT_TRUE(transport.ok());
-  auto ar = CompressedAllReduce::Create(Fp32(0.1), transport->get());
+TEST(CompressedAllReduceOneRankTest, SparseCallSendsAboutTheDensity) {
+  World w = MakeWorld(Backend::kInProc, {"local"});
+  ASSERT_EQ(w.ranks.size(), 1u);
+  comm::Transport* transport = w.ranks[0].get();
+  auto ar = CompressedAllReduce::Create(Fp32(0.1), transport);
   ASSERT_TRUE(ar.ok());
   std::vector<float> data(1600);
   for (size_t i = 0; i < data.size(); ++i) data[i] = Grad(0, 0, i);
@@ -274,30 +282,28 @@ TEST(CompressedAllReduceTest, SparseCallSendsAboutTheDensity) {
   EXPECT_EQ((*ar)->stats().calls, 2u);
 }
 
-TEST(CompressedAllReduceTest, RejectsBadOptions) {
-  auto topo = comm::Topology::FromClusterNames({"local"});
-  comm::InProcHub hub(*topo);
-  auto transport = hub.CreateTransport(0);
-  ASSERT_TRUE(transport.ok());
+TEST(CompressedAllReduceOneRankTest, RejectsBadOptions) {
+  World w = MakeWorld(Backend::kInProc, {"local"});
+  ASSERT_EQ(w.ranks.size(), 1u);
+  comm::Transport* transport = w.ranks[0].get();
   CompressedAllReduceOptions o;  // value-initialised: density 0
-  auto ar = CompressedAllReduce::Create(o, transport->get());
+  auto ar = CompressedAllReduce::Create(o, transport);
   ASSERT_FALSE(ar.ok());
   EXPECT_NE(ar.status().message().find("density must be in (0, 1]"), std::string::npos);
   o = Fp32(0.1);
   o.sparsifier = compress::SparsifierKind::kTopk;  // block ids need whole blocks
-  ar = CompressedAllReduce::Create(o, transport->get());
+  ar = CompressedAllReduce::Create(o, transport);
   ASSERT_FALSE(ar.ok());
   EXPECT_NE(ar.status().message().find("need the block sparsifier, not 'topk'"), std::string::npos);
   o.wire.indices = compress::IndexEncoding::kDeltaVarint;
-  EXPECT_TRUE(CompressedAllReduce::Create(o, transport->get()).ok());
+  EXPECT_TRUE(CompressedAllReduce::Create(o, transport).ok());
 }
 
-TEST(CompressedAllReduceTest, NonFiniteGradientIsAnErrorAndLeavesDataAlone) {
-  auto topo = comm::Topology::FromClusterNames({"local"});
-  comm::InProcHub hub(*topo);
-  auto transport = hub.CreateTransport(0);
-  ASSERT_TRUE(transport.ok());
-  auto ar = CompressedAllReduce::Create(Fp32(1.0), transport->get());
+TEST(CompressedAllReduceOneRankTest, NonFiniteGradientIsAnErrorAndLeavesDataAlone) {
+  World w = MakeWorld(Backend::kInProc, {"local"});
+  ASSERT_EQ(w.ranks.size(), 1u);
+  comm::Transport* transport = w.ranks[0].get();
+  auto ar = CompressedAllReduce::Create(Fp32(1.0), transport);
   ASSERT_TRUE(ar.ok());
   std::vector<float> data(32, 1.0f);
   data[5] = std::nanf("");
@@ -307,15 +313,12 @@ TEST(CompressedAllReduceTest, NonFiniteGradientIsAnErrorAndLeavesDataAlone) {
   EXPECT_EQ(data[0], 1.0f);
 }
 
-TEST(CompressedAllReduceTest, SilentPeerTimesOut) {
-  auto topo = comm::Topology::FromClusterNames({"local", "local"});
-  comm::InProcHub hub(*topo);
-  auto t0 = hub.CreateTransport(0);
-  auto t1 = hub.CreateTransport(1);  // never calls Run
-  ASSERT_TRUE(t0.ok() && t1.ok());
+TEST_P(CompressedAllReduceTest, SilentPeerTimesOut) {
+  World w = MakeWorld(GetParam(), {"local", "local"});  // rank 1 never calls Run
+  ASSERT_EQ(w.ranks.size(), 2u);
   CompressedAllReduceOptions o = Fp32(1.0);
   o.exchange.timeout = std::chrono::milliseconds(200);
-  auto ar = CompressedAllReduce::Create(o, t0->get());
+  auto ar = CompressedAllReduce::Create(o, w.ranks[0].get());
   ASSERT_TRUE(ar.ok());
   std::vector<float> data(32, 1.0f);
   Status s = (*ar)->Run(0, Span<float>(data.data(), data.size()));
@@ -331,10 +334,10 @@ namespace {
 // The residuals and sparsifier states survive SaveState/LoadState: a copy
 // restored from the bytes continues exactly as the original (one rank, so
 // the exchange passes the contribution through).
-TEST(CompressedAllReduceTest, StateRoundTripsThroughBytes) {
-  comm::InProcHub hub(comm::Topology::SingleCluster(1));
-  auto t0 = hub.CreateTransport(0);
-  ASSERT_TRUE(t0.ok());
+TEST(CompressedAllReduceOneRankTest, StateRoundTripsThroughBytes) {
+  World w = MakeWorld(Backend::kInProc, {"local"});
+  ASSERT_EQ(w.ranks.size(), 1u);
+  comm::Transport* t0 = w.ranks[0].get();
   CompressedAllReduceOptions o = Fp32(0.1);
   o.sparsifier = compress::SparsifierKind::kTopk;
   o.wire = {compress::ValueEncoding::kFp32, compress::IndexEncoding::kDeltaVarint};
@@ -344,12 +347,12 @@ TEST(CompressedAllReduceTest, StateRoundTripsThroughBytes) {
     EXPECT_TRUE(ar.Run(3, Span<float>(data.data(), data.size())).ok());
     return data;
   };
-  auto original = CompressedAllReduce::Create(o, t0->get());
+  auto original = CompressedAllReduce::Create(o, t0);
   ASSERT_TRUE(original.ok());
   for (int c = 0; c < 3; ++c) run(**original, c);
   const std::vector<uint8_t> state = (*original)->SaveState();
-  auto restored = CompressedAllReduce::Create(o, t0->get());
-  auto fresh = CompressedAllReduce::Create(o, t0->get());
+  auto restored = CompressedAllReduce::Create(o, t0);
+  auto fresh = CompressedAllReduce::Create(o, t0);
   ASSERT_TRUE(restored.ok() && fresh.ok());
   ASSERT_TRUE((*restored)->LoadState(state).ok());
   const std::vector<float> want = run(**original, 3);
@@ -367,44 +370,38 @@ namespace {
 
 // On `clusters`, objects restored from the saved bytes continue exactly as
 // the originals, and fresh objects do not.
-void ExpectStateRoundTrips(const std::vector<std::string>& clusters, CompressedAllReduceOptions o) {
+void ExpectStateRoundTrips(Backend backend, const std::vector<std::string>& clusters, CompressedAllReduceOptions o) {
   const int world = static_cast<int>(clusters.size());
-  auto topo = comm::Topology::FromClusterNames(clusters);
-  comm::InProcHub hub(*topo);
+  World w = MakeWorld(backend, clusters);
   std::vector<std::vector<float>> want(world), restored(world), fresh(world);
-  std::vector<std::thread> threads;
+  comm::testing::RunRanks(w, [&](int r, std::unique_ptr<comm::Transport>& transport) {
+    auto run = [&](CompressedAllReduce& ar, int call) {
+      std::vector<float> data(300);
+      for (size_t i = 0; i < data.size(); ++i) data[i] = Grad(r, call, i);
+      EXPECT_TRUE(ar.Run(3, Span<float>(data.data(), data.size())).ok());
+      return data;
+    };
+    auto make = [&](uint32_t instance) {
+      CompressedAllReduceOptions mine = o;
+      mine.instance = instance;
+      auto ar = CompressedAllReduce::Create(mine, transport.get());
+      EXPECT_TRUE(ar.ok());
+      return std::move(ar).value();
+    };
+    auto original = make(0);
+    for (int c = 0; c < 3; ++c) run(*original, c);
+    const std::vector<uint8_t> state = original->SaveState();
+    auto copy = make(1);
+    ASSERT_TRUE(copy->LoadState(state).ok());
+    auto empty = make(2);
+    want[r] = run(*original, 3);
+    restored[r] = run(*copy, 3);
+    fresh[r] = run(*empty, 3);
+    std::vector<uint8_t> cut(state.begin(), state.end() - 3);
+    EXPECT_EQ(empty->LoadState(cut).code(), Status::Code::kCorruption);
+  });
   for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      auto transport = hub.CreateTransport(r);
-      ASSERT_TRUE(transport.ok());
-      auto run = [&](CompressedAllReduce& ar, int call) {
-        std::vector<float> data(300);
-        for (size_t i = 0; i < data.size(); ++i) data[i] = Grad(r, call, i);
-        EXPECT_TRUE(ar.Run(3, Span<float>(data.data(), data.size())).ok());
-        return data;
-      };
-      auto make = [&](uint32_t instance) {
-        CompressedAllReduceOptions mine = o;
-        mine.instance = instance;
-        auto ar = CompressedAllReduce::Create(mine, transport->get());
-        EXPECT_TRUE(ar.ok());
-        return std::move(ar).value();
-      };
-      auto original = make(0);
-      for (int c = 0; c < 3; ++c) run(*original, c);
-      const std::vector<uint8_t> state = original->SaveState();
-      auto copy = make(1);
-      ASSERT_TRUE(copy->LoadState(state).ok());
-      auto empty = make(2);
-      want[r] = run(*original, 3);
-      restored[r] = run(*copy, 3);
-      fresh[r] = run(*empty, 3);
-      std::vector<uint8_t> cut(state.begin(), state.end() - 3);
-      EXPECT_EQ(empty->LoadState(cut).code(), Status::Code::kCorruption);
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) {
+    ASSERT_FALSE(want[r].empty()) << "rank " << r;
     EXPECT_EQ(restored[r], want[r]) << "rank " << r;
     EXPECT_NE(fresh[r], want[r]) << "rank " << r;
   }
@@ -418,16 +415,19 @@ CompressedAllReduceOptions SparseInt4(double density) {
 }
 
 // The sharded exchange's state (every shard's residual and the owner's).
-TEST(CompressedAllReduceTest, ShardedStateRoundTripsThroughBytes) {
-  ExpectStateRoundTrips({"local", "local"}, Sharded(SparseInt4(0.2)));
+TEST_P(CompressedAllReduceTest, ShardedStateRoundTripsThroughBytes) {
+  ExpectStateRoundTrips(GetParam(), {"local", "local"}, Sharded(SparseInt4(0.2)));
 }
 
 // The leaders' residuals (Note [Leader residual]) are part of the state:
 // without them the leaders' next cluster messages, and so every rank's
 // result, would differ.
-TEST(CompressedAllReduceTest, LeaderStateRoundTripsThroughBytes) {
-  ExpectStateRoundTrips({"a", "a", "b", "b"}, SparseInt4(0.2));
+TEST_P(CompressedAllReduceTest, LeaderStateRoundTripsThroughBytes) {
+  ExpectStateRoundTrips(GetParam(), {"a", "a", "b", "b"}, SparseInt4(0.2));
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, CompressedAllReduceTest, comm::testing::AllBackends(),
+                         comm::testing::BackendParamName());
 
 }  // namespace
 }  // namespace frugal::engine

@@ -2,14 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 #include <gtest/gtest.h>
 
-#include "frugal/comm/transport/inproc_transport.h"
+#include "testing/test_world.h"
 
 namespace frugal::engine {
 namespace {
+
+using comm::testing::Backend;
 
 // Each rank r minimises 0.5 * ||x - c_r||^2 with the pipeline; the gradient
 // is computed from the parameters copied at BeginIteration, so staleness is
@@ -35,65 +36,72 @@ Status Restart(const PipelineOptions& options, const std::vector<BucketSpec>& sp
 
 // With restart_at >= 0 every rank saves its pipeline's state right after
 // BeginIteration(restart_at), builds a fresh pipeline from it and goes on.
-QuadraticRun RunQuadratic(int world, size_t n, int steps, PipelineOptions base, std::vector<std::string> clusters = {},
-                          int restart_at = -1) {
+QuadraticRun RunQuadratic(Backend backend, int world, size_t n, int steps, PipelineOptions base,
+                          std::vector<std::string> clusters, int restart_at) {
   if (clusters.empty()) clusters.assign(world, "local");
-  auto topo = comm::Topology::FromClusterNames(clusters);
-  comm::InProcHub hub(*topo);
+  comm::testing::World w = comm::testing::MakeWorld(backend, clusters);
   QuadraticRun out;
   out.final_params.resize(world);
   out.checksums.resize(world);
-  out.statuses.resize(world);
+  out.statuses.assign(world, Status::Internal("not run"));
   out.stats.resize(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      auto transport = hub.CreateTransport(r);
-      if (!transport.ok()) {
-        out.statuses[r] = transport.status();
+  comm::testing::RunRanks(w, [&](int r, std::unique_ptr<comm::Transport>& transport) {
+    std::vector<BucketSpec> specs(2);
+    specs[0].name = "a";
+    specs[0].initial.assign(n, 0.0f);
+    specs[1].name = "b";
+    specs[1].initial.assign(n / 2 + 3, 1.0f);
+    auto pipeline = GradientPipeline::Create(base, specs, transport.get());
+    if (!pipeline.ok()) {
+      out.statuses[r] = pipeline.status();
+      return;
+    }
+    std::vector<std::vector<float>> model = {specs[0].initial, specs[1].initial};
+    auto copy = [&](size_t b, Span<const float> m) { model[b].assign(m.begin(), m.end()); };
+    for (int t = 0; t < steps; ++t) {
+      Status s = (*pipeline)->BeginIteration(t, copy);
+      if (s.ok() && t == restart_at) s = Restart(base, specs, transport.get(), t, copy, &*pipeline);
+      if (!s.ok()) {
+        out.statuses[r] = s;
         return;
       }
-      std::vector<BucketSpec> specs(2);
-      specs[0].name = "a";
-      specs[0].initial.assign(n, 0.0f);
-      specs[1].name = "b";
-      specs[1].initial.assign(n / 2 + 3, 1.0f);
-      auto pipeline = GradientPipeline::Create(base, specs, transport->get());
-      if (!pipeline.ok()) {
-        out.statuses[r] = pipeline.status();
-        return;
-      }
-      std::vector<std::vector<float>> model = {specs[0].initial, specs[1].initial};
-      auto copy = [&](size_t b, Span<const float> m) { model[b].assign(m.begin(), m.end()); };
-      for (int t = 0; t < steps; ++t) {
-        Status s = (*pipeline)->BeginIteration(t, copy);
-        if (s.ok() && t == restart_at) s = Restart(base, specs, transport->get(), t, copy, &*pipeline);
+      GradientPipeline& p = **pipeline;
+      for (size_t b = 0; b < 2; ++b) {
+        Span<float> g = p.GradBuffer(b, t);
+        for (size_t i = 0; i < g.size(); ++i) g[i] = model[b][i] - Target(r, i + b);
+        s = p.Submit(b, t);
         if (!s.ok()) {
           out.statuses[r] = s;
           return;
         }
-        GradientPipeline& p = **pipeline;
-        for (size_t b = 0; b < 2; ++b) {
-          Span<float> g = p.GradBuffer(b, t);
-          for (size_t i = 0; i < g.size(); ++i) g[i] = model[b][i] - Target(r, i + b);
-          s = p.Submit(b, t);
-          if (!s.ok()) {
-            out.statuses[r] = s;
-            return;
-          }
-        }
       }
-      GradientPipeline& p = **pipeline;
-      out.statuses[r] = p.Finish(copy);
-      out.checksums[r] = p.Checksum();
-      out.final_params[r] = model[0];
-      out.final_params[r].insert(out.final_params[r].end(), model[1].begin(), model[1].end());
-      out.stats[r] = p.stats();
-    });
-  }
-  for (auto& t : threads) t.join();
+    }
+    GradientPipeline& p = **pipeline;
+    out.statuses[r] = p.Finish(copy);
+    out.checksums[r] = p.Checksum();
+    out.final_params[r] = model[0];
+    out.final_params[r].insert(out.final_params[r].end(), model[1].begin(), model[1].end());
+    out.stats[r] = p.stats();
+  });
   return out;
 }
+
+// The multi-rank tests, over each backend (comm/testing/test_world.h).
+class GradientPipelineTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  // RunQuadratic on this instance's backend. Over ZeroMQ the run must be
+  // the in-process one, bit for bit: the same checksums and parameters.
+  QuadraticRun Run(int world, size_t n, int steps, const PipelineOptions& base,
+                   const std::vector<std::string>& clusters = {}, int restart_at = -1) {
+    QuadraticRun run = RunQuadratic(GetParam(), world, n, steps, base, clusters, restart_at);
+    if (GetParam() != Backend::kInProc) {
+      QuadraticRun in_proc = RunQuadratic(Backend::kInProc, world, n, steps, base, clusters, restart_at);
+      EXPECT_EQ(run.checksums, in_proc.checksums) << "over " << BackendName(GetParam());
+      EXPECT_EQ(run.final_params, in_proc.final_params) << "over " << BackendName(GetParam());
+    }
+    return run;
+  }
+};
 
 PipelineOptions ExactOptions(int staleness) {
   PipelineOptions o;
@@ -125,11 +133,11 @@ std::vector<float> Reference(int world, size_t n, int steps, int staleness, floa
   return versions.back();
 }
 
-TEST(GradientPipelineTest, DenseExchangeMatchesSerialSgdForBothStalenessValues) {
+TEST_P(GradientPipelineTest, DenseExchangeMatchesSerialSgdForBothStalenessValues) {
   for (int staleness : {0, 1}) {
     const int world = 3;
     const size_t n = 40;
-    QuadraticRun run = RunQuadratic(world, n, 12, ExactOptions(staleness));
+    QuadraticRun run = Run(world, n, 12, ExactOptions(staleness));
     std::vector<float> ref = Reference(world, n, 12, staleness, 0.0f, 0);
     std::vector<float> ref_b = Reference(world, n / 2 + 3, 12, staleness, 1.0f, 1);
     ref.insert(ref.end(), ref_b.begin(), ref_b.end());
@@ -144,12 +152,12 @@ TEST(GradientPipelineTest, DenseExchangeMatchesSerialSgdForBothStalenessValues) 
   }
 }
 
-TEST(GradientPipelineTest, SparseRunsKeepReplicasIdenticalAndSendAboutTheDensity) {
+TEST_P(GradientPipelineTest, SparseRunsKeepReplicasIdenticalAndSendAboutTheDensity) {
   PipelineOptions o = ExactOptions(1);
   o.sparsifier = compress::SparsifierKind::kBlock;
   o.density = 0.05;
   o.wire = {compress::ValueEncoding::kFp16, compress::IndexEncoding::kBlockId};
-  QuadraticRun run = RunQuadratic(4, 4096, 60, o, {"a", "a", "b", "b"});
+  QuadraticRun run = Run(4, 4096, 60, o, {"a", "a", "b", "b"});
   for (int r = 0; r < 4; ++r) {
     ASSERT_TRUE(run.statuses[r].ok()) << run.statuses[r].ToString();
     EXPECT_EQ(run.final_params[r], run.final_params[0]);
@@ -180,14 +188,14 @@ TEST(GradientPipelineTest, SparseRunsKeepReplicasIdenticalAndSendAboutTheDensity
 // src/collective/compressed_collective.cc): fp32 at density 1 gives the flat
 // exchange's parameters bit for bit; int4 codes give them within the
 // codes' rounding; both bit-identical across the ranks.
-TEST(GradientPipelineTest, ShardedExchangeEqualsTheFlatOneWithinTheCodecsRounding) {
+TEST_P(GradientPipelineTest, ShardedExchangeEqualsTheFlatOneWithinTheCodecsRounding) {
   PipelineOptions flat = ExactOptions(1);
   PipelineOptions sharded = flat;
   sharded.exchange.algorithm = comm::ExchangeAlgorithm::kSharded;
   for (compress::ValueEncoding values : {compress::ValueEncoding::kFp32, compress::ValueEncoding::kInt4}) {
     flat.wire.values = sharded.wire.values = values;
-    QuadraticRun a = RunQuadratic(4, 1000, 20, flat);
-    QuadraticRun b = RunQuadratic(4, 1000, 20, sharded);
+    QuadraticRun a = Run(4, 1000, 20, flat);
+    QuadraticRun b = Run(4, 1000, 20, sharded);
     for (int r = 0; r < 4; ++r) {
       ASSERT_TRUE(a.statuses[r].ok()) << a.statuses[r].ToString();
       ASSERT_TRUE(b.statuses[r].ok()) << b.statuses[r].ToString();
@@ -214,14 +222,14 @@ TEST(GradientPipelineTest, ShardedExchangeEqualsTheFlatOneWithinTheCodecsRoundin
 // Hierarchical with the leaders' residual (Note [Leader residual]): the
 // leaders send int4 across clusters where merging leaders send int8, and
 // the replicas stay bit-identical.
-TEST(GradientPipelineTest, LeaderResidualSendsInt4AcrossClustersAndKeepsReplicasIdentical) {
+TEST_P(GradientPipelineTest, LeaderResidualSendsInt4AcrossClustersAndKeepsReplicasIdentical) {
   PipelineOptions o = ExactOptions(1);
   o.wire.values = compress::ValueEncoding::kInt4;
   o.exchange.algorithm = comm::ExchangeAlgorithm::kHierarchical;
   const std::vector<std::string> clusters = {"a", "a", "b", "b"};
-  QuadraticRun merge = RunQuadratic(4, 1000, 20, o, clusters);
+  QuadraticRun merge = Run(4, 1000, 20, o, clusters);
   o.leader = collective::LeaderMode::kResidual;
-  QuadraticRun residual = RunQuadratic(4, 1000, 20, o, clusters);
+  QuadraticRun residual = Run(4, 1000, 20, o, clusters);
   for (int r = 0; r < 4; ++r) {
     ASSERT_TRUE(merge.statuses[r].ok()) << merge.statuses[r].ToString();
     ASSERT_TRUE(residual.statuses[r].ok()) << residual.statuses[r].ToString();
@@ -237,7 +245,7 @@ TEST(GradientPipelineTest, LeaderResidualSendsInt4AcrossClustersAndKeepsReplicas
 
 // The shards', owners' and leaders' residuals are part of the saved state:
 // a run restarted from it goes on exactly as the uninterrupted run.
-TEST(GradientPipelineTest, ShardedAndLeaderResidualsSurviveARestart) {
+TEST_P(GradientPipelineTest, ShardedAndLeaderResidualsSurviveARestart) {
   // Staleness 0: the saved state is "after t-1", which the forward of t sees.
   PipelineOptions o = ExactOptions(0);
   o.density = 0.2;
@@ -247,8 +255,8 @@ TEST(GradientPipelineTest, ShardedAndLeaderResidualsSurviveARestart) {
                          comm::ExchangeAlgorithm::kHierarchical}) {
     o.exchange.algorithm = algorithm;
     o.leader = collective::LeaderMode::kResidual;
-    QuadraticRun straight = RunQuadratic(3, 300, 12, o, clusters);
-    QuadraticRun restarted = RunQuadratic(3, 300, 12, o, clusters, /*restart_at=*/6);
+    QuadraticRun straight = Run(3, 300, 12, o, clusters);
+    QuadraticRun restarted = Run(3, 300, 12, o, clusters, /*restart_at=*/6);
     for (int r = 0; r < 3; ++r) {
       ASSERT_TRUE(straight.statuses[r].ok()) << straight.statuses[r].ToString();
       ASSERT_TRUE(restarted.statuses[r].ok()) << restarted.statuses[r].ToString();
@@ -257,7 +265,7 @@ TEST(GradientPipelineTest, ShardedAndLeaderResidualsSurviveARestart) {
   }
 }
 
-TEST(GradientPipelineTest, SmallBucketsAreSentWhole) {
+TEST(WholeBucketsTest, SmallBucketsAreSentWhole) {
   using V = std::vector<bool>;
   EXPECT_EQ(WholeBuckets({4096}, 0.0, 0), V{false});  // off
   EXPECT_EQ(WholeBuckets({4096}, 0.0, 4096), V{true});
@@ -273,12 +281,15 @@ TEST(GradientPipelineTest, SmallBucketsAreSentWhole) {
   // A single bucket is never whole by share below 1.
   EXPECT_EQ(WholeBuckets({5}, 0.99, 0), V{false});
   EXPECT_EQ(WholeBuckets({}, 0.02, 0), V{});
+}
+
+TEST_P(GradientPipelineTest, SmallBucketsAreSentWhole) {
   PipelineOptions o = ExactOptions(0);
   o.sparsifier = compress::SparsifierKind::kBlock;
   o.density = 0.05;
   o.dense_bucket_max = 4096;
   o.wire = {compress::ValueEncoding::kInt4, compress::IndexEncoding::kBlockVarint};
-  QuadraticRun run = RunQuadratic(2, 4096, 10, o, {"a", "a"});
+  QuadraticRun run = Run(2, 4096, 10, o, {"a", "a"});
   for (int r = 0; r < 2; ++r) {
     ASSERT_TRUE(run.statuses[r].ok()) << run.statuses[r].ToString();
     EXPECT_EQ(run.stats[r].sent_values, run.stats[r].total_values);
@@ -287,17 +298,15 @@ TEST(GradientPipelineTest, SmallBucketsAreSentWhole) {
   }
 }
 
-TEST(GradientPipelineTest, SilentPeerBecomesAnErrorNotAHang) {
-  auto topo = comm::Topology::SingleCluster(2);
-  comm::InProcHub hub(topo);
-  auto t0 = hub.CreateTransport(0);
-  auto t1 = hub.CreateTransport(1);  // never participates
+TEST_P(GradientPipelineTest, SilentPeerBecomesAnErrorNotAHang) {
+  comm::testing::World w = comm::testing::MakeWorld(GetParam(), {"local", "local"});  // rank 1 never participates
+  ASSERT_EQ(w.ranks.size(), 2u);
   PipelineOptions o = ExactOptions(0);
   o.exchange.timeout = std::chrono::milliseconds(200);
   std::vector<BucketSpec> specs(1);
   specs[0].name = "w";
   specs[0].initial.assign(8, 0.0f);
-  auto p = GradientPipeline::Create(o, specs, t0->get());
+  auto p = GradientPipeline::Create(o, specs, w.ranks[0].get());
   ASSERT_TRUE(p.ok());
   auto noop = [](size_t, Span<const float>) {};
   ASSERT_TRUE((*p)->BeginIteration(0, noop).ok());
@@ -308,14 +317,15 @@ TEST(GradientPipelineTest, SilentPeerBecomesAnErrorNotAHang) {
   EXPECT_NE(s.ToString().find("rank 1"), std::string::npos) << s.ToString();
 }
 
-TEST(GradientPipelineTest, NonFiniteGradientIsAnErrorNamingTheBucket) {
-  auto topo = comm::Topology::SingleCluster(1);
-  comm::InProcHub hub(topo);
-  auto t0 = hub.CreateTransport(0);
+// One rank: nothing crosses a transport, so in-process only.
+TEST(GradientPipelineOneRankTest, NonFiniteGradientIsAnErrorNamingTheBucket) {
+  comm::testing::World w = comm::testing::MakeWorld(Backend::kInProc, {"local"});
+  ASSERT_EQ(w.ranks.size(), 1u);
+  comm::Transport* t0 = w.ranks[0].get();
   std::vector<BucketSpec> specs(1);
   specs[0].name = "fc1.weight";
   specs[0].initial.assign(32, 0.0f);
-  auto p = GradientPipeline::Create(ExactOptions(0), specs, t0->get());
+  auto p = GradientPipeline::Create(ExactOptions(0), specs, t0);
   ASSERT_TRUE(p.ok());
   auto noop = [](size_t, Span<const float>) {};
   ASSERT_TRUE((*p)->BeginIteration(0, noop).ok());
@@ -326,25 +336,28 @@ TEST(GradientPipelineTest, NonFiniteGradientIsAnErrorNamingTheBucket) {
   EXPECT_NE(s.ToString().find("fc1.weight"), std::string::npos) << s.ToString();
 }
 
-TEST(GradientPipelineTest, RejectsBadOptions) {
-  auto topo = comm::Topology::SingleCluster(1);
-  comm::InProcHub hub(topo);
-  auto t0 = hub.CreateTransport(0);
+TEST(GradientPipelineOneRankTest, RejectsBadOptions) {
+  comm::testing::World w = comm::testing::MakeWorld(Backend::kInProc, {"local"});
+  ASSERT_EQ(w.ranks.size(), 1u);
+  comm::Transport* t0 = w.ranks[0].get();
   std::vector<BucketSpec> specs(1);
   specs[0].initial.assign(4, 0.0f);
   PipelineOptions o = ExactOptions(0);
   o.staleness = 2;
-  EXPECT_EQ(GradientPipeline::Create(o, specs, t0->get()).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(GradientPipeline::Create(o, specs, t0).status().code(), Status::Code::kInvalidArgument);
   o = ExactOptions(0);
   o.density = 0;
-  EXPECT_EQ(GradientPipeline::Create(o, specs, t0->get()).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(GradientPipeline::Create(o, specs, t0).status().code(), Status::Code::kInvalidArgument);
   o = ExactOptions(0);
   o.wire.indices = compress::IndexEncoding::kBlockId;  // needs the block sparsifier
-  EXPECT_EQ(GradientPipeline::Create(o, specs, t0->get()).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(GradientPipeline::Create(o, specs, t0).status().code(), Status::Code::kInvalidArgument);
   o = ExactOptions(0);
   o.cpu_threads = 0;
-  EXPECT_EQ(GradientPipeline::Create(o, specs, t0->get()).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(GradientPipeline::Create(o, specs, t0).status().code(), Status::Code::kInvalidArgument);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, GradientPipelineTest, comm::testing::AllBackends(),
+                         comm::testing::BackendParamName());
 
 }  // namespace
 }  // namespace frugal::engine
@@ -352,7 +365,7 @@ TEST(GradientPipelineTest, RejectsBadOptions) {
 namespace frugal::engine {
 namespace {
 
-TEST(GradientPipelineTest, DensityWarmUpFallsGeometricallyToTheTarget) {
+TEST(WarmupDensityTest, DensityWarmUpFallsGeometricallyToTheTarget) {
   EXPECT_DOUBLE_EQ(WarmupDensity(0.03, 0, 0), 0.03);      // off
   EXPECT_DOUBLE_EQ(WarmupDensity(0.03, 0, 100), 0.25);    // starts at 25%
   EXPECT_NEAR(WarmupDensity(0.03, 50, 100), std::sqrt(0.25 * 0.03), 1e-12);  // geometric middle

@@ -3,14 +3,15 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "frugal/comm/transport/inproc_transport.h"
 #include "frugal/engine/run_config.h"
+#include "testing/test_world.h"
 
 namespace frugal::engine {
 namespace {
 
 // A one-rank replica of a small linear model, trained for `steps`
-// iterations, then begun on the next one (where a snapshot is taken).
+// iterations, then begun on the next one (where a snapshot is taken). One
+// rank sends nothing over a transport: in-process only.
 struct OneRank {
   explicit OneRank(int staleness, uint64_t seed) {
     torch::manual_seed(seed);
@@ -20,9 +21,8 @@ struct OneRank {
     c.distributed.density = 0.5;
     std::vector<std::pair<std::string, torch::Tensor>> named;
     for (const auto& p : model->named_parameters()) named.emplace_back(p.key(), p.value());
-    transport = std::move(hub.CreateTransport(0).value());
     replica = std::move(Replica::Create(MakeReplicaOptions(c, [](int64_t) { return 0.1; }), named,
-                                        transport.get())
+                                        world.ranks.at(0).get())
                             .value());
   }
   void Step(int64_t t) {
@@ -36,8 +36,7 @@ struct OneRank {
     return out;
   }
 
-  comm::InProcHub hub{comm::Topology::FromClusterNames({"a"}).value()};
-  std::unique_ptr<comm::Transport> transport;
+  comm::testing::World world = comm::testing::MakeWorld(comm::testing::Backend::kInProc, {"a"});
   torch::nn::Linear model{nullptr};
   std::unique_ptr<Replica> replica;
 };

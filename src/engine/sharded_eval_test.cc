@@ -6,15 +6,17 @@
 #include <vector>
 
 #include "control_kinds.h"
-#include "frugal/comm/transport/inproc_transport.h"
 #include "frugal/data/dataset.h"
 #include "frugal/engine/gradient_pipeline.h"
 #include "frugal/models/model.h"
+#include "testing/test_world.h"
 
 namespace frugal::engine {
 namespace {
 
-TEST(ShardedEvalTest, ShardsCoverTheDatasetOnceInOrder) {
+using comm::testing::Backend;
+
+TEST(EvalShardTest, ShardsCoverTheDatasetOnceInOrder) {
   for (int64_t size : {0, 1, 7, 1000, 10001}) {
     for (int world : {1, 2, 3, 4, 7}) {
       int64_t next = 0;
@@ -30,9 +32,12 @@ TEST(ShardedEvalTest, ShardsCoverTheDatasetOnceInOrder) {
   }
 }
 
+// The multi-rank tests, over each backend (comm/testing/test_world.h).
+class ShardedEvalTest : public ::testing::TestWithParam<Backend> {};
+
 // Three ranks with one model each (identical weights) get exactly the
 // one-rank accuracy, and the same loss up to summation order.
-TEST(ShardedEvalTest, EveryRankGetsTheWholeDatasetsEvaluation) {
+TEST_P(ShardedEvalTest, EveryRankGetsTheWholeDatasetsEvaluation) {
   constexpr int kWorld = 3;
   train::TensorDataset test = train::ToTensorDataset(data::MakeSynthetic(1001, 5));
   torch::manual_seed(3);
@@ -41,12 +46,11 @@ TEST(ShardedEvalTest, EveryRankGetsTheWholeDatasetsEvaluation) {
   const train::Evaluation whole = train::EvaluateModel(**model, test, torch::kCPU);
   ASSERT_GT(whole.accuracy, 0.0);
 
-  comm::InProcHub hub(comm::Topology::SingleCluster(kWorld));
+  comm::testing::World w = comm::testing::MakeWorld(GetParam(), std::vector<std::string>(kWorld, "local"));
+  ASSERT_EQ(w.ranks.size(), static_cast<size_t>(kWorld));
   std::vector<std::future<Result<train::Evaluation>>> done;
   for (int r = 0; r < kWorld; ++r) {
-    auto transport = hub.CreateTransport(r);
-    ASSERT_TRUE(transport.ok());
-    done.push_back(std::async(std::launch::async, [&, t = std::move(*transport)]() mutable {
+    done.push_back(std::async(std::launch::async, [&, t = std::move(w.ranks[r])]() mutable {
       auto own = models::CreateModel("mlp");
       if (!own.ok()) return Result<train::Evaluation>(own.status());
       torch::NoGradGuard no_grad;
@@ -63,6 +67,8 @@ TEST(ShardedEvalTest, EveryRankGetsTheWholeDatasetsEvaluation) {
     EXPECT_NEAR(got->loss, whole.loss, 1e-5 * std::abs(whole.loss)) << "rank " << r;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, ShardedEvalTest, comm::testing::AllBackends(), comm::testing::BackendParamName());
 
 }  // namespace
 }  // namespace frugal::engine

@@ -1,9 +1,8 @@
 // --sync site (Note [Site replicas] in sync_strategy.cc): a cluster trains
 // as one replica. The strategy over four ranks as threads in two clusters,
-// then whole workers over the in-process transport.
+// then whole workers; over the in-process transport and over ZeroMQ.
 #include <filesystem>
 #include <functional>
-#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -26,12 +25,6 @@ RunConfig SitePlan(SyncMode sync) {
   return c;
 }
 
-void OnThreads(int n, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back(fn, r);
-  for (auto& t : threads) t.join();
-}
-
 std::vector<float> Flat(torch::nn::Linear& model) {
   std::vector<float> out;
   for (const auto& p : model->parameters()) {
@@ -44,22 +37,20 @@ std::vector<float> Flat(torch::nn::Linear& model) {
 // Each rank's parameters after every step of `steps`, ranks on threads in
 // clusters a, a, b, b, each with data of its own.
 std::vector<std::vector<std::vector<float>>> TrainFourRanks(
-    SyncMode sync, int64_t steps, compress::ValueEncoding values = compress::ValueEncoding::kBf16) {
+    Backend backend, SyncMode sync, int64_t steps, compress::ValueEncoding values = compress::ValueEncoding::kBf16) {
   const std::vector<std::string> clusters = {"a", "a", "b", "b"};
-  comm::InProcHub hub(comm::Topology::FromClusterNames(clusters).value());
+  comm::testing::World w = comm::testing::MakeWorld(backend, clusters);
   std::vector<std::vector<std::vector<float>>> seen(clusters.size());
-  OnThreads(static_cast<int>(clusters.size()), [&](int rank) {
+  comm::testing::RunRanks(w, [&](int rank, std::unique_ptr<comm::Transport>& transport) {
     torch::manual_seed(rank + 1);
     torch::nn::Linear model(8, 3);
-    auto transport = hub.CreateTransport(rank);
-    ASSERT_TRUE(transport.ok());
     SyncInputs in;
     in.config = SitePlan(sync);
     in.config.distributed.site_values = values;
     in.lr_at = [](int64_t) { return 0.1; };
     in.outer = OuterStep{0.7, 0.9};
     for (const auto& p : model->named_parameters()) in.params.emplace_back(p.key(), p.value());
-    in.transport = transport->get();
+    in.transport = transport.get();
     auto created = CreateSyncStrategy(std::move(in));
     ASSERT_TRUE(created.ok()) << created.status().ToString();
     SyncStrategy& s = **created;
@@ -77,16 +68,22 @@ std::vector<std::vector<std::vector<float>>> TrainFourRanks(
   return seen;
 }
 
+// The multi-rank tests, over each backend (comm/testing/test_world.h).
+class SiteSyncTest : public ::testing::TestWithParam<Backend> {};
+
 // The members of a cluster hold the same parameters after every step; the
 // two clusters differ inside a round and agree once the run ends. The
 // per-worker local mode, on the same data, lets two members differ: the
 // comparison can fail.
-TEST(SiteSyncTest, AClustersMembersStayBitIdenticalEveryStep) {
+TEST_P(SiteSyncTest, AClustersMembersStayBitIdenticalEveryStep) {
   const int64_t steps = 6;  // a round at 4, and the last one at 6
   std::vector<std::vector<float>> after_first;
   for (auto values : {compress::ValueEncoding::kBf16, compress::ValueEncoding::kFp32}) {
     SCOPED_TRACE(NameOf(values));
-    auto site = TrainFourRanks(SyncMode::kSite, steps, values);
+    auto site = TrainFourRanks(GetParam(), SyncMode::kSite, steps, values);
+    if (GetParam() != Backend::kInProc) {
+      EXPECT_EQ(site, TrainFourRanks(Backend::kInProc, SyncMode::kSite, steps, values)) << "the in-process run's";
+    }
     for (const auto& r : site) ASSERT_EQ(r.size(), static_cast<size_t>(steps + 1));
     for (int64_t t = 0; t <= steps; ++t) {
       EXPECT_EQ(site[0][t], site[1][t]) << "cluster a after step " << t;
@@ -97,21 +94,19 @@ TEST(SiteSyncTest, AClustersMembersStayBitIdenticalEveryStep) {
     after_first.push_back(site[0][0]);
   }
   EXPECT_NE(after_first[0], after_first[1]);  // bf16 rounds the gradients sent
-  auto local = TrainFourRanks(SyncMode::kLocal, 2);
+  auto local = TrainFourRanks(GetParam(), SyncMode::kLocal, 2);
   EXPECT_NE(local[0][0], local[1][0]);
 }
 
 // A member that builds another model is named instead of read out of bounds.
-TEST(SiteSyncTest, AMemberWithAnotherModelIsAClearError) {
-  comm::InProcHub hub(comm::Topology::FromClusterNames({"a", "a"}).value());
-  std::vector<Status> got(2);
-  OnThreads(2, [&](int rank) {
+TEST_P(SiteSyncTest, AMemberWithAnotherModelIsAClearError) {
+  comm::testing::World w = comm::testing::MakeWorld(GetParam(), {"a", "a"});
+  std::vector<Status> got(2, Status::Internal("not run"));
+  comm::testing::RunRanks(w, [&](int rank, std::unique_ptr<comm::Transport>& transport) {
     torch::nn::Linear model(8, rank == 0 ? 3 : 4);
     model->forward(torch::ones({1, 8})).sum().backward();
-    auto transport = hub.CreateTransport(rank);
-    ASSERT_TRUE(transport.ok());
     std::vector<torch::Tensor> params = model->parameters();
-    ClusterAverage average(transport->get(), params, std::chrono::milliseconds(5000));
+    ClusterAverage average(transport.get(), params, std::chrono::milliseconds(5000));
     EXPECT_EQ(average.members(), 2);
     got[rank] = average.Average(0);
   });
@@ -121,8 +116,8 @@ TEST(SiteSyncTest, AMemberWithAnotherModelIsAClearError) {
   }
 }
 
-RunConfig SiteWorkerOptions(const std::string& run) {
-  RunConfig o = BaseOptions(run);
+RunConfig SiteWorkerOptions(const std::string& run, Backend backend = Backend::kInProc) {
+  RunConfig o = BaseOptions(run, backend);
   o.train.model = "mlp";
   o.train.momentum = 0.9;
   o.train.lr = 0.02;
@@ -136,12 +131,12 @@ RunConfig SiteWorkerOptions(const std::string& run) {
 // Whole workers in two clusters of two: every replica ends bit-identical, it
 // learns, and only the leaders send rounds over the inter-cluster link (the
 // members' round messages go to their leader), as in the per-worker mode.
-TEST(SiteSyncTest, WorkersLearnAndOnlyLeadersCrossClusters) {
-  RunConfig o = SiteWorkerOptions("site-workers");
+TEST_P(SiteSyncTest, WorkersLearnAndOnlyLeadersCrossClusters) {
+  RunConfig o = SiteWorkerOptions("site-workers", GetParam());
   o.train.epochs = 2;
   o.train.max_steps = 22;
   o.distributed.checksum_every = 0;
-  auto ranks = RunWorkers(o, {"a", "a", "b", "b"});
+  auto ranks = RunWorkersMatchingInProc(GetParam(), o, {"a", "a", "b", "b"});
   for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   for (auto& r : ranks) EXPECT_EQ(r.params, ranks[0].params);
   EXPECT_GT(ranks[0].result.train.final_test_accuracy, 0.9);
@@ -153,47 +148,46 @@ TEST(SiteSyncTest, WorkersLearnAndOnlyLeadersCrossClusters) {
 // A run resumed from a checkpoint in the middle of a round ends bit-identical
 // to the run that wrote it; resumed into a world of another size, a
 // cluster's members all start the round at the anchor and stay equal.
-TEST(SiteSyncTest, ResumeFromAMidRoundCheckpointIsBitExact) {
-  RunConfig o = SiteWorkerOptions("site-ckpt");
+TEST_P(SiteSyncTest, ResumeFromAMidRoundCheckpointIsBitExact) {
+  RunConfig o = SiteWorkerOptions("site-ckpt", GetParam());
   o.train.model = "cnn";  // quicker than mlp on a loaded machine
   o.train.max_steps = 8;
   o.checkpoint.checkpoint_every = 6;  // in the middle of the second round
-  o.checkpoint.checkpoint_dir =
-      (std::filesystem::temp_directory_path() / "frugal_worker_test" / "site-ckpt" / "checkpoints").string();
+  o.checkpoint.checkpoint_dir = (std::filesystem::path(o.train.runs_dir) / "site-ckpt" / "checkpoints").string();
   std::filesystem::remove_all(o.checkpoint.checkpoint_dir);
   const std::vector<std::string> clusters = {"a", "a", "b", "b"};
-  auto full = RunWorkers(o, clusters);
+  auto full = RunWorkers(GetParam(), o, clusters);
   for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
 
   RunConfig resumed = ResumedAt(o, 6, "site-ckpt-resumed");
-  auto again = RunWorkers(resumed, clusters);
+  auto again = RunWorkers(GetParam(), resumed, clusters);
   for (auto& r : again) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(again[0].result.train.steps, 8);
   EXPECT_EQ(again[0].result.final_checksum, full[0].result.final_checksum);
   for (size_t r = 0; r < clusters.size(); ++r) EXPECT_EQ(again[r].params, full[r].params) << "rank " << r;
 
   resumed.train.run_name = "site-ckpt-5";
-  auto five = RunWorkers(resumed, {"a", "a", "a", "b", "b"});
+  auto five = RunWorkers(GetParam(), resumed, {"a", "a", "a", "b", "b"});
   for (auto& r : five) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   for (auto& r : five) EXPECT_EQ(r.params, five[0].params);
 }
 
 // A cluster of one is a worker of the local mode: the same run, bit for bit.
-TEST(SiteSyncTest, ClustersOfOneAreTheLocalMode) {
-  RunConfig o = SiteWorkerOptions("site-singletons");
+TEST_P(SiteSyncTest, ClustersOfOneAreTheLocalMode) {
+  RunConfig o = SiteWorkerOptions("site-singletons", GetParam());
   o.train.model = "cnn";
   o.train.max_steps = 6;
-  auto site = RunWorkers(o, {"a", "b"});
+  auto site = RunWorkers(GetParam(), o, {"a", "b"});
   o.distributed.sync = SyncMode::kLocal;
   o.train.run_name = "site-singletons-local";
-  auto local = RunWorkers(o, {"a", "b"});
+  auto local = RunWorkers(GetParam(), o, {"a", "b"});
   for (auto* run : {&site, &local}) {
     for (auto& r : *run) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   }
   EXPECT_EQ(site[0].params, local[0].params);
 }
 
-TEST(SiteSyncTest, BadOptionsAreClearErrors) {
+TEST(SiteSyncOptionsTest, BadOptionsAreClearErrors) {
   RunConfig o = SiteWorkerOptions("site-values");
   o.distributed.site_values = compress::ValueEncoding::kInt4;
   Status st = Validate(o);
@@ -205,6 +199,8 @@ TEST(SiteSyncTest, BadOptionsAreClearErrors) {
   EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(st.message().find("use --sync local"), std::string::npos) << st.ToString();
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, SiteSyncTest, comm::testing::AllBackends(), comm::testing::BackendParamName());
 
 }  // namespace
 }  // namespace frugal::engine

@@ -1,15 +1,19 @@
 // CreateSyncStrategy builds the strategy the resolved plan names; each one
 // trains a one-rank linear model, saves its state and restores it into a
-// fresh strategy that then continues bit for bit.
+// fresh strategy that then continues bit for bit; over the in-process
+// transport and over ZeroMQ (a world of one rank: the multi-rank runs of
+// the strategies are in local_sync_test.cc and site_sync_test.cc).
 #include "frugal/engine/sync_strategy.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "frugal/comm/transport/inproc_transport.h"
+#include "testing/test_world.h"
 
 namespace frugal::engine {
 namespace {
+
+using comm::testing::Backend;
 
 RunConfig PlanFor(SyncMode sync) {
   RunConfig c;
@@ -23,16 +27,16 @@ RunConfig PlanFor(SyncMode sync) {
 
 // One rank of a small linear model under a strategy.
 struct OneRank {
-  explicit OneRank(const RunConfig& plan, uint64_t seed) {
+  OneRank(Backend backend, const RunConfig& plan, uint64_t seed) : world(comm::testing::MakeWorld(backend, {"a"})) {
     torch::manual_seed(seed);
     model = torch::nn::Linear(8, 3);
-    transport = std::move(hub.CreateTransport(0).value());
+    if (world.ranks.size() != 1) return;  // MakeWorld recorded the failure
     SyncInputs in;
     in.config = plan;
     in.lr_at = [](int64_t) { return 0.1; };
     in.outer = OuterStep{0.7, 0.9};
     for (const auto& p : model->named_parameters()) in.params.emplace_back(p.key(), p.value());
-    in.transport = transport.get();
+    in.transport = world.ranks[0].get();
     created = CreateSyncStrategy(std::move(in));
   }
   SyncStrategy& sync() { return **created; }
@@ -50,20 +54,21 @@ struct OneRank {
     return out;
   }
 
-  comm::InProcHub hub{comm::Topology::FromClusterNames({"a"}).value()};
-  std::unique_ptr<comm::Transport> transport;
+  comm::testing::World world;
   torch::nn::Linear model{nullptr};
   Result<std::unique_ptr<SyncStrategy>> created = Status::Internal("not built");
 };
 
-TEST(SyncStrategyTest, TheFactoryBuildsWhatThePlanNames) {
-  OneRank step(PlanFor(SyncMode::kStep), 1);
+class SyncStrategyTest : public ::testing::TestWithParam<Backend> {};
+
+TEST_P(SyncStrategyTest, TheFactoryBuildsWhatThePlanNames) {
+  OneRank step(GetParam(), PlanFor(SyncMode::kStep), 1);
   ASSERT_TRUE(step.created.ok()) << step.created.status().ToString();
   EXPECT_NE(step.sync().pipeline(), nullptr);  // a controller can steer it
   EXPECT_EQ(step.sync().Describe(), "");
   EXPECT_EQ(step.sync().Progress(0.5), "density 50%");
 
-  OneRank local(PlanFor(SyncMode::kLocal), 1);
+  OneRank local(GetParam(), PlanFor(SyncMode::kLocal), 1);
   ASSERT_TRUE(local.created.ok()) << local.created.status().ToString();
   EXPECT_EQ(local.sync().pipeline(), nullptr);
   EXPECT_NE(local.sync().Describe().find("2 inner steps per round (on the host) in 1 fragment(s)"), std::string::npos) << local.sync().Describe();
@@ -73,8 +78,8 @@ TEST(SyncStrategyTest, TheFactoryBuildsWhatThePlanNames) {
   EXPECT_EQ(local.sync().Progress(0.5), "syncs 2");
 }
 
-TEST(SyncStrategyTest, AnUnresolvedPlanIsRefused) {
-  OneRank r(PlanFor(SyncMode::kAuto), 1);
+TEST_P(SyncStrategyTest, AnUnresolvedPlanIsRefused) {
+  OneRank r(GetParam(), PlanFor(SyncMode::kAuto), 1);
   ASSERT_FALSE(r.created.ok());
   EXPECT_EQ(r.created.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(r.created.status().message().find("SyncOf"), std::string::npos) << r.created.status().ToString();
@@ -83,9 +88,9 @@ TEST(SyncStrategyTest, AnUnresolvedPlanIsRefused) {
 // Each strategy's state, saved mid-run into rank 0's file sections, and
 // restored into a strategy built from other initial values: both continue
 // with the same parameters, bit for bit.
-TEST(SyncStrategyTest, SavedStateRestoresBitForBit) {
+TEST_P(SyncStrategyTest, SavedStateRestoresBitForBit) {
   for (SyncMode mode : {SyncMode::kStep, SyncMode::kLocal, SyncMode::kSite}) {
-    OneRank a(PlanFor(mode), 1);
+    OneRank a(GetParam(), PlanFor(mode), 1);
     ASSERT_TRUE(a.created.ok());
     for (int64_t t = 0; t < 3; ++t) a.Step(t);
     ASSERT_TRUE(a.sync().BeginIteration(3, false).ok());
@@ -95,7 +100,7 @@ TEST(SyncStrategyTest, SavedStateRestoresBitForBit) {
     meta.step = 3;
     sections["meta"] = EncodeCheckpointMeta(meta);
 
-    OneRank b(PlanFor(mode), 2);
+    OneRank b(GetParam(), PlanFor(mode), 2);
     ASSERT_TRUE(b.created.ok());
     Status restored = b.sync().RestoreState(sections, nullptr, /*residuals=*/true, "test state");
     ASSERT_TRUE(restored.ok()) << restored.ToString();
@@ -111,9 +116,9 @@ TEST(SyncStrategyTest, SavedStateRestoresBitForBit) {
 }
 
 // A corrupt state names what is missing instead of crashing.
-TEST(SyncStrategyTest, AMissingSectionIsCorruption) {
+TEST_P(SyncStrategyTest, AMissingSectionIsCorruption) {
   for (SyncMode mode : {SyncMode::kStep, SyncMode::kLocal, SyncMode::kSite}) {
-    OneRank r(PlanFor(mode), 1);
+    OneRank r(GetParam(), PlanFor(mode), 1);
     ASSERT_TRUE(r.created.ok());
     CheckpointSections empty;
     Status st = r.sync().RestoreState(empty, nullptr, /*residuals=*/true, "test state");
@@ -121,6 +126,8 @@ TEST(SyncStrategyTest, AMissingSectionIsCorruption) {
     EXPECT_NE(st.message().find("test state has no"), std::string::npos) << st.ToString();
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, SyncStrategyTest, comm::testing::AllBackends(), comm::testing::BackendParamName());
 
 }  // namespace
 }  // namespace frugal::engine

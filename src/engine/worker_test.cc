@@ -1,5 +1,6 @@
 // Multi-rank training with N workers as threads over the in-process
-// transport (the same code runs over ZeroMQ in cli_test.cc).
+// transport (worker_test_util.h; the same code runs over ZeroMQ in
+// local_sync_test.cc, site_sync_test.cc and cli_test.cc).
 #include "frugal/engine/worker.h"
 
 #include <cmath>
@@ -11,7 +12,6 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "frugal/comm/transport/inproc_transport.h"
 #include "frugal/compress/codec.h"
 #include "frugal/engine/checkpoint.h"
 #include "worker_test_util.h"
@@ -202,21 +202,14 @@ TEST(WorkerTest, AdaptOnWithoutAControllerIsAnError) {
 }
 
 TEST(WorkerTest, MismatchedConfigurationIsRejected) {
-  auto topo = comm::Topology::SingleCluster(2);
-  comm::InProcHub hub(topo);
-  Status s0, s1;
-  std::thread a([&] {
-    auto w = Worker::Create(BaseOptions("mismatch"), std::move(*hub.CreateTransport(0)));
-    s0 = w.status();
-  });
-  std::thread b([&] {
+  comm::testing::World world = comm::testing::MakeWorld(Backend::kInProc, {"local", "local"});
+  Status s0 = Status::Internal("not run"), s1 = Status::Internal("not run");
+  comm::testing::RunRanks(world, [&](int r, std::unique_ptr<comm::Transport>& transport) {
     RunConfig o = BaseOptions("mismatch");
-    o.train.lr = 0.5;
-    auto w = Worker::Create(o, std::move(*hub.CreateTransport(1)));
-    s1 = w.status();
+    if (r == 1) o.train.lr = 0.5;
+    auto w = Worker::Create(o, std::move(transport));
+    (r == 0 ? s0 : s1) = w.status();
   });
-  a.join();
-  b.join();
   EXPECT_EQ(s0.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(s0.message().find("different configuration"), std::string::npos) << s0.ToString();
   EXPECT_FALSE(s1.ok());

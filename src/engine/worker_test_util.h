@@ -1,5 +1,5 @@
-// Helpers of the worker tests: N workers as threads over the in-process
-// transport. Test-only.
+// Helpers of the worker tests: N workers as threads over one backend
+// (comm/testing/test_world.h: in-process or ZeroMQ on loopback). Test-only.
 #pragma once
 
 #include <algorithm>
@@ -12,16 +12,26 @@
 
 #include <gtest/gtest.h>
 
-#include "frugal/comm/transport/inproc_transport.h"
 #include "frugal/compress/codec.h"
 #include "frugal/train/trainer.h"
 #include "frugal/engine/checkpoint.h"
 #include "frugal/engine/worker.h"
+#include "testing/test_world.h"
 
 namespace frugal::engine {
 namespace {
 
-inline RunConfig BaseOptions(const std::string& run) {
+using comm::testing::Backend;
+
+// Where the runs of `backend` write their files: the in-process and the
+// ZeroMQ instance of a parameterised test may run at once, under the same
+// run names.
+inline std::string TestRunsDir(Backend backend = Backend::kInProc) {
+  std::filesystem::path root = std::filesystem::temp_directory_path() / "frugal_worker_test";
+  return (backend == Backend::kInProc ? root : root / BackendName(backend)).string();
+}
+
+inline RunConfig BaseOptions(const std::string& run, Backend backend = Backend::kInProc) {
   RunConfig c;
   train::TrainOptions& o = c.train;
   o.dataset = train::DatasetKind::kSynthetic;
@@ -37,7 +47,7 @@ inline RunConfig BaseOptions(const std::string& run) {
   c.distributed.timeout_s = 30;
   c.distributed.checksum_every = 5;
   c.distributed.sync = SyncMode::kStep;  // these tests drive the gradient pipeline (--sync auto: local)
-  o.runs_dir = (std::filesystem::temp_directory_path() / "frugal_worker_test").string();
+  o.runs_dir = TestRunsDir(backend);
   o.run_name = run;
   return c;
 }
@@ -57,37 +67,55 @@ struct RankOutcome {
 
 using PolicyFactory = std::function<std::unique_ptr<AdaptationPolicy>()>;
 
-inline std::vector<RankOutcome> RunWorkers(const RunConfig& options, std::vector<std::string> clusters,
-                                    PolicyFactory make_policy = nullptr) {
-  auto topo = comm::Topology::FromClusterNames(clusters);
-  comm::InProcHub hub(*topo);
-  const int world = static_cast<int>(clusters.size());
-  std::vector<RankOutcome> out(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      auto transport = hub.CreateTransport(r);
-      if (!transport.ok()) {
-        out[r].status = transport.status();
-        return;
-      }
-      auto worker = Worker::Create(options, std::move(*transport),
-                                   (r == 0 && make_policy) ? make_policy() : nullptr);
-      if (!worker.ok()) {
-        out[r].status = worker.status();
-        return;
-      }
-      auto result = (*worker)->Run();
-      if (!result.ok()) {
-        out[r].status = result.status();
-        return;
-      }
-      out[r].result = *result;
-      out[r].params = (*worker)->Parameters();
-    });
-  }
-  for (auto& t : threads) t.join();
+// One worker per entry of `clusters`, each on its own thread, over
+// `backend`; each worker owns its rank's transport.
+inline std::vector<RankOutcome> RunWorkers(Backend backend, const RunConfig& options,
+                                           const std::vector<std::string>& clusters,
+                                           PolicyFactory make_policy = nullptr) {
+  comm::testing::World w = comm::testing::MakeWorld(backend, clusters);
+  std::vector<RankOutcome> out(clusters.size());
+  for (RankOutcome& o : out) o.status = Status::Internal("not run");
+  comm::testing::RunRanks(w, [&](int r, std::unique_ptr<comm::Transport>& transport) {
+    auto worker = Worker::Create(options, std::move(transport), (r == 0 && make_policy) ? make_policy() : nullptr);
+    if (!worker.ok()) {
+      out[r].status = worker.status();
+      return;
+    }
+    auto result = (*worker)->Run();
+    if (!result.ok()) {
+      out[r].status = result.status();
+      return;
+    }
+    out[r].status = Status::Ok();
+    out[r].result = *result;
+    out[r].params = (*worker)->Parameters();
+  });
   return out;
+}
+
+// RunWorkers over `backend`; over another backend than the in-process one,
+// the same run in-process too (its files in a folder of their own): every
+// rank must end with the in-process run's final checksum and parameters,
+// bit for bit. REQUIRES: `options` writes no checkpoint.
+inline std::vector<RankOutcome> RunWorkersMatchingInProc(Backend backend, const RunConfig& options,
+                                                         const std::vector<std::string>& clusters) {
+  std::vector<RankOutcome> out = RunWorkers(backend, options, clusters);
+  if (backend == Backend::kInProc) return out;
+  RunConfig reference = options;
+  reference.train.runs_dir = (std::filesystem::path(options.train.runs_dir) / "in-process-reference").string();
+  const std::vector<RankOutcome> in_proc = RunWorkers(Backend::kInProc, reference, clusters);
+  for (size_t r = 0; r < out.size(); ++r) {
+    EXPECT_TRUE(in_proc[r].status.ok()) << in_proc[r].status.ToString();
+    EXPECT_EQ(out[r].result.final_checksum, in_proc[r].result.final_checksum)
+        << "rank " << r << " over " << BackendName(backend);
+    EXPECT_EQ(out[r].params, in_proc[r].params) << "rank " << r << " over " << BackendName(backend);
+  }
+  return out;
+}
+
+inline std::vector<RankOutcome> RunWorkers(const RunConfig& options, const std::vector<std::string>& clusters,
+                                           PolicyFactory make_policy = nullptr) {
+  return RunWorkers(Backend::kInProc, options, clusters, std::move(make_policy));
 }
 
 // Exactness mode: every value sent (density 1) in fp32, staleness 0 and no

@@ -17,6 +17,7 @@ ZmqOptions FastZmqOptions() {
 
 World MakeWorld(Backend backend, const std::vector<std::string>& cluster_of_rank, ZmqOptions options) {
   World world;
+  world.world_size = static_cast<int>(cluster_of_rank.size());
   Result<Topology> topo = Topology::FromClusterNames(cluster_of_rank);
   EXPECT_TRUE(topo.ok()) << topo.status().ToString();
   if (!topo.ok()) return world;
@@ -55,6 +56,14 @@ void RunRanks(int world_size, const std::function<void(int)>& fn) {
   std::vector<std::thread> threads;
   for (int r = 0; r < world_size; ++r) threads.emplace_back(fn, r);
   for (auto& t : threads) t.join();
+}
+
+void RunRanks(World& world, const std::function<void(int, std::unique_ptr<Transport>&)>& fn) {
+  if (static_cast<int>(world.ranks.size()) != world.world_size) {
+    ADD_FAILURE() << "the world of " << world.world_size << " ranks has only " << world.ranks.size();
+    return;
+  }
+  RunRanks(world.world_size, [&](int r) { fn(r, world.ranks[r]); });
 }
 
 }  // namespace frugal::comm::testing
