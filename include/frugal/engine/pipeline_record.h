@@ -42,11 +42,12 @@ struct PipelineWindow {
   template <class V>
   static void VisitStats(V&& visit) {
     using W = PipelineWindow;
-    const char* kSync = "the synchronisation's seconds per step (in the local mode its rounds')";
-    visit(Stat("wait_s", "s", kSync).Mean(), &W::wait_s);
-    visit(Stat("sparsify_s", "s", kSync).Mean(), &W::sparsify_s);
-    visit(Stat("exchange_s", "s", kSync).Mean(), &W::exchange_s);
-    visit(Stat("optimizer_s", "s", kSync).Mean(), &W::optimizer_s);
+    // In the local mode the four seconds are its rounds', per step.
+    visit(Stat("wait_s", "s", "compute thread blocked on the synchronisation, per step").Mean(), &W::wait_s);
+    visit(Stat("sparsify_s", "s", "error feedback, selection and encode, per step").Mean(), &W::sparsify_s);
+    visit(Stat("exchange_s", "s", "the exchange, per step").Mean(), &W::exchange_s);
+    visit(Stat("optimizer_s", "s", "decode, merge, scale and the sparse optimizer step, per step").Mean(),
+          &W::optimizer_s);
     visit(Stat("bytes_sent_intra", "bytes", "bytes sent per step inside a cluster").Mean(), &W::bytes_sent_intra);
     visit(Stat("bytes_sent_inter", "bytes", "bytes sent per step between clusters").Mean(), &W::bytes_sent_inter);
     visit(Stat("bytes_received_intra", "bytes", "bytes received per step inside a cluster").Mean(),
