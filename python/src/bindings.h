@@ -81,6 +81,7 @@ void BindPlan(py::module_& m);
 void BindStatus(py::module_& m);
 void BindWorld(py::module_& m);
 void BindHook(py::module_& m);
+void BindStats(py::module_& m);  // frugal._C.stat_fields() (stats.cc)
 void BindReplica(py::module_& m);  // a no-op when built without the engine's Replica
 void BindRunState(py::module_& m);
 void BindElastic(py::module_& m);  // frugal._C.ElasticSession (elastic.cc); after BindReplica  // the reporter and checkpoint files (run_state.cc); after BindReplica

@@ -2,6 +2,7 @@
 // (frugal.sparse_hook). Takes DDP's flat bucket tensor, averages it over the
 // world in place through engine::CompressedAllReduce.
 #include "bindings.h"
+#include "stats.h"
 #include "frugal/engine/compressed_allreduce.h"
 #include "frugal/engine/run_config.h"
 
@@ -78,18 +79,7 @@ void BindHook(py::module_& m) {
            "Replaces `bucket` by its sparse, error-fed mean over the world")
       .def_property_readonly("rank", &CompressedAllReduce::rank)
       .def_property_readonly("world_size", &CompressedAllReduce::world_size)
-      .def("stats", [](const CompressedAllReduce& ar) {
-        auto s = ar.stats();
-        py::dict d;
-        d["calls"] = s.calls;
-        d["sent_values"] = s.sent_values;
-        d["total_values"] = s.total_values;
-        d["merged_values"] = s.merged_values;
-        d["sent_bytes"] = s.sent_bytes;
-        d["sparsify_s"] = s.sparsify_s;
-        d["exchange_s"] = s.exchange_s;
-        return d;
-      });
+      .def("stats", [](const CompressedAllReduce& ar) { return StatsDict(ar.stats()); });
 }
 
 }  // namespace frugal::python

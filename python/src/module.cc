@@ -7,6 +7,7 @@ PYBIND11_MODULE(_C, m) {
   frugal::python::BindStatus(m);
   frugal::python::BindWorld(m);
   frugal::python::BindHook(m);
+  frugal::python::BindStats(m);
   frugal::python::BindPlan(m);
 #ifdef FRUGAL_HAVE_REPLICA
   frugal::python::BindReplica(m);

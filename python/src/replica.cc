@@ -13,6 +13,7 @@
 
 #include "bindings.h"
 #include "local_binding.h"
+#include "stats.h"
 #include "options.h"
 #include "frugal/compress/sparsifier.h"
 #include "frugal/engine/checkpoint.h"
@@ -157,20 +158,6 @@ py::dict SaveSections(F&& save) {
   engine::CheckpointSections sections;
   NoGil([&] { return save(&sections); });
   return ToPy(sections);
-}
-
-// Cumulative seconds and counts of a rank's pipeline or local mode.
-py::dict StatsDict(const engine::PipelineStats& s) {
-  py::dict d;
-  d["sparsify_s"] = s.sparsify_s;
-  d["exchange_s"] = s.exchange_s;
-  d["optimizer_s"] = s.optimizer_s;
-  d["wait_s"] = s.wait_s;
-  d["tasks"] = s.tasks;
-  d["sent_values"] = s.sent_values;
-  d["total_values"] = s.total_values;
-  d["merged_values"] = s.merged_values;
-  return d;
 }
 
 // caller_steps: the user's torch optimizer takes the inner steps

@@ -84,21 +84,15 @@ class PyReporter {
     const comm::TransportStats traffic = world_->transport().stats();
     const train::RunReporter::Window w = reporter_->window();
     const double steps = static_cast<double>(std::max<int64_t>(1, w.steps));
-    double sent_mbit = 0, density = 0;
-    nlohmann::json extra =
-        engine::PipelineRecord(now, window_stats_, traffic, window_traffic_, steps, &sent_mbit, w.span_s, &density);
-    extra["iter_s"] = w.span_s / steps;
-    extra["compute_s"] = w.compute_s;
-    extra["staleness"] = staleness;
-    extra["workers"] = world_->transport().world_size();
+    engine::PipelineWindow pw =
+        engine::MeasureWindow(now, window_stats_, traffic, window_traffic_, steps, w.span_s, w.compute_s);
+    pw.staleness = staleness;
+    pw.workers = world_->transport().world_size();
+    nlohmann::json extra = engine::WindowJson(pw);
     const nlohmann::json user = ParseJson(extra_json);
     for (const auto& [k, v] : user.items()) extra[k] = v;
-    char line[96];
-    if (rounds >= 0) {
-      std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  syncs %lld", sent_mbit, static_cast<long long>(rounds));
-    } else {
-      std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  density %.3g%%", sent_mbit, 100 * density);
-    }
+    const std::string line = engine::ProgressText(
+        pw, rounds >= 0 ? "syncs " + std::to_string(rounds) : engine::DensityText(pw.density));
     ThrowIfError(reporter_->CloseWindow(step, epoch, lr, extra, line));
     window_stats_ = now;
     window_traffic_ = traffic;

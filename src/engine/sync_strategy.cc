@@ -6,6 +6,7 @@
 
 #include "frugal/engine/cluster_average.h"
 #include "frugal/engine/local_sync.h"
+#include "frugal/engine/pipeline_record.h"
 
 namespace frugal::engine {
 
@@ -38,11 +39,7 @@ class StepSync final : public SyncStrategy {
   PipelineStats stats() const override { return pipeline_->stats(); }
   comm::ExchangeAlgorithm exchange() const override { return exchange_; }
   std::string Describe() const override { return ""; }
-  std::string Progress(double density) const override {
-    char line[64];
-    std::snprintf(line, sizeof(line), "density %.3g%%", 100 * density);
-    return line;
-  }
+  std::string Progress(double density) const override { return DensityText(density); }
   GradientPipeline* pipeline() override { return pipeline_; }
 
   Status SaveState(StateScope scope, CheckpointSections* sections) override {

@@ -32,20 +32,7 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-void Accumulate(PipelineStats* total, const PipelineStats& d) {
-  total->sparsify_s += d.sparsify_s;
-  total->exchange_s += d.exchange_s;
-  total->optimizer_s += d.optimizer_s;
-  total->wait_s += d.wait_s;
-  total->tasks += d.tasks;
-  total->sent_values += d.sent_values;
-  total->total_values += d.total_values;
-  total->merged_values += d.merged_values;
-  total->held_mass += d.held_mass;
-  total->sent_mass += d.sent_mass;
-  total->held_sq += d.held_sq;
-  total->sent_sq += d.sent_sq;
-}
+void Accumulate(PipelineStats* total, const PipelineStats& d) { AccumulateStats(total, d); }
 
 void SetPipelineTimes(const PipelineStats& st, WorkerResult* result) {
   result->wait_s = st.wait_s;
@@ -280,21 +267,21 @@ Status Worker::Impl::Record(int64_t t, int64_t epoch) {
   const PipelineStats now = Stats();
   const comm::TransportStats traffic = transport->stats();
   const train::RunReporter::Window w = reporter->window();
-  double sent_mbit = 0, density = 0;
-  nlohmann::json extra = PipelineRecord(now, window_stats, traffic, window_traffic, static_cast<double>(w.steps),
-                                        &sent_mbit, w.span_s, &density);
-  extra["iter_s"] = w.span_s / static_cast<double>(w.steps);
-  extra["compute_s"] = w.compute_s;
-  extra["staleness"] = dist.staleness;
+  PipelineWindow pw = MeasureWindow(now, window_stats, traffic, window_traffic, static_cast<double>(w.steps),
+                                    w.span_s, w.compute_s);
+  pw.staleness = dist.staleness;
+  pw.workers = transport->world_size();
+  nlohmann::json extra = WindowJson(pw);
   extra["batch_sizes"] = cursor->batch_sizes();
-  extra["workers"] = transport->world_size();
-  char line[128];
+  std::string line;
   if (protocol) {
     extra["bandwidth_mbit"] = protocol->decision().bandwidth_mbit;
-    std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  link ~%.0f Mbit/s  density %.3g%%  batch %lld", sent_mbit,
-                  protocol->decision().bandwidth_mbit, 100 * density, static_cast<long long>(cursor->global_batch()));
+    char adapt[96];
+    std::snprintf(adapt, sizeof(adapt), "link ~%.0f Mbit/s  %s  batch %lld", protocol->decision().bandwidth_mbit,
+                  DensityText(pw.density).c_str(), static_cast<long long>(cursor->global_batch()));
+    line = ProgressText(pw, adapt);
   } else {
-    std::snprintf(line, sizeof(line), "%.1f Mbit/s sent  %s", sent_mbit, sync->Progress(density).c_str());
+    line = ProgressText(pw, sync->Progress(pw.density));
   }
   FRUGAL_RETURN_IF_ERROR(reporter->CloseWindow(t + 1, epoch, schedule->At(t), extra, line));
   window_stats = now;

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 
+#include "frugal/common/env.h"
+#include "frugal/common/stat_json.h"
+
 namespace frugal::train {
 
 RunReporter::RunReporter(const RunReporterOptions& options)
     : options_(options),
-      start_(std::chrono::steady_clock::now()),
+      clock_(options.clock != nullptr ? options.clock : &Env::Default()),
+      start_(clock_->Now()),
       progress_(options.progress_out, options.log_every, (options.quiet || !options.lead) ? 0 : -1) {}
 
 Result<std::unique_ptr<RunReporter>> RunReporter::Create(const RunReporterOptions& options) {
@@ -18,7 +22,7 @@ Result<std::unique_ptr<RunReporter>> RunReporter::Create(const RunReporterOption
 }
 
 double RunReporter::Elapsed() const {
-  return options_.elapsed_offset_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return options_.elapsed_offset_s + Seconds(clock_->Now() - start_);
 }
 
 void RunReporter::AddStep(double loss, double samples, double compute_s) {
@@ -60,16 +64,24 @@ Status RunReporter::CloseWindow(int64_t step, int64_t epoch, double lr, const nl
   const Window w = window();
   last_loss_ = w.loss;
   last_samples_per_s_ = w.samples / w.span_s;
+  WindowRecord r;
+  r.wall_time_s = Elapsed();
+  r.train_time_s = r.wall_time_s - excluded_s_;
+  r.step = step;
+  r.epoch = epoch;
+  r.loss = w.loss;
+  r.lr = lr;
+  r.samples_per_s = last_samples_per_s_;
   if (metrics_) {
-    const double now = Elapsed();
-    nlohmann::json rec = {{"wall_time_s", now}, {"train_time_s", now - excluded_s_}, {"step", step},
-                          {"epoch", epoch},           {"loss", w.loss},              {"lr", lr},
-                          {"samples_per_s", last_samples_per_s_}};
+    nlohmann::json rec = StatsToJson(r);
     for (const auto& [k, v] : extra.items()) rec[k] = v;
     FRUGAL_RETURN_IF_ERROR(metrics_->Write(rec));
   }
   if (printing()) {
     ProgressState ps = State(step, epoch);
+    ps.loss = r.loss;
+    ps.samples_per_s = r.samples_per_s;
+    ps.elapsed_s = r.wall_time_s;
     ps.extra = progress_extra;
     progress_.Update(ps);
   }

@@ -1,12 +1,12 @@
 #include "frugal/train/trainer.h"
 
-#include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 
 #include <torch/torch.h>
 
+#include "frugal/common/env.h"
 #include "frugal/common/jsonl_writer.h"
 #include "frugal/data/batch_plan.h"
 #include "frugal/models/model.h"
@@ -68,6 +68,7 @@ class Trainer::Impl {
   std::unique_ptr<data::BatchPlan> plan;
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<RunReporter> reporter;
+  Clock* clock = nullptr;  // not owned
   int64_t total_steps = 0;
 
   Result<TrainResult> Run();
@@ -91,10 +92,11 @@ std::string DefaultRunName(const std::string& model) {
 Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Trainer::~Trainer() = default;
 
-Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options) {
+Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, Clock* clock) {
   FRUGAL_RETURN_IF_ERROR(options.Validate());
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->clock = clock != nullptr ? clock : &Env::Default();
   try {
     impl->device = torch::Device(options.device);
     if (impl->device.is_cuda() && !torch::cuda::is_available()) {
@@ -125,6 +127,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options) {
     ro.log_every = options.log_every;
     ro.total_steps = impl->total_steps;
     ro.quiet = options.quiet;
+    ro.clock = impl->clock;
     FRUGAL_ASSIGN_OR_RETURN(impl->reporter, RunReporter::Create(ro));
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("libtorch: ") + e.what_without_backtrace());
@@ -203,10 +206,10 @@ Result<TrainResult> Trainer::Impl::Run() {
       bool log = report.WindowDue(step) || evaluate;
       nlohmann::json extra = nlohmann::json::object();
       if (evaluate) {
-        const auto started = std::chrono::steady_clock::now();
+        const Clock::time_point started = clock->Now();
         const Evaluation eval = EvaluateModel(*model, data.test, device);
         model->train();
-        report.ExcludeFromTrainTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        report.ExcludeFromTrainTime(Seconds(clock->Now() - started));
         FRUGAL_RETURN_IF_ERROR(report.Evaluated(step, epoch, eval.accuracy, /*record=*/false));
         extra = eval.Fields();
         extra["test_accuracy"] = eval.accuracy;

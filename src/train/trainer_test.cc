@@ -71,6 +71,25 @@ TEST(TrainerTest, LossDecreasesAndAccuracyRisesOnSyntheticData) {
   EXPECT_EQ(evaluations, 2);  // once per epoch
 }
 
+// The run's times are the given clock's: one that never moves puts every
+// record at time 0, evaluations included.
+TEST(TrainerTest, TimesComeFromTheGivenClock) {
+  TrainOptions o = SyntheticOptions("clock");
+  o.epochs = 1;
+  ManualClock clock;
+  auto trainer = Trainer::Create(o, &clock);
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  auto result = (*trainer)->Run();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->wall_time_s, 0.0);
+  auto records = ReadMetrics(result->metrics_path);
+  ASSERT_FALSE(records.empty());
+  for (const auto& r : records) {
+    EXPECT_EQ(r["wall_time_s"].get<double>(), 0.0);
+    EXPECT_EQ(r["train_time_s"].get<double>(), 0.0);
+  }
+}
+
 TEST(TrainerTest, SeededRunsAreReproducible) {
   TrainOptions o = SyntheticOptions("repro");
   o.epochs = 1;

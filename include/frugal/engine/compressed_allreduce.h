@@ -40,6 +40,7 @@
 #include "frugal/comm/algorithms/sparse_exchange.h"
 #include "frugal/comm/transport/transport.h"
 #include "frugal/common/span.h"
+#include "frugal/common/stat_list.h"
 #include "frugal/common/status.h"
 #include "frugal/compress/codec.h"
 #include "frugal/compress/sparsifier.h"
@@ -65,16 +66,31 @@ struct CompressedAllReduceOptions {
 // Validates the options (the messages users see from Python).
 Status ValidateCompressedAllReduceOptions(const CompressedAllReduceOptions& options);
 
-// Cumulative counters, for reporting.
+// Cumulative counters, for reporting (Python's CompressedAllReduce.stats()).
 struct CompressedAllReduceStats {
   uint64_t calls = 0;
-  uint64_t sent_values = 0;   // coordinates this rank contributed
-  uint64_t merged_values = 0; // coordinates of the merged result (the union of all selections)
-  uint64_t total_values = 0;  // coordinates it could have contributed
-  uint64_t sent_bytes = 0;    // encoded bytes this rank contributed
-  uint64_t raw_bytes = 0;     // the same messages' bytes without deflate (= sent_bytes when none was deflated)
+  uint64_t sent_values = 0;
+  uint64_t merged_values = 0;
+  uint64_t total_values = 0;
+  uint64_t sent_bytes = 0;
+  uint64_t raw_bytes = 0;  // = sent_bytes when none was deflated
   double sparsify_s = 0;
   double exchange_s = 0;
+
+  // The one list of these counters (common/stat_list.h).
+  template <class V>
+  static void VisitStats(V&& visit) {
+    using S = CompressedAllReduceStats;
+    visit(Stat("calls", "", "buckets reduced").Sum(), &S::calls);
+    visit(Stat("sent_values", "values", "coordinates this rank contributed").Sum(), &S::sent_values);
+    visit(Stat("merged_values", "values", "coordinates of the merged results (the union of all selections)").Sum(),
+          &S::merged_values);
+    visit(Stat("total_values", "values", "coordinates it could have contributed").Sum(), &S::total_values);
+    visit(Stat("sent_bytes", "bytes", "encoded bytes this rank contributed").Sum(), &S::sent_bytes);
+    visit(Stat("raw_bytes", "bytes", "the same messages' bytes without deflate").Sum(), &S::raw_bytes);
+    visit(Stat("sparsify_s", "s", "error feedback, selection and encode").Sum(), &S::sparsify_s);
+    visit(Stat("exchange_s", "s", "the exchange").Sum(), &S::exchange_s);
+  }
 };
 
 constexpr comm::Tag kHookTagBit = comm::Tag{1} << 62;

@@ -33,6 +33,7 @@
 #include "frugal/comm/algorithms/sparse_exchange.h"
 #include "frugal/comm/transport/transport.h"
 #include "frugal/common/span.h"
+#include "frugal/common/stat_list.h"
 #include "frugal/common/status.h"
 #include "frugal/compress/codec.h"
 #include "frugal/compress/sparsifier.h"
@@ -74,32 +75,53 @@ struct PipelineOptions {
   std::function<double(int64_t)> lr_at;
 };
 
-// Cumulative seconds and bytes, for metrics.
 // Host memory a synchronisation holds, by buffer: (name, bytes) in a fixed
 // order, for the metrics and the memory benchmark (Note [Host memory] in
 // local_sync.cc).
 using HostMemory = std::vector<std::pair<std::string, uint64_t>>;
 
+// Cumulative seconds and counts of a rank's synchronisation (the step
+// pipeline's, or the local mode's rounds'), for metrics and stats().
 struct PipelineStats {
-  double sparsify_s = 0;   // error feedback + selection + encode
-  double exchange_s = 0;   // the exchange (incl. the leaders' and shard owners' work)
-  double optimizer_s = 0;  // decode, merge and scale + sparse optimizer step
-  double wait_s = 0;       // compute thread blocked in BeginIteration
-  uint64_t tasks = 0;      // bucket-iterations applied
-  uint64_t sent_values = 0;  // coordinates this worker contributed
-  uint64_t total_values = 0; // coordinates it could have contributed
-  // Coordinates of the merged update applied (the union of every worker's
-  // selection): merged_values / total_values is the merged density, which the
-  // planner's exchange model needs (Note [Selections overlap] in
+  double sparsify_s = 0;
+  double exchange_s = 0;
+  double optimizer_s = 0;
+  double wait_s = 0;
+  uint64_t tasks = 0;
+  uint64_t sent_values = 0;
+  uint64_t total_values = 0;
+  // merged_values / total_values is the merged density, which the planner's
+  // exchange model needs (Note [Selections overlap] in
   // src/sim/frugal_pipeline.cc).
   uint64_t merged_values = 0;
   // L1 mass this worker could have sent (residual + gradient) and sent,
   // summed over bucket-iterations (Note [Deferred mass] in
-  // src/compress/error_feedback.cc).
+  // src/compress/error_feedback.cc); then the same in squared L2.
   double held_mass = 0;
   double sent_mass = 0;
-  double held_sq = 0;  // the same in squared L2
+  double held_sq = 0;
   double sent_sq = 0;
+
+  // The one list of these counters (common/stat_list.h): Python's stats()
+  // keys, and their sum over an elastic run's generations.
+  template <class V>
+  static void VisitStats(V&& visit) {
+    visit(Stat("sparsify_s", "s", "error feedback, selection and encode").Sum(), &PipelineStats::sparsify_s);
+    visit(Stat("exchange_s", "s", "the exchange, with the leaders' and shard owners' work").Sum(),
+          &PipelineStats::exchange_s);
+    visit(Stat("optimizer_s", "s", "decode, merge and scale, and the sparse optimizer step").Sum(),
+          &PipelineStats::optimizer_s);
+    visit(Stat("wait_s", "s", "the compute thread blocked at the start of an iteration").Sum(), &PipelineStats::wait_s);
+    visit(Stat("tasks", "", "bucket-iterations applied (the local mode: its reductions)").Sum(), &PipelineStats::tasks);
+    visit(Stat("sent_values", "values", "coordinates this worker contributed").Sum(), &PipelineStats::sent_values);
+    visit(Stat("total_values", "values", "coordinates it could have contributed").Sum(), &PipelineStats::total_values);
+    visit(Stat("merged_values", "values", "coordinates of the merged updates applied").Sum(),
+          &PipelineStats::merged_values);
+    visit(Stat("held_mass", "", "L1 mass it could have sent (residual and gradient)").Sum(), &PipelineStats::held_mass);
+    visit(Stat("sent_mass", "", "L1 mass it sent").Sum(), &PipelineStats::sent_mass);
+    visit(Stat("held_sq", "", "squared L2 norm it could have sent").Sum(), &PipelineStats::held_sq);
+    visit(Stat("sent_sq", "", "squared L2 norm it sent").Sum(), &PipelineStats::sent_sq);
+  }
 };
 
 using CopyOutFn = std::function<void(size_t bucket, Span<const float> master)>;

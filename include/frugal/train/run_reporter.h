@@ -12,7 +12,6 @@
 // Thread safety: one thread.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -20,7 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "frugal/common/clock.h"
 #include "frugal/common/jsonl_writer.h"
+#include "frugal/common/stat_list.h"
 #include "frugal/common/status.h"
 #include "frugal/train/progress.h"
 
@@ -37,6 +38,36 @@ struct RunReporterOptions {
   std::FILE* progress_out = stdout;
   bool lead = true;          // writes metrics and progress
   double elapsed_offset_s = 0;  // Elapsed() starts here (a run that continues in a new reporter)
+  // Where the reporter takes its time from (not owned; outlives the
+  // reporter). nullptr: Env::Default().
+  Clock* clock = nullptr;
+};
+
+// The reporter's own fields of a window record, written first; a training
+// loop's synchronisation adds its own (engine::PipelineWindow). The progress
+// line shows the same values.
+struct WindowRecord {
+  double wall_time_s = 0;
+  double train_time_s = 0;
+  int64_t step = 0;
+  int64_t epoch = 0;
+  double loss = 0;
+  double lr = 0;
+  double samples_per_s = 0;
+
+  // The one list of these fields (common/stat_list.h).
+  template <class V>
+  static void VisitStats(V&& visit) {
+    using W = WindowRecord;
+    visit(Stat("wall_time_s", "s", "seconds since training started").Last(), &W::wall_time_s);
+    visit(Stat("train_time_s", "s", "the same less the evaluations' time").Last(), &W::train_time_s);
+    visit(Stat("step", "steps", "steps done").Last(), &W::step);
+    visit(Stat("epoch", "", "the epoch of the window's last step").Last(), &W::epoch);
+    visit(Stat("loss", "", "mean training loss over the window's steps").Mean(), &W::loss);
+    visit(Stat("lr", "", "learning rate of the window's last step").Last(), &W::lr);
+    visit(Stat("samples_per_s", "samples/s", "samples of every worker per second over the window").Mean(),
+          &W::samples_per_s);
+  }
 };
 
 class RunReporter {
@@ -66,9 +97,8 @@ class RunReporter {
   };
   Window window() const;
 
-  // Writes {wall_time_s, train_time_s, step, epoch, loss, lr, samples_per_s} + `extra`,
-  // updates the progress line (with `progress_extra` appended) and starts a
-  // new window.
+  // Writes the WindowRecord's fields + `extra`, updates the progress line
+  // (with `progress_extra` appended) and starts a new window.
   Status CloseWindow(int64_t step, int64_t epoch, double lr, const nlohmann::json& extra = nlohmann::json::object(),
                      const std::string& progress_extra = "");
   // A progress-line redraw without a record (terminals redraw every step).
@@ -89,7 +119,8 @@ class RunReporter {
   ProgressState State(int64_t step, int64_t epoch) const;
 
   RunReporterOptions options_;
-  std::chrono::steady_clock::time_point start_;
+  Clock* clock_;  // not owned
+  Clock::time_point start_;
   std::unique_ptr<JsonlWriter> metrics_;  // lead only
   ProgressReporter progress_;
   double window_start_s_ = 0;

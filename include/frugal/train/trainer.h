@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "frugal/common/clock.h"
 #include "frugal/common/enum_names.h"
 #include "frugal/common/status.h"
 #include "frugal/train/lr_schedule.h"
@@ -87,8 +88,9 @@ struct TrainResult {
 class Trainer {
  public:
   // Loads the data and builds the model. Errors: bad options, missing or
-  // corrupt data files, unknown device.
-  static Result<std::unique_ptr<Trainer>> Create(const TrainOptions& options);
+  // corrupt data files, unknown device. `clock` (not owned, outlives the
+  // Trainer; nullptr: Env::Default()) times the run and its metrics.
+  static Result<std::unique_ptr<Trainer>> Create(const TrainOptions& options, Clock* clock = nullptr);
   ~Trainer();
 
   // Trains to completion. A NaN/Inf loss is an error, not a silent result.
