@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,10 @@ using wire::Clock;
 
 // Membership of the current generation (Note [Forming a generation]).
 struct Member {
+  Member() = default;
+  Member(std::string member_id, PeerInfo member_info, Clock::time_point seen)
+      : id(std::move(member_id)), info(std::move(member_info)), last_seen(seen) {}
+
   std::string id;
   PeerInfo info;
   Clock::time_point last_seen;
