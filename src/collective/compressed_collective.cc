@@ -46,8 +46,6 @@ namespace frugal::collective {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // v's bytes in wire without deflate, where wire deflates; else encoded.
 size_t RawSize(const compress::SparseVector& v, compress::WireFormat wire, size_t encoded) {
   if (!wire.deflate) return encoded;
@@ -219,7 +217,7 @@ Status CompressedCollective::CompressMerged(const std::vector<comm::Bytes>& part
 Status CompressedCollective::ReduceWhole(BufferState& state, comm::Tag tag, Span<const float> data, double density,
                                          compress::WireFormat wire, compress::SparseVector* sum,
                                          CallStats* stats) const {
-  auto t0 = Clock::now();
+  auto t0 = transport_->clock().Now();
   compress::SparseVector mine;
   FRUGAL_RETURN_IF_ERROR(state.whole.feedback->Compress(data, *state.whole.sparsifier, density, &mine));
   comm::Bytes encoded;
@@ -228,7 +226,7 @@ Status CompressedCollective::ReduceWhole(BufferState& state, comm::Tag tag, Span
   stats->sent_bytes = encoded.size();
   stats->raw_bytes = RawSize(mine, wire, encoded.size());
   stats->mass = state.whole.feedback->last_mass();
-  auto t1 = Clock::now();
+  auto t1 = transport_->clock().Now();
   comm::ClusterFn cluster;
   if (options_.leader == LeaderMode::kResidual) {
     cluster = [&](std::vector<comm::Bytes> members) -> Result<comm::Bytes> {
@@ -241,7 +239,7 @@ Status CompressedCollective::ReduceWhole(BufferState& state, comm::Tag tag, Span
   }
   FRUGAL_ASSIGN_OR_RETURN(std::vector<comm::Bytes> parts,
                           exchange_[wire.deflate]->RunUncombined(tag, std::move(encoded), cluster));
-  auto t2 = Clock::now();
+  auto t2 = transport_->clock().Now();
   FRUGAL_RETURN_IF_ERROR(compress::DecodeAndMerge(parts, sum));  // Note [Merged updates] in src/compress/merge.cc
   if (sum->dense_size != data.size()) return WrongSize("the merged update of " + state.name, sum->dense_size, data.size());
   stats->merged_values = sum->nnz();
@@ -256,7 +254,7 @@ Status CompressedCollective::ReduceSharded(BufferState& state, const CallTags& t
                                            CallStats* stats) const {
   const int world = transport_->world_size();
   const int me = transport_->rank();
-  auto t0 = Clock::now();
+  auto t0 = transport_->clock().Now();
   // 1. This rank's contribution, shard by shard.
   std::vector<comm::Bytes> shards(static_cast<size_t>(world));
   std::vector<bool> active(static_cast<size_t>(world));
@@ -281,18 +279,18 @@ Status CompressedCollective::ReduceSharded(BufferState& state, const CallTags& t
   const size_t own_size = own_range.second - own_range.first;
   double owner_s = 0;
   const comm::ShardFn owner = [&](std::vector<comm::Bytes> parts) -> Result<comm::Bytes> {
-    auto start = Clock::now();
+    auto start = transport_->clock().Now();
     comm::Bytes mean;
     FRUGAL_RETURN_IF_ERROR(CompressMerged(parts, own_size, 1.0f / static_cast<float>(world), state.owned,
                                           density, wire, "this rank's shard of " + state.name, &mean));
-    owner_s = Seconds(Clock::now() - start);
+    owner_s = Seconds(transport_->clock().Now() - start);
     return mean;
   };
-  auto t1 = Clock::now();
+  auto t1 = transport_->clock().Now();
   FRUGAL_ASSIGN_OR_RETURN(std::vector<comm::Bytes> means,
                           exchange_[wire.deflate]->RunSharded(tags.scatter, tags.gather, std::move(shards), active,
                                                               owner));
-  auto t2 = Clock::now();
+  auto t2 = transport_->clock().Now();
   // 3. Every owner's mean, in shard order, into one vector over the buffer.
   sum->Clear(data.size());
   for (int k = 0; k < world; ++k) {
@@ -309,7 +307,7 @@ Status CompressedCollective::ReduceSharded(BufferState& state, const CallTags& t
   }
   stats->merged_values = sum->nnz();
   stats->exchange_s = Seconds(t2 - t1) - owner_s;
-  stats->compress_s = Seconds(Clock::now() - t0) - stats->exchange_s;
+  stats->compress_s = Seconds(transport_->clock().Now() - t0) - stats->exchange_s;
   return Status::Ok();
 }
 

@@ -43,10 +43,10 @@ using wire::Clock;
 bool MembershipServer::Impl::HostRefuses(Member& m, Clock::time_point now) {
   PeerProbe& probe = *m.probe;
   if (!probe.started()) {
-    if (now >= m.next_probe) probe.Start(m.info.endpoint, std::chrono::milliseconds(1000));
+    if (now >= m.next_probe) probe.Start(m.info.endpoint, std::chrono::milliseconds(1000), now);
     return false;
   }
-  const PeerProbe::Answer answer = probe.Check();
+  const PeerProbe::Answer answer = probe.Check(now);
   if (answer == PeerProbe::Answer::kPending) return false;
   probe.Reset();
   m.next_probe = now + std::chrono::milliseconds(250);
