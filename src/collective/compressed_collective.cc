@@ -87,11 +87,11 @@ uint64_t BufferState::ResidualBytes() const {
 
 CompressedCollective::CompressedCollective(CollectiveOptions options, comm::Transport* transport)
     : options_(options), transport_(transport) {
-  comm::ExchangeOptions exchange = options_.exchange;
-  // A world of one has no shards to exchange: the flat exchange's pass-through.
-  if (exchange.algorithm == comm::ExchangeAlgorithm::kSharded && transport_->world_size() == 1) {
-    exchange.algorithm = comm::ExchangeAlgorithm::kFlat;
-  }
+  // The sharded exchange runs RunSharded, and its world of one (no shards
+  // to exchange) the flat exchange's pass-through.
+  comm::MessageExchangeOptions exchange;
+  exchange.algorithm = comm::MessageAlgorithmOf(options_.exchange.algorithm).value_or(comm::MessageAlgorithm::kFlat);
+  exchange.timeout = options_.exchange.timeout;
   for (bool deflate : {false, true}) {
     compress::WireFormat wire = options_.wire;
     wire.deflate = wire.deflate && deflate;
