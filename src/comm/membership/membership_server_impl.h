@@ -21,7 +21,6 @@
 
 namespace frugal::comm {
 
-using wire::Clock;
 
 // Membership of the current generation (Note [Forming a generation]).
 struct Member {
@@ -47,6 +46,8 @@ struct Registration : membership_wire::RegistrationRequest {
 
 struct MembershipServer::Impl {
   MembershipOptions options;
+  // What the heartbeat, forming and recovery deadlines run on.
+  const Clock& clock() const { return wire::ClockOf(options.zmq); }
   zmq::context_t context{1};
   std::unique_ptr<ZapHandler> zap;
   zmq::socket_t router;
