@@ -30,12 +30,13 @@ namespace frugal::collective {
 // Note [Leader residual]
 // In the hierarchical exchange a cluster leader sends the other clusters one
 // message for its whole cluster. With LeaderMode::kMerge (the step
-// pipeline's) a leader merges its members' messages and re-encodes the sum
-// without error feedback, so integer codes travel as int8
+// pipeline's default) a leader merges its members' messages and re-encodes
+// the sum without error feedback, so integer codes travel as int8
 // (compress::MergedWireFormat) and a sum holds the union of the members'
-// selections. With LeaderMode::kResidual (the compressed all-reduce's) a
-// leader instead decodes its members' contributions, sums them exactly, adds
-// a residual of its own and compresses that like a contribution: the same
+// selections. With LeaderMode::kResidual (the compressed all-reduce's, and
+// the step pipeline's with --leader-residual) a leader instead decodes its
+// members' contributions, sums them exactly, adds a residual of its own
+// and compresses that like a contribution: the same
 // density and wire format (int4 codes stay int4), and what the leader does
 // not send, or the rounding of what it sends, goes out in a later call. At
 // density 1 this halves the bytes that cross the slow links (0.504 bytes per
