@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -67,136 +69,156 @@ Result<std::pair<torch::Tensor, torch::Tensor>> LoadFashionMnist(const std::stri
   return std::make_pair(x, y);
 }
 
-int Run(int argc, char** argv) {
+struct Flags {
   std::string out, data = "/usr/share/datasets/fashion-mnist", compress = "none";
   int steps = 300, dump_every = 100, batch = 64;
   double lr = 0.01, density = 0.01;
   uint64_t seed = 1;
+};
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
       if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--out") out = next();
-    else if (a == "--data") data = next();
-    else if (a == "--steps") steps = std::stoi(next());
-    else if (a == "--dump-every") dump_every = std::stoi(next());
-    else if (a == "--batch") batch = std::stoi(next());
-    else if (a == "--lr") lr = std::stod(next());
-    else if (a == "--seed") seed = std::stoull(next());
-    else if (a == "--compress") compress = next();
-    else if (a == "--density") density = std::stod(next());
+    if (a == "--out") f.out = next();
+    else if (a == "--data") f.data = next();
+    else if (a == "--steps") f.steps = std::stoi(next());
+    else if (a == "--dump-every") f.dump_every = std::stoi(next());
+    else if (a == "--batch") f.batch = std::stoi(next());
+    else if (a == "--lr") f.lr = std::stod(next());
+    else if (a == "--seed") f.seed = std::stoull(next());
+    else if (a == "--compress") f.compress = next();
+    else if (a == "--density") f.density = std::stod(next());
     else throw std::invalid_argument("unknown flag " + a);
   }
-  if (steps <= 0 || dump_every <= 0 || batch <= 0 || !(density > 0 && density <= 1)) {
+  if (f.steps <= 0 || f.dump_every <= 0 || f.batch <= 0 || !(f.density > 0 && f.density <= 1)) {
     throw std::invalid_argument(
         "usage: frugal_dump_grads [--out FILE] [--data DIR] [--steps N] [--dump-every N] "
         "[--compress none|topk|block|randomk] [--density D]");
   }
-  torch::manual_seed(seed);
+  return f;
+}
+
+const char* const kNames[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"};
+
+// The compressed path: per tensor error feedback, sparsifier and sparse optimizer.
+struct CompressedPath {
+  std::vector<frugal::compress::ErrorFeedback> feedback;
+  std::vector<std::unique_ptr<frugal::compress::Sparsifier>> sparsifiers;
+  std::vector<std::unique_ptr<frugal::optim::SparseOptimizer>> optimizers;
+  size_t sent = 0, total = 0;  // coordinates sent and held, over every step
+};
+
+CompressedPath BuildCompressedPath(const Flags& f, const std::vector<torch::Tensor>& params) {
+  CompressedPath c;
+  for (size_t p = 0; p < params.size(); ++p) {
+    const size_t n = static_cast<size_t>(params[p].numel());
+    c.feedback.emplace_back(n, frugal::compress::ErrorFeedbackOptions{kNames[p], 0.0f});
+    frugal::compress::SparsifierOptions so;
+    so.tensor_name = kNames[p];
+    so.seed = f.seed + p;
+    auto s = frugal::compress::CreateSparsifier(f.compress, so);
+    if (!s.ok()) throw std::invalid_argument(s.status().message());
+    c.sparsifiers.push_back(std::move(s).value());
+    frugal::optim::OptimizerOptions oo;
+    oo.lr = f.lr;
+    oo.momentum = 0.9;
+    c.optimizers.push_back(std::move(frugal::optim::CreateSparseOptimizer(oo, n, kNames[p]).value()));
+  }
+  return c;
+}
+
+// One step of the compressed path on the gradients in `params`.
+Status CompressedStep(const Flags& f, const std::vector<torch::Tensor>& params, CompressedPath* c) {
+  torch::NoGradGuard no_grad;
+  for (size_t p = 0; p < params.size(); ++p) {
+    torch::Tensor g = params[p].grad().contiguous();
+    const size_t n = static_cast<size_t>(g.numel());
+    frugal::compress::SparseVector sv;
+    FRUGAL_RETURN_IF_ERROR(c->feedback[p].Compress(frugal::Span<const float>(g.data_ptr<float>(), n),
+                                                   *c->sparsifiers[p], f.density, &sv));
+    torch::Tensor w = params[p];
+    FRUGAL_RETURN_IF_ERROR(c->optimizers[p]->Step(frugal::Span<float>(w.data_ptr<float>(), n), sv.indices, sv.values));
+    c->sent += sv.nnz();
+    c->total += n;
+  }
+  return Status::Ok();
+}
+
+void AppendGradients(int step, const std::vector<torch::Tensor>& params,
+                     std::vector<frugal::bench::NamedGradient>* dumped) {
+  for (size_t p = 0; p < params.size(); ++p) {
+    torch::Tensor g = params[p].grad().contiguous();
+    frugal::bench::NamedGradient ng;
+    ng.name = "step" + std::to_string(step) + "/" + kNames[p];
+    ng.values.assign(g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
+    dumped->push_back(std::move(ng));
+  }
+}
+
+void ReportAccuracy(const Flags& f, torch::nn::Sequential& mlp, const std::pair<torch::Tensor, torch::Tensor>& test,
+                    const CompressedPath& c, double mean_recent_loss) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor pred = mlp->forward(test.first).argmax(1);
+  double acc = pred.eq(test.second).to(torch::kFloat64).mean().item<double>();
+  std::cout << "compress=" << f.compress << " density=" << (f.compress == "none" ? 1.0 : f.density)
+            << " sent_fraction=" << (c.total ? static_cast<double>(c.sent) / static_cast<double>(c.total) : 1.0)
+            << " steps=" << f.steps << " mean_train_loss_last_100=" << mean_recent_loss
+            << " test_accuracy=" << acc << "\n";
+}
+
+int Fail(const Status& st) {
+  std::cerr << "frugal_dump_grads: " << st.ToString() << "\n";
+  return 1;
+}
+
+int Run(int argc, char** argv) {
+  const Flags f = ParseFlags(argc, argv);
+  torch::manual_seed(f.seed);
   torch::set_num_threads(1);
-  auto loaded = LoadFashionMnist(data, "train");
-  auto test = LoadFashionMnist(data, "t10k");
+  auto loaded = LoadFashionMnist(f.data, "train");
+  auto test = LoadFashionMnist(f.data, "t10k");
   for (const auto* r : {&loaded, &test}) {
-    if (!r->ok()) {
-      std::cerr << "frugal_dump_grads: " << r->status().ToString() << "\n";
-      return 1;
-    }
+    if (!r->ok()) return Fail(r->status());
   }
   auto [x, y] = loaded.value();
   torch::nn::Sequential mlp(torch::nn::Linear(784, 2048), torch::nn::ReLU(), torch::nn::Linear(2048, 2048),
                             torch::nn::ReLU(), torch::nn::Linear(2048, 10));
-  const char* names[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"};
-  torch::optim::SGD opt(mlp->parameters(), torch::optim::SGDOptions(lr).momentum(0.9));
-  // The compressed path: per tensor error feedback, sparsifier and sparse optimizer.
-  std::vector<frugal::compress::ErrorFeedback> feedback;
-  std::vector<std::unique_ptr<frugal::compress::Sparsifier>> sparsifiers;
-  std::vector<std::unique_ptr<frugal::optim::SparseOptimizer>> sparse_opts;
-  if (compress != "none") {
-    auto params = mlp->parameters();
-    for (size_t p = 0; p < params.size(); ++p) {
-      const size_t n = static_cast<size_t>(params[p].numel());
-      feedback.emplace_back(n, frugal::compress::ErrorFeedbackOptions{names[p], 0.0f});
-      frugal::compress::SparsifierOptions so;
-      so.tensor_name = names[p];
-      so.seed = seed + p;
-      auto s = frugal::compress::CreateSparsifier(compress, so);
-      if (!s.ok()) throw std::invalid_argument(s.status().message());
-      sparsifiers.push_back(std::move(s).value());
-      frugal::optim::OptimizerOptions oo;
-      oo.lr = lr;
-      oo.momentum = 0.9;
-      sparse_opts.push_back(std::move(frugal::optim::CreateSparseOptimizer(oo, n, names[p]).value()));
-    }
-  }
+  torch::optim::SGD opt(mlp->parameters(), torch::optim::SGDOptions(f.lr).momentum(0.9));
+  CompressedPath compressed = f.compress != "none" ? BuildCompressedPath(f, mlp->parameters()) : CompressedPath{};
   double recent_loss = 0;
   int recent = 0;
-  size_t sent = 0, total = 0;
   std::vector<frugal::bench::NamedGradient> dumped;
   torch::Tensor perm = torch::randperm(x.size(0));
-  for (int step = 1; step <= steps; ++step) {
-    int64_t start = ((step - 1) * batch) % (x.size(0) - batch);
-    torch::Tensor idx = perm.slice(0, start, start + batch);
+  for (int step = 1; step <= f.steps; ++step) {
+    int64_t start = ((step - 1) * f.batch) % (x.size(0) - f.batch);
+    torch::Tensor idx = perm.slice(0, start, start + f.batch);
     opt.zero_grad();
     torch::Tensor loss = torch::nn::functional::cross_entropy(mlp->forward(x.index_select(0, idx)),
                                                               y.index_select(0, idx));
     loss.backward();
-    if (!out.empty() && step % dump_every == 0) {
-      auto params = mlp->parameters();
-      for (size_t p = 0; p < params.size(); ++p) {
-        torch::Tensor g = params[p].grad().contiguous();
-        frugal::bench::NamedGradient ng;
-        ng.name = "step" + std::to_string(step) + "/" + names[p];
-        ng.values.assign(g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
-        dumped.push_back(std::move(ng));
-      }
+    if (!f.out.empty() && step % f.dump_every == 0) {
+      AppendGradients(step, mlp->parameters(), &dumped);
       std::cout << "step " << step << " loss " << loss.item<float>() << " (dumped)\n";
     }
-    if (step > steps - 100) {
+    if (step > f.steps - 100) {
       recent_loss += loss.item<double>();
       ++recent;
     }
-    if (compress == "none") {
+    if (f.compress == "none") {
       opt.step();
-      continue;
-    }
-    torch::NoGradGuard no_grad;
-    auto params = mlp->parameters();
-    for (size_t p = 0; p < params.size(); ++p) {
-      torch::Tensor g = params[p].grad().contiguous();
-      const size_t n = static_cast<size_t>(g.numel());
-      frugal::compress::SparseVector sv;
-      Status st = feedback[p].Compress(frugal::Span<const float>(g.data_ptr<float>(), n), *sparsifiers[p], density, &sv);
-      if (st.ok()) {
-        st = sparse_opts[p]->Step(frugal::Span<float>(params[p].data_ptr<float>(), n), sv.indices, sv.values);
-      }
-      if (!st.ok()) {
-        std::cerr << "frugal_dump_grads: step " << step << ": " << st.ToString() << "\n";
-        return 1;
-      }
-      sent += sv.nnz();
-      total += n;
+    } else if (Status st = CompressedStep(f, mlp->parameters(), &compressed); !st.ok()) {
+      return Fail(st.WithContext("step " + std::to_string(step)));
     }
   }
-  {
-    torch::NoGradGuard no_grad;
-    auto [tx, ty] = test.value();
-    torch::Tensor pred = mlp->forward(tx).argmax(1);
-    double acc = pred.eq(ty).to(torch::kFloat64).mean().item<double>();
-    std::cout << "compress=" << compress << " density=" << (compress == "none" ? 1.0 : density)
-              << " sent_fraction=" << (total ? static_cast<double>(sent) / static_cast<double>(total) : 1.0)
-              << " steps=" << steps << " mean_train_loss_last_100=" << recent_loss / std::max(recent, 1)
-              << " test_accuracy=" << acc << "\n";
-  }
-  if (!out.empty()) {
-    Status st = frugal::bench::WriteGradFile(out, dumped);
-    if (!st.ok()) {
-      std::cerr << "frugal_dump_grads: " << st.ToString() << "\n";
-      return 1;
-    }
-    std::cout << "wrote " << dumped.size() << " gradients to " << out << "\n";
-  }
+  ReportAccuracy(f, mlp, test.value(), compressed, recent_loss / std::max(recent, 1));
+  if (f.out.empty()) return 0;
+  if (Status st = frugal::bench::WriteGradFile(f.out, dumped); !st.ok()) return Fail(st);
+  std::cout << "wrote " << dumped.size() << " gradients to " << f.out << "\n";
   return 0;
 }
 

@@ -149,6 +149,15 @@ def keyword_table():
 
 
 @needs_replica
+def test_leader_residual_is_a_keyword_of_the_step_mode():
+    model = frugal.DistributedModel(small(), sync="step", leader_residual=True)
+    assert model._options["leader_residual"] is True
+    model.finish()
+    with pytest.raises(ValueError, match="^leader_residual applies to sync step only"):
+        frugal.DistributedModel(small(), sync="local", leader_residual=True, local_steps=2, local_fragments=1)
+
+
+@needs_replica
 def test_the_guides_keyword_table_is_the_schemas():
     """FRUGAL_UPDATE_DOCS=1 rewrites the table in docs/guide/python.md."""
     with open(DOC) as f:

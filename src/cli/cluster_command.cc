@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "input_checks.h"
+#include "frugal/common/env.h"
 #include "frugal/sched/decision_benchmark.h"
 #ifdef FRUGAL_HAVE_SCHED_PLANNER
 #include "frugal/sched/planner_throughput.h"
@@ -139,9 +140,9 @@ void RunSimulate(const SimulateFlags& f) {
   for (size_t p = 0; p < created.size(); ++p) {
     const std::string& name = policies[p];
     Simulator sim(catalog, *created[p], options);
-    auto start = std::chrono::steady_clock::now();
+    const Clock::time_point start = Env::Default().Now();
     Result<SimulationResult> result = sim.Run(workload.value());
-    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double wall = Seconds(Env::Default().Now() - start);
     ThrowIfError(result.status());
     if (p == 0) PrintHeader();
     PrintRow(result.value());

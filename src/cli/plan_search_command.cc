@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "frugal/common/env.h"
 #include "frugal/sim/frugal_pipeline.h"
 #include "frugal/sim/frugal_validation.h"
 #include "frugal/sim/hardware.h"
@@ -91,9 +92,9 @@ void RunSearch(SearchOpts* o) {
   for (const std::string& r : SplitList(o->schedules, "--schedules")) {
     o->search.schedules.push_back(OrThrow(sim::ParseSchedule(r)));
   }
-  const auto start = std::chrono::steady_clock::now();
+  const Clock::time_point start = Env::Default().Now();
   const sim::SearchResult r = OrThrow(sim::SearchStrategies(model, hardware, o->search));
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double secs = Seconds(Env::Default().Now() - start);
   if (o->json) {
     nlohmann::json j = {{"model", model.name},          {"enumerated", r.enumerated},
                         {"out_of_memory", r.out_of_memory}, {"simulated", r.simulated},

@@ -265,7 +265,7 @@ Result<bool> ClusterManager::Impl::PrepareRound(RoundInput* in) {
 }
 
 Result<std::vector<std::vector<NodeSlots>>> ClusterManager::Impl::Decide(const RoundInput& in) {
-  FRUGAL_ASSIGN_OR_RETURN(sched::RoundDecision decision, sched::DecideRound(*policy_, in.cluster, in.views));
+  FRUGAL_ASSIGN_OR_RETURN(sched::RoundDecision decision, sched::DecideRound(*policy_, in.cluster, in.views, clock_));
   return FitToController(OnUpNodes(decision.placements, in), in);
 }
 

@@ -10,7 +10,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "frugal/common/text.h"
 #include "process.h"
@@ -309,8 +308,8 @@ Result<std::vector<slurm::Node>> ReadNodes(const SlurmOptions& options) {
 
 class SlurmBackendImpl final : public SlurmBackend {
  public:
-  SlurmBackendImpl(ClusterManager& manager, SlurmOptions options)
-      : manager_(manager), options_(std::move(options)), queue_(options_) {}
+  SlurmBackendImpl(ClusterManager& manager, SlurmOptions options, Clock& clock)
+      : manager_(manager), options_(std::move(options)), queue_(options_), clock_(clock) {}
 
   Status RunOnce() override {
     Result<std::vector<slurm::Node>> nodes = ReadNodes(options_);
@@ -327,15 +326,15 @@ class SlurmBackendImpl final : public SlurmBackend {
   }
 
   void Run(const std::atomic<bool>& stop) override {
-    const auto period = std::chrono::duration<double>(options_.poll_s);
+    const auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.poll_s));
     std::string last;
     while (!stop.load()) {
-      const auto next = std::chrono::steady_clock::now() + period;
+      const Clock::time_point next = clock_.Now() + period;
       Status st = RunOnce();
       if (!st.ok() && st.message() != last) std::fprintf(stderr, "slurm: %s (retrying)\n", st.message().c_str());
       last = st.ok() ? "" : st.message();
-      while (!stop.load() && std::chrono::steady_clock::now() < next) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      while (!stop.load() && clock_.Now() < next) {
+        clock_.SleepFor(std::chrono::milliseconds(50));
       }
     }
   }
@@ -367,12 +366,14 @@ class SlurmBackendImpl final : public SlurmBackend {
   ClusterManager& manager_;
   SlurmOptions options_;
   Queue queue_;
+  Clock& clock_;
   std::map<std::string, std::unique_ptr<Agent>> agents_;  // By node name.
 };
 
 }  // namespace
 
-Result<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(ClusterManager& manager, SlurmOptions options) {
+Result<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(ClusterManager& manager, SlurmOptions options,
+                                                           Clock& clock) {
   if (access(options.frugal_binary.c_str(), X_OK) != 0) {
     return Status::InvalidArgument("--frugal: '" + options.frugal_binary + "' is not an executable");
   }
@@ -395,7 +396,7 @@ Result<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(ClusterManager& manag
     return Status::Unavailable("Slurm has no node" +
                                (options.partition.empty() ? std::string() : " in partition '" + options.partition + "'"));
   }
-  return std::unique_ptr<SlurmBackend>(new SlurmBackendImpl(manager, std::move(options)));
+  return std::unique_ptr<SlurmBackend>(new SlurmBackendImpl(manager, std::move(options), clock));
 }
 
 }  // namespace frugal::cluster

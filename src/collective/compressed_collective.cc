@@ -30,12 +30,13 @@ namespace frugal::collective {
 // Note [Leader residual]
 // In the hierarchical exchange a cluster leader sends the other clusters one
 // message for its whole cluster. With LeaderMode::kMerge (the step
-// pipeline's) a leader merges its members' messages and re-encodes the sum
-// without error feedback, so integer codes travel as int8
+// pipeline's default) a leader merges its members' messages and re-encodes
+// the sum without error feedback, so integer codes travel as int8
 // (compress::MergedWireFormat) and a sum holds the union of the members'
-// selections. With LeaderMode::kResidual (the compressed all-reduce's) a
-// leader instead decodes its members' contributions, sums them exactly, adds
-// a residual of its own and compresses that like a contribution: the same
+// selections. With LeaderMode::kResidual (the compressed all-reduce's, and
+// the step pipeline's with --leader-residual) a leader instead decodes its
+// members' contributions, sums them exactly, adds a residual of its own
+// and compresses that like a contribution: the same
 // density and wire format (int4 codes stay int4), and what the leader does
 // not send, or the rounding of what it sends, goes out in a later call. At
 // density 1 this halves the bytes that cross the slow links (0.504 bytes per
@@ -45,8 +46,6 @@ namespace frugal::collective {
 // member's message as it is.
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // v's bytes in wire without deflate, where wire deflates; else encoded.
 size_t RawSize(const compress::SparseVector& v, compress::WireFormat wire, size_t encoded) {
@@ -89,11 +88,11 @@ uint64_t BufferState::ResidualBytes() const {
 
 CompressedCollective::CompressedCollective(CollectiveOptions options, comm::Transport* transport)
     : options_(options), transport_(transport) {
-  comm::ExchangeOptions exchange = options_.exchange;
-  // A world of one has no shards to exchange: the flat exchange's pass-through.
-  if (exchange.algorithm == comm::ExchangeAlgorithm::kSharded && transport_->world_size() == 1) {
-    exchange.algorithm = comm::ExchangeAlgorithm::kFlat;
-  }
+  // The sharded exchange runs RunSharded, and its world of one (no shards
+  // to exchange) the flat exchange's pass-through.
+  comm::MessageExchangeOptions exchange;
+  exchange.algorithm = comm::MessageAlgorithmOf(options_.exchange.algorithm).value_or(comm::MessageAlgorithm::kFlat);
+  exchange.timeout = options_.exchange.timeout;
   for (bool deflate : {false, true}) {
     compress::WireFormat wire = options_.wire;
     wire.deflate = wire.deflate && deflate;
@@ -219,7 +218,7 @@ Status CompressedCollective::CompressMerged(const std::vector<comm::Bytes>& part
 Status CompressedCollective::ReduceWhole(BufferState& state, comm::Tag tag, Span<const float> data, double density,
                                          compress::WireFormat wire, compress::SparseVector* sum,
                                          CallStats* stats) const {
-  auto t0 = Clock::now();
+  auto t0 = transport_->clock().Now();
   compress::SparseVector mine;
   FRUGAL_RETURN_IF_ERROR(state.whole.feedback->Compress(data, *state.whole.sparsifier, density, &mine));
   comm::Bytes encoded;
@@ -228,7 +227,7 @@ Status CompressedCollective::ReduceWhole(BufferState& state, comm::Tag tag, Span
   stats->sent_bytes = encoded.size();
   stats->raw_bytes = RawSize(mine, wire, encoded.size());
   stats->mass = state.whole.feedback->last_mass();
-  auto t1 = Clock::now();
+  auto t1 = transport_->clock().Now();
   comm::ClusterFn cluster;
   if (options_.leader == LeaderMode::kResidual) {
     cluster = [&](std::vector<comm::Bytes> members) -> Result<comm::Bytes> {
@@ -241,7 +240,7 @@ Status CompressedCollective::ReduceWhole(BufferState& state, comm::Tag tag, Span
   }
   FRUGAL_ASSIGN_OR_RETURN(std::vector<comm::Bytes> parts,
                           exchange_[wire.deflate]->RunUncombined(tag, std::move(encoded), cluster));
-  auto t2 = Clock::now();
+  auto t2 = transport_->clock().Now();
   FRUGAL_RETURN_IF_ERROR(compress::DecodeAndMerge(parts, sum));  // Note [Merged updates] in src/compress/merge.cc
   if (sum->dense_size != data.size()) return WrongSize("the merged update of " + state.name, sum->dense_size, data.size());
   stats->merged_values = sum->nnz();
@@ -256,7 +255,7 @@ Status CompressedCollective::ReduceSharded(BufferState& state, const CallTags& t
                                            CallStats* stats) const {
   const int world = transport_->world_size();
   const int me = transport_->rank();
-  auto t0 = Clock::now();
+  auto t0 = transport_->clock().Now();
   // 1. This rank's contribution, shard by shard.
   std::vector<comm::Bytes> shards(static_cast<size_t>(world));
   std::vector<bool> active(static_cast<size_t>(world));
@@ -281,18 +280,18 @@ Status CompressedCollective::ReduceSharded(BufferState& state, const CallTags& t
   const size_t own_size = own_range.second - own_range.first;
   double owner_s = 0;
   const comm::ShardFn owner = [&](std::vector<comm::Bytes> parts) -> Result<comm::Bytes> {
-    auto start = Clock::now();
+    auto start = transport_->clock().Now();
     comm::Bytes mean;
     FRUGAL_RETURN_IF_ERROR(CompressMerged(parts, own_size, 1.0f / static_cast<float>(world), state.owned,
                                           density, wire, "this rank's shard of " + state.name, &mean));
-    owner_s = Seconds(Clock::now() - start);
+    owner_s = Seconds(transport_->clock().Now() - start);
     return mean;
   };
-  auto t1 = Clock::now();
+  auto t1 = transport_->clock().Now();
   FRUGAL_ASSIGN_OR_RETURN(std::vector<comm::Bytes> means,
                           exchange_[wire.deflate]->RunSharded(tags.scatter, tags.gather, std::move(shards), active,
                                                               owner));
-  auto t2 = Clock::now();
+  auto t2 = transport_->clock().Now();
   // 3. Every owner's mean, in shard order, into one vector over the buffer.
   sum->Clear(data.size());
   for (int k = 0; k < world; ++k) {
@@ -309,7 +308,7 @@ Status CompressedCollective::ReduceSharded(BufferState& state, const CallTags& t
   }
   stats->merged_values = sum->nnz();
   stats->exchange_s = Seconds(t2 - t1) - owner_s;
-  stats->compress_s = Seconds(Clock::now() - t0) - stats->exchange_s;
+  stats->compress_s = Seconds(transport_->clock().Now() - t0) - stats->exchange_s;
   return Status::Ok();
 }
 

@@ -10,8 +10,6 @@ namespace frugal::engine {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 nlohmann::json TelemetryJson(const std::vector<WorkerTelemetry>& telemetry) {
   // What the controller saw: per worker, its limiting link's acknowledged
   // bytes and busy time, and its compute, over the window.
@@ -43,7 +41,7 @@ AdaptationProtocol::AdaptationProtocol(comm::Transport* transport, GradientPipel
 
 AdaptationProtocol::Window AdaptationProtocol::StartWindow() const {
   Window w;
-  w.start = Clock::now();
+  w.start = transport_->clock().Now();
   w.pipeline = pipeline_->stats();
   w.traffic = transport_->stats();
   return w;
@@ -63,7 +61,7 @@ WorkerTelemetry AdaptationProtocol::Measure() const {
   WorkerTelemetry mine;
   mine.rank = transport_->rank();
   mine.iterations = window_.iterations;
-  mine.window_s = Seconds(Clock::now() - window_.start);
+  mine.window_s = Seconds(transport_->clock().Now() - window_.start);
   mine.samples = window_.samples;
   mine.compute_s = window_.compute_s;
   mine.wait_s = ps.wait_s - window_.pipeline.wait_s;

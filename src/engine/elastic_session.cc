@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <thread>
 
 #include "control_kinds.h"
 #include "frugal/comm/algorithms/collectives.h"
@@ -13,8 +12,8 @@
 namespace frugal::engine {
 
 ElasticSession::ElasticSession(std::unique_ptr<comm::MembershipClient> membership, std::chrono::milliseconds timeout,
-                               std::chrono::milliseconds heartbeat_timeout)
-    : membership_(std::move(membership)), timeout_(timeout), heartbeat_timeout_(heartbeat_timeout) {
+                               std::chrono::milliseconds heartbeat_timeout, Clock& clock)
+    : membership_(std::move(membership)), clock_(clock), timeout_(timeout), heartbeat_timeout_(heartbeat_timeout) {
   membership_->OnAbort([this](const Status& why) {
     std::lock_guard<std::mutex> lock(abort_mu_);
     if (abortable_ != nullptr) abortable_->Abort(why);
@@ -153,10 +152,10 @@ Result<int64_t> ElasticSession::SendToJoiners(
 }
 
 bool ElasticSession::AwaitChange() {
-  const auto deadline = std::chrono::steady_clock::now() + 2 * heartbeat_timeout_ + std::chrono::seconds(2);
-  while (std::chrono::steady_clock::now() < deadline) {
+  const Clock::time_point deadline = clock_.Now() + 2 * heartbeat_timeout_ + std::chrono::seconds(2);
+  while (clock_.Now() < deadline) {
     if (membership_->pending() > generation_.number) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    clock_.SleepFor(std::chrono::milliseconds(20));
   }
   return false;
 }

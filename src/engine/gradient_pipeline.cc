@@ -184,6 +184,7 @@ class GradientPipeline::Impl {
 
 Status GradientPipeline::Impl::Init(std::vector<BucketSpec> specs) {
   if (specs.empty()) return Status::InvalidArgument("no parameters to train");
+  if (transport_ == nullptr) return Status::InvalidArgument("GradientPipeline: no transport");
   if (options_.staleness < 0 || options_.staleness > 1) return Status::InvalidArgument("--staleness must be 0 or 1");
   if (!(options_.density > 0) || options_.density > 1) return Status::InvalidArgument("--density must be in (0, 1]");
   if (options_.cpu_threads < 1) return Status::InvalidArgument("--cpu-threads must be >= 1");
@@ -269,7 +270,7 @@ void GradientPipeline::Impl::CountTask(const Bucket& b, const collective::CallSt
 }
 
 Status GradientPipeline::Impl::RunTask(const Task& task) {
-  using Clock = std::chrono::steady_clock;
+  const Clock& clock = transport_->clock();  // the stats' durations
   Bucket& b = *buckets_[task.bucket];
   const int64_t t = task.iteration;
   {
@@ -277,17 +278,17 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
     cv_.wait(lock, [&] { return stop_ || !error_.ok() || b.processed == t - 1; });
     if (stop_ || !error_.ok()) return Status::Ok();
   }
-  auto t0 = Clock::now();
+  auto t0 = clock.Now();
   compress::SparseVector update;  // Note [Merged updates] in src/compress/merge.cc
   double compress_s = 0, exchange_s = 0;
   FRUGAL_RETURN_IF_ERROR(ReduceBucket(b, task.bucket, t, &update, &compress_s, &exchange_s));
-  auto decode_done = Clock::now();
+  auto decode_done = clock.Now();
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return stop_ || !error_.ok() || finishing_ || b.copied_for >= t + options_.staleness; });
     if (stop_ || !error_.ok()) return Status::Ok();
   }
-  auto t3 = Clock::now();
+  auto t3 = clock.Now();
   {
     std::lock_guard<std::mutex> lock(b.mu);
     b.optimizer->set_lr(options_.lr_at(t) * SettingsAt(t).lr_scale);
@@ -295,7 +296,7 @@ Status GradientPipeline::Impl::RunTask(const Task& task) {
                                              Span<const uint32_t>(update.indices.data(), update.indices.size()),
                                              Span<const float>(update.values.data(), update.values.size())));
   }
-  auto t4 = Clock::now();
+  auto t4 = clock.Now();
   {
     std::lock_guard<std::mutex> lock(mu_);
     b.applied = t;
@@ -333,7 +334,7 @@ Status GradientPipeline::Impl::BeginIteration(int64_t t, const CopyOutFn& copy_o
     return Status::Internal("BeginIteration(" + std::to_string(t) + ") out of order, expected " +
                             std::to_string(next_iteration_));
   }
-  auto start = std::chrono::steady_clock::now();
+  auto start = transport_->clock().Now();
   const int64_t need = t - 1 - options_.staleness;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -345,7 +346,7 @@ Status GradientPipeline::Impl::BeginIteration(int64_t t, const CopyOutFn& copy_o
       return true;
     });
     if (!error_.ok()) return error_;
-    stats_.wait_s += Seconds(std::chrono::steady_clock::now() - start);
+    stats_.wait_s += Seconds(transport_->clock().Now() - start);
   }
   CopyAll(copy_out, t, want_checksum);
   next_iteration_ = t + 1;

@@ -21,8 +21,6 @@ namespace frugal::engine {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // 1: blocking rounds only; 2: adds the overlapped round's state (a merged
 // pseudo-gradient waiting for its outer step; each rank's base); 3: per
 // fragment (Note [Local-update state]).
@@ -361,7 +359,7 @@ Status LocalSync::Impl::Exchange(size_t f, int64_t t) {
 // the time since the last fragment's sync.
 void LocalSync::Impl::DecideDeflate() {
   if (!adapt_deflate) return;
-  const auto now = Clock::now();
+  const auto now = transport->clock().Now();
   reduce->SetDeflate(deflate_trial.Next(synced_before ? Seconds(now - last_sync_wall) : 0.0));
   last_sync_wall = now;
   synced_before = true;
@@ -371,9 +369,9 @@ void LocalSync::Impl::DecideDeflate() {
 Status LocalSync::Impl::Drain(size_t f) {
   Fragment& fr = *frags[f];
   if (!fr.flight.joinable()) return Status::Ok();
-  const auto t0 = Clock::now();
+  const auto t0 = transport->clock().Now();
   fr.flight.join();
-  wait_s += Seconds(Clock::now() - t0);
+  wait_s += Seconds(transport->clock().Now() - t0);
   if (!fr.flight_status.ok()) fr.apply_at = -1;
   return fr.flight_status;
 }
@@ -430,7 +428,7 @@ Status LocalSync::Impl::Apply(size_t f, bool average) {
   FRUGAL_RETURN_IF_ERROR(PullMaster());
   average = average || transport->world_size() == 1;  // Note [A lone worker]
   Fragment& fr = *frags[f];
-  const auto t0 = Clock::now();
+  const auto t0 = transport->clock().Now();
   const double outer_lr = OuterLrAt(fr.synced_at);
   for (size_t b = 0; b < anchor.size(); ++b) {
     const size_t lo = fr.lo[b], n = fr.hi[b] - fr.lo[b];
@@ -447,7 +445,7 @@ Status LocalSync::Impl::Apply(size_t f, bool average) {
     compress::Rebase(Span<const float>(anchor[b].data() + lo, n), Span<const float>(base),
                      Span<float>(master[b].data() + lo, n));
   }
-  optimizer_s += Seconds(Clock::now() - t0);
+  optimizer_s += Seconds(transport->clock().Now() - t0);
   fr.apply_at = -1;
   CloseRound(fr);  // its base is the anchor again
   return Status::Ok();
@@ -745,21 +743,21 @@ Status LocalSync::EndBackward(int64_t t) {
     return Status::Ok();
   }
   if (m.device_inner != nullptr) {  // Note [Inner steps on the device]: no copy until the next sync
-    const auto t0 = Clock::now();
+    const auto t0 = m.transport->clock().Now();
     m.device_inner->Step(m.params, m.lr_at(t));
     m.master_stale = true;
-    m.optimizer_s += Seconds(Clock::now() - t0);
+    m.optimizer_s += Seconds(m.transport->clock().Now() - t0);
     m.last_step = t + 1;
     return Status::Ok();
   }
   m.ReadGradients();
-  const auto t0 = Clock::now();
+  const auto t0 = m.transport->clock().Now();
   for (size_t b = 0; b < m.master.size(); ++b) {
     m.inner[b]->set_lr(m.lr_at(t));
     FRUGAL_RETURN_IF_ERROR(m.inner[b]->StepDense(Span<float>(m.master[b].data(), m.master[b].size()),
                                                  Span<const float>(m.grad[b].data(), m.grad[b].size())));
   }
-  m.optimizer_s += Seconds(Clock::now() - t0);
+  m.optimizer_s += Seconds(m.transport->clock().Now() - t0);
   m.last_step = t + 1;
   CopyIn(/*anchor=*/false);
   return Status::Ok();

@@ -63,7 +63,7 @@ ReplicaOptions MakeReplicaOptions(const RunConfig& config, std::function<double(
   po.optimizer = MakeOptimizerOptions(t);
   po.exchange.timeout = ro.timeout;
   po.exchange.algorithm = d.exchange;
-  po.leader = collective::LeaderMode::kMerge;  // Note [Leader residual]: the step mode's leaders merge
+  po.leader = d.leader_residual ? collective::LeaderMode::kResidual : collective::LeaderMode::kMerge;
   po.seed = t.seed;
   po.lr_at = std::move(lr_at);
   ro.gradient_pipeline = !IsLocalUpdates(d.sync);

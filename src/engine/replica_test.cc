@@ -41,6 +41,21 @@ struct OneRank {
   std::unique_ptr<Replica> replica;
 };
 
+// --leader-residual reaches the step pipeline's collective through the
+// resolved plan: the replica options carry the leader mode it names.
+TEST(ReplicaTest, LeaderResidualOptionReachesThePipeline) {
+  auto lr = [](int64_t) { return 0.1; };
+  RunConfig c;
+  ASSERT_TRUE(SetOption(&c, "sync", "step").ok());
+  EXPECT_EQ(MakeReplicaOptions(ResolvePlan(c, HostFacts{}), lr).pipeline.leader, collective::LeaderMode::kMerge);
+  ASSERT_TRUE(SetOption(&c, "leader-residual", "true").ok());
+  const RunConfig plan = ResolvePlan(c, HostFacts{});
+  EXPECT_TRUE(plan.distributed.leader_residual);
+  const ReplicaOptions ro = MakeReplicaOptions(plan, lr);
+  EXPECT_TRUE(ro.gradient_pipeline);
+  EXPECT_EQ(ro.pipeline.leader, collective::LeaderMode::kResidual);
+}
+
 // Note [Parameters from masters]: at staleness 0 a snapshot's parameters
 // are its masters, so a joiner can be sent the masters alone; at staleness
 // 1 they are one update behind and the check must say so.

@@ -46,6 +46,10 @@ Status ValidateSync(const RunConfig& config) {
   if (d.staleness != 0) {
     return Status::InvalidArgument("--staleness applies to --sync step only; --sync local needs --staleness 0");
   }
+  if (d.leader_residual) {
+    return Status::InvalidArgument("--leader-residual applies to --sync step only (the local mode's leaders "
+                                   "always compress with a residual): add --sync step, or drop it");
+  }
   if (d.local_fragments > 0 && d.local_steps % d.local_fragments != 0) {
     return Status::InvalidArgument("--local-fragments " + std::to_string(d.local_fragments) +
                                    " must divide --local-steps " + std::to_string(d.local_steps) +

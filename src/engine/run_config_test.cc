@@ -165,6 +165,22 @@ TEST(RunConfigTest, ValidationNamesTheOptionAndRejectsNan) {
   EXPECT_NE(Validate(c).message().find("nosuch"), std::string::npos);
 }
 
+// --leader-residual is a step-pipeline option: valid with --sync step, and
+// an error naming it where the run's mode is local (auto with 2 workers too).
+TEST(RunConfigTest, LeaderResidualAppliesToTheStepModeOnly) {
+  RunConfig c;
+  c.distributed.leader_residual = true;
+  c.distributed.workers = 2;
+  c.distributed.sync = SyncMode::kStep;
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).ToString();
+  for (SyncMode local : {SyncMode::kLocal, SyncMode::kAuto}) {
+    c.distributed.sync = local;
+    const Status s = Validate(c);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << NameOf(local);
+    EXPECT_NE(s.message().find("--leader-residual"), std::string::npos) << s.ToString();
+  }
+}
+
 // --adapt auto (the default) is valid where an explicit --adapt on is not:
 // it resolves to off for an elastic or local-update run.
 TEST(RunConfigTest, CpuThreadsAutoIsTwoOnTheCpuAndTheCoresPerWorkerOnAGpu) {

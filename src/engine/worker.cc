@@ -28,7 +28,6 @@ std::mutex& TorchInitMutex() {
   return mu;
 }
 
-using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
@@ -155,8 +154,8 @@ Status Worker::Impl::OpenReporter() {
   // barrier); a later generation of an elastic run continues that clock.
   // Counting from the process start would put every worker's start-up
   // (seconds with 4 workers on 2 cores) into each time-to-accuracy figure.
-  if (!training_started) training_started = Clock::now();
-  ro.elapsed_offset_s = std::chrono::duration<double>(Clock::now() - *training_started).count();
+  if (!training_started) training_started = clock.Now();
+  ro.elapsed_offset_s = std::chrono::duration<double>(clock.Now() - *training_started).count();
   FRUGAL_ASSIGN_OR_RETURN(reporter, train::RunReporter::Create(ro));
   return Status::Ok();
 }
@@ -187,7 +186,7 @@ void Worker::Impl::PrintHeader() const {
 // (Note [Sharded evaluation] in sharded_eval.cc); rank 0 records the result.
 // Its seconds are left out of the run's train_time_s.
 Status Worker::Impl::Evaluate(int64_t t, int64_t epoch) {
-  const Clock::time_point started = Clock::now();
+  const Clock::time_point started = clock.Now();
   FRUGAL_RETURN_IF_ERROR(sync->replica().AverageBuffers(t, Buffers(true)));
   train::Evaluation eval;
   FRUGAL_RETURN_IF_ERROR(sync->WithSyncedParameters([&]() -> Status {
@@ -195,7 +194,7 @@ Status Worker::Impl::Evaluate(int64_t t, int64_t epoch) {
                                                   device));
     return Status::Ok();
   }));
-  const double eval_s = Seconds(Clock::now() - started);
+  const double eval_s = Seconds(clock.Now() - started);
   reporter->ExcludeFromTrainTime(eval_s);
   if (rank() != 0) return Status::Ok();
   nlohmann::json extra = eval.Fields();
@@ -237,7 +236,7 @@ Result<LoopEnd> Worker::Impl::Gate(int64_t t, int64_t* evaluated_epoch) {
 Result<double> Worker::Impl::ComputeStep(int64_t t, int64_t* samples) {
   const int world = transport->world_size();
   model->train();
-  const auto c0 = Clock::now();
+  const auto c0 = clock.Now();
   std::vector<int64_t> indices = cursor->Slice(rank());
   train::Batch batch = train::MakeBatch(data.train, indices, device);
   // With unequal batch sizes each worker's mean loss is weighted by its
@@ -250,7 +249,7 @@ Result<double> Worker::Impl::ComputeStep(int64_t t, int64_t* samples) {
   FRUGAL_RETURN_IF_ERROR(sync->EndBackward(t));
   const double loss_value = loss.item<double>();
   FRUGAL_RETURN_IF_ERROR(train::CheckLoss(loss_value, t, transport->topology().DescribeRank(rank())));
-  double c = Seconds(Clock::now() - c0);
+  double c = Seconds(clock.Now() - c0);
   if (dist.compute_slowdown > 1.0) {
     // Emulate a slower device: stretch this step's compute.
     std::this_thread::sleep_for(std::chrono::duration<double>(c * (dist.compute_slowdown - 1.0)));
@@ -398,7 +397,7 @@ Result<std::unique_ptr<Worker>> Worker::CreateElastic(const RunConfig& config,
   }
   const auto heartbeat_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(impl->config.elastic.heartbeat_timeout_s * 1000));
-  impl->elastic = std::make_unique<ElasticSession>(std::move(membership), impl->timeout, heartbeat_timeout);
+  impl->elastic = std::make_unique<ElasticSession>(std::move(membership), impl->timeout, heartbeat_timeout, impl->clock);
   return std::unique_ptr<Worker>(new Worker(std::move(impl)));
 }
 

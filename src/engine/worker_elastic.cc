@@ -114,7 +114,7 @@ Status Worker::Impl::EnterGeneration(const comm::Generation& g) {
                  std::to_string(g.restore));
   // switch_s: from the end of the old world's loop (the switch gate, or
   // the failed wait after a loss) until the new world is ready to train.
-  const double switch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - left_world_at).count();
+  const double switch_s = Seconds(clock.Now() - left_world_at);
   return reporter->Write({{"wall_time_s", reporter->Elapsed()},
                           {"event", "generation"},
                           {"switch_s", switch_s},
@@ -140,7 +140,7 @@ WorkerResult Worker::Impl::LeftResult(int last_rank) const {
   result.generation = generation.number;
   result.rank = last_rank;
   result.train.steps = start_step;
-  result.train.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  result.train.wall_time_s = Seconds(clock.Now() - started);
   result.train.samples_per_s = samples_total / std::max(result.train.wall_time_s, 1e-9);
   result.compute_s = compute_s;
   SetPipelineTimes(finished_stats, &result);
@@ -172,7 +172,7 @@ Result<WorkerResult> Worker::Impl::RunElastic() {
       elastic->Done();
       return result;
     }
-    left_world_at = std::chrono::steady_clock::now();
+    left_world_at = clock.Now();
     if (!end.ok() && !elastic->AwaitChange()) return end.status();
     const bool leaving = end.ok() && elastic->leaving();
     const int last_rank = rank();

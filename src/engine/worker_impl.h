@@ -16,6 +16,8 @@
 
 #include "adaptation_protocol.h"
 #include "frugal/comm/membership/membership.h"
+#include "frugal/common/clock.h"
+#include "frugal/common/env.h"
 #include "frugal/data/batch_plan.h"
 #include "frugal/engine/checkpoint.h"
 #include "frugal/engine/checkpoint_writer.h"
@@ -45,6 +47,8 @@ void SetPipelineTimes(const PipelineStats& st, WorkerResult* result);
 // (its own thread and lock; this thread only hands it work and waits).
 class Worker::Impl {
  public:
+  // What the worker's timings, metrics clock and elastic waits run on.
+  Clock& clock = Env::Default();
   // The run: its resolved configuration and what it trains.
   RunConfig config;
   const train::TrainOptions& options = config.train;
@@ -74,10 +78,10 @@ class Worker::Impl {
   // (elastic; zero for a fixed world). Conclude adds the current one's.
   PipelineStats finished_stats;
   comm::TransportStats finished_traffic;
-  const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  const Clock::time_point started = clock.Now();
   // When the first generation's training started: the metrics' clock
   // (Note [Training clock] in worker.cc).
-  std::optional<std::chrono::steady_clock::time_point> training_started;
+  std::optional<Clock::time_point> training_started;
 
   // Elastic membership (worker_elastic.cc, frugal/engine/elastic_session.h):
   // the session holds the membership client, the snapshots and the leave
@@ -86,7 +90,7 @@ class Worker::Impl {
   std::unique_ptr<ElasticSession> elastic;
   comm::Generation generation;
   std::atomic<bool> leave_signal{false};  // a fixed world's (nothing reads it)
-  std::chrono::steady_clock::time_point left_world_at;  // when the last generation's loop ended
+  Clock::time_point left_world_at;  // when the last generation's loop ended
   std::optional<OuterStep> resumed_outer;  // Note [Outer step on resume]
   int64_t join_state_bytes = 0;  // rank 0: bytes of state sent to each joiner of this generation
   // Background checkpoint writes (Note [Background checkpoints]); the

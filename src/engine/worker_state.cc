@@ -56,11 +56,9 @@ Status Worker::Impl::CheckpointGate(int64_t t) {
 // stalls only for the wait for a previous write still in flight (wait_s)
 // and the copy (snapshot_s).
 Status Worker::Impl::SaveCheckpoint(int64_t t) {
-  using Clock = std::chrono::steady_clock;
-  auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-  const auto t0 = Clock::now();
+  const auto t0 = clock.Now();
   FRUGAL_RETURN_IF_ERROR(ReportCheckpoint(/*wait=*/true));
-  const auto waited = Clock::now();
+  const auto waited = clock.Now();
   CheckpointJob job;
   job.root = CheckpointDirOf(config);
   job.step = t;
@@ -75,9 +73,9 @@ Status Worker::Impl::SaveCheckpoint(int64_t t) {
   job.check_rank_file = [t, world, gen](int r, const CheckpointSections& s) {
     return CheckRankFileMeta(s, t, world, r, gen);
   };
-  checkpoint_wait_s = seconds(waited - t0);
+  checkpoint_wait_s = Seconds(waited - t0);
   FRUGAL_RETURN_IF_ERROR(checkpoint_writer.Start(std::move(job)));
-  checkpoint_snapshot_s = seconds(Clock::now() - waited);
+  checkpoint_snapshot_s = Seconds(clock.Now() - waited);
   return Status::Ok();
 }
 

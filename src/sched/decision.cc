@@ -81,11 +81,12 @@ void HoldPlacements(const ClusterView& cluster, const std::vector<JobView>& view
 
 }  // namespace
 
-Result<RoundDecision> DecideRound(const Policy& policy, const ClusterView& cluster, const std::vector<JobView>& jobs) {
+Result<RoundDecision> DecideRound(const Policy& policy, const ClusterView& cluster, const std::vector<JobView>& jobs,
+                                  const Clock& clock) {
   RoundDecision d;
-  auto start = std::chrono::steady_clock::now();
+  const Clock::time_point start = clock.Now();
   d.placements = policy.Schedule(cluster, jobs);
-  d.decision_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  d.decision_seconds = Seconds(clock.Now() - start);
   FRUGAL_RETURN_IF_ERROR(CheckPlacements(policy, cluster, jobs, d.placements));
   HoldPlacements(cluster, jobs, &d.placements);
   d.batch_sizes = policy.ChooseBatchSizes(cluster, jobs, d.placements);

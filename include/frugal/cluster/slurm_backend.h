@@ -22,6 +22,8 @@
 #include <string>
 
 #include "frugal/cluster/cluster_manager.h"
+#include "frugal/common/clock.h"
+#include "frugal/common/env.h"
 #include "frugal/common/status.h"
 
 namespace frugal::cluster {
@@ -44,8 +46,10 @@ class SlurmBackend {
  public:
   virtual ~SlurmBackend() = default;
   // InvalidArgument for bad options; Unavailable if Slurm does not answer
-  // (sinfo fails) or the partition has no node.
-  static Result<std::unique_ptr<SlurmBackend>> Create(ClusterManager& manager, SlurmOptions options);
+  // (sinfo fails) or the partition has no node. Run's polling period runs
+  // on `clock`, which outlives the backend.
+  static Result<std::unique_ptr<SlurmBackend>> Create(ClusterManager& manager, SlurmOptions options,
+                                                      Clock& clock = Env::Default());
   // Reads the nodes and the queue once, heartbeats every node that is up
   // and submits or cancels what the manager's replies ask for. Unavailable
   // when Slurm does not answer (tasks keep running; nothing is reported).

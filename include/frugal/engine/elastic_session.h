@@ -36,6 +36,8 @@
 
 #include "frugal/comm/membership/membership.h"
 #include "frugal/comm/transport/transport.h"
+#include "frugal/common/clock.h"
+#include "frugal/common/env.h"
 #include "frugal/common/status.h"
 #include "frugal/engine/checkpoint.h"
 
@@ -57,11 +59,12 @@ struct RestorePoint {
 
 class ElasticSession {
  public:
-  // REQUIRES: membership not null. timeout bounds each transport wait of the
-  // protocol; heartbeat_timeout is the coordinator's (AwaitChange waits
-  // twice that, plus 2 s, for it to declare a silent peer lost).
+  // REQUIRES: membership not null; `clock` outlives the session. timeout
+  // bounds each transport wait of the protocol; heartbeat_timeout is the
+  // coordinator's (AwaitChange waits twice that, plus 2 s, on `clock` for it
+  // to declare a silent peer lost).
   ElasticSession(std::unique_ptr<comm::MembershipClient> membership, std::chrono::milliseconds timeout,
-                 std::chrono::milliseconds heartbeat_timeout);
+                 std::chrono::milliseconds heartbeat_timeout, Clock& clock = Env::Default());
   ~ElasticSession();
   ElasticSession(const ElasticSession&) = delete;
   ElasticSession& operator=(const ElasticSession&) = delete;
@@ -126,6 +129,7 @@ class ElasticSession {
   void DropSnapshot(Snapshot& old);
 
   std::unique_ptr<comm::MembershipClient> membership_;
+  Clock& clock_;
   const std::chrono::milliseconds timeout_;
   const std::chrono::milliseconds heartbeat_timeout_;
   comm::Generation generation_;

@@ -144,6 +144,11 @@ struct StepSyncOptions {
   // buffers on a side stream (Note [Gradients off the GPU]); false = one
   // synchronous copy per parameter (the old path, for comparison).
   bool overlap_device_copies = true;
+  // Hierarchical exchange: a cluster leader compresses its cluster's exact
+  // sum with a residual of its own instead of merging its members'
+  // messages (collective::LeaderMode, Note [Leader residual] in
+  // src/collective/compressed_collective.cc). Default false: leaders merge.
+  bool leader_residual = false;
 };
 
 template <class V>
@@ -163,6 +168,10 @@ void VisitFields(StepSyncOptions& o, V&& visit) {
               "backward (false: a synchronous copy per parameter)")
             .PerWorker(),
         o.overlap_device_copies);
+  visit(Field("leader_residual", d,
+              "Step mode, hierarchical exchange: each cluster leader compresses its cluster's sum with a residual "
+              "of its own, at the run's density and wire format (false: leaders merge their members' messages)"),
+        o.leader_residual);
 }
 
 // Local-update rounds (--sync local and site, DiLoCo-style; local_sync.h).

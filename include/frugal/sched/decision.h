@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "frugal/common/clock.h"
+#include "frugal/common/env.h"
 #include "frugal/common/status.h"
 #include "frugal/sched/cluster.h"
 #include "frugal/sched/policy.h"
@@ -19,7 +21,7 @@ namespace frugal::sched {
 struct RoundDecision {
   std::vector<Placement> placements;  // One per job, index-aligned with the views.
   std::vector<int> batch_sizes;       // Empty: keep every job's batch.
-  double decision_seconds = 0;        // Wall time inside Policy::Schedule.
+  double decision_seconds = 0;        // Time inside Policy::Schedule, on the caller's clock.
 };
 
 // Asks `policy` for the placements (and batch sizes) of `jobs` on `cluster`
@@ -28,7 +30,9 @@ struct RoundDecision {
 // requested_gpus), batch sizes in each job's range. A policy that breaks
 // these is a bug: Internal error naming the policy and the job id. Jobs with
 // `hold` set then keep their current placements, and the others give way on
-// those nodes (Note [Held jobs] in decision.cc).
-Result<RoundDecision> DecideRound(const Policy& policy, const ClusterView& cluster, const std::vector<JobView>& jobs);
+// those nodes (Note [Held jobs] in decision.cc). decision_seconds is timed
+// on `clock`.
+Result<RoundDecision> DecideRound(const Policy& policy, const ClusterView& cluster, const std::vector<JobView>& jobs,
+                                  const Clock& clock = Env::Default());
 
 }  // namespace frugal::sched

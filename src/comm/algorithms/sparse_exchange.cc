@@ -18,15 +18,25 @@ namespace frugal::comm {
 // inputs (combine(a,b,c,d) vs combine(combine(a,b), combine(c,d))), but all
 // ranks of one run use the same algorithm.
 
-SparseExchange::SparseExchange(Transport* transport, CombineFn combine, ExchangeOptions options)
+SparseExchange::SparseExchange(Transport* transport, CombineFn combine, MessageExchangeOptions options)
     : transport_(transport), combine_(std::move(combine)), options_(options) {
   assert(transport_ != nullptr);
   assert(combine_);
   algorithm_ = options_.algorithm;
-  if (algorithm_ == ExchangeAlgorithm::kAuto) {
-    algorithm_ = transport_->topology().num_clusters() > 1 ? ExchangeAlgorithm::kHierarchical
-                                                           : ExchangeAlgorithm::kFlat;
+  if (algorithm_ == MessageAlgorithm::kAuto) {
+    algorithm_ = transport_->topology().num_clusters() > 1 ? MessageAlgorithm::kHierarchical
+                                                           : MessageAlgorithm::kFlat;
   }
+}
+
+std::optional<MessageAlgorithm> MessageAlgorithmOf(ExchangeAlgorithm a) {
+  switch (a) {
+    case ExchangeAlgorithm::kAuto: return MessageAlgorithm::kAuto;
+    case ExchangeAlgorithm::kFlat: return MessageAlgorithm::kFlat;
+    case ExchangeAlgorithm::kHierarchical: return MessageAlgorithm::kHierarchical;
+    case ExchangeAlgorithm::kSharded: return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 Result<Bytes> SparseExchange::Run(Tag tag, Bytes contribution) {
@@ -37,11 +47,7 @@ Result<Bytes> SparseExchange::Run(Tag tag, Bytes contribution) {
 }
 
 Result<std::vector<Bytes>> SparseExchange::RunUncombined(Tag tag, Bytes contribution, const ClusterFn& cluster) {
-  if (algorithm_ == ExchangeAlgorithm::kSharded) {
-    return InContext(tag, Status::InvalidArgument("the sharded exchange takes its contribution shard by shard "
-                                                  "(RunSharded), not as one message"));
-  }
-  if (algorithm_ == ExchangeAlgorithm::kFlat) {
+  if (algorithm_ == MessageAlgorithm::kFlat) {
     // AllGather sends one shared buffer to all N-1 peers (zero-copy on the
     // ZeroMQ backend) and returns the parts in rank order.
     Result<std::vector<Bytes>> parts = AllGather(*transport_, tag, std::move(contribution), options_.timeout);

@@ -33,7 +33,7 @@ using testing::SumU32;
 using testing::U32s;
 
 // Runs one exchange on every rank and returns each rank's result.
-std::vector<Result<Bytes>> ExchangeAll(World& w, CombineFn combine, ExchangeOptions opts,
+std::vector<Result<Bytes>> ExchangeAll(World& w, CombineFn combine, MessageExchangeOptions opts,
                                        const std::function<Bytes(int)>& contribution, Tag tag = 1) {
   int n = static_cast<int>(w.ranks.size());
   std::vector<Result<Bytes>> results(n, Status::Internal("not run"));
@@ -91,8 +91,8 @@ TEST_P(SparseExchangeTest, UncombinedReturnsThePartsOfTheFinalCombine) {
 
 TEST_P(SparseExchangeTest, ForcedHierarchicalOnOneClusterGathersAtRankZero) {
   World w = MakeWorld(GetParam(), {"x", "x", "x"});
-  ExchangeOptions opts;
-  opts.algorithm = ExchangeAlgorithm::kHierarchical;
+  MessageExchangeOptions opts;
+  opts.algorithm = MessageAlgorithm::kHierarchical;
   auto results = ExchangeAll(w, Parenthesize, opts, [](int r) { return Text(std::string(1, 'a' + r)); });
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(results[r].ok()) << results[r].status().ToString();
@@ -106,8 +106,8 @@ TEST_P(SparseExchangeTest, ForcedHierarchicalOnOneClusterGathersAtRankZero) {
 
 TEST_P(SparseExchangeTest, ForcedFlatOnTwoClustersStillAgrees) {
   World w = MakeWorld(GetParam(), {"p", "q", "p", "q"});
-  ExchangeOptions opts;
-  opts.algorithm = ExchangeAlgorithm::kFlat;
+  MessageExchangeOptions opts;
+  opts.algorithm = MessageAlgorithm::kFlat;
   auto results = ExchangeAll(w, Parenthesize, opts, [](int r) { return Text(std::string(1, 'a' + r)); });
   for (int r = 0; r < 4; ++r) {
     ASSERT_TRUE(results[r].ok()) << results[r].status().ToString();
@@ -188,7 +188,7 @@ TEST_P(SparseExchangeTest, ManyIterationsReuseNothingAndStayConsistent) {
 
 TEST_P(SparseExchangeTest, CombineErrorIsReported) {
   World w = MakeWorld(GetParam(), {"p", "p"});
-  ExchangeOptions opts;
+  MessageExchangeOptions opts;
   opts.timeout = milliseconds(200);
   auto results = ExchangeAll(w, SumU32, opts, [](int r) { return Bytes(r == 0 ? 4 : 8); });
   for (int r = 0; r < 2; ++r) {
@@ -200,40 +200,50 @@ TEST_P(SparseExchangeTest, CombineErrorIsReported) {
 
 // The sharded exchange: rank j receives every rank's shard j in rank order
 // and every rank gets the owners' messages in rank order; a shard marked
-// inactive sends nothing and comes back empty.
+// inactive sends nothing and comes back empty. It is no message algorithm:
+// RunSharded gives the same on an exchange built with any of them.
 TEST_P(SparseExchangeTest, ShardedGivesEveryRankTheOwnersMessagesInRankOrder) {
-  World w = MakeWorld(GetParam(), {"p", "p", "q"});
-  ExchangeOptions opts;
-  opts.algorithm = ExchangeAlgorithm::kSharded;
-  std::vector<Result<std::vector<Bytes>>> results(3, Status::Internal("not run"));
-  const std::vector<bool> active = {true, false, true};
-  testing::RunRanks(3, [&](int r) {
-    SparseExchange ex(w.ranks[r].get(), Parenthesize, opts);
-    std::vector<Bytes> shards;
-    for (int j = 0; j < 3; ++j) shards.push_back(Text(std::string(1, 'a' + r) + std::to_string(j)));
-    results[r] = ex.RunSharded(4, 5, std::move(shards), active, Parenthesize);
-  });
-  for (int r = 0; r < 3; ++r) {
-    ASSERT_TRUE(results[r].ok()) << results[r].status().ToString();
-    ASSERT_EQ(results[r]->size(), 3u);
-    EXPECT_EQ(Str((*results[r])[0]), "(a0,b0,c0)") << "rank " << r;
-    EXPECT_EQ(Str((*results[r])[1]), "") << "rank " << r;
-    EXPECT_EQ(Str((*results[r])[2]), "(a2,b2,c2)") << "rank " << r;
+  for (MessageAlgorithm algorithm : {MessageAlgorithm::kAuto, MessageAlgorithm::kFlat, MessageAlgorithm::kHierarchical}) {
+    World w = MakeWorld(GetParam(), {"p", "p", "q"});
+    MessageExchangeOptions opts;
+    opts.algorithm = algorithm;
+    std::vector<Result<std::vector<Bytes>>> results(3, Status::Internal("not run"));
+    const std::vector<bool> active = {true, false, true};
+    testing::RunRanks(3, [&](int r) {
+      SparseExchange ex(w.ranks[r].get(), Parenthesize, opts);
+      std::vector<Bytes> shards;
+      for (int j = 0; j < 3; ++j) shards.push_back(Text(std::string(1, 'a' + r) + std::to_string(j)));
+      results[r] = ex.RunSharded(4, 5, std::move(shards), active, Parenthesize);
+    });
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_TRUE(results[r].ok()) << results[r].status().ToString();
+      ASSERT_EQ(results[r]->size(), 3u);
+      EXPECT_EQ(Str((*results[r])[0]), "(a0,b0,c0)") << "rank " << r;
+      EXPECT_EQ(Str((*results[r])[1]), "") << "rank " << r;
+      EXPECT_EQ(Str((*results[r])[2]), "(a2,b2,c2)") << "rank " << r;
+    }
   }
 }
 
-// The sharded exchange takes its contribution shard by shard: Run, with one
-// whole message, is an error that says so, on every rank, at once.
-TEST_P(SparseExchangeTest, ShardedRunOfOneMessageIsRejectedWithoutWaiting) {
-  World w = MakeWorld(GetParam(), {"p", "p"});
-  ExchangeOptions opts;
-  opts.algorithm = ExchangeAlgorithm::kSharded;
-  auto results = ExchangeAll(w, SumU32, opts, [](int) { return Bytes(4); });
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_FALSE(results[r].ok());
-    EXPECT_EQ(results[r].status().code(), Status::Code::kInvalidArgument);
-    EXPECT_NE(results[r].status().message().find("shard by shard"), std::string::npos)
-        << results[r].status().ToString();
+// Every exchange a run can choose is either a message algorithm, which Run
+// runs, or the sharded one, which is none (so Run cannot be asked for it):
+// there is no value that comm refuses to run.
+TEST_P(SparseExchangeTest, EveryChosenExchangeIsOneThatRuns) {
+  EXPECT_FALSE(MessageAlgorithmOf(ExchangeAlgorithm::kSharded).has_value());
+  const std::pair<ExchangeAlgorithm, MessageAlgorithm> messages[] = {
+      {ExchangeAlgorithm::kAuto, MessageAlgorithm::kAuto},
+      {ExchangeAlgorithm::kFlat, MessageAlgorithm::kFlat},
+      {ExchangeAlgorithm::kHierarchical, MessageAlgorithm::kHierarchical}};
+  for (const auto& [chosen, message] : messages) {
+    ASSERT_EQ(MessageAlgorithmOf(chosen), message);
+    World w = MakeWorld(GetParam(), {"p", "p", "q"});
+    MessageExchangeOptions opts;
+    opts.algorithm = message;
+    auto results = ExchangeAll(w, SumU32, opts, [](int r) { return U32s({static_cast<uint32_t>(r + 1)}); });
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_TRUE(results[r].ok()) << results[r].status().ToString();
+      EXPECT_EQ(*results[r], U32s({6})) << "rank " << r;
+    }
   }
 }
 
@@ -244,7 +254,7 @@ TEST_P(SparseExchangeTest, SilentRankGivesTimeoutOnEveryOtherRank) {
     World w = MakeWorld(GetParam(), clusters);
     int n = static_cast<int>(clusters.size());
     int silent = n - 1;
-    ExchangeOptions opts;
+    MessageExchangeOptions opts;
     opts.timeout = milliseconds(200);
     std::vector<Result<Bytes>> results(n, Status::Internal("not run"));
     testing::RunRanks(n, [&](int r) {
@@ -264,7 +274,7 @@ TEST_P(SparseExchangeTest, SilentRankGivesTimeoutOnEveryOtherRank) {
 TEST_P(SparseExchangeTest, ClosedRankGivesUnavailableOrTimeout) {
   World w = MakeWorld(GetParam(), {"p", "p", "q", "q"});
   w.ranks[3].reset();
-  ExchangeOptions opts;
+  MessageExchangeOptions opts;
   opts.timeout = milliseconds(300);
   std::vector<Result<Bytes>> results(3, Status::Internal("not run"));
   testing::RunRanks(3, [&](int r) {

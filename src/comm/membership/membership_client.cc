@@ -23,7 +23,6 @@
 namespace frugal::comm {
 
 using nlohmann::json;
-using wire::Clock;
 
 struct MembershipClient::Impl {
   MembershipClientOptions options;
@@ -182,7 +181,7 @@ void MembershipClient::Impl::HeartbeatLoop() {
   zmq::context_t context(1);
   zmq::socket_t dealer(context, zmq::socket_type::dealer);
   bool warned = false;
-  auto last_reply = Clock::now();
+  auto last_reply = wire::ClockOf(options.zmq).Now();
   try {
     if (!ConfigureSocket(dealer, SocketRole::kConnector, options.zmq, server_key).ok()) return;
     dealer.set(zmq::sockopt::linger, 0);
@@ -209,11 +208,11 @@ void MembershipClient::Impl::HeartbeatLoop() {
       zmq::message_t reply;
       while (dealer.recv(reply, zmq::recv_flags::dontwait)) {
         HandleReply(reply.to_string());
-        last_reply = Clock::now();
+        last_reply = wire::ClockOf(options.zmq).Now();
         if (warned) std::fprintf(stderr, "frugal worker: %s answers again\n", where.c_str());
         warned = false;
       }
-      if (!warned && Clock::now() - last_reply > options.timeout / 4) {
+      if (!warned && wire::ClockOf(options.zmq).Now() - last_reply > options.timeout / 4) {
         std::fprintf(stderr, "frugal worker: %s is silent; training on in generation %lld\n", where.c_str(),
                      static_cast<long long>(generation.load()));
         warned = true;

@@ -27,7 +27,6 @@
 namespace frugal::comm {
 
 using nlohmann::json;
-using wire::Clock;
 
 // Note [Silent members]
 // A member's heartbeats stop when its process dies and also when the link
@@ -43,10 +42,10 @@ using wire::Clock;
 bool MembershipServer::Impl::HostRefuses(Member& m, Clock::time_point now) {
   PeerProbe& probe = *m.probe;
   if (!probe.started()) {
-    if (now >= m.next_probe) probe.Start(m.info.endpoint, std::chrono::milliseconds(1000));
+    if (now >= m.next_probe) probe.Start(m.info.endpoint, std::chrono::milliseconds(1000), now);
     return false;
   }
-  const PeerProbe::Answer answer = probe.Check();
+  const PeerProbe::Answer answer = probe.Check(now);
   if (answer == PeerProbe::Answer::kPending) return false;
   probe.Reset();
   m.next_probe = now + std::chrono::milliseconds(250);
@@ -54,7 +53,7 @@ bool MembershipServer::Impl::HostRefuses(Member& m, Clock::time_point now) {
 }
 
 void MembershipServer::Impl::CheckLiveness() {
-  const auto now = Clock::now();
+  const auto now = clock().Now();
   if (recovering && now >= recover_deadline) FinishRecovery();  // Note [Coordinator restart]
   for (Member& m : members) {
     if (m.gone || m.done) continue;
@@ -151,7 +150,7 @@ void MembershipServer::Impl::FormFirst() {
   for (const Registration& r : regs) {
     g.rank = r.info.rank;
     wire::Reply(router, r.routing, membership_wire::TableJson(g));
-    if (elastic) members.push_back(Member{r.id, r.info, Clock::now()});
+    if (elastic) members.push_back(Member{r.id, r.info, clock().Now()});
   }
   generation = 1;
   regs.clear();
@@ -209,7 +208,7 @@ void MembershipServer::Impl::FormNext() {
   for (Registration& r : order) {
     g.rank = r.info.rank;
     wire::Reply(router, r.routing, membership_wire::TableJson(g));
-    next.push_back(Member{r.id, r.info, Clock::now()});
+    next.push_back(Member{r.id, r.info, clock().Now()});
     joiner_seen.erase(r.id);
   }
   for (const Member& m : members) {

@@ -22,7 +22,6 @@
 namespace frugal::comm {
 
 using nlohmann::json;
-using wire::Clock;
 
 namespace {
 constexpr std::chrono::milliseconds kPoll{50};
@@ -49,8 +48,8 @@ Result<std::unique_ptr<MembershipServer>> MembershipServer::Bind(const std::stri
 }
 
 Status MembershipServer::Impl::Serve() {
-  RateLimitedLog log(options.zmq.log);
-  forming_deadline = Clock::now() + options.timeout;
+  RateLimitedLog log(options.zmq.log, clock());
+  forming_deadline = clock().Now() + options.timeout;
   try {
     while (!shutdown) {
       std::vector<zmq::message_t> parts;
@@ -70,8 +69,8 @@ Status MembershipServer::Impl::Serve() {
     }
     if (shutdown) return frugal::Status::Ok();
     // Failed: keep answering for a moment so waiting workers learn why.
-    const auto until = Clock::now() + options.heartbeat_timeout;
-    while (Clock::now() < until) {
+    const auto until = clock().Now() + options.heartbeat_timeout;
+    while (clock().Now() < until) {
       std::vector<zmq::message_t> parts;
       if (wire::ReceiveMessage(router, kPoll, &parts) && parts.size() == 2) Handle(parts);
     }
@@ -160,7 +159,7 @@ void MembershipServer::Impl::Admit(Registration r) {
       return;
     }
     Log("worker " + r.id + " (" + r.info.cluster + ") asks to join");
-    joiner_seen[r.id] = Clock::now();
+    joiner_seen[r.id] = clock().Now();
     WantChange(false);
   } else {
     Member* m = Find(r.id);
@@ -174,12 +173,12 @@ void MembershipServer::Impl::Admit(Registration r) {
                                      std::to_string(options.heartbeat_timeout.count()) + " ms without a heartbeat?)"}});
       return;
     }
-    m->last_seen = Clock::now();
+    m->last_seen = clock().Now();
     WantChange(false);
   }
   regs.erase(std::remove_if(regs.begin(), regs.end(), [&](const Registration& o) { return !r.id.empty() && o.id == r.id; }),
              regs.end());
-  if (regs.empty() && generation > 0) forming_deadline = Clock::now() + options.timeout;
+  if (regs.empty() && generation > 0) forming_deadline = clock().Now() + options.timeout;
   regs.push_back(std::move(r));
 }
 
@@ -189,13 +188,13 @@ json MembershipServer::Impl::HandleHeartbeat(const json& req, const std::string&
   if (!membership_wire::ParseHeartbeat(req, &hb, &why)) return json{{"error", why}};
   json reply{{"generation", generation}, {"pending", pending}, {"abort", abort}, {"stop", stop}};
   if (Member* m = Find(hb.id); m != nullptr && !m->gone) {
-    m->last_seen = Clock::now();
+    m->last_seen = clock().Now();
     m->iteration = hb.iteration;
     reply["leave"] = m->leaving;
     return reply;
   }
   if (auto it = joiner_seen.find(hb.id); it != joiner_seen.end()) {
-    it->second = Clock::now();
+    it->second = clock().Now();
     return reply;
   }
   if (std::any_of(held.begin(), held.end(), [&](const Registration& r) { return r.id == hb.id; })) return reply;
@@ -242,7 +241,7 @@ bool MembershipServer::Impl::Adopt(const membership_wire::Heartbeat& hb, const s
     generation = hb.generation;
     recovering = true;
     recover_world = hb.world;
-    recover_deadline = Clock::now() + options.heartbeat_timeout;
+    recover_deadline = clock().Now() + options.heartbeat_timeout;
     for (Registration& r : regs) held.push_back(std::move(r));
     regs.clear();
     Log("restarted: recovering generation " + std::to_string(generation) + " from the workers' heartbeats");
@@ -252,7 +251,7 @@ bool MembershipServer::Impl::Adopt(const membership_wire::Heartbeat& hb, const s
   for (const Member& m : members) {
     if (m.info.rank == hb.info.rank) return false;
   }
-  Member m{hb.id, hb.info, Clock::now()};
+  Member m{hb.id, hb.info, clock().Now()};
   m.info.public_key = key;
   m.iteration = hb.iteration;
   members.push_back(std::move(m));
@@ -274,7 +273,7 @@ void MembershipServer::Impl::FinishRecovery() {
   const size_t adopted = members.size();
   for (int64_t r = 0; r < recover_world; ++r) {
     if (heard[r]) continue;
-    Member lost{"", PeerInfo{static_cast<int>(r), "", "", ""}, Clock::now()};
+    Member lost{"", PeerInfo{static_cast<int>(r), "", "", ""}, clock().Now()};
     lost.gone = true;
     members.push_back(std::move(lost));
     Log("rank " + std::to_string(r) + " of generation " + std::to_string(generation) +
@@ -338,7 +337,7 @@ json MembershipServer::Impl::HandleControl(const std::string& op, const json& re
 
 json MembershipServer::Impl::StatusJson() const {
   json ms = json::array();
-  const auto now = Clock::now();
+  const auto now = clock().Now();
   for (const Member& m : members) {
     ms.push_back({{"id", m.id},
                   {"rank", m.info.rank},

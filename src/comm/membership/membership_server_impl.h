@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -20,10 +21,13 @@
 
 namespace frugal::comm {
 
-using wire::Clock;
 
 // Membership of the current generation (Note [Forming a generation]).
 struct Member {
+  Member() = default;
+  Member(std::string member_id, PeerInfo member_info, Clock::time_point seen)
+      : id(std::move(member_id)), info(std::move(member_info)), last_seen(seen) {}
+
   std::string id;
   PeerInfo info;
   Clock::time_point last_seen;
@@ -42,6 +46,8 @@ struct Registration : membership_wire::RegistrationRequest {
 
 struct MembershipServer::Impl {
   MembershipOptions options;
+  // What the heartbeat, forming and recovery deadlines run on.
+  const Clock& clock() const { return wire::ClockOf(options.zmq); }
   zmq::context_t context{1};
   std::unique_ptr<ZapHandler> zap;
   zmq::socket_t router;

@@ -16,7 +16,7 @@ namespace frugal::comm {
 namespace {
 
 using nlohmann::json;
-using wire::Clock;
+using wire::ClockOf;
 using wire::kMaxMessageBytes;
 using wire::PeerToJson;
 using wire::ReceiveMessage;
@@ -154,7 +154,8 @@ std::vector<PeerInfo> AssignRanks(std::vector<Registration>* regs, std::vector<b
 
 Result<std::vector<PeerInfo>> RendezvousServer::Serve(std::chrono::milliseconds timeout) {
   const int n = impl_->world_size;
-  const auto deadline = Clock::now() + timeout;
+  const Clock& clock = ClockOf(impl_->options);
+  const auto deadline = clock.Now() + timeout;
   const std::string& endpoint = impl_->endpoint;
   zmq::socket_t& router = impl_->router;
   std::vector<Registration> regs;
@@ -162,11 +163,11 @@ Result<std::vector<PeerInfo>> RendezvousServer::Serve(std::chrono::milliseconds 
   std::vector<bool> reserved(n, false);  // Note [Rank reservations]
   RankReservation master;                // rank 0's launcher's store, once reserved
   int owed_to_any = 0;                   // registrations with rank -1
-  RateLimitedLog log(impl_->options.log);
+  RateLimitedLog log(impl_->options.log, clock);
 
   try {
     while (static_cast<int>(regs.size()) < n) {
-      auto left = Remaining(deadline);
+      auto left = Remaining(clock, deadline);
       if (left.count() == 0) {
         std::string msg = TimeoutMessage(endpoint, regs.size(), taken, reserved, timeout);
         for (const Registration& r : regs) Reply(router, r.id, json{{"error", msg}, {"code", "timeout"}});

@@ -37,8 +37,8 @@ std::vector<std::string> ServerKeyCandidates(const SecurityOptions& security) {
 
 }  // namespace
 
-std::chrono::milliseconds Remaining(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+std::chrono::milliseconds Remaining(const Clock& clock, Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock.Now());
   return left.count() > 0 ? left : std::chrono::milliseconds(0);
 }
 
@@ -259,9 +259,10 @@ Result<std::string> RequestReply(const std::string& server, const std::string& r
       zmq::message_t frame(request);
       SendRetrying(dealers[i], frame, zmq::send_flags::none);
     }
-    const auto deadline = Clock::now() + timeout;
+    const Clock& clock = ClockOf(options);
+    const auto deadline = clock.Now() + timeout;
     while (true) {
-      auto left = Remaining(deadline);
+      auto left = Remaining(clock, deadline);
       if (left.count() == 0) {
         std::string why = "no answer from " + where + " within " + std::to_string(timeout.count()) + " ms";
         if (options.security.mechanism == SecurityOptions::Mechanism::kCurve) {

@@ -12,10 +12,16 @@
 
 #include "frugal/comm/membership/rendezvous.h"
 #include "frugal/comm/transport/zmq_transport.h"
+#include "frugal/common/clock.h"
+#include "frugal/common/env.h"
 
 namespace frugal::comm::wire {
 
-using Clock = std::chrono::steady_clock;
+// The clock the rendezvous and membership waits run on: the options'
+// (ZmqOptions::clock), the real one where it is null.
+inline const Clock& ClockOf(const ZmqOptions& options) {
+  return options.clock != nullptr ? *options.clock : Env::Default();
+}
 
 // A registration or a table is a few hundred bytes per rank; anything much
 // larger is not ours, and ZeroMQ drops the connection before buffering it.
@@ -24,8 +30,8 @@ inline constexpr int64_t kMaxMessageBytes = 1 << 20;
 // The version of the rendezvous table (rendezvous.h).
 inline constexpr int kRendezvousVersion = 1;
 
-// Time left until `deadline`, never negative.
-std::chrono::milliseconds Remaining(Clock::time_point deadline);
+// Time left on `clock` until `deadline`, never negative.
+std::chrono::milliseconds Remaining(const Clock& clock, Clock::time_point deadline);
 
 nlohmann::json PeerToJson(const PeerInfo& p);
 

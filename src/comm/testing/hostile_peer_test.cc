@@ -63,7 +63,7 @@ TEST(HostilePeerTest, StrangersDoNotDisturbAWorld) {
     join.zmq.log = rank_log.Sink();
     auto transport = JoinZmqWorld(join);
     ASSERT_TRUE(transport.ok()) << transport.status().ToString();
-    ExchangeOptions opts;
+    MessageExchangeOptions opts;
     opts.timeout = milliseconds(10000);
     SparseExchange ex(transport->get(), testing::SumU32, opts);
     for (int it = 0; it < kIterations; ++it) {

@@ -95,7 +95,7 @@ std::vector<RankOutcome> RunMixedWorld(int iterations, milliseconds timeout, mil
       outcomes[r].error = t.status();
       return;
     }
-    ExchangeOptions opts;
+    MessageExchangeOptions opts;
     opts.timeout = timeout;
     SparseExchange ex(t->get(), testing::SumU32, opts);
     for (int it = 0; it < iterations; ++it) {

@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "join: %s\n", transport.status().ToString().c_str());
     return 1;
   }
-  ExchangeOptions opts;
+  MessageExchangeOptions opts;
   opts.timeout = std::chrono::milliseconds(timeout_ms);
   SparseExchange exchange(transport->get(), testing::SumU32, opts);
   const int n = (*transport)->world_size();

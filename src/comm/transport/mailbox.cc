@@ -2,8 +2,8 @@
 
 namespace frugal::comm {
 
-Mailbox::Mailbox(int self, Topology topology)
-    : self_(self), topology_(std::move(topology)), closed_reason_(topology_.world_size()) {}
+Mailbox::Mailbox(int self, Topology topology, const Clock& clock)
+    : self_(self), topology_(std::move(topology)), clock_(clock), closed_reason_(topology_.world_size()) {}
 
 void Mailbox::Deliver(int src, Tag tag, Bytes payload) {
   {
@@ -48,7 +48,7 @@ Status Mailbox::error() const {
 }
 
 Result<Bytes> Mailbox::Take(int src, Tag tag, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const Clock::time_point deadline = clock_.Now() + timeout;
   const std::pair<int, Tag> key{src, tag};
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
@@ -67,10 +67,13 @@ Result<Bytes> Mailbox::Take(int src, Tag tag, std::chrono::milliseconds timeout)
                                  " before sending tag " + std::to_string(tag) + " to " +
                                  topology_.DescribeRank(self_));
     }
-    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      // One last look: the message may have arrived together with the timeout.
-      it = queues_.find(key);
-      if (it != queues_.end() && !it->second.empty()) continue;
+    // The deadline is on clock_; the condition variable waits at most the
+    // time left on it, then the loop looks again (a message may have
+    // arrived together with the timeout).
+    const Clock::duration left = deadline - clock_.Now();
+    if (left > Clock::duration::zero()) {
+      cv_.wait_for(lock, left);
+    } else {
       return Status::Timeout("no message with tag " + std::to_string(tag) + " from " +
                              topology_.DescribeRank(src) + " to " + topology_.DescribeRank(self_) + " within " +
                              std::to_string(timeout.count()) + " ms");

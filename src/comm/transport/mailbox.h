@@ -16,13 +16,16 @@
 #include <vector>
 
 #include "frugal/comm/transport/transport.h"
+#include "frugal/common/clock.h"
+#include "frugal/common/env.h"
 
 namespace frugal::comm {
 
 class Mailbox {
  public:
-  // `self` and `topology` only name ranks in error messages.
-  Mailbox(int self, Topology topology);
+  // `self` and `topology` only name ranks in error messages. Take's
+  // deadline is on `clock`, which outlives the mailbox.
+  Mailbox(int self, Topology topology, const Clock& clock = Env::Default());
 
   void Deliver(int src, Tag tag, Bytes payload);
 
@@ -43,6 +46,7 @@ class Mailbox {
  private:
   const int self_;
   const Topology topology_;
+  const Clock& clock_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::pair<int, Tag>, std::deque<Bytes>> queues_;  // GUARDED_BY(mu_)

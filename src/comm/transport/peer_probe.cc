@@ -41,11 +41,11 @@ void PeerProbe::Reset() {
   answer_ = Answer::kPending;
 }
 
-void PeerProbe::Start(const std::string& endpoint, std::chrono::milliseconds timeout) {
+void PeerProbe::Start(const std::string& endpoint, std::chrono::milliseconds timeout, Clock::time_point now) {
   Close();
   started_ = true;
   answer_ = Answer::kPending;
-  deadline_ = std::chrono::steady_clock::now() + timeout;
+  deadline_ = now + timeout;
   const std::string scheme = "tcp://";
   if (endpoint.compare(0, scheme.size(), scheme) != 0) {
     answer_ = Answer::kRefused;
@@ -98,7 +98,7 @@ void PeerProbe::Start(const std::string& endpoint, std::chrono::milliseconds tim
   }
 }
 
-PeerProbe::Answer PeerProbe::Check() {
+PeerProbe::Answer PeerProbe::Check(Clock::time_point now) {
   if (answer_ != Answer::kPending || fd_ < 0) return answer_;
   pollfd p{fd_, POLLOUT, 0};
   if (::poll(&p, 1, 0) > 0) {
@@ -107,7 +107,7 @@ PeerProbe::Answer PeerProbe::Check() {
     if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
     answer_ = err == 0 ? Answer::kListening : err == ECONNREFUSED ? Answer::kRefused : Answer::kNoAnswer;
     Close();
-  } else if (std::chrono::steady_clock::now() >= deadline_) {
+  } else if (now >= deadline_) {
     answer_ = Answer::kNoAnswer;
     Close();
   }

@@ -3,12 +3,15 @@
 // (Note [Dead process or broken link] in peer_probe.cc).
 //
 // One probe is one non-blocking TCP connect to the host and port of a
-// tcp:// endpoint; Check() reads its outcome without blocking. Not
+// tcp:// endpoint; Check() reads its outcome without blocking. Its timeout
+// runs on the caller's clock: Start and Check take the caller's Now(). Not
 // thread-safe: the thread that starts a probe checks it. Owns its socket.
 #pragma once
 
 #include <chrono>
 #include <string>
+
+#include "frugal/common/clock.h"
 
 namespace frugal::comm {
 
@@ -31,9 +34,9 @@ class PeerProbe {
   // address answer at once: ipc:// and inproc:// peers share this host, so
   // kRefused (nothing can break between them but the process); a host name
   // gives kNoAnswer (resolving it could block).
-  void Start(const std::string& endpoint, std::chrono::milliseconds timeout);
-  // The outcome; kPending until the host answers or the timeout passes.
-  Answer Check();
+  void Start(const std::string& endpoint, std::chrono::milliseconds timeout, Clock::time_point now);
+  // The outcome; kPending until the host answers or `now` is past the timeout.
+  Answer Check(Clock::time_point now);
   bool started() const { return started_; }
   // Drops a probe in progress; started() is false again.
   void Reset();
@@ -44,7 +47,7 @@ class PeerProbe {
   int fd_ = -1;
   bool started_ = false;
   Answer answer_ = Answer::kPending;
-  std::chrono::steady_clock::time_point deadline_;
+  Clock::time_point deadline_;
 };
 
 }  // namespace frugal::comm

@@ -56,7 +56,8 @@ TransportStats TransportStats::Since(const TransportStats& earlier) const {
 // the next one.) Each busy period includes one round trip for the ack, so
 // the estimate is low for tiny messages and accurate for gradient-sized ones.
 
-Transport::Transport(int rank, Topology topology) : rank_(rank), topology_(std::move(topology)) {
+Transport::Transport(int rank, Topology topology, const Clock& clock)
+    : rank_(rank), topology_(std::move(topology)), clock_(clock) {
   stats_.per_peer.resize(topology_.world_size());
   busy_.resize(topology_.world_size() + 2);
 }
@@ -101,7 +102,7 @@ void Transport::TransferStarted(int dst, size_t bytes) {
   busy_[dst].sizes.push_back(bytes);
   const size_t n = stats_.per_peer.size();
   const size_t class_slot = n + (topology_.LinkBetween(rank_, dst) == LinkClass::kIntraCluster ? 0 : 1);
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_.Now();
   for (size_t slot : {static_cast<size_t>(dst), class_slot}) {
     if (busy_[slot].in_flight++ == 0) busy_[slot].since = now;
   }
@@ -135,7 +136,7 @@ void Transport::EndTransfers(int dst, uint64_t count, bool acknowledged) {
   const size_t n = stats_.per_peer.size();
   const bool intra = topology_.LinkBetween(rank_, dst) == LinkClass::kIntraCluster;
   const size_t class_slot = n + (intra ? 0 : 1);
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_.Now();
   LinkCounters* counters[] = {&stats_.per_peer[dst], intra ? &stats_.intra_cluster : &stats_.inter_cluster};
   size_t slots[] = {static_cast<size_t>(dst), class_slot};
   for (int i = 0; i < 2; ++i) {

@@ -13,15 +13,18 @@
 //                  links; each leader combines the per-cluster messages in
 //                  cluster-id order and broadcasts the result to its members.
 //   kAuto          kFlat with one cluster, kHierarchical otherwise.
-//   kSharded       a reduce-scatter and an all-gather (RunSharded): every
-//                  rank sends its contribution to shard j to rank j; owner j
-//                  turns the world's contributions to its shard into one
-//                  message (ShardFn, the codec's: decode, average,
-//                  re-compress) and sends it to every rank. The caller cuts
-//                  its contribution into shards (it compresses each with a
-//                  residual of its own: collective::CompressedCollective,
-//                  Note [Sharded exchange]), so Run and RunUncombined, which
-//                  take one whole message, return InvalidArgument for it.
+// These three are the MessageAlgorithm a SparseExchange is built with: Run
+// and RunUncombined take one whole message per rank.
+//   sharded        a reduce-scatter and an all-gather (RunSharded, whatever
+//                  the MessageAlgorithm): every rank sends its contribution
+//                  to shard j to rank j; owner j turns the world's
+//                  contributions to its shard into one message (ShardFn,
+//                  the codec's: decode, average, re-compress) and sends it
+//                  to every rank. The caller cuts its contribution into
+//                  shards (it compresses each with a residual of its own:
+//                  collective::CompressedCollective, Note [Sharded
+//                  exchange]), so it is not a MessageAlgorithm; a run
+//                  chooses it as ExchangeAlgorithm::kSharded.
 //
 // Determinism: the combine inputs are always ordered (rank order inside a
 // cluster, cluster-id order across clusters), so if CombineFn is a pure
@@ -34,6 +37,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "frugal/comm/transport/transport.h"
@@ -55,8 +59,25 @@ using ClusterFn = std::function<Result<Bytes>(std::vector<Bytes> parts)>;
 // it (rank order, one per rank) into the one message it sends every rank.
 using ShardFn = std::function<Result<Bytes>(std::vector<Bytes> parts)>;
 
+// What Run and RunUncombined run: an exchange of one whole message per rank.
+enum class MessageAlgorithm { kAuto, kFlat, kHierarchical };
+
+// The exchange a run chooses (--exchange): a message algorithm, or kSharded,
+// which a caller runs with RunSharded (collective::CompressedCollective).
 enum class ExchangeAlgorithm { kAuto, kFlat, kHierarchical, kSharded };
 
+// The message algorithm of `a`; nullopt for kSharded, which is none.
+std::optional<MessageAlgorithm> MessageAlgorithmOf(ExchangeAlgorithm a);
+
+// A SparseExchange's options.
+struct MessageExchangeOptions {
+  MessageAlgorithm algorithm = MessageAlgorithm::kAuto;
+  // Bound on each wait for a peer's message. Default: 60 s.
+  std::chrono::milliseconds timeout{60000};
+};
+
+// The exchange as a run chooses it, for the layers that run either kind
+// (collective::CompressedCollective).
 struct ExchangeOptions {
   ExchangeAlgorithm algorithm = ExchangeAlgorithm::kAuto;
   // Bound on each wait for a peer's message. Default: 60 s.
@@ -66,7 +87,7 @@ struct ExchangeOptions {
 class SparseExchange {
  public:
   // REQUIRES: transport != nullptr and outlives this object; combine is set.
-  SparseExchange(Transport* transport, CombineFn combine, ExchangeOptions options = {});
+  SparseExchange(Transport* transport, CombineFn combine, MessageExchangeOptions options = {});
 
   // Contributes `contribution` to the exchange identified by `tag` and
   // returns the combination of all ranks' contributions. Every rank must
@@ -95,7 +116,8 @@ class SparseExchange {
   Result<std::vector<Bytes>> RunSharded(Tag scatter_tag, Tag gather_tag, std::vector<Bytes> shards,
                                         const std::vector<bool>& active, const ShardFn& owner);
 
-  ExchangeAlgorithm algorithm() const { return algorithm_; }
+  // kFlat or kHierarchical (kAuto resolved by the topology).
+  MessageAlgorithm algorithm() const { return algorithm_; }
 
  private:
   // `status` with the exchange's tag and this rank named.
@@ -106,8 +128,8 @@ class SparseExchange {
 
   Transport* transport_;
   CombineFn combine_;
-  ExchangeOptions options_;
-  ExchangeAlgorithm algorithm_;
+  MessageExchangeOptions options_;
+  MessageAlgorithm algorithm_;
 };
 
 }  // namespace frugal::comm

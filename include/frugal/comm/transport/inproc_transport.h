@@ -19,7 +19,9 @@ namespace frugal::comm {
 
 class InProcHub {
  public:
-  explicit InProcHub(Topology topology);
+  // The transports' receive timeouts and busy time run on `clock`, which
+  // outlives every transport of the hub.
+  explicit InProcHub(Topology topology, const Clock& clock = Env::Default());
   ~InProcHub();
   InProcHub(const InProcHub&) = delete;
   InProcHub& operator=(const InProcHub&) = delete;

@@ -17,6 +17,9 @@
 // inside a backend's I/O thread is sticky: it is returned by every later
 // Send and Recv.
 //
+// Time: a backend's timeouts, deadlines and busy time run on the Clock it is
+// given (ZmqOptions::clock, InProcHub's constructor; default the real one).
+//
 // Thread safety: Send, Recv and stats() may be called concurrently from any
 // number of threads. Destroying the transport while another thread is inside
 // Send or Recv is not allowed.
@@ -31,6 +34,8 @@
 #include <vector>
 
 #include "frugal/comm/transport/topology.h"
+#include "frugal/common/clock.h"
+#include "frugal/common/env.h"
 #include "frugal/common/status.h"
 
 namespace frugal::comm {
@@ -126,8 +131,13 @@ class Transport {
   // bytes_sent to the receiver, the receiver bytes_received from the sender.
   TransportStats stats() const;
 
+  // The clock this transport's timeouts and busy time run on; what times
+  // work done over it should use too.
+  const Clock& clock() const { return clock_; }
+
  protected:
-  Transport(int rank, Topology topology);
+  // REQUIRES: `clock` outlives the transport.
+  Transport(int rank, Topology topology, const Clock& clock = Env::Default());
 
   // For implementations: count one message of `bytes` payload bytes.
   void CountSent(int dst, size_t bytes);
@@ -147,10 +157,11 @@ class Transport {
  private:
   const int rank_;
   const Topology topology_;
+  const Clock& clock_;
   // Busy-time bookkeeping of one LinkCounters slot.
   struct BusyClock {
     uint64_t in_flight = 0;
-    std::chrono::steady_clock::time_point since;  // Busy time before this is credited (Note [Busy time]).
+    Clock::time_point since;                      // Busy time before this is credited (Note [Busy time]).
     std::deque<size_t> sizes;                     // Per-peer slots: in-flight payload sizes, oldest first.
   };
   void EndTransfers(int dst, uint64_t count, bool acknowledged);

@@ -39,6 +39,8 @@
 
 #include "frugal/comm/transport/security.h"
 #include "frugal/comm/transport/transport.h"
+#include "frugal/common/clock.h"
+#include "frugal/common/env.h"
 
 namespace frugal::comm {
 
@@ -76,6 +78,9 @@ struct ZmqOptions {
   // not parse, strangers, rejected keys; rate-limited (10 lines, then one
   // summary per 10 s). Default (empty): stderr, "frugal: comm: ...".
   std::function<void(const std::string& line)> log;
+  // What the transport's timeouts, graces, lingers and busy time run on;
+  // outlives the transport. Default: the real clock.
+  const Clock* clock = &Env::Default();
 };
 
 // One rank's entry in the world table.

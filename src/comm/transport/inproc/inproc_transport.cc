@@ -7,14 +7,15 @@
 namespace frugal::comm {
 
 struct InProcHub::State {
-  explicit State(Topology t) : topology(std::move(t)) {
+  State(Topology t, const Clock& c) : topology(std::move(t)), clock(c) {
     for (int r = 0; r < topology.world_size(); ++r) {
-      mailboxes.push_back(std::make_unique<Mailbox>(r, topology));
+      mailboxes.push_back(std::make_unique<Mailbox>(r, topology, clock));
     }
     attached.resize(topology.world_size(), false);
   }
 
   const Topology topology;
+  const Clock& clock;
   std::vector<std::unique_ptr<Mailbox>> mailboxes;  // Fixed after construction.
   std::mutex mu;
   std::vector<bool> attached;  // GUARDED_BY(mu)
@@ -25,7 +26,7 @@ namespace {
 class InProcTransport final : public Transport {
  public:
   InProcTransport(int rank, std::shared_ptr<InProcHub::State> state)
-      : Transport(rank, state->topology), state_(std::move(state)) {}
+      : Transport(rank, state->topology, state->clock), state_(std::move(state)) {}
 
   ~InProcTransport() override {
     for (int r = 0; r < world_size(); ++r) {
@@ -61,7 +62,8 @@ class InProcTransport final : public Transport {
 
 }  // namespace
 
-InProcHub::InProcHub(Topology topology) : state_(std::make_shared<State>(std::move(topology))) {}
+InProcHub::InProcHub(Topology topology, const Clock& clock)
+    : state_(std::make_shared<State>(std::move(topology), clock)) {}
 InProcHub::~InProcHub() = default;
 
 const Topology& InProcHub::topology() const { return state_->topology; }

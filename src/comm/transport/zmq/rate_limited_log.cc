@@ -4,13 +4,13 @@
 
 namespace frugal::comm {
 
-RateLimitedLog::RateLimitedLog(LogSink sink, int burst, std::chrono::milliseconds interval)
-    : sink_(std::move(sink)), burst_(burst), interval_(interval), window_start_(std::chrono::steady_clock::now()) {}
+RateLimitedLog::RateLimitedLog(LogSink sink, const Clock& clock, int burst, std::chrono::milliseconds interval)
+    : sink_(std::move(sink)), clock_(clock), burst_(burst), interval_(interval), window_start_(clock_.Now()) {}
 
 void RateLimitedLog::Report(const std::string& line) {
   std::lock_guard<std::mutex> lock(mu_);
   ++reported_;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_.Now();
   if (now - window_start_ >= interval_) {
     if (suppressed_ > 0) {
       Write("(" + std::to_string(suppressed_) + " similar lines suppressed in the last " +

@@ -11,14 +11,18 @@
 #include <mutex>
 #include <string>
 
+#include "frugal/common/clock.h"
+#include "frugal/common/env.h"
+
 namespace frugal::comm {
 
 using LogSink = std::function<void(const std::string& line)>;
 
 class RateLimitedLog {
  public:
-  // `sink` empty: stderr, each line prefixed "frugal: comm: ".
-  explicit RateLimitedLog(LogSink sink, int burst = 10,
+  // `sink` empty: stderr, each line prefixed "frugal: comm: ". The
+  // interval runs on `clock`, which outlives the log.
+  explicit RateLimitedLog(LogSink sink, const Clock& clock = Env::Default(), int burst = 10,
                           std::chrono::milliseconds interval = std::chrono::milliseconds(10000));
 
   void Report(const std::string& line);
@@ -29,12 +33,13 @@ class RateLimitedLog {
   void Write(const std::string& line);
 
   LogSink sink_;
+  const Clock& clock_;
   const int burst_;
   const std::chrono::milliseconds interval_;
   mutable std::mutex mu_;
   uint64_t reported_ = 0;                              // GUARDED_BY(mu_)
   uint64_t suppressed_ = 0;                            // GUARDED_BY(mu_)
-  std::chrono::steady_clock::time_point window_start_;  // GUARDED_BY(mu_)
+  Clock::time_point window_start_;                     // GUARDED_BY(mu_)
   int written_in_window_ = 0;                          // GUARDED_BY(mu_)
 };
 

@@ -70,6 +70,7 @@ const std::string& ZmqListener::endpoint() const { return impl_->endpoint; }
 
 Result<std::unique_ptr<ZmqListener>> ZmqListener::Bind(const std::string& address, ZmqOptions options) {
   FRUGAL_RETURN_IF_ERROR(ValidateSecurity(options.security));
+  if (options.clock == nullptr) return Status::InvalidArgument("ZmqListener::Bind: ZmqOptions::clock is null");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   FRUGAL_RETURN_IF_ERROR(BindListener(
@@ -91,15 +92,15 @@ class ZmqTransport final : public Transport {
   ZmqTransport(int rank, Topology topology, std::unique_ptr<ZmqListener::Impl> listener,
                std::vector<zmq::socket_t> dealers, std::vector<zmq::socket_t> monitors,
                std::vector<std::string> endpoints, int wake_fd)
-      : Transport(rank, topology),
+      : Transport(rank, topology, *listener->options.clock),
         listener_(std::move(listener)),
         dealers_(std::move(dealers)),
         monitors_(std::move(monitors)),
         endpoints_(std::move(endpoints)),
         links_(dealers_.size()),
         wake_fd_(wake_fd),
-        drops_(listener_->options.log),
-        mailbox_(rank, std::move(topology)) {
+        drops_(listener_->options.log, clock()),
+        mailbox_(rank, std::move(topology), clock()) {
     io_thread_ = std::thread([this] { IoLoop(); });
   }
 
@@ -173,13 +174,12 @@ class ZmqTransport final : public Transport {
         monitor_peer.push_back(static_cast<int>(peer));
       }
       // Set once the destructor asked us to stop: see Note [Closing].
-      std::optional<std::chrono::steady_clock::time_point> drain_deadline;
+      std::optional<Clock::time_point> drain_deadline;
       while (true) {
         for (auto& item : items) item.revents = 0;
         std::chrono::milliseconds wait = NextLostDeadline();
         if (drain_deadline) {
-          auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*drain_deadline -
-                                                                            std::chrono::steady_clock::now()) +
+          auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*drain_deadline - clock().Now()) +
                       std::chrono::milliseconds(1);
           if (left.count() < 0) left = std::chrono::milliseconds(0);
           if (wait.count() < 0 || left < wait) wait = left;
@@ -196,7 +196,7 @@ class ZmqTransport final : public Transport {
         }
         DeclareLostPeers();
         if (FlushOutgoing()) {
-          const auto now = std::chrono::steady_clock::now();
+          const auto now = clock().Now();
           if (!drain_deadline) drain_deadline = now + listener_->options.linger;
           if (!AwaitingAcks() || now >= *drain_deadline) break;
         }
@@ -261,7 +261,7 @@ class ZmqTransport final : public Transport {
       PeerLink& link = links_[peer];
       if (event == ZMQ_EVENT_DISCONNECTED) {
         if (!link.lost_since) {
-          link.lost_since = std::chrono::steady_clock::now();
+          link.lost_since = clock().Now();
           link.refused_since.reset();
           link.next_probe = *link.lost_since;
         }
@@ -278,7 +278,7 @@ class ZmqTransport final : public Transport {
   // ended (Note [Lost peers]).
   void DeclareLostPeers() {
     const ZmqOptions& o = listener_->options;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock().Now();
     for (size_t peer = 0; peer < links_.size(); ++peer) {
       PeerLink& link = links_[peer];
       if (!link.lost_since) continue;
@@ -288,7 +288,7 @@ class ZmqTransport final : public Transport {
         continue;
       }
       if (link.probe.started()) {
-        const PeerProbe::Answer answer = link.probe.Check();
+        const PeerProbe::Answer answer = link.probe.Check(now);
         if (answer != PeerProbe::Answer::kPending) {
           if (answer != PeerProbe::Answer::kRefused) {
             link.refused_since.reset();
@@ -299,7 +299,7 @@ class ZmqTransport final : public Transport {
           link.next_probe = now + kProbeInterval;
         }
       } else if (now >= link.next_probe) {
-        link.probe.Start(endpoints_[peer], kProbeTimeout);
+        link.probe.Start(endpoints_[peer], kProbeTimeout, now);
         continue;  // checked on the next turn of the loop
       }
       std::string why;
@@ -528,9 +528,9 @@ class ZmqTransport final : public Transport {
     std::map<uint64_t, Early> early;
     // Our DEALER's connection (Note [Lost peers]).
     bool connected_before = false;
-    std::optional<std::chrono::steady_clock::time_point> lost_since;
-    std::optional<std::chrono::steady_clock::time_point> refused_since;
-    std::chrono::steady_clock::time_point next_probe;
+    std::optional<Clock::time_point> lost_since;
+    std::optional<Clock::time_point> refused_since;
+    Clock::time_point next_probe;
     PeerProbe probe;
   };
 
