@@ -95,7 +95,13 @@ Status Worker::Impl::ReportCheckpoint(bool wait) {
   std::optional<CheckpointOutcome> o = checkpoint_writer.Take(wait);
   if (!o) return Status::Ok();
   if (!o->status.ok()) return o->status.WithContext("writing the checkpoint of step " + std::to_string(o->step));
-  if (rank() != 0) return Status::Ok();
+  if (rank() != 0) {
+    if (!o->abandoned.empty()) {  // per site: this cluster's leader got no manifest, or could not write it
+      std::fprintf(stderr, "frugal: rank %d: checkpoint of step %lld not completed in this site: %s\n", rank(),
+                   static_cast<long long>(o->step), o->abandoned.c_str());
+    }
+    return Status::Ok();
+  }
   nlohmann::json record = {{"wall_time_s", reporter->Elapsed()},
                            {"event", "checkpoint"},
                            {"step", o->step},
