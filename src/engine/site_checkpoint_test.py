@@ -151,7 +151,8 @@ def main():
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     before = losses(metrics)
-    newest = complete_steps(os.path.join(sites, "A"))[-1]
+    # The kill may fall between rank 0's COMPLETE in A and its copy in B.
+    newest = max(set(complete_steps(os.path.join(sites, "A"))) & set(complete_steps(os.path.join(sites, "B"))))
     for c in ("A", "B"):
         if len(complete_steps(os.path.join(sites, c))) > 2:
             fail(f"site {c} keeps {complete_steps(os.path.join(sites, c))}, more than --keep-checkpoints 2")
