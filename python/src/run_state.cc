@@ -9,6 +9,7 @@
 
 #include "bindings.h"
 #include "frugal/engine/checkpoint.h"
+#include "frugal/engine/checkpoint_manifest.h"
 #include "frugal/engine/checkpoint_writer.h"
 #include "frugal/engine/gradient_pipeline.h"
 #include "frugal/engine/pipeline_record.h"
@@ -142,6 +143,15 @@ void BindReporter(py::module_& m) {
       .def_property_readonly("train_time", [](PyReporter& r) { return r.reporter().TrainTime(); });
 }
 
+// frugal.save/load take one shared directory: the per-site resume (the
+// shared part sent from the cluster that holds it) is the CLI worker's.
+void RefusePerSite(const std::string& dir) {
+  if (engine::IsPerSiteCheckpointDir(dir)) {
+    throw py::value_error("frugal.save/load take one shared directory; " + dir +
+                          " names one per cluster ({cluster}), which only frugal train/worker write and resume");
+  }
+}
+
 // This rank's file of `step` under `root`, written as a CLI worker writes
 // it (CheckpointWriter: temporary file, fsync, rename); rank 0 then waits up
 // to wait_s for every rank's file, checks each (checksum, and the step,
@@ -149,6 +159,7 @@ void BindReporter(py::module_& m) {
 py::dict WriteCheckpoint(World& world, const std::string& root, int64_t step, int keep, const py::dict& sections,
                          double wait_s) {
   if (keep < 1) throw py::value_error("keep must be >= 1, got " + std::to_string(keep));
+  RefusePerSite(root);
   engine::CheckpointJob job;
   job.root = root;
   job.step = step;
@@ -184,6 +195,7 @@ void BindCheckpoints(py::module_& m) {
   m.def("write_checkpoint", &WriteCheckpoint, py::arg("world"), py::arg("root"), py::arg("step"), py::arg("keep"),
         py::arg("sections"), py::arg("wait_s"));
   m.def("newest_checkpoint", [](const std::string& dir) {
+    RefusePerSite(dir);
     std::vector<std::string> skipped;
     Result<std::string> step = engine::NewestIntactCheckpoint(dir, &skipped);
     ThrowIfError(step.status());

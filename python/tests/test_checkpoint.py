@@ -179,6 +179,20 @@ def test_corrupt_or_missing_checkpoints_are_refused_with_one_line(tmp_path, capf
         frugal.save(local)
 
 
+def test_a_directory_per_cluster_is_refused_with_the_reason(tmp_path):
+    # frugal train/worker write and resume {cluster} directories; the Python
+    # package takes one shared directory and says so, before writing anything.
+    x, y = blobs(64, 0)
+    model = frugal.DistributedModel(TwoTower(), sync="step", lr=0.05)
+    train(model, None, 2, x, y)
+    per_site = str(tmp_path / "ckpt" / "{cluster}")
+    for call in (lambda: frugal.save(model, per_site), lambda: frugal.load(frugal.DistributedModel(TwoTower(), sync="step", lr=0.05), per_site)):
+        with pytest.raises(ValueError) as e:
+            call()
+        assert "one per cluster" in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "ckpt").exists()
+
+
 def test_log_needs_a_run_dir_and_takes_numbers(tmp_path):
     model = frugal.DistributedModel(TwoTower(), sync="step", lr=0.05)
     with pytest.raises(ValueError, match="run_dir"):

@@ -23,6 +23,7 @@
 #include "frugal/data/dataset.h"
 #include "frugal/data/text_corpus.h"
 #include "frugal/engine/checkpoint.h"
+#include "frugal/engine/checkpoint_manifest.h"
 #include "frugal/engine/launcher.h"
 #include "frugal/engine/run_config.h"
 #include "frugal/comm/membership/membership.h"
@@ -53,10 +54,24 @@ void PrepareResume(CLI::App* cmd, const std::string& run_dir) {
   if (config->count() == 0) config->add_result(config_path);
 }
 
-std::string NewestIntactCheckpoint(const engine::RunConfig& config) {
-  const std::string dir = engine::CheckpointDirOf(config);
+// With {cluster} in --checkpoint-dir, the directories of this launch's
+// clusters (--local-clusters) are searched (Note [Per-site checkpoints]).
+std::string NewestIntactCheckpoint(const engine::RunConfig& config, const std::string& local_clusters) {
+  const std::string& pattern = config.checkpoint.checkpoint_dir;
+  const bool per_site = engine::IsPerSiteCheckpointDir(pattern);
+  const std::string dir = per_site ? pattern : engine::CheckpointDirOf(config);
   std::vector<std::string> skipped;
-  Result<std::string> step = engine::NewestIntactCheckpoint(dir, &skipped);
+  Result<std::string> step = Status::NotFound("");
+  if (per_site) {
+    std::vector<std::string> clusters;
+    std::stringstream ss(local_clusters.empty() ? config.worker.cluster : local_clusters);
+    for (std::string c; std::getline(ss, c, ',');) {
+      if (std::find(clusters.begin(), clusters.end(), c) == clusters.end()) clusters.push_back(c);
+    }
+    step = engine::NewestIntactSiteCheckpoint(pattern, clusters, &skipped);
+  } else {
+    step = engine::NewestIntactCheckpoint(dir, &skipped);
+  }
   for (const std::string& why : skipped) std::fprintf(stderr, "frugal: skipping checkpoint %s\n", why.c_str());
   if (step.ok()) return *step;
   throw UsageError("no intact checkpoint in " + dir + " (write them with --checkpoint-every N)");
@@ -317,7 +332,7 @@ void AddTrainCommand(CLI::App& app) {
       return;
     }
     if (!flags->resume.empty()) {
-      config.checkpoint.resume_from = NewestIntactCheckpoint(config);
+      config.checkpoint.resume_from = NewestIntactCheckpoint(config, flags->local_clusters);
       std::printf("resuming from %s\n", config.checkpoint.resume_from.c_str());
     }
     if (config.distributed.workers == 1 && !(flags->local_clusters.empty() && flags->local_slowdowns.empty())) {

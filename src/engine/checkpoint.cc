@@ -99,14 +99,12 @@ Status WriteAndRename(const std::string& path, Fill fill) {
   return Status::Ok();
 }
 
-// Writes `bytes` to `path` atomically: a temporary file in the same
-// directory, fsync, rename, fsync of the directory.
-Status WriteAtomically(const std::string& path, const std::vector<uint8_t>& bytes) {
+}  // namespace
+
+Status WriteFileAtomically(const std::string& path, const std::vector<uint8_t>& bytes) {
   FRUGAL_RETURN_IF_ERROR(WriteAndRename(path, [&](HashingFile* f) { f->Put(bytes.data(), bytes.size()); }));
   return SyncDirectory(fs::path(path).parent_path().string());
 }
-
-}  // namespace
 
 std::vector<uint8_t> EncodeCheckpoint(const CheckpointSections& sections, const std::set<std::string>& skip) {
   size_t size = 8 + 8 + 8;  // magic, count, checksum
@@ -215,7 +213,7 @@ std::string CheckpointRankFile(const std::string& step_dir, int rank) {
 
 Status MarkCheckpointComplete(const std::string& step_dir, int world) {
   std::string text = std::to_string(world) + "\n";
-  return WriteAtomically((fs::path(step_dir) / "COMPLETE").string(), std::vector<uint8_t>(text.begin(), text.end()));
+  return WriteFileAtomically((fs::path(step_dir) / "COMPLETE").string(), std::vector<uint8_t>(text.begin(), text.end()));
 }
 
 std::vector<std::string> CompleteCheckpoints(const std::string& dir) {

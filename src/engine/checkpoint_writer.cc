@@ -1,5 +1,7 @@
 #include "frugal/engine/checkpoint_writer.h"
 
+#include "frugal/engine/checkpoint_manifest.h"
+
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -70,9 +72,9 @@ void CheckpointWriter::Write(CheckpointJob job) {
   outcome_.bytes = outcome_.status.ok() ? fs::file_size(file, ec) : 0;
   const auto written = Clock::now();
   outcome_.write_s = seconds(written - t0);
-  if (outcome_.status.ok() && job.rank == 0) {
-    Status s = Complete(job, step_dir);
-    outcome_.complete = s.ok();
+  if (outcome_.status.ok() && (job.rank == 0 || job.transport != nullptr)) {
+    Status s = job.transport != nullptr ? CompleteSite(job, step_dir, file) : Complete(job, step_dir);
+    outcome_.complete = s.ok() && job.rank == 0;
     if (!s.ok()) outcome_.abandoned = s.ToString();
     outcome_.complete_s = seconds(Clock::now() - written);
   }
@@ -103,6 +105,48 @@ Status CheckpointWriter::Complete(const CheckpointJob& job, const std::string& s
   }
   FRUGAL_RETURN_IF_ERROR(SyncDirectory(step_dir));
   FRUGAL_RETURN_IF_ERROR(MarkCheckpointComplete(step_dir, job.world));
+  return PruneCheckpoints(job.root, job.keep);
+}
+
+// Note [Per-site checkpoints] in checkpoint_manifest.cc: this rank's file
+// read back and reported; rank 0 gathers the reports, writes the manifest
+// and sends it to the other clusters' leaders; a leader writes it.
+Status CheckpointWriter::CompleteSite(const CheckpointJob& job, const std::string& step_dir, const std::string& file) {
+  comm::Transport& t = *job.transport;
+  const comm::Topology& topo = t.topology();
+  const auto deadline = Clock::now() + job.wait_for_ranks;
+  auto own = VerifyCheckpointFile(file, job.rank, topo.cluster_name_of(job.rank), [&](const CheckpointSections& s) {
+    return job.check_rank_file ? job.check_rank_file(job.rank, s) : Status::Ok();
+  });
+  if (job.rank != 0) {
+    FRUGAL_RETURN_IF_ERROR(own.status());
+    FRUGAL_RETURN_IF_ERROR(SendFileReport(t, job.step, *own));
+    if (!topo.is_leader(job.rank) || topo.cluster_id(job.rank) == topo.cluster_id(0)) return Status::Ok();
+    // Rank 0 waits up to wait_for_ranks from about now; its answer follows.
+    FRUGAL_ASSIGN_OR_RETURN(const std::string text, RecvManifest(t, job.step, deadline + job.wait_for_ranks, cancel_));
+    if (text.empty()) return Status::Unavailable("rank 0 abandoned the step");
+    FRUGAL_ASSIGN_OR_RETURN(const CheckpointManifest m, ParseManifest(text, "rank 0's checkpoint manifest"));
+    FRUGAL_RETURN_IF_ERROR(SyncDirectory(step_dir));
+    FRUGAL_RETURN_IF_ERROR(WriteCheckpointManifest(step_dir, m));
+    return PruneCheckpoints(job.root, job.keep);
+  }
+  CheckpointManifest m;
+  m.world = job.world;
+  Status s = own.status();
+  if (s.ok()) m.files.push_back(*own);
+  for (int r = 1; s.ok() && r < job.world; ++r) {
+    auto e = RecvFileReport(t, r, job.step, deadline, cancel_);
+    if (e.ok()) m.files.push_back(*e);
+    s = e.status();
+  }
+  if (s.ok()) s = SyncDirectory(step_dir);
+  if (s.ok()) s = WriteCheckpointManifest(step_dir, m);
+  const std::string text = s.ok() ? EncodeManifest(m) : std::string();  // empty: abandoned
+  for (int c = 0; c < topo.num_clusters(); ++c) {
+    if (c == topo.cluster_id(0)) continue;
+    (void)SendManifest(t, topo.leader(c), job.step, text);  // a leader gone misses it and writes no COMPLETE
+  }
+  FRUGAL_RETURN_IF_ERROR(s);
   return PruneCheckpoints(job.root, job.keep);
 }
 

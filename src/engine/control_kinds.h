@@ -14,7 +14,8 @@ enum ControlKind : uint32_t {
   kInitialParams = 4,  // broadcast from rank 0: fp32 initial parameters of one bucket
   kTelemetry = 5,      // all-gather: WorkerTelemetry
   kDecision = 6,       // broadcast from rank 0: Decision
-  kCheckpoint = 7,     // unused since checkpoints complete in the background; kept reserved
+  kCheckpoint = 7,     // per-site checkpoints (Note [Per-site checkpoints]): each rank's file line to rank 0,
+                       // the manifest to each cluster's leader, a resume's shared part to every rank
   kMembership = 8,     // all-gather: i64 pending generation, i64 stop (elastic check gate)
   kJoinState = 9,      // rank 0 -> each joiner: the run state sections of the restore point
   kLocalInitialParams = 10,  // broadcast from rank 0: fp32 initial parameters of one bucket (--sync local)

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "frugal/engine/checkpoint_manifest.h"
+
 namespace frugal::engine {
 
 namespace {
@@ -95,6 +97,13 @@ Status Validate(const RunConfig& config) {
                                    "changing world yet)");
   }
   FRUGAL_RETURN_IF_ERROR(ValidateSync(config));
+  if (IsPerSiteCheckpointDir(config.checkpoint.checkpoint_dir)) {
+    if (config.elastic.elastic) {
+      return Status::InvalidArgument("--checkpoint-dir with {cluster} (one directory per cluster) does not run "
+                                     "--elastic yet: use one shared directory for an elastic run");
+    }
+    FRUGAL_RETURN_IF_ERROR(CheckSiteName(config.worker.cluster).WithContext("--checkpoint-dir"));
+  }
   if (config.elastic.elastic && config.elastic.min_workers > config.distributed.workers &&
       config.worker.coordinator.empty()) {
     return Status::InvalidArgument("--min-workers " + std::to_string(config.elastic.min_workers) +
@@ -168,7 +177,9 @@ std::vector<std::string> SpeedNeutralKeys() {
 }
 
 std::string CheckpointDirOf(const RunConfig& config) {
-  if (!config.checkpoint.checkpoint_dir.empty()) return config.checkpoint.checkpoint_dir;
+  if (!config.checkpoint.checkpoint_dir.empty()) {
+    return SiteCheckpointDir(config.checkpoint.checkpoint_dir, config.worker.cluster);
+  }
   return config.train.runs_dir + "/" + config.train.run_name + "/checkpoints";
 }
 

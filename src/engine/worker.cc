@@ -76,7 +76,7 @@ Status Worker::Impl::Init() {
   }
   FRUGAL_RETURN_IF_ERROR(PlanSteps());
   FRUGAL_RETURN_IF_ERROR(BuildAndResume());
-  if (config.checkpoint.checkpoint_every > 0 && rank() == 0) {
+  if (config.checkpoint.checkpoint_every > 0 && ClearsCheckpoints()) {
     FRUGAL_RETURN_IF_ERROR(ClearCheckpointsAfter(CheckpointDirOf(config), start_step));
   }
   if (adapting) {

@@ -20,6 +20,7 @@
 #include "frugal/common/env.h"
 #include "frugal/data/batch_plan.h"
 #include "frugal/engine/checkpoint.h"
+#include "frugal/engine/checkpoint_manifest.h"
 #include "frugal/engine/checkpoint_writer.h"
 #include "frugal/engine/elastic_session.h"
 #include "frugal/engine/sync_strategy.h"
@@ -129,6 +130,14 @@ class Worker::Impl {
   Status RestoreSections(CheckpointSections& shared, const CheckpointSections* mine, bool residuals,
                          const std::string& what);
   Status CheckpointGate(int64_t t);
+  // Rank 0, and with per-site checkpoints each cluster's leader: the worker
+  // that clears its checkpoint directory's leftovers at the start.
+  bool ClearsCheckpoints() const;
+  // --resume-from a per-site checkpoint (Note [Per-site checkpoints]): the
+  // shared part and this rank's seat by its cluster.
+  Status ResumeFromSites(const std::string& step_dir);
+  Result<CheckpointSections> SharedPartFromSite(const CheckpointManifest& m, const std::string& step_name,
+                                                int64_t step);
   Status SaveCheckpoint(int64_t t);
   Status ReportCheckpoint(bool wait);
   // BuildSync, and with --resume the checkpoint's state: rank 0's file

@@ -4,11 +4,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <filesystem>
 
+#include "control_kinds.h"
 #include "worker_impl.h"
 
 namespace frugal::engine {
+
+namespace fs = std::filesystem;
 
 // Note [Checkpoints]: at the gate of iteration t every rank writes its own
 // file. Rank 0's holds the pipeline's whole state after t-1
@@ -73,6 +77,7 @@ Status Worker::Impl::SaveCheckpoint(int64_t t) {
   job.check_rank_file = [t, world, gen](int r, const CheckpointSections& s) {
     return CheckRankFileMeta(s, t, world, r, gen);
   };
+  if (IsPerSiteCheckpointDir(config.checkpoint.checkpoint_dir)) job.transport = transport.get();
   checkpoint_wait_s = Seconds(waited - t0);
   FRUGAL_RETURN_IF_ERROR(checkpoint_writer.Start(std::move(job)));
   checkpoint_snapshot_s = Seconds(clock.Now() - waited);
@@ -88,7 +93,13 @@ Status Worker::Impl::ReportCheckpoint(bool wait) {
   std::optional<CheckpointOutcome> o = checkpoint_writer.Take(wait);
   if (!o) return Status::Ok();
   if (!o->status.ok()) return o->status.WithContext("writing the checkpoint of step " + std::to_string(o->step));
-  if (rank() != 0) return Status::Ok();
+  if (rank() != 0) {
+    if (!o->abandoned.empty()) {  // per site: this cluster's leader got no manifest, or could not write it
+      std::fprintf(stderr, "frugal: rank %d: checkpoint of step %lld not completed in this site: %s\n", rank(),
+                   static_cast<long long>(o->step), o->abandoned.c_str());
+    }
+    return Status::Ok();
+  }
   nlohmann::json record = {{"wall_time_s", reporter->Elapsed()},
                            {"event", "checkpoint"},
                            {"step", o->step},
@@ -123,6 +134,7 @@ Status Worker::Impl::RestoreSections(CheckpointSections& s, const CheckpointSect
 Status Worker::Impl::BuildAndResume() {
   const std::string& step_dir = config.checkpoint.resume_from;
   if (step_dir.empty()) return BuildSync();
+  if (IsPerSiteCheckpointDir(config.checkpoint.checkpoint_dir)) return ResumeFromSites(step_dir);
   const std::string path = CheckpointRankFile(step_dir, 0);
   FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, ReadCheckpointFile(path));
   FRUGAL_RETURN_IF_ERROR(AdoptOuterStep(s, "checkpoint " + path));
@@ -135,6 +147,91 @@ Status Worker::Impl::BuildAndResume() {
     return RestoreSections(s, &local, /*residuals=*/false, "checkpoint " + mine);
   }
   return RestoreSections(s, nullptr, /*residuals=*/own && rank() == 0, "checkpoint " + path);
+}
+
+bool Worker::Impl::ClearsCheckpoints() const {
+  if (rank() == 0) return true;
+  const comm::Topology& topo = transport->topology();
+  return IsPerSiteCheckpointDir(config.checkpoint.checkpoint_dir) && topo.is_leader(rank()) &&
+         topo.cluster_id(rank()) != topo.cluster_id(0);
+}
+
+// Note [Per-site checkpoints] in checkpoint_manifest.cc: the manifest from
+// this site's copy of the step (else from the step directory given), the
+// shared part from the cluster that holds it, and this rank's own part from
+// the file of its seat in its cluster's directory.
+Status Worker::Impl::ResumeFromSites(const std::string& given) {
+  const fs::path normal = fs::path(given).lexically_normal();
+  const std::string step_name = (normal.has_filename() ? normal : normal.parent_path()).filename().string();
+  char* tail = nullptr;
+  const long long step = step_name.rfind("step-", 0) == 0 ? std::strtoll(step_name.c_str() + 5, &tail, 10) : -1;
+  if (step < 0 || tail == nullptr || *tail != '\0') {
+    return Status::InvalidArgument("--resume-from " + given + ": not a step directory (step-<t>)");
+  }
+  const std::string here = (fs::path(CheckpointDirOf(config)) / step_name).string();
+  Result<CheckpointManifest> m = ReadCheckpointManifest(here);
+  if (!m.ok() && m.status().code() == Status::Code::kNotFound) m = ReadCheckpointManifest(given);
+  if (!m.ok()) return m.status().WithContext("--resume-from " + given);
+  if (!m->per_site()) {
+    return Status::InvalidArgument("--resume-from " + given + " was written to one shared directory: resume it with "
+                                   "that --checkpoint-dir, without {cluster}");
+  }
+  FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, SharedPartFromSite(*m, step_name, step));
+  const std::string what = "checkpoint " + step_name + " (rank 0's file, cluster " + m->files[0].cluster + ")";
+  FRUGAL_RETURN_IF_ERROR(AdoptOuterStep(s, what));
+  FRUGAL_RETURN_IF_ERROR(BuildSync());
+  const comm::Topology& topo = transport->topology();
+  const std::vector<int>& members = topo.members(topo.cluster_id(rank()));
+  const int seat = static_cast<int>(std::find(members.begin(), members.end(), rank()) - members.begin());
+  const CheckpointFileEntry* file = SeatOf(*m, transport->cluster(), seat);
+  if (file == nullptr) return RestoreSections(s, nullptr, /*residuals=*/false, what);  // no residual to take
+  if (file->rank == 0) return RestoreSections(s, nullptr, /*residuals=*/true, what);
+  const std::string path = (fs::path(here) / file->name).string();
+  auto local = ReadManifestFile(path, *file);
+  if (!local.ok()) {
+    return local.status().WithContext("old rank " + std::to_string(file->rank) + "'s file, which " + step_name +
+                                      "'s COMPLETE lists in cluster " + file->cluster + "'s directory");
+  }
+  return RestoreSections(s, &*local, /*residuals=*/false, "checkpoint " + path);
+}
+
+// Rank 0's old file: read by the lowest rank of the cluster that wrote it
+// and sent to every other rank, so that no host reads another site's
+// directory; read in place when no worker of that cluster is in this run.
+Result<CheckpointSections> Worker::Impl::SharedPartFromSite(const CheckpointManifest& m, const std::string& step_name,
+                                                            int64_t step) {
+  const CheckpointFileEntry& shared = m.files[0];
+  const comm::Topology& topo = transport->topology();
+  int source = -1;
+  for (int c = 0; c < topo.num_clusters(); ++c) {
+    if (topo.cluster_name(c) == shared.cluster) source = topo.leader(c);
+  }
+  const std::string path =
+      (fs::path(SiteCheckpointDir(config.checkpoint.checkpoint_dir, shared.cluster)) / step_name / shared.name).string();
+  if (source < 0) {
+    auto s = ReadManifestFile(path, shared);
+    if (!s.ok() && s.status().code() == Status::Code::kNotFound) {
+      return Status::NotFound("the shared part of " + step_name + " (old rank 0's file) is in cluster " +
+                              shared.cluster + "'s directory, " + path +
+                              ", which this host cannot read, and no worker of this run is in cluster " +
+                              shared.cluster + ": start one there, or copy the file here");
+    }
+    return s;
+  }
+  const comm::Tag tag = ControlTag(step, kCheckpoint);
+  if (rank() == source) {
+    auto s = ReadManifestFile(path, shared);
+    auto payload = std::make_shared<const comm::Bytes>(s.ok() ? EncodeCheckpoint(*s) : comm::Bytes{});  // empty: failed
+    for (int r = 0; r < transport->world_size(); ++r) {
+      if (r != source) FRUGAL_RETURN_IF_ERROR(transport->Send(r, tag, payload));
+    }
+    return s;
+  }
+  auto msg = transport->Recv(source, tag, timeout);
+  const std::string from = "the shared part of " + step_name + " from " + topo.DescribeRank(source);
+  if (!msg.ok()) return msg.status().WithContext("waiting for " + from);
+  if (msg->payload.empty()) return Status::Unavailable(topo.DescribeRank(source) + " could not read " + path);
+  return ParseCheckpoint(msg->payload, from);
 }
 
 // Note [Outer step on resume]

@@ -35,6 +35,9 @@ Status WriteCheckpointFile(const std::string& path, const CheckpointSections& se
 // a crash, but the file is never seen half-written.
 Status WriteCheckpointFileUnsynced(const std::string& path, const CheckpointSections& sections);
 Status SyncDirectory(const std::string& dir);
+// Writes `bytes` to `path` atomically: a temporary file in the same
+// directory, fsync, rename, fsync of the directory.
+Status WriteFileAtomically(const std::string& path, const std::vector<uint8_t>& bytes);
 // Corruption naming the file for a bad magic, checksum or truncation.
 Result<CheckpointSections> ReadCheckpointFile(const std::string& path);
 // The same for the file's bytes (`path` names it in messages). Input is

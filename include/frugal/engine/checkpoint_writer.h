@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "frugal/comm/transport/transport.h"
 #include "frugal/engine/checkpoint.h"
 
 namespace frugal::engine {
@@ -30,13 +31,22 @@ struct CheckpointJob {
   // Rank 0: is rank r's file (read back whole, checksum verified) the one of
   // this step and this generation, not a leftover? Called on the writer's thread.
   std::function<Status(int rank, const CheckpointSections&)> check_rank_file;
+  // Per-site checkpoints (Note [Per-site checkpoints] in
+  // checkpoint_manifest.cc): when set, `root` is this rank's cluster's
+  // directory; every rank checks its own file with check_rank_file and
+  // reports it to rank 0 over this transport, rank 0 writes the manifest
+  // and sends it to the other clusters' leaders, which write it too and
+  // prune their directory. Null: one shared directory, rank 0 reads every
+  // file back. REQUIRES: the transport outlives the write (Take or the
+  // destructor); it is used from the writer's thread.
+  comm::Transport* transport = nullptr;
 };
 
 struct CheckpointOutcome {
   int64_t step = -1;
   Status status = Status::Ok();  // writing this rank's file; an error fails the run
   bool complete = false;         // rank 0: COMPLETE written
-  std::string abandoned;         // rank 0: why the step was left incomplete
+  std::string abandoned;         // rank 0 (per site: also a cluster's leader): why the step was left incomplete
   uint64_t bytes = 0;            // this rank's file
   double write_s = 0;            // this rank's file: encode, write, fsync, rename
   double complete_s = 0;         // rank 0: the other ranks' files, directory fsync, COMPLETE, pruning
@@ -62,6 +72,7 @@ class CheckpointWriter {
  private:
   void Write(CheckpointJob job);
   Status Complete(const CheckpointJob& job, const std::string& step_dir);
+  Status CompleteSite(const CheckpointJob& job, const std::string& step_dir, const std::string& file);
   std::thread thread_;
   std::atomic<bool> done_{false};
   std::atomic<bool> cancel_{false};

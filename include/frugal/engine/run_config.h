@@ -355,7 +355,8 @@ struct ElasticOptions {
 // Checkpoints of a distributed run (engine/checkpoint.h).
 struct CheckpointOptions {
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = none
-  std::string checkpoint_dir;    // empty = <runs_dir>/<run_name>/checkpoints
+  std::string checkpoint_dir;    // empty = <runs_dir>/<run_name>/checkpoints; "{cluster}" in it: one directory
+                                 // per cluster (Note [Per-site checkpoints] in checkpoint_manifest.cc)
   int keep_checkpoints = 3;      // newest complete checkpoints kept
   std::string resume_from;       // a step directory to continue from (frugal train --resume finds it)
 };
@@ -419,7 +420,7 @@ template <class V>
 void VisitFields(CheckpointOptions& o, V&& visit) {
   const char* c = "Checkpoints";
   visit(Field("checkpoint_every", c, "Write a checkpoint every N steps (0 = never)").SpeedNeutral().NonNegative(), o.checkpoint_every);
-  visit(Field("checkpoint_dir", c, "Checkpoint directory (default: <runs-dir>/<run-name>/checkpoints)").PerWorker(),
+  visit(Field("checkpoint_dir", c, "Checkpoint directory (default: <runs-dir>/<run-name>/checkpoints); {cluster} in it gives each cluster its own").PerWorker(),
         o.checkpoint_dir);
   visit(Field("keep_checkpoints", c, "Newest checkpoints kept").SpeedNeutral().PerWorker().Min(1).Max(1000), o.keep_checkpoints);
   visit(Field("resume_from", c, "Checkpoint step directory to continue from").PerWorker(), o.resume_from);
@@ -446,7 +447,8 @@ void VisitFields(RunConfig& c, V&& visit) {
   VisitFields(c.elastic, visit);
 }
 
-// Where a run's checkpoints go: checkpoint_dir, or <runs_dir>/<run_name>/checkpoints.
+// Where a run's checkpoints go: checkpoint_dir, or <runs_dir>/<run_name>/checkpoints;
+// "{cluster}" in checkpoint_dir is replaced by this worker's cluster.
 std::string CheckpointDirOf(const RunConfig& config);
 
 // Every field's range (numbers finite and in range), then the cross-field
