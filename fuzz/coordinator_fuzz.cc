@@ -12,6 +12,7 @@
 // round timeout either 0, so that every member is lost at once, or an
 // hour), then requests, one per line: a client byte (its routing id), then
 // the JSON frame.
+#include <chrono>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -63,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return r;
   }();
   std::swap(s.router, router);
-  s.forming_deadline = frugal::comm::wire::Clock::now() + s.options.timeout;
+  s.forming_deadline = std::chrono::steady_clock::now() + s.options.timeout;
 
   const std::string rest = in.RestAsString();
   size_t pos = 0;

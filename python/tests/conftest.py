@@ -40,3 +40,18 @@ def run_workers(n, script, *args, tmp_path, timeout_s=20, extra=(), wall_timeout
         path = os.path.join(out_dir, f"rank{r}.json")
         results.append(json.load(open(path)) if os.path.exists(path) else None)
     return proc, results
+
+
+def check_generated_block(doc, begin, end, content, test_file):
+    """Asserts that DOC holds CONTENT between the markers BEGIN and END; with
+    FRUGAL_UPDATE_DOCS=1 it writes CONTENT there instead (the generated
+    tables of the guides)."""
+    with open(doc) as f:
+        text = f.read()
+    start, stop = text.index(begin) + len(begin), text.index(end)
+    expected = "\n" + content + "\n"
+    if os.environ.get("FRUGAL_UPDATE_DOCS") == "1":
+        with open(doc, "w") as f:
+            f.write(text[:start] + expected + text[stop:])
+        return
+    assert text[start:stop] == expected, f"run FRUGAL_UPDATE_DOCS=1 pytest {test_file} to regenerate it"

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import frugal
-from conftest import frugal_binary
+from conftest import check_generated_block, frugal_binary
 
 needs_replica = pytest.mark.skipif(not frugal._C.HAVE_REPLICA, reason="built without the engine's Replica")
 
@@ -160,15 +160,7 @@ def test_leader_residual_is_a_keyword_of_the_step_mode():
 @needs_replica
 def test_the_guides_keyword_table_is_the_schemas():
     """FRUGAL_UPDATE_DOCS=1 rewrites the table in docs/guide/python.md."""
-    with open(DOC) as f:
-        text = f.read()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    expected = "\n" + keyword_table() + "\n"
-    if os.environ.get("FRUGAL_UPDATE_DOCS") == "1":
-        with open(DOC, "w") as f:
-            f.write(text[:start] + expected + text[end:])
-        return
-    assert text[start:end] == expected, "run FRUGAL_UPDATE_DOCS=1 pytest test_options.py to regenerate it"
+    check_generated_block(DOC, BEGIN, END, keyword_table(), "test_options.py")
 
 
 @needs_replica

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import frugal
+from conftest import check_generated_block
 from worker_common import TwoTower, blobs
 
 needs_replica = pytest.mark.skipif(not frugal._C.HAVE_REPLICA, reason="built without the engine's Replica")
@@ -87,12 +88,4 @@ def metrics_table():
 
 
 def test_the_guides_metrics_table_is_the_field_list():
-    with open(DOC) as f:
-        text = f.read()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    expected = "\n" + metrics_table() + "\n"
-    if os.environ.get("FRUGAL_UPDATE_DOCS") == "1":
-        with open(DOC, "w") as f:
-            f.write(text[:start] + expected + text[end:])
-        return
-    assert text[start:end] == expected, "run FRUGAL_UPDATE_DOCS=1 pytest test_stats.py to regenerate it"
+    check_generated_block(DOC, BEGIN, END, metrics_table(), "test_stats.py")

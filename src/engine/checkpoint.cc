@@ -162,7 +162,7 @@ Status SyncDirectory(const std::string& dir) {
   return Status::Ok();
 }
 
-Result<CheckpointSections> ReadCheckpointFile(const std::string& path) {
+Result<std::vector<uint8_t>> ReadCheckpointBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return Status::NotFound("checkpoint " + path + " does not exist");
   const std::streamoff size = in.tellg();
@@ -170,6 +170,11 @@ Result<CheckpointSections> ReadCheckpointFile(const std::string& path) {
   std::vector<uint8_t> data(static_cast<size_t>(size));
   in.seekg(0);
   if (!in.read(reinterpret_cast<char*>(data.data()), size)) return Status::IOError("cannot read " + path);
+  return data;
+}
+
+Result<CheckpointSections> ReadCheckpointFile(const std::string& path) {
+  FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> data, ReadCheckpointBytes(path));
   return ParseCheckpoint(data, path);
 }
 

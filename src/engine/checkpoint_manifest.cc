@@ -138,17 +138,6 @@ Status WriteCheckpointManifest(const std::string& step_dir, const CheckpointMani
 
 namespace {
 
-Result<std::vector<uint8_t>> ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return Status::NotFound("checkpoint " + path + " does not exist");
-  const std::streamoff size = in.tellg();
-  if (size < 0) return Status::IOError("cannot read " + path);
-  std::vector<uint8_t> data(static_cast<size_t>(size));
-  in.seekg(0);
-  if (!in.read(reinterpret_cast<char*>(data.data()), size)) return Status::IOError("cannot read " + path);
-  return data;
-}
-
 uint64_t TrailingChecksum(const std::vector<uint8_t>& data) {
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(data[data.size() - 8 + i]) << (8 * i);
@@ -159,7 +148,7 @@ uint64_t TrailingChecksum(const std::vector<uint8_t>& data) {
 
 Result<CheckpointFileEntry> VerifyCheckpointFile(const std::string& path, int rank, const std::string& cluster,
                                                  const std::function<Status(const CheckpointSections&)>& check) {
-  FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> data, ReadBytes(path));
+  FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> data, ReadCheckpointBytes(path));
   FRUGAL_ASSIGN_OR_RETURN(CheckpointSections sections, ParseCheckpoint(data, path));  // >= 24 bytes once parsed
   if (check) FRUGAL_RETURN_IF_ERROR(check(sections).WithContext(path));
   CheckpointFileEntry e;
@@ -172,7 +161,7 @@ Result<CheckpointFileEntry> VerifyCheckpointFile(const std::string& path, int ra
 }
 
 Result<CheckpointSections> ReadManifestFile(const std::string& path, const CheckpointFileEntry& entry) {
-  FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> data, ReadBytes(path));
+  FRUGAL_ASSIGN_OR_RETURN(std::vector<uint8_t> data, ReadCheckpointBytes(path));
   FRUGAL_ASSIGN_OR_RETURN(CheckpointSections sections, ParseCheckpoint(data, path));
   if (data.size() != entry.size || TrailingChecksum(data) != entry.checksum) {
     return Status::Corruption("checkpoint " + path + " is not the file its COMPLETE marker lists (" +
@@ -190,7 +179,7 @@ Result<comm::Message> RecvUntil(comm::Transport& t, int src, comm::Tag tag, Stea
   constexpr auto kSlice = std::chrono::milliseconds(100);
   for (;;) {
     if (cancel.load()) return Status::Unavailable("cancelled");
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - t.clock().Now());
     if (left.count() <= 0) return Status::Timeout("no message from " + t.topology().DescribeRank(src) + " in time");
     Result<comm::Message> m = t.Recv(src, tag, std::min(left, std::chrono::milliseconds(kSlice)));
     if (m.ok() || m.status().code() != Status::Code::kTimeout) return m;

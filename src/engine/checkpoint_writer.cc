@@ -114,7 +114,7 @@ Status CheckpointWriter::Complete(const CheckpointJob& job, const std::string& s
 Status CheckpointWriter::CompleteSite(const CheckpointJob& job, const std::string& step_dir, const std::string& file) {
   comm::Transport& t = *job.transport;
   const comm::Topology& topo = t.topology();
-  const auto deadline = Clock::now() + job.wait_for_ranks;
+  const auto deadline = t.clock().Now() + job.wait_for_ranks;
   auto own = VerifyCheckpointFile(file, job.rank, topo.cluster_name_of(job.rank), [&](const CheckpointSections& s) {
     return job.check_rank_file ? job.check_rank_file(job.rank, s) : Status::Ok();
   });

@@ -38,6 +38,9 @@ Status SyncDirectory(const std::string& dir);
 // Writes `bytes` to `path` atomically: a temporary file in the same
 // directory, fsync, rename, fsync of the directory.
 Status WriteFileAtomically(const std::string& path, const std::vector<uint8_t>& bytes);
+// The bytes of the file at `path` (NotFound naming it as a checkpoint when
+// absent).
+Result<std::vector<uint8_t>> ReadCheckpointBytes(const std::string& path);
 // Corruption naming the file for a bad magic, checksum or truncation.
 Result<CheckpointSections> ReadCheckpointFile(const std::string& path);
 // The same for the file's bytes (`path` names it in messages). Input is

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "frugal/comm/transport/transport.h"
+#include "frugal/common/clock.h"
 #include "frugal/common/status.h"
 #include "frugal/engine/checkpoint.h"
 
@@ -82,8 +83,9 @@ Result<CheckpointSections> ReadManifestFile(const std::string& path, const Check
 // The messages of a per-site checkpoint of step `step` (control kind
 // kCheckpoint): each rank's entry to rank 0, and rank 0's manifest (or an
 // empty payload: the step was abandoned) to each other cluster's leader.
-// The waits give up at `deadline` or as soon as `cancel` is set.
-using SteadyTime = std::chrono::steady_clock::time_point;
+// The waits give up at `deadline` on the transport's clock, or as soon as
+// `cancel` is set.
+using SteadyTime = Clock::time_point;
 Status SendFileReport(comm::Transport& t, int64_t step, const CheckpointFileEntry& e);
 Result<CheckpointFileEntry> RecvFileReport(comm::Transport& t, int src, int64_t step, SteadyTime deadline,
                                            const std::atomic<bool>& cancel);
