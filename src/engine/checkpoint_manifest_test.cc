@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "checkpoint_test_util.h"
+
 #include "testing/test_world.h"
 #include "frugal/engine/checkpoint_writer.h"
 
@@ -13,12 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string TempDir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / "frugal_checkpoint_manifest_test" / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+std::string TempDir(const std::string& name) { return FreshTempDir("frugal_checkpoint_manifest_test", name); }
 
 CheckpointManifest TwoSites() {
   CheckpointManifest m;

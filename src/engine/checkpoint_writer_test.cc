@@ -4,17 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include "checkpoint_test_util.h"
+
 namespace frugal::engine {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string TempDir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / "frugal_checkpoint_writer_test" / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+std::string TempDir(const std::string& name) { return FreshTempDir("frugal_checkpoint_writer_test", name); }
 
 // A job whose sections carry (step, rank, tag); check_rank_file accepts
 // only files of the same step and tag.
