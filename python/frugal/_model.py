@@ -165,6 +165,9 @@ class DistributedModel(torch.nn.Module):
         self._begun = False
         self._in_iteration = False  # between a forward and its step()
         self._gradients_synced = False  # sync_gradients() ran in this iteration
+        # elastic: sync_gradients() switched worlds; the step() after it is
+        # of the old world's iteration and does nothing
+        self._skip_step = False
         self._first_iteration = 0
         self._restored = False  # frugal.load restored a checkpoint
         self.left = False  # elastic: this worker left the job (SIGTERM, a resize, a stop); the loop ends
@@ -234,8 +237,8 @@ class DistributedModel(torch.nn.Module):
             options.validate()  # the settings read from the optimizer
         if self._elastic is not None and not _sync.strategy_class(self._sync_name).elastic:
             raise ValueError(f"frugal run --elastic trains DistributedModel(sync='local') (the default with two or "
-                             f"more workers); sync={self._sync_name!r} is not elastic: pass sync='local' or run "
-                             f"without --elastic")
+                             f"more workers) or sync='site'; sync={self._sync_name!r} is not elastic: pass "
+                             f"sync='local' or run without --elastic")
 
     def _set_workers(self, options):
         options.workers = self._world.world_size  # sync='auto' resolves for it, as frugal train's (Note [Sync auto])
@@ -340,23 +343,35 @@ class DistributedModel(torch.nn.Module):
         """
         if self.left:
             return
+        if self._skip_step:
+            self._skip_step = False
+            return
         self._begin()
         compute_s = 0.0 if self._forward_started is None else time.perf_counter() - self._forward_started
         self._forward_started = None
-        if not self._gradients_synced:
-            self.sync_gradients()
-        self._gradients_synced = False
         if self._elastic is None:
-            self._advance(scaler, loss, samples, compute_s)
+            self._end_iteration(scaler, loss, samples, compute_s)
             return
         try:
-            self._advance(scaler, loss, samples, compute_s)
+            self._end_iteration(scaler, loss, samples, compute_s)
             self._elastic_gate()
         except (ConnectionError, TimeoutError):
-            self._in_iteration = False
-            if not self._elastic.await_change():
-                raise
-            self._switch(failed=True)
+            self._recover()
+
+    def _end_iteration(self, scaler, loss, samples, compute_s):
+        if not self._gradients_synced:
+            self._sync.sync_gradients(self._t)
+        self._gradients_synced = False
+        self._advance(scaler, loss, samples, compute_s)
+
+    def _recover(self):
+        """A wait of an elastic job failed (a peer died): the next world, or
+        the error when the membership does not change."""
+        self._in_iteration = False
+        self._gradients_synced = False
+        if not self._elastic.await_change():
+            raise
+        self._switch(failed=True)
 
     def _advance(self, scaler, loss, samples, compute_s):
         """The end of iteration t and the begin of t+1."""
@@ -399,8 +414,19 @@ class DistributedModel(torch.nn.Module):
         in DDP); ``step()`` does it otherwise. Does nothing in the other
         modes. Call it once per iteration, after the last backward."""
         self._begin()
-        self._sync.sync_gradients(self._t)
-        self._gradients_synced = True
+        if self._elastic is None:
+            self._sync.sync_gradients(self._t)
+            self._gradients_synced = True
+            return
+        try:
+            self._sync.sync_gradients(self._t)
+            self._gradients_synced = True
+        except (ConnectionError, TimeoutError):
+            # A peer died during the average: the next world restores its
+            # restore point, and the script's step() of this iteration
+            # (after its clipping) does nothing.
+            self._recover()
+            self._skip_step = True
 
     def finish(self):
         """Drains the pipeline, copies the final parameters into the module and

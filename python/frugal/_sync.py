@@ -304,8 +304,10 @@ class SiteSync(LocalSync):
     (Note [Site replicas] in sync_strategy.cc)."""
 
     name = "site"
-
-    elastic = False
+    # A membership change restarts every rank's round at the anchor, so a
+    # cluster's members stay equal (Note [Elastic site replicas] in
+    # sync_strategy.cc).
+    elastic = True
 
     def sync_gradients(self, t):
         self.local.average_gradients(t)

@@ -163,7 +163,8 @@ py::tuple Restore(PyElastic& e, World& w, PyLocal& l, const std::vector<torch::T
         if (!point.shared->count(name)) return Status::Corruption(what + " has no '" + name + "' section");
       }
       FRUGAL_RETURN_IF_ERROR(engine::RestoreLocalState(*l.sync, *l.transport, *point.shared, point.mine,
-                                                       /*residuals=*/false, /*keep_own_across_worlds=*/!l.site, what));
+                                                       /*residuals=*/false,
+                                                       l.site ? engine::OwnPart::kDrop : engine::OwnPart::kKeep, what));
       FRUGAL_RETURN_IF_ERROR(engine::RestoreBuffers(point.shared->at("buffers"), buffers, what));
       const size_t n = sizeof(kUserPrefix) - 1;
       for (const auto& [name, bytes] : *point.shared) {

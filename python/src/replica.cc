@@ -231,7 +231,7 @@ void BindLocalState(py::class_<PyLocal>& local) {
         const PySections s(shared, mine);
         NoGil([&] {
           return engine::RestoreLocalState(*l.sync, *l.transport, s.shared, s.mine(), residuals,
-                                           /*keep_own_across_worlds=*/!l.site, what);
+                                           l.site ? engine::OwnPart::kKeepSameSeat : engine::OwnPart::kKeep, what);
         });
       }, py::arg("shared"), py::arg("mine"), py::arg("residuals"), py::arg("what"),
          "Restores rank 0's sections and this rank's own (engine::RestoreLocalState); before the first begin_iteration");

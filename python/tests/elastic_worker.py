@@ -3,7 +3,8 @@
 runs until model.iteration reaches STEPS (a rolled-back world trains those
 steps again) or model.left, and shards its data by model.rank and
 model.world_size.
-argv: OUT_DIR STEPS SLEEP_S [mlp]"""
+argv: OUT_DIR STEPS SLEEP_S [mlp] [site]: an mlp-sized model; sync='site', with
+a checksum of the parameters after every step"""
 
 import json
 import os
@@ -16,7 +17,8 @@ import frugal
 from worker_common import TwoTower, blobs
 
 out_dir, steps, sleep_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-big = len(sys.argv) > 4 and sys.argv[4] == "mlp"
+big = "mlp" in sys.argv[4:]
+site = "site" in sys.argv[4:]
 pid = os.getpid()
 world = frugal.init()
 torch.manual_seed(pid)  # different initial weights: the broadcast (or a joiner's state) makes them equal
@@ -37,12 +39,12 @@ def on_world_change(model):
 
 
 model = frugal.DistributedModel(net, optimizer=opt, scheduler=sched, local_steps=8, check_every=0,
-                                on_world_change=on_world_change)
+                                on_world_change=on_world_change, **({"sync": "site"} if site else {}))
 x_all, y_all = blobs(4096, rank=0)
 loss_fn = torch.nn.CrossEntropyLoss()
-losses, times = {}, {}
+losses, times, sums = {}, {}, {}
 with open(os.path.join(out_dir, f"pid-{pid}"), "w") as f:
-    f.write(str(pid))
+    f.write(world.cluster)
 while model.iteration < steps and not model.left:
     t = model.iteration
     # this step's global batch of 96, split by the current world
@@ -55,6 +57,8 @@ while model.iteration < steps and not model.left:
     sched.step()
     losses[t] = loss.item()
     times[t] = time.time()
+    if site:  # the last pass over step t wins: a rolled-back step is trained again
+        sums[t] = sum(float(p.detach().double().sum()) for p in net.parameters())
     if t % 5 == 0:
         with open(os.path.join(out_dir, f"progress-{pid}"), "w") as f:
             f.write(str(t))
@@ -62,6 +66,7 @@ while model.iteration < steps and not model.left:
 checksum = model.finish()
 result = {"pid": pid, "left": model.left, "checksum": checksum, "iteration": model.iteration,
           "generation": model.generation, "world_size": model.world_size, "rank": model.rank,
-          "changes": changes, "losses": losses, "times": times, "sched_epoch": sched.last_epoch}
+          "changes": changes, "losses": losses, "times": times, "sched_epoch": sched.last_epoch,
+          "cluster": world.cluster, "sums": sums}
 with open(os.path.join(out_dir, f"result-{pid}.json"), "w") as f:
     json.dump(result, f)

@@ -37,10 +37,6 @@ Status ValidateSync(const RunConfig& config) {
   if (d.site_values != compress::ValueEncoding::kBf16 && d.site_values != compress::ValueEncoding::kFp32) {
     return Status::InvalidArgument(std::string("--site-values must be bf16 or fp32, got ") + NameOf(d.site_values));
   }
-  if (d.sync == SyncMode::kSite && config.elastic.elastic) {
-    return Status::InvalidArgument("--sync site does not run --elastic yet (a joiner would need its cluster's "
-                                   "inner state): use --sync local for an elastic run");
-  }
   if (NeedsController(d.adapt)) {
     return Status::InvalidArgument("--sync local runs with --adapt off for now (the controller does not choose "
                                    "--local-steps yet)");

@@ -108,10 +108,8 @@ class LocalRounds : public SyncStrategy {
   }
 
  protected:
-  // Whether a rank restored into another world (size or rank) keeps its own
-  // inner progress; false: every such rank starts the round at the anchor
-  // with fresh inner state.
-  virtual bool KeepsOwnPartAcrossWorlds() const { return true; }
+  // Which restored ranks keep their own inner progress (OwnPart).
+  virtual OwnPart OwnPartOnRestore() const { return OwnPart::kKeep; }
 
  private:
   comm::Transport* const transport_;  // the replica's
@@ -161,7 +159,7 @@ std::string LocalRounds::Describe() const {
 // differently from the first generation.
 Status LocalRounds::RestoreState(const CheckpointSections& s, const CheckpointSections* mine, bool residuals,
                                  const std::string& what) {
-  return RestoreLocalState(*local_, *transport_, s, mine, residuals, KeepsOwnPartAcrossWorlds(), what);
+  return RestoreLocalState(*local_, *transport_, s, mine, residuals, OwnPartOnRestore(), what);
 }
 
 // Note [Site replicas]
@@ -179,19 +177,37 @@ Status LocalRounds::RestoreState(const CheckpointSections& s, const CheckpointSe
 // gradients to every other member of its cluster (cheap on a LAN, not on a
 // slow one), and the members' round messages to their leader carry equal
 // values. A cluster of one member is a worker of the local mode.
+//
+// Note [Elastic site replicas]
+// A cluster's members must hold the same parameters and inner state, so a
+// membership change may not leave a survivor with its inner progress next
+// to a joiner at the anchor. In an elastic run every rank of the new
+// generation therefore restores the shared part only: it starts the round
+// at the anchor with fresh inner state (OwnPart::kDrop), survivors and
+// joiners alike, in every cluster. A change costs the inner steps since
+// the last round (at most local_steps) and the inner optimizer's moments;
+// the anchor, the outer momentum and the round counters carry on. A
+// worker that joins or leaves a cluster changes only that cluster's
+// membership (ClusterAverage is rebuilt on the new topology), and a
+// cluster whose workers are all gone leaves the others training. A resume
+// from a checkpoint keeps the own parts where every rank is in the seat it
+// was saved in (OwnPart::kKeepSameSeat), bit-exact.
 class SiteRounds final : public LocalRounds {
  public:
   SiteRounds(std::unique_ptr<Replica> replica, std::unique_ptr<LocalSync> local, const DistributedOptions& dist,
-             OuterStep outer, std::unique_ptr<ClusterAverage> average)
-      : LocalRounds(std::move(replica), std::move(local), dist, outer), average_(std::move(average)) {}
+             OuterStep outer, std::unique_ptr<ClusterAverage> average, bool elastic)
+      : LocalRounds(std::move(replica), std::move(local), dist, outer),
+        average_(std::move(average)),
+        elastic_(elastic) {}
 
   Status EndBackward(int64_t t) override {
     FRUGAL_RETURN_IF_ERROR(average_->Average(t));
     return LocalRounds::EndBackward(t);
   }
   // In another world a cluster may hold members with and without a saved
-  // part: all of them start the round at the anchor, so they stay equal.
-  bool KeepsOwnPartAcrossWorlds() const override { return false; }
+  // part: all of them start the round at the anchor, so they stay equal
+  // (Note [Elastic site replicas]).
+  OwnPart OwnPartOnRestore() const override { return elastic_ ? OwnPart::kDrop : OwnPart::kKeepSameSeat; }
   std::string Describe() const override {
     return "site replicas: " + std::to_string(average_->members()) +
            " worker(s) in this cluster average gradients every step; " + LocalRounds::Describe();
@@ -199,6 +215,7 @@ class SiteRounds final : public LocalRounds {
 
  private:
   std::unique_ptr<ClusterAverage> average_;
+  const bool elastic_;
 };
 
 }  // namespace
@@ -254,7 +271,7 @@ Status SaveLocalState(LocalSync& local, Replica& replica, OuterStep outer, State
 // file (or rank 0's, for rank 0), or, in an elastic run, from this worker's
 // snapshot (Note [Local mode across worlds]).
 Status RestoreLocalState(LocalSync& local, const comm::Transport& transport, const CheckpointSections& s,
-                         const CheckpointSections* mine, bool residuals, bool keep_own_across_worlds,
+                         const CheckpointSections* mine, bool residuals, OwnPart own_part,
                          const std::string& what) {
   const CheckpointSections* from = mine != nullptr ? mine : (residuals ? &s : nullptr);
   const std::vector<uint8_t>* own = nullptr;
@@ -266,7 +283,7 @@ Status RestoreLocalState(LocalSync& local, const comm::Transport& transport, con
     FRUGAL_ASSIGN_OR_RETURN(const CheckpointMeta saved, ParseCheckpointMeta(*from, what));
     same_seat = saved.world == transport.world_size() && saved.rank == transport.rank();
   }
-  if (!same_seat && !keep_own_across_worlds) own = nullptr;
+  if (own_part == OwnPart::kDrop || (own_part == OwnPart::kKeepSameSeat && !same_seat)) own = nullptr;
   return local.RestoreSections(s, own, what, same_seat);
 }
 
@@ -301,7 +318,7 @@ Result<std::unique_ptr<SyncStrategy>> CreateSyncStrategy(SyncInputs in) {
   auto average =
       std::make_unique<ClusterAverage>(in.transport, std::move(model_order), TimeoutOf(dist), dist.site_values);
   return std::unique_ptr<SyncStrategy>(
-      new SiteRounds(std::move(replica), std::move(local), dist, in.outer, std::move(average)));
+      new SiteRounds(std::move(replica), std::move(local), dist, in.outer, std::move(average), in.config.elastic.elastic));
 }
 
 }  // namespace frugal::engine

@@ -65,16 +65,25 @@ class LocalSync;
 // LocalSync's sections, "parameters" and "outer_step". Restoring: rank 0's
 // `shared` sections, this rank's own part from `mine` when given, else from
 // `shared` with `residuals` (rank 0 restoring its own file). The local
-// mode keeps a rank's own part in another world only with
-// keep_own_across_worlds (Note [Local mode across worlds]), and reads the
-// saved world and rank from the "meta" section (CheckpointMeta).
+// mode keeps a rank's own part as `own` says (Note [Local mode across
+// worlds]), and reads the saved world and rank from the "meta" section
+// (CheckpointMeta).
+//
+// Which restored ranks keep their own part (inner parameters and optimizer
+// state since the round began, the exchange state); a rank that does not
+// starts the round at the anchor with fresh inner state.
+enum class OwnPart {
+  kKeep,          // every rank that has one, in another world too (--sync local)
+  kKeepSameSeat,  // only a rank restored into the world and rank it was saved in
+  kDrop,          // none (--sync site in an elastic run: Note [Elastic site replicas])
+};
 Status SaveStepState(Replica& replica, StateScope scope, CheckpointSections* sections);
 Status RestoreStepState(Replica& replica, const CheckpointSections& shared, const CheckpointSections* mine,
                         bool residuals, const std::string& what);
 Status SaveLocalState(LocalSync& local, Replica& replica, OuterStep outer, StateScope scope,
                       CheckpointSections* sections);
 Status RestoreLocalState(LocalSync& local, const comm::Transport& transport, const CheckpointSections& shared,
-                         const CheckpointSections* mine, bool residuals, bool keep_own_across_worlds,
+                         const CheckpointSections* mine, bool residuals, OwnPart own,
                          const std::string& what);
 
 // What a joiner of a --sync local run rebuilds itself rather than receives
