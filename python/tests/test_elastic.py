@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import HERE, PYTHON, frugal_binary
 
 STEPS = 300
@@ -78,26 +80,28 @@ def test_a_killed_worker_does_not_end_the_run(tmp_path):
         assert 0 < change["iteration"] <= STEPS
 
 
-def test_a_site_replica_loses_a_member_and_stays_one_replica(tmp_path):
-    """sync='site' over clusters a, a, b, b: a member of b is killed; the
-    others go on as a, a, b, and the two members of a hold the same
-    parameters after every step of both worlds (Note [Elastic site
-    replicas])."""
+@pytest.mark.parametrize("lost", [1, 2], ids=["a-member", "a-whole-cluster"])
+def test_a_site_replica_loses_members_and_stays_one_replica(tmp_path, lost):
+    """sync='site' over clusters a, a, b, b: one member of b, or both, are
+    killed; the others go on as a, a(, b), and the two members of a hold
+    the same parameters after every step of both worlds (Note [Elastic
+    site replicas])."""
     p = _start(tmp_path, 4, "--min-workers", "2", "--local-clusters", "a,a,b,b", worker_args=["site"])
     pids = _wait_for_progress(tmp_path, 4, 50)
     cluster = {pid: open(os.path.join(tmp_path, f"pid-{pid}")).read() for pid in pids}
-    victim = next(pid for pid in pids if cluster[pid] == "b")
-    os.kill(victim, signal.SIGKILL)
+    victims = [pid for pid in pids if cluster[pid] == "b"][:lost]
+    for victim in victims:
+        os.kill(victim, signal.SIGKILL)
     out, err = p.communicate(timeout=180)
     assert p.returncode == 0, err
-    survivors = [pid for pid in pids if pid != victim]
+    survivors = [pid for pid in pids if pid not in victims]
     results = _results(tmp_path)
     _assert_survivors_agree(results, survivors)
     a = [results[pid] for pid in survivors if cluster[pid] == "a"]
     assert len(a) == 2 and a[0]["cluster"] == a[1]["cluster"] == "a"
     assert len(a[0]["sums"]) == STEPS and a[0]["sums"] == a[1]["sums"]
-    (b,) = [results[pid] for pid in survivors if cluster[pid] == "b"]
-    assert b["sums"] != a[0]["sums"]  # two replicas inside a round
+    for b in (results[pid] for pid in survivors if cluster[pid] == "b"):
+        assert b["sums"] != a[0]["sums"]  # two replicas inside a round
 
 
 def test_a_sigterm_leaves_gracefully(tmp_path):
