@@ -2,10 +2,15 @@
 
     build/frugal cluster submit examples/cluster_job.toml
 
-The cluster starts it under `frugal run --workers N`, with FRUGAL_RUN_DIR
-naming the job's run directory: metrics.jsonl there is how the server sees
-the job's progress and speed, and the checkpoints there are what a restart
-at another size resumes from. Also runs alone or under `frugal run`:
+The cluster starts each worker under `frugal run --elastic` (or, with
+`frugal cluster serve --controller restart`, all of them under `frugal run
+--workers N`), with FRUGAL_RUN_DIR naming the job's run directory:
+metrics.jsonl there is how the server sees the job's progress and speed,
+and the checkpoints there are what a restart resumes from. A resize of an
+elastic job is in place: a worker that leaves gets SIGTERM and stops at
+its model's next check gate (model.left), a new one joins with the
+others' state, and the loop, driven by model.iteration, goes on. Also runs
+alone or under `frugal run`:
 
     PYTHONPATH=build/python FRUGAL_RUN_DIR=build/runs/own build/frugal run --workers 2 -- \
         /usr/bin/python3 examples/cluster_job.py --steps 100
@@ -47,7 +52,9 @@ def main():
     x = torch.randn(4096, 32, generator=g)
     y = (x @ teacher).argmax(1)
     loss_fn = torch.nn.CrossEntropyLoss()
-    for t in range(start, args.steps):
+    loss = None
+    while model.iteration < args.steps and not model.left:
+        t = model.iteration  # a world that changes rolls back to its restore point
         i = (t * args.batch_size) % (len(x) - args.batch_size)
         loss = loss_fn(model(x[i:i + args.batch_size]), y[i:i + args.batch_size])
         loss.backward()
@@ -56,8 +63,10 @@ def main():
         if (t + 1) % args.checkpoint_every == 0:
             frugal.save(model)
     model.finish()
-    if world.rank == 0:
-        print(f"trained steps {start}..{args.steps} on {world.world_size} worker(s); last loss {loss.item():.3f}")
+    if model.left:
+        print(f"left the job at step {model.iteration}")
+    elif model.rank == 0 and loss is not None:
+        print(f"trained steps {start}..{args.steps}, last on {model.world_size} worker(s); last loss {loss.item():.3f}")
 
 
 if __name__ == "__main__":

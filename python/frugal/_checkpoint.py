@@ -63,10 +63,14 @@ def save(model, directory=None, *, scheduler=None, extra=None, keep=3):
     ``scheduler.state_dict()`` and ``extra`` (anything ``torch.save`` takes)
     when given. ``directory`` defaults to ``<run_dir>/checkpoints``. Returns
     the step directory. Rank 0 warns when the step was left incomplete (a
-    rank's file did not come), as frugal train logs it."""
+    rank's file did not come), as frugal train logs it. In an elastic job a
+    worker that left (``model.left``), and every worker right after a
+    step() that changed the world, write nothing and return None."""
     _check_model(model, scheduler)
     if not (isinstance(keep, int) and keep >= 1):
         raise ValueError(f"keep must be an integer >= 1, got {keep!r}")
+    if model.left or model._just_switched:  # Note [Checkpoints of elastic scripts]
+        return None
     root = _directory(model, directory)
     sections = model._checkpoint_sections()
     if model._user_opt is not None:
@@ -96,6 +100,17 @@ def _agree(model, step):
                            "check that every rank sees the same checkpoint directory")
 
 
+# Note [Checkpoints of elastic scripts]
+# Under frugal run --elastic, save and load are collective over the current
+# generation's world, as in a fixed world; a membership change is taken at
+# the check gates inside step(), so every rank of a generation calls save
+# at the same steps. Three cases are not collective: a worker that left the
+# job at the step() before (model.left) saves nothing; after a step() that
+# entered a new world (a joiner never ran that iteration, and the state is
+# the restore point just restored) no rank saves until the next forward;
+# and a joiner, which received the job's state from rank 0 when its model
+# was built, keeps it: load returns None at once, so a script's "load, or
+# start afresh" opening runs unchanged on the first world and on joiners.
 def load(model, directory=None, *, scheduler=None):
     """Restores the newest complete step under ``directory`` whose every
     rank file reads back intact (a damaged one is named on stderr and
@@ -110,8 +125,11 @@ def load(model, directory=None, *, scheduler=None):
     with empty residuals (sync='local': at the synced parameters with fresh
     inner state) and takes rank 0's optimizer, scheduler and extra.
     FileNotFoundError when the directory or a complete step is missing,
-    ValueError when no step is intact."""
+    ValueError when no step is intact. A joiner of a running elastic job
+    keeps the state it received and returns None without reading."""
     _check_model(model, scheduler)
+    if model._joined:  # Note [Checkpoints of elastic scripts]
+        return None
     root = _directory(model, directory)
     step_dir, old_world, skipped = _C.newest_checkpoint(root)
     for why in skipped:

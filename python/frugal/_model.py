@@ -172,6 +172,8 @@ class DistributedModel(torch.nn.Module):
         self._restored = False  # frugal.load restored a checkpoint
         self.left = False  # elastic: this worker left the job (SIGTERM, a resize, a stop); the loop ends
         self._generation_start = 0
+        self._joined = joining  # frugal.load then keeps the job's state (Note [Checkpoints of elastic scripts])
+        self._just_switched = False  # the last step() entered a new world; cleared by the next forward
         if joining:
             self._restore_generation(joining=True)
         # Metrics (Note [Python metrics]): opened at the first iteration, so
@@ -267,6 +269,7 @@ class DistributedModel(torch.nn.Module):
             self._sync.before_forward()
             self._forward_started = time.perf_counter()
             self._samples = 0
+            self._just_switched = False
         self._in_iteration = True
         if args and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
             self._samples += int(args[0].shape[0])
@@ -619,6 +622,7 @@ class DistributedModel(torch.nn.Module):
                 if not self._elastic.await_change():
                     raise
                 failed = True
+        self._just_switched = True
         self._open_reporter(append=True)
         self._record(event="generation", generation=self._world.generation, workers=self._world.world_size,
                      step=self._t, rolled_back=reached - self._t, switch_s=time.perf_counter() - left_world)

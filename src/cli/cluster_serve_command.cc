@@ -119,21 +119,22 @@ double ReallocationCost(const ServeFlags& f) {
   return f.controller == "restart" ? 30.0 : 5.0;
 }
 
-// --controller picks how `frugal train` jobs run; command jobs run under
-// `frugal run` either way (Note [Command jobs] in src/cluster/command_controller.cc).
+// --controller picks how jobs run: elastic, `frugal train` jobs as
+// `frugal worker --elastic` members and command jobs as `frugal run
+// --elastic` members, both resized in place (Note [Elastic command jobs] in
+// src/cluster/elastic_controller.cc); restart, each job one process group
+// restarted at every resize (`frugal train`, or `frugal run` for a command
+// job: Note [Command jobs] in src/cluster/command_controller.cc).
 std::unique_ptr<cluster::JobController> MakeController(const ServeFlags& f) {
-  std::unique_ptr<cluster::JobController> train;
   if (f.controller == "restart") {
     cluster::RestartControllerOptions co;
     co.checkpoint_every = f.checkpoint_every;
-    train = cluster::NewRestartJobController(co);
-  } else {
-    cluster::ElasticControllerOptions eo;
-    eo.checkpoint_every = f.checkpoint_every;
-    eo.max_nodes_per_job = f.max_nodes_per_job;
-    train = cluster::NewElasticJobController(eo);
+    return cluster::NewMixedJobController(cluster::NewRestartJobController(co), cluster::NewCommandJobController());
   }
-  return cluster::NewMixedJobController(std::move(train), cluster::NewCommandJobController());
+  cluster::ElasticControllerOptions eo;
+  eo.checkpoint_every = f.checkpoint_every;
+  eo.max_nodes_per_job = f.max_nodes_per_job;
+  return cluster::NewElasticJobController(eo);
 }
 
 // --prior-hardware: the planner's prediction of each job on that hardware

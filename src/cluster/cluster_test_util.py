@@ -12,17 +12,21 @@ import time
 import urllib.request
 
 
-def parse_args(prefix):
+def parse_args(prefix, controller=None):
     """--frugal and --keep: the frugal binary (absolute), the run directory
     (--keep DIR, or a new temporary one named by `prefix`) and whether it
-    is kept."""
+    is kept; with `controller` (its default) also --controller, the
+    server's, as a fourth value."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--frugal", required=True)
     ap.add_argument("--keep", help="keep the run directory here")
+    if controller is not None:
+        ap.add_argument("--controller", choices=["elastic", "restart"], default=controller)
     args = ap.parse_args()
     root = args.keep or tempfile.mkdtemp(prefix=prefix)
     os.makedirs(root, exist_ok=True)
-    return os.path.abspath(args.frugal), root, bool(args.keep)
+    out = (os.path.abspath(args.frugal), root, bool(args.keep))
+    return out + (args.controller,) if controller is not None else out
 
 
 def stop_processes(procs):

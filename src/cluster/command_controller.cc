@@ -8,7 +8,8 @@
 
 namespace frugal::cluster {
 
-// Note [Command jobs]: a job submitted as `command = [...]` runs as
+// Note [Command jobs]: under `frugal cluster serve --controller restart`, a
+// job submitted as `command = [...]` runs as
 //   frugal run --workers N --threads T --timeout-s S -- <command>
 // on one node (the local form of the launcher: its coordinator on loopback,
 // N children with RANK, WORLD_SIZE, ... and FRUGAL_* for frugal.init()), in
@@ -20,11 +21,9 @@ namespace frugal::cluster {
 // frugal.save / frugal.load keep its checkpoints there. A resize is a new
 // generation: the agent stops the old process group and starts the launcher
 // at the new size, and the program resumes with frugal.load, which takes a
-// checkpoint written by another world size. Switching command jobs to
-// in-place resizes (`frugal run --elastic --min-workers M`) is a change to
-// this class alone: Launch() gives the launcher's arguments, and an
-// override of Reconfigure() (SingleTaskController restarts on every change)
-// would keep the running processes through a resize.
+// checkpoint written by another world size. Under the elastic controller
+// (the default) a command job is resized in place instead: Note [Elastic
+// command jobs] in elastic_controller.cc.
 
 namespace {
 

@@ -8,15 +8,19 @@ $FRUGAL_RUN_DIR). It checks that
 
   1. bad job files and bad API bodies are refused with a one-line reason
      (non-zero exit / HTTP 400), and the server keeps serving;
-  2. job a (1-2 workers) starts under `frugal run --workers 2`, and the
-     server learns its speed from the records the agent forwards;
-  3. job b (1 worker) makes the policy shrink a: a is restarted at 1 worker
-     (a new generation) and its script resumes from its checkpoint with
-     frugal.load (a later start at a step > 0, another world size);
+  2. job a (1-2 workers) starts at 2 workers, and the server learns its
+     speed from the records the agent forwards;
+  3. job b (1 worker) makes the policy shrink a. With --controller elastic
+     (the server's default; Note [Elastic command jobs]) a's scripts run
+     under `frugal run --elastic`, one member each: one of them leaves on
+     SIGTERM and the other trains on, never restarted. With --controller
+     restart a runs under `frugal run --workers 2`, is restarted at 1
+     worker (a new generation) and its script resumes from its checkpoint
+     with frugal.load (a later start at a step > 0, another world size);
   4. b and a finish by their exits, a having made all its steps, and the
      API shows their commands.
 
-Usage: command_job_live_test.py --frugal build/frugal [--keep DIR]
+Usage: command_job_live_test.py --frugal build/frugal [--controller elastic|restart] [--keep DIR]
 Stdlib only (the script the jobs run imports torch). Every wait has a deadline.
 """
 
@@ -38,13 +42,15 @@ import frugal
 
 steps, pause = int(sys.argv[1]), float(sys.argv[2])
 run_dir = os.environ["FRUGAL_RUN_DIR"]
+elastic = os.environ.get("FRUGAL_ELASTIC") == "1"  # set by frugal run --elastic
 world = frugal.init()
 torch.manual_seed(0)
 net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
 opt = torch.optim.SGD(net.parameters(), lr=0.05)
-# The step mode at every size, so that the learned speeds are of one mode.
-model = frugal.DistributedModel(net, optimizer=opt, sync="step", total_steps=steps, run_dir=run_dir, log_every=5,
-                                quiet=True)
+# One mode at every size, so that the learned speeds are of one mode: the
+# local mode is the elastic one, the step mode runs a world of one.
+model = frugal.DistributedModel(net, optimizer=opt, sync="local" if elastic else "step", total_steps=steps,
+                                run_dir=run_dir, log_every=5, quiet=True)
 start = 0
 try:
     frugal.load(model)
@@ -58,7 +64,10 @@ g = torch.Generator().manual_seed(world.rank)
 x = torch.randn(256, 8, generator=g)
 y = (x[:, 0] > 0).long()
 loss_fn = torch.nn.CrossEntropyLoss()
-for t in range(start, steps):
+# Driven by model.iteration: an elastic world that changes rolls back to
+# its restore point, and a worker that leaves (model.left) stops.
+while model.iteration < steps and not model.left:
+    t = model.iteration
     i = (t * 16) % 256
     loss = loss_fn(model(x[i:i + 16]), y[i:i + 16])
     loss.backward()
@@ -86,7 +95,7 @@ def post(port, path, body):
 
 
 def main():
-    frugal, root, keep = parse_args("frugal-command-live-")
+    frugal, root, keep, controller = parse_args("frugal-command-live-", controller="elastic")
     python_dir = os.path.join(os.path.dirname(frugal), "python")
     with open(os.path.join(root, "script.py"), "w") as f:
         f.write(SCRIPT)
@@ -95,7 +104,8 @@ def main():
     try:
         out = os.path.join(root, "server.out")
         server = subprocess.Popen([frugal, "cluster", "serve", "--listen", "127.0.0.1:0", "--state",
-                                   os.path.join(root, "cluster.db"), "--round-s", "1", "--realloc-cost", "0"],
+                                   os.path.join(root, "cluster.db"), "--round-s", "1", "--realloc-cost", "0",
+                                   "--controller", controller],
                                   stdout=open(out, "a"), stderr=subprocess.STDOUT)
         procs.append(server)
         port = wait_for_server(server, out)
@@ -157,22 +167,33 @@ def main():
         rates = next(j for j in state["jobs"] if j["id"] == a)["samples_per_s_by_workers"]
         assert "2" in rates and rates["2"] > 0, rates
 
-        # 3. Job b shrinks a: a restart at 1 worker that resumes from the checkpoint.
+        # 3. Job b shrinks a: in place (elastic), or a restart at 1 worker
+        # that resumes from the checkpoint (restart).
         b = submit(job_file("b", 1, 1, 20, 0.0))
         wait_for(lambda: (job(b) or {}).get("state") in ("running", "finished"), "job b to start", 60)
-        wait_for(lambda: (job(a) or {}).get("generation", 0) >= 2, "job a's restart at another size", 60)
+        wait_for(lambda: (job(a) or {}).get("generation", 0) >= 2, "job a's resize", 60)
         wait_for(lambda: (job(b) or {}).get("state") == "finished", "job b to finish", 120)
         wait_for(lambda: (job(a) or {}).get("state") == "finished", "job a to finish", 240)
         starts = [tuple(int(v) for v in line.split()) for line in open(os.path.join(run_dir, "starts.txt"))]
         assert starts[0] == (2, 0), starts
-        assert any(w == 1 and s > 0 for w, s in starts[1:]), f"a resumed at 1 worker from a checkpoint: {starts}"
+        events = get_json(port, "/api/events") or []
+        shrink = [e for e in events if e["kind"] == "resize" and e["job_id"] == a and "2 -> 1" in e["message"]]
+        assert shrink, events
+        if controller == "elastic":
+            assert starts == [(2, 0)], f"a's scripts were never restarted: {starts}"
+            assert "[in place]" in shrink[0]["message"], shrink
+            assert (job(a) or {})["restarts"] == 0, job(a)
+            logs = os.path.join(root, "agent")
+            leaver = [n for n in os.listdir(logs) if n.startswith(f"job-{a}-") and n.endswith(".log") and
+                      "generation 2" in open(os.path.join(logs, n)).read()]
+            assert leaver, "a generation without the leaver formed"
+        else:
+            assert any(w == 1 and s > 0 for w, s in starts[1:]), f"a resumed at 1 worker from a checkpoint: {starts}"
         assert (job(a) or {})["step"] >= 240, job(a)
         # Samples trained, from the records' samples_per_s x iter_s (16 per rank and step).
         assert (job(a) or {})["progress_samples"] >= 240 * 16, job(a)
-        events = get_json(port, "/api/events") or []
-        assert any(e["kind"] == "resize" and e["job_id"] == a and "2 -> 1" in e["message"] for e in events), events
         ok = True
-        print(f"command jobs: ok (a's starts as (workers, step): {starts}; rates {rates})")
+        print(f"command jobs ({controller} controller): ok (a's starts as (workers, step): {starts}; rates {rates})")
     finally:
         stop_processes(procs)
         if not ok:

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "frugal/cluster/job_controller.h"
+#include "frugal/cluster/job_file.h"
 
 namespace frugal::cluster {
 
@@ -33,6 +34,18 @@ namespace frugal::cluster {
 // restart-from-checkpoint fallback. The coordinator runs with
 // --min-workers 1: the job's minimum is the scheduler's business, and a
 // preempted job's workers leave one by one.
+//
+// Note [Elastic command jobs]: a command job (Note [Command jobs] in
+// command_controller.cc) runs the same way, its members being
+//   frugal run --elastic --coordinator C --workers 1 [--join] -- <command>
+// in the job's workdir, with its env and FRUGAL_RUN_DIR: one own-script
+// worker each, which joins the coordinator as `frugal worker --elastic`
+// does (Note [Elastic scripts] in python/frugal/_model.py). So a resize
+// keeps the running scripts, a --join member receives the state (the
+// user's optimizer and schedulers with it) from rank 0, SIGTERM makes a
+// script leave at its model's next check gate, and a job may span nodes.
+// A fresh incarnation's first world resumes itself with frugal.load from
+// FRUGAL_RUN_DIR, as under the command controller: no resume arguments.
 
 namespace {
 
@@ -167,6 +180,10 @@ class ElasticJobController final : public JobController {
     TaskSpec t = Base(job, MemberTaskId(job.id, m));
     t.workers = 1;
     t.reads_metrics = false;  // The coordinator's agent forwards the run's records.
+    if (job.spec.IsCommand()) {
+      FillCommand(job, m, &t);
+      return t;
+    }
     // Flags after --config override the file: the ones the cluster owns.
     t.args = {"worker", "--elastic", "--config", "{config}", "--coordinator", job.coordinator,
               "--listen", "tcp://{host}:*", "--run-name", RunName(job.id), "--runs-dir", "{runs}",
@@ -179,6 +196,19 @@ class ElasticJobController final : public JobController {
       t.resume_args = {"--resume-from", "{checkpoint}"};
     }
     return t;
+  }
+
+  // Note [Elastic command jobs].
+  void FillCommand(const JobRecord& job, const ElasticMember& m, TaskSpec* t) const {
+    t->args = {"run", "--elastic", "--coordinator", job.coordinator, "--workers", "1", "--threads",
+               std::to_string(options_.threads_per_worker), "--timeout-s", Seconds(options_.worker_timeout_s),
+               "--heartbeat-timeout-s", Seconds(options_.heartbeat_timeout_s)};
+    if (m.join) t->args.push_back("--join");
+    t->args.push_back("--");
+    t->args.insert(t->args.end(), job.spec.command.argv.begin(), job.spec.command.argv.end());
+    t->env = job.spec.command.env;
+    t->env[kRunDirEnv] = "{runs}/" + RunName(job.id);
+    t->workdir = job.spec.command.workdir;
   }
 
   ElasticControllerOptions options_;

@@ -189,6 +189,73 @@ TEST_F(ElasticManagerTest, AJobPastItsLastStepIsNeitherShrunkNorGrown) {
   EXPECT_EQ(m->Job(3)->Workers(), c_workers) << "two slots are free, but c is past its last step";
 }
 
+// Note [Elastic command jobs]: a command job's members are `frugal run
+// --elastic` scripts on the job's coordinator, in its workdir with its env
+// and FRUGAL_RUN_DIR; a shrink keeps the running scripts and a grow adds
+// --join scripts.
+TEST_F(ElasticManagerTest, CommandJobsRunAsElasticScriptsResizedInPlace) {
+  auto m = Open();
+  Beat(*m);
+  JobSubmission a;
+  a.name = "own";
+  a.min_workers = 1;
+  a.max_workers = 4;
+  a.max_steps = 100;
+  a.command.argv = {"python3", "train.py", "--steps", "100"};
+  a.command.env = {{"PYTHONPATH", "/opt/frugal"}};
+  a.command.workdir = "/srv/jobs";
+  ASSERT_TRUE(m->Submit(a).ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  AgentReply reply = Beat(*m);
+  ASSERT_EQ(reply.tasks.size(), 1u);
+  EXPECT_TRUE(Has(reply.tasks[0], "coordinator") && Has(reply.tasks[0], "--elastic"));
+
+  auto scripts = [](const AgentReply& r) {
+    std::vector<TaskSpec> out;
+    for (const TaskSpec& t : r.tasks) {
+      if (Has(t, "run")) out.push_back(t);
+    }
+    return out;
+  };
+  reply = Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}}, Step(1));
+  std::vector<TaskSpec> first = scripts(reply);
+  ASSERT_EQ(first.size(), 4u);
+  std::set<std::string> before;
+  for (const TaskSpec& t : first) {
+    before.insert(t.task_id);
+    const std::vector<std::string> head(t.args.begin(), t.args.begin() + 6);
+    EXPECT_EQ(head, (std::vector<std::string>{"run", "--elastic", "--coordinator", "tcp://127.0.0.1:4000", "--workers",
+                                              "1"}));
+    auto dashes = std::find(t.args.begin(), t.args.end(), "--");
+    ASSERT_NE(dashes, t.args.end());
+    EXPECT_EQ(std::vector<std::string>(dashes + 1, t.args.end()), a.command.argv);
+    EXPECT_FALSE(Has(t, "--join")) << "the first world";
+    EXPECT_EQ(t.env.at("FRUGAL_RUN_DIR"), "{runs}/job-1");
+    EXPECT_EQ(t.env.at("PYTHONPATH"), "/opt/frugal");
+    EXPECT_EQ(t.workdir, "/srv/jobs");
+    EXPECT_TRUE(t.resume_args.empty()) << "the script resumes itself (frugal.load)";
+    EXPECT_FALSE(t.reads_metrics);
+  }
+
+  ASSERT_TRUE(m->Submit(Job("b", 2, 2)).ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  EXPECT_EQ(m->Job(1)->Workers(), 2);
+  EXPECT_EQ(m->Job(1)->incarnation, 1) << "a resize is not a restart";
+  for (const TaskSpec& t : scripts(Beat(*m))) {
+    if (t.job_id == 1) EXPECT_TRUE(before.count(t.task_id)) << t.task_id << " is a running script";
+  }
+  Beat(*m, {}, {{"job-2-g1-c", "tcp://127.0.0.1:4001"}}, Step(2));
+  Beat(*m, {{"job-2-g1-c", 0}});
+  clock_.AdvanceSeconds(2);
+  ASSERT_TRUE(m->RunRound().ok());
+  EXPECT_EQ(m->Job(1)->Workers(), 4);
+  int joiners = 0;
+  for (const TaskSpec& t : scripts(Beat(*m))) {
+    if (t.job_id == 1 && Has(t, "--join")) ++joiners;
+  }
+  EXPECT_EQ(joiners, 2);
+}
+
 TEST_F(ElasticManagerTest, AFailedWorkerOrCoordinatorRestartsFromTheCheckpoint) {
   auto m = StartOne();
   Beat(*m, {}, {{"job-1-g1-c", "tcp://127.0.0.1:4000"}});

@@ -319,7 +319,9 @@ Status ClusterManager::Impl::ExplainTooLarge(const RoundInput& in, const std::ve
     if (j->spec.min_workers <= most) continue;
     const std::string why = "waiting for hosts: needs " + std::to_string(j->spec.min_workers) + " slots on at most " +
                             std::to_string(max_nodes) + " host(s)" +
-                            (j->spec.IsCommand() ? " (a command job runs on one)" : " (--max-nodes-per-job)") +
+                            (j->spec.IsCommand() && max_nodes == 1 ? " (--max-nodes-per-job; with --controller "
+                                                                      "restart a command job runs on one)"
+                                                                    : " (--max-nodes-per-job)") +
                             "; the up hosts offer " + std::to_string(most);
     if (j->message == why) continue;
     j->message = why;

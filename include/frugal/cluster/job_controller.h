@@ -77,8 +77,12 @@ struct ElasticControllerOptions {
   int max_nodes_per_job = 1;          // >1 needs a runs dir shared by the agents (checkpoints, metrics).
   double heartbeat_timeout_s = 5;     // A worker silent this long is dead (coordinator and workers).
   double coordinator_timeout_s = 300; // Bound on forming each generation.
+  double worker_timeout_s = 60;       // A command job's `frugal run --timeout-s` (its network waits).
 };
 
+// Jobs as elastic Frugal jobs (Note [Elastic jobs]): `frugal train` jobs as
+// `frugal worker --elastic` members, command jobs as `frugal run --elastic`
+// members (Note [Elastic command jobs]); a resize is in place.
 std::unique_ptr<JobController> NewElasticJobController(ElasticControllerOptions options = {});
 
 struct CommandControllerOptions {

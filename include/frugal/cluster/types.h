@@ -31,8 +31,10 @@ std::optional<JobState> ParseJobState(const std::string& name);
 inline bool IsTerminal(JobState s) { return s == JobState::kFinished || s == JobState::kFailed || s == JobState::kCancelled; }
 
 // A job that is the user's own program rather than a built-in model: the
-// agent runs it under `frugal run --workers N -- <argv>` (Note [Command jobs]
-// in src/cluster/command_controller.cc). Validated by CheckSubmission
+// agent runs it under `frugal run --elastic` (Note [Elastic command jobs] in
+// src/cluster/elastic_controller.cc) or, with the restart controller,
+// `frugal run --workers N -- <argv>` (Note [Command jobs] in
+// src/cluster/command_controller.cc). Validated by CheckSubmission
 // (frugal/cluster/job_file.h).
 struct CommandSpec {
   std::vector<std::string> argv;            // The program and its arguments; empty: not a command job.
