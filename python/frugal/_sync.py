@@ -124,6 +124,7 @@ class StepSync(_Strategy):
     steps the parameters."""
 
     name = "step"
+    elastic = True
     state_keys = ("_frugal.pipeline", "_frugal.parameters")
 
     def __init__(self, world, params, options, **kwargs):
@@ -204,6 +205,9 @@ class StepSync(_Strategy):
     def load_state(self, state_dict, residuals):
         self.replica.load_state(state_dict["_frugal.pipeline"], state_dict["_frugal.parameters"], residuals)
         return self.replica.iteration + 1
+
+    def elastic_state(self):
+        return self.replica
 
 
 

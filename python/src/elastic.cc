@@ -1,15 +1,19 @@
 // frugal._C.ElasticSession: engine::ElasticSession (the generation protocol
 // of an elastic job, frugal/engine/elastic_session.h) for a user's script
 // under `frugal run --elastic`. frugal.init() registers through it;
-// frugal.DistributedModel snapshots its LocalSync at the check gates and, on
-// a change, rebuilds its replica on the next generation's World and
-// restores the state this session hands it. The state is saved and
-// restored with the engine's own sections (SaveLocalState /
-// RestoreLocalState, as frugal train's workers); the script's own objects
+// frugal.DistributedModel snapshots its engine state (the local modes'
+// LocalSync, the step mode's Replica) at the check gates and, on a change,
+// rebuilds its replica on the next generation's World and restores the
+// state this session hands it. The state is saved and restored with the
+// engine's own sections (SaveLocalState / RestoreLocalState, SaveStepState
+// / RestoreStepState, as frugal train's workers); the script's own objects
 // (its torch optimizer and scheduler) travel as extra sections "user.*".
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <memory>
+#include <set>
+#include <string>
 
 #include "bindings.h"
 #include "local_binding.h"
@@ -105,22 +109,71 @@ py::object Next(PyElastic& e) {
   return py::cast(WorldOf(e, std::move(transport)));
 }
 
-// The run state after t-1 at the gate of t: the local mode's sections (as
-// a frugal train worker's snapshot), "meta", the module's buffers and the
+// What an elastic script snapshots and restores: the engine state of its
+// mode, as a frugal train worker's strategy saves it, restores it and
+// prepares it for joiners.
+struct EngineState {
+  const comm::Transport* transport = nullptr;
+  std::function<Status(engine::CheckpointSections*)> save;
+  std::function<Status(const engine::CheckpointSections& shared, const engine::CheckpointSections* mine,
+                       const std::string& what)>
+      restore;
+  std::function<void(engine::CheckpointSections*, std::set<std::string>*)> prepare_joiners;
+};
+
+// The local modes; sync='site' restarts every rank's round at the anchor
+// (Note [Elastic site replicas] in sync_strategy.cc).
+EngineState StateOf(PyLocal& l) {
+  EngineState s;
+  s.transport = l.transport;
+  s.save = [&l](engine::CheckpointSections* out) {
+    return engine::SaveLocalState(*l.sync, *l.replica, l.outer, engine::StateScope::kSnapshot, out);
+  };
+  s.restore = [&l](const engine::CheckpointSections& shared, const engine::CheckpointSections* mine,
+                   const std::string& what) {
+    return engine::RestoreLocalState(*l.sync, *l.transport, shared, mine, /*residuals=*/false,
+                                     l.site ? engine::OwnPart::kDrop : engine::OwnPart::kKeep, what);
+  };
+  s.prepare_joiners = [](engine::CheckpointSections*, std::set<std::string>* skip) {
+    engine::SkipLocalStateForJoiners(skip);
+  };
+  return s;
+}
+
+// The step mode: the pipeline's shared and own parts and the parameters.
+EngineState StateOf(engine::Replica& r) {
+  EngineState s;
+  s.transport = &r.transport();
+  s.save = [&r](engine::CheckpointSections* out) {
+    return engine::SaveStepState(r, engine::StateScope::kSnapshot, out);
+  };
+  s.restore = [&r](const engine::CheckpointSections& shared, const engine::CheckpointSections* mine,
+                   const std::string& what) {
+    return engine::RestoreStepState(r, shared, mine, /*residuals=*/false, what);
+  };
+  s.prepare_joiners = [&r](engine::CheckpointSections* snapshot, std::set<std::string>* skip) {
+    engine::PrepareStepStateForJoiners(r, snapshot, skip);
+  };
+  return s;
+}
+
+// The run state after t-1 at the gate of t: the mode's sections (as a
+// frugal train worker's snapshot), "meta", the module's buffers and the
 // script's sections.
-void Snapshot(PyElastic& e, PyLocal& l, int64_t t, const std::vector<torch::Tensor>& buffers, const py::dict& user) {
+void Snapshot(PyElastic& e, const EngineState& state, int64_t t, const std::vector<torch::Tensor>& buffers,
+              const py::dict& user) {
   engine::CheckpointSections sections = FromPy(user);
   engine::CheckpointSections named;
   for (auto& [name, bytes] : sections) named[kUserPrefix + name] = std::move(bytes);
   Status st;
   {
     ReleaseGil release;
-    st = engine::SaveLocalState(*l.sync, *l.replica, l.outer, engine::StateScope::kSnapshot, &named);
+    st = state.save(&named);
     if (st.ok()) {
       engine::CheckpointMeta meta;
       meta.step = t;
-      meta.world = l.transport->world_size();
-      meta.rank = l.transport->rank();
+      meta.world = state.transport->world_size();
+      meta.rank = state.transport->rank();
       meta.generation = e.session->generation().number;
       named["meta"] = engine::EncodeCheckpointMeta(meta);
       named["buffers"] = engine::SaveBuffers(buffers);
@@ -144,11 +197,11 @@ std::string Check(PyElastic& e, World& w, int64_t t) {
   }
 }
 
-// Restores the generation's restore point into a LocalSync built without
-// the initial broadcast and into the module's buffers; rank 0 then sends it
-// to the joiners. Returns (step, the script's sections of the restored
-// state, bytes sent to each joiner).
-py::tuple Restore(PyElastic& e, World& w, PyLocal& l, const std::vector<torch::Tensor>& buffers) {
+// Restores the generation's restore point into an engine state built
+// without the initial broadcast and into the module's buffers; rank 0 then
+// sends it to the joiners. Returns (step, the script's sections of the
+// restored state, bytes sent to each joiner).
+py::tuple Restore(PyElastic& e, World& w, const EngineState& state, const std::vector<torch::Tensor>& buffers) {
   Status st;
   engine::RestorePoint point;
   int64_t sent = 0;
@@ -162,18 +215,13 @@ py::tuple Restore(PyElastic& e, World& w, PyLocal& l, const std::vector<torch::T
       for (const char* name : {"meta", "buffers"}) {
         if (!point.shared->count(name)) return Status::Corruption(what + " has no '" + name + "' section");
       }
-      FRUGAL_RETURN_IF_ERROR(engine::RestoreLocalState(*l.sync, *l.transport, *point.shared, point.mine,
-                                                       /*residuals=*/false,
-                                                       l.site ? engine::OwnPart::kDrop : engine::OwnPart::kKeep, what));
+      FRUGAL_RETURN_IF_ERROR(state.restore(*point.shared, point.mine, what));
       FRUGAL_RETURN_IF_ERROR(engine::RestoreBuffers(point.shared->at("buffers"), buffers, what));
       const size_t n = sizeof(kUserPrefix) - 1;
       for (const auto& [name, bytes] : *point.shared) {
         if (name.compare(0, n, kUserPrefix) == 0) user[name.substr(n)] = bytes;
       }
-      FRUGAL_ASSIGN_OR_RETURN(sent, e.session->SendToJoiners(w.transport(), [](engine::CheckpointSections*,
-                                                                               std::set<std::string>* skip) {
-        engine::SkipLocalStateForJoiners(skip);
-      }));
+      FRUGAL_ASSIGN_OR_RETURN(sent, e.session->SendToJoiners(w.transport(), state.prepare_joiners));
       return Status::Ok();
     }();
   }
@@ -194,10 +242,20 @@ void BindElastic(py::module_& m) {
       .def("next", &Next, "The next generation's World, or None when this worker leaves the job")
       .def("leave_world", [](PyElastic& e, bool abort) { e.session->Leave(abort); }, py::arg("abort"),
            "Before the world is dropped: with abort, its waits are woken first")
-      .def("snapshot", &Snapshot, py::arg("local"), py::arg("t"), py::arg("buffers"), py::arg("user"))
+      .def("snapshot", [](PyElastic& e, PyLocal& l, int64_t t, const std::vector<torch::Tensor>& buffers,
+                          const py::dict& user) { Snapshot(e, StateOf(l), t, buffers, user); },
+           py::arg("state"), py::arg("t"), py::arg("buffers"), py::arg("user"))
+      .def("snapshot", [](PyElastic& e, engine::Replica& r, int64_t t, const std::vector<torch::Tensor>& buffers,
+                          const py::dict& user) { Snapshot(e, StateOf(r), t, buffers, user); },
+           py::arg("state"), py::arg("t"), py::arg("buffers"), py::arg("user"))
       .def("has_snapshot", [](PyElastic& e, int64_t t) { return e.session->HasSnapshot(t); }, py::arg("t"))
       .def("check", &Check, py::arg("world"), py::arg("t"), "The check gate of t: 'continue', 'switch' or 'stop'")
-      .def("restore", &Restore, py::arg("world"), py::arg("local"), py::arg("buffers"))
+      .def("restore", [](PyElastic& e, World& w, PyLocal& l, const std::vector<torch::Tensor>& buffers) {
+        return Restore(e, w, StateOf(l), buffers);
+      }, py::arg("world"), py::arg("state"), py::arg("buffers"))
+      .def("restore", [](PyElastic& e, World& w, engine::Replica& r, const std::vector<torch::Tensor>& buffers) {
+        return Restore(e, w, StateOf(r), buffers);
+      }, py::arg("world"), py::arg("state"), py::arg("buffers"))
       .def("await_change", [](PyElastic& e) {
         ReleaseGil release;
         return e.session->AwaitChange();

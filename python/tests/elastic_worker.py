@@ -3,8 +3,8 @@
 runs until model.iteration reaches STEPS (a rolled-back world trains those
 steps again) or model.left, and shards its data by model.rank and
 model.world_size.
-argv: OUT_DIR STEPS SLEEP_S [mlp] [site]: an mlp-sized model; sync='site', with
-a checksum of the parameters after every step"""
+argv: OUT_DIR STEPS SLEEP_S [mlp] [site|step]: an mlp-sized model; sync='site',
+with a checksum of the parameters after every step, or sync='step'"""
 
 import json
 import os
@@ -19,6 +19,7 @@ from worker_common import TwoTower, blobs
 out_dir, steps, sleep_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 big = "mlp" in sys.argv[4:]
 site = "site" in sys.argv[4:]
+sync = "site" if site else "step" if "step" in sys.argv[4:] else None
 pid = os.getpid()
 world = frugal.init()
 torch.manual_seed(pid)  # different initial weights: the broadcast (or a joiner's state) makes them equal
@@ -38,8 +39,9 @@ def on_world_change(model):
                     "iteration": model.iteration, "time": time.time()})
 
 
-model = frugal.DistributedModel(net, optimizer=opt, scheduler=sched, local_steps=8, check_every=0,
-                                on_world_change=on_world_change, **({"sync": "site"} if site else {}))
+mode = {"sync": "step"} if sync == "step" else {"local_steps": 8, **({"sync": sync} if sync else {})}
+model = frugal.DistributedModel(net, optimizer=opt, scheduler=sched, check_every=0, on_world_change=on_world_change,
+                                **mode)
 x_all, y_all = blobs(4096, rank=0)
 loss_fn = torch.nn.CrossEntropyLoss()
 losses, times, sums = {}, {}, {}

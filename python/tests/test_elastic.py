@@ -64,8 +64,9 @@ def _assert_survivors_agree(results, survivors, joiners=()):
         assert r["sched_epoch"] == STEPS  # the scheduler's state travelled with the rollback
 
 
-def test_a_killed_worker_does_not_end_the_run(tmp_path):
-    p = _start(tmp_path, 3, "--min-workers", "2")
+@pytest.mark.parametrize("sync", ["local", "step"])
+def test_a_killed_worker_does_not_end_the_run(tmp_path, sync):
+    p = _start(tmp_path, 3, "--min-workers", "2", worker_args=["step"] if sync == "step" else [])
     pids = _wait_for_progress(tmp_path, 3, 50)
     os.kill(pids[1], signal.SIGKILL)
     out, err = p.communicate(timeout=120)
@@ -102,6 +103,51 @@ def test_a_site_replica_loses_members_and_stays_one_replica(tmp_path, lost):
     assert len(a[0]["sums"]) == STEPS and a[0]["sums"] == a[1]["sums"]
     for b in (results[pid] for pid in survivors if cluster[pid] == "b"):
         assert b["sums"] != a[0]["sums"]  # two replicas inside a round
+
+
+def _coordinator(listen):
+    """`frugal coordinator --elastic` for three script workers; its endpoint."""
+    p = subprocess.Popen([frugal_binary(), "coordinator", "--elastic", "--listen", listen, "--world", "3",
+                          "--min-workers", "2", "--timeout-s", "60", "--heartbeat-timeout-s", "4"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    m = re.search(r"listening on (tcp://\S+)", line)
+    assert m, line + p.stderr.read()
+    return p, m.group(1)
+
+
+def test_script_workers_are_adopted_by_a_restarted_coordinator(tmp_path):
+    """Three scripts under `frugal run --elastic --coordinator`; the
+    coordinator is SIGKILLed and restarted on its address: it adopts the
+    running generation from the scripts' heartbeats (Note [Coordinator
+    restart]) and then handles a killed script as if it had never died."""
+    coordinator, endpoint = _coordinator("tcp://127.0.0.1:*")
+    workers = [subprocess.Popen([frugal_binary(), "run", "--elastic", "--coordinator", endpoint, "--workers", "1",
+                                 "--timeout-s", "10", "--elastic-every", "5", "--heartbeat-timeout-s", "4", "--",
+                                 PYTHON, os.path.join(HERE, "elastic_worker.py"), str(tmp_path), str(STEPS), "0.05"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+               for _ in range(3)]
+    try:
+        pids = _wait_for_progress(tmp_path, 3, 30)
+        coordinator.kill()
+        coordinator.communicate(timeout=30)
+        coordinator, again = _coordinator(endpoint)
+        assert again == endpoint
+        _wait_for_progress(tmp_path, 3, 60)  # training went on meanwhile
+        time.sleep(6)  # the recovery ends once every rank is heard, or after the heartbeat timeout
+        os.kill(pids[1], signal.SIGKILL)
+        outs = [w.communicate(timeout=180) for w in workers]
+        _, coord_err = coordinator.communicate(timeout=60)
+    finally:
+        for p in [coordinator, *workers]:
+            if p.poll() is None:
+                p.kill()
+    assert "recovered generation 1: 3 of 3 workers" in coord_err, coord_err
+    assert "lost" in coord_err, coord_err
+    assert coordinator.returncode == 0, coord_err
+    survivors = [pids[0], pids[2]]
+    _assert_survivors_agree(_results(tmp_path), survivors)
+    assert sum(w.returncode == 0 for w in workers) == 2, [o[1][-2000:] for o in outs]
 
 
 def test_a_sigterm_leaves_gracefully(tmp_path):
@@ -156,13 +202,3 @@ def test_elastic_usage_errors_are_one_line():
         p = _usage(*flags)
         assert p.returncode == 2, (flags, p.stderr)
         assert expected in p.stderr and len(p.stderr.strip().splitlines()) == 1, (flags, p.stderr)
-
-
-def test_the_step_mode_is_refused_with_a_reason(tmp_path):
-    script = tmp_path / "step.py"
-    script.write_text("import torch, frugal\nfrugal.init()\n"
-                      "frugal.DistributedModel(torch.nn.Linear(4, 2), sync='step')\n")
-    p = subprocess.run([frugal_binary(), "run", "--elastic", "--workers", "2", "--timeout-s", "10", "--", PYTHON,
-                        str(script)], capture_output=True, text=True, timeout=120, env=_env())
-    assert p.returncode != 0
-    assert "sync='step' is not elastic: pass sync='local'" in p.stderr, p.stderr

@@ -200,9 +200,11 @@ class ElasticJobController final : public JobController {
 
   // Note [Elastic command jobs].
   void FillCommand(const JobRecord& job, const ElasticMember& m, TaskSpec* t) const {
-    t->args = {"run", "--elastic", "--coordinator", job.coordinator, "--workers", "1", "--threads",
-               std::to_string(options_.threads_per_worker), "--timeout-s", Seconds(options_.worker_timeout_s),
-               "--heartbeat-timeout-s", Seconds(options_.heartbeat_timeout_s)};
+    // --listen on the agent's host: peers on other hosts reach the script
+    // there, and off loopback the agent adds the job's keys (Note [Job keys]).
+    t->args = {"run", "--elastic", "--coordinator", job.coordinator, "--workers", "1", "--listen", "tcp://{host}:*",
+               "--threads", std::to_string(options_.threads_per_worker), "--timeout-s",
+               Seconds(options_.worker_timeout_s), "--heartbeat-timeout-s", Seconds(options_.heartbeat_timeout_s)};
     if (m.join) t->args.push_back("--join");
     t->args.push_back("--");
     t->args.insert(t->args.end(), job.spec.command.argv.begin(), job.spec.command.argv.end());

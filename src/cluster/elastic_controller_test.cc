@@ -230,6 +230,7 @@ TEST_F(ElasticManagerTest, CommandJobsRunAsElasticScriptsResizedInPlace) {
     ASSERT_NE(dashes, t.args.end());
     EXPECT_EQ(std::vector<std::string>(dashes + 1, t.args.end()), a.command.argv);
     EXPECT_FALSE(Has(t, "--join")) << "the first world";
+    EXPECT_TRUE(Has(t, "tcp://{host}:*")) << "it listens on its host's address (and gets the job's keys there)";
     EXPECT_EQ(t.env.at("FRUGAL_RUN_DIR"), "{runs}/job-1");
     EXPECT_EQ(t.env.at("PYTHONPATH"), "/opt/frugal");
     EXPECT_EQ(t.workdir, "/srv/jobs");

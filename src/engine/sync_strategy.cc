@@ -50,14 +50,8 @@ class StepSync final : public SyncStrategy {
     return RestoreStepState(replica(), s, mine, residuals, what);
   }
 
-  // A joiner starts with empty residuals, and at staleness 0 sets its
-  // parameters from the masters (Note [Parameters from masters]).
   void PrepareForJoiners(CheckpointSections* snapshot, std::set<std::string>* skip) override {
-    skip->insert("local");
-    if (replica().ParametersAreMasters()) {
-      (*snapshot)[kMastersAsParameters] = {};
-      skip->insert("parameters");
-    }
+    PrepareStepStateForJoiners(replica(), snapshot, skip);
   }
 
  private:
@@ -285,6 +279,14 @@ Status RestoreLocalState(LocalSync& local, const comm::Transport& transport, con
   }
   if (own_part == OwnPart::kDrop || (own_part == OwnPart::kKeepSameSeat && !same_seat)) own = nullptr;
   return local.RestoreSections(s, own, what, same_seat);
+}
+
+void PrepareStepStateForJoiners(Replica& replica, CheckpointSections* snapshot, std::set<std::string>* skip) {
+  skip->insert("local");
+  if (replica.ParametersAreMasters()) {
+    (*snapshot)[kMastersAsParameters] = {};
+    skip->insert("parameters");
+  }
 }
 
 void SkipLocalStateForJoiners(std::set<std::string>* skip) {

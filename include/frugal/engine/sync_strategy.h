@@ -90,6 +90,11 @@ Status RestoreLocalState(LocalSync& local, const comm::Transport& transport, con
 // from rank 0's snapshot (LocalRounds::PrepareForJoiners; the Python
 // package's elastic local mode).
 void SkipLocalStateForJoiners(std::set<std::string>* skip);
+// The same for --sync step (StepSync::PrepareForJoiners; the Python
+// package's elastic step mode): a joiner starts with empty residuals, and
+// at staleness 0 sets its parameters from the masters (Note [Parameters
+// from masters]).
+void PrepareStepStateForJoiners(Replica& replica, CheckpointSections* snapshot, std::set<std::string>* skip);
 
 // What a strategy is built from.
 struct SyncInputs {
