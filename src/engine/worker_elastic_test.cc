@@ -23,6 +23,39 @@ uint64_t MessagesSent(const WorkerResult& r) {
   return r.traffic.intra_cluster.messages_sent + r.traffic.inter_cluster.messages_sent;
 }
 
+// One elastic worker per cluster name, as threads, against the membership
+// server at `endpoint`; worker `leaver` leaves at its first check gate.
+std::vector<ElasticOutcome> RunElasticWorkers(const std::string& endpoint, const RunConfig& o,
+                                              const std::vector<std::string>& clusters, int leaver) {
+  std::vector<ElasticOutcome> out(clusters.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < clusters.size(); ++i) {
+    threads.emplace_back([&, i] {
+      comm::MembershipClientOptions co;
+      co.server = endpoint;
+      co.cluster = clusters[i];
+      co.heartbeat_interval = 100ms;
+      co.timeout = 60s;
+      auto client = comm::MembershipClient::Create(co);
+      if (!client.ok()) {
+        out[i].status = client.status();
+        return;
+      }
+      auto worker = Worker::CreateElastic(o, std::move(*client));
+      if (!worker.ok()) {
+        out[i].status = worker.status();
+        return;
+      }
+      if (static_cast<int>(i) == leaver) (*worker)->leave_signal() = true;  // acted on at the first check gate
+      auto result = (*worker)->Run();
+      out[i].status = result.status();
+      if (result.ok()) out[i].result = *result;
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
 // Three workers; one leaves gracefully at the first check gate (step 10).
 // The others finish the run's 14 steps as two. Every counter of a
 // WorkerResult covers the whole run: the leaver's are those of generation
@@ -61,32 +94,7 @@ TEST_P(WorkerElasticTest, CountersCoverEveryGenerationOfTheRun) {
   o.elastic.elastic = true;
   o.elastic.elastic_every = 10;
   const int kLeaver = 2;
-  std::vector<ElasticOutcome> out(3);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 3; ++i) {
-    threads.emplace_back([&, i] {
-      comm::MembershipClientOptions co;
-      co.server = (*server)->endpoint();
-      co.cluster = clusters[static_cast<size_t>(i)];
-      co.heartbeat_interval = 100ms;
-      co.timeout = 60s;
-      auto client = comm::MembershipClient::Create(co);
-      if (!client.ok()) {
-        out[i].status = client.status();
-        return;
-      }
-      auto worker = Worker::CreateElastic(o, std::move(*client));
-      if (!worker.ok()) {
-        out[i].status = worker.status();
-        return;
-      }
-      if (i == kLeaver) (*worker)->leave_signal() = true;  // acted on at the first check gate
-      auto result = (*worker)->Run();
-      out[i].status = result.status();
-      if (result.ok()) out[i].result = *result;
-    });
-  }
-  for (auto& t : threads) t.join();
+  std::vector<ElasticOutcome> out = RunElasticWorkers((*server)->endpoint(), o, clusters, kLeaver);
   const Status serve = served.get();
   EXPECT_TRUE(serve.ok()) << serve.ToString();
   for (auto& r : out) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
