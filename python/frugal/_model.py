@@ -238,9 +238,8 @@ class DistributedModel(torch.nn.Module):
         if self._user_opt is not None:
             options.validate()  # the settings read from the optimizer
         if self._elastic is not None and not _sync.strategy_class(self._sync_name).elastic:
-            raise ValueError(f"frugal run --elastic trains DistributedModel(sync='local') (the default with two or "
-                             f"more workers) or sync='site'; sync={self._sync_name!r} is not elastic: pass "
-                             f"sync='local' or run without --elastic")
+            raise ValueError(f"frugal run --elastic needs an elastic sync mode, and sync={self._sync_name!r} is not: "
+                             f"pass sync='local' (the default with two or more workers) or run without --elastic")
 
     def _set_workers(self, options):
         options.workers = self._world.world_size  # sync='auto' resolves for it, as frugal train's (Note [Sync auto])
@@ -352,13 +351,13 @@ class DistributedModel(torch.nn.Module):
         self._begin()
         compute_s = 0.0 if self._forward_started is None else time.perf_counter() - self._forward_started
         self._forward_started = None
-        if self._elastic is None:
-            self._end_iteration(scaler, loss, samples, compute_s)
-            return
         try:
             self._end_iteration(scaler, loss, samples, compute_s)
-            self._elastic_gate()
+            if self._elastic is not None:
+                self._elastic_gate()
         except (ConnectionError, TimeoutError):
+            if self._elastic is None:
+                raise
             self._recover()
 
     def _end_iteration(self, scaler, loss, samples, compute_s):
@@ -417,19 +416,18 @@ class DistributedModel(torch.nn.Module):
         in DDP); ``step()`` does it otherwise. Does nothing in the other
         modes. Call it once per iteration, after the last backward."""
         self._begin()
-        if self._elastic is None:
-            self._sync.sync_gradients(self._t)
-            self._gradients_synced = True
-            return
         try:
             self._sync.sync_gradients(self._t)
-            self._gradients_synced = True
         except (ConnectionError, TimeoutError):
+            if self._elastic is None:
+                raise
             # A peer died during the average: the next world restores its
             # restore point, and the script's step() of this iteration
             # (after its clipping) does nothing.
             self._recover()
             self._skip_step = True
+            return
+        self._gradients_synced = True
 
     def finish(self):
         """Drains the pipeline, copies the final parameters into the module and
