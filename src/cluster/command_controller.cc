@@ -3,7 +3,6 @@
 #include <cstdio>
 
 #include "frugal/cluster/job_controller.h"
-#include "frugal/cluster/job_file.h"
 #include "single_task_controller.h"
 
 namespace frugal::cluster {
@@ -37,9 +36,7 @@ class CommandJobController final : public SingleTaskController {
  protected:
   void Fill(const JobRecord& job, int workers, TaskSpec* t) const override {
     t->args = Launch(job, workers);
-    t->env = job.spec.command.env;
-    t->env[kRunDirEnv] = "{runs}/" + RunName(job.id);
-    t->workdir = job.spec.command.workdir;
+    SetCommandEnvironment(job, t);
     t->resume_run = RunName(job.id);  // Where the agent reads metrics.jsonl.
     t->resume_appends = true;         // No resume arguments: the program resumes itself.
   }

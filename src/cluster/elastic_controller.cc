@@ -5,7 +5,6 @@
 #include <map>
 
 #include "frugal/cluster/job_controller.h"
-#include "frugal/cluster/job_file.h"
 
 namespace frugal::cluster {
 
@@ -208,9 +207,7 @@ class ElasticJobController final : public JobController {
     if (m.join) t->args.push_back("--join");
     t->args.push_back("--");
     t->args.insert(t->args.end(), job.spec.command.argv.begin(), job.spec.command.argv.end());
-    t->env = job.spec.command.env;
-    t->env[kRunDirEnv] = "{runs}/" + RunName(job.id);
-    t->workdir = job.spec.command.workdir;
+    SetCommandEnvironment(job, t);
   }
 
   ElasticControllerOptions options_;

@@ -1,4 +1,5 @@
 #include "frugal/cluster/job_controller.h"
+#include "frugal/cluster/job_file.h"
 
 #include <cstdio>
 
@@ -51,5 +52,11 @@ bool ParseTaskId(const std::string& s, int64_t* job, int64_t* gen) {
 }
 
 std::string RunName(int64_t job_id) { return "job-" + std::to_string(job_id); }
+
+void SetCommandEnvironment(const JobRecord& job, TaskSpec* t) {
+  t->env = job.spec.command.env;
+  t->env[kRunDirEnv] = "{runs}/" + RunName(job.id);
+  t->workdir = job.spec.command.workdir;
+}
 
 }  // namespace frugal::cluster

@@ -109,5 +109,9 @@ std::string CoordinatorTaskId(int64_t job_id, int64_t incarnation);
 bool ParseTaskId(const std::string& task_id, int64_t* job_id, int64_t* generation);
 // "job-<id>": the run directory name under the agent's runs dir.
 std::string RunName(int64_t job_id);
+// A command job's task runs in the job's workdir with its env and
+// FRUGAL_RUN_DIR = {runs}/<RunName> (Note [Command jobs]), whichever
+// controller starts it.
+void SetCommandEnvironment(const JobRecord& job, TaskSpec* t);
 
 }  // namespace frugal::cluster
