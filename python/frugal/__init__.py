@@ -25,7 +25,7 @@ import torch  # noqa: F401  (loads LibTorch before the extension)
 
 from . import _C
 from ._build_info import VERSION as __version__
-from ._world import init, get_world, is_initialized, all_reduce, barrier, device
+from ._world import init, get_world, is_initialized, all_reduce, barrier, device, WorldChanged
 from ._hook import HookState, hook_state, sparse_hook
 from ._model import DistributedModel, options
 from ._checkpoint import save, load
@@ -39,6 +39,7 @@ __all__ = [
     "all_reduce",
     "barrier",
     "device",
+    "WorldChanged",
     "DistributedModel",
     "options",
     "save",

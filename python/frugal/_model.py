@@ -433,14 +433,19 @@ class DistributedModel(torch.nn.Module):
         """Drains the pipeline, copies the final parameters into the module and
         compares them across the replicas; returns their checksum (equal on
         every rank). Call it on every rank; the model cannot step afterwards.
-        In an elastic job a worker that left (``model.left``) returns None."""
+        In an elastic job a worker that left (``model.left``) returns None; a
+        peer dying during it makes the survivors finish again in the next
+        world (or, where some of them must train the last steps again, the
+        workers already here leave: None)."""
         if self.left:
             self._finished = True
             return None
         self._begin()
         self._finished = True
         self._in_iteration = False
-        checksum = self._sync.finish(self._t)
+        checksum = self._sync.finish(self._t) if self._elastic is None else self._finish_elastic()
+        if self.left:
+            return None
         if self._reporter is not None:
             self._reporter.finish()
             self._reporter.log(self.iteration, self.epoch, json.dumps({"final": True}))
@@ -456,7 +461,8 @@ class DistributedModel(torch.nn.Module):
         if self._finished:
             return fn()
         self._begin()
-        return self._sync.with_synced_parameters(fn)
+        return _world_module.elastic_collective("with_synced_parameters",
+                                                lambda: self._sync.with_synced_parameters(fn))
 
     @property
     def iteration(self):
@@ -500,6 +506,21 @@ class DistributedModel(torch.nn.Module):
     # and the restore point restored (a joiner's from rank 0). The iterations
     # after the restore point are trained again: the script's loop, driven by
     # model.iteration, takes their batches again.
+    #
+    # Note [Finishing an elastic script]
+    # finish() comes after the loop, so a rollback there cannot replay
+    # anything. Each worker therefore snapshots the end state T first (after
+    # its loop's last scheduler step) and then runs the final sync; a peer
+    # dying in it switches worlds as in step(). Every worker that reached
+    # finish() holds T, so when all survivors did, the restore point is T and
+    # they finish again in the new world, losing nothing. A survivor that
+    # was still training when the peer died holds no snapshot of T: the
+    # restore point is older, and a worker already in finish() then leaves
+    # the job (model.left, finish() returns None) while the ones still in
+    # their loops train the rolled-back steps again and finish. A user
+    # collective (frugal.all_reduce) that fails because a peer died raises
+    # frugal.WorldChanged instead: its result is missing, and the model
+    # enters the next world at its next call.
     def _check_elastic_keywords(self, elastic_every, on_world_change, scheduler):
         if elastic_every is None:
             elastic_every = int(os.environ.get("FRUGAL_ELASTIC_EVERY") or 10)
@@ -587,6 +608,30 @@ class DistributedModel(torch.nn.Module):
             # the start of a generation can be rolled back to
             self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()), self._user_sections())
 
+    def _finish_elastic(self):
+        """finish() of an elastic job (Note [Finishing an elastic script]):
+        the final sync, started over in the next world when a peer dies in
+        it; None when this worker left instead."""
+        end = self._t
+        while True:
+            try:
+                # After the loop's last scheduler.step(): restoring it needs
+                # no call of the loop (replaces the gate's snapshot of end).
+                self._elastic.snapshot(self._sync.elastic_state(), end, list(self.module.buffers()),
+                                       self._user_sections())
+                return self._sync.finish(end)
+            except (ConnectionError, TimeoutError):
+                self._recover()
+            if self.left:
+                return None
+            self._just_switched = False
+            if self._t < end:
+                # Rolled back past the end of this worker's loop: it leaves,
+                # the others train the rolled-back steps again and finish.
+                self._elastic.request_leave()
+                self._leave_job()
+                return None
+
     def _leave_job(self):
         self._elastic.leave_world(False)
         self._drop_engine()
@@ -653,7 +698,8 @@ class DistributedModel(torch.nn.Module):
         statistics) over the ranks; call it on every rank before evaluating."""
         self._begin()
         buffers = [b for b in self.module.buffers() if b.is_floating_point()]
-        self._sync.average_buffers(self.iteration, buffers)
+        _world_module.elastic_collective("average_buffers",
+                                         lambda: self._sync.average_buffers(self.iteration, buffers))
 
     def stats(self):
         """Cumulative seconds and counts of this rank's pipeline (sync='local':

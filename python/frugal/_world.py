@@ -265,6 +265,29 @@ def is_initialized():
     return _default_world is not None
 
 
+class WorldChanged(ConnectionError):
+    """A collective of an elastic job (``frugal.all_reduce``,
+    ``frugal.barrier``) failed because a peer was lost: it has no result.
+    DistributedModel enters the next world at its next call; a script
+    catches this around its own collectives, e.g. an evaluation's mean."""
+
+
+def elastic_collective(what, fn):
+    """fn(), a collective on the current world; in an elastic job a failure
+    because a peer was lost raises WorldChanged (Note [Finishing an elastic
+    script] in _model.py)."""
+    try:
+        return fn()
+    except WorldChanged:
+        raise
+    except (ConnectionError, TimeoutError) as e:
+        if _session is None or not _session.await_change():
+            raise
+        generation = _default_world.generation if _default_world is not None else 0
+        raise WorldChanged(f"{what}: a peer of generation {generation} was lost during it ({e}); it has no "
+                           "result, and the model enters the next world at its next call") from e
+
+
 def all_reduce(values, op="mean", timeout_s=None):
     """The sum (``op="sum"``) or mean (``op="mean"``) over every rank of a
     float, a sequence of floats or a tensor (returned as a float64 CPU
@@ -288,7 +311,8 @@ def all_reduce(values, op="mean", timeout_s=None):
                             f"got {type(values).__name__}") from None
         shape = len(flat)
     world = init()
-    out = world.all_reduce_sum(flat, default_timeout_s() if timeout_s is None else timeout_s)
+    out = elastic_collective("all_reduce", lambda: world.all_reduce_sum(
+        flat, default_timeout_s() if timeout_s is None else timeout_s))
     if op == "mean":
         out = [v / world.world_size for v in out]
     if shape is None:
@@ -300,5 +324,6 @@ def all_reduce(values, op="mean", timeout_s=None):
 
 def barrier(timeout_s=None):
     """Returns once every rank of the world has called it."""
-    init().barrier(default_timeout_s() if timeout_s is None else timeout_s)
+    world = init()
+    elastic_collective("barrier", lambda: world.barrier(default_timeout_s() if timeout_s is None else timeout_s))
 

@@ -3,11 +3,15 @@
 runs until model.iteration reaches STEPS (a rolled-back world trains those
 steps again) or model.left, and shards its data by model.rank and
 model.world_size.
-argv: OUT_DIR STEPS SLEEP_S [mlp] [site|step]: an mlp-sized model; sync='site',
-with a checksum of the parameters after every step, or sync='step'"""
+argv: OUT_DIR STEPS SLEEP_S [mlp] [site|step] [die-in-finish|die-in-all-reduce]:
+an mlp-sized model; sync='site', with a checksum of the parameters after
+every step, or sync='step'; the first world's rank 1 SIGKILLs itself as the
+others enter finish(), or as they enter an all_reduce of their losses at
+step STEPS/2 (which they then miss: frugal.WorldChanged)."""
 
 import json
 import os
+import signal
 import sys
 import time
 
@@ -22,6 +26,8 @@ site = "site" in sys.argv[4:]
 sync = "site" if site else "step" if "step" in sys.argv[4:] else None
 pid = os.getpid()
 world = frugal.init()
+victim = world.rank == 1 and world.generation == 1
+die_in = next((a[len("die-in-"):] for a in sys.argv[4:] if a.startswith("die-in-")), None)
 torch.manual_seed(pid)  # different initial weights: the broadcast (or a joiner's state) makes them equal
 if big:  # an mlp-sized residual MLP (about 5.8 M parameters)
     net = torch.nn.Sequential(torch.nn.Linear(16, 1024), torch.nn.ReLU(),
@@ -45,6 +51,7 @@ model = frugal.DistributedModel(net, optimizer=opt, scheduler=sched, check_every
 x_all, y_all = blobs(4096, rank=0)
 loss_fn = torch.nn.CrossEntropyLoss()
 losses, times, sums = {}, {}, {}
+reduced = []  # [generation, the all_reduce's mean or "missing"] per call
 with open(os.path.join(out_dir, f"pid-{pid}"), "w") as f:
     f.write(world.cluster)
 while model.iteration < steps and not model.left:
@@ -64,11 +71,20 @@ while model.iteration < steps and not model.left:
     if t % 5 == 0:
         with open(os.path.join(out_dir, f"progress-{pid}"), "w") as f:
             f.write(str(t))
+    if die_in == "all-reduce" and t == steps // 2:  # again when step t is trained again
+        if victim:
+            os.kill(pid, signal.SIGKILL)
+        try:
+            reduced.append([model.generation, frugal.all_reduce(losses[t])])
+        except frugal.WorldChanged:
+            reduced.append([model.generation, "missing"])
     time.sleep(sleep_s)
+if die_in == "finish" and victim:
+    os.kill(pid, signal.SIGKILL)
 checksum = model.finish()
 result = {"pid": pid, "left": model.left, "checksum": checksum, "iteration": model.iteration,
           "generation": model.generation, "world_size": model.world_size, "rank": model.rank,
           "changes": changes, "losses": losses, "times": times, "sched_epoch": sched.last_epoch,
-          "cluster": world.cluster, "sums": sums}
+          "cluster": world.cluster, "sums": sums, "reduced": reduced}
 with open(os.path.join(out_dir, f"result-{pid}.json"), "w") as f:
     json.dump(result, f)

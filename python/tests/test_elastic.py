@@ -81,6 +81,34 @@ def test_a_killed_worker_does_not_end_the_run(tmp_path, sync):
         assert 0 < change["iteration"] <= STEPS
 
 
+@pytest.mark.parametrize("sync,die_in", [("local", "finish"), ("step", "all-reduce")])
+def test_a_worker_killed_in_a_collective_after_the_loop_or_of_the_script(tmp_path, sync, die_in):
+    """A worker dies as the others enter finish(): they finish again in the
+    next world, losing nothing (Note [Finishing an elastic script]); or as
+    they enter a frugal.all_reduce: they get frugal.WorldChanged, the model
+    rolls back to the step's start, and the all_reduce of the step trained
+    again reduces over the survivors."""
+    p = _start(tmp_path, 3, "--min-workers", "2", worker_args=[f"die-in-{die_in}"] + (["step"] if sync == "step" else []))
+    out, err = p.communicate(timeout=180)
+    assert p.returncode == 0, err
+    assert "exited (signal Killed); the elastic job goes on without it" in err
+    results = _results(tmp_path)
+    survivors = sorted(results)
+    _assert_survivors_agree(results, survivors)
+    for s in survivors:
+        (change,) = results[s]["changes"]
+        if die_in == "finish":
+            assert change["iteration"] == STEPS  # nothing trained again
+        else:
+            assert change["iteration"] == STEPS // 2
+            assert results[s]["reduced"][0] == [1, "missing"], results[s]["reduced"]
+            assert len(results[s]["reduced"]) == 2 and results[s]["reduced"][1][0] == 2
+    if die_in == "all-reduce":
+        r = [results[s] for s in survivors]
+        mean = sum(x["losses"][str(STEPS // 2)] for x in r) / 2
+        assert r[0]["reduced"][1][1] == r[1]["reduced"][1][1] == pytest.approx(mean)
+
+
 @pytest.mark.parametrize("lost", [1, 2], ids=["a-member", "a-whole-cluster"])
 def test_a_site_replica_loses_members_and_stays_one_replica(tmp_path, lost):
     """sync='site' over clusters a, a, b, b: one member of b, or both, are
