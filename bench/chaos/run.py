@@ -45,7 +45,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
 from harness.testbed import Testbed, hold_testbed_lock  # noqa: E402
 
 
@@ -70,6 +71,42 @@ class Hosts:
 LOOPBACK = Hosts()
 
 
+class Script:
+    """The workers of --script: bench/chaos/script.py under `frugal run
+    --elastic` (an own training script) instead of `frugal worker`."""
+
+    def __init__(self, args, run_name):
+        self.python_path = os.path.abspath(args.python_path)
+        self.run_flags = ["--heartbeat-timeout-s", str(args.heartbeat_s), "--threads", "1"]
+        self.command = [args.python, os.path.join(HERE, "script.py"), "--run-dir",
+                        os.path.join(args.runs, run_name), "--epochs", str(args.epochs),
+                        "--global-batch", str(args.global_batch or 256)]
+
+
+def signal_worker(p, sig):
+    """Sends sig to the training process of worker p: p itself (frugal
+    worker), or the script that p (frugal run) started."""
+    pids = [p.pid]
+    while pids:
+        pid = pids.pop()
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                if b"script.py" in f.read():
+                    os.kill(pid, sig)
+                    return
+            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                pids += [int(c) for c in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    p.send_signal(sig)
+
+
+def named(args, run_args, run_name):
+    """The workers' arguments for the run called run_name (its metrics in
+    <runs>/<run_name>)."""
+    return Script(args, run_name) if args.script else run_args + ["--run-name", run_name]
+
+
 def start_coordinator(frugal, world, min_workers, heartbeat_s, hosts=LOOPBACK):
     p = subprocess.Popen(hosts.prefix(0) + [frugal, "coordinator", "--elastic", "--listen",
                                             "tcp://%s:*" % hosts.address(0), "--world", str(world),
@@ -83,6 +120,18 @@ def start_coordinator(frugal, world, min_workers, heartbeat_s, hosts=LOOPBACK):
 
 
 def start_worker(frugal, endpoint, run_args, join=False, hosts=LOOPBACK, host=0):
+    """A `frugal worker --elastic` with run_args, or, when run_args is a
+    Script, one `frugal run --elastic --workers 1` of the own script."""
+    if isinstance(run_args, Script):
+        args = hosts.prefix(host) + [frugal, "run", "--elastic", "--coordinator", endpoint, "--workers", "1",
+                                     *run_args.run_flags, "--", *run_args.command]
+        if hosts.testbed:
+            args[len(hosts.prefix(host)) + 2:len(hosts.prefix(host)) + 2] = (
+                ["--listen", "tcp://%s:*" % hosts.address(host)] + hosts.secure_args())
+        if join:
+            args.insert(len(hosts.prefix(host)) + 2, "--join")
+        return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, PYTHONPATH=run_args.python_path, OMP_NUM_THREADS="1"))
     args = hosts.prefix(host) + [frugal, "worker", "--elastic", "--coordinator", endpoint, "--quiet", *run_args]
     if hosts.testbed:
         args += ["--listen", "tcp://%s:*" % hosts.address(host)] + hosts.secure_args()
@@ -127,12 +176,12 @@ def change_costs(args, run_args, hosts=LOOPBACK):
         t0 = time.time()
         if kind == "kill":
             victim = next(w for w in workers if w.poll() is None)
-            victim.send_signal(signal.SIGKILL)
+            signal_worker(victim, signal.SIGKILL)
         elif kind == "join":
             workers.append(start_worker(args.frugal, ep, run_args, join=True, hosts=hosts, host=3))
         else:
             victim = next(w for w in reversed(workers) if w.poll() is None)
-            victim.send_signal(signal.SIGTERM)
+            signal_worker(victim, signal.SIGTERM)
         # The restore point is at most `before`; wait for progress beyond it in the next generation.
         seen = []
         t1, s = wait_progress(args.frugal, ep, gen + 1, before, hosts=hosts, seen_generation=seen)
@@ -181,7 +230,7 @@ def final_accuracy(metrics_path):
 def chaos(args, run_args, runs):
     rng = random.Random(args.seed)
     co, ep = start_coordinator(args.frugal, 4, 3, args.heartbeat_s)
-    workers = [start_worker(args.frugal, ep, run_args + ["--run-name", "chaos"]) for _ in range(4)]
+    workers = [start_worker(args.frugal, ep, named(args, run_args, "chaos")) for _ in range(4)]
     events = []
     t_start = time.time()
     next_event = t_start + rng.uniform(20, 40)
@@ -194,10 +243,10 @@ def chaos(args, run_args, runs):
             break
         if len(alive) >= 6 or (len(alive) > 4 and rng.random() < 0.5):
             victim = rng.choice(alive)
-            victim.send_signal(signal.SIGKILL)
+            signal_worker(victim, signal.SIGKILL)
             events.append({"t_s": round(time.time() - t_start, 1), "event": "kill"})
         else:
-            workers.append(start_worker(args.frugal, ep, run_args + ["--run-name", "chaos"], join=True))
+            workers.append(start_worker(args.frugal, ep, named(args, run_args, "chaos"), join=True))
             events.append({"t_s": round(time.time() - t_start, 1), "event": "join"})
         print(json.dumps(events[-1]), flush=True)
         next_event = time.time() + rng.uniform(20, 40)
@@ -205,7 +254,7 @@ def chaos(args, run_args, runs):
     chaos_rc = co.returncode
     co2, ep2 = start_coordinator(args.frugal, 4, 1, args.heartbeat_s)
     t0 = time.time()
-    calm = [start_worker(args.frugal, ep2, run_args + ["--run-name", "calm"]) for _ in range(4)]
+    calm = [start_worker(args.frugal, ep2, named(args, run_args, "calm")) for _ in range(4)]
     for w in calm:
         w.wait()
     co2.wait()
@@ -228,6 +277,11 @@ def main():
     ap.add_argument("--sync", choices=["step", "local", "auto"], default="step",
                     help="the workers' mode (frugal worker --sync). Default step; an elastic job's own "
                          "default (auto) is local")
+    ap.add_argument("--script", action="store_true",
+                    help="the workers run an own script (bench/chaos/script.py: the mlp on Fashion-MNIST through "
+                         "frugal.DistributedModel, sync auto) under frugal run --elastic instead of frugal worker")
+    ap.add_argument("--python", default="/usr/bin/python3", help="--script: the interpreter")
+    ap.add_argument("--python-path", default="build/python", help="--script: where the frugal package is")
     ap.add_argument("--out")
     args = ap.parse_args()
     args.frugal = os.path.abspath(args.frugal)
@@ -243,10 +297,10 @@ def main():
             sys.exit("--testbed-rate needs the namespace testbed: " + why)
         lock = hold_testbed_lock(wait=True)  # noqa: F841 (held for the run)
         with Testbed().up("flat", "4", rate=args.testbed_rate, expect=4) as tb:
-            changes = change_costs(args, run_args + ["--run-name", "changes"], Hosts(tb))
+            changes = change_costs(args, named(args, run_args, "changes"), Hosts(tb))
         result = {"mode": "changes", "testbed_rate_mbit": args.testbed_rate, "changes": changes}
     elif args.mode == "changes":
-        result = {"mode": "changes", "changes": change_costs(args, run_args + ["--run-name", "changes"])}
+        result = {"mode": "changes", "changes": change_costs(args, named(args, run_args, "changes"))}
     else:
         result = dict(mode="chaos", **chaos(args, run_args, runs))
     print(json.dumps(result, indent=2))

@@ -626,10 +626,13 @@ class DistributedModel(torch.nn.Module):
                 return None
             self._just_switched = False
             if self._t < end:
-                # Rolled back past the end of this worker's loop: it leaves,
-                # the others train the rolled-back steps again and finish.
-                self._elastic.request_leave()
-                self._leave_job()
+                # Rolled back past the end of this worker's loop: it
+                # withdraws (the others' waits on it fail now), and they
+                # train the rolled-back steps again and finish.
+                self._elastic.withdraw()
+                self._elastic.leave_world(True)
+                self._drop_engine()
+                self.left = True
                 return None
 
     def _leave_job(self):

@@ -266,7 +266,11 @@ void BindElastic(py::module_& m) {
       .def_property_readonly("leaving", [](PyElastic& e) { return e.session->leaving(); })
       .def_property_readonly("generation", [](PyElastic& e) { return e.session->generation().number; })
       .def_property_readonly("restore_step", [](PyElastic& e) { return e.session->generation().restore; })
-      .def("done", [](PyElastic& e) { e.session->Done(); }, "This worker finished the run or left (best effort)");
+      .def("done", [](PyElastic& e) { e.session->Done(); }, "This worker finished the run or left (best effort)")
+      .def("withdraw", [](PyElastic& e) {
+        ReleaseGil release;
+        e.session->Withdraw();
+      }, "Out of the job now, as if this worker had died: the others switch without it");
 }
 
 }  // namespace frugal::python

@@ -119,6 +119,8 @@ class ElasticSession {
   // This worker leaves at the gate that just switched (it asked, or was asked).
   bool leaving() const { return leave_sent_ || membership_->leave_requested(); }
   void Done() { membership_->Done(); }
+  // Out of the job now, as a death: the others switch without it.
+  void Withdraw() { membership_->Withdraw(); }
 
  private:
   struct Snapshot {

@@ -99,6 +99,10 @@ void MembershipClient::OnAbort(std::function<void(const Status& why)> callback) 
   impl_->on_abort = std::move(callback);
 }
 
+void MembershipClient::Withdraw() {
+  (void)impl_->Request(json{{"op", "withdraw"}, {"id", impl_->id}}, std::chrono::milliseconds(2000));
+}
+
 Status MembershipClient::RequestLeave() {
   FRUGAL_ASSIGN_OR_RETURN(std::string reply, impl_->Request(json{{"op", "leave"}, {"id", impl_->id}}, impl_->options.timeout));
   json rep = json::parse(reply, nullptr, false);

@@ -52,6 +52,15 @@ bool MembershipServer::Impl::HostRefuses(Member& m, Clock::time_point now) {
   return answer == PeerProbe::Answer::kRefused;
 }
 
+void MembershipServer::Impl::MarkLost(Member& m, const std::string& why) {
+  m.gone = true;
+  m.probe->Reset();
+  Log("worker " + m.id + " (rank " + std::to_string(m.info.rank) + ") lost: " + why);
+  regs.erase(std::remove_if(regs.begin(), regs.end(), [&](const Registration& r) { return r.id == m.id; }),
+             regs.end());
+  if (!m.leaving) WantChange(true);
+}
+
 void MembershipServer::Impl::CheckLiveness() {
   const auto now = clock().Now();
   if (recovering && now >= recover_deadline) FinishRecovery();  // Note [Coordinator restart]
@@ -71,12 +80,7 @@ void MembershipServer::Impl::CheckLiveness() {
     } else {
       continue;
     }
-    m.gone = true;
-    m.probe->Reset();
-    Log("worker " + m.id + " (rank " + std::to_string(m.info.rank) + ") lost: " + why);
-    regs.erase(std::remove_if(regs.begin(), regs.end(), [&](const Registration& r) { return r.id == m.id; }),
-               regs.end());
-    if (!m.leaving) WantChange(true);
+    MarkLost(m, why);
   }
   for (auto it = joiner_seen.begin(); it != joiner_seen.end();) {
     if (now - it->second <= options.heartbeat_timeout) {

@@ -303,6 +303,16 @@ json MembershipServer::Impl::HandleControl(const std::string& op, const json& re
     }
     return json{{"ok", true}};
   }
+  if (op == "withdraw") {
+    // A worker that cannot go on in the generation (a script rolled back
+    // past the end of its loop, Note [Finishing an elastic script] in
+    // python/frugal/_model.py): lost now, as a dead one, so the others'
+    // waits on it end at once instead of at their timeout.
+    Member* m = Find(req.value("id", std::string()));
+    if (m == nullptr) return json{{"error", "unknown worker"}};
+    if (!m->gone) MarkLost(*m, "it withdrew");
+    return json{{"ok", true}};
+  }
   if (op == "stop") {
     stop = true;
     Log("stop requested");
@@ -332,7 +342,7 @@ json MembershipServer::Impl::HandleControl(const std::string& op, const json& re
     Log("resize to " + std::to_string(want) + " workers");
     return json{{"ok", true}};
   }
-  return json{{"error", "unknown op '" + op + "' (register, heartbeat, leave, done, status, resize, stop)"}};
+  return json{{"error", "unknown op '" + op + "' (register, heartbeat, leave, withdraw, done, status, resize, stop)"}};
 }
 
 json MembershipServer::Impl::StatusJson() const {

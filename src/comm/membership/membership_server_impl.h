@@ -104,6 +104,9 @@ struct MembershipServer::Impl {
   bool Adopt(const membership_wire::Heartbeat& hb, const std::string& key);
   void FinishRecovery();
   void CheckLiveness();
+  // m is lost (its process died, or it withdrew): out of the next
+  // generation; the others abort their waits on it unless it was leaving.
+  void MarkLost(Member& m, const std::string& why);
   // Probes a silent member's host; true once it refused (Note [Silent members]).
   bool HostRefuses(Member& m, Clock::time_point now);
   bool TryForm();

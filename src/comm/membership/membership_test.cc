@@ -223,6 +223,27 @@ TEST(MembershipTest, ASilentMemberIsLostAndTheOthersAreToldToAbort) {
   EXPECT_EQ(t2[0]->world_size(), 2);
 }
 
+// A member that withdraws (a script rolled back past the end of its loop)
+// is lost at once, long before any heartbeat timeout, although its process
+// and heartbeats go on; the others abort and form the next generation.
+TEST(MembershipTest, AWithdrawnMemberIsLostAtOnceAndTheOthersAreToldToAbort) {
+  Coordinator co(3, /*min_workers=*/2, /*heartbeat_timeout=*/30s);
+  std::vector<std::unique_ptr<MembershipClient>> cs;
+  for (int i = 0; i < 3; ++i) cs.push_back(NewClient(co.server->endpoint()));
+  std::vector<std::unique_ptr<Transport>> t1;
+  RegisterAll({cs[0].get(), cs[1].get(), cs[2].get()}, {{}, {}, {}}, &t1);
+  std::atomic<int> aborts{0};
+  cs[0]->OnAbort([&](const Status&) { ++aborts; });
+  cs[2]->Withdraw();
+  ASSERT_TRUE(WaitFor([&] { return aborts.load() == 1 && cs[1]->pending() == 2; }, 5s));
+  EXPECT_NE(co.LostLine().find("it withdrew"), std::string::npos) << co.LostLine();
+  t1.clear();
+  std::vector<std::unique_ptr<Transport>> t2;
+  auto g2 = RegisterAll({cs[0].get(), cs[1].get()}, {{5}, {5}}, &t2);
+  EXPECT_EQ(g2[0].number, 2);
+  EXPECT_EQ(t2[0]->world_size(), 2);
+}
+
 // Note [Silent members]: a member whose heartbeats stop while its host
 // still accepts connections to its port (as behind a link that lost only
 // some traffic) is not declared dead at the heartbeat timeout but at the

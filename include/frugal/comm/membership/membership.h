@@ -146,6 +146,9 @@ class MembershipClient {
   // This worker wants to leave (SIGTERM): tells the server, which forms a
   // generation without it.
   Status RequestLeave();
+  // Leaves the job at once as if this process had died: the others' waits
+  // on it fail now and a new generation forms without it (best effort).
+  void Withdraw();
   // This worker finished the run (or left): tells the server, best effort.
   void Done();
 
