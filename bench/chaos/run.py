@@ -35,6 +35,7 @@ Example:
   bench/chaos/run.py --frugal build/frugal --mode changes --out build/bench/chaos/changes.json
 """
 import argparse
+import glob
 import json
 import os
 import random
@@ -80,25 +81,30 @@ class Script:
         self.run_flags = ["--heartbeat-timeout-s", str(args.heartbeat_s), "--threads", "1"]
         self.command = [args.python, os.path.join(HERE, "script.py"), "--run-dir",
                         os.path.join(args.runs, run_name), "--epochs", str(args.epochs),
-                        "--global-batch", str(args.global_batch or 256)]
+                        "--global-batch", str(args.global_batch or 256), "--trace"]
+
+
+def children(pid):
+    """The child processes of pid (each belongs to the thread that started it)."""
+    out = []
+    try:
+        for task in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                out += [int(c) for c in f.read().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return out
 
 
 def signal_worker(p, sig):
-    """Sends sig to the training process of worker p: p itself (frugal
-    worker), or the script that p (frugal run) started."""
-    pids = [p.pid]
-    while pids:
-        pid = pids.pop()
-        try:
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                if b"script.py" in f.read():
-                    os.kill(pid, sig)
-                    return
-            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-                pids += [int(c) for c in f.read().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    p.send_signal(sig)
+    """Sends sig to the training process of worker p: the script that p
+    (frugal run) started, or p itself (frugal worker, which has no child)."""
+    kids = children(p.pid)
+    if kids:
+        for kid in kids:
+            os.kill(kid, sig)
+    else:
+        p.send_signal(sig)
 
 
 def named(args, run_args, run_name):
@@ -150,7 +156,8 @@ def running(s):
     return [m for m in s["members"] if m["state"] == "running"] if s else []
 
 
-def wait_progress(frugal, endpoint, generation, beyond, limit_s=600, hosts=LOOPBACK, seen_generation=None):
+def wait_progress(frugal, endpoint, generation, beyond, limit_s=600, hosts=LOOPBACK, seen_generation=None,
+                  workers=()):
     """Waits until every running member of `generation` reported an iteration > beyond; returns the time.
     seen_generation, if given, gets the time the coordinator first showed `generation`."""
     deadline = time.time() + limit_s
@@ -161,6 +168,8 @@ def wait_progress(frugal, endpoint, generation, beyond, limit_s=600, hosts=LOOPB
             seen_generation.append(time.time())
         if s and s["generation"] >= generation and ms and min(m["iteration"] for m in ms) > beyond:
             return time.time(), s
+        if workers and all(w.poll() is not None for w in workers):
+            raise RuntimeError("every worker exited: " + " | ".join(w.stderr.read()[-300:] for w in workers))
         time.sleep(0.05)
     raise RuntimeError("no progress beyond iteration %d in generation %d" % (beyond, generation))
 
@@ -169,7 +178,7 @@ def change_costs(args, run_args, hosts=LOOPBACK):
     co, ep = start_coordinator(args.frugal, 3, 2, args.heartbeat_s, hosts)
     workers = [start_worker(args.frugal, ep, run_args, hosts=hosts, host=h) for h in range(3)]
     results = []
-    _, s = wait_progress(args.frugal, ep, 1, 30, hosts=hosts)
+    _, s = wait_progress(args.frugal, ep, 1, 30, hosts=hosts, workers=workers)
     for kind in ("kill", "join", "leave"):
         before = max(m["iteration"] for m in running(s))
         gen = s["generation"]
@@ -184,17 +193,17 @@ def change_costs(args, run_args, hosts=LOOPBACK):
             signal_worker(victim, signal.SIGTERM)
         # The restore point is at most `before`; wait for progress beyond it in the next generation.
         seen = []
-        t1, s = wait_progress(args.frugal, ep, gen + 1, before, hosts=hosts, seen_generation=seen)
+        t1, s = wait_progress(args.frugal, ep, gen + 1, before, hosts=hosts, seen_generation=seen, workers=workers)
         after = s["generation"]
         # stall_s: from the disturbance (for a join: the joiner's start, while
         # the others train on); formed_to_progress_s: from the coordinator
         # first showing the new generation until every member trains in it
         # (the state transfer to a joiner included).
-        results.append({"change": kind, "stall_s": round(t1 - t0, 2),
+        results.append({"change": kind, "at": t0, "stall_s": round(t1 - t0, 2),
                         "formed_to_progress_s": round(t1 - seen[0], 2) if seen else None,
                         "iteration_at_change": before, "generation": after, "workers": len(running(s))})
         print(json.dumps(results[-1]), flush=True)
-        _, s = wait_progress(args.frugal, ep, after, before + 20, hosts=hosts)
+        _, s = wait_progress(args.frugal, ep, after, before + 20, hosts=hosts, workers=workers)
     for w in workers:
         if w.poll() is None:
             w.wait(timeout=900)
@@ -214,7 +223,41 @@ def change_costs(args, run_args, hosts=LOOPBACK):
         # loss) until the new one was ready; the join's stall_s above also
         # counts the joiner's own start-up, while the others kept training.
         r["switch_s"] = round(sw, 3) if sw is not None else None
+    if isinstance(run_args, Script):
+        step_stalls(results, os.path.join(args.runs, "changes"))
+    for r in results:
+        del r["at"]
     return results
+
+
+def step_stalls(results, run_dir):
+    """--script: what each change cost the workers that were there before
+    and after it, from the scripts' own step times (steps-PID.txt:
+    iteration, wall time, generation), without the status polls' latency:
+    gap_s, the longest time between a worker's last step in the old
+    generation and its first in the new one; lost_s, that less one ordinary
+    step (step_s: the median of each worker's last 30 step times before the
+    change) plus the iterations redone at step_s: the training time the
+    change cost."""
+    workers = []
+    for path in glob.glob(os.path.join(run_dir, "steps-*.txt")):
+        with open(path) as f:
+            workers.append([(float(w), int(g)) for _, w, g in (line.split() for line in f if line.strip())])
+    for r in results:
+        gaps, around = [], []
+        for steps in workers:
+            before = [w for w, _ in steps if w < r["at"]][-31:]
+            gaps += [b - a for a, b in zip(before, before[1:])]
+            old = [w for w, g in steps if g < r["generation"]]
+            new = [w for w, g in steps if g >= r["generation"]]
+            if old and new:
+                around.append(new[0] - old[-1])
+        gaps.sort()
+        step_s = gaps[len(gaps) // 2] if gaps else 0.0
+        if around:
+            r["gap_s"] = round(max(around), 2)
+            r["lost_s"] = round(max(0.0, max(around) - step_s) + r.get("iterations_redone", 0) * step_s, 2)
+            r["step_s"] = round(step_s, 3)
 
 
 def final_accuracy(metrics_path):

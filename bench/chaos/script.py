@@ -19,6 +19,7 @@ import argparse
 import math
 import os
 import sys
+import time
 
 import torch
 
@@ -47,6 +48,8 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=100)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--trace", action="store_true",
+                   help="append 'iteration wall_time generation' after every step to RUN_DIR/steps-PID.txt")
     args = p.parse_args(argv)
     x_train, y_train, x_test, y_test = load_fashion_mnist(args.data_dir)
     frugal.init()
@@ -60,6 +63,8 @@ def main(argv=None):
     model = frugal.DistributedModel(net, optimizer=opt, scheduler=sched, run_dir=args.run_dir, total_steps=total,
                                     log_every=20, quiet=True)
     loss_fn = torch.nn.CrossEntropyLoss()
+    os.makedirs(args.run_dir, exist_ok=True)
+    trace = open(os.path.join(args.run_dir, "steps-%d.txt" % os.getpid()), "a", buffering=1) if args.trace else None
     while model.iteration < total and not model.left:
         t = model.iteration
         epoch, i = divmod(t, per_epoch)
@@ -68,6 +73,8 @@ def main(argv=None):
         loss = loss_fn(model(x_train[mine]), y_train[mine])
         loss.backward()
         model.step(loss=loss)
+        if trace is not None:
+            trace.write("%d %.4f %d\n" % (t, time.time(), model.generation))
         opt.zero_grad(set_to_none=True)
         sched.step()
     model.finish()

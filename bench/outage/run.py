@@ -8,7 +8,9 @@ and one `frugal worker` per host train the mlp; once rank 0 has trained
 then up again. Each scenario (sync mode x elastic or not x outage length)
 records how the run ended: every worker's exit status, its first error line,
 the world size each worker ended in (elastic: the coordinator's "lost" lines),
-and the wall time compared with the same run without an outage.
+and the wall time compared with the same run without an outage. --script
+runs an own script instead (bench/python_path/script.py: the same mlp through
+frugal.DistributedModel, one `frugal run --workers 1 [--elastic]` per host).
 
 Needs root (network namespaces). Example:
   bench/outage/run.py --frugal build/frugal --outage-s 5 20 40 --out build/bench/outage/after.json
@@ -32,6 +34,7 @@ from harness.frugal import FrugalJob  # noqa: E402
 from harness.procs import ProcessGroup, free_port  # noqa: E402
 from harness.testbed import Testbed, hold_testbed_lock  # noqa: E402
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 WAN_NAMESPACE = "fgtb-ra"
 WAN_DEVICE = "wan"
 
@@ -80,9 +83,26 @@ def longest_stall(log_dir):
 def first_error(log_path):
     with open(log_path, errors="replace") as f:
         for line in f:
-            if re.search(r"error|failed|Unavailable|Timeout|lost", line, re.I) and "frugal worker: " in line:
+            if re.search(r"error|failed|Unavailable|Timeout|lost", line, re.I) and (
+                    "frugal worker: " in line or "frugal run: " in line or "Error: " in line):
                 return line.strip()[:300]
     return ""
+
+
+def script_command(args, tb, job, rank, sync, elastic, out_dir):
+    """One `frugal run --workers 1` of bench/python_path/script.py on testbed
+    host `rank`, with the settings frugal worker gets in run_scenario."""
+    host = tb.hosts[rank]
+    cmd = tb.prefix(rank) + [args.frugal, "run", "--workers", "1", "--coordinator", job.coordinator, "--insecure",
+                             "--cluster", host.cluster, "--listen", "tcp://%s:*" % host.address, "--threads", "1"]
+    if args.link_grace_s is not None:
+        cmd += ["--link-grace-s", str(args.link_grace_s)]
+    if elastic:
+        cmd += ["--elastic"]
+    cmd += ["--", "/usr/bin/python3", os.path.join(HERE, "..", "python_path", "script.py"), "--model", "mlp",
+            "--sync", sync, "--steps", str(args.steps), "--run-dir", os.path.join(out_dir, "runs", "outage"),
+            "--log-every", "1"]
+    return cmd + (["--density", "0.03"] if sync == "step" else ["--local-steps", "10"])
 
 
 def run_scenario(args, tb, sync, elastic, outage_s, out_dir):
@@ -108,8 +128,13 @@ def run_scenario(args, tb, sync, elastic, outage_s, out_dir):
         procs.start(coordinator, os.path.join(out_dir, "coordinator.log"), daemon=True)
         time.sleep(0.3)
         started = time.time()
-        workers = [procs.start(job.worker_command(r, worker_args), os.path.join(out_dir, "rank%d.log" % r))
-                   for r in range(job.world)]
+        if args.script:
+            env = dict(os.environ, PYTHONPATH=os.path.abspath(args.python_path), OMP_NUM_THREADS="1")
+            workers = [procs.start(script_command(args, tb, job, r, sync, elastic, out_dir),
+                                   os.path.join(out_dir, "rank%d.log" % r), env=env) for r in range(job.world)]
+        else:
+            workers = [procs.start(job.worker_command(r, worker_args), os.path.join(out_dir, "rank%d.log" % r))
+                       for r in range(job.world)]
 
         def cut():
             while time.time() - started < args.limit_s and rank0_steps(out_dir) < args.outage_after_steps:
@@ -162,6 +187,9 @@ def main():
     ap.add_argument("--worker-args", nargs=argparse.REMAINDER, default=[],
                     help="more frugal worker flags (last on the line)")
     ap.add_argument("--coordinator-args", nargs="*", default=[], help="more frugal coordinator flags")
+    ap.add_argument("--script", action="store_true",
+                    help="an own script (bench/python_path/script.py) under frugal run instead of frugal worker")
+    ap.add_argument("--python-path", default="build/python", help="--script: where the frugal package is")
     ap.add_argument("--out")
     ap.add_argument("--label", default="", help="a name for this set of runs in the table")
     ap.add_argument("--check", action="store_true")

@@ -88,6 +88,8 @@ def main(argv=None):
     p.add_argument("--run-dir", required=True)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--density", type=float, help="sync=step: the density (default: the model's)")
+    p.add_argument("--local-steps", type=int, help="sync=local: steps per round (default: the model's)")
     args = p.parse_args(argv)
     world = frugal.init()
     torch.set_num_threads(args.threads)  # after init, which applies frugal run's per-host share
@@ -96,6 +98,10 @@ def main(argv=None):
     # frugal train's defaults: SGD lr 0.05, momentum 0.9, warm-up 100 then cosine.
     hyper = dict(lr=0.05, momentum=0.9)
     common = dict(sync=args.sync, run_dir=args.run_dir, log_every=args.log_every, total_steps=args.steps)
+    if args.density is not None:
+        common["density"] = args.density
+    if args.local_steps is not None:
+        common["local_steps"] = args.local_steps
     if args.optimizer == "torch":
         opt = torch.optim.SGD(net.parameters(), **hyper)
         model = frugal.DistributedModel(net, optimizer=opt, **common)
@@ -104,7 +110,8 @@ def main(argv=None):
         model = frugal.DistributedModel(net, optimizer="sgd", **common, **hyper)
     x, y = batches(args.model, args.batch_size, world.rank)
     loss_fn = torch.nn.CrossEntropyLoss()
-    for step in range(args.steps):
+    while model.iteration < args.steps and not model.left:  # also an elastic job (frugal run --elastic)
+        step = model.iteration
         loss = loss_fn(model(x[step % 16]), y[step % 16])
         loss.backward()
         model.step(loss=loss)

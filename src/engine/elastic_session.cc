@@ -153,6 +153,7 @@ Result<int64_t> ElasticSession::SendToJoiners(
 
 bool ElasticSession::AwaitChange() {
   const Clock::time_point deadline = clock_.Now() + 2 * heartbeat_timeout_ + std::chrono::seconds(2);
+  if (membership_->pending() <= generation_.number) membership_->AskToProbe();
   while (clock_.Now() < deadline) {
     if (membership_->pending() > generation_.number) return true;
     clock_.SleepFor(std::chrono::milliseconds(20));

@@ -99,6 +99,10 @@ void MembershipClient::OnAbort(std::function<void(const Status& why)> callback) 
   impl_->on_abort = std::move(callback);
 }
 
+void MembershipClient::AskToProbe() {
+  (void)impl_->Request(json{{"op", "probe"}, {"id", impl_->id}}, std::chrono::milliseconds(1000));
+}
+
 void MembershipClient::Withdraw() {
   (void)impl_->Request(json{{"op", "withdraw"}, {"id", impl_->id}}, std::chrono::milliseconds(2000));
 }

@@ -39,6 +39,16 @@ using nlohmann::json;
 // means the process is gone, and it is lost at once; otherwise it is lost
 // only once it has been silent for the link grace. Its heartbeats, queued
 // by its ZeroMQ socket through the outage, arrive when the link is back.
+//
+// The heartbeat timeout is most of what a SIGKILL costs the others, and a
+// survivor usually knows sooner: its transport saw the peer's connection
+// drop and its host refuse (Note [Dead process or broken link]), and its
+// wait failed. Its session then asks the coordinator to probe ("probe"):
+// every member becomes a suspect, probed once it has missed a heartbeat
+// (kSuspectSilence) instead of after heartbeat_timeout. A live suspect's
+// next heartbeat clears it, and a probe of a live process is accepted, so a
+// false suspicion costs one TCP connect.
+constexpr std::chrono::milliseconds kSuspectSilence{400};
 bool MembershipServer::Impl::HostRefuses(Member& m, Clock::time_point now) {
   PeerProbe& probe = *m.probe;
   if (!probe.started()) {
@@ -67,7 +77,8 @@ void MembershipServer::Impl::CheckLiveness() {
   for (Member& m : members) {
     if (m.gone || m.done) continue;
     const auto silent = now - m.last_seen;
-    if (silent <= options.heartbeat_timeout) {
+    const bool suspected = m.suspect && silent > kSuspectSilence;
+    if (silent <= options.heartbeat_timeout && !suspected) {
       m.probe->Reset();
       continue;
     }
@@ -75,7 +86,8 @@ void MembershipServer::Impl::CheckLiveness() {
     if (silent > std::max(options.link_grace, options.heartbeat_timeout)) {
       why = "no heartbeat for the link grace of " + std::to_string(options.link_grace.count()) + " ms";
     } else if (HostRefuses(m, now)) {
-      why = "no heartbeat for " + std::to_string(options.heartbeat_timeout.count()) +
+      why = "no heartbeat for " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
             " ms, and its host refuses connections to it (process died)";
     } else {
       continue;

@@ -189,6 +189,7 @@ json MembershipServer::Impl::HandleHeartbeat(const json& req, const std::string&
   json reply{{"generation", generation}, {"pending", pending}, {"abort", abort}, {"stop", stop}};
   if (Member* m = Find(hb.id); m != nullptr && !m->gone) {
     m->last_seen = clock().Now();
+    m->suspect = false;
     m->iteration = hb.iteration;
     reply["leave"] = m->leaving;
     return reply;
@@ -303,6 +304,10 @@ json MembershipServer::Impl::HandleControl(const std::string& op, const json& re
     }
     return json{{"ok", true}};
   }
+  if (op == "probe") {  // a wait on the generation failed (Note [Silent members])
+    for (Member& m : members) m.suspect = !m.gone && !m.done;
+    return json{{"ok", true}};
+  }
   if (op == "withdraw") {
     // A worker that cannot go on in the generation (a script rolled back
     // past the end of its loop, Note [Finishing an elastic script] in
@@ -342,7 +347,7 @@ json MembershipServer::Impl::HandleControl(const std::string& op, const json& re
     Log("resize to " + std::to_string(want) + " workers");
     return json{{"ok", true}};
   }
-  return json{{"error", "unknown op '" + op + "' (register, heartbeat, leave, withdraw, done, status, resize, stop)"}};
+  return json{{"error", "unknown op '" + op + "' (register, heartbeat, leave, withdraw, probe, done, status, resize, stop)"}};
 }
 
 json MembershipServer::Impl::StatusJson() const {

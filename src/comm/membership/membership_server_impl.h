@@ -35,6 +35,9 @@ struct Member {
   bool leaving = false;  // asked to leave; not in the next generation
   bool done = false;     // finished or left
   bool gone = false;     // declared dead
+  // A peer's wait on the generation failed: probe it as soon as it misses
+  // a heartbeat, not after heartbeat_timeout (Note [Silent members]).
+  bool suspect = false;
   // While silent: probes of its transport's port (Note [Silent members]).
   std::shared_ptr<PeerProbe> probe = std::make_shared<PeerProbe>();
   Clock::time_point next_probe;

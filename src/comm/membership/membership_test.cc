@@ -223,6 +223,29 @@ TEST(MembershipTest, ASilentMemberIsLostAndTheOthersAreToldToAbort) {
   EXPECT_EQ(t2[0]->world_size(), 2);
 }
 
+// Note [Silent members]: after a survivor's failed wait ("probe"), a dead
+// member is probed once it misses a heartbeat and lost at once, although
+// the heartbeat timeout is 30 s; the live ones, also suspects, are kept.
+TEST(MembershipTest, AProbeAfterAFailedWaitFindsTheDeadMemberBeforeTheHeartbeatTimeout) {
+  Coordinator co(3, /*min_workers=*/2, /*heartbeat_timeout=*/30s);
+  std::vector<std::unique_ptr<MembershipClient>> cs;
+  for (int i = 0; i < 3; ++i) cs.push_back(NewClient(co.server->endpoint()));
+  std::vector<std::unique_ptr<Transport>> t1;
+  RegisterAll({cs[0].get(), cs[1].get(), cs[2].get()}, {{}, {}, {}}, &t1);
+  std::atomic<int> aborts{0};
+  cs[0]->OnAbort([&](const Status&) { ++aborts; });
+  cs[2].reset();  // the process dies
+  t1[2].reset();
+  cs[0]->AskToProbe();
+  ASSERT_TRUE(WaitFor([&] { return aborts.load() == 1 && cs[1]->pending() == 2; }, 5s));
+  EXPECT_NE(co.LostLine().find("refuses connections"), std::string::npos) << co.LostLine();
+  t1.clear();
+  std::vector<std::unique_ptr<Transport>> t2;
+  auto g2 = RegisterAll({cs[0].get(), cs[1].get()}, {{5}, {5}}, &t2);
+  EXPECT_EQ(g2[0].number, 2);
+  EXPECT_EQ(t2[0]->world_size(), 2);  // the two live suspects stayed
+}
+
 // A member that withdraws (a script rolled back past the end of its loop)
 // is lost at once, long before any heartbeat timeout, although its process
 // and heartbeats go on; the others abort and form the next generation.

@@ -149,6 +149,10 @@ class MembershipClient {
   // Leaves the job at once as if this process had died: the others' waits
   // on it fail now and a new generation forms without it (best effort).
   void Withdraw();
+  // After a failed wait on the generation: asks the coordinator to probe
+  // the members that stopped beating now rather than after the heartbeat
+  // timeout (best effort).
+  void AskToProbe();
   // This worker finished the run (or left): tells the server, best effort.
   void Done();
 
