@@ -144,6 +144,9 @@ def coordinator():
     write("coordinator", "adopt", b"\x01\x00\x00" + b'\x00{"op":"heartbeat","id":"w0","generation":4,"iteration":9,'
           b'"member":{"rank":0,"endpoint":"tcp://h:1","cluster":"a"}}\n\x01{"op":"status"}')
     write("coordinator", "lost", b"\x01\x00\x01" + b"\n".join(form + [beat(0, "w0", 1)]))
+    write("coordinator", "probe_withdraw", b"\x01\x00\x00" + b"\n".join(form + [
+        beat(0, "w0", 3), b'\x00{"op":"probe","id":"w0"}', b'\x01{"op":"withdraw","id":"w1"}',
+        b'\x01{"op":"withdraw","id":"nobody"}', reg(0, "w0", -1, snaps="[1]")]))
     # A restarted coordinator (Note [Coordinator restart]): heartbeats that
     # carry their member's entry and world size, a join held meanwhile.
     def member_beat(client, wid, rank, world=3, gen=4):
