@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -202,69 +203,64 @@ TEST(MembershipTest, AJoinAtTheEndIsToldTheJobFinishedAndTheJobSucceeds) {
   EXPECT_TRUE(served.ok()) << served.ToString();
 }
 
-TEST(MembershipTest, ASilentMemberIsLostAndTheOthersAreToldToAbort) {
-  Coordinator co(3, /*min_workers=*/2, /*heartbeat_timeout=*/300ms);
-  std::vector<std::unique_ptr<MembershipClient>> cs;
+// Three members form generation 1 on a coordinator with heartbeat_timeout;
+// `lose` makes the third one lost (its process dies, or it withdraws). The
+// first two must be told to abort within `limit`, the coordinator's lost
+// line must contain `why`, and they form generation 2 from their snapshots
+// `snaps`, which is returned with its world size.
+using Clients = std::vector<std::unique_ptr<MembershipClient>>;
+using Transports = std::vector<std::unique_ptr<Transport>>;
+std::pair<Generation, int> LoseTheThird(std::chrono::milliseconds heartbeat_timeout,
+                                        const std::function<void(Clients&, Transports&)>& lose, const std::string& why,
+                                        std::vector<std::vector<int64_t>> snaps, std::chrono::milliseconds limit) {
+  Coordinator co(3, /*min_workers=*/2, heartbeat_timeout);
+  Clients cs;
   for (int i = 0; i < 3; ++i) cs.push_back(NewClient(co.server->endpoint()));
-  std::vector<std::unique_ptr<Transport>> t1;
+  Transports t1;
   RegisterAll({cs[0].get(), cs[1].get(), cs[2].get()}, {{}, {}, {}}, &t1);
   std::atomic<int> aborts{0};
   cs[0]->OnAbort([&](const Status&) { ++aborts; });
-  cs[2].reset();  // the process dies: its heartbeats stop and its port is closed
-  t1[2].reset();
-  ASSERT_TRUE(WaitFor([&] { return aborts.load() == 1 && cs[1]->pending() == 2; }));
-  EXPECT_NE(co.LostLine().find("refuses connections"), std::string::npos) << co.LostLine();
+  lose(cs, t1);
+  EXPECT_TRUE(WaitFor([&] { return aborts.load() == 1 && cs[1]->pending() == 2; }, limit));
+  EXPECT_NE(co.LostLine().find(why), std::string::npos) << co.LostLine();
   t1.clear();
-  std::vector<std::unique_ptr<Transport>> t2;
-  auto g2 = RegisterAll({cs[0].get(), cs[1].get()}, {{5, 10}, {5}}, &t2);
-  EXPECT_EQ(g2[0].number, 2);
-  EXPECT_EQ(g2[0].restore, 5);  // the newest snapshot both survivors hold
-  EXPECT_TRUE(g2[0].joined.empty());
-  EXPECT_EQ(t2[0]->world_size(), 2);
+  Transports t2;
+  auto g2 = RegisterAll({cs[0].get(), cs[1].get()}, std::move(snaps), &t2);
+  return {g2[0], t2[0] != nullptr ? t2[0]->world_size() : 0};
+}
+
+TEST(MembershipTest, ASilentMemberIsLostAndTheOthersAreToldToAbort) {
+  auto [g2, world] = LoseTheThird(300ms, [](Clients& cs, Transports& t1) {
+    cs[2].reset();  // the process dies: its heartbeats stop and its port is closed
+    t1[2].reset();
+  }, "refuses connections", {{5, 10}, {5}}, 10s);
+  EXPECT_EQ(g2.number, 2);
+  EXPECT_EQ(g2.restore, 5);  // the newest snapshot both survivors hold
+  EXPECT_TRUE(g2.joined.empty());
+  EXPECT_EQ(world, 2);
 }
 
 // Note [Silent members]: after a survivor's failed wait ("probe"), a dead
 // member is probed once it misses a heartbeat and lost at once, although
 // the heartbeat timeout is 30 s; the live ones, also suspects, are kept.
 TEST(MembershipTest, AProbeAfterAFailedWaitFindsTheDeadMemberBeforeTheHeartbeatTimeout) {
-  Coordinator co(3, /*min_workers=*/2, /*heartbeat_timeout=*/30s);
-  std::vector<std::unique_ptr<MembershipClient>> cs;
-  for (int i = 0; i < 3; ++i) cs.push_back(NewClient(co.server->endpoint()));
-  std::vector<std::unique_ptr<Transport>> t1;
-  RegisterAll({cs[0].get(), cs[1].get(), cs[2].get()}, {{}, {}, {}}, &t1);
-  std::atomic<int> aborts{0};
-  cs[0]->OnAbort([&](const Status&) { ++aborts; });
-  cs[2].reset();  // the process dies
-  t1[2].reset();
-  cs[0]->AskToProbe();
-  ASSERT_TRUE(WaitFor([&] { return aborts.load() == 1 && cs[1]->pending() == 2; }, 5s));
-  EXPECT_NE(co.LostLine().find("refuses connections"), std::string::npos) << co.LostLine();
-  t1.clear();
-  std::vector<std::unique_ptr<Transport>> t2;
-  auto g2 = RegisterAll({cs[0].get(), cs[1].get()}, {{5}, {5}}, &t2);
-  EXPECT_EQ(g2[0].number, 2);
-  EXPECT_EQ(t2[0]->world_size(), 2);  // the two live suspects stayed
+  auto [g2, world] = LoseTheThird(30s, [](Clients& cs, Transports& t1) {
+    cs[2].reset();  // the process dies
+    t1[2].reset();
+    cs[0]->AskToProbe();
+  }, "refuses connections", {{5}, {5}}, 5s);
+  EXPECT_EQ(g2.number, 2);
+  EXPECT_EQ(world, 2);  // the two live suspects stayed
 }
 
 // A member that withdraws (a script rolled back past the end of its loop)
 // is lost at once, long before any heartbeat timeout, although its process
 // and heartbeats go on; the others abort and form the next generation.
 TEST(MembershipTest, AWithdrawnMemberIsLostAtOnceAndTheOthersAreToldToAbort) {
-  Coordinator co(3, /*min_workers=*/2, /*heartbeat_timeout=*/30s);
-  std::vector<std::unique_ptr<MembershipClient>> cs;
-  for (int i = 0; i < 3; ++i) cs.push_back(NewClient(co.server->endpoint()));
-  std::vector<std::unique_ptr<Transport>> t1;
-  RegisterAll({cs[0].get(), cs[1].get(), cs[2].get()}, {{}, {}, {}}, &t1);
-  std::atomic<int> aborts{0};
-  cs[0]->OnAbort([&](const Status&) { ++aborts; });
-  cs[2]->Withdraw();
-  ASSERT_TRUE(WaitFor([&] { return aborts.load() == 1 && cs[1]->pending() == 2; }, 5s));
-  EXPECT_NE(co.LostLine().find("it withdrew"), std::string::npos) << co.LostLine();
-  t1.clear();
-  std::vector<std::unique_ptr<Transport>> t2;
-  auto g2 = RegisterAll({cs[0].get(), cs[1].get()}, {{5}, {5}}, &t2);
-  EXPECT_EQ(g2[0].number, 2);
-  EXPECT_EQ(t2[0]->world_size(), 2);
+  auto [g2, world] = LoseTheThird(30s, [](Clients& cs, Transports&) { cs[2]->Withdraw(); }, "it withdrew",
+                                  {{5}, {5}}, 5s);
+  EXPECT_EQ(g2.number, 2);
+  EXPECT_EQ(world, 2);
 }
 
 // Note [Silent members]: a member whose heartbeats stop while its host
@@ -319,7 +315,9 @@ TEST(MembershipTest, ResizeAsksTheHighestRanksToLeaveAndControlErrorsAreClear) {
   }
   ASSERT_TRUE(WaitFor([&] { return cs[leaver]->leave_requested(); }));
   for (int i = 0; i < 3; ++i) {
-    if (i != leaver) EXPECT_FALSE(cs[i]->leave_requested());
+    if (i != leaver) {
+      EXPECT_FALSE(cs[i]->leave_requested());
+    }
   }
   // The leaver's registration is refused as "left"; the others form g2.
   t1.clear();
