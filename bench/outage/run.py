@@ -99,6 +99,7 @@ def script_command(args, tb, job, rank, sync, elastic, out_dir):
         cmd += ["--link-grace-s", str(args.link_grace_s)]
     if elastic:
         cmd += ["--elastic"]
+    cmd += list(args.run_args)
     cmd += ["--", "/usr/bin/python3", os.path.join(HERE, "..", "python_path", "script.py"), "--model", "mlp",
             "--sync", sync, "--steps", str(args.steps), "--run-dir", os.path.join(out_dir, "runs", "outage"),
             "--log-every", "1"]
@@ -190,6 +191,7 @@ def main():
     ap.add_argument("--script", action="store_true",
                     help="an own script (bench/python_path/script.py) under frugal run instead of frugal worker")
     ap.add_argument("--python-path", default="build/python", help="--script: where the frugal package is")
+    ap.add_argument("--run-args", nargs="*", default=[], help="--script: more frugal run flags")
     ap.add_argument("--out")
     ap.add_argument("--label", default="", help="a name for this set of runs in the table")
     ap.add_argument("--check", action="store_true")
