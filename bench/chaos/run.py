@@ -208,13 +208,17 @@ def change_costs(args, run_args, hosts=LOOPBACK):
         if w.poll() is None:
             w.wait(timeout=900)
     co.wait(timeout=120)
-    restores = [int(x) for x in re.findall(r"restoring the state of iteration (\d+)", co.stderr.read())]
+    log = co.stderr.read()
+    restores = [int(x) for x in re.findall(r"restoring the state of iteration (\d+)", log)]
+    lost = re.findall(r"lost: (.*)", log)
     switches = []
     with open(os.path.join(args.runs, "changes", "metrics.jsonl")) as f:
         for line in f:
             rec = json.loads(line)
             if rec.get("event") == "generation":
                 switches.append(rec.get("switch_s"))
+    if lost:
+        next(r for r in results if r["change"] == "kill")["coordinator_says"] = lost[0]
     for r, rest, sw in zip(results, restores, switches):
         r["restored_iteration"] = rest
         r["iterations_redone"] = max(0, r["iteration_at_change"] - rest)

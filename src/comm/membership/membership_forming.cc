@@ -44,11 +44,10 @@ using nlohmann::json;
 // survivor usually knows sooner: its transport saw the peer's connection
 // drop and its host refuse (Note [Dead process or broken link]), and its
 // wait failed. Its session then asks the coordinator to probe ("probe"):
-// every member becomes a suspect, probed once it has missed a heartbeat
-// (kSuspectSilence) instead of after heartbeat_timeout. A live suspect's
-// next heartbeat clears it, and a probe of a live process is accepted, so a
-// false suspicion costs one TCP connect.
-constexpr std::chrono::milliseconds kSuspectSilence{400};
+// every member becomes a suspect, probed at once (and every 250 ms while it
+// stays one) instead of after heartbeat_timeout. A probe of a live process
+// is accepted and its next heartbeat clears it, so a false suspicion costs
+// a TCP connect or two; a dead one's host refuses, and it is lost.
 bool MembershipServer::Impl::HostRefuses(Member& m, Clock::time_point now) {
   PeerProbe& probe = *m.probe;
   if (!probe.started()) {
@@ -77,8 +76,7 @@ void MembershipServer::Impl::CheckLiveness() {
   for (Member& m : members) {
     if (m.gone || m.done) continue;
     const auto silent = now - m.last_seen;
-    const bool suspected = m.suspect && silent > kSuspectSilence;
-    if (silent <= options.heartbeat_timeout && !suspected) {
+    if (silent <= options.heartbeat_timeout && !m.suspect) {
       m.probe->Reset();
       continue;
     }

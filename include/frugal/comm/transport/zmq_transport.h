@@ -56,8 +56,10 @@ struct ZmqOptions {
   // A peer whose connection dropped and whose host refuses connections to
   // its port (nothing listens: the process died) this long is treated as
   // closed: waits on it fail with Unavailable at once instead of running
-  // into their timeout. Default: 1 s.
-  std::chrono::milliseconds peer_lost_grace{1000};
+  // into their timeout. A refusal is the kernel's answer that nothing
+  // listens there, so this only has to outlast a probe or two (250 ms
+  // apart); it is most of what a killed peer costs the others.
+  std::chrono::milliseconds peer_lost_grace{250};
   // A peer whose connection dropped and whose host does not answer (a link
   // outage between sites, a host down) is waited for this long before it is
   // treated as closed; meanwhile its messages stay queued and are resent
