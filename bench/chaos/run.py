@@ -130,12 +130,12 @@ def start_worker(frugal, endpoint, run_args, join=False, hosts=LOOPBACK, host=0)
     Script, one `frugal run --elastic --workers 1` of the own script."""
     if isinstance(run_args, Script):
         args = hosts.prefix(host) + [frugal, "run", "--elastic", "--coordinator", endpoint, "--workers", "1",
-                                     *run_args.run_flags, "--", *run_args.command]
+                                     *run_args.run_flags]
         if hosts.testbed:
-            args[len(hosts.prefix(host)) + 2:len(hosts.prefix(host)) + 2] = (
-                ["--listen", "tcp://%s:*" % hosts.address(host)] + hosts.secure_args())
+            args += ["--listen", "tcp://%s:*" % hosts.address(host)] + hosts.secure_args()
         if join:
-            args.insert(len(hosts.prefix(host)) + 2, "--join")
+            args.append("--join")
+        args += ["--", *run_args.command]
         return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=dict(os.environ, PYTHONPATH=run_args.python_path, OMP_NUM_THREADS="1"))
     args = hosts.prefix(host) + [frugal, "worker", "--elastic", "--coordinator", endpoint, "--quiet", *run_args]

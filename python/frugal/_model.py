@@ -629,17 +629,19 @@ class DistributedModel(torch.nn.Module):
                 # Rolled back past the end of this worker's loop: it
                 # withdraws (the others' waits on it fail now), and they
                 # train the rolled-back steps again and finish.
-                self._elastic.withdraw()
-                self._elastic.leave_world(True)
-                self._drop_engine()
-                self.left = True
+                self._leave_job(withdraw=True)
                 return None
 
-    def _leave_job(self):
-        self._elastic.leave_world(False)
+    def _leave_job(self, withdraw=False):
+        """This worker leaves the job: at a gate that agreed on it, or, with
+        withdraw, at once as a death (the coordinator drops it now)."""
+        if withdraw:
+            self._elastic.withdraw()
+        self._elastic.leave_world(withdraw)
         self._drop_engine()
         self.left = True
-        self._elastic.done()
+        if not withdraw:
+            self._elastic.done()
 
     def _switch(self, failed):
         """Leaves this generation's world and enters the next (or leaves the

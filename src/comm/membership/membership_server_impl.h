@@ -35,8 +35,8 @@ struct Member {
   bool leaving = false;  // asked to leave; not in the next generation
   bool done = false;     // finished or left
   bool gone = false;     // declared dead
-  // A peer's wait on the generation failed: probe it as soon as it misses
-  // a heartbeat, not after heartbeat_timeout (Note [Silent members]).
+  // A peer's wait on the generation failed: probe it now and until its next
+  // heartbeat, not only after heartbeat_timeout (Note [Silent members]).
   bool suspect = false;
   // While silent: probes of its transport's port (Note [Silent members]).
   std::shared_ptr<PeerProbe> probe = std::make_shared<PeerProbe>();
