@@ -149,6 +149,8 @@ class DistributedModel(torch.nn.Module):
         self._elastic = _world_module.elastic_session() if world is None else None
         self._check_elastic_keywords(elastic_every, on_world_change, scheduler)
         self._resolve_sync(options, [p for _, p in params])
+        # Note [Elastic gates] in run_config.cc: 0 takes the resolved mode's.
+        self._elastic_every = options.resolved_elastic_every(self._elastic_every)
         self.check_every = check_every
         self.module = module
         self._params = params
@@ -353,8 +355,6 @@ class DistributedModel(torch.nn.Module):
         self._forward_started = None
         try:
             self._end_iteration(scaler, loss, samples, compute_s)
-            if self._elastic is not None:
-                self._elastic_gate()
         except (ConnectionError, TimeoutError):
             if self._elastic is None:
                 raise
@@ -376,15 +376,25 @@ class DistributedModel(torch.nn.Module):
         self._switch(failed=True)
 
     def _advance(self, scaler, loss, samples, compute_s):
-        """The end of iteration t and the begin of t+1."""
+        """The end of iteration t and the begin of t+1, and in an elastic job
+        its gate, where the strategy's state is at rest (Note [State at
+        rest] in sync_strategy.h: before begin_iteration in the local
+        modes, whose rounds a snapshot would otherwise wait for)."""
         self._sync.end_step(self._t, scaler)
         if self._elastic is not None:
             self._elastic.report_iteration(self._t)
         self._t += 1
-        self._sync.begin_iteration(self._t, self.check_every > 0 and self._t % self.check_every == 0)
         self._in_iteration = False
+        gate_first = self._elastic is not None and self._sync.saves_before_begin
+        if gate_first:
+            self._sync.settle(self._t)
+            if not self._elastic_gate():
+                return  # the next world began this iteration, or this worker left
+        self._sync.begin_iteration(self._t, self.check_every > 0 and self._t % self.check_every == 0)
         if self._reporter is not None:
             self._report_step(self._t, loss, samples, compute_s)
+        if self._elastic is not None and not gate_first:
+            self._elastic_gate()
 
     def log(self, **values):
         """Writes one metrics record now (rank 0; the other ranks' calls do
@@ -496,8 +506,9 @@ class DistributedModel(torch.nn.Module):
     # Under frugal run --elastic the model runs the generation protocol of
     # frugal train --elastic (Note [Generation switch] in
     # src/engine/worker_elastic.cc) through the engine's ElasticSession, which
-    # frugal.init() registered: every elastic_every steps, at the gate after
-    # begin_iteration, it keeps an in-memory snapshot (the local mode's
+    # frugal.init() registered: every elastic_every steps, at the gate where
+    # the strategy's state is at rest (Note [State at rest] in
+    # sync_strategy.h), it keeps an in-memory snapshot (the local mode's
     # sections, the buffers, the user's optimizer and schedulers) and agrees
     # with the others whether the membership changes. On a change, or when a
     # wait fails because a peer died (the heartbeat thread aborts the
@@ -523,8 +534,8 @@ class DistributedModel(torch.nn.Module):
     # enters the next world at its next call.
     def _check_elastic_keywords(self, elastic_every, on_world_change, scheduler):
         if elastic_every is None:
-            elastic_every = int(os.environ.get("FRUGAL_ELASTIC_EVERY") or 10)
-        if not (isinstance(elastic_every, int) and not isinstance(elastic_every, bool) and elastic_every >= 1):
+            elastic_every = int(os.environ.get("FRUGAL_ELASTIC_EVERY") or 0)  # 0: the mode's, once it is resolved
+        elif not (isinstance(elastic_every, int) and not isinstance(elastic_every, bool) and elastic_every >= 1):
             raise ValueError(f"elastic_every must be an integer >= 1, got {elastic_every!r}")
         if on_world_change is not None and not callable(on_world_change):
             raise TypeError(f"on_world_change must be callable (it is called with the model), got "
@@ -595,18 +606,22 @@ class DistributedModel(torch.nn.Module):
         self._t = step
 
     def _elastic_gate(self):
-        """The check gate of iteration self._t (Note [Elastic scripts])."""
+        """The check gate of iteration self._t (Note [Elastic scripts]);
+        False when the world changed there or this worker left."""
         t = self._t
         if t > self._generation_start and t % self._elastic_every == 0:
             self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()), self._user_sections())
             decision = self._elastic.check(self._world, t)
             if decision == "switch":
                 self._switch(failed=False)
-            elif decision == "stop":
+                return False
+            if decision == "stop":
                 self._leave_job()
+                return False
         elif t == self._generation_start and not self._elastic.has_snapshot(t):
             # the start of a generation can be rolled back to
             self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()), self._user_sections())
+        return True
 
     def _finish_elastic(self):
         """finish() of an elastic job (Note [Finishing an elastic script]):

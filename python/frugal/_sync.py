@@ -29,6 +29,10 @@ class _Strategy(abc.ABC):
 
     name = ""
     elastic = False  # frugal run --elastic can train it (Note [Elastic scripts] in _model.py)
+    # Where a snapshot of iteration t waits for nothing in flight (Note
+    # [State at rest] in sync_strategy.h): after settle(t), before
+    # begin_iteration(t) (True), or after begin_iteration(t).
+    saves_before_begin = False
 
     def __init__(self, world, params, options, *, user_opt, total_steps, broadcast, groups=(), group_of=()):
         del total_steps  # the local modes' (their outer step)
@@ -50,6 +54,11 @@ class _Strategy(abc.ABC):
     def begin_iteration(self, t, check):
         """The parameters forward t uses are in the module; with check the
         ranks compare checksums."""
+
+    def settle(self, t):
+        """Where saves_before_begin: takes what is due before iteration t
+        without starting t's own work; begin_iteration(t) follows."""
+        del t
 
     @abc.abstractmethod
     def end_step(self, t, scaler):
@@ -220,6 +229,7 @@ class LocalSync(_Strategy):
 
     name = "local"
     elastic = True
+    saves_before_begin = True
     state_keys = ("_frugal.local", "_frugal.iteration")
 
     def __init__(self, world, params, options, *, user_opt, total_steps, broadcast, groups=(), group_of=()):
@@ -241,6 +251,9 @@ class LocalSync(_Strategy):
     @property
     def rounds(self):
         return self.local.rounds
+
+    def settle(self, t):
+        self.local.settle(t)
 
     def begin_iteration(self, t, check):
         self.local.begin_iteration(t, check)

@@ -269,6 +269,11 @@ void BindOptions(py::module_& m) {
       .def("resolved_sync", [](const PyOptions& p) {
         return std::string(NameOf(ToConfig(p, "cpu").distributed.sync));
       }, "'step', 'local' or 'site': sync with 'auto' resolved for `workers` (engine::SyncOf)")
+      .def("resolved_elastic_every", [](const PyOptions& p, int64_t given) {
+        PyOptions q = p;
+        q.config.elastic.elastic_every = given;
+        return ToConfig(q, "cpu").elastic.elastic_every;
+      }, py::arg("given"), "Steps between an elastic job's gates: given, or for 0 the mode's (engine::ElasticEveryOf)")
       .def("resolved_density", [](const PyOptions& p) { return engine::DensityOf(ToConfig(p, "cpu").distributed); },
            "The density the run uses (density 0: the mode's default)");
 }

@@ -246,6 +246,9 @@ void BindLocal(py::module_& m) {
       .def("begin_iteration",
            [](PyLocal& l, int64_t t, bool check) { NoGil([&] { return l.sync->BeginIteration(t, check); }); },
            py::arg("t"), py::arg("check_replicas") = false)
+      .def("settle", [](PyLocal& l, int64_t t) { NoGil([&] { return l.sync->Settle(t); }); }, py::arg("t"),
+           "Takes the outer steps due before iteration t, not t's round: a save then waits for no round at a sync "
+           "point (Note [State at rest] in sync_strategy.h)")
       .def("average_gradients", [](PyLocal& l, int64_t t) {
         if (l.average) NoGil([&] { return l.average->Average(t); });
       }, py::arg("t"), "sync='site': replaces the gradients by their mean over this rank's cluster; else nothing")

@@ -225,7 +225,7 @@ def test_elastic_usage_errors_are_one_line():
             (["--workers", "2", "--min-workers", "1"], "--min-workers and --max-workers need --elastic"),
             (["--workers", "1", "--join"], "--join adds workers to an elastic job: add --elastic"),
             (["--elastic", "--join", "--workers", "1"], "--join needs the running job's coordinator"),
-            (["--elastic", "--workers", "2", "--elastic-every", "0"], "--elastic-every must be >= 1"),
+            (["--elastic", "--workers", "2", "--elastic-every", "-1"], "--elastic-every must be >= 1 (or 0: auto)"),
             (["--elastic", "--workers", "2", "--heartbeat-timeout-s", "0"], "--heartbeat-timeout-s must be in")):
         p = _usage(*flags)
         assert p.returncode == 2, (flags, p.stderr)

@@ -179,3 +179,18 @@ def test_one_factory_builds_the_strategy_of_each_mode(sync):
     assert model.iteration == 4 and not torch.equal(model.module.weight, before)
     assert model._sync.rounds == (-1 if sync == "step" else 2)
     assert isinstance(model.finish(), int)
+
+
+@needs_replica
+def test_elastic_gates_fall_on_the_local_modes_sync_points():
+    """Note [Elastic gates]: the engine's resolver chooses the gate period of
+    an elastic script, as frugal train's."""
+    options = frugal._C.RunOptions({"sync": "local", "local_steps": 16})
+    options.workers = 2
+    assert options.resolved_elastic_every(0) == 8  # 4 fragments: a sync point every 4 steps
+    assert options.resolved_elastic_every(5) == 5  # a given period is kept
+    options.set({"local_fragments": 1})
+    assert options.resolved_elastic_every(0) == 16  # one round: a gate per round
+    step = frugal._C.RunOptions({"sync": "step"})
+    step.workers = 2
+    assert step.resolved_elastic_every(0) == 10

@@ -75,7 +75,7 @@ struct RunFlags {
   int max_workers = 0;  // 0: no limit
   bool join = false;    // add the workers to a running elastic job at --coordinator
   double heartbeat_timeout_s = 2.0;
-  int64_t elastic_every = 10;
+  int64_t elastic_every = 0;  // 0: auto (engine::ElasticEveryOf, resolved by the script's model)
   std::vector<std::string> command;
 };
 
@@ -116,7 +116,9 @@ void CheckElasticFlags(const RunFlags& f) {
   if (!(f.heartbeat_timeout_s >= 0.1 && f.heartbeat_timeout_s <= 3600)) {
     throw UsageError("--heartbeat-timeout-s must be in [0.1, 3600]");
   }
-  if (f.elastic_every < 1) throw UsageError("--elastic-every must be >= 1, got " + std::to_string(f.elastic_every));
+  if (f.elastic_every < 0) {
+    throw UsageError("--elastic-every must be >= 1 (or 0: auto), got " + std::to_string(f.elastic_every));
+  }
 }
 
 void CheckFlags(const RunFlags& f, const std::vector<std::string>& clusters) {
@@ -435,7 +437,8 @@ void AddRunCommand(CLI::App& app) {
   cmd->add_option("--heartbeat-timeout-s", f->heartbeat_timeout_s,
                   "Elastic: a worker silent this long is declared dead, seconds");
   cmd->add_option("--elastic-every", f->elastic_every,
-                  "Elastic: steps between membership checks and in-memory snapshots");
+                  "Elastic: steps between membership checks and in-memory snapshots (0 = auto: 10, in the local "
+                  "modes a multiple of the steps between two fragments' rounds)");
   cmd->add_option("command", f->command, "The program and its arguments, after --")->expected(-1);
   cmd->callback([f] { Run(*f); });
 }

@@ -707,10 +707,17 @@ void LocalSync::CopyIn(bool anchor) {
   }
 }
 
+Status LocalSync::Settle(int64_t t) {
+  bool changed = false;
+  FRUGAL_RETURN_IF_ERROR(impl_->ApplyDue(t, &changed));
+  if (changed) CopyIn(/*anchor=*/false);
+  return Status::Ok();
+}
+
 Status LocalSync::BeginIteration(int64_t t, bool check_replicas) {
   Impl& m = *impl_;
+  FRUGAL_RETURN_IF_ERROR(Settle(t));
   bool changed = false;
-  FRUGAL_RETURN_IF_ERROR(m.ApplyDue(t, &changed));
   if (t - m.synced_at >= m.stride && m.last_step > m.synced_at) {
     FRUGAL_RETURN_IF_ERROR(m.SyncFragment(static_cast<size_t>(m.next_fragment), t, m.delay));
     m.next_fragment = (m.next_fragment + 1) % static_cast<int64_t>(m.P());

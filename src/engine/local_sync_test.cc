@@ -1,6 +1,7 @@
 // The local-update mode (--sync local, include/frugal/engine/local_sync.h) end to end:
 // workers as threads, over the in-process transport and over ZeroMQ.
 #include <filesystem>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -309,20 +310,31 @@ RunConfig LocalCheckpointOptions(const std::string& run, Backend backend) {
 // its merged pseudo-gradient is saved as pending) ends bit-identical to the
 // run that wrote it, with overlapped rounds and with blocking ones, and with
 // two overlapped fragments (synced at 2, 4, 6: at step 6 fragment 1's outer
-// step has landed and fragment 0's is in flight).
+// step has landed, and fragment 0's round of step 6 starts after the save,
+// Note [State at rest]). At a sync point of one overlapped fragment (step 4,
+// the checkpoint saved before its round starts) the resumed run starts that
+// round again and ends bit-identical too.
 TEST_P(LocalSyncTest, ResumeFromAMidRoundCheckpointIsBitExact) {
-  for (int mode : {0, 1, 2}) {
+  for (int mode : {0, 1, 2, 3}) {
     const bool overlap = mode != 1;
-    SCOPED_TRACE(mode == 0 ? "overlapped rounds" : mode == 1 ? "blocking rounds" : "overlapped fragments");
-    const std::string run = mode == 0 ? "local-ckpt" : mode == 1 ? "local-ckpt-blocking" : "local-ckpt-fragments";
+    SCOPED_TRACE(mode == 0   ? "overlapped rounds"
+                 : mode == 1 ? "blocking rounds"
+                 : mode == 2 ? "overlapped fragments"
+                             : "at a sync point");
+    const std::string run = mode == 0   ? "local-ckpt"
+                            : mode == 1 ? "local-ckpt-blocking"
+                            : mode == 2 ? "local-ckpt-fragments"
+                                        : "local-ckpt-sync-point";
     RunConfig o = LocalCheckpointOptions(run, GetParam());
     o.distributed.local_overlap = overlap;
     o.distributed.local_fragments = mode == 2 ? 2 : 1;
+    const int64_t at = mode == 3 ? 4 : 6;
+    o.checkpoint.checkpoint_every = at;
     auto full = Run(o, {"local", "local"});
     for (auto& r : full) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-    const std::string step6 = CheckpointStepDir(o.checkpoint.checkpoint_dir, 6);
-    auto rank0 = ReadCheckpointFile(CheckpointRankFile(step6, 0));
-    auto rank1 = ReadCheckpointFile(CheckpointRankFile(step6, 1));
+    const std::string saved = CheckpointStepDir(o.checkpoint.checkpoint_dir, at);
+    auto rank0 = ReadCheckpointFile(CheckpointRankFile(saved, 0));
+    auto rank1 = ReadCheckpointFile(CheckpointRankFile(saved, 1));
     ASSERT_TRUE(rank0.ok() && rank1.ok());
     EXPECT_EQ(rank0->count("local_sync"), 1u);
     EXPECT_EQ(rank0->count("local_sync_own"), 1u);
@@ -331,7 +343,7 @@ TEST_P(LocalSyncTest, ResumeFromAMidRoundCheckpointIsBitExact) {
 
     RunConfig resumed = o;
     resumed.train.run_name = run + "-resumed";
-    resumed.checkpoint.resume_from = step6;
+    resumed.checkpoint.resume_from = saved;
     auto again = Run(resumed, {"local", "local"});
     for (auto& r : again) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
     EXPECT_EQ(again[0].result.train.steps, 8);
@@ -570,6 +582,21 @@ TEST(LocalSyncOptionsTest, BadOptionsAreClearErrors) {
   }
   d.local_fragments = 8;
   EXPECT_EQ(LocalFragmentsOf(d), 8);
+  // Note [Elastic gates]: auto gates on sync points, at most 10 steps apart.
+  RunConfig g;
+  g.distributed.sync = SyncMode::kLocal;
+  for (auto [steps, fragments, want] : {std::tuple<int64_t, int64_t, int64_t>{16, 4, 8}, {16, 1, 16}, {4, 2, 10},
+                                        {30, 3, 10}, {12, 4, 9}, {7, 7, 10}}) {
+    g.distributed.local_steps = steps;
+    g.distributed.local_fragments = fragments;
+    EXPECT_EQ(ElasticEveryOf(g), want) << steps << " steps in " << fragments << " fragments";
+    EXPECT_EQ(ResolvePlan(g, HostFacts{}).elastic.elastic_every, want);
+  }
+  g.distributed.sync = SyncMode::kStep;
+  EXPECT_EQ(ElasticEveryOf(g), kElasticEvery);
+  g.elastic.elastic_every = 7;
+  EXPECT_EQ(ElasticEveryOf(g), 7);
+  EXPECT_EQ(ResolvePlan(g, HostFacts{}).elastic.elastic_every, 7);
   // The delay: local_steps / fragments by default, 0 when blocking.
   d.local_steps = 32;
   EXPECT_EQ(LocalDelayOf(d), 4);

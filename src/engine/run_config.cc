@@ -245,7 +245,29 @@ RunConfig ResolvePlan(RunConfig config, const HostFacts& facts) {
     if (d.local_fragments == 0) d.local_fragments = LocalFragmentsOf(d);
     if (d.local_overlap && d.local_delay == 0) d.local_delay = LocalDelayOf(d);
   }
+  if (config.elastic.elastic_every == 0) config.elastic.elastic_every = ElasticEveryOf(config);
   return config;
+}
+
+// Note [Elastic gates]
+// An elastic run's gate keeps a snapshot, which the local modes save where
+// their state is at rest (Note [State at rest] in sync_strategy.h): at a
+// sync point no round is in flight, anywhere else the one started at the
+// last sync point is, and the snapshot waits for its exchange. So auto
+// puts the gates on sync points: every multiple of the stride (local_steps
+// / fragments, 4 by default) up to kElasticEvery, 8 by default. Measured
+// on the 100 Mbit/s testbed (two clusters of two, an elastic mlp script),
+// gates every 10 steps, half of them between sync points, made the run
+// take 56.4 s where it took 42.1 s without gates. A stride above
+// kElasticEvery is the gate period itself: a kill then rolls back at most
+// one round.
+int64_t ElasticEveryOf(const RunConfig& config) {
+  const int64_t given = config.elastic.elastic_every;
+  if (given > 0) return given;
+  const DistributedOptions& d = config.distributed;
+  if (!IsLocalUpdates(d.sync) || d.local_steps < 1) return kElasticEvery;
+  const int64_t stride = std::max<int64_t>(1, d.local_steps / LocalFragmentsOf(d));
+  return std::max<int64_t>(1, kElasticEvery / stride) * stride;
 }
 
 double DensityOf(const DistributedOptions& o) {

@@ -73,6 +73,8 @@ class LocalRounds : public SyncStrategy {
         dist_(dist),
         outer_(outer) {}
 
+  Status Settle(int64_t t) override { return local_->Settle(t); }
+  bool SavesBeforeBegin() const override { return true; }
   Status BeginIteration(int64_t t, bool check_replicas) override { return local_->BeginIteration(t, check_replicas); }
   Status EndBackward(int64_t t) override { return local_->EndBackward(t); }
   Status Finish(int64_t t) override { return local_->Finish(t); }

@@ -204,13 +204,16 @@ Status Worker::Impl::Evaluate(int64_t t, int64_t epoch) {
 }
 
 // At the gate of iteration t: the parameters of version t-1-s, replica
-// checks, evaluation and the controller's decision, in this order on every
-// rank.
+// checks, checkpoint, membership check, evaluation and the controller's
+// decision, in this order on every rank.
 // kFinished: go on with iteration t; otherwise the generation ends here.
 Result<LoopEnd> Worker::Impl::Gate(int64_t t, int64_t* evaluated_epoch) {
   const int64_t epoch = cursor->epoch();
   const bool check = dist.checksum_every > 0 && t % dist.checksum_every == 0;
-  FRUGAL_RETURN_IF_ERROR(sync->BeginIteration(t, check));
+  // The checkpoint and the snapshot come where the strategy's state is at
+  // rest (Note [State at rest] in sync_strategy.h).
+  const bool before_begin = sync->SavesBeforeBegin();
+  FRUGAL_RETURN_IF_ERROR(before_begin ? sync->Settle(t) : sync->BeginIteration(t, check));
   if (config.checkpoint.checkpoint_every > 0) FRUGAL_RETURN_IF_ERROR(CheckpointGate(t));
   if (elastic && t > start_step && t % config.elastic.elastic_every == 0) {
     FRUGAL_ASSIGN_OR_RETURN(LoopEnd end, MembershipCheck(t));
@@ -218,6 +221,7 @@ Result<LoopEnd> Worker::Impl::Gate(int64_t t, int64_t* evaluated_epoch) {
   } else if (elastic && t == start_step && !HasSnapshot(t)) {
     FRUGAL_RETURN_IF_ERROR(TakeSnapshot(t));  // a generation's start can be rolled back to
   }
+  if (before_begin) FRUGAL_RETURN_IF_ERROR(sync->BeginIteration(t, check));
   const bool eval_now = t > 0 && (options.eval_every > 0 ? t % options.eval_every == 0 : epoch != *evaluated_epoch);
   *evaluated_epoch = epoch;
   if (eval_now) FRUGAL_RETURN_IF_ERROR(Evaluate(t, epoch));

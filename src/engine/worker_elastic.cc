@@ -1,8 +1,9 @@
 // Worker::Impl: membership generations of an elastic run (comm/membership.h).
 //
 // Note [Generation switch]
-// Every `elastic_every` steps, at the gate of iteration t (after
-// BeginIteration, so the pipeline can be drained), each worker
+// Every `elastic_every` steps, at the gate of iteration t (where the
+// strategy's state is at rest: Note [State at rest] in sync_strategy.h),
+// each worker
 //   1. keeps an in-memory snapshot of its run state "after t-1" (also at the
 //      first gate of every generation, so its start can be rolled back to): the same
 //      sections as rank 0's checkpoint (masters, optimizer state, its own

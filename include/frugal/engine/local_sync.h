@@ -90,8 +90,15 @@ class LocalSync {
   LocalSync(const LocalSync&) = delete;
   LocalSync& operator=(const LocalSync&) = delete;
 
-  // Syncs the round that ended before iteration t if it is complete; with
-  // check_replicas, then compares the anchors' checksums over the ranks.
+  // Takes the outer steps due before iteration t (waiting for their
+  // rounds); the model then holds the inner parameters. BeginIteration(t)
+  // does it too; called first, it leaves the state "after t-1" with no
+  // round in flight when t is a sync point (Note [State at rest] in
+  // sync_strategy.h), so SaveSections then waits for nothing.
+  Status Settle(int64_t t);
+  // Settle(t), then starts the round that ended before iteration t if one
+  // did; with check_replicas, then compares the anchors' checksums over the
+  // ranks.
   Status BeginIteration(int64_t t, bool check_replicas);
   // The inner step of iteration t from the model's gradients (a parameter
   // without a gradient counts as zero); clears the gradients. With

@@ -346,8 +346,9 @@ struct ElasticOptions {
   bool elastic = false;  // off: a fixed world, any lost worker ends the run
   int min_workers = 1;   // the job fails when fewer remain (coordinator)
   // Steps between membership checks; each check also keeps an in-memory
-  // snapshot that survivors roll back to after a failure.
-  int64_t elastic_every = 10;
+  // snapshot that survivors roll back to after a failure. 0: auto
+  // (ElasticEveryOf).
+  int64_t elastic_every = 0;
   double heartbeat_timeout_s = 2.0;  // a worker silent this long is dead (coordinator)
   bool join = false;                 // frugal worker: join a running job
 };
@@ -431,7 +432,8 @@ void VisitFields(ElasticOptions& o, V&& visit) {
   const char* e = "Elastic";
   visit(Field("elastic", e, "Workers may join, leave and fail while the job runs"), o.elastic);
   visit(Field("min_workers", e, "Fewest workers the job continues with").PerWorker().Min(1).Max(65535), o.min_workers);
-  visit(Field("elastic_every", e, "Steps between membership checks (and in-memory snapshots)").Min(1).Max(1000000),
+  visit(Field("elastic_every", e, "Steps between membership checks (and in-memory snapshots); 0 = auto: 10, in "
+                                  "the local modes a multiple of local_steps / local_fragments").Min(0).Max(1000000),
         o.elastic_every);
   visit(Field("heartbeat_timeout_s", e, "A worker silent this long is declared dead").SpeedNeutral().PerWorker().Min(0.1).Max(3600),
         o.heartbeat_timeout_s);
@@ -473,7 +475,8 @@ struct HostFacts {
 // (the controller wherever it can run: the step mode, a fixed world, a
 // model it models), cpu_threads (ResolveCpuThreads), density (DensityOf),
 // and with --sync local local_fragments (LocalFragmentsOf) and, for
-// overlapped rounds, local_delay (LocalDelayOf). `frugal train` writes the
+// overlapped rounds, local_delay (LocalDelayOf), then elastic_every
+// (ElasticEveryOf). `frugal train` writes the
 // result to runs/<run>/config.toml, `frugal worker`, Worker::Create and the
 // Python package resolve the same way, so a plan is the same whichever
 // front end started the run. Idempotent: a resolved plan resolves to
@@ -545,6 +548,12 @@ comm::ExchangeAlgorithm LocalExchangeOf(const DistributedOptions& o, int num_clu
 // divisor of local_steps up to kAutoLocalFragments.
 constexpr int64_t kAutoLocalFragments = 4;
 int64_t LocalFragmentsOf(const DistributedOptions& o);
+// Steps between an elastic run's gates: elastic_every, or for 0 (auto)
+// kElasticEvery in the step mode and, in the local modes, the largest
+// multiple of local_steps / fragments up to kElasticEvery, at least one
+// (Note [Elastic gates]). REQUIRES: sync and local_fragments resolved.
+constexpr int64_t kElasticEvery = 10;
+int64_t ElasticEveryOf(const RunConfig& config);
 // --sync local's steps from a fragment's sync to its outer step: 0 when the
 // exchange blocks, else local_delay, or for 0 local_steps / fragments.
 int64_t LocalDelayOf(const DistributedOptions& o);

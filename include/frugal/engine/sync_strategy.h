@@ -23,6 +23,19 @@
 //   EndBackward(t)
 // and Finish(t) once the run is over, then CheckReplicas(t).
 //
+// Note [State at rest]
+// A snapshot or checkpoint of iteration t holds the run's state "after
+// t-1", saved where nothing in flight has to be waited for. The step mode
+// reaches that point only in BeginIteration(t), which drains its pipeline.
+// The local modes reach it earlier: once Settle(t) took the outer steps due
+// before t, and before BeginIteration(t) starts the round that ends at t.
+// With the default delay (a fragment's outer step lands when the next
+// fragment syncs) no exchange is in flight there when t is a sync point, so
+// the save copies the state and waits for no link; after BeginIteration(t)
+// it would wait for t's whole round (Note [Elastic gates] in
+// run_config.cc). Restoring it, BeginIteration(t) starts that round again.
+// A save elsewhere in an iteration waits for the rounds in flight.
+//
 // Thread safety: one thread calls it, as for Replica and LocalSync.
 // Lifetime: the transport outlives the strategy.
 #pragma once
@@ -139,8 +152,17 @@ class SyncStrategy {
   // where the strategy has none that a controller can steer.
   virtual GradientPipeline* pipeline() { return nullptr; }
 
+  // Takes what is due before iteration t without starting t's own work,
+  // where SavesBeforeBegin() (Note [State at rest]); BeginIteration(t)
+  // follows.
+  virtual Status Settle(int64_t) { return Status::Ok(); }
+  // Whether the state at rest of t is after Settle(t), before
+  // BeginIteration(t) (the local modes), or after BeginIteration(t).
+  virtual bool SavesBeforeBegin() const { return false; }
+
   // Adds the strategy's run state to `sections` (the parameters included
-  // for the shared scopes). REQUIRES: right after BeginIteration(t).
+  // for the shared scopes). REQUIRES: at the state at rest of an iteration
+  // (Note [State at rest]).
   virtual Status SaveState(StateScope scope, CheckpointSections* sections) = 0;
   // Restores rank 0's shared sections `shared` and, if given, this rank's
   // own part `mine`; with `residuals` and no `mine`, this rank's own part
