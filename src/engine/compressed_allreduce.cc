@@ -159,8 +159,35 @@ uint64_t CompressedAllReduce::ResidualBytes() const {
 }
 
 std::vector<uint8_t> CompressedAllReduce::SaveState() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
   ByteWriter w;
+  w.Reserve(StateBytes());
+  WriteState(w);
+  return w.Take();
+}
+
+// What WriteState writes, counted the same way.
+size_t CompressedAllReduce::StateBytes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  size_t total = 8, sharded = 0, led = 0;
+  for (const auto& [index, state] : impl_->buckets) {
+    const collective::BufferState& b = state->buffer;
+    total += 8 + CompressorBytes(b.whole);
+    if (!b.shards.empty()) {
+      ++sharded;
+      total += 8 + 8 + CompressorBytes(b.owned);
+      for (const Compressor& c : b.shards) total += CompressorBytes(c);
+    }
+    if (b.leader.feedback != nullptr) {
+      ++led;
+      total += 8 + CompressorBytes(b.leader);
+    }
+  }
+  if (sharded == 0 && led == 0) return total;
+  return total + 8 + (led == 0 ? 0 : 8);
+}
+
+void CompressedAllReduce::WriteState(ByteWriter& w) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
   w.U64(impl_->buckets.size());
   size_t sharded = 0, led = 0;
   for (const auto& [index, state] : impl_->buckets) {
@@ -169,7 +196,7 @@ std::vector<uint8_t> CompressedAllReduce::SaveState() const {
     sharded += !state->buffer.shards.empty();
     led += state->buffer.leader.feedback != nullptr;
   }
-  if (sharded == 0 && led == 0) return w.Take();
+  if (sharded == 0 && led == 0) return;
   w.U64(sharded);
   for (const auto& [index, state] : impl_->buckets) {
     if (state->buffer.shards.empty()) continue;
@@ -178,14 +205,13 @@ std::vector<uint8_t> CompressedAllReduce::SaveState() const {
     for (const Compressor& c : state->buffer.shards) WriteCompressor(w, c, c.size);
     WriteCompressor(w, state->buffer.owned, state->buffer.owned.size);
   }
-  if (led == 0) return w.Take();
+  if (led == 0) return;
   w.U64(led);
   for (const auto& [index, state] : impl_->buckets) {
     if (!state->buffer.leader.feedback) continue;
     w.U64(index);
     WriteCompressor(w, state->buffer.leader, state->buffer.leader.size);
   }
-  return w.Take();
 }
 
 

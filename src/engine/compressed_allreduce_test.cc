@@ -351,6 +351,7 @@ TEST(CompressedAllReduceOneRankTest, StateRoundTripsThroughBytes) {
   ASSERT_TRUE(original.ok());
   for (int c = 0; c < 3; ++c) run(**original, c);
   const std::vector<uint8_t> state = (*original)->SaveState();
+  EXPECT_EQ((*original)->StateBytes(), state.size());
   auto restored = CompressedAllReduce::Create(o, t0);
   auto fresh = CompressedAllReduce::Create(o, t0);
   ASSERT_TRUE(restored.ok() && fresh.ok());
@@ -391,6 +392,7 @@ void ExpectStateRoundTrips(Backend backend, const std::vector<std::string>& clus
     auto original = make(0);
     for (int c = 0; c < 3; ++c) run(*original, c);
     const std::vector<uint8_t> state = original->SaveState();
+    EXPECT_EQ(original->StateBytes(), state.size());  // what a section built in place reserves
     auto copy = make(1);
     ASSERT_TRUE(copy->LoadState(state).ok());
     auto empty = make(2);

@@ -8,8 +8,16 @@ namespace frugal::engine {
 
 void WriteCompressor(ByteWriter& w, const collective::Compressor& c, uint64_t size) {
   w.U64(size);
-  w.Bytes(c.feedback ? c.feedback->Serialize() : std::vector<uint8_t>());
+  const compress::ErrorFeedback* f = c.feedback.get();
+  w.BytesAppended(f ? f->SerializedSize() : 0, [f](std::vector<uint8_t>* out) {
+    if (f) f->AppendTo(out);
+  });
   w.Bytes(c.sparsifier ? c.sparsifier->state().Serialize() : std::vector<uint8_t>());
+}
+
+size_t CompressorBytes(const collective::Compressor& c) {
+  return 8 + 8 + (c.feedback ? c.feedback->SerializedSize() : 0) + 8 +
+         (c.sparsifier ? c.sparsifier->state().Serialize().size() : 0);
 }
 
 Status ReadCompressor(ByteReader& r, collective::Compressor* c, const ResetCompressorFn& reset, uint64_t* size_out) {

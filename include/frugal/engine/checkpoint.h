@@ -109,6 +109,7 @@ class ByteWriter {
   // Room for `total` bytes in all, taken from a recycled buffer when one is
   // large enough (Note [Sized snapshots] in checkpoint.cc).
   void Reserve(size_t total);
+  size_t size() const { return out_.size(); }
   std::vector<uint8_t> Take() { return std::move(out_); }
 
  private:

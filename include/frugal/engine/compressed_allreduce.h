@@ -47,6 +47,8 @@
 
 namespace frugal::engine {
 
+class ByteWriter;  // frugal/engine/checkpoint.h
+
 // Filled by the caller from its resolved configuration (LocalSync from the
 // RunConfig, the Python hook from its keywords); it has no defaults of its
 // own: a value-initialised struct has density 0, which Create refuses.
@@ -117,6 +119,10 @@ class CompressedAllReduce {
   // start again from 0, so every rank of a resumed run must load (or start
   // empty) at the same point. REQUIRES: no Run in flight.
   std::vector<uint8_t> SaveState() const;
+  // SaveState's bytes written to w in place, and their count (a section
+  // built in place: Note [Sized snapshots] in checkpoint.cc).
+  void WriteState(ByteWriter& w) const;
+  size_t StateBytes() const;
   Status LoadState(const std::vector<uint8_t>& bytes);
   // Host bytes of the error-feedback state (residuals, and DGC's velocity
   // where on) over every compressor this rank holds.
