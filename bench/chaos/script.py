@@ -14,6 +14,11 @@ finish() rank 0 evaluates the final parameters on the test set and logs
 {"final": true, "test_accuracy": ...} to RUN_DIR/metrics.jsonl.
 
     frugal run --elastic --workers 4 -- python3 bench/chaos/script.py --run-dir build/bench/chaos/s
+
+bench/cluster/live.py --script-jobs submits it as a cluster command job:
+--steps instead of --epochs, the run directory from FRUGAL_RUN_DIR, a
+checkpoint every --checkpoint-every steps that a restarted job resumes
+from (frugal.load).
 """
 import argparse
 import math
@@ -41,8 +46,12 @@ def schedule(warmup, total):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run-dir", required=True)
+    p.add_argument("--run-dir", default=os.environ.get("FRUGAL_RUN_DIR"),
+                   help="where metrics.jsonl goes (default: $FRUGAL_RUN_DIR, which a cluster job is given)")
     p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--steps", type=int, help="the run's steps (default: --epochs epochs)")
+    p.add_argument("--checkpoint-every", type=int, default=0, help="frugal.save every this many steps (0: never)")
+    p.add_argument("--log-every", type=int, default=20)
     p.add_argument("--global-batch", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--warmup", type=int, default=100)
@@ -51,17 +60,24 @@ def main(argv=None):
     p.add_argument("--trace", action="store_true",
                    help="append 'iteration wall_time generation' after every step to RUN_DIR/steps-PID.txt")
     args = p.parse_args(argv)
+    if not args.run_dir:
+        p.error("--run-dir is required (or FRUGAL_RUN_DIR)")
     x_train, y_train, x_test, y_test = load_fashion_mnist(args.data_dir)
     frugal.init()
     torch.manual_seed(args.seed)  # the broadcast (or a joiner's state) makes every replica equal anyway
     net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 2048), torch.nn.ReLU(),
                               torch.nn.Linear(2048, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 10))
     per_epoch = len(x_train) // args.global_batch
-    total = args.epochs * per_epoch
+    total = args.steps or args.epochs * per_epoch
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule(args.warmup, total))
     model = frugal.DistributedModel(net, optimizer=opt, scheduler=sched, run_dir=args.run_dir, total_steps=total,
-                                    log_every=20, quiet=True)
+                                    log_every=args.log_every, quiet=True)
+    if args.checkpoint_every:
+        try:
+            frugal.load(model, scheduler=sched)  # a restarted job: the newest complete checkpoint
+        except FileNotFoundError:
+            pass  # a first start
     loss_fn = torch.nn.CrossEntropyLoss()
     os.makedirs(args.run_dir, exist_ok=True)
     trace = open(os.path.join(args.run_dir, "steps-%d.txt" % os.getpid()), "a", buffering=1) if args.trace else None
@@ -77,6 +93,8 @@ def main(argv=None):
             trace.write("%d %.4f %d\n" % (t, time.time(), model.generation))
         opt.zero_grad(set_to_none=True)
         sched.step()
+        if args.checkpoint_every and (t + 1) % args.checkpoint_every == 0 and not model.left:
+            frugal.save(model, scheduler=sched)
     model.finish()
     if model.left or model.rank != 0:
         return

@@ -31,6 +31,8 @@ Usage: bench/cluster/live.py --frugal build/frugal [--policies afs-p,fifo]
        [--profile-per-job] [--prior-hardware cpu-local]
   Hosts (docs/design/scheduler.md, "Live workload on four namespace hosts"):
        [--testbed 4] [--host-cpus 0.45] [--rate 0]
+  Own scripts: [--script-jobs] makes every second job a command job
+       (bench/chaos/script.py, the mlp on Fashion-MNIST; needs --global-batch)
 """
 
 import argparse
@@ -188,12 +190,35 @@ def stop_all(*procs):
                 p.kill()
 
 
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "chaos", "script.py")
+
+
+def is_script_job(k, args):
+    """--script-jobs: every second job (odd k) is an own script."""
+    return args.script_jobs and k % 2 == 1
+
+
 def job_model(k, args):
-    return args.models[k % len(args.models)]
+    """The job's group in the replay: its zoo model, or the script's."""
+    return "script-mlp" if is_script_job(k, args) else args.models[k % len(args.models)]
 
 
 def total_slots(args):
     return args.slots * max(1, args.testbed)
+
+
+def script_job_toml(k, steps, args):
+    """A command job (docs/guide/cluster.md, "Own scripts as jobs"):
+    bench/chaos/script.py, the zoo's mlp on Fashion-MNIST through
+    frugal.DistributedModel with a torch SGD and LambdaLR, the global batch
+    split by the current world, its own checkpoints in FRUGAL_RUN_DIR."""
+    profile = f'profile = "job{k}"\n' if args.profile_per_job else ""
+    command = ["/usr/bin/python3", os.path.abspath(SCRIPT), "--steps", str(steps), "--global-batch",
+               str(args.global_batch), "--log-every", str(args.log_every), "--checkpoint-every",
+               str(args.checkpoint_every)]
+    return (f'name = "job{k}"\n{profile}min_workers = {args.min_workers}\nmax_workers = {total_slots(args)}\n'
+            f"command = {json.dumps(command)}\n"
+            f'env = {{ PYTHONPATH = "{os.path.abspath(args.python_path)}" }}\nmax_steps = {steps}\n')
 
 
 def job_toml(k, steps, args):
@@ -201,6 +226,8 @@ def job_toml(k, steps, args):
     plus its worker range. With --global-batch the step's samples are
     split over the workers, so a job finishes sooner on more of them (the
     CoDDL job model); without it every worker takes --batch-size."""
+    if is_script_job(k, args):
+        return script_job_toml(k, steps, args)
     batch = f"global_batch = {args.global_batch}\n" if args.global_batch else f"batch_size = {args.batch_size}\n"
     # --profile-per-job: no job shares what another measured (the server's
     # behaviour before profiles); otherwise the server derives the profile.
@@ -250,7 +277,7 @@ def run_policy(frugal, policy, controller, args, root):
     workload = {k: getattr(args, k) for k in ("slots", "steps_list", "gap_s", "models", "batch_size", "global_batch",
                                               "min_workers", "log_every", "checkpoint_every", "tiresias_threshold",
                                               "profile_per_job", "prior_hardware", "testbed", "host_cpus",
-                                              "rate", "dataset")}
+                                              "rate", "dataset", "script_jobs")}
     return {"policy": policy, "controller": controller, "started_utc": started, "workload": workload,
             "server_jobs": [{k: j[k] for k in ("id", "name", "max_steps", "submit_time")} for j in jobs],
             "loadavg_1min_start_end": [load_start, os.getloadavg()[0]], "jobs": rows, "resizes": resizes,
@@ -295,9 +322,15 @@ def main():
                     help="run the agents on this many namespace hosts (root; 0: one agent on loopback)")
     ap.add_argument("--host-cpus", type=float, default=0.45, help="--testbed: CPU cores each host may use")
     ap.add_argument("--rate", type=int, default=0, help="--testbed: each host link's rate, Mbit/s (0: no limit)")
+    ap.add_argument("--script-jobs", action="store_true",
+                    help="every second job is an own script as a command job (bench/chaos/script.py: the mlp on "
+                         "Fashion-MNIST); needs --global-batch")
+    ap.add_argument("--python-path", default="build/python", help="--script-jobs: where the frugal package is")
     ap.add_argument("--out")
     ap.add_argument("--keep", action="store_true", help="keep the run directories (printed)")
     args = ap.parse_args()
+    if args.script_jobs and not args.global_batch:
+        ap.error("--script-jobs needs --global-batch (the script splits a global batch by the current world)")
     if args.testbed and not os.environ.get(INSIDE):
         return run_on_testbed(args)
     args.models = args.models.split(",")
