@@ -15,6 +15,7 @@
 // round with fewer than `min_workers` workers.
 #include <algorithm>
 #include <set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
@@ -44,10 +45,31 @@ using nlohmann::json;
 // survivor usually knows sooner: its transport saw the peer's connection
 // drop and its host refuse (Note [Dead process or broken link]), and its
 // wait failed. Its session then asks the coordinator to probe ("probe"):
-// every member becomes a suspect, probed at once (and every 250 ms while it
-// stays one) instead of after heartbeat_timeout. A probe of a live process
-// is accepted and its next heartbeat clears it, so a false suspicion costs
-// a TCP connect or two; a dead one's host refuses, and it is lost.
+// every member becomes a suspect, probed (every 250 ms while it stays one)
+// once it has missed a heartbeat, instead of after heartbeat_timeout. A
+// probe of a live process is accepted and its next heartbeat clears it, so
+// a false suspicion costs a TCP connect or two; a dead one's host refuses,
+// and it is lost. "Missed" follows the member's own heartbeats: silent for
+// twice the median gap of its last 8 (a WAN blip is one long gap, not the
+// median) and at least kMissedHeartbeat. Probed at once instead, a
+// live survivor was declared dead in a full test run: it had closed its old
+// generation's listener (the port the probe knocks on) on its way to the
+// next generation, 101 ms after its last heartbeat.
+namespace {
+// The client's default heartbeat interval is 250 ms.
+constexpr std::chrono::milliseconds kMissedHeartbeat{300};
+}  // namespace
+
+Clock::duration Member::MissedHeartbeat() const {
+  Clock::duration median = kMissedHeartbeat / 2;
+  if (!heartbeat_gaps.empty()) {
+    std::vector<Clock::duration> gaps(heartbeat_gaps.begin(), heartbeat_gaps.end());
+    std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2), gaps.end());
+    median = gaps[gaps.size() / 2];
+  }
+  return std::max<Clock::duration>(2 * median, kMissedHeartbeat);
+}
+
 bool MembershipServer::Impl::HostRefuses(Member& m, Clock::time_point now) {
   PeerProbe& probe = *m.probe;
   if (!probe.started()) {
@@ -83,7 +105,7 @@ void MembershipServer::Impl::CheckLiveness() {
     std::string why;
     if (silent > std::max(options.link_grace, options.heartbeat_timeout)) {
       why = "no heartbeat for the link grace of " + std::to_string(options.link_grace.count()) + " ms";
-    } else if (HostRefuses(m, now)) {
+    } else if (silent >= m.MissedHeartbeat() && HostRefuses(m, now)) {
       why = "no heartbeat for " +
             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
             " ms, and its host refuses connections to it (process died)";

@@ -188,7 +188,10 @@ json MembershipServer::Impl::HandleHeartbeat(const json& req, const std::string&
   if (!membership_wire::ParseHeartbeat(req, &hb, &why)) return json{{"error", why}};
   json reply{{"generation", generation}, {"pending", pending}, {"abort", abort}, {"stop", stop}};
   if (Member* m = Find(hb.id); m != nullptr && !m->gone) {
-    m->last_seen = clock().Now();
+    const auto now = clock().Now();
+    m->heartbeat_gaps.push_back(now - m->last_seen);
+    if (m->heartbeat_gaps.size() > 8) m->heartbeat_gaps.pop_front();
+    m->last_seen = now;
     m->suspect = false;
     m->iteration = hb.iteration;
     reply["leave"] = m->leaving;

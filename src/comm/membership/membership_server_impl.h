@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +39,11 @@ struct Member {
   // A peer's wait on the generation failed: probe it now and until its next
   // heartbeat, not only after heartbeat_timeout (Note [Silent members]).
   bool suspect = false;
+  // The gaps between its last heartbeats (Note [Silent members]): a
+  // suspect is lost on a refused probe only once it has missed one.
+  std::deque<Clock::duration> heartbeat_gaps;
+  // Twice the median of heartbeat_gaps, at least kMissedHeartbeat.
+  Clock::duration MissedHeartbeat() const;
   // While silent: probes of its transport's port (Note [Silent members]).
   std::shared_ptr<PeerProbe> probe = std::make_shared<PeerProbe>();
   Clock::time_point next_probe;

@@ -253,6 +253,24 @@ TEST(MembershipTest, AProbeAfterAFailedWaitFindsTheDeadMemberBeforeTheHeartbeatT
   EXPECT_EQ(world, 2);  // the two live suspects stayed
 }
 
+// Note [Silent members]: a live member that has closed its generation's
+// listener (on its way to the next one) but still heartbeats is kept when a
+// probe finds its port refused: it has missed no heartbeat.
+TEST(MembershipTest, AProbedMemberThatStillHeartbeatsIsKeptThoughItsPortIsClosed) {
+  Coordinator co(3, /*min_workers=*/2, 30s);
+  Clients cs;
+  for (int i = 0; i < 3; ++i) cs.push_back(NewClient(co.server->endpoint()));
+  Transports t1;
+  RegisterAll({cs[0].get(), cs[1].get(), cs[2].get()}, {{}, {}, {}}, &t1);
+  t1[1].reset();  // its port is closed; its client heartbeats on
+  for (int i = 0; i < 6; ++i) {
+    cs[0]->AskToProbe();
+    std::this_thread::sleep_for(250ms);
+  }
+  EXPECT_EQ(co.LostLine(), "");
+  EXPECT_EQ(cs[2]->pending(), 0) << "no member was lost, so no generation is pending";
+}
+
 // A member that withdraws (a script rolled back past the end of its loop)
 // is lost at once, long before any heartbeat timeout, although its process
 // and heartbeats go on; the others abort and form the next generation.
