@@ -51,10 +51,10 @@ using nlohmann::json;
 // a false suspicion costs a TCP connect or two; a dead one's host refuses,
 // and it is lost. "Missed" follows the member's own heartbeats: silent for
 // twice the median gap of its last 8 (a WAN blip is one long gap, not the
-// median) and at least kMissedHeartbeat. Probed at once instead, a
-// live survivor was declared dead in a full test run: it had closed its old
-// generation's listener (the port the probe knocks on) on its way to the
-// next generation, 101 ms after its last heartbeat.
+// median) and at least kMissedHeartbeat. Probed at once, a live survivor
+// would be declared dead whenever it has already closed its generation's
+// listener (the port the probe knocks on) on its way to the next one while
+// its heartbeats go on (seen: 101 ms after its last heartbeat).
 namespace {
 // The client's default heartbeat interval is 250 ms.
 constexpr std::chrono::milliseconds kMissedHeartbeat{300};
