@@ -404,11 +404,21 @@ void ByteWriter::BytesAppended(size_t n, const std::function<void(std::vector<ui
   Reserve(out_.size() + n);
   const size_t before = out_.size();
   append(&out_);
-  if (out_.size() != before + n) {
-    std::fprintf(stderr, "frugal: internal error: a section block of %zu bytes appended %zu\n", n,
-                 out_.size() - before);
-    std::abort();
-  }
+  CheckBlock(n, before);
+}
+
+void ByteWriter::BytesWritten(size_t n, const std::function<void(ByteWriter&)>& write) {
+  U64(n);
+  Reserve(out_.size() + n);
+  const size_t before = out_.size();
+  write(*this);
+  CheckBlock(n, before);
+}
+
+void ByteWriter::CheckBlock(size_t n, size_t before) const {
+  if (out_.size() == before + n) return;
+  std::fprintf(stderr, "frugal: internal error: a section block of %zu bytes appended %zu\n", n, out_.size() - before);
+  std::abort();
 }
 
 void ByteWriter::U64(uint64_t v) {

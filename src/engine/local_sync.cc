@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -589,14 +588,8 @@ std::vector<uint8_t> LocalSync::Impl::SaveOwn() const {
     const optim::SparseOptimizer& o = *inner[b];
     w.BytesAppended(o.StateBytes(), [&o](std::vector<uint8_t>* out) { o.AppendState(out); });
   }
-  w.U64(reduce_bytes);  // as w.Bytes(reduce->SaveState()), without the copy
-  const size_t before = w.size();
-  reduce->WriteState(w);
-  if (w.size() != before + reduce_bytes) {
-    std::fprintf(stderr, "frugal: internal error: the exchange's state wrote %zu bytes of %zu\n",
-                 w.size() - before, reduce_bytes);
-    std::abort();
-  }
+  // As w.Bytes(reduce->SaveState()), without the copy.
+  w.BytesWritten(reduce_bytes, [this](ByteWriter& out) { reduce->WriteState(out); });
   for (size_t b = 0; b < anchor.size(); ++b) {  // the base: an open round's, else the anchor
     w.BytesAppended(4 * anchor[b].size(), [&](std::vector<uint8_t>* out) {
       for (const auto& fr : frags) {

@@ -106,10 +106,11 @@ class ByteWriter {
   // A length-prefixed block of n bytes that `append` adds to the buffer in
   // place (no temporary copy). REQUIRES: it appends exactly n bytes.
   void BytesAppended(size_t n, const std::function<void(std::vector<uint8_t>*)>& append);
+  // The same for a block that `write` writes through this writer.
+  void BytesWritten(size_t n, const std::function<void(ByteWriter&)>& write);
   // Room for `total` bytes in all, taken from a recycled buffer when one is
   // large enough (Note [Sized snapshots] in checkpoint.cc).
   void Reserve(size_t total);
-  size_t size() const { return out_.size(); }
   std::vector<uint8_t> Take() { return std::move(out_); }
 
  private:
@@ -117,6 +118,8 @@ class ByteWriter {
   // Moves the bytes so far into a recycled buffer of at least `need` bytes
   // when out_ is too small and one is pooled; false otherwise.
   bool ContinueInPooled(size_t need);
+  // Aborts unless the block begun at `before` holds exactly n bytes.
+  void CheckBlock(size_t n, size_t before) const;
   std::vector<uint8_t> out_;
 };
 
