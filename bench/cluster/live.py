@@ -207,17 +207,24 @@ def total_slots(args):
     return args.slots * max(1, args.testbed)
 
 
+def job_header(k, args):
+    """What every job file of the workload starts with: its name, profile
+    and worker range. --profile-per-job: no job shares what another
+    measured (the server's behaviour before profiles); otherwise the server
+    derives the profile."""
+    profile = f'profile = "job{k}"\n' if args.profile_per_job else ""
+    return f'name = "job{k}"\n{profile}min_workers = {args.min_workers}\nmax_workers = {total_slots(args)}\n'
+
+
 def script_job_toml(k, steps, args):
     """A command job (docs/guide/cluster.md, "Own scripts as jobs"):
     bench/chaos/script.py, the zoo's mlp on Fashion-MNIST through
     frugal.DistributedModel with a torch SGD and LambdaLR, the global batch
     split by the current world, its own checkpoints in FRUGAL_RUN_DIR."""
-    profile = f'profile = "job{k}"\n' if args.profile_per_job else ""
     command = ["/usr/bin/python3", os.path.abspath(SCRIPT), "--steps", str(steps), "--global-batch",
                str(args.global_batch), "--log-every", str(args.log_every), "--checkpoint-every",
                str(args.checkpoint_every)]
-    return (f'name = "job{k}"\n{profile}min_workers = {args.min_workers}\nmax_workers = {total_slots(args)}\n'
-            f"command = {json.dumps(command)}\n"
+    return (job_header(k, args) + f"command = {json.dumps(command)}\n"
             f'env = {{ PYTHONPATH = "{os.path.abspath(args.python_path)}" }}\nmax_steps = {steps}\n')
 
 
@@ -229,14 +236,10 @@ def job_toml(k, steps, args):
     if is_script_job(k, args):
         return script_job_toml(k, steps, args)
     batch = f"global_batch = {args.global_batch}\n" if args.global_batch else f"batch_size = {args.batch_size}\n"
-    # --profile-per-job: no job shares what another measured (the server's
-    # behaviour before profiles); otherwise the server derives the profile.
-    profile = f'profile = "job{k}"\n' if args.profile_per_job else ""
     data = (f'dataset = "{args.dataset}"\n' if args.dataset != "synthetic" else
             'dataset = "synthetic"\nsynthetic_train_size = 8192\nsynthetic_test_size = 256\n')
-    return (f'name = "job{k}"\n{profile}min_workers = {args.min_workers}\nmax_workers = {total_slots(args)}\n'
-            f'model = "{job_model(k, args)}"\n{data}max_steps = {steps}\nlog_every = {args.log_every}\n{batch}'
-            f"timeout_s = 60\nelastic_every = 5\nepochs = 100000\n")
+    return (job_header(k, args) + f'model = "{job_model(k, args)}"\n{data}max_steps = {steps}\n'
+            f"log_every = {args.log_every}\n{batch}timeout_s = 60\nelastic_every = 5\nepochs = 100000\n")
 
 
 def run_policy(frugal, policy, controller, args, root):
