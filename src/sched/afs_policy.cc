@@ -55,6 +55,8 @@
 // So, like Tiresias' discretised LAS, the estimate is bucketed into length
 // classes floor(log2(estimate / prior)), and jobs in the same class are
 // ordered by submission time. Expected finish order = (class, submit time).
+// A job whose workers take u GPUs each cannot run on one GPU; its one-GPU
+// rate is its rate on one worker over u (Note [Workers of several GPUs]).
 //
 // Note [Two queues]: "afs-goodput-2q" is afs-goodput with bounded priority
 // to short jobs, like Tiresias' two queues. A job whose estimated work
@@ -105,7 +107,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <utility>
 
 #include "elastic_step.h"
@@ -115,29 +116,39 @@
 namespace frugal::sched {
 namespace {
 
-// A job's best goodput at m GPUs over its batch candidates
-// (Note [AFS goodput]), memoised: the two passes of Note [Switch cost] ask for
-// the same counts again.
-class GoodputRates {
+// The throughput the policy assumes for job i at m GPUs: on the compact shape
+// in the job's workers, at its current batch, or with `goodput` its best
+// goodput over its batch candidates (Note [AFS goodput]), memoised: the two
+// passes of Note [Switch cost] ask for the same counts again.
+class JobRates {
  public:
-  GoodputRates(const std::vector<JobView>& jobs, int gpus_per_node)
-      : g_(gpus_per_node), batches_(jobs.size()), memo_(jobs.size()) {
-    for (size_t i = 0; i < jobs.size(); ++i) batches_[i] = BatchSizeCandidates(jobs[i]);
+  JobRates(const std::vector<JobView>& jobs, int gpus_per_node, bool goodput)
+      : jobs_(jobs), g_(gpus_per_node), goodput_(goodput), batches_(goodput ? jobs.size() : 0),
+        memo_(goodput ? jobs.size() : 0) {
+    for (size_t i = 0; i < batches_.size(); ++i) batches_[i] = BatchSizeCandidates(jobs[i]);
   }
-  double At(const JobView& job, size_t i, int m) {
+  double At(size_t i, int m) {
+    if (!goodput_) return CompactRate(jobs_[i], m, g_);
     if (m <= 0) return 0.0;
     std::vector<double>& memo = memo_[i];
     if (memo.size() <= static_cast<size_t>(m)) memo.resize(m + 1, -1);
     if (memo[m] >= 0) return memo[m];
-    Shape shape = CompactShape(m, g_);
+    Shape shape = CompactShape(m, g_, WorkerGpus(jobs_[i]));
     double best = 0;
-    for (int b : batches_[i]) best = std::max(best, job.speed->ProgressRateAt(shape, b));
+    for (int b : batches_[i]) best = std::max(best, jobs_[i].speed->ProgressRateAt(shape, b));
     memo[m] = best;
     return best;
   }
+  // Per GPU on one worker: the one-GPU rate of Note [AFS-P estimator].
+  double AtOne(size_t i) {
+    const int unit = WorkerGpus(jobs_[i]);
+    return At(i, unit) / unit;
+  }
 
  private:
+  const std::vector<JobView>& jobs_;
   int g_;
+  bool goodput_;
   std::vector<std::vector<int>> batches_;
   std::vector<std::vector<double>> memo_;
 };
@@ -207,12 +218,7 @@ class AfsPolicy : public Policy {
     std::vector<GrowthStep> steps(n);
     std::vector<size_t> order;  // Growable jobs by (finish, id).
     order.reserve(n);
-    // Throughput at m GPUs (compact placement); Note [AFS goodput].
-    std::optional<GoodputRates> goodput;
-    if (goodput_) goodput.emplace(jobs, g);
-    auto rate_of = [&](const JobView& job, size_t i, int m) {
-      return goodput ? goodput->At(job, i, m) : CompactRate(job, m, g);
-    };
+    JobRates rates(jobs, g, goodput_);
     // Current GPUs and remaining work (progress units) of running jobs, for
     // Note [Switch cost]; empty when it is off.
     const bool switch_cost = switch_cost_.seconds > 0;
@@ -222,11 +228,11 @@ class AfsPolicy : public Policy {
       current[i] = jobs[i].placement.NumGpus();
       if (current[i] == 0) continue;
       work_left[i] = oracle_ ? jobs[i].remaining_progress
-                             : std::max(jobs[i].progress, prior_seconds_ * rate_of(jobs[i], i, 1));
+                             : std::max(jobs[i].progress, prior_seconds_ * rates.AtOne(i));
     }
     bool contended = true;  // Pass 1 or 2 of Note [Switch cost].
     auto effective_rate = [&](size_t i, int m) {
-      double r = rate_of(jobs[i], i, m);
+      double r = rates.At(i, m);
       if (!switch_cost || r <= 0 || current[i] == 0 || m == current[i]) return r;
       double h = work_left[i] / r;
       if (contended) h = std::min(h, switch_cost_.contended_horizon);
@@ -234,9 +240,9 @@ class AfsPolicy : public Policy {
     };
 
     auto update = [&](size_t i) {
-      int cap = std::min(goodput_ ? jobs[i].max_gpus_at_max_batch : jobs[i].max_gpus, total);
       double rate_now = steps[i].k > 0 && counts[i] > 0 ? steps[i].rate_next : effective_rate(i, counts[i]);
-      steps[i] = NextGrowthStep(counts[i], cap, g, rate_now, [&](int m) { return effective_rate(i, m); });
+      steps[i] = NextGrowthStep(counts[i], Cap(cluster.spec, jobs[i]), g, WorkerGpus(jobs[i]), rate_now,
+                                [&](int m) { return effective_rate(i, m); });
       if (steps[i].k == 0) return false;
 
       const GrowthStep& s = steps[i];
@@ -253,7 +259,7 @@ class AfsPolicy : public Policy {
     if (oracle_) {
       for (size_t i = 0; i < n; ++i) remaining[i] = jobs[i].remaining_progress;
     } else {
-      EstimateLengths(cluster.now, jobs, [&](size_t i) { return rate_of(jobs[i], i, 1); }, &finish, &long_job);
+      EstimateLengths(cluster.now, jobs, [&](size_t i) { return rates.AtOne(i); }, &finish, &long_job);
     }
     auto keeps = [&](size_t a, size_t b) {
       return Keeps(jobs[a], jobs[b], long_job[a], long_job[b], lhs[a] > rhs[b]);
@@ -273,9 +279,14 @@ class AfsPolicy : public Policy {
       }
       HandOut(&order, steps, &counts, &free, update, before, keeps);
     }
-    DampReallocations(cluster.spec, jobs, min_gain_,
-                      [&](size_t i, int m) { return rate_of(jobs[i], i, m); }, &counts);
+    DampReallocations(cluster.spec, jobs, min_gain_, [&](size_t i, int m) { return rates.At(i, m); }, &counts);
     return PlaceJobs(cluster.spec, jobs, counts, FitAwareRates(jobs));
+  }
+
+  // The most GPUs the policy gives `job`: what it can use (at its largest
+  // batch for afs-goodput), in whole workers on the cluster.
+  int Cap(const ClusterSpec& spec, const JobView& job) const {
+    return std::min(goodput_ ? job.max_gpus_at_max_batch : job.max_gpus, spec.TotalGpusInWorkers(WorkerGpus(job)));
   }
 
   // Rates for Note [Fit-aware placement] (placer.cc); null where it is off.

@@ -44,13 +44,15 @@ Shape ShapeOf(const Placement& placement) {
   return shape;
 }
 
-Shape CompactShape(int gpus, int gpus_per_node) {
+Shape CompactShape(int gpus, int gpus_per_node, int gpus_per_worker) {
   assert(gpus_per_node > 0);
   Shape shape;
-  if (gpus <= 0) return shape;
-  int rem = gpus % gpus_per_node;
+  const int per_node = ClusterSpec{1, gpus_per_node}.NodeGpusInWorkers(gpus_per_worker);
+  if (gpus <= 0 || per_node <= 0) return shape;
+  assert(gpus % gpus_per_worker == 0);
+  int rem = gpus % per_node;
   if (rem > 0) shape.push_back(rem);
-  for (int i = 0; i < gpus / gpus_per_node; ++i) shape.push_back(gpus_per_node);
+  for (int i = 0; i < gpus / per_node; ++i) shape.push_back(per_node);
   return shape;
 }
 

@@ -24,6 +24,22 @@ TEST(SchedClusterTest, CompactShapeUsesFewestNodes) {
   EXPECT_EQ(CompactShape(12, 4), (Shape{4, 4, 4}));
 }
 
+// Note [Workers of several GPUs]: a full node holds whole workers only.
+TEST(SchedClusterTest, CompactShapeInWholeWorkers) {
+  EXPECT_EQ(CompactShape(6, 4, 1), (Shape{2, 4}));
+  EXPECT_EQ(CompactShape(6, 4, 2), (Shape{2, 4}));
+  EXPECT_EQ(CompactShape(6, 4, 3), (Shape{3, 3}));
+  EXPECT_EQ(CompactShape(9, 4, 3), (Shape{3, 3, 3}));
+  EXPECT_EQ(CompactShape(12, 8, 3), (Shape{6, 6}));
+  EXPECT_EQ(CompactShape(8, 4, 4), (Shape{4, 4}));
+  EXPECT_EQ(CompactShape(8, 4, 8), Shape{}) << "a worker larger than a node fits nowhere";
+  ClusterSpec spec{3, 4};
+  EXPECT_EQ(spec.NodeGpusInWorkers(1), 4);
+  EXPECT_EQ(spec.NodeGpusInWorkers(3), 3);
+  EXPECT_EQ(spec.TotalGpusInWorkers(3), 9);
+  EXPECT_EQ(spec.TotalGpusInWorkers(5), 0);
+}
+
 TEST(SchedClusterTest, PlacementDropsZerosAndSortsByNode) {
   Placement p({{5, 2}, {1, 0}, {0, 3}});
   ASSERT_EQ(p.shares().size(), 2u);
@@ -36,12 +52,24 @@ TEST(SchedClusterTest, PlacementDropsZerosAndSortsByNode) {
   EXPECT_EQ(Placement().ToString(), "-");
 }
 
-JobView MakeJob(int64_t id, const SpeedEstimate* speed, Placement current = {}) {
+JobView MakeJob(int64_t id, const SpeedEstimate* speed, Placement current = {}, int gpus_per_worker = 1) {
   JobView v;
   v.id = id;
   v.speed = speed;
   v.placement = std::move(current);
+  v.gpus_per_worker = gpus_per_worker;
   return v;
+}
+
+void ExpectWholeWorkers(const std::vector<JobView>& jobs, const std::vector<Placement>& out, const ClusterSpec& spec) {
+  std::vector<int> used(spec.num_nodes, 0);
+  for (size_t i = 0; i < out.size(); ++i) {
+    for (const NodeShare& s : out[i].shares()) {
+      EXPECT_EQ(s.gpus % jobs[i].gpus_per_worker, 0) << "job " << i << ": " << out[i].ToString();
+      used[s.node] += s.gpus;
+    }
+  }
+  for (int u : used) EXPECT_LE(u, spec.gpus_per_node);
 }
 
 TEST(SchedPlacerTest, KeepsUnchangedJobsAndBestFitsNewOnes) {
@@ -123,6 +151,69 @@ TEST(SchedPlacerTest, FitAwareKeepsTheCurrentPlacement) {
     return static_cast<double>(n);
   };
   EXPECT_EQ(PlaceJobs(spec, jobs, {4, 1, 3}, linear)[0].NumGpus(), 4);
+}
+
+// Note [Workers of several GPUs]: four 4-GPU nodes with 1, 3, 1 and 3 GPUs
+// free (10 in all). A job of 2-GPU workers asking for 8 gets only the pairs
+// the free GPUs hold, one on each node with 3 free: 4 GPUs, never an odd
+// share; the single GPUs stay free. Fit-aware placement keeps the rule.
+TEST(SchedPlacerTest, WorkersOfTwoGpusArePlacedInPairsOnAFragmentedCluster) {
+  CountSpeed speed;
+  ClusterSpec spec{4, 4};
+  std::vector<JobView> jobs = {MakeJob(0, &speed, {}, 2), MakeJob(1, &speed, Placement({{0, 3}})),
+                               MakeJob(2, &speed, Placement({{1, 1}})), MakeJob(3, &speed, Placement({{2, 3}})),
+                               MakeJob(4, &speed, Placement({{3, 1}}))};
+  const std::vector<int> counts = {8, 3, 1, 3, 1};
+  for (bool fit_aware : {false, true}) {
+    std::vector<Placement> out = PlaceJobs(spec, jobs, counts, fit_aware ? RateOn(SpreadHalves) : nullptr);
+    EXPECT_EQ(out[0], Placement({{1, 2}, {3, 2}})) << "fit-aware " << fit_aware;
+    for (size_t i = 1; i < jobs.size(); ++i) EXPECT_EQ(out[i], jobs[i].placement);
+    ExpectWholeWorkers(jobs, out, spec);
+  }
+  // A count that is not whole workers is rounded down.
+  EXPECT_EQ(PlaceJobs(spec, jobs, {3, 3, 1, 3, 1})[0].NumGpus(), 2);
+  // Workers of 4 GPUs find no node free enough: the job gets nothing.
+  jobs[0].gpus_per_worker = 4;
+  EXPECT_TRUE(PlaceJobs(spec, jobs, {4, 3, 1, 3, 1})[0].empty());
+}
+
+// Spreading takes the nodes with the most GPUs free in whole workers and,
+// among those, the tightest: pairs on nodes with 3, 2 and 2 free go to the
+// two nodes with 2 free, leaving the node with 3 whole for a 3-GPU job.
+TEST(SchedPlacerTest, SpreadingPrefersNodesWithNoneLeftOver) {
+  CountSpeed speed;
+  ClusterSpec spec{3, 4};
+  std::vector<JobView> jobs = {MakeJob(0, &speed, {}, 2), MakeJob(1, &speed, {}, 3),
+                               MakeJob(2, &speed, Placement({{0, 1}})), MakeJob(3, &speed, Placement({{1, 2}})),
+                               MakeJob(4, &speed, Placement({{2, 2}}))};
+  std::vector<Placement> out = PlaceJobs(spec, jobs, {4, 3, 1, 2, 2});
+  EXPECT_EQ(out[0], Placement({{1, 2}, {2, 2}}));
+  EXPECT_EQ(out[1], Placement({{0, 3}}));
+  ExpectWholeWorkers(jobs, out, spec);
+}
+
+// PlaceableCounts accepts a count only where PlaceJobs places every count so
+// far in full.
+TEST(SchedPlacerTest, PlaceableCountsRefusesWhatDoesNotFitInWorkers) {
+  CountSpeed speed;
+  ClusterSpec spec{2, 4};
+  // One GPU held on each node: 6 free, but only 4 of them in pairs.
+  std::vector<JobView> jobs = {MakeJob(0, &speed, Placement({{0, 1}})), MakeJob(1, &speed, Placement({{1, 1}})),
+                               MakeJob(2, &speed, {}, 2), MakeJob(3, &speed, {}, 2), MakeJob(4, &speed)};
+  PlaceableCounts counts(spec, jobs);
+  EXPECT_TRUE(counts.TrySet(0, 1));
+  EXPECT_TRUE(counts.TrySet(1, 1));
+  EXPECT_FALSE(counts.TrySet(2, 6)) << "6 free GPUs, but 3 + 3";
+  EXPECT_FALSE(counts.TrySet(2, 3)) << "not whole workers";
+  EXPECT_TRUE(counts.TrySet(2, 4));
+  EXPECT_EQ(counts.free(), 2);
+  EXPECT_FALSE(counts.TrySet(3, 2)) << "the free GPUs are single";
+  EXPECT_TRUE(counts.TrySet(4, 2));
+  std::vector<Placement> out = counts.Place();
+  EXPECT_EQ(out[2].NumGpus(), 4);
+  EXPECT_TRUE(out[3].empty());
+  EXPECT_EQ(out[4].NumGpus(), 2);
+  ExpectWholeWorkers(jobs, out, spec);
 }
 
 }  // namespace

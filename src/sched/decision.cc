@@ -6,6 +6,20 @@
 namespace frugal::sched {
 namespace {
 
+// The caller's side of the contract: whole workers
+// (Note [Workers of several GPUs] in placer.cc).
+Status CheckViews(const std::vector<JobView>& views) {
+  for (const JobView& v : views) {
+    if (v.gpus_per_worker < 1 || v.requested_gpus % v.gpus_per_worker != 0) {
+      return Status::InvalidArgument("job " + std::to_string(v.id) + " asks for " +
+                                     std::to_string(v.requested_gpus) + " GPUs in workers of " +
+                                     std::to_string(v.gpus_per_worker) +
+                                     " (gpus_per_worker must be >= 1 and divide the request)");
+    }
+  }
+  return Status::Ok();
+}
+
 Status CheckPlacements(const Policy& policy, const ClusterView& cluster, const std::vector<JobView>& views,
                        const std::vector<Placement>& next) {
   if (next.size() != views.size()) {
@@ -18,6 +32,11 @@ Status CheckPlacements(const Policy& policy, const ClusterView& cluster, const s
     for (const NodeShare& s : next[k].shares()) {
       if (s.node < 0 || s.node >= spec.num_nodes) {
         return Status::Internal("policy " + policy.Name() + " used node " + std::to_string(s.node));
+      }
+      if (s.gpus % views[k].gpus_per_worker != 0) {
+        return Status::Internal("policy " + policy.Name() + " gave job " + std::to_string(views[k].id) + " " +
+                                std::to_string(s.gpus) + " GPUs on node " + std::to_string(s.node) +
+                                ", not whole workers of " + std::to_string(views[k].gpus_per_worker));
       }
       used[s.node] += s.gpus;
       if (used[s.node] > spec.gpus_per_node) {
@@ -53,7 +72,8 @@ Status CheckBatchSizes(const Policy& policy, const std::vector<JobView>& views, 
 // preemption throws the evaluation away (and restarts the job). So a held
 // job keeps its placement whatever the policy said. Where the policy gave
 // its GPUs to others, they give way in view order (queue order): an earlier
-// job keeps its GPUs on a node, a later one is trimmed, possibly to nothing.
+// job keeps its GPUs on a node, a later one is trimmed, possibly to nothing,
+// in whole workers (Note [Workers of several GPUs] in placer.cc).
 void HoldPlacements(const ClusterView& cluster, const std::vector<JobView>& views, std::vector<Placement>* next) {
   if (std::none_of(views.begin(), views.end(), [](const JobView& v) { return v.hold; })) return;
   std::vector<int> free(std::max(cluster.spec.num_nodes, 0), cluster.spec.gpus_per_node);
@@ -71,7 +91,8 @@ void HoldPlacements(const ClusterView& cluster, const std::vector<JobView>& view
     if (views[k].hold) continue;
     std::vector<NodeShare> kept;
     for (const NodeShare& s : (*next)[k].shares()) {
-      const int gpus = std::min(s.gpus, std::max(0, free[s.node]));
+      const int room = std::max(0, free[s.node]);
+      const int gpus = std::min(s.gpus, room / views[k].gpus_per_worker * views[k].gpus_per_worker);
       if (gpus > 0) kept.push_back({s.node, gpus});
       free[s.node] -= gpus;
     }
@@ -83,6 +104,7 @@ void HoldPlacements(const ClusterView& cluster, const std::vector<JobView>& view
 
 Result<RoundDecision> DecideRound(const Policy& policy, const ClusterView& cluster, const std::vector<JobView>& jobs,
                                   const Clock& clock) {
+  FRUGAL_RETURN_IF_ERROR(CheckViews(jobs));
   RoundDecision d;
   const Clock::time_point start = clock.Now();
   d.placements = policy.Schedule(cluster, jobs);

@@ -31,6 +31,7 @@ Result<DecisionTiming> TimeDecision(const ApplicationCatalog& catalog, const Pol
     v.id = i;
     v.submit_time = spec.submit_time;
     v.requested_gpus = std::min(spec.num_replicas, cluster.TotalGpus());
+    v.gpus_per_worker = spec.gpus_per_worker;
     v.max_gpus = std::max(1, std::min(app->throughput().MaxGpus(spec.batch_size), cluster.TotalGpus()));
     v.batch_size = spec.batch_size;
     v.min_batch_size = c.MinBatch() > 0 ? c.MinBatch() : spec.batch_size;

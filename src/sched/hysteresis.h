@@ -24,7 +24,9 @@
 namespace frugal::sched {
 
 // REQUIRES: counts->size() == jobs.size(), sum(*counts) <= spec.TotalGpus().
-// Keeps that sum within the cluster.
+// Keeps that sum within the cluster. Every count it leaves is the policy's or
+// the job's current one, so counts in whole workers stay so
+// (Note [Workers of several GPUs] in placer.cc).
 // `rate(job index, gpus)`: the throughput the policy assumes.
 void DampReallocations(const ClusterSpec& spec, const std::vector<JobView>& jobs, double min_gain,
                        const std::function<double(size_t, int)>& rate, std::vector<int>* counts);

@@ -9,22 +9,18 @@
 namespace frugal::sched {
 namespace {
 
-// Gives each job, in `order`, its requested GPUs if they are still free.
+// Gives each job, in `order`, its requested GPUs if they are still free, in
+// whole workers beside the jobs given theirs before it (PlaceableCounts,
+// Note [Workers of several GPUs] in placer.cc).
 // `strict`: stop at the first job that does not fit (no backfilling).
 std::vector<Placement> AllocateInOrder(const ClusterView& cluster, const std::vector<JobView>& jobs,
                                        const std::vector<size_t>& order, bool strict) {
-  int free = cluster.spec.TotalGpus();
-  std::vector<int> counts(jobs.size(), 0);
+  PlaceableCounts counts(cluster.spec, jobs);
   for (size_t i : order) {
     int want = std::min(jobs[i].requested_gpus, cluster.spec.TotalGpus());
-    if (want <= free) {
-      counts[i] = want;
-      free -= want;
-    } else if (strict) {
-      break;
-    }
+    if (!counts.TrySet(i, want) && strict) break;
   }
-  return PlaceJobs(cluster.spec, jobs, counts);
+  return counts.Place();
 }
 
 std::vector<size_t> Indices(size_t n) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 
 #include "event_queue.h"
@@ -55,6 +56,10 @@ class SimulationRun {
   void Advance(SimJob& job, double t);
   double PredictFinish(const SimJob& job, double t) const;
   double BestRuntime(const SimJob& job);
+  // The most GPUs `job` can use at `batch` in whole workers on this cluster
+  // (at least one worker's).
+  int MaxGpusAt(const SimJob& job, int batch) const;
+  Status CheckWorkers(const JobSpec& spec) const;
   JobView BaseView(const SimJob& job) const;
   // One scheduling round at time t, in steps: bring the active jobs up to
   // t, ask the policy through DecideRound (the code path the live cluster
@@ -83,7 +88,7 @@ class SimulationRun {
   double decision_max_ = 0;
   long max_active_ = 0;
   long active_at_slowest_ = 0;
-  std::map<std::pair<const Application*, int>, double> best_runtime_cache_;
+  std::map<std::tuple<const Application*, int, int>, double> best_runtime_cache_;
 };
 
 Status SimulationRun::Init(const std::vector<JobSpec>& workload) {
@@ -110,8 +115,9 @@ Status SimulationRun::Init(const std::vector<JobSpec>& workload) {
       return Status::InvalidArgument("job '" + spec.name + "' asks for " + std::to_string(spec.num_replicas) +
                                      " GPUs but the cluster has " + std::to_string(total));
     }
+    FRUGAL_RETURN_IF_ERROR(CheckWorkers(spec));
     j.speed = std::make_unique<ModelSpeed>(j.app, spec.batch_size);
-    j.max_gpus = std::max(1, std::min(j.app->throughput().MaxGpus(spec.batch_size), total));
+    j.max_gpus = MaxGpusAt(j, spec.batch_size);
     j.num_epochs = j.app->convergence().NumEpochs();
     j.result.name = spec.name;
     j.result.application = spec.application;
@@ -119,7 +125,8 @@ Status SimulationRun::Init(const std::vector<JobSpec>& workload) {
     j.result.best_runtime = BestRuntime(j) + spec.tail_gpu_seconds / j.max_gpus;
     // A job that cannot run on what it asked for would hold GPUs forever
     // under the non-elastic policies.
-    if (j.speed->RateAt(CompactShape(spec.num_replicas, options_.cluster.gpus_per_node), 0) <= 0) {
+    const Shape asked = CompactShape(spec.num_replicas, options_.cluster.gpus_per_node, spec.gpus_per_worker);
+    if (j.speed->RateAt(asked, 0) <= 0) {
       return Status::InvalidArgument("job '" + spec.name + "' cannot run on " + std::to_string(spec.num_replicas) +
                                      " GPUs at batch " + std::to_string(spec.batch_size) + " (at most " +
                                      std::to_string(j.app->throughput().MaxGpus(spec.batch_size)) +
@@ -130,24 +137,51 @@ Status SimulationRun::Init(const std::vector<JobSpec>& workload) {
   return Status::Ok();
 }
 
+// Note [Workers of several GPUs] (placer.cc): a job runs in whole workers,
+// each inside one node.
+Status SimulationRun::CheckWorkers(const JobSpec& spec) const {
+  const int unit = spec.gpus_per_worker;
+  if (unit < 1 || spec.num_replicas % unit != 0) {
+    return Status::InvalidArgument("job '" + spec.name + "' asks for " + std::to_string(spec.num_replicas) +
+                                   " GPUs in workers of " + std::to_string(unit) +
+                                   " (gpus_per_worker must be >= 1 and divide num_replicas)");
+  }
+  const int most = options_.cluster.TotalGpusInWorkers(unit);
+  if (spec.num_replicas > most) {
+    return Status::InvalidArgument("job '" + spec.name + "' asks for " + std::to_string(spec.num_replicas) +
+                                   " GPUs in workers of " + std::to_string(unit) + " but the cluster holds " +
+                                   std::to_string(most) + " in such workers (" +
+                                   std::to_string(options_.cluster.gpus_per_node) + " GPUs per node)");
+  }
+  return Status::Ok();
+}
+
+int SimulationRun::MaxGpusAt(const SimJob& job, int batch) const {
+  const int unit = job.spec->gpus_per_worker;
+  const int most = std::min(job.app->throughput().MaxGpus(batch), options_.cluster.TotalGpusInWorkers(unit));
+  return std::max(unit, most / unit * unit);
+}
+
 // Lower bound on a job's running time: every epoch at its best batch size
 // (among BatchSizeCandidates, which include the job's own) on the fastest
-// compact shape, plus one start-up cost. Gain per step does not depend on the
-// shape, so for each batch the fastest shape is the one with the shortest
-// step. Memoised per (application, batch): workloads repeat them.
+// compact shape in its workers, plus one start-up cost. Gain per step does
+// not depend on the shape, so for each batch the fastest shape is the one
+// with the shortest step. Memoised per (application, batch, worker size):
+// workloads repeat them.
 double SimulationRun::BestRuntime(const SimJob& job) {
-  auto key = std::make_pair(job.app, job.spec->batch_size);
+  const int unit = job.spec->gpus_per_worker;
+  auto key = std::make_tuple(job.app, job.spec->batch_size, unit);
   auto it = best_runtime_cache_.find(key);
   if (it != best_runtime_cache_.end()) return it->second;
   const ConvergenceModel& c = job.app->convergence();
-  const int total_gpus = options_.cluster.TotalGpus();
+  const int total_gpus = options_.cluster.TotalGpusInWorkers(unit);
   std::vector<int> batches = BatchSizeCandidates(BaseView(job));
   std::vector<double> best_step(batches.size(), kInf);
   for (size_t b = 0; b < batches.size(); ++b) {
     int cap = std::min(job.app->throughput().MaxGpus(batches[b]), total_gpus);
-    for (int n = 1; n <= cap; ++n) {
-      best_step[b] = std::min(
-          best_step[b], job.app->throughput().StepTime(CompactShape(n, options_.cluster.gpus_per_node), batches[b]));
+    for (int n = unit; n <= cap; n += unit) {
+      best_step[b] = std::min(best_step[b], job.app->throughput().StepTime(
+                                                CompactShape(n, options_.cluster.gpus_per_node, unit), batches[b]));
     }
   }
   double total = options_.reallocation_cost;
@@ -166,13 +200,13 @@ JobView SimulationRun::BaseView(const SimJob& j) const {
   JobView v;
   v.submit_time = j.spec->submit_time;
   v.requested_gpus = j.spec->num_replicas;
+  v.gpus_per_worker = j.spec->gpus_per_worker;
   v.batch_size = j.speed->batch();
   v.max_gpus = j.max_gpus;
   const ConvergenceModel& c = j.app->convergence();
   v.min_batch_size = c.MinBatch() > 0 ? c.MinBatch() : v.batch_size;
   v.max_batch_size = c.MaxBatch() > 0 ? std::max(c.MaxBatch(), v.min_batch_size) : v.batch_size;
-  v.max_gpus_at_max_batch = std::max(
-      v.max_gpus, std::min(j.app->throughput().MaxGpus(v.max_batch_size), options_.cluster.TotalGpus()));
+  v.max_gpus_at_max_batch = std::max(v.max_gpus, MaxGpusAt(j, v.max_batch_size));
   return v;
 }
 
@@ -289,7 +323,7 @@ void SimulationRun::ApplyDecision(double t, size_t i, const Placement& placement
     // A new batch size takes effect without a restart (the trainer adapts
     // it between steps); the completion estimate must be redone.
     j.speed->set_batch(*batch);
-    j.max_gpus = std::max(1, std::min(j.app->throughput().MaxGpus(*batch), options_.cluster.TotalGpus()));
+    j.max_gpus = MaxGpusAt(j, *batch);
   }
   if (placement == j.placement) {
     if (batch_changed && !j.placement.empty()) {

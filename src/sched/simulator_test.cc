@@ -143,6 +143,109 @@ TEST(SchedSimulatorTest, OverCommittingPolicyIsAnError) {
   EXPECT_NE(r.status().message().find("over-committed"), std::string::npos);
 }
 
+// Delegates to a policy and checks every round's final placements (after
+// DecideRound's Note [Held jobs], which ChooseBatchSizes is shown): every node
+// share whole workers (Note [Workers of several GPUs] in placer.cc).
+class WholeWorkerCheck : public Policy {
+ public:
+  explicit WholeWorkerCheck(const Policy& inner) : inner_(inner) {}
+  std::string Name() const override { return inner_.Name(); }
+  bool UsesOracle() const override { return inner_.UsesOracle(); }
+  std::vector<Placement> Schedule(const ClusterView& cluster, const std::vector<JobView>& jobs) const override {
+    return inner_.Schedule(cluster, jobs);
+  }
+  std::vector<int> ChooseBatchSizes(const ClusterView& cluster, const std::vector<JobView>& jobs,
+                                    const std::vector<Placement>& placements) const override {
+    ++rounds_;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      for (const NodeShare& s : placements[i].shares()) {
+        if (s.gpus % jobs[i].gpus_per_worker != 0) ++bad_shares_;
+        if (jobs[i].gpus_per_worker > 1) ++shares_of_several_;
+      }
+    }
+    return inner_.ChooseBatchSizes(cluster, jobs, placements);
+  }
+  long rounds() const { return rounds_; }
+  long bad_shares() const { return bad_shares_; }
+  long shares_of_several() const { return shares_of_several_; }
+
+ private:
+  const Policy& inner_;
+  // One simulation at a time (the test's).
+  mutable long rounds_ = 0;
+  mutable long bad_shares_ = 0;
+  mutable long shares_of_several_ = 0;
+};
+
+// One application that scales to 8 GPUs (100, 180, 320, 560 samples/s on 1,
+// 2, 4, 8), 12,000 samples.
+ApplicationCatalog ScalingCatalog() {
+  ApplicationCatalog c;
+  const std::vector<std::pair<int, double>> points = {{1, 100}, {2, 180}, {4, 320}, {8, 560}};
+  auto app = std::make_shared<Application>("scale", std::make_shared<TableThroughputModel>(points),
+                                           std::make_shared<SampleCountConvergence>(12000));
+  EXPECT_TRUE(c.Add(app).ok());
+  return c;
+}
+
+JobSpec WorkerSpec(const std::string& name, double t, int gpus, int unit) {
+  JobSpec j = Spec(name, t, "scale", gpus, 64);
+  j.gpus_per_worker = unit;
+  return j;
+}
+
+// Note [Workers of several GPUs] through the simulator: jobs of 2-GPU workers
+// among one-GPU ones (and one of 3-GPU workers, one with a tail held past its
+// last step) on three 4-GPU nodes finish under every policy, and no round
+// ever places a share that is not whole workers.
+TEST(SchedSimulatorTest, WorkersOfSeveralGpusUnderEveryPolicy) {
+  ApplicationCatalog catalog = ScalingCatalog();
+  SimulatorOptions options;
+  options.cluster = {3, 4};
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 12; ++i) {
+    const bool pairs = i % 3 != 2;
+    jobs.push_back(WorkerSpec("j" + std::to_string(i), 40.0 * i, pairs ? 2 * (1 + i % 2) : 1 + i % 2, pairs ? 2 : 1));
+  }
+  jobs.push_back(WorkerSpec("threes", 100, 6, 3));
+  jobs[4].tail_gpu_seconds = 120;
+  for (const std::string& name : PolicyNames()) {
+    auto policy = CreatePolicy(name);
+    ASSERT_TRUE(policy.ok());
+    WholeWorkerCheck check(**policy);
+    Simulator sim(catalog, check, options);
+    auto r = sim.Run(jobs);
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().ToString();
+    ASSERT_EQ(r->jobs.size(), jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      EXPECT_GE(r->jobs[i].finish_time, jobs[i].submit_time) << name << " " << jobs[i].name;
+      EXPECT_EQ(r->jobs[i].max_gpus_held % jobs[i].gpus_per_worker, 0) << name << " " << jobs[i].name;
+      EXPECT_GE(r->jobs[i].jct, r->jobs[i].best_runtime * (1 - 1e-9)) << name << " " << jobs[i].name;
+    }
+    EXPECT_GT(check.rounds(), 0) << name;
+    EXPECT_GT(check.shares_of_several(), 0) << name;
+    EXPECT_EQ(check.bad_shares(), 0) << name;
+  }
+}
+
+TEST(SchedSimulatorTest, WorkersThatCannotBePlacedAreUserErrors) {
+  ApplicationCatalog catalog = ScalingCatalog();
+  SimulatorOptions options;
+  options.cluster = {3, 4};
+  auto r = RunPolicy(catalog, "fifo", {WorkerSpec("odd", 0, 3, 2)}, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("workers of 2"), std::string::npos) << r.status().message();
+  // Three 4-GPU nodes hold 9 GPUs in workers of 3, not 12.
+  r = RunPolicy(catalog, "fifo", {WorkerSpec("big", 0, 12, 3)}, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("holds 9"), std::string::npos) << r.status().message();
+  r = RunPolicy(catalog, "fifo", {WorkerSpec("wide", 0, 8, 8)}, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("holds 0"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(RunPolicy(catalog, "fifo", {WorkerSpec("fits", 0, 9, 3)}, options).ok());
+}
+
 // Random workloads on the real traces: every job completes, no job beats its
 // best possible running time, GPU use never exceeds the cluster, and two runs
 // with the same seed are identical.
@@ -206,6 +309,26 @@ TEST_P(SchedRandomWorkloadTest, Invariants) {
       EXPECT_EQ(r->jobs[i].num_reallocations, again->jobs[i].num_reallocations);
     }
   }
+}
+
+// The same workloads with every even-sized job run in 2-GPU workers: every
+// job completes and no round places a share that is not whole workers.
+TEST_P(SchedRandomWorkloadTest, WorkersOfTwoGpus) {
+  SimulatorOptions options;
+  options.cluster = {4, 4};
+  std::vector<JobSpec> jobs = RandomWorkload(3, 25);
+  for (JobSpec& j : jobs) j.gpus_per_worker = j.num_replicas % 2 == 0 ? 2 : 1;
+  auto policy = CreatePolicy(GetParam());
+  ASSERT_TRUE(policy.ok());
+  WholeWorkerCheck check(**policy);
+  auto r = Simulator(*catalog_, check, options).Run(jobs);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_GE(r->jobs[i].jct, r->jobs[i].best_runtime * (1 - 1e-9)) << jobs[i].name;
+    EXPECT_EQ(r->jobs[i].max_gpus_held % jobs[i].gpus_per_worker, 0) << jobs[i].name;
+  }
+  EXPECT_GT(check.shares_of_several(), 0);
+  EXPECT_EQ(check.bad_shares(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPolicies, SchedRandomWorkloadTest, ::testing::ValuesIn(PolicyNames()),

@@ -35,6 +35,7 @@ Result<std::vector<JobSpec>> LoadWorkload(const std::string& path) {
   FRUGAL_RETURN_IF_ERROR(t.Columns({{"name", &c_name}, {"time", &c_time}, {"application", &c_app},
                                     {"num_replicas", &c_rep}, {"batch_size", &c_bsz}}));
   const int c_tail = t.FindColumn("tail_gpu_s");  // Optional.
+  const int c_unit = t.FindColumn("gpus_per_worker");  // Optional.
   std::vector<JobSpec> jobs;
   jobs.reserve(t.NumRows());
   for (size_t r = 0; r < t.NumRows(); ++r) {
@@ -65,6 +66,14 @@ Result<std::vector<JobSpec>> LoadWorkload(const std::string& path) {
                                   t.Field(r, c_tail));
       }
     }
+    if (c_unit >= 0) {
+      FRUGAL_ASSIGN_OR_RETURN(long long unit, t.Integer(r, c_unit));
+      if (unit <= 0 || unit > rep || rep % unit != 0) {
+        return Status::Corruption(t.Where(r) + ": gpus_per_worker must be positive and divide num_replicas (" +
+                                  t.Field(r, c_rep) + "), got " + t.Field(r, c_unit));
+      }
+      j.gpus_per_worker = static_cast<int>(unit);
+    }
     j.num_replicas = static_cast<int>(rep);
     j.batch_size = static_cast<int>(bsz);
     jobs.push_back(std::move(j));
@@ -79,7 +88,9 @@ Status WriteWorkload(const std::string& path, const std::vector<JobSpec>& jobs) 
   std::ofstream out(path);
   if (!out) return Status::IOError(path + ": cannot open for writing");
   const bool tails = std::any_of(jobs.begin(), jobs.end(), [](const JobSpec& j) { return j.tail_gpu_seconds > 0; });
-  out << "name,time,application,num_replicas,batch_size" << (tails ? ",tail_gpu_s\n" : "\n");
+  const bool units = std::any_of(jobs.begin(), jobs.end(), [](const JobSpec& j) { return j.gpus_per_worker != 1; });
+  out << "name,time,application,num_replicas,batch_size" << (tails ? ",tail_gpu_s" : "")
+      << (units ? ",gpus_per_worker\n" : "\n");
   char buf[64];
   for (const JobSpec& j : jobs) {
     std::snprintf(buf, sizeof(buf), "%.0f", j.submit_time);
@@ -88,6 +99,7 @@ Status WriteWorkload(const std::string& path, const std::vector<JobSpec>& jobs) 
       std::snprintf(buf, sizeof(buf), "%.3f", j.tail_gpu_seconds);
       out << ',' << buf;
     }
+    if (units) out << ',' << j.gpus_per_worker;
     out << '\n';
   }
   out.flush();

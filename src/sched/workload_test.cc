@@ -99,6 +99,34 @@ TEST(SchedWorkloadTest, TailsAreAnOptionalColumn) {
       << err.status().message();
 }
 
+// Note [Workers of several GPUs]: an optional column, written only where a
+// job's workers take several GPUs; it must divide the job's GPUs.
+TEST(SchedWorkloadTest, WorkerSizeIsAnOptionalColumn) {
+  std::vector<JobSpec> jobs = {{"a", 0, "ncf", 1, 32768}, {"b", 60, "bert", 8, 384}};
+  TempFile plain("");
+  ASSERT_TRUE(WriteWorkload(plain.path(), jobs).ok());
+  std::string header;
+  std::getline(std::ifstream(plain.path()), header);
+  EXPECT_EQ(header, "name,time,application,num_replicas,batch_size");
+  jobs[1].gpus_per_worker = 4;
+  jobs[1].tail_gpu_seconds = 3;
+  TempFile f("");
+  ASSERT_TRUE(WriteWorkload(f.path(), jobs).ok());
+  auto back = LoadWorkload(f.path());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ((*back)[0].gpus_per_worker, 1);
+  EXPECT_EQ((*back)[1].gpus_per_worker, 4);
+  EXPECT_DOUBLE_EQ((*back)[1].tail_gpu_seconds, 3);
+  TempFile bad("name,time,application,num_replicas,batch_size,gpus_per_worker\na,0,ncf,6,32,4\n");
+  auto err = LoadWorkload(bad.path());
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.status().message().find(":2: gpus_per_worker must be positive and divide num_replicas (6), got 4"),
+            std::string::npos)
+      << err.status().message();
+  TempFile zero("name,time,application,num_replicas,batch_size,gpus_per_worker\na,0,ncf,6,32,0\n");
+  EXPECT_FALSE(LoadWorkload(zero.path()).ok());
+}
+
 TEST(SchedPhillyTest, BadTimestampNamesLine) {
   TempFile f("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,1,66.0,x\nyesterday,1,1,1,x\n");
   auto r = LoadPhillyTrace(f.path());

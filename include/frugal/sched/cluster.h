@@ -16,6 +16,14 @@ struct ClusterSpec {
   int gpus_per_node = 4;
 
   int TotalGpus() const { return num_nodes * gpus_per_node; }
+  // The most GPUs a job whose workers take `gpus_per_worker` GPUs each can
+  // hold on one node, and on the whole cluster: whole workers only (0 where
+  // a worker does not fit a node). Note [Workers of several GPUs] in
+  // src/sched/placer.cc.
+  int NodeGpusInWorkers(int gpus_per_worker) const {
+    return gpus_per_worker > 0 ? gpus_per_node / gpus_per_worker * gpus_per_worker : 0;
+  }
+  int TotalGpusInWorkers(int gpus_per_worker) const { return num_nodes * NodeGpusInWorkers(gpus_per_worker); }
 };
 
 // The number of GPUs one job holds on one node.
@@ -59,7 +67,11 @@ using Shape = std::vector<int>;
 Shape ShapeOf(const Placement& placement);
 
 // The most compact shape for `gpus` GPUs on nodes of `gpus_per_node`: as few
-// nodes as possible, e.g. 6 GPUs on 4-GPU nodes -> {2, 4}.
-Shape CompactShape(int gpus, int gpus_per_node);
+// nodes as possible, e.g. 6 GPUs on 4-GPU nodes -> {2, 4}. For a job whose
+// workers take `gpus_per_worker` GPUs each, a node holds only whole workers,
+// so full nodes hold floor(gpus_per_node / gpus_per_worker) of them: 6 GPUs
+// in workers of 3 on 4-GPU nodes -> {3, 3}. Empty where a worker does not fit
+// a node. REQUIRES: gpus_per_node > 0, gpus a multiple of gpus_per_worker.
+Shape CompactShape(int gpus, int gpus_per_node, int gpus_per_worker = 1);
 
 }  // namespace frugal::sched

@@ -26,9 +26,12 @@ struct RoundDecision {
 
 // Asks `policy` for the placements (and batch sizes) of `jobs` on `cluster`
 // and checks its answer: one placement per job, node ids inside the cluster,
-// no node over-committed, no job above max(max_gpus_at_max_batch,
-// requested_gpus), batch sizes in each job's range. A policy that breaks
-// these is a bug: Internal error naming the policy and the job id. Jobs with
+// every node share a multiple of the job's gpus_per_worker, no node
+// over-committed, no job above max(max_gpus_at_max_batch, requested_gpus),
+// batch sizes in each job's range. A policy that breaks these is a bug:
+// Internal error naming the policy and the job id. A view with
+// gpus_per_worker < 1, or requested_gpus not a multiple of it, is the
+// caller's: InvalidArgument naming the job, before the policy runs. Jobs with
 // `hold` set then keep their current placements, and the others give way on
 // those nodes (Note [Held jobs] in decision.cc). decision_seconds is timed
 // on `clock`.

@@ -42,6 +42,12 @@ struct JobView {
   double submit_time = 0;
   int requested_gpus = 1;    // What the user asked for; non-elastic policies use it.
   int max_gpus = 1;          // Most GPUs the job can use at its current batch.
+  // GPUs one worker process of the job takes (REQUIRES: >= 1). A worker never
+  // spans nodes, so every node share of the job's placement is a multiple of
+  // it, and so are requested_gpus, max_gpus and max_gpus_at_max_batch (a
+  // policy rounds the last two down); see Note [Workers of several GPUs] in
+  // src/sched/placer.cc.
+  int gpus_per_worker = 1;
   int batch_size = 1;        // Current global batch size.
   // Range a batch-adaptive policy may choose from (both = batch_size when the
   // application's statistical efficiency is unknown), and the most GPUs the
@@ -127,7 +133,8 @@ class Policy {
   // True if the policy reads JobView::remaining_progress.
   virtual bool UsesOracle() const { return false; }
   // Returns one placement per job, index-aligned with `jobs`. The result never
-  // holds more GPUs on a node than it has, and never gives a job more than its
+  // holds more GPUs on a node than it has, gives each job a multiple of its
+  // gpus_per_worker on every node, and never gives a job more than its
   // max_gpus (max_gpus_at_max_batch for batch-adaptive policies), or, for
   // non-elastic policies, anything but 0 or requested_gpus.
   virtual std::vector<Placement> Schedule(const ClusterView& cluster,

@@ -62,8 +62,9 @@ class Simulator {
   Simulator(const ApplicationCatalog& catalog, const Policy& policy, SimulatorOptions options);
 
   // Runs the workload to completion. Errors: unknown application, a job asking
-  // for more GPUs than the cluster has, a policy returning an invalid
-  // allocation (a bug), or max_time exceeded.
+  // for more GPUs than the cluster has (or holds in whole workers of its
+  // gpus_per_worker, which must divide its GPUs), a policy returning an
+  // invalid allocation (a bug), or max_time exceeded.
   Result<SimulationResult> Run(const std::vector<JobSpec>& workload) const;
 
  private:
