@@ -4,6 +4,7 @@ the local steps that hide the link (frugal.plan profiles the model here).
 
     PYTHONPATH=build/python /usr/bin/python3 examples/lm/plan.py --size 25m --batch-size 4 --sites 2 2 --link-mbps 100
     ... examples/lm/plan.py --size gpt2 --batch-size 1 --seq-len 128 --hardware rtx3090 --sites 4 4
+    ... examples/lm/plan.py --size 25m --batch-size 4 --job-prior 4     # + the line for a cluster job file
 """
 
 import argparse
@@ -32,9 +33,14 @@ def main(argv=None):
     p.add_argument("--intra-gbps", type=float, default=10.0, help="inside a site (Gbit/s)")
     p.add_argument("--local-steps", type=int, default=16)
     p.add_argument("--workers-per-host", type=int, default=1)
+    p.add_argument("--job-prior", type=int, default=0, metavar="MAX_WORKERS",
+                   help="also print the cluster job file line with the predicted samples/s at 1..MAX_WORKERS "
+                        "workers on one node (planned_samples_per_s)")
     args = p.parse_args(argv)
     if args.batch_size < 1 or (args.seq_len is not None and args.seq_len < 1):
         p.error("--batch-size and --seq-len must be >= 1")
+    if not 0 <= args.job_prior <= 1024:
+        p.error("--job-prior must be from 1 to 1024 (0: none)")
 
     torch.manual_seed(0)
     net = lm.build(args.size, vocab_size=args.vocab_size)
@@ -52,6 +58,8 @@ def main(argv=None):
     print(f"{args.size}, {args.batch_size} x {seq} tokens per worker, sites {args.sites}, "
           f"{args.link_mbps:g} Mbit/s between them")
     print(plan)
+    if args.job_prior:
+        print(plan.job_prior(args.job_prior))
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ class Plan:
     measured_step_s (this machine, the example batch), measured (whether
     the compute is the measured one or the cost model's for `hardware`)."""
 
-    def __init__(self, prediction, profile, measured):
+    def __init__(self, prediction, profile, measured, predict=None):
+        self._predict = predict
         self.measured = measured
         self.hardware = prediction["hardware"]
         self.iteration_s = prediction["iteration_s"]
@@ -66,6 +67,28 @@ class Plan:
         self.activation_bytes_per_sample = profile["activation_bytes_per_sample"]
         self.measured_step_s = profile["step_s"]
         self.batch_per_worker = profile["batch_per_worker"]
+
+    def samples_per_s_at(self, workers):
+        """The samples/s over all workers the planner predicts for this
+        module on ``workers`` workers of one node (one site; each worker its
+        own device, as in the profile), in the plan's mode, on its
+        hardware."""
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+        if self._predict is None:
+            raise ValueError("this Plan was not made by frugal.plan, so it cannot predict other worker counts")
+        return float(self._predict([workers], workers)["samples_per_s"])
+
+    def job_prior(self, max_workers):
+        """The line of a cluster job file (``frugal cluster submit``) that
+        gives the server this plan's speed for the job before it has
+        measured any: ``planned_samples_per_s = [...]``, the rate at 1 to
+        ``max_workers`` workers (samples_per_s_at). Without it a command
+        job's speed is learned from its metrics as it runs."""
+        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or not 1 <= max_workers <= 1024:
+            raise ValueError(f"max_workers must be an integer from 1 to 1024, got {max_workers!r}")
+        rates = ", ".join(f"{self.samples_per_s_at(w):.6g}" for w in range(1, max_workers + 1))
+        return f"planned_samples_per_s = [{rates}]"
 
     def __repr__(self):
         return (f"Plan(iteration_s={self.iteration_s:.4g}, bottleneck={self.bottleneck!r}, "
@@ -299,14 +322,17 @@ def plan(module, example_batch, *, loss_fn=None, optimizer="adamw", hardware=Non
     threads = max(1, (os.cpu_count() or 1) // workers_per_host) if device.type == "cpu" and workers_per_host > 1 \
         else 0
     prof = _profile(module, inputs, loss_fn, make_optimizer, repeats, warmup, threads)
-    prediction = _C.predict_frugal(
-        prof["ops"], prof["parameters"], prof["activation_bytes"], batch, os.fspath(hardware), sites,
-        float(intra_gbps), float(link_mbps), batch_per_worker, prof["step_s"] / batch if measured else 0.0, sync,
-        local_steps, local_fragments, float(density or 0.0), workers_per_host, prof["optimizer_state_bytes"], True)
+
+    def predict(clusters, per_host):
+        return _C.predict_frugal(
+            prof["ops"], prof["parameters"], prof["activation_bytes"], batch, os.fspath(hardware), clusters,
+            float(intra_gbps), float(link_mbps), batch_per_worker, prof["step_s"] / batch if measured else 0.0, sync,
+            local_steps, local_fragments, float(density or 0.0), per_host, prof["optimizer_state_bytes"], True)
+    prediction = predict(sites, workers_per_host)
     profile = dict(parameters=prof["parameters"], flops_per_sample=prof["flops"] / batch,
                    activation_bytes_per_sample=prof["activation_bytes"] / batch, step_s=prof["step_s"],
                    batch_per_worker=batch_per_worker)
-    return Plan(prediction, profile, measured)
+    return Plan(prediction, profile, measured, predict)
 
 
 def _this_machine(device):

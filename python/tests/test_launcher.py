@@ -66,6 +66,35 @@ def test_run_usage_errors():
     assert p.returncode == 2 and "cannot start /nonexistent/prog" in p.stderr
 
 
+def test_each_worker_sees_its_own_devices(tmp_path):
+    """--gpus-per-worker G: local worker r sees devices r*G..r*G+G-1 of the
+    launcher's CUDA_VISIBLE_DEVICES (what a cluster agent with --gpus sets);
+    without the flag, or without the variable, nothing changes."""
+    program = ("import os, sys; open(os.path.join(sys.argv[1], os.environ['LOCAL_RANK']), 'w')"
+               ".write(os.environ.get('CUDA_VISIBLE_DEVICES', '-'))")
+
+    def seen(flags, visible):
+        env = dict(os.environ)
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        if visible is not None:
+            env["CUDA_VISIBLE_DEVICES"] = visible
+        for f in tmp_path.iterdir():
+            f.unlink()
+        p = subprocess.run([frugal_binary(), "run", "--workers", "2", *flags, "--", sys.executable, "-c", program,
+                            str(tmp_path)], capture_output=True, text=True, timeout=60, env=env)
+        assert p.returncode == 0, p.stderr
+        return [(tmp_path / str(r)).read_text() for r in range(2)]
+
+    assert seen(["--gpus-per-worker", "2"], "3,4,5,6,7") == ["3,4", "5,6"]
+    assert seen(["--gpus-per-worker", "1"], "GPU-a,GPU-b") == ["GPU-a", "GPU-b"]
+    assert seen([], "3,4") == ["3,4", "3,4"]
+    assert seen(["--gpus-per-worker", "1"], None) == ["-", "-"]
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="0,1,2")
+    p = subprocess.run([frugal_binary(), "run", "--workers", "2", "--gpus-per-worker", "2", "--", sys.executable,
+                        "-c", "pass"], capture_output=True, text=True, timeout=30, env=env)
+    assert p.returncode == 2 and "needs 4 devices, and CUDA_VISIBLE_DEVICES lists 3" in p.stderr, p.stderr
+
+
 def test_a_failing_program_fails_the_run():
     p = subprocess.run([frugal_binary(), "run", "--workers", "2", "--timeout-s", "5", "--", sys.executable, "-c",
                         "import os, sys; sys.exit(3 if os.environ['FRUGAL_RANK'] == '1' else 0)"],

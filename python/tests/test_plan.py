@@ -3,6 +3,7 @@
 import math
 import re
 import subprocess
+import tomllib
 
 import pytest
 import torch
@@ -64,6 +65,26 @@ def test_a_slower_link_needs_more_local_steps_and_the_cost_model_prices_named_ha
     assert 0 < fast.compute_s < fast.measured_step_s  # a GPU's cost model beats this CPU
     step = frugal.plan(mlp(), x, sync="step", repeats=1, warmup=1)
     assert step.hidden_local_steps is None and step.local_steps == 0
+
+
+def test_the_job_prior_is_the_planners_rate_at_each_worker_count():
+    """Plan.job_prior: the line of a cluster job file that gives the server
+    the plan's samples/s at 1..max_workers workers on one node."""
+    x = torch.randn(32, 784)
+    p = frugal.plan(mlp(), x, hardware="rtx3090", sites=[2, 2], link_mbps=10, repeats=1, warmup=1)
+    one = frugal.plan(mlp(), x, hardware="rtx3090", sites=[1], repeats=1, warmup=1)
+    assert p.samples_per_s_at(1) == pytest.approx(one.samples_per_s, rel=1e-6)
+    rates = [p.samples_per_s_at(w) for w in (1, 2, 4)]
+    assert rates[0] < rates[1] < rates[2], rates  # one node: the 10 Gbit/s inside a site, not the 10 Mbit/s link
+    line = p.job_prior(4)
+    parsed = tomllib.loads(line)["planned_samples_per_s"]
+    assert len(parsed) == 4 and parsed[1] == pytest.approx(rates[1], rel=1e-5) and parsed[3] == pytest.approx(
+        rates[2], rel=1e-5)
+    for bad in (0, 1025, 2.0, True):
+        with pytest.raises(ValueError, match="max_workers"):
+            p.job_prior(bad)
+    with pytest.raises(ValueError, match="workers must be an integer >= 1"):
+        p.samples_per_s_at(0)
 
 
 def test_memory_flags_out_of_memory(tmp_path):

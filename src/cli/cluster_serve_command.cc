@@ -299,10 +299,15 @@ void AddServe(CLI::App* cluster) {
 void AddAgent(CLI::App* cluster) {
   auto cf = std::make_shared<ClientFlags>();
   auto ao = std::make_shared<cluster::AgentOptions>();
+  ao->slots = 0;  // Given by --slots, or by --gpus.
   auto* cmd = cluster->add_subcommand("agent", "Run this host's agent: offer --slots to the server, run its tasks");
   AddClientFlags(cmd, cf.get());
-  cmd->add_option("--slots", ao->slots, "Worker slots this host offers (GPUs; CPU slots without one)")
-      ->required()->check(Bounded(1, 1024));
+  auto gpus = std::make_shared<std::string>();
+  cmd->add_option("--slots", ao->slots, "Worker slots this host offers (CPU slots; with --gpus, the GPUs)")
+      ->check(Bounded(1, 1024));
+  cmd->add_option("--gpus", *gpus,
+                  "This host's GPUs as slots, each task given its own as CUDA_VISIBLE_DEVICES: ids (0,1,2,3) "
+                  "or auto (CUDA_VISIBLE_DEVICES, else /dev/nvidiaN)");
   cmd->add_option("--name", ao->node, "Node name (default: the host name)");
   cmd->add_option("--work-dir", ao->work_dir, "Task configs, logs and runs/ go here")->capture_default_str();
   cmd->add_option("--host", ao->host, "Address this host's job processes listen on and advertise")
@@ -312,8 +317,15 @@ void AddAgent(CLI::App* cluster) {
       ->capture_default_str()->check(Bounded(0.05, 600));
   cmd->add_option("--stop-grace-s", ao->stop_grace_s, "SIGTERM to SIGKILL when stopping a task")
       ->capture_default_str()->check(Bounded(0, 3600));
-  cmd->callback([cf, ao] {
+  cmd->callback([cf, ao, gpus] {
     cluster::AgentOptions options = *ao;
+    if (!gpus->empty()) {
+      Result<std::vector<std::string>> ids = cluster::ParseGpus(*gpus);
+      if (!ids.ok()) throw UsageError(ids.status().message());
+      options.gpus = std::move(*ids);
+    } else if (options.slots == 0) {
+      throw UsageError("give --slots N (CPU slots) or --gpus LIST|auto (the host's GPUs)");
+    }
     if (options.frugal_binary.empty()) options.frugal_binary = SelfPath();
     auto agent = cluster::Agent::Create(MakeClient(*cf), options);
     if (!agent.ok()) throw UsageError(agent.status().message());

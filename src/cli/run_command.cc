@@ -76,6 +76,7 @@ struct RunFlags {
   bool join = false;    // add the workers to a running elastic job at --coordinator
   double heartbeat_timeout_s = 2.0;
   int64_t elastic_every = 0;  // 0: auto (engine::ElasticEveryOf, resolved by the script's model)
+  int gpus_per_worker = 0;    // 0: CUDA_VISIBLE_DEVICES is left as it is (Note [Devices per worker])
   std::vector<std::string> command;
 };
 
@@ -95,6 +96,32 @@ std::vector<std::string> SplitCommas(const std::string& s) {
   std::stringstream ss(s);
   for (std::string c; std::getline(ss, c, ',');) out.push_back(c);
   return out;
+}
+
+// Note [Devices per worker]: with --gpus-per-worker G and
+// CUDA_VISIBLE_DEVICES listing this launcher's devices (a cluster agent
+// with --gpus sets it, Note [Device slots] in src/cluster/agent.cc), local
+// worker r sees devices r*G .. r*G+G-1 of that list as its cuda:0..G-1, so
+// no two workers share a GPU. Without CUDA_VISIBLE_DEVICES nothing changes
+// (a CPU host, or a script that picks its devices itself); a list shorter
+// than --workers x G is refused.
+std::vector<std::string> VisibleDevices() {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  return visible == nullptr || *visible == '\0' ? std::vector<std::string>{} : SplitCommas(visible);
+}
+
+void CheckDeviceFlags(const RunFlags& f) {
+  if (f.gpus_per_worker < 0 || f.gpus_per_worker > 64) {
+    throw UsageError("--gpus-per-worker must be in [1, 64] (or 0: leave CUDA_VISIBLE_DEVICES alone), got " +
+                     std::to_string(f.gpus_per_worker));
+  }
+  const std::vector<std::string> devices = VisibleDevices();
+  if (f.gpus_per_worker > 0 && !devices.empty() &&
+      devices.size() < static_cast<size_t>(f.workers) * static_cast<size_t>(f.gpus_per_worker)) {
+    throw UsageError("--gpus-per-worker " + std::to_string(f.gpus_per_worker) + " for " + std::to_string(f.workers) +
+                     " workers needs " + std::to_string(f.workers * f.gpus_per_worker) +
+                     " devices, and CUDA_VISIBLE_DEVICES lists " + std::to_string(devices.size()));
+  }
 }
 
 void CheckElasticFlags(const RunFlags& f) {
@@ -292,6 +319,11 @@ std::vector<std::string> ChildEnvironment(const RunFlags& f, int r, const std::s
     env["GLOO_SOCKET_IFNAME"] = plan.interface;
   }
   if (!f.advertise_host.empty()) env["FRUGAL_ADVERTISE_HOST"] = f.advertise_host;
+  if (const std::vector<std::string> devices = VisibleDevices(); f.gpus_per_worker > 0 && !devices.empty()) {
+    std::string own;  // Note [Devices per worker].
+    for (int k = 0; k < f.gpus_per_worker; ++k) own += (k ? "," : "") + devices[r * f.gpus_per_worker + k];
+    env["CUDA_VISIBLE_DEVICES"] = own;
+  }
   if (!f.key.empty()) env["FRUGAL_KEY"] = Absolute(f.key);
   if (!f.authorized_keys.empty()) env["FRUGAL_AUTHORIZED_KEYS"] = Absolute(f.authorized_keys);
   if (f.insecure) env["FRUGAL_INSECURE"] = "1";
@@ -357,6 +389,7 @@ std::shared_ptr<CoordinatorState> StartCoordinator(const RunFlags& f, const comm
 void Run(const RunFlags& f) {
   const std::vector<std::string> clusters = SplitCommas(f.local_clusters);
   CheckFlags(f, clusters);
+  CheckDeviceFlags(f);
   const comm::SecurityOptions security = CheckSecurity(f);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
   const bool local = f.coordinator.empty();
@@ -439,6 +472,8 @@ void AddRunCommand(CLI::App& app) {
   cmd->add_option("--elastic-every", f->elastic_every,
                   "Elastic: steps between membership checks and in-memory snapshots (0 = auto: 10, in the local "
                   "modes a multiple of the steps between two fragments' rounds)");
+  cmd->add_option("--gpus-per-worker", f->gpus_per_worker,
+                  "Give each worker its own this many of CUDA_VISIBLE_DEVICES's devices (0: leave it alone)");
   cmd->add_option("command", f->command, "The program and its arguments, after --")->expected(-1);
   cmd->callback([f] { Run(*f); });
 }

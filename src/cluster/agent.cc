@@ -35,6 +35,7 @@ struct Task {
   Clock::time_point kill_at;
   std::string endpoint;  // What a reports_endpoint task printed, once seen.
   bool adopted = false;  // Found running at start: spec holds only what its id says until the server lists it.
+  std::vector<std::string> devices;  // Its GPUs (Note [Device slots]); held until it exits.
 };
 
 // The newest step directory of <runs>/<run>/checkpoints with a COMPLETE
@@ -136,7 +137,8 @@ class AgentImpl final : public Agent {
   void Reap();
   void ReadMetrics(const TaskSpec& task);
   void Reconcile(const AgentReply& reply);
-  void Start(const TaskSpec& spec);
+  bool TakeDevices(const TaskSpec& spec, std::vector<std::string>* devices);
+  void Start(const TaskSpec& spec, std::vector<std::string> devices);
   std::vector<std::string> CommandLine(const TaskSpec& spec, const fs::path& config) const;
   Status AddSecurityArgs(const TaskSpec& spec, std::vector<std::string>* argv) const;
 
@@ -150,7 +152,37 @@ class AgentImpl final : public Agent {
   std::vector<MetricSample> pending_samples_;
   std::map<int64_t, std::streamoff> metrics_offset_;  // By job: its run's metrics.jsonl, read so far.
   std::set<std::pair<int64_t, int64_t>> adopted_runs_;  // (job, generation) of the tasks adopted at start.
+  std::set<std::string> waiting_for_devices_;   // Tasks told so once.
 };
+
+// Note [Device slots]: an agent started with --gpus offers its GPUs as its
+// slots, and each task it starts gets workers x gpus_per_worker of them,
+// the lowest ids free, as CUDA_VISIBLE_DEVICES (replacing the job's own
+// value): a worker's `cuda:0` is its own GPU, and two jobs on one host never
+// share one. `frugal run --gpus-per-worker G` then gives each of its local
+// workers G of the task's devices. A task holds its devices until its
+// process exits, stopping included, so that a resize's new task never
+// lands on a GPU the old one still uses: the server already counts the
+// slots as free, and the agent starts the new task only once enough
+// devices are (it waits, heartbeat by heartbeat, and says so once). Without
+// --gpus the slots are CPU slots and no device is assigned.
+bool AgentImpl::TakeDevices(const TaskSpec& spec, std::vector<std::string>* devices) {
+  devices->clear();
+  if (options_.gpus.empty()) return true;
+  const size_t need = static_cast<size_t>(std::max(0, spec.workers)) * std::max(1, spec.gpus_per_worker);
+  std::set<std::string> held;
+  for (const auto& [id, t] : tasks_) held.insert(t.devices.begin(), t.devices.end());
+  for (const std::string& gpu : options_.gpus) {
+    if (devices->size() < need && !held.count(gpu)) devices->push_back(gpu);
+  }
+  if (devices->size() == need) return true;
+  if (waiting_for_devices_.insert(spec.task_id).second) {
+    std::fprintf(stderr, "agent: %s waits for %zu free GPUs (%zu free now; running and stopping tasks hold the others)\n",
+                 spec.task_id.c_str(), need, devices->size());
+  }
+  devices->clear();
+  return false;
+}
 
 void AgentImpl::ReadMetrics(const TaskSpec& task) {
   if (!task.reads_metrics) return;
@@ -260,8 +292,9 @@ Status AgentImpl::AddSecurityArgs(const TaskSpec& spec, std::vector<std::string>
   return Status::Ok();
 }
 
-void AgentImpl::Start(const TaskSpec& spec) {
+void AgentImpl::Start(const TaskSpec& spec, std::vector<std::string> devices) {
   started_.insert(spec.task_id);
+  waiting_for_devices_.erase(spec.task_id);
   std::error_code ec;
   fs::create_directories(runs_, ec);
   const fs::path config = fs::path(options_.work_dir) / (spec.task_id + ".toml");
@@ -283,6 +316,11 @@ void AgentImpl::Start(const TaskSpec& spec) {
   }
   if (spec.env.count(kRunDirEnv)) fs::create_directories(runs_ / spec.resume_run, ec);  // The program's run_dir.
   TaskSpec launched = spec;
+  if (!devices.empty()) {
+    std::string list;
+    for (const std::string& d : devices) list += (list.empty() ? "" : ",") + d;
+    launched.env["CUDA_VISIBLE_DEVICES"] = list;
+  }
   for (auto& [name, value] : launched.env) {
     for (size_t at = value.find("{runs}"); at != std::string::npos; at = value.find("{runs}", at)) {
       value.replace(at, 6, runs_.string());
@@ -299,7 +337,7 @@ void AgentImpl::Start(const TaskSpec& spec) {
     pending_exits_.push_back({spec.task_id, 127});
     return;
   }
-  tasks_[spec.task_id] = Task{spec, *handle, false, {}, ""};
+  tasks_[spec.task_id] = Task{spec, *handle, false, {}, "", false, std::move(devices)};
 }
 
 void AgentImpl::Reconcile(const AgentReply& reply) {
@@ -344,7 +382,8 @@ void AgentImpl::Reconcile(const AgentReply& reply) {
     for (const auto& [id, running] : tasks_) {
       job_busy = job_busy || (running.spec.job_id == t.job_id && running.spec.generation != t.generation);
     }
-    if (!job_busy) Start(t);
+    std::vector<std::string> devices;
+    if (!job_busy && TakeDevices(t, &devices)) Start(t, std::move(devices));
   }
 }
 
@@ -420,6 +459,14 @@ Result<std::unique_ptr<Agent>> Agent::Create(std::unique_ptr<ClusterClient> clie
 
 Result<std::unique_ptr<Agent>> CreateAgentWithRunner(std::unique_ptr<ClusterClient> client, AgentOptions options,
                                                      std::unique_ptr<TaskRunner> runner) {
+  if (!options.gpus.empty()) {
+    const int gpus = static_cast<int>(options.gpus.size());
+    if (options.slots != 0 && options.slots != gpus) {
+      return Status::InvalidArgument("--slots " + std::to_string(options.slots) + " but --gpus lists " +
+                                     std::to_string(gpus) + " GPUs: with --gpus the slots are the GPUs; drop --slots");
+    }
+    options.slots = gpus;
+  }
   if (options.slots < 1 || options.slots > 1024) return Status::InvalidArgument("--slots must be in [1, 1024]");
   if (options.node.empty()) {
     char host[256] = {};

@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "frugal/cluster/job_file.h"
 #include "frugal/comm/transport/security.h"
@@ -82,14 +84,41 @@ Status ClusterManager::Impl::Load() {
   return Status::Ok();
 }
 
+namespace {
+
+class PlannedRates final : public SpeedPrior {
+ public:
+  explicit PlannedRates(std::vector<double> rates) : rates_(std::move(rates)) {}
+  double SamplesPerSecond(int workers) const override {
+    return workers >= 1 && static_cast<size_t>(workers) <= rates_.size() ? rates_[workers - 1] : 0;
+  }
+
+ private:
+  const std::vector<double> rates_;
+};
+
+}  // namespace
+
+std::shared_ptr<const SpeedPrior> PlannedPrior(const JobSubmission& job) {
+  if (job.command.planned_samples_per_s.empty()) return nullptr;
+  return std::make_shared<PlannedRates>(job.command.planned_samples_per_s);
+}
+
+// A command job's own planned rates come before the server's prior, which
+// cannot time a program (Note [Live throughput prior]).
 LiveSpeed& ClusterManager::Impl::TrackSpeed(const JobRecord& job) {
   LiveSpeed& speed = speeds_[job.id];
-  if (options_.speed_prior) speed.SetPrior(options_.speed_prior(job.spec));
+  if (std::shared_ptr<const SpeedPrior> planned = PlannedPrior(job.spec)) {
+    speed.SetPrior(std::move(planned));
+  } else if (options_.speed_prior) {
+    speed.SetPrior(options_.speed_prior(job.spec));
+  }
   return speed;
 }
 
 LiveSpeed ClusterManager::Impl::SpeedForRound(const JobRecord& job) {
   LiveSpeed speed = speeds_[job.id];
+  speed.SetGpusPerWorker(job.spec.GpusPerWorker());
   if (options_.calibrate_prior) speed.SetPriorScale(prior_calibration_.scale);
   if (auto shared = profile_rates_.find(job.spec.profile); shared != profile_rates_.end()) {
     speed.SetShared(shared->second);

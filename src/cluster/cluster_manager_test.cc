@@ -623,8 +623,8 @@ TEST_F(ManagerTest, RejectsMalformedCommandJobs) {
   relative.command.workdir = "jobs";
   refused(relative, "absolute path");
   JobSubmission gpus = CommandJob("gpus", 1, 2);
-  gpus.command.gpus_per_worker = 2;
-  refused(gpus, "only 1 is supported");
+  gpus.command.gpus_per_worker = 65;
+  refused(gpus, "gpus_per_worker must be from 1 to 64");
   JobSubmission empty_program = CommandJob("prog", 1, 2);
   empty_program.command.argv[0] = "";
   refused(empty_program, "program");
@@ -670,6 +670,77 @@ TEST_F(ManagerTest, CommandJobsLearnTheirSpeedAndShareItOnlyWithTheSameCommand) 
   EXPECT_TRUE(rates[*other].profile_samples_per_s.empty()) << "another script";
   EXPECT_TRUE(rates[*train].profile_samples_per_s.empty()) << "a zoo job";
   EXPECT_NE(CommandJob("a", 1, 4).profile, CommandJob("other", 1, 4).profile);
+  std::filesystem::remove(path);
+}
+
+// Note [Workers of several GPUs]: a command job whose workers take 2 slots
+// each holds whole workers on its host, the task says so (the agent gives
+// it workers x 2 devices, `frugal run` 2 to each worker), and the policy's
+// shares stay even as another job takes slots; a job whose workers do not
+// fit the hosts' slot unit says why it waits.
+TEST_F(ManagerTest, ACommandJobOfTwoSlotWorkersHoldsWholeWorkers) {
+  auto m = Open(":memory:", "afs-p", /*mixed=*/true);
+  Beat(*m, "host-a", 4);
+  JobSubmission pairs = CommandJob("pairs", 1, 3);
+  pairs.command.gpus_per_worker = 2;
+  auto a = m->Submit(pairs);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(m->RunRound().ok());
+  EXPECT_EQ(m->Job(*a)->Slots(), 4) << "2 workers of 2 on the 4-slot host (3 do not fit)";
+  EXPECT_EQ(m->Job(*a)->Workers(), 2);
+  AgentReply reply = Beat(*m, "host-a", 4);
+  ASSERT_EQ(reply.tasks.size(), 1u);
+  EXPECT_EQ(reply.tasks[0].workers, 2);
+  EXPECT_EQ(reply.tasks[0].gpus_per_worker, 2);
+  EXPECT_EQ(Arg(reply.tasks[0], "--workers"), "2");
+  EXPECT_EQ(Arg(reply.tasks[0], "--gpus-per-worker"), "2");
+
+  ASSERT_TRUE(m->Submit(CommandJob("single", 1, 1)).ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  EXPECT_EQ(m->Job(*a)->Slots(), 2) << "one worker of 2 gives way";
+  EXPECT_EQ(m->Job(2)->Slots(), 1);
+  EXPECT_EQ(m->Throughputs()[*a].estimate.size(), 3u) << "rates by worker count";
+
+  Beat(*m, "host-b", 2);
+  JobSubmission quads = CommandJob("quads", 1, 1);
+  quads.command.gpus_per_worker = 4;
+  auto q = m->Submit(quads);
+  ASSERT_TRUE(q.ok());
+  ASSERT_TRUE(m->RunRound().ok());
+  EXPECT_EQ(m->Job(*q)->state, JobState::kQueued);
+  EXPECT_NE(m->Job(*q)->message.find("needs 4 slots (workers of 4 slots, each within the hosts' common slot unit "
+                                     "of 2)"),
+            std::string::npos)
+      << m->Job(*q)->message;
+}
+
+// A command job's planned rates (frugal.plan's Plan.job_prior) are its prior:
+// a script the plan says gains nothing from a second worker is not grown
+// onto idle slots, where the unit-free prior (n^0.8) grows it; they outlive
+// a restart of the server.
+TEST_F(ManagerTest, ACommandJobsPlannedRatesAreItsPrior) {
+  const auto path = std::filesystem::temp_directory_path() / ("frugal-planned-" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  JobSubmission flat = CommandJob("flat", 1, 4);
+  flat.command.planned_samples_per_s = {100, 100, 100, 100};
+  {
+    auto m = Open(path.string(), "afs-p", /*mixed=*/true);
+    Beat(*m, "host-a", 8);
+    ASSERT_TRUE(m->Submit(flat).ok());
+    ASSERT_TRUE(m->Submit(CommandJob("unplanned", 1, 4)).ok());
+    ASSERT_TRUE(m->RunRound().ok());
+    EXPECT_EQ(m->Job(1)->Workers(), 1) << "the plan: no gain past one worker";
+    EXPECT_EQ(m->Job(2)->Workers(), 4) << "no plan: n^0.8 grows it";
+    EXPECT_EQ(m->Throughputs()[1].estimate, (std::map<int, double>{{1, 100}, {2, 100}, {3, 100}, {4, 100}}));
+  }
+  auto m = Open(path.string(), "afs-p", /*mixed=*/true);
+  EXPECT_EQ(m->Job(1)->spec.command.planned_samples_per_s, flat.command.planned_samples_per_s) << "persisted";
+  EXPECT_DOUBLE_EQ(m->Throughputs()[1].estimate[3], 100);
+  JobSubmission short_table = CommandJob("short", 1, 4);
+  short_table.command.planned_samples_per_s = {100, 190};
+  auto refused = m->Submit(short_table);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("one per worker count"), std::string::npos) << refused.status().message();
   std::filesystem::remove(path);
 }
 

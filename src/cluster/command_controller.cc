@@ -46,7 +46,11 @@ class CommandJobController final : public SingleTaskController {
     char timeout[32];
     std::snprintf(timeout, sizeof(timeout), "%g", options_.timeout_s);
     std::vector<std::string> args = {"run", "--workers", std::to_string(workers), "--threads",
-                                     std::to_string(options_.threads_per_worker), "--timeout-s", timeout, "--"};
+                                     std::to_string(options_.threads_per_worker), "--timeout-s", timeout};
+    // Each local worker sees its own devices of the task's (Note [Device slots]).
+    const int gpus = job.spec.GpusPerWorker();
+    if (gpus > 1) args.insert(args.end(), {"--gpus-per-worker", std::to_string(gpus)});
+    args.push_back("--");
     args.insert(args.end(), job.spec.command.argv.begin(), job.spec.command.argv.end());
     return args;
   }

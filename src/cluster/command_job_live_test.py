@@ -2,9 +2,9 @@
 """Command jobs on the live cluster service (ctest cluster_command_live).
 
 Real processes on loopback: `frugal cluster serve`, one `frugal cluster
-agent` with 2 CPU slots, and jobs that are a small script of the test's own
-(a torch MLP through frugal.DistributedModel, metrics and checkpoints in
-$FRUGAL_RUN_DIR). It checks that
+agent` with 2 slots (GPU ids 0 and 1: --gpus), and jobs that are a small
+script of the test's own (a torch MLP through frugal.DistributedModel,
+metrics and checkpoints in $FRUGAL_RUN_DIR). It checks that
 
   1. bad job files and bad API bodies are refused with a one-line reason
      (non-zero exit / HTTP 400), and the server keeps serving;
@@ -18,7 +18,11 @@ $FRUGAL_RUN_DIR). It checks that
      worker (a new generation) and its script resumes from its checkpoint
      with frugal.load (a later start at a step > 0, another world size);
   4. b and a finish by their exits, a having made all its steps, and the
-     API shows their commands.
+     API shows their commands;
+  5. b's planned rate (planned_samples_per_s) is the server's estimate of
+     its speed before b has measured one;
+  6. the agent's slots are GPUs (--gpus 0,1, ids only): every task runs
+     with CUDA_VISIBLE_DEVICES naming GPUs of its own.
 
 Usage: command_job_live_test.py --frugal build/frugal [--controller elastic|restart] [--keep DIR]
 Stdlib only (the script the jobs run imports torch). Every wait has a deadline.
@@ -60,6 +64,8 @@ except FileNotFoundError:
 if world.rank == 0:
     with open(os.path.join(run_dir, "starts.txt"), "a") as f:
         f.write(f"{world.world_size} {start}\n")
+with open(os.path.join(run_dir, "devices.txt"), "a") as f:  # The agent's --gpus (Note [Device slots]).
+    f.write(os.environ.get("CUDA_VISIBLE_DEVICES", "-") + "\n")
 g = torch.Generator().manual_seed(world.rank)
 x = torch.randn(256, 8, generator=g)
 y = (x[:, 0] > 0).long()
@@ -110,7 +116,8 @@ def main():
         procs.append(server)
         port = wait_for_server(server, out)
         addr = f"127.0.0.1:{port}"
-        agent = subprocess.Popen([frugal, "cluster", "agent", "--server", addr, "--slots", "2", "--name", "host-a",
+        # Its slots are two GPUs (ids only: the script runs on the CPU).
+        agent = subprocess.Popen([frugal, "cluster", "agent", "--server", addr, "--gpus", "0,1", "--name", "host-a",
                                   "--work-dir", os.path.join(root, "agent"), "--heartbeat-s", "0.5",
                                   "--stop-grace-s", "20"],
                                  stdout=open(os.path.join(root, "agent.out"), "a"), stderr=subprocess.STDOUT)
@@ -137,7 +144,9 @@ def main():
                           ('command = ["python3"]\nmodel = "mlp"\nmin_workers = 1\nmax_workers = 1\n', "not both"),
                           ('command = "python3 x.py"\nmin_workers = 1\nmax_workers = 1\n', "array of strings"),
                           ('command = ["python3"]\nenv = { RANK = "0" }\nmin_workers = 1\nmax_workers = 1\n',
-                           "set by the cluster")]:
+                           "set by the cluster"),
+                          ('command = ["python3"]\nmin_workers = 1\nmax_workers = 2\nplanned_samples_per_s = [9]\n',
+                           "one per worker count")]:
             path = os.path.join(root, "bad.toml")
             with open(path, "w") as f:
                 f.write(text)
@@ -169,7 +178,12 @@ def main():
 
         # 3. Job b shrinks a: in place (elastic), or a restart at 1 worker
         # that resumes from the checkpoint (restart).
-        b = submit(job_file("b", 1, 1, 20, 0.0))
+        # b gives its planned rate (frugal.plan's Plan.job_prior): the
+        # server's estimate until b has measured its own.
+        b = submit(job_file("b", 1, 1, 20, 0.0, "planned_samples_per_s = [12345.5]\n"))
+        planned = next(j for j in get_json(port, "/api/state")["jobs"] if j["id"] == b)
+        assert planned["estimated_samples_per_s_by_workers"] == {"1": 12345.5}, planned
+        assert planned["planned_samples_per_s"] == [12345.5], planned
         wait_for(lambda: (job(b) or {}).get("state") in ("running", "finished"), "job b to start", 60)
         wait_for(lambda: (job(a) or {}).get("generation", 0) >= 2, "job a's resize", 60)
         wait_for(lambda: (job(b) or {}).get("state") == "finished", "job b to finish", 120)
@@ -190,6 +204,16 @@ def main():
         else:
             assert any(w == 1 and s > 0 for w, s in starts[1:]), f"a resumed at 1 worker from a checkpoint: {starts}"
         assert (job(a) or {})["step"] >= 240, job(a)
+        # Each task had GPUs of its own: a's two elastic members one each, its
+        # restart task both (frugal run's workers index them by LOCAL_RANK),
+        # b the one a gave up.
+        devices = [line.strip() for line in open(os.path.join(run_dir, "devices.txt"))]
+        b_devices = [line.strip() for line in open(os.path.join(root, "agent", "runs", f"job-{b}", "devices.txt"))]
+        if controller == "elastic":
+            assert sorted(devices[:2]) == ["0", "1"], devices
+        else:
+            assert devices[:2] == ["0,1", "0,1"], devices
+        assert b_devices[0] in ("0", "1"), b_devices
         # Samples trained, from the records' samples_per_s x iter_s (16 per rank and step).
         assert (job(a) or {})["progress_samples"] >= 240 * 16, job(a)
         ok = True

@@ -76,8 +76,9 @@ class ElasticJobController final : public JobController {
       job->coordinator.clear();
       job->members.clear();
       int index = 0;
+      const int gpus = job->spec.GpusPerWorker();
       for (const NodeSlots& s : job->placement) {
-        for (int k = 0; k < s.slots; ++k) job->members.push_back({s.node_id, job->generation, index++, false});
+        for (int k = 0; k < s.slots / gpus; ++k) job->members.push_back({s.node_id, job->generation, index++, false});
       }
       return true;
     }
@@ -131,8 +132,8 @@ class ElasticJobController final : public JobController {
   // Members on nodes that lost slots leave (newest first); nodes that gained
   // slots get new --join members, named by the current generation.
   static void Resize(JobRecord* job) {
-    std::map<int64_t, int> want;
-    for (const NodeSlots& s : job->placement) want[s.node_id] += s.slots;
+    std::map<int64_t, int> want;  // Workers by node.
+    for (const NodeSlots& s : job->placement) want[s.node_id] += s.slots / job->spec.GpusPerWorker();
     std::vector<ElasticMember> kept;
     std::map<int64_t, int> have;
     std::vector<ElasticMember> old = job->members;
@@ -146,8 +147,8 @@ class ElasticJobController final : public JobController {
       }
     }
     int index = 0;
-    for (const auto& [node, slots] : want) {
-      for (int k = have[node]; k < slots; ++k) kept.push_back({node, job->generation, index++, true});
+    for (const auto& [node, workers] : want) {
+      for (int k = have[node]; k < workers; ++k) kept.push_back({node, job->generation, index++, true});
     }
     job->members = std::move(kept);
   }
@@ -178,6 +179,7 @@ class ElasticJobController final : public JobController {
   TaskSpec WorkerTask(const JobRecord& job, const ElasticMember& m) const {
     TaskSpec t = Base(job, MemberTaskId(job.id, m));
     t.workers = 1;
+    t.gpus_per_worker = job.spec.GpusPerWorker();
     t.reads_metrics = false;  // The coordinator's agent forwards the run's records.
     if (job.spec.IsCommand()) {
       FillCommand(job, m, &t);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -19,11 +20,13 @@ namespace fs = std::filesystem;
 
 constexpr size_t kMaxArgs = 1024;
 constexpr size_t kMaxCommandBytes = 64 << 10;
+constexpr int kMaxGpusPerWorker = 64;
 
 // Keys of a job file that are the cluster's, not `frugal train`'s.
 const std::set<std::string> kClusterKeys = {"name", "profile", "min_workers", "max_workers"};
 // Keys a command job may have besides kClusterKeys.
-const std::set<std::string> kCommandKeys = {"command", "env", "workdir", "gpus_per_worker", "max_steps"};
+const std::set<std::string> kCommandKeys = {"command", "env", "workdir", "gpus_per_worker", "max_steps",
+                                            "planned_samples_per_s"};
 // Keys of a `frugal train` configuration that the cluster sets itself.
 const std::vector<std::string> kOwnedTrainKeys = {"workers", "run_name", "runs_dir", "resume", "resume_from",
                                                   "checkpoint_dir"};
@@ -150,8 +153,41 @@ Status ReadCommand(const toml::table& table, const std::string& source, const st
     }
     *out = static_cast<int>(it->second.as_integer());
   }
+  if (auto it = table.find("planned_samples_per_s"); it != table.end()) {
+    const char* what = ": 'planned_samples_per_s' must be an array of numbers (samples/s at 1, 2, ... workers)";
+    if (!it->second.is_array()) return Status::InvalidArgument(source + what);
+    for (const toml::value& rate : it->second.as_array()) {
+      if (rate.is_floating()) {
+        c.planned_samples_per_s.push_back(rate.as_floating());
+      } else if (rate.is_integer()) {
+        c.planned_samples_per_s.push_back(static_cast<double>(rate.as_integer()));
+      } else {
+        return Status::InvalidArgument(source + what);
+      }
+    }
+  }
   if (Status st = CheckSubmission(*job); !st.ok()) return Status::InvalidArgument(source + ": " + st.message());
   if (job->profile.empty()) job->profile = CommandProfile(c);
+  return Status::Ok();
+}
+
+// CommandSpec::planned_samples_per_s: a rate for every count the job may
+// run at, each finite and > 0.
+Status CheckPlannedRates(const std::vector<double>& rates, int max_workers) {
+  if (rates.empty()) return Status::Ok();
+  if (rates.size() > kMaxArgs || static_cast<int64_t>(rates.size()) < max_workers) {
+    return Status::InvalidArgument("planned_samples_per_s has " + std::to_string(rates.size()) +
+                                   " rates; give one per worker count from 1 to max_workers (" +
+                                   std::to_string(max_workers) + "), at most 1024: frugal.plan's "
+                                   "Plan.job_prior(max_workers) writes them");
+  }
+  for (size_t k = 0; k < rates.size(); ++k) {
+    if (!(rates[k] > 0) || !std::isfinite(rates[k])) {
+      return Status::InvalidArgument("planned_samples_per_s[" + std::to_string(k) +
+                                     "] must be a finite number > 0 (samples/s at " + std::to_string(k + 1) +
+                                     " workers)");
+    }
+  }
   return Status::Ok();
 }
 
@@ -183,9 +219,11 @@ Status CheckSubmission(const JobSubmission& job) {
   if (!c.workdir.empty() && (c.workdir[0] != '/' || HasNul(c.workdir) || c.workdir.size() > 4096)) {
     return Status::InvalidArgument("workdir must be an absolute path, got '" + Shown(c.workdir) + "'");
   }
-  if (c.gpus_per_worker != 1) {
-    return Status::InvalidArgument("gpus_per_worker " + std::to_string(c.gpus_per_worker) +
-                                   ": only 1 is supported (each worker process takes one slot)");
+  FRUGAL_RETURN_IF_ERROR(CheckPlannedRates(c.planned_samples_per_s, job.max_workers));
+  if (c.gpus_per_worker < 1 || c.gpus_per_worker > kMaxGpusPerWorker) {
+    return Status::InvalidArgument("gpus_per_worker must be from 1 to " + std::to_string(kMaxGpusPerWorker) +
+                                   " (the slots, GPUs on an agent with --gpus, each worker process takes), got " +
+                                   std::to_string(c.gpus_per_worker));
   }
   return Status::Ok();
 }
@@ -209,7 +247,7 @@ Result<JobSubmission> ParseJobFile(const std::string& text, const std::string& s
   if (table.count("command")) {
     FRUGAL_RETURN_IF_ERROR(ReadCommand(table, source, base_dir, &job));
   } else {
-    for (const char* key : {"env", "workdir", "gpus_per_worker"}) {
+    for (const char* key : {"env", "workdir", "gpus_per_worker", "planned_samples_per_s"}) {
       if (table.count(key)) {
         return Status::InvalidArgument(source + ": '" + key + "' belongs to a command job; add command = [...] or "
                                        "remove it");

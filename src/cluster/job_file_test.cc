@@ -1,4 +1,5 @@
 #include "frugal/cluster/job_file.h"
+#include "frugal/cluster/speed_prior.h"
 
 #include <gtest/gtest.h>
 
@@ -57,6 +58,37 @@ TEST(JobFileTest, DefaultsOfACommandJob) {
   EXPECT_EQ(given->profile, "mine");
 }
 
+// A command job's own prior (frugal.plan's Plan.job_prior): a rate per
+// worker count, integers or floats.
+TEST(JobFileTest, PlannedRatesOfACommandJob) {
+  auto job = Parse("command = [\"./run.sh\"]\nmin_workers = 1\nmax_workers = 3\n"
+                   "planned_samples_per_s = [100, 180.5, 240.25]\n");
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->command.planned_samples_per_s, (std::vector<double>{100, 180.5, 240.25}));
+  std::shared_ptr<const SpeedPrior> prior = PlannedPrior(*job);
+  ASSERT_NE(prior, nullptr);
+  EXPECT_DOUBLE_EQ(prior->SamplesPerSecond(2), 180.5);
+  EXPECT_EQ(prior->SamplesPerSecond(4), 0) << "no rate beyond the table";
+  EXPECT_EQ(prior->SamplesPerSecond(0), 0);
+  auto none = Parse("command = [\"./run.sh\"]\nmin_workers = 1\nmax_workers = 3\n");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(PlannedPrior(*none), nullptr);
+
+  const std::string head = "command = [\"./run.sh\"]\nmin_workers = 1\nmax_workers = 3\n";
+  EXPECT_NE(Refusal(head + "planned_samples_per_s = [100, 180]\n").find("one per worker count from 1 to max_workers"),
+            std::string::npos);
+  EXPECT_NE(Refusal(head + "planned_samples_per_s = [100, 0, 5]\n").find("planned_samples_per_s[1] must be a finite "
+                                                                       "number > 0"),
+            std::string::npos);
+  EXPECT_NE(Refusal(head + "planned_samples_per_s = [100, nan, 5]\n").find("[1] must be a finite"), std::string::npos);
+  EXPECT_NE(Refusal(head + "planned_samples_per_s = [100, \"x\", 5]\n").find("must be an array of numbers"),
+            std::string::npos);
+  EXPECT_NE(Refusal(head + "planned_samples_per_s = 100\n").find("must be an array of numbers"), std::string::npos);
+  EXPECT_NE(Refusal("model = \"mlp\"\nmin_workers = 1\nmax_workers = 1\nplanned_samples_per_s = [1]\n")
+                .find("belongs to a command job"),
+            std::string::npos);
+}
+
 TEST(JobFileTest, ATrainJobKeepsItsConfiguration) {
   auto job = Parse("name = \"m\"\nmodel = \"mlp\"\nmax_steps = 40\nmin_workers = 2\nmax_workers = 4\n");
   ASSERT_TRUE(job.ok()) << job.status().message();
@@ -96,7 +128,9 @@ TEST(JobFileTest, BadCommandJobsGetOneLineReasons) {
             std::string::npos);
   EXPECT_NE(Refusal("command = [\"python3\"]\nworkdir = 5\n" + range).find("'workdir' must be a string"),
             std::string::npos);
-  EXPECT_NE(Refusal("command = [\"python3\"]\ngpus_per_worker = 2\n" + range).find("only 1 is supported"),
+  EXPECT_NE(Refusal("command = [\"python3\"]\ngpus_per_worker = 65\n" + range).find("from 1 to 64"),
+            std::string::npos);
+  EXPECT_NE(Refusal("command = [\"python3\"]\ngpus_per_worker = 0\n" + range).find("from 1 to 64"),
             std::string::npos);
   EXPECT_NE(Refusal("command = [\"python3\"]\ngpus_per_worker = \"1\"\n" + range).find("non-negative integer"),
             std::string::npos);

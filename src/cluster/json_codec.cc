@@ -63,13 +63,15 @@ Status Convert(const json& v, const std::string& field, T* out) {
   } else if constexpr (std::is_same_v<T, std::string>) {
     if (!v.is_string()) return Status::InvalidArgument(TypeError(field, "a string", v));
     *out = v.get<std::string>();
-  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-    if (!v.is_array()) return Status::InvalidArgument(TypeError(field, "an array of strings", v));
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>> || std::is_same_v<T, std::vector<double>>) {
+    using Item = typename T::value_type;
+    const char* expected = std::is_same_v<Item, double> ? "an array of numbers" : "an array of strings";
+    if (!v.is_array()) return Status::InvalidArgument(TypeError(field, expected, v));
     out->clear();
     for (size_t i = 0; i < v.size(); ++i) {
-      std::string s;
-      FRUGAL_RETURN_IF_ERROR(Convert(v[i], field + "[" + std::to_string(i) + "]", &s));
-      out->push_back(std::move(s));
+      Item item{};
+      FRUGAL_RETURN_IF_ERROR(Convert(v[i], field + "[" + std::to_string(i) + "]", &item));
+      out->push_back(std::move(item));
     }
   } else if constexpr (std::is_same_v<T, std::map<std::string, std::string>>) {
     if (!v.is_object()) return Status::InvalidArgument(TypeError(field, "an object of strings", v));
@@ -163,6 +165,7 @@ Result<TaskSpec> TaskFromJson(const json& j, const std::string& where) {
   FRUGAL_RETURN_IF_ERROR(r.Required("job_id", &t.job_id));
   FRUGAL_RETURN_IF_ERROR(r.Required("generation", &t.generation));
   FRUGAL_RETURN_IF_ERROR(r.Required("workers", &t.workers));
+  FRUGAL_RETURN_IF_ERROR(r.Optional("gpus_per_worker", &t.gpus_per_worker));
   FRUGAL_RETURN_IF_ERROR(r.Required("args", &t.args));
   FRUGAL_RETURN_IF_ERROR(r.Optional("config_toml", &t.config_toml));
   FRUGAL_RETURN_IF_ERROR(r.Optional("resume_run", &t.resume_run));
@@ -239,6 +242,7 @@ json ToJson(const JobRecord& j) {
           {"command", j.spec.command.argv},
           {"env_names", EnvNames(j.spec.command)},
           {"workdir", j.spec.command.workdir},
+          {"planned_samples_per_s", j.spec.command.planned_samples_per_s},
           {"state", JobStateName(j.state)},
           {"submit_time", j.submit_time},
           {"start_time", j.start_time},
@@ -273,7 +277,7 @@ json ToJson(const MetricSample& m) {
 
 json ToJson(const TaskSpec& t) {
   return {{"task_id", t.task_id}, {"job_id", t.job_id}, {"generation", t.generation}, {"workers", t.workers},
-          {"args", t.args}, {"config_toml", t.config_toml}, {"resume_run", t.resume_run},
+          {"gpus_per_worker", t.gpus_per_worker}, {"args", t.args}, {"config_toml", t.config_toml}, {"resume_run", t.resume_run},
           {"resume_args", t.resume_args}, {"resume_appends", t.resume_appends},
           {"reports_endpoint", t.reports_endpoint}, {"reads_metrics", t.reads_metrics},
           {"job_public_key", t.job_public_key}, {"job_secret_key", t.job_secret_key},
@@ -305,6 +309,7 @@ json ToJson(const JobSubmission& s) {
     out["env"] = s.command.env;
     out["workdir"] = s.command.workdir;
     out["gpus_per_worker"] = s.command.gpus_per_worker;
+    if (!s.command.planned_samples_per_s.empty()) out["planned_samples_per_s"] = s.command.planned_samples_per_s;
   }
   return out;
 }
@@ -322,13 +327,15 @@ Result<JobSubmission> SubmissionFromJson(const json& j) {
   FRUGAL_RETURN_IF_ERROR(r.Optional("env", &s.command.env));
   FRUGAL_RETURN_IF_ERROR(r.Optional("workdir", &s.command.workdir));
   FRUGAL_RETURN_IF_ERROR(r.Optional("gpus_per_worker", &s.command.gpus_per_worker));
+  FRUGAL_RETURN_IF_ERROR(r.Optional("planned_samples_per_s", &s.command.planned_samples_per_s));
   if (command) {
     FRUGAL_RETURN_IF_ERROR(r.Optional("config_toml", &s.config_toml));
   } else {
     FRUGAL_RETURN_IF_ERROR(r.Required("config_toml", &s.config_toml));
-    if (!s.command.env.empty() || !s.command.workdir.empty() || j.contains("gpus_per_worker")) {
-      return Status::InvalidArgument("fields 'env', 'workdir' and 'gpus_per_worker' belong to a command job "
-                                     "(give 'command')");
+    if (!s.command.env.empty() || !s.command.workdir.empty() || j.contains("gpus_per_worker") ||
+        j.contains("planned_samples_per_s")) {
+      return Status::InvalidArgument("fields 'env', 'workdir', 'gpus_per_worker' and 'planned_samples_per_s' "
+                                     "belong to a command job (give 'command')");
     }
   }
   FRUGAL_RETURN_IF_ERROR(r.Required("min_workers", &s.min_workers));

@@ -9,8 +9,10 @@
 //   3. what the jobs of its profile (JobSubmission::profile: same model,
 //      batch and options; the server's ProfileRates) measured at n, or at
 //      their nearest count times the expected speed-up;
-//   4. the prior's prediction at n (SpeedPrior: the planner, when the server
-//      runs with one), times the cluster's calibration of it
+//   4. the prior's prediction at n (SpeedPrior: a command job's own
+//      planned rates, from frugal.plan on the user's machine; else the
+//      planner, when the server runs with one), times the cluster's
+//      calibration of it
 //      (Note [Prior calibration] in cluster_manager.cc);
 //   5. n^0.8, a unit-free prior that only orders shapes.
 // The expected speed-up from m to n is the profile's own ratio when the
@@ -28,6 +30,7 @@
 // Thread safety: none; the manager guards it, and a round works on copies.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -86,9 +89,13 @@ class LiveSpeed final : public sched::SpeedEstimate {
     return r > 0 && std::isfinite(r) ? r : 0;
   }
 
+  // Slots each worker takes (JobSubmission::GpusPerWorker): a shape of
+  // slots runs the whole workers that fit on each of its nodes.
+  void SetGpusPerWorker(int gpus) { gpus_per_worker_ = std::max(1, gpus); }
+
   double ProgressRate(const sched::Shape& shape) const override {
     int n = 0;
-    for (int g : shape) n += g;
+    for (int slots : shape) n += slots / gpus_per_worker_;
     return RateAt(n);
   }
 
@@ -121,6 +128,7 @@ class LiveSpeed final : public sched::SpeedEstimate {
   RateTable shared_;
   std::shared_ptr<const SpeedPrior> prior_;
   double prior_scale_ = 1;
+  int gpus_per_worker_ = 1;
 };
 
 }  // namespace frugal::cluster

@@ -34,7 +34,8 @@ struct RoundInput {
   std::deque<LiveSpeed> speeds;        // The views' estimates (stable addresses).
   std::vector<int64_t> ids;
   std::vector<int64_t> generations;
-  std::vector<int> min_workers;
+  std::vector<int> min_slots;          // min_workers x gpus_per_worker of each job.
+  std::vector<int> gpus_per_worker;    // JobSubmission::GpusPerWorker of each job.
   std::vector<int> max_nodes;          // JobController::MaxNodesPerJob of each job.
   std::vector<std::vector<NodeSlots>> placements;
 };

@@ -17,6 +17,13 @@ std::string FormatSeconds(double s) {
   return buf;
 }
 
+// Slots of a host of `host_slots` that a job of `gpus_per_worker` can use
+// when the policy sees it as scheduler nodes of `unit` slots
+// (Note [Unequal nodes]): whole workers on each.
+int UsableSlots(int host_slots, int unit, int gpus_per_worker) {
+  return host_slots / unit * (unit / gpus_per_worker * gpus_per_worker);
+}
+
 }  // namespace
 
 void ClusterManager::Impl::AccrueService() {
@@ -24,7 +31,7 @@ void ClusterManager::Impl::AccrueService() {
   const double dt = std::max(0.0, now - last_accrual_);
   last_accrual_ = now;
   for (JobRecord& j : jobs_) {
-    if (j.state == JobState::kRunning) j.attained_service += dt * j.Workers();
+    if (j.state == JobState::kRunning) j.attained_service += dt * j.Slots();
   }
 }
 
@@ -41,11 +48,11 @@ Status ClusterManager::Impl::NodeDown(NodeRecord& node) {
       if (s.node_id != node.id) kept.push_back(s);
     }
     if (kept.size() == j.placement.size()) continue;
-    int workers = 0;
-    for (const NodeSlots& s : kept) workers += s.slots;
+    int slots = 0;
+    for (const NodeSlots& s : kept) slots += s.slots;
     // Shrink onto the surviving nodes if the job can run there (in place for
     // an elastic job that keeps its coordinator), else re-queue.
-    if (workers < j.spec.min_workers) kept.clear();
+    if (slots / j.spec.GpusPerWorker() < j.spec.min_workers) kept.clear();
     FRUGAL_RETURN_IF_ERROR(SetPlacement(j, kept, "node " + node.name + " lost", /*fresh=*/j.home_node == node.id));
   }
   next_round_ = clock_.WallSeconds();
@@ -77,12 +84,16 @@ void ClusterManager::Impl::BuildViews(const std::vector<JobRecord*>& active, con
   std::vector<int> filled(in->up_nodes.size(), 0);  // Slots of each up node given to the views so far.
   for (JobRecord* j : active) {
     const int max_nodes = controller_->MaxNodesPerJob(j->spec);
-    int cap = 0;  // Slots on the job's max_nodes largest nodes.
-    for (int k = 0; k < std::min<int>(max_nodes, static_cast<int>(largest.size())); ++k) cap += largest[k];
+    const int gpus = j->spec.GpusPerWorker();
+    int cap = 0;  // Slots its workers can use on the job's max_nodes largest nodes.
+    for (int k = 0; k < std::min<int>(max_nodes, static_cast<int>(largest.size())); ++k) {
+      cap += UsableSlots(largest[k], unit, gpus);
+    }
     sched::JobView v;
     v.id = j->id;
     v.submit_time = j->submit_time;
-    v.max_gpus = std::max(1, std::min(j->spec.max_workers, cap));
+    v.gpus_per_worker = gpus;
+    v.max_gpus = std::max(gpus, std::min(j->spec.max_workers * gpus, cap));
     v.requested_gpus = v.max_gpus;  // Non-elastic policies run a job at its largest size.
     v.max_gpus_at_max_batch = v.max_gpus;
     v.batch_size = v.min_batch_size = v.max_batch_size = 1;  // `frugal train` fixes its batch per worker.
@@ -116,7 +127,8 @@ void ClusterManager::Impl::BuildViews(const std::vector<JobRecord*>& active, con
     in->views.push_back(v);
     in->ids.push_back(j->id);
     in->generations.push_back(j->generation);
-    in->min_workers.push_back(j->spec.min_workers);
+    in->min_slots.push_back(j->spec.min_workers * gpus);
+    in->gpus_per_worker.push_back(gpus);
     in->max_nodes.push_back(max_nodes);
     in->placements.push_back(j->placement);
   }
@@ -147,15 +159,16 @@ std::vector<std::vector<NodeSlots>> ClusterManager::Impl::FitToController(
   }
   for (size_t k : spread) {
     auto best = std::max_element(free.begin(), free.end(), [](auto& a, auto& b) { return a.second < b.second; });
-    const int slots = std::min(placements[k].NumGpus(), best->second);
-    if (slots < in.min_workers[k]) continue;
+    const int gpus = in.gpus_per_worker[k];
+    const int slots = std::min(placements[k].NumGpus(), best->second) / gpus * gpus;  // Whole workers.
+    if (slots < in.min_slots[k]) continue;
     out[k] = {{best->first, slots}};
     best->second -= slots;
   }
   for (size_t k = 0; k < out.size(); ++k) {
-    int workers = 0;
-    for (const NodeSlots& s : out[k]) workers += s.slots;
-    if (workers < in.min_workers[k]) out[k].clear();
+    int slots = 0;
+    for (const NodeSlots& s : out[k]) slots += s.slots;
+    if (slots < in.min_slots[k]) out[k].clear();
   }
   RaiseToMinimum(placements, in, &out);
   return out;
@@ -173,12 +186,13 @@ void ClusterManager::Impl::RaiseToMinimum(const std::vector<sched::Placement>& p
   for (const auto& p : *out) {
     for (const NodeSlots& s : p) free[s.node_id] -= s.slots;
   }
-  auto surplus = [&](size_t j) {  // Slots job j holds above its minimum (one-node placements, not held).
-    return (*out)[j].empty() || in.views[j].hold ? 0 : (*out)[j][0].slots - in.min_workers[j];
+  auto surplus = [&](size_t j) {  // Whole workers' slots job j holds above its minimum (one node, not held).
+    if ((*out)[j].empty() || in.views[j].hold) return 0;
+    return ((*out)[j][0].slots - in.min_slots[j]) / in.gpus_per_worker[j] * in.gpus_per_worker[j];
   };
   for (size_t k = 0; k < out->size(); ++k) {
     if (!(*out)[k].empty() || placements[k].NumGpus() == 0) continue;
-    const int need = in.min_workers[k];
+    const int need = in.min_slots[k];
     for (auto& [node, slots_free] : free) {
       int avail = slots_free;
       for (size_t j = 0; j < out->size(); ++j) {
@@ -196,7 +210,9 @@ void ClusterManager::Impl::RaiseToMinimum(const std::vector<sched::Placement>& p
           }
         }
         if (donor == k) break;  // Unreachable: `avail` counted enough surplus.
-        const int take = std::min(missing, surplus(donor));
+        // Whole workers of the donor: what it gives beyond `missing` stays free.
+        const int g = in.gpus_per_worker[donor];
+        const int take = std::min((missing + g - 1) / g * g, surplus(donor));
         (*out)[donor][0].slots -= take;
         missing -= take;
       }
@@ -221,6 +237,11 @@ void ClusterManager::Impl::RaiseToMinimum(const std::vector<sched::Placement>& p
 // as spread over several of its scheduler nodes, which the live speed
 // estimate ignores (it depends on the worker count only), and a placement
 // over more hosts than the job may span is moved onto one by FitToController.
+// A job whose workers take several slots each (gpus_per_worker) gets whole
+// workers on every scheduler node (Note [Workers of several GPUs] in
+// sched/placer.cc), so it can use a host only as far as the unit holds
+// them: 2 + 4 slots (unit 2) run workers of 2, not of 4 (ExplainTooLarge
+// says so).
 //
 // Note [Rounds outside the lock]: with 10,000 active jobs the policy takes
 // about a second, and heartbeats must not wait for it. So the round copies
@@ -310,15 +331,22 @@ Status ClusterManager::Impl::ExplainTooLarge(const RoundInput& in, const std::ve
   std::vector<int> slots;
   for (const NodeRecord& n : in.up_nodes) slots.push_back(n.slots);
   std::sort(slots.rbegin(), slots.rend());
+  const int unit = in.cluster.spec.gpus_per_node;
   for (JobRecord* j : jobs) {
     if (j == nullptr || j->state != JobState::kQueued) continue;
     const int max_nodes = controller_->MaxNodesPerJob(j->spec);
     const int hosts = std::min<int>(max_nodes, static_cast<int>(slots.size()));
+    const int gpus = j->spec.GpusPerWorker();
     int most = 0;
-    for (int i = 0; i < hosts; ++i) most += slots[i];
-    if (j->spec.min_workers <= most) continue;
-    const std::string why = "waiting for hosts: needs " + std::to_string(j->spec.min_workers) + " slots on at most " +
-                            std::to_string(max_nodes) + " host(s)" +
+    for (int i = 0; i < hosts; ++i) most += UsableSlots(slots[i], unit, gpus);
+    const int need = j->spec.min_workers * gpus;
+    if (need <= most) continue;
+    const std::string per_worker =
+        gpus > 1 ? " (workers of " + std::to_string(gpus) + " slots, each within the hosts' common slot unit of " +
+                       std::to_string(unit) + ")"
+                 : "";
+    const std::string why = "waiting for hosts: needs " + std::to_string(need) + " slots" + per_worker +
+                            " on at most " + std::to_string(max_nodes) + " host(s)" +
                             (j->spec.IsCommand() && max_nodes == 1 ? " (--max-nodes-per-job; with --controller "
                                                                       "restart a command job runs on one)"
                                                                     : " (--max-nodes-per-job)") +

@@ -31,8 +31,9 @@ class SingleTaskController : public JobController {
     t.task_id = TaskId(job.id, job.generation);
     t.job_id = job.id;
     t.generation = job.generation;
-    t.workers = share.slots;
-    Fill(job, share.slots, &t);
+    t.gpus_per_worker = job.spec.GpusPerWorker();
+    t.workers = share.slots / t.gpus_per_worker;
+    Fill(job, t.workers, &t);
     out.emplace(share.node_id, std::move(t));
     return out;
   }

@@ -24,7 +24,8 @@ namespace frugal::cluster {
 // `frugal cluster agent`: start what the manager lists, stop the rest, read
 // the runs' metrics.jsonl), whose TaskRunner submits a batch job per task:
 //   sbatch --job-name=<prefix><task id> --nodelist=<node> --ntasks=1
-//          --cpus-per-task=<workers> [--gres=gpu:<workers>] --wrap "exec frugal ..."
+//          --cpus-per-task=<slots> [--gres=gpu:<slots>] --wrap "exec frugal ..."
+//   (slots: the task's workers x gpus_per_worker)
 // `exec` makes the frugal process the job's batch process, so the SIGTERM of
 // `scancel` reaches it directly and an elastic worker leaves its job in
 // place (KillWait later, or the agent's stop grace, escalates to SIGKILL).
@@ -208,11 +209,12 @@ class SlurmTaskRunner final : public TaskRunner {
       if (!pid.ok()) return pid.status();
       return -*pid;
     }
+    const int slots = spec.workers * std::max(1, spec.gpus_per_worker);  // A worker takes gpus_per_worker.
     std::vector<std::string> cmd = {"sbatch", "--parsable", "--job-name=" + options_.job_prefix + spec.task_id,
                                     "--nodelist=" + node_.name, "--nodes=1", "--ntasks=1",
-                                    "--cpus-per-task=" + std::to_string(spec.workers), "--output=" + log_path,
+                                    "--cpus-per-task=" + std::to_string(slots), "--output=" + log_path,
                                     "--open-mode=append", "--chdir=" + cwd};
-    if (node_.gpus > 0 && options_.slots_per_node == 0) cmd.push_back("--gres=gpu:" + std::to_string(spec.workers));
+    if (node_.gpus > 0 && options_.slots_per_node == 0) cmd.push_back("--gres=gpu:" + std::to_string(slots));
     if (!options_.partition.empty()) cmd.push_back("--partition=" + options_.partition);
     std::vector<std::string> wrapped;  // A command job's variables (TaskSpec::env), through env(1).
     if (!spec.env.empty()) {

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 
 #include "frugal/cluster/agent.h"
 #include "frugal/comm/transport/security.h"
@@ -93,6 +96,7 @@ TEST(TaskSpecJsonTest, FlagsRoundTrip) {
   t.job_id = 2;
   t.generation = 1;
   t.workers = 1;
+  t.gpus_per_worker = 3;
   t.args = {"worker"};
   t.reads_metrics = false;
   t.resume_appends = true;
@@ -103,11 +107,16 @@ TEST(TaskSpecJsonTest, FlagsRoundTrip) {
   EXPECT_FALSE(back->tasks[0].reads_metrics);
   EXPECT_TRUE(back->tasks[0].resume_appends);
   EXPECT_FALSE(back->tasks[0].reports_endpoint);
+  EXPECT_EQ(back->tasks[0].gpus_per_worker, 3);
   nlohmann::json old = ToJson(reply);
   old["tasks"][0].erase("reads_metrics");  // A server from before the flag.
   back = ReplyFromJson(old);
   ASSERT_TRUE(back.ok());
   EXPECT_TRUE(back->tasks[0].reads_metrics);
+  old["tasks"][0].erase("gpus_per_worker");  // A server from before workers of several slots.
+  back = ReplyFromJson(old);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->tasks[0].gpus_per_worker, 1);
 }
 
 // A runner that runs nothing: tasks are "running" until told to stop.
@@ -116,9 +125,11 @@ class FakeRunner final : public TaskRunner {
   std::map<std::string, int64_t> adopt;
   std::map<int64_t, bool> stopped;  // handle -> killed
   std::vector<std::vector<std::string>> started;
-  Result<int64_t> Start(const TaskSpec&, const std::vector<std::string>& argv, const std::string&,
+  std::vector<std::map<std::string, std::string>> envs;  // Each started task's TaskSpec::env.
+  Result<int64_t> Start(const TaskSpec& spec, const std::vector<std::string>& argv, const std::string&,
                         const std::string&) override {
     started.push_back(argv);
+    envs.push_back(spec.env);
     return next_++;
   }
   std::optional<int> PollExit(int64_t handle) override {
@@ -148,7 +159,8 @@ class FakeClient final : public ClusterClient {
 // An agent of node "node7" (4 slots, work dir DIR) on a FakeRunner that
 // finds ADOPT running and a FakeClient; *fake and *server point at them.
 Result<std::unique_ptr<Agent>> FakeAgent(const std::filesystem::path& dir, std::map<std::string, int64_t> adopt,
-                                         FakeRunner** fake, FakeClient** server) {
+                                         FakeRunner** fake, FakeClient** server,
+                                         std::vector<std::string> gpus = {}) {
   auto runner = std::make_unique<FakeRunner>();
   *fake = runner.get();
   runner->adopt = std::move(adopt);
@@ -159,6 +171,8 @@ Result<std::unique_ptr<Agent>> FakeAgent(const std::filesystem::path& dir, std::
   options.slots = 4;
   options.frugal_binary = "/bin/true";
   options.work_dir = dir.string();
+  if (!gpus.empty()) options.slots = 0;  // As many as the GPUs.
+  options.gpus = std::move(gpus);
   return CreateAgentWithRunner(std::move(client), options, std::move(runner));
 }
 
@@ -264,6 +278,112 @@ TEST(AgentRunnerTest, TasksListeningOffLoopbackRunWithTheJobsKey) {
   EXPECT_EQ(fake->stopped, (std::map<int64_t, bool>{{100, false}, {101, true}, {102, false}}))
       << "SIGKILL for the superseded task only";
   std::filesystem::remove_all(dir);
+}
+
+// Note [Device slots]: each task gets workers x gpus_per_worker GPUs of its
+// own, the lowest free, as CUDA_VISIBLE_DEVICES; a task that does not get
+// enough waits, and starts once a stopping task has exited and freed its
+// GPUs. Tasks without workers (coordinators) get none.
+TEST(AgentRunnerTest, EachTaskGetsItsOwnGpusAndWaitsWhileOthersHoldThem) {
+  auto dir = std::filesystem::temp_directory_path() / ("frugal-agent-gpus-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  FakeRunner* fake = nullptr;
+  FakeClient* server = nullptr;
+  Result<std::unique_ptr<Agent>> agent = FakeAgent(dir, {}, &fake, &server, {"0", "1", "2", "3"});
+  ASSERT_TRUE(agent.ok()) << agent.status().message();
+  TaskSpec a;  // A restart-controller task: 2 workers of 1 GPU.
+  a.task_id = "job-1-g1";
+  a.job_id = 1;
+  a.workers = 2;
+  a.env = {{"CUDA_VISIBLE_DEVICES", "7"}};  // The job's own value yields to the agent's.
+  TaskSpec b = a;  // An elastic member: 1 worker of 2 GPUs.
+  b.task_id = "job-2-g1-w0";
+  b.job_id = 2;
+  b.workers = 1;
+  b.gpus_per_worker = 2;
+  b.env.clear();
+  TaskSpec coordinator = b;
+  coordinator.task_id = "job-2-g1-c";
+  coordinator.workers = 0;
+  server->reply.tasks = {a, b, coordinator};
+  ASSERT_TRUE((*agent)->RunOnce().ok());
+  EXPECT_EQ(server->reports[0].slots, 4) << "the GPUs are the slots";
+  ASSERT_EQ(fake->envs.size(), 3u);
+  EXPECT_EQ(fake->envs[0].at("CUDA_VISIBLE_DEVICES"), "0,1");
+  EXPECT_EQ(fake->envs[1].at("CUDA_VISIBLE_DEVICES"), "2,3");
+  EXPECT_EQ(fake->envs[2].count("CUDA_VISIBLE_DEVICES"), 0u) << "a coordinator holds no GPU";
+
+  // Job 1 shrinks: its task stops, and the new one waits for its GPUs.
+  TaskSpec a2 = a;
+  a2.task_id = "job-1-g2";
+  a2.generation = 2;
+  a2.workers = 1;
+  server->reply.tasks = {b, coordinator, a2};
+  ASSERT_TRUE((*agent)->RunOnce().ok());
+  EXPECT_EQ(fake->started.size(), 3u) << "job-1-g1 still holds 0 and 1 while it stops";
+  ASSERT_TRUE((*agent)->RunOnce().ok());  // It has exited.
+  ASSERT_EQ(fake->envs.size(), 4u);
+  EXPECT_EQ(fake->envs[3].at("CUDA_VISIBLE_DEVICES"), "0");
+
+  TaskSpec big = b;  // More GPUs than are free: waits.
+  big.task_id = "job-3-g1-w0";
+  big.job_id = 3;
+  big.gpus_per_worker = 2;
+  server->reply.tasks = {b, coordinator, a2, big};
+  ASSERT_TRUE((*agent)->RunOnce().ok());
+  EXPECT_EQ(fake->started.size(), 4u) << "one GPU free, two wanted";
+  std::filesystem::remove_all(dir);
+}
+
+TEST(AgentRunnerTest, GpuListsAndTheirErrors) {
+  auto ids = ParseGpus("0,1,3");
+  ASSERT_TRUE(ids.ok()) << ids.status().message();
+  EXPECT_EQ(*ids, (std::vector<std::string>{"0", "1", "3"}));
+  ids = ParseGpus("GPU-8a1b-22,MIG-3:1");
+  ASSERT_TRUE(ids.ok()) << ids.status().message();
+  EXPECT_EQ(ids->size(), 2u);
+  for (const char* bad : {"", "0,,1", "0,0", "0 1", "0;1", ","}) {
+    Result<std::vector<std::string>> r = ParseGpus(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) EXPECT_NE(r.status().message().find("--gpus"), std::string::npos) << r.status().message();
+  }
+  auto dev = std::filesystem::temp_directory_path() / ("frugal-agent-dev-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dev);
+  std::filesystem::create_directories(dev);
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string saved = visible != nullptr ? visible : "";
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  Result<std::vector<std::string>> none = ParseGpus("auto", dev.string());
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("found no GPU"), std::string::npos) << none.status().message();
+  for (const char* name : {"nvidia1", "nvidia0", "nvidiactl", "nvidia-uvm", "nvidia-caps"}) {
+    std::ofstream(dev / name) << "";
+  }
+  Result<std::vector<std::string>> found = ParseGpus("auto", dev.string());
+  ASSERT_TRUE(found.ok()) << found.status().message();
+  EXPECT_EQ(*found, (std::vector<std::string>{"0", "1"}));
+  setenv("CUDA_VISIBLE_DEVICES", "2,5", 1);
+  found = ParseGpus("auto", dev.string());
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(*found, (std::vector<std::string>{"2", "5"})) << "the agent's own CUDA_VISIBLE_DEVICES first";
+  if (visible != nullptr) {
+    setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1);
+  } else {
+    unsetenv("CUDA_VISIBLE_DEVICES");
+  }
+  std::filesystem::remove_all(dev);
+
+  AgentOptions options;  // --slots that disagree with --gpus.
+  options.node = "n";
+  options.slots = 3;
+  options.gpus = {"0", "1"};
+  options.frugal_binary = "/bin/true";
+  options.work_dir = dev.string();
+  Result<std::unique_ptr<Agent>> agent =
+      CreateAgentWithRunner(std::make_unique<FakeClient>(), options, std::make_unique<FakeRunner>());
+  ASSERT_FALSE(agent.ok());
+  EXPECT_NE(agent.status().message().find("drop --slots"), std::string::npos) << agent.status().message();
+  std::filesystem::remove_all(dev);
 }
 
 }  // namespace

@@ -64,8 +64,9 @@ std::string EncodeElastic(const JobRecord& j) {
 // A command job's CommandSpec as JSON; "" for a `frugal train` job.
 std::string EncodeCommand(const CommandSpec& c) {
   if (c.argv.empty()) return "";
-  return nlohmann::json{{"argv", c.argv}, {"env", c.env}, {"workdir", c.workdir}, {"gpus_per_worker", c.gpus_per_worker}}
-      .dump();
+  nlohmann::json j{{"argv", c.argv}, {"env", c.env}, {"workdir", c.workdir}, {"gpus_per_worker", c.gpus_per_worker}};
+  if (!c.planned_samples_per_s.empty()) j["planned_samples_per_s"] = c.planned_samples_per_s;
+  return j.dump();
 }
 
 bool DecodeCommand(const std::string& text, CommandSpec* c) {
@@ -76,6 +77,9 @@ bool DecodeCommand(const std::string& text, CommandSpec* c) {
     c->env = j.at("env").get<std::map<std::string, std::string>>();
     c->workdir = j.at("workdir").get<std::string>();
     c->gpus_per_worker = j.at("gpus_per_worker").get<int>();
+    if (j.contains("planned_samples_per_s")) {
+      c->planned_samples_per_s = j.at("planned_samples_per_s").get<std::vector<double>>();
+    }
   } catch (const std::exception&) {
     return false;
   }

@@ -128,8 +128,8 @@ std::vector<NodeShare> PlaceOnNodes(int count, int unit, int nodes, FreeIndex* i
 //      (no re-allocation at all),
 //   3. as many GPUs as the compact number of nodes with the most free GPUs hold,
 // and takes the one `rate_on` rates highest (the first on ties). GPUs a job
-// declines stay free until the next round. Measured (docs/design/scheduler.md, issue
-// 17 fourth round): training set 0.958 -> 0.945 of afs-goodput's average JCT
+// declines stay free until the next round. Measured (docs/design/scheduler.md,
+// "Fit-aware placement"): training set 0.958 -> 0.945 of afs-goodput's average JCT
 // for afs-goodput-2q, 0.944 -> 0.933 with oldest-first long queue; the bound
 // with every placement charged as compact is 0.930 for the latter. Charging
 // moves (options 1 and 3) the switch cost of the contended pass was worse.

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "frugal/cluster/client.h"
 #include "frugal/common/status.h"
@@ -23,13 +24,23 @@ namespace frugal::cluster {
 
 struct AgentOptions {
   std::string node;            // Host name the server knows this node by (default: hostname).
-  int slots = 1;               // Worker slots (GPUs; CPU slots on a machine without one).
+  int slots = 1;               // Worker slots: CPU slots, or with `gpus` 0 (= as many) or their count.
   std::string frugal_binary;   // The `frugal` executable tasks run.
   std::string work_dir = ".";  // Task configs and logs; runs go to <work_dir>/runs.
   std::string host = "127.0.0.1";  // Address this host's tasks listen on and advertise ("{host}").
   double heartbeat_s = 1;
   double stop_grace_s = 15;    // SIGTERM -> SIGKILL.
+  // The host's GPUs, by the ids CUDA_VISIBLE_DEVICES takes: the slots are
+  // these devices, each task gets its own (Note [Device slots] in
+  // src/cluster/agent.cc). Empty: CPU slots, no device is assigned.
+  std::vector<std::string> gpus;
 };
+
+// `--gpus`: "auto" (the agent's CUDA_VISIBLE_DEVICES, else one id per
+// /dev/nvidia<N>), or ids separated by commas ("0,1,2,3", "GPU-<uuid>,...").
+// InvalidArgument for an empty, repeated or malformed id, or "auto" that
+// finds no GPU. `dev_dir` is where auto looks (tests).
+Result<std::vector<std::string>> ParseGpus(const std::string& text, const std::string& dev_dir = "/dev");
 
 // Whether HOST names this machine's loopback (127.x.x.x, localhost, ::1),
 // where nobody else can connect.

@@ -12,7 +12,8 @@
 //   workdir = "."               # optional; relative to the job file; default: its directory
 //   min_workers = 1
 //   max_workers = 4
-//   gpus_per_worker = 1         # optional; only 1 is supported
+//   gpus_per_worker = 1         # optional; slots (GPUs) per worker process, 1 to 64
+//   planned_samples_per_s = [...]  # optional; frugal.plan's Plan.job_prior(max_workers)
 //   max_steps = 300             # optional; the steps the script runs, for progress
 //
 // Thread safety: free functions.
@@ -40,7 +41,9 @@ Result<JobSubmission> ParseJobFile(const std::string& text, const std::string& s
 // NUL characters, environment names of letters, digits and '_' (not
 // starting with a digit) other than those the cluster and `frugal run` set
 // (FRUGAL_*, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT), an absolute workdir, gpus_per_worker 1, and no config_toml.
+// MASTER_PORT), an absolute workdir, gpus_per_worker from 1 to 64, a
+// planned rate (> 0) for every count up to max_workers if any, and no
+// config_toml.
 // Ok for a `frugal train` job.
 Status CheckSubmission(const JobSubmission& job);
 

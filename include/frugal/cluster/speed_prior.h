@@ -30,4 +30,9 @@ class SpeedPrior {
 // defer predictions to SamplesPerSecond.
 using SpeedPriorFactory = std::function<std::shared_ptr<const SpeedPrior>(const JobSubmission&)>;
 
+// A command job's own prior: CommandSpec::planned_samples_per_s, the rate at
+// n workers its entry n - 1 (0 beyond the table). nullptr when the job gives
+// none. Thread safety: immutable.
+std::shared_ptr<const SpeedPrior> PlannedPrior(const JobSubmission& job);
+
 }  // namespace frugal::cluster

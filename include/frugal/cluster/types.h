@@ -5,6 +5,7 @@
 // Thread safety: plain value types.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -40,7 +41,14 @@ struct CommandSpec {
   std::vector<std::string> argv;            // The program and its arguments; empty: not a command job.
   std::map<std::string, std::string> env;   // Added to the program's environment.
   std::string workdir;                      // Absolute; the program's working directory (empty: the agent's work dir).
-  int gpus_per_worker = 1;                  // Slots each worker process takes; only 1 is supported.
+  // Slots (GPUs) each worker process takes, 1 to 64; on an agent with
+  // --gpus they are its own devices (Note [Device slots] in
+  // src/cluster/agent.cc).
+  int gpus_per_worker = 1;
+  // The planner's samples/s over all workers at 1, 2, ... workers on one
+  // node (frugal.plan's Plan.job_prior), the job's throughput prior
+  // (Note [Live throughput prior]); empty: none, the speed is learned.
+  std::vector<double> planned_samples_per_s;
 };
 
 // What a user submits: a `frugal train` configuration (TOML text; the
@@ -63,6 +71,8 @@ struct JobSubmission {
   CommandSpec command;  // Set: the job is this command, and config_toml is empty.
 
   bool IsCommand() const { return !command.argv.empty(); }
+  // Slots one worker process takes: a command job's gpus_per_worker, else 1.
+  int GpusPerWorker() const { return IsCommand() ? std::max(1, command.gpus_per_worker) : 1; }
 };
 
 // One share of a job's placement, by node id (not the scheduler's index).
@@ -115,11 +125,13 @@ struct JobRecord {
   // is known and the job has made steps).
   bool formed = false;
 
-  int Workers() const {
+  int Slots() const {
     int n = 0;
     for (const NodeSlots& s : placement) n += s.slots;
     return n;
   }
+  // Worker processes: the slots over the slots each takes.
+  int Workers() const { return Slots() / spec.GpusPerWorker(); }
 };
 
 // One allocation interval of a job on a node (the dashboard's timeline).
@@ -166,6 +178,9 @@ struct TaskSpec {
   // still stopping (they share the run directory).
   int64_t generation = 0;
   int workers = 0;
+  // Slots each worker takes: the agent gives the task workers x this of its
+  // devices (Note [Device slots] in src/cluster/agent.cc).
+  int gpus_per_worker = 1;
   std::vector<std::string> args;
   std::string config_toml;      // Written by the agent to <work>/<task_id>.toml; "{config}" in args names it.
   std::string resume_run;       // Run directory name, relative to the agent's runs dir.
