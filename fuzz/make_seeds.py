@@ -33,9 +33,10 @@ def head(path, lines):
 
 def wire():
     # frames, self, world, payload choice (even: the announced length), header.
-    def header(kind, src, world, tag, length, magic=0x31475246, version=1):
+    def header(kind, src, world, tag, length, magic=0x31475246, version=3):
         return struct.pack("<IBBHIIQQ", magic, version, kind, 0, src, world, tag, length)
     write("wire", "data", bytes([3, 0, 4, 0]) + header(1, 2, 4, 77, 4096))
+    write("wire", "data_part", bytes([3, 0, 4, 0]) + header(4, 2, 4, 77, 4096))
     write("wire", "goodbye", bytes([3, 1, 2, 0]) + header(2, 0, 2, 0, 0))
     write("wire", "ack", bytes([3, 3, 8, 0]) + header(3, 5, 8, 1 << 40, 0))
     write("wire", "bad_magic", bytes([3, 0, 2, 0]) + header(1, 1, 2, 0, 8, magic=0x12345678))

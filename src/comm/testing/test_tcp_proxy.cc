@@ -8,6 +8,8 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <stdexcept>
 #include <vector>
@@ -58,6 +60,7 @@ struct TcpProxy::Relay {
   int listen_fd = -1;
   int wake_fd = -1;
   Mode mode = Mode::kForward;
+  double rate = 0;  // Bytes/s; 0: unlimited.
   std::vector<Pair> pairs;
   // Control handed over from the test thread.
   std::mutex mu;
@@ -94,7 +97,8 @@ struct TcpProxy::Relay {
   // Moves bytes from `from`; false when that side closed.
   bool Pump(int from, int to) {
     char buf[1 << 16];
-    ssize_t n = ::read(from, buf, sizeof(buf));
+    // At a rate, small reads paced by sleeping the time they take on the link.
+    ssize_t n = ::read(from, buf, rate > 0 ? std::min<size_t>(sizeof(buf), 16 << 10) : sizeof(buf));
     if (n <= 0) return false;
     if (mode == Mode::kBlackhole) return true;  // swallowed
     if (to < 0) return false;
@@ -103,6 +107,7 @@ struct TcpProxy::Relay {
       if (w <= 0) return false;
       off += w;
     }
+    if (rate > 0) std::this_thread::sleep_for(std::chrono::duration<double>(static_cast<double>(n) / rate));
     return true;
   }
 
@@ -189,6 +194,10 @@ void TcpProxy::SetMode(Mode mode) {
 
 void TcpProxy::ResetConnections() {
   Apply([](Relay& r) { r.ResetAll(); });
+}
+
+void TcpProxy::SetRate(double bytes_per_s) {
+  Apply([bytes_per_s](Relay& r) { r.rate = bytes_per_s; });
 }
 
 void TcpProxy::ClosePort() {

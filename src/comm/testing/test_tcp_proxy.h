@@ -39,6 +39,8 @@ class TcpProxy {
   void SetMode(Mode mode);
   // Closes every connection with a reset, both ways.
   void ResetConnections();
+  // Relays at most `bytes_per_s` (a slow link; 0: as fast as it can).
+  void SetRate(double bytes_per_s);
   // Resets every connection and closes the port: new connections are refused.
   void ClosePort();
 

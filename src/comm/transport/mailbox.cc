@@ -3,12 +3,31 @@
 namespace frugal::comm {
 
 Mailbox::Mailbox(int self, Topology topology, const Clock& clock)
-    : self_(self), topology_(std::move(topology)), clock_(clock), closed_reason_(topology_.world_size()) {}
+    : self_(self),
+      topology_(std::move(topology)),
+      clock_(clock),
+      closed_reason_(topology_.world_size()),
+      last_part_(topology_.world_size()),
+      receiving_parts_(topology_.world_size(), 0) {}
 
 void Mailbox::Deliver(int src, Tag tag, Bytes payload) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queues_[{src, tag}].push_back(std::move(payload));
+    if (src >= 0 && src < static_cast<int>(receiving_parts_.size()) && receiving_parts_[src]) {
+      receiving_parts_[src] = 0;
+      last_part_[src] = clock_.Now();
+    }
+  }
+  cv_.notify_all();
+}
+
+void Mailbox::PartArrived(int src) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (src < 0 || src >= static_cast<int>(last_part_.size())) return;
+    receiving_parts_[src] = 1;
+    last_part_[src] = clock_.Now();
   }
   cv_.notify_all();
 }
@@ -48,7 +67,7 @@ Status Mailbox::error() const {
 }
 
 Result<Bytes> Mailbox::Take(int src, Tag tag, std::chrono::milliseconds timeout) {
-  const Clock::time_point deadline = clock_.Now() + timeout;
+  const Clock::time_point start = clock_.Now();
   const std::pair<int, Tag> key{src, tag};
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
@@ -69,14 +88,17 @@ Result<Bytes> Mailbox::Take(int src, Tag tag, std::chrono::milliseconds timeout)
     }
     // The deadline is on clock_; the condition variable waits at most the
     // time left on it, then the loop looks again (a message may have
-    // arrived together with the timeout).
+    // arrived together with the timeout). A part from `src` moves it on.
+    const bool parts = last_part_[src] > start;
+    const Clock::time_point deadline = (parts ? last_part_[src] : start) + timeout;
     const Clock::duration left = deadline - clock_.Now();
     if (left > Clock::duration::zero()) {
       cv_.wait_for(lock, left);
     } else {
       return Status::Timeout("no message with tag " + std::to_string(tag) + " from " +
                              topology_.DescribeRank(src) + " to " + topology_.DescribeRank(self_) + " within " +
-                             std::to_string(timeout.count()) + " ms");
+                             std::to_string(timeout.count()) + " ms" +
+                             (parts ? " of the last part of a message it was sending" : ""));
     }
   }
 }

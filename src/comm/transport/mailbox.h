@@ -28,6 +28,11 @@ class Mailbox {
   Mailbox(int self, Topology topology, const Clock& clock = Env::Default());
 
   void Deliver(int src, Tag tag, Bytes payload);
+  // A part of a message from `src` arrived; its last part comes as Deliver
+  // (Note [Messages in parts] in zmq/zmq_transport.cc). Until then, and for a
+  // timeout after that Deliver, waits on `src` run a timeout from the
+  // latest part rather than from their start.
+  void PartArrived(int src);
 
   // Peer `src` will send nothing more: waiters on it fail with Unavailable
   // once its queued messages are taken. `reason` ends up in the message.
@@ -40,7 +45,8 @@ class Mailbox {
   void Fail(Status status);
   Status error() const;
 
-  // The oldest message from (src, tag), waiting up to `timeout`.
+  // The oldest message from (src, tag), waiting up to `timeout`, counted
+  // from the later of the call and the latest part from `src` (PartArrived).
   Result<Bytes> Take(int src, Tag tag, std::chrono::milliseconds timeout);
 
  private:
@@ -51,6 +57,10 @@ class Mailbox {
   std::condition_variable cv_;
   std::map<std::pair<int, Tag>, std::deque<Bytes>> queues_;  // GUARDED_BY(mu_)
   std::vector<std::string> closed_reason_;                    // GUARDED_BY(mu_); empty = open
+  // GUARDED_BY(mu_), by rank: when the latest part of a message in parts
+  // arrived (or that message was completed), and whether one is under way.
+  std::vector<Clock::time_point> last_part_;
+  std::vector<char> receiving_parts_;
   Status error_;                                              // GUARDED_BY(mu_)
 };
 

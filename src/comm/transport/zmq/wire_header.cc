@@ -47,7 +47,7 @@ Result<WireHeader> WireHeader::Decode(const uint8_t* data, size_t size) {
                               std::to_string(kVersion));
   }
   WireHeader h;
-  if (data[5] < static_cast<uint8_t>(WireKind::kData) || data[5] > static_cast<uint8_t>(WireKind::kAck)) {
+  if (data[5] < static_cast<uint8_t>(WireKind::kData) || data[5] > static_cast<uint8_t>(WireKind::kDataPart)) {
     return Status::Corruption("message header has unknown kind " + std::to_string(data[5]));
   }
   h.kind = static_cast<WireKind>(data[5]);
@@ -74,7 +74,7 @@ Result<WireHeader> DecodeMessage(size_t frame_count, const uint8_t* header, size
     return Status::Corruption("header from rank " + std::to_string(h.src) + " announces " + std::to_string(h.length) +
                               " payload bytes, frame has " + std::to_string(payload_size));
   }
-  if (h.kind != WireKind::kData && h.length != 0) {
+  if (h.kind != WireKind::kData && h.kind != WireKind::kDataPart && h.length != 0) {
     return Status::Corruption("control message from rank " + std::to_string(h.src) + " carries a payload");
   }
   return h;

@@ -15,11 +15,13 @@ enum class WireKind : uint8_t {
   kAck = 3,      // The sender has read every data message we sent it up to
                  // and including `seq` (cumulative); payload frame empty.
                  // Note [Busy time], Note [Resend after reconnect].
+  kDataPart = 4, // A part of a Transport message whose later parts follow,
+                 // the last one as kData (Note [Messages in parts]).
 };
 
 struct WireHeader {
   static constexpr uint32_t kMagic = 0x31475246;  // "FRG1" in little-endian byte order.
-  static constexpr uint8_t kVersion = 2;
+  static constexpr uint8_t kVersion = 3;
   static constexpr size_t kSize = 40;
 
   WireKind kind = WireKind::kData;
@@ -27,7 +29,7 @@ struct WireHeader {
   uint32_t world_size = 0;
   Tag tag = 0;
   uint64_t length = 0;  // Payload bytes in the next frame.
-  // kData: the message's number on its (sender, receiver) pair, from 1.
+  // kData, kDataPart: the frame's number on its (sender, receiver) pair, from 1.
   // kAck: the newest data message delivered in order. kGoodbye: 0.
   uint64_t seq = 0;
 

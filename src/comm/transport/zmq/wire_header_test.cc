@@ -47,7 +47,7 @@ TEST(WireHeaderTest, RejectsMalformedHeaders) {
   b = good;
   b[4] = 1;
   expect_corrupt(b, b.size(), "wire version 1");
-  for (uint8_t kind : {0, 4, 255}) {
+  for (uint8_t kind : {0, 5, 255}) {
     b = good;
     b[5] = kind;
     expect_corrupt(b, b.size(), "unknown kind");
@@ -57,6 +57,12 @@ TEST(WireHeaderTest, RejectsMalformedHeaders) {
 TEST(WireHeaderTest, DecodeMessageChecksFramesAgainstTheWorld) {
   auto ok = DataHeader(1, 3, 5).Encode();
   EXPECT_TRUE(DecodeMessage(3, ok.data(), ok.size(), 5, /*self=*/0, /*world_size=*/3).ok());
+  WireHeader part = DataHeader(1, 3, 5);  // Note [Messages in parts]: a part carries its payload.
+  part.kind = WireKind::kDataPart;
+  auto part_bytes = part.Encode();
+  auto decoded = DecodeMessage(3, part_bytes.data(), part_bytes.size(), 5, /*self=*/0, /*world_size=*/3);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->kind, WireKind::kDataPart);
   struct Case {
     size_t frames;
     WireHeader header;

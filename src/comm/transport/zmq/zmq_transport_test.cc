@@ -153,6 +153,54 @@ bool AllAcknowledged(Transport& t) {
   return InFlight(t) == 0;
 }
 
+// Note [Messages in parts]: a message of several MiB over a link that takes
+// seconds to carry it arrives whole although the receive timeout is shorter
+// than its transfer: every part that arrives moves the wait's deadline on.
+// A wait for a message that never comes still times out, a timeout after
+// the last part. The sender counts it as one message in flight.
+TEST(ZmqTransportTest, AMessageSlowerThanTheTimeoutArrivesWhileItsPartsDo) {
+  ProxiedWorld w = MakeProxiedWorld({"a", "b"}, testing::FastZmqOptions());
+  ASSERT_EQ(w.ranks.size(), 2u);
+  w.proxies[1]->SetRate(4 << 20);  // 4 MiB/s into rank 1: 12 MiB take about 3 s.
+  Bytes big(12 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 131 + (i >> 20));
+  ASSERT_TRUE(w.ranks[0]->Send(1, 7, big).ok());
+  EXPECT_EQ(InFlight(*w.ranks[0]), 1u) << "one message, whatever its parts";
+  ASSERT_TRUE(w.ranks[0]->Send(1, 8, Bytes{42}).ok());  // queued behind it
+  const auto start = std::chrono::steady_clock::now();
+  auto m = w.ranks[1]->Recv(0, 7, milliseconds(1500));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_GT(std::chrono::steady_clock::now() - start, milliseconds(1500)) << "the transfer outlasted the timeout";
+  EXPECT_EQ(m->payload, big);
+  auto small = w.ranks[1]->Recv(0, 8, milliseconds(5000));
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  EXPECT_EQ(small->payload, Bytes{42});
+  EXPECT_TRUE(AllAcknowledged(*w.ranks[0]));
+  auto never = w.ranks[1]->Recv(0, 9, milliseconds(300));
+  EXPECT_EQ(never.status().code(), Status::Code::kTimeout) << never.status().ToString();
+}
+
+// A message in parts that an outage cuts in the middle is completed by the
+// resend of its unacknowledged parts, and delivered once, intact.
+TEST(ZmqOutageTest, AMessageInPartsSurvivesAnOutageInItsMiddle) {
+  ProxiedWorld w = MakeProxiedWorld({"a", "b"}, testing::FastZmqOptions());
+  ASSERT_EQ(w.ranks.size(), 2u);
+  w.proxies[1]->SetRate(4 << 20);
+  Bytes big(6 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7 + (i >> 16));
+  ASSERT_TRUE(w.ranks[0]->Send(1, 3, big).ok());
+  std::this_thread::sleep_for(milliseconds(600));  // some parts are through
+  w.proxies[1]->SetMode(testing::TcpProxy::Mode::kBlackhole);
+  std::this_thread::sleep_for(milliseconds(300));
+  w.proxies[1]->ResetConnections();
+  w.proxies[1]->SetMode(testing::TcpProxy::Mode::kForward);
+  auto m = w.ranks[1]->Recv(0, 3, milliseconds(10000));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->payload, big);
+  EXPECT_TRUE(AllAcknowledged(*w.ranks[0]));
+  EXPECT_EQ(w.ranks[1]->Recv(0, 3, milliseconds(200)).status().code(), Status::Code::kTimeout) << "delivered once";
+}
+
 // Note [Resend after reconnect]: during an outage every byte on the wire is
 // lost (the blackhole swallows what TCP had already handed over); when the
 // links come back as new connections the senders resend what was not
