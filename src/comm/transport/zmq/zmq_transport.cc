@@ -505,45 +505,50 @@ class ZmqTransport final : public Transport {
     }
     if (h.seq == 0) return Status::Corruption("data message from rank " + std::to_string(src) + " has no sequence number");
     PeerLink& link = links_[src];
-    if (h.seq > link.delivered && link.early.count(h.seq) == 0) {
-      const uint8_t* data = parts[2].data<uint8_t>();
-      link.early.emplace(h.seq, Early{h.tag, Bytes(data, data + parts[2].size()), h.kind == WireKind::kData});
-      // Deliver in sequence order: what arrived ahead of a gap waits for the resend that fills it.
-      for (auto it = link.early.begin(); it != link.early.end() && it->first == link.delivered + 1;
-           it = link.early.erase(it)) {
-        DeliverInOrder(src, &it->second);
-        link.delivered = it->first;
-      }
+    const uint8_t* data = parts[2].data<uint8_t>();
+    const size_t size = parts[2].size();
+    const bool last = h.kind == WireKind::kData;
+    if (h.seq == link.delivered + 1 && link.early.empty()) {
+      DeliverInOrder(src, h.tag, last, data, size);  // The usual case: no copy kept aside.
+      link.delivered = h.seq;
+    } else if (h.seq > link.delivered && link.early.count(h.seq) == 0) {
+      link.early.emplace(h.seq, Early{h.tag, Bytes(data, data + size), last});
+    }
+    // Deliver in sequence order: what arrived ahead of a gap waits for the resend that fills it.
+    for (auto it = link.early.begin(); it != link.early.end() && it->first == link.delivered + 1;
+         it = link.early.erase(it)) {
+      const Bytes& frame = it->second.payload;
+      DeliverInOrder(src, it->second.tag, it->second.last, frame.data(), frame.size());
+      link.delivered = it->first;
     }
     SendControl(src, WireKind::kAck, link.delivered);
     return Status::Ok();
   }
 
-  // The next frame of `src` in sequence order: a whole message, or a part
-  // of one (Note [Messages in parts]).
-  void DeliverInOrder(int src, Early* frame) {
+  // The next frame of `src` in sequence order, `size` bytes at `data`: a
+  // whole message, or a part of one (Note [Messages in parts]).
+  void DeliverInOrder(int src, Tag tag, bool last, const uint8_t* data, size_t size) {
     PeerLink& link = links_[src];
-    if (link.partial.empty() && frame->last) {
-      mailbox_.Deliver(src, frame->tag, std::move(frame->payload));
+    if (link.partial.empty() && last) {
+      mailbox_.Deliver(src, tag, Bytes(data, data + size));
       return;
     }
-    if (!link.partial.empty() && frame->tag != link.partial_tag) {
+    if (!link.partial.empty() && tag != link.partial_tag) {
       // A peer that follows the protocol never interleaves messages' parts.
       drops_.Report(topology().DescribeRank(rank()) + " dropped a partial message from " +
                     topology().DescribeRank(src) + ": its next frame has another tag");
       link.partial.clear();
     }
     if (link.partial.empty()) {
-      link.partial = std::move(frame->payload);
-      link.partial_tag = frame->tag;
-    } else {
-      link.partial.insert(link.partial.end(), frame->payload.begin(), frame->payload.end());
+      link.partial.reserve(4 * size);  // Grown by doubling from there.
+      link.partial_tag = tag;
     }
-    if (!frame->last) {
+    link.partial.insert(link.partial.end(), data, data + size);
+    if (!last) {
       mailbox_.PartArrived(src);
       return;
     }
-    mailbox_.Deliver(src, frame->tag, std::move(link.partial));
+    mailbox_.Deliver(src, tag, std::move(link.partial));
     link.partial = Bytes();
   }
 
