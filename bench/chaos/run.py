@@ -14,8 +14,16 @@ Two modes, both on loopback with real processes (docs/architecture.md,
 
 --testbed-rate R (changes mode, root): every process runs in its own network
 namespace of the shaped testbed (testbed/testbed.sh, `flat`, each host's
-link R Mbit/s both ways): the coordinator and the three first workers on
-hosts 0-2, the joiner on host 3. Then a join's state crosses a real link.
+link R Mbit/s both ways): the coordinator and the --workers first workers
+(default 3) on hosts 0 to workers-1, the joiner on the next host. Then a
+join's state crosses a real link, and the bytes the joiner's host received
+until the new generation trains are counted (join_rx_bytes).
+
+--script runs an own script under `frugal run --elastic` instead of
+`frugal worker`: bench/chaos/script.py (the mlp), or with --script lm the
+language model of examples/lm/train.py (--lm-size, default 25m, at
+--lm-batch-size x --lm-seq-len tokens per worker, --lm-steps steps; the
+data from examples/lm/prepare.py in --lm-data).
 
 Both runs use --global-batch (default 256, the undisturbed run's 4 x 64):
 the global batch, the steps per epoch and the learning-rate schedule stay
@@ -72,16 +80,26 @@ class Hosts:
 LOOPBACK = Hosts()
 
 
+LM = os.path.join(HERE, "..", "..", "examples", "lm", "train.py")
+
+
 class Script:
-    """The workers of --script: bench/chaos/script.py under `frugal run
-    --elastic` (an own training script) instead of `frugal worker`."""
+    """The workers of --script: an own training script under `frugal run
+    --elastic` instead of `frugal worker`: bench/chaos/script.py (mlp), or
+    examples/lm/train.py (lm)."""
 
     def __init__(self, args, run_name):
         self.python_path = os.path.abspath(args.python_path)
         self.run_flags = ["--heartbeat-timeout-s", str(args.heartbeat_s), "--threads", "1"]
-        self.command = [args.python, os.path.join(HERE, "script.py"), "--run-dir",
-                        os.path.join(args.runs, run_name), "--epochs", str(args.epochs),
-                        "--global-batch", str(args.global_batch or 256), "--trace"]
+        run_dir = os.path.join(args.runs, run_name)
+        if args.script == "lm":
+            self.command = [args.python, os.path.abspath(LM), "--run-dir", run_dir, "--size", args.lm_size,
+                            "--steps", str(args.lm_steps), "--batch-size", str(args.lm_batch_size),
+                            "--seq-len", str(args.lm_seq_len), "--data", os.path.abspath(args.lm_data),
+                            "--eval-every", "0", "--eval-batches", "1", "--log-every", "10", "--trace"]
+        else:
+            self.command = [args.python, os.path.join(HERE, "script.py"), "--run-dir", run_dir,
+                            "--epochs", str(args.epochs), "--global-batch", str(args.global_batch or 256), "--trace"]
 
 
 def children(pid):
@@ -174,20 +192,48 @@ def wait_progress(frugal, endpoint, generation, beyond, limit_s=600, hosts=LOOPB
     raise RuntimeError("no progress beyond iteration %d in generation %d" % (beyond, generation))
 
 
+def rx_bytes(hosts, i):
+    """Bytes received so far on testbed host i's interface (None on loopback,
+    where every process shares one)."""
+    if not hosts.testbed:
+        return None
+    r = subprocess.run(hosts.prefix(i) + ["cat", "/sys/class/net/%s/statistics/rx_bytes" % hosts.testbed.ifname(i)],
+                       capture_output=True, text=True)
+    return int(r.stdout) if r.returncode == 0 else None
+
+
+def first_step(run_dir, worker):
+    """The wall time of the first step the script of worker (frugal run) traced, or None."""
+    for pid in children(worker.pid):
+        try:
+            with open(os.path.join(run_dir, "steps-%d.txt" % pid)) as f:
+                line = f.readline().split()
+            if line:
+                return float(line[1])
+        except FileNotFoundError:
+            pass
+    return None
+
+
 def change_costs(args, run_args, hosts=LOOPBACK):
-    co, ep = start_coordinator(args.frugal, 3, 2, args.heartbeat_s, hosts)
-    workers = [start_worker(args.frugal, ep, run_args, hosts=hosts, host=h) for h in range(3)]
+    n = args.workers
+    co, ep = start_coordinator(args.frugal, n, n - 1, args.heartbeat_s, hosts)
+    workers = [start_worker(args.frugal, ep, run_args, hosts=hosts, host=h) for h in range(n)]
+    run_dir = os.path.join(args.runs, "changes")
     results = []
     _, s = wait_progress(args.frugal, ep, 1, 30, hosts=hosts, workers=workers)
     for kind in ("kill", "join", "leave"):
         before = max(m["iteration"] for m in running(s))
         gen = s["generation"]
         t0 = time.time()
+        joiner = None
         if kind == "kill":
             victim = next(w for w in workers if w.poll() is None)
             signal_worker(victim, signal.SIGKILL)
         elif kind == "join":
-            workers.append(start_worker(args.frugal, ep, run_args, join=True, hosts=hosts, host=3))
+            rx0 = rx_bytes(hosts, n)
+            joiner = start_worker(args.frugal, ep, run_args, join=True, hosts=hosts, host=n)
+            workers.append(joiner)
         else:
             victim = next(w for w in reversed(workers) if w.poll() is None)
             signal_worker(victim, signal.SIGTERM)
@@ -202,6 +248,17 @@ def change_costs(args, run_args, hosts=LOOPBACK):
         results.append({"change": kind, "at": t0, "stall_s": round(t1 - t0, 2),
                         "formed_to_progress_s": round(t1 - seen[0], 2) if seen else None,
                         "iteration_at_change": before, "generation": after, "workers": len(running(s))})
+        if joiner is not None and isinstance(run_args, Script):
+            # joiner_start_to_step_s: from starting the joiner until its
+            # first step (its interpreter's start, registration, waiting for
+            # the others' gate, the state's transfer and restore).
+            first = first_step(run_dir, joiner)
+            results[-1]["joiner_start_to_step_s"] = round(first - t0, 2) if first else None
+            if seen and first:
+                results[-1]["joiner_formed_to_step_s"] = round(first - seen[0], 2)
+            rx1 = rx_bytes(hosts, n)
+            if rx0 is not None and rx1 is not None:
+                results[-1]["join_rx_bytes"] = rx1 - rx0
         print(json.dumps(results[-1]), flush=True)
         _, s = wait_progress(args.frugal, ep, after, before + 20, hosts=hosts, workers=workers)
     for w in workers:
@@ -212,7 +269,7 @@ def change_costs(args, run_args, hosts=LOOPBACK):
     restores = [int(x) for x in re.findall(r"restoring the state of iteration (\d+)", log)]
     lost = re.findall(r"lost: (.*)", log)
     switches = []
-    with open(os.path.join(args.runs, "changes", "metrics.jsonl")) as f:
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         for line in f:
             rec = json.loads(line)
             if rec.get("event") == "generation":
@@ -228,7 +285,7 @@ def change_costs(args, run_args, hosts=LOOPBACK):
         # counts the joiner's own start-up, while the others kept training.
         r["switch_s"] = round(sw, 3) if sw is not None else None
     if isinstance(run_args, Script):
-        step_stalls(results, os.path.join(args.runs, "changes"))
+        step_stalls(results, run_dir)
     for r in results:
         del r["at"]
     return results
@@ -324,13 +381,22 @@ def main():
     ap.add_argument("--sync", choices=["step", "local", "auto"], default="step",
                     help="the workers' mode (frugal worker --sync). Default step; an elastic job's own "
                          "default (auto) is local")
-    ap.add_argument("--script", action="store_true",
-                    help="the workers run an own script (bench/chaos/script.py: the mlp on Fashion-MNIST through "
-                         "frugal.DistributedModel, sync auto) under frugal run --elastic instead of frugal worker")
+    ap.add_argument("--script", nargs="?", const="mlp", choices=["mlp", "lm"],
+                    help="the workers run an own script under frugal run --elastic instead of frugal worker: mlp "
+                         "(alone: bench/chaos/script.py, the mlp on Fashion-MNIST through frugal.DistributedModel, "
+                         "sync auto) or lm (examples/lm/train.py, sync auto)")
+    ap.add_argument("--workers", type=int, default=3, help="changes mode: the first world's workers (default 3)")
+    ap.add_argument("--lm-size", default="25m", help="--script lm: the model size (default 25m)")
+    ap.add_argument("--lm-steps", type=int, default=160, help="--script lm: the run's steps (default 160)")
+    ap.add_argument("--lm-batch-size", type=int, default=1, help="--script lm: sequences per worker (default 1)")
+    ap.add_argument("--lm-seq-len", type=int, default=64, help="--script lm: tokens per sequence (default 64)")
+    ap.add_argument("--lm-data", default="build/lm/data", help="--script lm: prepare.py's output folder")
     ap.add_argument("--python", default="/usr/bin/python3", help="--script: the interpreter")
     ap.add_argument("--python-path", default="build/python", help="--script: where the frugal package is")
     ap.add_argument("--out")
     args = ap.parse_args()
+    if args.workers < 2:
+        ap.error("--workers must be >= 2 (a kill must leave a world)")
     args.frugal = os.path.abspath(args.frugal)
     runs = tempfile.mkdtemp(prefix="frugal_chaos_")
     args.runs = runs
@@ -343,11 +409,14 @@ def main():
         if not ok:
             sys.exit("--testbed-rate needs the namespace testbed: " + why)
         lock = hold_testbed_lock(wait=True)  # noqa: F841 (held for the run)
-        with Testbed().up("flat", "4", rate=args.testbed_rate, expect=4) as tb:
+        hosts = args.workers + 1  # the joiner's too
+        with Testbed().up("flat", str(hosts), rate=args.testbed_rate, expect=hosts) as tb:
             changes = change_costs(args, named(args, run_args, "changes"), Hosts(tb))
         result = {"mode": "changes", "testbed_rate_mbit": args.testbed_rate, "changes": changes}
     elif args.mode == "changes":
         result = {"mode": "changes", "changes": change_costs(args, named(args, run_args, "changes"))}
+    if args.mode == "changes":
+        result.update(workers=args.workers, script=args.script, runs=runs)
     else:
         result = dict(mode="chaos", **chaos(args, run_args, runs))
     print(json.dumps(result, indent=2))

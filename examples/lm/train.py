@@ -10,6 +10,12 @@ validation loss on the held-out split every --eval-every steps.
     /usr/bin/python3 examples/lm/train.py --size 25m --steps 100           # a world of one
     ... examples/lm/train.py --size gpt2 --device cuda --batch-size 8 --seq-len 1024
 
+Under `frugal run --elastic` (docs/guide/python.md, "Elastic scripts")
+workers may be killed, leave on SIGTERM or join while it trains: the loop
+runs on model.iteration until model.left, the schedule's state travels
+with every snapshot, and after a change each rank draws its windows from
+a stream of its new rank, the generation and the restore point.
+
 docs/guide/language-models.md has the rest.
 """
 
@@ -65,13 +71,17 @@ def parse_args(argv=None):
     p.add_argument("--eval-batches", type=int, default=20, help="batches of the fixed validation windows")
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--run-dir", default=None,
-                   help="write metrics.jsonl and the progress line as frugal train does (e.g. runs/lm)")
+    p.add_argument("--run-dir", default=os.environ.get("FRUGAL_RUN_DIR"),
+                   help="write metrics.jsonl and the progress line as frugal train does (e.g. runs/lm; default "
+                        "$FRUGAL_RUN_DIR, which a cluster job is given)")
     p.add_argument("--checkpoint-every", type=int, default=0,
                    help="frugal.save every N steps into <run-dir>/checkpoints (0: never)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in <run-dir>/checkpoints")
     p.add_argument("--summary", default=None,
                    help="write a JSON summary per rank to this path ({rank} is replaced by the rank)")
+    p.add_argument("--trace", action="store_true",
+                   help="append 'iteration wall_time generation' after every step to <run-dir>/steps-PID.txt "
+                        "(bench/chaos/run.py --script lm reads them)")
     args = p.parse_args(argv)
     for name in ("steps", "batch_size", "eval_batches", "log_every"):
         if getattr(args, name) < 1:
@@ -86,6 +96,8 @@ def parse_args(argv=None):
         p.error(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
     if (args.checkpoint_every or args.resume) and not args.run_dir:
         p.error("--checkpoint-every and --resume need --run-dir (the checkpoints are in <run-dir>/checkpoints)")
+    if args.trace and not args.run_dir:
+        p.error("--trace needs --run-dir (the step times go to <run-dir>/steps-PID.txt)")
     for name in ("lr", "weight_decay", "clip", "min_lr_ratio"):
         v = getattr(args, name)
         if v is not None and not (math.isfinite(v) and v >= 0):
@@ -177,7 +189,8 @@ def autocast(device):
 
 def evaluate(net, corpus, starts, args, world):
     """Mean loss over the fixed validation windows; each rank takes every
-    world_size-th batch, and the sums are added over the ranks."""
+    world_size-th batch, and the sums are added over the ranks (world: the
+    model, whose rank and world size follow an elastic job's changes)."""
     was_training = net.training
     net.eval()
     total, count = 0.0, 0
@@ -193,6 +206,16 @@ def evaluate(net, corpus, starts, args, world):
     return total / count
 
 
+def window_stream(seed, model):
+    """This rank's stream of training windows: seeded by the rank in the
+    first world; after a membership change by the new rank, the generation
+    and the restore point too, so that no two ranks of the new world, nor a
+    rolled-back step, draw the windows of another's stream."""
+    if model.generation <= 1:
+        return np.random.default_rng([seed, model.rank])
+    return np.random.default_rng([seed, model.rank, model.generation, model.iteration])
+
+
 def parameter_digest(net):
     h = hashlib.sha256()
     for p in net.parameters():
@@ -202,7 +225,7 @@ def parameter_digest(net):
 
 def main(argv=None):
     args = parse_args(argv)
-    world = frugal.init()
+    frugal.init()
     corpus = Corpus(args.data)
     vocab = args.vocab_size or lm.SIZES[args.size]["vocab_size"] or corpus.vocab_size
     if vocab < corpus.vocab_size:
@@ -237,28 +260,35 @@ def main(argv=None):
         for name in ("local_steps", "outer_lr", "outer_momentum"):
             if getattr(args, name) is not None:
                 local[name] = getattr(args, name)
-    model = frugal.DistributedModel(net, optimizer=opt, sync=sync, density=args.density, run_dir=args.run_dir,
-                                    log_every=args.log_every, total_steps=args.steps, **local)
+    changed = []  # on_world_change: the world changed in this step()
+    model = frugal.DistributedModel(net, optimizer=opt, scheduler=sched, sync=sync, density=args.density,
+                                    run_dir=args.run_dir, log_every=args.log_every, total_steps=args.steps,
+                                    on_world_change=changed.append, **local)
     # In the step mode the gradients go to Frugal's pipeline as backward
     # makes them and never reach .grad: there is nothing to clip.
     clip = args.clip if sync == "local" else 0.0
 
-    rng = np.random.default_rng([args.seed, world.rank])  # each rank its own stream of windows
+    rng = window_stream(args.seed, model)  # each rank its own stream of windows
     val_starts = corpus.val_starts(args.eval_batches * args.batch_size, args.seq_len)
-    if world.rank == 0:
+    if model.rank == 0:
         print(f"{args.size}: {net.num_parameters() / 1e6:.1f} M parameters ({net.num_parameters(False) / 1e6:.1f} M "
-              f"in the blocks), vocab {vocab}, {world.world_size} worker(s), sync={sync}, batch {args.batch_size} x "
+              f"in the blocks), vocab {vocab}, {model.world_size} worker(s), sync={sync}, batch {args.batch_size} x "
               f"{args.seq_len} tokens per worker, lr {lr:g}, warm-up {warmup}"
               + ("" if clip else ", no clipping (step mode)"), flush=True)
     history = {"train": [], "val": []}
-    first = 0
+    base = model.iteration  # the step of history["train"][0]: 0, or where an elastic joiner starts
     if args.resume:  # the model, optimizer, schedule, this rank's window stream and history as saved
         saved = frugal.load(model, scheduler=sched)
-        rng.bit_generator.state, history = saved["rng"], saved["history"]
-        first = model.iteration
+        if saved is not None:  # None: an elastic joiner, which took rank 0's state instead
+            rng.bit_generator.state, history = saved["rng"], saved["history"]
+            base = 0
+    trace = None
+    if args.trace:
+        os.makedirs(args.run_dir, exist_ok=True)
+        trace = open(os.path.join(args.run_dir, f"steps-{os.getpid()}.txt"), "a", buffering=1)
     start = last = time.time()
-    tokens_per_step = args.batch_size * args.seq_len * world.world_size
-    for step in range(first, args.steps):
+    while model.iteration < args.steps and not model.left:
+        step = model.iteration
         x, y = corpus.random_batch(rng, args.batch_size, args.seq_len)
         x, y = x.to(args.device), y.to(args.device)
         loss = 0.0
@@ -270,41 +300,62 @@ def main(argv=None):
         if clip:
             torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
         model.step(loss=loss)  # steps opt (local mode) or the pipeline's AdamW (step mode)
+        if trace is not None:
+            trace.write("%d %.4f %d\n" % (step, time.time(), model.generation))
         opt.zero_grad(set_to_none=True)
         sched.step()
         loss = float(loss)
         if not math.isfinite(loss):
             raise SystemExit(f"train.py: the loss is {loss} at step {step + 1}; try a smaller --lr")
         history["train"].append(loss)
+        if changed:  # a new world: the steps from its restore point on are trained again, by new ranks
+            changed.clear()
+            del history["train"][max(0, model.iteration - base):]
+            history["val"] = [(s, v) for s, v in history["val"] if s <= model.iteration]
+            rng = window_stream(args.seed, model)
+        if model.left or model.iteration != step + 1:
+            continue  # left the job, or rolled back
         done = step + 1
-        if world.rank == 0 and (done % args.log_every == 0 or done == args.steps):
+        tokens_per_step = args.batch_size * args.seq_len * model.world_size
+        if model.rank == 0 and (done % args.log_every == 0 or done == args.steps):
             now = time.time()
             n = args.log_every if done % args.log_every == 0 else done % args.log_every
             print(f"step {done}/{args.steps}: loss {loss:.3f}, lr {opt.param_groups[0]['lr']:.2e}, "
                   f"{(now - last) / n:.2f} s/step, {tokens_per_step * n / (now - last):,.0f} tok/s", flush=True)
             last = now
         if (args.eval_every and done % args.eval_every == 0) or done == args.steps:
-            if done == args.steps:
-                model.finish()  # the last round: every rank ends on the same parameters
-                val = evaluate(net, corpus, val_starts, args, world)
-            else:
-                val = model.with_synced_parameters(lambda: evaluate(net, corpus, val_starts, args, world))
-            history["val"].append((done, val))
-            if args.run_dir:
-                model.log(val_loss=val)
-            if world.rank == 0:
-                print(f"step {done}: val loss {val:.3f} (ppl {math.exp(min(val, 50)):.1f})", flush=True)
+            try:
+                if done == args.steps:
+                    model.finish()  # the last round: every rank ends on the same parameters
+                    if model.left:  # an elastic job rolled back past this worker's end: the others finish
+                        break
+                    val = evaluate(net, corpus, val_starts, args, model)
+                else:
+                    val = model.with_synced_parameters(lambda: evaluate(net, corpus, val_starts, args, model))
+            except frugal.WorldChanged:  # a peer died in the sums: no loss this time (the next step rolls back)
+                val = None
+            if val is not None:
+                history["val"].append((done, val))
+                if args.run_dir:
+                    model.log(val_loss=val)
+                if model.rank == 0:
+                    print(f"step {done}: val loss {val:.3f} (ppl {math.exp(min(val, 50)):.1f})", flush=True)
             last = time.time()
         if args.checkpoint_every and done % args.checkpoint_every == 0 and done < args.steps:
             frugal.save(model, scheduler=sched, extra={"rng": rng.bit_generator.state, "history": history})
     elapsed = time.time() - start
-    if world.rank == 0:
-        print(f"done: {args.steps} steps in {elapsed:.0f} s, final val loss {history['val'][-1][1]:.3f}", flush=True)
+    if model.left:
+        model.finish()
+        print(f"train.py: left the job at step {model.iteration}", flush=True)
+        return
+    if model.rank == 0:
+        final = f"{history['val'][-1][1]:.3f}" if history["val"] and history["val"][-1][0] == args.steps else "none"
+        print(f"done: {args.steps} steps in {elapsed:.0f} s, final val loss {final}", flush=True)
     if args.summary:
-        summary = dict(rank=world.rank, world_size=world.world_size, sync=sync, size=args.size,
+        summary = dict(rank=model.rank, world_size=model.world_size, sync=sync, size=args.size,
                        parameters=net.num_parameters(), train_loss=history["train"], val_loss=history["val"],
                        seconds=elapsed, parameter_sha256=parameter_digest(net))
-        with open(args.summary.replace("{rank}", str(world.rank)), "w") as f:
+        with open(args.summary.replace("{rank}", str(model.rank)), "w") as f:
             json.dump(summary, f)
 
 
