@@ -1,6 +1,5 @@
 """frugal.DistributedModel: a user's nn.Module trained by Frugal's pipeline."""
 
-import io
 import json
 import math
 import os
@@ -10,7 +9,7 @@ import weakref
 
 import torch
 
-from . import _C, _optim, _sync
+from . import _C, _optim, _state_pack, _sync
 from . import _world as _world_module
 from ._world import default_timeout_s, init
 from ._world import device as _device
@@ -547,6 +546,7 @@ class DistributedModel(torch.nn.Module):
         self._elastic_every = elastic_every
         self._on_world_change = on_world_change
         self._schedulers = schedulers
+        self._pack_buffers = {}  # kept from gate to gate: Note [Packed user state] in _state_pack.py
 
     def _build_engine(self, broadcast):
         """The sync strategy of the resolved mode on self._world."""
@@ -571,10 +571,8 @@ class DistributedModel(torch.nn.Module):
         out = {"elastic_every": str(self._elastic_every).encode()}  # every worker must gate at the same steps
         objects = ([("optimizer", self._user_opt)] if self._user_opt is not None else []) + \
             [(f"scheduler{i}", s) for i, s in enumerate(self._schedulers)]
-        for name, obj in objects:
-            buf = io.BytesIO()
-            torch.save(obj.state_dict(), buf)
-            out[name] = buf.getvalue()
+        for name, obj in objects:  # Note [Packed user state] in _state_pack.py
+            out[name], self._pack_buffers[name] = _state_pack.pack(obj.state_dict(), self._pack_buffers.get(name))
         return out
 
     def _load_user_sections(self, sections):
@@ -588,7 +586,7 @@ class DistributedModel(torch.nn.Module):
             if name not in sections:
                 raise ValueError(f"the restored state has no '{name}' section: every worker of an elastic job "
                                  f"must pass the same optimizer and schedulers")
-            obj.load_state_dict(torch.load(io.BytesIO(sections[name])))
+            obj.load_state_dict(_state_pack.unpack(sections[name]))
 
     def _restore_generation(self, joining=False):
         step, user, _ = self._elastic.restore(self._world, self._sync.elastic_state(), list(self.module.buffers()))

@@ -26,16 +26,20 @@ py::dict ToPy(const std::map<std::string, std::vector<uint8_t>>& sections) {
   return d;
 }
 
+// Sections are bytes or any contiguous buffer (a memoryview of a buffer
+// the script reuses), copied into recycled memory where a buffer fits
+// (Note [Recycled checkpoint buffers]).
 std::map<std::string, std::vector<uint8_t>> FromPy(const py::dict& sections) {
   std::map<std::string, std::vector<uint8_t>> out;
   for (const auto& [key, value] : sections) {
-    if (!py::isinstance<py::str>(key) || !py::isinstance<py::bytes>(value)) {
-      throw py::type_error("checkpoint sections map str names to bytes");
+    Py_buffer view;
+    if (!py::isinstance<py::str>(key) || PyObject_GetBuffer(value.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
+      PyErr_Clear();
+      throw py::type_error("checkpoint sections map str names to bytes (or a contiguous buffer)");
     }
-    char* data = nullptr;
-    Py_ssize_t size = 0;
-    PyBytes_AsStringAndSize(value.ptr(), &data, &size);
-    out[key.cast<std::string>()].assign(data, data + size);
+    out[key.cast<std::string>()] =
+        engine::CopyToCheckpointBuffer(static_cast<const uint8_t*>(view.buf), static_cast<size_t>(view.len));
+    PyBuffer_Release(&view);
   }
   return out;
 }

@@ -50,6 +50,40 @@ def assert_equal_state(a, b):
     assert a["sched"] == b["sched"]
 
 
+def test_packed_user_state_round_trips_and_reuses_its_buffer():
+    """Note [Packed user state]: an optimizer's state_dict packed for an
+    elastic snapshot reads back equal, dtypes, shapes and plain values
+    included; a second pack of the same size writes into the same buffer;
+    a damaged pack is refused; torch.save bytes still read."""
+    from frugal import _state_pack
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3, betas=(0.8, 0.9))
+    net(torch.randn(3, 8)).sum().backward()
+    opt.step()
+    state = opt.state_dict()
+    state["extra"] = {"bf16": torch.arange(6, dtype=torch.float32).to(torch.bfloat16).reshape(2, 3),
+                      "flags": torch.tensor([True, False]), "empty": torch.empty(0, 5), "plain": [1, (2.5, "x")]}
+    view, buffer = _state_pack.pack(state)
+    again, same = _state_pack.pack(state, buffer)
+    assert same is buffer and bytes(again) == bytes(view)
+    back = _state_pack.unpack(bytes(view))
+    assert back["param_groups"] == state["param_groups"]
+    for k, per_param in state["state"].items():
+        for name, value in per_param.items():
+            assert torch.equal(back["state"][k][name], value) and back["state"][k][name].dtype == value.dtype
+    for name in ("bf16", "flags", "empty"):
+        got, want = back["extra"][name], state["extra"][name]
+        assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
+    assert back["extra"]["plain"] == [1, (2.5, "x")]
+    with pytest.raises(ValueError, match="damaged"):
+        _state_pack.unpack(bytes(view) + b"\0")
+    import io
+    saved = io.BytesIO()
+    torch.save({"a": torch.ones(2)}, saved)
+    assert torch.equal(_state_pack.unpack(saved.getvalue())["a"], torch.ones(2))
+
+
 @pytest.mark.parametrize("sync", ["local", "step"])
 def test_metrics_file_has_the_cli_schema(tmp_path, sync):
     proc, results, _, run_dir = run(tmp_path, "m", sync)

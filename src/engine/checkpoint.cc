@@ -331,7 +331,7 @@ Status PruneCheckpoints(const std::string& dir, int keep) {
 // a rank holds about its checkpoint's size in reserve between checkpoints.
 namespace {
 constexpr size_t kRecycleMin = size_t{1} << 20;
-constexpr size_t kPooled = 4;
+constexpr size_t kPooled = 8;
 std::mutex g_pool_mu;
 std::vector<std::vector<uint8_t>> g_pool;  // GUARDED_BY(g_pool_mu)
 
@@ -362,6 +362,15 @@ void RecycleCheckpointBuffer(std::vector<uint8_t>&& buffer) {
                                       [](const auto& a, const auto& b) { return a.capacity() < b.capacity(); });
     g_pool.erase(smallest);
   }
+}
+
+std::vector<uint8_t> CopyToCheckpointBuffer(const uint8_t* data, size_t size) {
+  std::vector<uint8_t> out;
+  if (size > kRecycleMin) {
+    if (auto pooled = TakePooled(size)) out = std::move(*pooled);
+  }
+  out.assign(data, data + size);
+  return out;
 }
 
 bool ByteWriter::ContinueInPooled(size_t need) {

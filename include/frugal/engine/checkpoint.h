@@ -93,6 +93,10 @@ Status CheckRankFileMeta(const CheckpointSections& sections, int64_t step, int64
 // (Note [Recycled checkpoint buffers] in checkpoint.cc); buffers under 1 MiB
 // are simply freed.
 void RecycleCheckpointBuffer(std::vector<uint8_t>&& buffer);
+// A copy of `size` bytes at `data` in a recycled buffer when one is large
+// enough, else in a new one: for sections built outside a ByteWriter (an
+// own script's optimizer state).
+std::vector<uint8_t> CopyToCheckpointBuffer(const uint8_t* data, size_t size);
 
 // Little-endian byte writer/reader for section payloads. A writer that
 // grows past 1 MiB continues in a recycled buffer when one is large enough.
