@@ -162,6 +162,7 @@ EngineState StateOf(engine::Replica& r) {
 // script's sections.
 void Snapshot(PyElastic& e, const EngineState& state, int64_t t, const std::vector<torch::Tensor>& buffers,
               const py::dict& user) {
+  e.session->MakeRoomForSnapshot();  // before the sections take their buffers
   engine::CheckpointSections sections = FromPy(user);
   engine::CheckpointSections named;
   for (auto& [name, bytes] : sections) named[kUserPrefix + name] = std::move(bytes);

@@ -43,5 +43,26 @@ TEST(ElasticSessionTest, AwaitChangeGivesUpAtItsDeadlineOnTheGivenClock) {
   }
 }
 
+// Note [Snapshots made in the last one's place]: before a new snapshot is
+// built only the newest is kept, and its predecessor's buffers are what the
+// new one's sections are built in; after it, the newest two are kept.
+TEST(ElasticSessionTest, ANewSnapshotIsBuiltInTheBuffersOfTheOneBeforeTheNewest) {
+  auto client = SilentClient();
+  ASSERT_NE(client, nullptr);
+  ManualClock clock;
+  ElasticSession session(std::move(client), std::chrono::milliseconds(1000), std::chrono::milliseconds(2000), clock);
+  auto sections = [] { return CheckpointSections{{"big", std::vector<uint8_t>(3 << 20, 7)}}; };
+  session.TakeSnapshot(8, sections());
+  session.TakeSnapshot(16, sections());
+  EXPECT_EQ(session.newest_snapshot(), 16);
+  session.MakeRoomForSnapshot();
+  EXPECT_TRUE(session.HasSnapshot(16)) << "the newest is kept";
+  session.TakeSnapshot(24, sections());
+  EXPECT_EQ(session.newest_snapshot(), 24);
+  session.MakeRoomForSnapshot();
+  session.TakeSnapshot(24, sections());  // a snapshot of the same step replaces it
+  EXPECT_TRUE(session.HasSnapshot(24));
+}
+
 }  // namespace
 }  // namespace frugal::engine

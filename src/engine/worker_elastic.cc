@@ -48,6 +48,7 @@ namespace frugal::engine {
 // The protocol's steps are the session's (frugal/engine/elastic_session.h);
 // what they carry is this worker's run state (worker_state.cc).
 Status Worker::Impl::TakeSnapshot(int64_t t) {
+  elastic->MakeRoomForSnapshot();
   FRUGAL_ASSIGN_OR_RETURN(CheckpointSections s, StateSections(t, StateScope::kSnapshot));
   elastic->TakeSnapshot(t, std::move(s));
   return Status::Ok();

@@ -88,6 +88,10 @@ class ElasticSession {
   // Keeps the run state "after t-1" taken at the gate of t; the newest two
   // are kept. A dropped snapshot's buffers are recycled.
   void TakeSnapshot(int64_t t, CheckpointSections sections);
+  // Before the sections of a new snapshot are built: drops every snapshot
+  // but the newest, so that the new one is built in their recycled buffers
+  // (Note [Snapshots made in the last one's place] in elastic_session.cc).
+  void MakeRoomForSnapshot();
   bool HasSnapshot(int64_t t) const { return !snapshots_.empty() && snapshots_.back().t == t; }
   int64_t newest_snapshot() const { return snapshots_.empty() ? -1 : snapshots_.back().t; }
 
