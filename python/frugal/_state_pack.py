@@ -35,29 +35,27 @@ class _TensorSlot:
         return (_TensorSlot, (self.index,))
 
 
-def _strip(obj, tensors):
-    if isinstance(obj, torch.Tensor):
-        tensors.append(obj.detach())
-        return _TensorSlot(len(tensors) - 1)
+def _map(obj, is_leaf, leaf):
+    """`obj` with leaf(x) for every x in its dicts, lists and tuples that
+    is_leaf(x) holds for."""
+    if is_leaf(obj):
+        return leaf(obj)
     if type(obj) is dict:
-        return {k: _strip(v, tensors) for k, v in obj.items()}
-    if type(obj) is list:
-        return [_strip(v, tensors) for v in obj]
-    if type(obj) is tuple:
-        return tuple(_strip(v, tensors) for v in obj)
+        return {k: _map(v, is_leaf, leaf) for k, v in obj.items()}
+    if type(obj) in (list, tuple):
+        return type(obj)(_map(v, is_leaf, leaf) for v in obj)
     return obj
+
+
+def _strip(obj, tensors):
+    def slot(t):
+        tensors.append(t.detach())
+        return _TensorSlot(len(tensors) - 1)
+    return _map(obj, lambda o: isinstance(o, torch.Tensor), slot)
 
 
 def _fill(obj, tensors):
-    if isinstance(obj, _TensorSlot):
-        return tensors[obj.index]
-    if type(obj) is dict:
-        return {k: _fill(v, tensors) for k, v in obj.items()}
-    if type(obj) is list:
-        return [_fill(v, tensors) for v in obj]
-    if type(obj) is tuple:
-        return tuple(_fill(v, tensors) for v in obj)
-    return obj
+    return _map(obj, lambda o: isinstance(o, _TensorSlot), lambda s: tensors[s.index])
 
 
 def _raw(t):
