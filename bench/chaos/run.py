@@ -273,7 +273,7 @@ def change_costs(args, run_args, hosts=LOOPBACK):
         for line in f:
             rec = json.loads(line)
             if rec.get("event") == "generation":
-                switches.append(rec.get("switch_s"))
+                switches.append(rec)
     if lost:
         next(r for r in results if r["change"] == "kill")["coordinator_says"] = lost[0]
     for r, rest, sw in zip(results, restores, switches):
@@ -283,12 +283,18 @@ def change_costs(args, run_args, hosts=LOOPBACK):
         # leaving the old world (switch gate, or the failed wait after a
         # loss) until the new one was ready; the join's stall_s above also
         # counts the joiner's own start-up, while the others kept training.
-        r["switch_s"] = round(sw, 3) if sw is not None else None
+        r["switch_s"] = round(sw["switch_s"], 3) if sw.get("switch_s") is not None else None
+        # its parts (own scripts): leaving the old world, waiting for the
+        # next generation, building the engine, restoring, the first gate
+        r["switch_parts"] = {k: sw[k] for k in ("leave_s", "next_s", "build_s", "restore_s", "gate_s") if k in sw}
     if isinstance(run_args, Script):
         step_stalls(results, run_dir)
     for r in results:
         del r["at"]
     return results
+
+
+WINDOW = 16  # steps after a change that window_lost_s covers: two of the LM's gates
 
 
 def step_stalls(results, run_dir):
@@ -299,13 +305,16 @@ def step_stalls(results, run_dir):
     generation and its first in the new one; lost_s, that less one ordinary
     step (step_s: the median of each worker's last 30 step times before the
     change) plus the iterations redone at step_s: the training time the
-    change cost."""
+    change cost at the switch. window_lost_s also counts what the change
+    costs after it (a joiner's first round and gate, which the others wait
+    for): the time of the WINDOW steps from the old generation's last one,
+    less the time of the WINDOW steps before that."""
     workers = []
     for path in glob.glob(os.path.join(run_dir, "steps-*.txt")):
         with open(path) as f:
             workers.append([(float(w), int(g)) for _, w, g in (line.split() for line in f if line.strip())])
     for r in results:
-        gaps, around = [], []
+        gaps, around, window = [], [], []
         for steps in workers:
             before = [w for w, _ in steps if w < r["at"]][-31:]
             gaps += [b - a for a, b in zip(before, before[1:])]
@@ -313,12 +322,16 @@ def step_stalls(results, run_dir):
             new = [w for w, g in steps if g >= r["generation"]]
             if old and new:
                 around.append(new[0] - old[-1])
+            if len(old) > WINDOW and len(new) >= WINDOW:
+                window.append((new[WINDOW - 1] - old[-1]) - (old[-1] - old[-1 - WINDOW]))
         gaps.sort()
         step_s = gaps[len(gaps) // 2] if gaps else 0.0
         if around:
             r["gap_s"] = round(max(around), 2)
             r["lost_s"] = round(max(0.0, max(around) - step_s) + r.get("iterations_redone", 0) * step_s, 2)
             r["step_s"] = round(step_s, 3)
+        if window:
+            r["window_lost_s"] = round(max(window) + r.get("iterations_redone", 0) * step_s, 2)
 
 
 def final_accuracy(metrics_path):

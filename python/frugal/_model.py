@@ -3,7 +3,9 @@
 import json
 import math
 import os
+import sys
 import time
+import traceback
 import warnings
 import weakref
 
@@ -41,6 +43,19 @@ def _keys_of(group):
 # the local modes' keywords, by their help section in the field list.
 _OPTIMIZER_KEYS = tuple(k for k in _keys_of("Optimizer") if k != "optimizer")
 _LOCAL_KEYS = tuple(k for k in _keys_of("Local updates") if k != "sync")
+
+
+class _PhaseClock:
+    """Seconds between laps, into a dict under the laps' names."""
+
+    def __init__(self, out):
+        self._out = out
+        self._last = time.perf_counter()
+
+    def lap(self, name):
+        now = time.perf_counter()
+        self._out[name] = round(now - self._last, 4)
+        self._last = now
 
 
 class DistributedModel(torch.nn.Module):
@@ -346,6 +361,7 @@ class DistributedModel(torch.nn.Module):
         """
         if self.left:
             return
+        self._live_snapshot = None  # the loop stepped its schedulers since (Note [Switching in place])
         if self._skip_step:
             self._skip_step = False
             return
@@ -370,6 +386,10 @@ class DistributedModel(torch.nn.Module):
         the error when the membership does not change."""
         self._in_iteration = False
         self._gradients_synced = False
+        # The failed wait's frames hold the old world's strategy: cleared, so
+        # that its memory and threads are gone before the next world's are
+        # built (Note [Switching in place]).
+        traceback.clear_frames(sys.exc_info()[2])
         if not self._elastic.await_change():
             raise
         self._switch(failed=True)
@@ -424,6 +444,7 @@ class DistributedModel(torch.nn.Module):
         ``step()`` (``clip_grad_norm_`` then clips the cluster's gradient, as
         in DDP); ``step()`` does it otherwise. Does nothing in the other
         modes. Call it once per iteration, after the last backward."""
+        self._live_snapshot = None
         self._begin()
         try:
             self._sync.sync_gradients(self._t)
@@ -517,6 +538,33 @@ class DistributedModel(torch.nn.Module):
     # after the restore point are trained again: the script's loop, driven by
     # model.iteration, takes their batches again.
     #
+    # Note [Switching in place]
+    # A switch should cost a survivor no more than rebuilding its engine.
+    # Memory a process touches for the first time costs far more than a copy
+    # into memory it already holds (on the 2-core virtual machine of the
+    # benchmarks, whose host takes freed pages back: a fresh 250 MB buffer
+    # filled in 2.7-3.0 s, filled again in 0.05 s), and the 25 M language
+    # model's AdamW state is 236 MB a worker, so the switch avoids new
+    # memory and work it does not need:
+    # - a survivor whose optimizer and schedulers still are the restore
+    #   point's snapshot keeps them. That is so when the switch comes in the
+    #   step() call that took the snapshot: a change agreed at the gate (a
+    #   join, a leave), or a peer lost in the round right after it.
+    #   _live_snapshot holds the step of that snapshot; every step() and
+    #   sync_gradients() call starts by clearing it, since the loop may have
+    #   stepped the optimizer or a scheduler in between, and finish() sets
+    #   it to its own snapshot of the end;
+    # - otherwise their state_dicts are unpacked from views of the snapshot
+    #   (ElasticSession.restore returns memoryviews, not copies) straight
+    #   into the optimizer's own tensors (_state_pack.unpack(into=...)), so
+    #   loading allocates nothing and keeps nothing of the snapshot, whose
+    #   memory the next gate reuses;
+    # - a failed wait's exception keeps its frames, and they hold the old
+    #   world's strategy: _recover clears them, so the old engine's memory
+    #   and threads are released before the next one is built.
+    # The generation record (metrics.jsonl) gives the switch's parts:
+    # leave_s, next_s (waiting for the next generation), build_s, restore_s
+    # and gate_s.    #
     # Note [Finishing an elastic script]
     # finish() comes after the loop, so a rollback there cannot replay
     # anything. Each worker therefore snapshots the end state T first (after
@@ -547,6 +595,9 @@ class DistributedModel(torch.nn.Module):
         self._on_world_change = on_world_change
         self._schedulers = schedulers
         self._pack_buffers = {}  # kept from gate to gate: Note [Packed user state] in _state_pack.py
+        # The step of the snapshot that the script's optimizer and schedulers
+        # still equal (None: they moved on since); Note [Switching in place].
+        self._live_snapshot = None
 
     def _build_engine(self, broadcast):
         """The sync strategy of the resolved mode on self._world."""
@@ -576,7 +627,7 @@ class DistributedModel(torch.nn.Module):
         return out
 
     def _load_user_sections(self, sections):
-        theirs = sections.get("elastic_every", b"").decode()
+        theirs = bytes(sections.get("elastic_every", b"")).decode()
         if theirs != str(self._elastic_every):
             raise ValueError(f"this worker checks membership every {self._elastic_every} steps and the job every "
                              f"{theirs}: give the joiner the job's --elastic-every")
@@ -586,11 +637,19 @@ class DistributedModel(torch.nn.Module):
             if name not in sections:
                 raise ValueError(f"the restored state has no '{name}' section: every worker of an elastic job "
                                  f"must pass the same optimizer and schedulers")
-            obj.load_state_dict(_state_pack.unpack(sections[name]))
+            # into the current tensors: no new memory (Note [Switching in place])
+            obj.load_state_dict(_state_pack.unpack(sections[name], into=obj.state_dict()))
 
     def _restore_generation(self, joining=False):
-        step, user, _ = self._elastic.restore(self._world, self._sync.elastic_state(), list(self.module.buffers()))
-        self._load_user_sections(user)
+        # A survivor whose optimizer and schedulers are still those of the
+        # restore point's snapshot keeps them (Note [Switching in place]).
+        keep_user = not joining and self._live_snapshot is not None and \
+            self._live_snapshot == self._elastic.restore_step
+        step, user, _ = self._elastic.restore(self._world, self._sync.elastic_state(), list(self.module.buffers()),
+                                              user_state=not keep_user)
+        if not keep_user:
+            self._load_user_sections(user)
+        self._live_snapshot = None if joining else step
         if joining:
             # The snapshot of step t is taken inside step() of iteration t-1,
             # before the loop's scheduler.step() of that iteration; the
@@ -609,6 +668,7 @@ class DistributedModel(torch.nn.Module):
         t = self._t
         if t > self._generation_start and t % self._elastic_every == 0:
             self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()), self._user_sections())
+            self._live_snapshot = t
             decision = self._elastic.check(self._world, t)
             if decision == "switch":
                 self._switch(failed=False)
@@ -619,6 +679,7 @@ class DistributedModel(torch.nn.Module):
         elif t == self._generation_start and not self._elastic.has_snapshot(t):
             # the start of a generation can be rolled back to
             self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()), self._user_sections())
+            self._live_snapshot = t
         return True
 
     def _finish_elastic(self):
@@ -632,6 +693,7 @@ class DistributedModel(torch.nn.Module):
                 # no call of the loop (replaces the gate's snapshot of end).
                 self._elastic.snapshot(self._sync.elastic_state(), end, list(self.module.buffers()),
                                        self._user_sections())
+                self._live_snapshot = end
                 return self._sync.finish(end)
             except (ConnectionError, TimeoutError):
                 self._recover()
@@ -662,10 +724,14 @@ class DistributedModel(torch.nn.Module):
         left_world = time.perf_counter()
         reached = self._t
         while True:
+            phases = {}  # seconds of each part of the switch, in the generation record
+            clock = _PhaseClock(phases)
             leaving = not failed and self._elastic.leaving
             self._elastic.leave_world(failed)
             self._drop_engine()
+            clock.lap("leave_s")
             world = None if leaving else self._elastic.next()
+            clock.lap("next_s")
             if world is None:
                 self.left = True
                 self._elastic.done()
@@ -674,10 +740,13 @@ class DistributedModel(torch.nn.Module):
                 self._world = world
                 _world_module._set_world(world)
                 self._build_engine(broadcast=False)
+                clock.lap("build_s")
                 self._restore_generation()
+                clock.lap("restore_s")
                 self._sync.begin_iteration(self._t, False)
                 self._generation_start = self._t
                 self._elastic_gate()
+                clock.lap("gate_s")
                 break
             except (ConnectionError, TimeoutError):
                 if not self._elastic.await_change():
@@ -686,7 +755,8 @@ class DistributedModel(torch.nn.Module):
         self._just_switched = True
         self._open_reporter(append=True)
         self._record(event="generation", generation=self._world.generation, workers=self._world.world_size,
-                     step=self._t, rolled_back=reached - self._t, switch_s=time.perf_counter() - left_world)
+                     step=self._t, rolled_back=reached - self._t, switch_s=time.perf_counter() - left_world,
+                     **phases)
         if self._on_world_change is not None:
             self._on_world_change(self)
 

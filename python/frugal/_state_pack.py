@@ -54,10 +54,6 @@ def _strip(obj, tensors):
     return _map(obj, lambda o: isinstance(o, torch.Tensor), slot)
 
 
-def _fill(obj, tensors):
-    return _map(obj, lambda o: isinstance(o, _TensorSlot), lambda s: tensors[s.index])
-
-
 def _raw(t):
     """A tensor's bytes as a flat uint8 CPU tensor (a view where it can be)."""
     flat = t.cpu().contiguous().reshape(-1)
@@ -86,8 +82,32 @@ def pack(state, buffer=None):
     return view[:size], buffer
 
 
-def unpack(data):
-    """The state_dict of a pack (bytes); a state torch.save wrote otherwise."""
+def _fill_into(obj, tensors, into):
+    """`obj` with each tensor slot filled from `tensors` (views of a pack):
+    copied into the tensor at the same place of `into` where one of its
+    shape and dtype is (Note [Switching in place] in _model.py), else
+    cloned."""
+    if isinstance(obj, _TensorSlot):
+        src = tensors[obj.index]
+        if isinstance(into, torch.Tensor) and into.shape == src.shape and into.dtype == src.dtype:
+            with torch.no_grad():
+                into.copy_(src)
+            return into
+        return src.clone()
+    if type(obj) is dict:
+        return {k: _fill_into(v, tensors, into.get(k) if type(into) is dict else None) for k, v in obj.items()}
+    if type(obj) in (list, tuple):
+        others = into if type(into) is type(obj) and len(into) == len(obj) else [None] * len(obj)
+        return type(obj)(_fill_into(v, tensors, o) for v, o in zip(obj, others))
+    return obj
+
+
+def unpack(data, into=None):
+    """The state_dict of a pack (bytes or a buffer); a state torch.save wrote
+    otherwise. With `into` (the object's current state_dict), a tensor goes
+    into the current tensor at its place when that has its shape and dtype,
+    so loading it allocates nothing new; the result then shares those
+    tensors, and never `data`'s memory."""
     if bytes(data[:len(_MAGIC)]) != _MAGIC:
         import io
         return torch.load(io.BytesIO(bytes(data)), map_location="cpu")
@@ -103,8 +123,8 @@ def unpack(data):
             n = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
             raw = torch.frombuffer(data, dtype=torch.uint8, count=n, offset=offset) if n > 0 else \
                 torch.empty(0, dtype=torch.uint8)
-            tensors.append(raw.clone().view(dtype).reshape(shape))
+            tensors.append(raw.view(dtype).reshape(shape))  # a view of data: copied or cloned below
             offset += n
     if offset != len(data):
         raise ValueError(f"a packed state of {len(data)} bytes holds {offset}: damaged")
-    return _fill(skeleton, tensors)
+    return _fill_into(skeleton, tensors, into)

@@ -201,12 +201,13 @@ std::string Check(PyElastic& e, World& w, int64_t t) {
 // Restores the generation's restore point into an engine state built
 // without the initial broadcast and into the module's buffers; rank 0 then
 // sends it to the joiners. Returns (step, the script's sections of the
-// restored state, bytes sent to each joiner).
-py::tuple Restore(PyElastic& e, World& w, const EngineState& state, const std::vector<torch::Tensor>& buffers) {
+// restored state as read-only memoryviews, bytes sent to each joiner).
+py::tuple Restore(PyElastic& e, World& w, const EngineState& state, const std::vector<torch::Tensor>& buffers,
+                  bool user_state) {
   Status st;
   engine::RestorePoint point;
   int64_t sent = 0;
-  engine::CheckpointSections user;
+  std::vector<std::pair<std::string, const std::vector<uint8_t>*>> user;
   {
     ReleaseGil release;
     st = [&]() -> Status {
@@ -220,14 +221,22 @@ py::tuple Restore(PyElastic& e, World& w, const EngineState& state, const std::v
       FRUGAL_RETURN_IF_ERROR(engine::RestoreBuffers(point.shared->at("buffers"), buffers, what));
       const size_t n = sizeof(kUserPrefix) - 1;
       for (const auto& [name, bytes] : *point.shared) {
-        if (name.compare(0, n, kUserPrefix) == 0) user[name.substr(n)] = bytes;
+        if (user_state && name.compare(0, n, kUserPrefix) == 0) user.emplace_back(name.substr(n), &bytes);
       }
       FRUGAL_ASSIGN_OR_RETURN(sent, e.session->SendToJoiners(w.transport(), state.prepare_joiners));
       return Status::Ok();
     }();
   }
   ThrowIfError(st);
-  return py::make_tuple(point.step, ToPy(user), sent);
+  // Views of the restored snapshot's sections, not copies (Note [Switching
+  // in place] in _model.py): valid until the next snapshot or restore, and
+  // read at once by the caller.
+  py::dict views;
+  for (const auto& [name, bytes] : user) {
+    views[py::str(name)] = py::memoryview::from_memory(static_cast<const void*>(bytes->data()),
+                                                         static_cast<ssize_t>(bytes->size()));
+  }
+  return py::make_tuple(point.step, views, sent);
 }
 
 }  // namespace
@@ -251,12 +260,14 @@ void BindElastic(py::module_& m) {
            py::arg("state"), py::arg("t"), py::arg("buffers"), py::arg("user"))
       .def("has_snapshot", [](PyElastic& e, int64_t t) { return e.session->HasSnapshot(t); }, py::arg("t"))
       .def("check", &Check, py::arg("world"), py::arg("t"), "The check gate of t: 'continue', 'switch' or 'stop'")
-      .def("restore", [](PyElastic& e, World& w, PyLocal& l, const std::vector<torch::Tensor>& buffers) {
-        return Restore(e, w, StateOf(l), buffers);
-      }, py::arg("world"), py::arg("state"), py::arg("buffers"))
-      .def("restore", [](PyElastic& e, World& w, engine::Replica& r, const std::vector<torch::Tensor>& buffers) {
-        return Restore(e, w, StateOf(r), buffers);
-      }, py::arg("world"), py::arg("state"), py::arg("buffers"))
+      .def("restore", [](PyElastic& e, World& w, PyLocal& l, const std::vector<torch::Tensor>& buffers,
+                         bool user_state) { return Restore(e, w, StateOf(l), buffers, user_state); },
+           py::arg("world"), py::arg("state"), py::arg("buffers"), py::arg("user_state") = true,
+           "Restores the generation's restore point; without user_state the script's sections are not returned "
+           "(the caller keeps its own)")
+      .def("restore", [](PyElastic& e, World& w, engine::Replica& r, const std::vector<torch::Tensor>& buffers,
+                         bool user_state) { return Restore(e, w, StateOf(r), buffers, user_state); },
+           py::arg("world"), py::arg("state"), py::arg("buffers"), py::arg("user_state") = true)
       .def("await_change", [](PyElastic& e) {
         ReleaseGil release;
         return e.session->AwaitChange();

@@ -38,11 +38,16 @@ else:
 opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
 sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1000, gamma=0.5)
 changes = []
+first_param = next(net.parameters())
+momentum = [None]  # the optimizer's momentum buffer of first_param after the last step
 
 
 def on_world_change(model):
+    # kept_optimizer_state: the survivor kept its own optimizer (the same
+    # buffer object) instead of loading the restore point's copy of it
     changes.append({"generation": model.generation, "world_size": model.world_size, "rank": model.rank,
-                    "iteration": model.iteration, "time": time.time()})
+                    "iteration": model.iteration, "time": time.time(),
+                    "kept_optimizer_state": opt.state[first_param].get("momentum_buffer") is momentum[0]})
 
 
 mode = {"sync": "step"} if sync == "step" else {"local_steps": 8, **({"sync": sync} if sync else {})}
@@ -64,6 +69,7 @@ while model.iteration < steps and not model.left:
     loss.backward()
     model.step()
     sched.step()
+    momentum[0] = opt.state[first_param].get("momentum_buffer")
     losses[t] = loss.item()
     times[t] = time.time()
     if site:  # the last pass over step t wins: a rolled-back step is trained again

@@ -84,6 +84,39 @@ def test_packed_user_state_round_trips_and_reuses_its_buffer():
     assert torch.equal(_state_pack.unpack(saved.getvalue())["a"], torch.ones(2))
 
 
+def test_a_pack_unpacks_into_the_optimizers_own_tensors():
+    """Note [Switching in place]: unpacked into the optimizer's current
+    state_dict, each state tensor is copied into the optimizer's tensor of
+    its place (no new memory); a tensor without a match is a copy; nothing
+    shares the pack's memory, which the next snapshot overwrites."""
+    from frugal import _state_pack
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    net(torch.randn(3, 8)).sum().backward()
+    opt.step()
+    saved = {k: {n: v.clone() if isinstance(v, torch.Tensor) else v for n, v in per.items()}
+             for k, per in opt.state_dict()["state"].items()}
+    state = opt.state_dict()
+    state["extra"] = torch.arange(5.0)
+    view, buffer = _state_pack.pack(state)
+    net(torch.randn(3, 8)).sum().backward()
+    opt.step()  # the live state moves on
+    live = opt.state_dict()
+    live_ids = {(k, n): id(v) for k, per in live["state"].items() for n, v in per.items()}
+    back = _state_pack.unpack(memoryview(buffer)[:len(view)], into=live)
+    for k, per in back["state"].items():
+        for n, v in per.items():
+            assert id(v) == live_ids[(k, n)], (k, n)  # the optimizer's own tensor...
+            assert torch.equal(v, saved[k][n]), (k, n)  # ...now holding the packed values
+    opt.load_state_dict(back)
+    assert torch.equal(opt.state[net[0].weight]["exp_avg"], saved[0]["exp_avg"])
+    extra = back["extra"]  # no tensor at its place in `into`: a copy
+    buffer[:] = bytes(len(buffer))  # the next snapshot overwrites the pack
+    assert torch.equal(extra, torch.arange(5.0))
+    assert torch.equal(opt.state[net[0].weight]["exp_avg"], saved[0]["exp_avg"])
+
+
 @pytest.mark.parametrize("sync", ["local", "step"])
 def test_metrics_file_has_the_cli_schema(tmp_path, sync):
     proc, results, _, run_dir = run(tmp_path, "m", sync)

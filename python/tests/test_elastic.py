@@ -188,6 +188,10 @@ def test_a_sigterm_leaves_gracefully(tmp_path):
     leaver = results.pop(pids[0])
     assert leaver["left"] and leaver["checksum"] is None and leaver["iteration"] < STEPS, leaver
     _assert_survivors_agree(results, pids[1:])
+    # A leave switches at a gate: the survivors' optimizers are the
+    # snapshot's, so they keep them (Note [Switching in place]).
+    for p in pids[1:]:
+        assert [c["kept_optimizer_state"] for c in results[p]["changes"]] == [True], results[p]["changes"]
 
 
 def test_a_worker_joins_a_running_script(tmp_path):
