@@ -29,9 +29,19 @@ import time
 TIMEOUT_S = 300
 
 
-def worker_args(frugal, endpoint, runs, name, extra=()):
+# Samples in the one epoch a job trains. A scenario that only loses a worker
+# needs the run to outlast the disturbance at iteration 10 and the lag of the
+# status polls that find it (15 steps at load average 5): at 3 workers 1500
+# samples are 31 steps. One that adds a worker, or restarts the coordinator,
+# keeps the longer run, so that the joiner's start (loading LibTorch) or the
+# recovery falls well inside it.
+LONG_RUN = 2000
+SHORT_RUN = 1500
+
+
+def worker_args(frugal, endpoint, runs, name, extra=(), train_size=LONG_RUN):
     return [frugal, "worker", "--elastic", "--coordinator", endpoint, "--dataset", "synthetic",
-            "--synthetic-train-size", "2000", "--epochs", "1", "--batch-size", "16", "--lr", "0.02",
+            "--synthetic-train-size", str(train_size), "--epochs", "1", "--batch-size", "16", "--lr", "0.02",
             "--threads", "1", "--elastic-every", "5", "--checksum-every", "10", "--compute-slowdown", "10", "--heartbeat-timeout-s", "4",
             "--run-name", name, "--runs-dir", runs, "--quiet", *extra]
 
@@ -46,9 +56,10 @@ STEP = ("--sync", "step")
 
 
 class Job:
-    def __init__(self, frugal, world, min_workers, name, mode=STEP):
+    def __init__(self, frugal, world, min_workers, name, mode=STEP, train_size=LONG_RUN):
         self.frugal = frugal
         self.mode = mode  # flags every worker of the job gets
+        self.train_size = train_size
         self.runs = tempfile.mkdtemp(prefix="frugal_elastic_")
         self.name = name
         self.world = world
@@ -74,7 +85,8 @@ class Job:
         assert self.start_coordinator(self.endpoint) == self.endpoint
 
     def start_worker(self, *extra):
-        p = subprocess.Popen(worker_args(self.frugal, self.endpoint, self.runs, self.name, (*self.mode, *extra)),
+        p = subprocess.Popen(worker_args(self.frugal, self.endpoint, self.runs, self.name, (*self.mode, *extra),
+                                         self.train_size),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.workers.append(p)
         return p
@@ -142,7 +154,8 @@ def check(job, outs, coord, expect_finished, expect_generation_at_least):
 
 
 def scenario_kill(frugal, mode=STEP):
-    job = Job(frugal, world=3, min_workers=2, name="kill" + ("-local" if mode == LOCAL else ""), mode=mode)
+    job = Job(frugal, world=3, min_workers=2, name="kill" + ("-local" if mode == LOCAL else ""), mode=mode,
+              train_size=SHORT_RUN)
     for _ in range(3):
         job.start_worker()
     job.wait_for_iteration(10)
@@ -167,7 +180,7 @@ def scenario_leave(frugal, mode=STEP, world=3):
     """A worker leaves gracefully (SIGTERM); the others finish. With world 2
     the last one finishes alone (a world of one)."""
     job = Job(frugal, world=world, min_workers=world - 1, name="leave-%d" % world + ("-local" if mode == LOCAL else ""),
-              mode=mode)
+              mode=mode, train_size=SHORT_RUN)
     for _ in range(world):
         job.start_worker()
     job.wait_for_iteration(10)
