@@ -10,7 +10,9 @@ Two modes, both on loopback with real processes (docs/architecture.md,
                   iterations redone (rolled back).
   --mode chaos    every 20-40 s (seeded) a random worker is SIGKILLed or a
                   new one joins, keeping 4-6 workers; then the same run
-                  undisturbed; compares final test accuracy.
+                  undisturbed; compares final test accuracy (the language
+                  model: its final validation loss on --lm-eval-batches
+                  fixed windows).
 
 --testbed-rate R (changes mode, root): every process runs in its own network
 namespace of the shaped testbed (testbed/testbed.sh, `flat`, each host's
@@ -96,7 +98,8 @@ class Script:
             self.command = [args.python, os.path.abspath(LM), "--run-dir", run_dir, "--size", args.lm_size,
                             "--steps", str(args.lm_steps), "--batch-size", str(args.lm_batch_size),
                             "--seq-len", str(args.lm_seq_len), "--data", os.path.abspath(args.lm_data),
-                            "--eval-every", "0", "--eval-batches", "1", "--log-every", "10", "--trace"]
+                            "--eval-every", "0", "--eval-batches", str(args.lm_eval_batches), "--log-every", "10",
+                            "--trace"]
         else:
             self.command = [args.python, os.path.join(HERE, "script.py"), "--run-dir", run_dir,
                             "--epochs", str(args.epochs), "--global-batch", str(args.global_batch or 256), "--trace"]
@@ -308,7 +311,8 @@ def step_stalls(results, run_dir):
     change cost at the switch. window_lost_s also counts what the change
     costs after it (a joiner's first round and gate, which the others wait
     for): the time of the WINDOW steps from the old generation's last one,
-    less the time of the WINDOW steps before that."""
+    less WINDOW ordinary steps; an upper bound, as it also holds the
+    window's own rounds and gates."""
     workers = []
     for path in glob.glob(os.path.join(run_dir, "steps-*.txt")):
         with open(path) as f:
@@ -322,8 +326,8 @@ def step_stalls(results, run_dir):
             new = [w for w, g in steps if g >= r["generation"]]
             if old and new:
                 around.append(new[0] - old[-1])
-            if len(old) > WINDOW and len(new) >= WINDOW:
-                window.append((new[WINDOW - 1] - old[-1]) - (old[-1] - old[-1 - WINDOW]))
+            if old and len(new) >= WINDOW:
+                window.append(new[WINDOW - 1] - old[-1])
         gaps.sort()
         step_s = gaps[len(gaps) // 2] if gaps else 0.0
         if around:
@@ -331,17 +335,21 @@ def step_stalls(results, run_dir):
             r["lost_s"] = round(max(0.0, max(around) - step_s) + r.get("iterations_redone", 0) * step_s, 2)
             r["step_s"] = round(step_s, 3)
         if window:
-            r["window_lost_s"] = round(max(window) + r.get("iterations_redone", 0) * step_s, 2)
+            r["window_lost_s"] = round(max(window) - WINDOW * step_s + r.get("iterations_redone", 0) * step_s, 2)
 
 
-def final_accuracy(metrics_path):
-    acc = None
+def final_result(metrics_path):
+    """The run's final test accuracy (frugal worker, the mlp script) or,
+    for the language model, its final validation loss."""
+    acc = loss = None
     with open(metrics_path) as f:
         for line in f:
             rec = json.loads(line)
             if rec.get("final") and "test_accuracy" in rec:
                 acc = rec["test_accuracy"]
-    return acc
+            if "val_loss" in rec:
+                loss = rec["val_loss"]
+    return acc if acc is not None else loss
 
 
 def chaos(args, run_args, runs):
@@ -376,9 +384,10 @@ def chaos(args, run_args, runs):
         w.wait()
     co2.wait()
     return {"seed": args.seed, "epochs": args.epochs, "global_batch": args.global_batch, "events": events, "chaos_coordinator_rc": chaos_rc, "chaos_s": round(chaos_s, 1),
-            "chaos_accuracy": final_accuracy(os.path.join(runs, "chaos", "metrics.jsonl")),
+            "metric": "val_loss" if args.script == "lm" else "test_accuracy",
+            "chaos_result": final_result(os.path.join(runs, "chaos", "metrics.jsonl")),
             "calm_s": round(time.time() - t0, 1),
-            "calm_accuracy": final_accuracy(os.path.join(runs, "calm", "metrics.jsonl"))}
+            "calm_result": final_result(os.path.join(runs, "calm", "metrics.jsonl"))}
 
 
 def main():
@@ -404,6 +413,8 @@ def main():
     ap.add_argument("--lm-batch-size", type=int, default=1, help="--script lm: sequences per worker (default 1)")
     ap.add_argument("--lm-seq-len", type=int, default=64, help="--script lm: tokens per sequence (default 64)")
     ap.add_argument("--lm-data", default="build/lm/data", help="--script lm: prepare.py's output folder")
+    ap.add_argument("--lm-eval-batches", type=int, default=20,
+                    help="--script lm: validation windows of the final loss (the same in every run)")
     ap.add_argument("--python", default="/usr/bin/python3", help="--script: the interpreter")
     ap.add_argument("--python-path", default="build/python", help="--script: where the frugal package is")
     ap.add_argument("--out")

@@ -561,7 +561,13 @@ class DistributedModel(torch.nn.Module):
     #   memory the next gate reuses;
     # - a failed wait's exception keeps its frames, and they hold the old
     #   world's strategy: _recover clears them, so the old engine's memory
-    #   and threads are released before the next one is built.
+    #   and threads are released before the next one is built, into the
+    #   pages the old one freed (Note [Freed memory kept for the next
+    #   world] in python/src/elastic.cc);
+    # - a worker that leaves at a gate (SIGTERM) takes no snapshot there
+    #   before the check, which the others wait for: it is never restored.
+    #   Should the check fail (a peer died in it), the leaver stays, and
+    #   the coordinator rolls back to a snapshot every survivor holds.
     # The generation record (metrics.jsonl) gives the switch's parts:
     # leave_s, next_s (waiting for the next generation), build_s, restore_s
     # and gate_s.    #
@@ -667,8 +673,14 @@ class DistributedModel(torch.nn.Module):
         False when the world changed there or this worker left."""
         t = self._t
         if t > self._generation_start and t % self._elastic_every == 0:
-            self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()), self._user_sections())
-            self._live_snapshot = t
+            # A worker leaving here (SIGTERM) checks first: its snapshot would
+            # never be restored, and the others wait for its check
+            # (Note [Switching in place]).
+            leaving = self._elastic.leaving
+            if not leaving:
+                self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()),
+                                       self._user_sections())
+                self._live_snapshot = t
             decision = self._elastic.check(self._world, t)
             if decision == "switch":
                 self._switch(failed=False)
@@ -676,6 +688,10 @@ class DistributedModel(torch.nn.Module):
             if decision == "stop":
                 self._leave_job()
                 return False
+            if leaving:  # the leave was refused: this worker goes on, and needs the snapshot
+                self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()),
+                                       self._user_sections())
+                self._live_snapshot = t
         elif t == self._generation_start and not self._elastic.has_snapshot(t):
             # the start of a generation can be rolled back to
             self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()), self._user_sections())

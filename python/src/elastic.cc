@@ -8,8 +8,11 @@
 // engine's own sections (SaveLocalState / RestoreLocalState, SaveStepState
 // / RestoreStepState, as frugal train's workers); the script's own objects
 // (its torch optimizer and scheduler) travel as extra sections "user.*".
+#include <malloc.h>
+
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <functional>
 #include <memory>
 #include <set>
@@ -38,6 +41,29 @@ struct PyElastic {
   std::shared_ptr<engine::ElasticSession> session;
 };
 
+// Note [Freed memory kept for the next world]: a switch drops the old
+// world's engine and builds the next one's, the same buffers again (the
+// anchor, the outer state, the residuals: about 0.5 GB for the 25 M language
+// model). glibc serves allocations over 32 MB with mmap and returns them to
+// the kernel when freed, so the new engine's buffers were fresh pages, and
+// where the kernel runs under a hypervisor that takes freed pages back (the
+// benchmarks' 2-core virtual machine) a fresh page costs far more than the
+// copy into it: the restore into a new engine took 1.8 s. An elastic worker
+// therefore has glibc serve every allocation from its heap and never trim
+// it, so the next world's engine reuses the pages of the last one. What the
+// process holds stays at its peak, which the snapshots' pooled buffers hold
+// anyway; FRUGAL_KEEP_FREED_MEMORY=0 turns it off.
+void KeepFreedMemory() {
+  static const bool once = [] {
+    const char* off = std::getenv("FRUGAL_KEEP_FREED_MEMORY");
+    if (off != nullptr && std::string(off) == "0") return false;
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+    return true;
+  }();
+  (void)once;
+}
+
 std::unique_ptr<PyElastic> Create(const std::string& coordinator, const std::string& cluster,
                                   const std::string& listen, const std::string& advertise_host, bool join,
                                   int max_world, double timeout_s, double heartbeat_timeout_s, double link_grace_s,
@@ -63,6 +89,7 @@ std::unique_ptr<PyElastic> Create(const std::string& coordinator, const std::str
   mo.zmq.link_grace = std::chrono::milliseconds(static_cast<int64_t>(link_grace_s * 1000));
   // As frugal worker --elastic: a killed peer is noticed within a second.
   mo.zmq.linger = std::chrono::milliseconds(1000);
+  KeepFreedMemory();
   auto client = comm::MembershipClient::Create(mo);
   ThrowIfError(client.status());
   auto out = std::make_unique<PyElastic>();
