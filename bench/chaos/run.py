@@ -4,7 +4,8 @@
 Two modes, both on loopback with real processes (docs/architecture.md,
 "Membership generations"):
 
-  --mode changes  one kill, one join and one graceful leave, one at a time;
+  --mode changes  one kill, one join and one graceful leave (SIGTERM to one
+                  of the first workers), one at a time;
                   for each, the time the job stood still (from the
                   disturbance until the new generation trains again) and the
                   iterations redone (rolled back).
@@ -238,7 +239,10 @@ def change_costs(args, run_args, hosts=LOOPBACK):
             joiner = start_worker(args.frugal, ep, run_args, join=True, hosts=hosts, host=n)
             workers.append(joiner)
         else:
-            victim = next(w for w in reversed(workers) if w.poll() is None)
+            # one of the first workers, not the joiner: a preempted worker
+            # has trained for a while (a joiner's first gates, in fresh
+            # memory, are slower than a leave)
+            victim = next(w for w in workers[:n] if w.poll() is None)
             signal_worker(victim, signal.SIGTERM)
         # The restore point is at most `before`; wait for progress beyond it in the next generation.
         seen = []
