@@ -33,6 +33,11 @@ class _Strategy(abc.ABC):
     # [State at rest] in sync_strategy.h): after settle(t), before
     # begin_iteration(t) (True), or after begin_iteration(t).
     saves_before_begin = False
+    # Whether each rank's torch optimizer state is its own (the local
+    # mode's inner steps): a joiner of an elastic job then starts it fresh,
+    # with the job's hyperparameters (Note [A joiner's own optimizer] in
+    # _model.py).
+    optimizer_state_is_own = False
 
     def __init__(self, world, params, options, *, user_opt, total_steps, broadcast, groups=(), group_of=()):
         del total_steps  # the local modes' (their outer step)
@@ -230,6 +235,7 @@ class LocalSync(_Strategy):
     name = "local"
     elastic = True
     saves_before_begin = True
+    optimizer_state_is_own = True
     state_keys = ("_frugal.local", "_frugal.iteration")
 
     def __init__(self, world, params, options, *, user_opt, total_steps, broadcast, groups=(), group_of=()):
@@ -325,6 +331,7 @@ class SiteSync(LocalSync):
     # cluster's members stay equal (Note [Elastic site replicas] in
     # sync_strategy.cc).
     elastic = True
+    optimizer_state_is_own = False  # a cluster's members step one optimizer state
 
     def sync_gradients(self, t):
         self.local.average_gradients(t)

@@ -31,6 +31,9 @@ namespace frugal::python {
 namespace {
 
 constexpr const char kUserPrefix[] = "user.";
+// The script's sections that are the rank's own, never sent to a joiner
+// (Note [A joiner's own optimizer] in _model.py).
+constexpr const char kOwnUserPrefix[] = "user.own.";
 
 std::chrono::milliseconds Millis(double seconds, const char* what) {
   if (!(seconds > 0)) throw py::value_error(std::string(what) + " must be > 0, got " + std::to_string(seconds));
@@ -250,7 +253,13 @@ py::tuple Restore(PyElastic& e, World& w, const EngineState& state, const std::v
       for (const auto& [name, bytes] : *point.shared) {
         if (user_state && name.compare(0, n, kUserPrefix) == 0) user.emplace_back(name.substr(n), &bytes);
       }
-      FRUGAL_ASSIGN_OR_RETURN(sent, e.session->SendToJoiners(w.transport(), state.prepare_joiners));
+      auto prepare = [&state](engine::CheckpointSections* snapshot, std::set<std::string>* skip) {
+        if (state.prepare_joiners) state.prepare_joiners(snapshot, skip);
+        for (const auto& [name, bytes] : *snapshot) {
+          if (name.compare(0, sizeof(kOwnUserPrefix) - 1, kOwnUserPrefix) == 0) skip->insert(name);
+        }
+      };
+      FRUGAL_ASSIGN_OR_RETURN(sent, e.session->SendToJoiners(w.transport(), prepare));
       return Status::Ok();
     }();
   }

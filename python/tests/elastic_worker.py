@@ -53,6 +53,9 @@ def on_world_change(model):
 mode = {"sync": "step"} if sync == "step" else {"local_steps": 8, **({"sync": sync} if sync else {})}
 model = frugal.DistributedModel(net, optimizer=opt, scheduler=sched, check_every=0, on_world_change=on_world_change,
                                 **mode)
+# a joiner in the local mode starts its optimizer fresh, with the job's
+# hyperparameters (Note [A joiner's own optimizer])
+start_optimizer = {"entries": len(opt.state), "lr": opt.param_groups[0]["lr"], "iteration": model.iteration}
 x_all, y_all = blobs(4096, rank=0)
 loss_fn = torch.nn.CrossEntropyLoss()
 losses, times, sums = {}, {}, {}
@@ -91,6 +94,6 @@ checksum = model.finish()
 result = {"pid": pid, "left": model.left, "checksum": checksum, "iteration": model.iteration,
           "generation": model.generation, "world_size": model.world_size, "rank": model.rank,
           "changes": changes, "losses": losses, "times": times, "sched_epoch": sched.last_epoch,
-          "cluster": world.cluster, "sums": sums, "reduced": reduced}
+          "cluster": world.cluster, "sums": sums, "reduced": reduced, "start_optimizer": start_optimizer}
 with open(os.path.join(out_dir, f"result-{pid}.json"), "w") as f:
     json.dump(result, f)

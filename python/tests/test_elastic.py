@@ -215,6 +215,10 @@ def test_a_worker_joins_a_running_script(tmp_path):
     assert len(joined) == 1
     first = [p for p in results if p not in joined]
     _assert_survivors_agree(results, first + joined, joiners=joined)
+    # Note [A joiner's own optimizer]: the joiner starts past step 0 with no
+    # per-parameter state of rank 0's (its momentum builds from its first step)
+    start = results[joined[0]]["start_optimizer"]
+    assert start["iteration"] > 0 and start["entries"] == 0, start
 
 
 def _usage(*flags):
