@@ -575,7 +575,8 @@ class DistributedModel(torch.nn.Module):
     #   the coordinator rolls back to a snapshot every survivor holds.
     # The generation record (metrics.jsonl) gives the switch's parts:
     # leave_s, next_s (waiting for the next generation), build_s, restore_s
-    # and gate_s.    #
+    # and gate_s.
+    #
     # Note [A joiner's own optimizer]
     # In the local mode each rank's torch optimizer steps its own inner
     # parameters, so its per-parameter state (AdamW's moments: 8 bytes per
@@ -586,8 +587,8 @@ class DistributedModel(torch.nn.Module):
     # this worker restores, and "optimizer", the param_groups with an empty
     # state, which rank 0 sends to a joiner: the joiner keeps the job's
     # learning rates and other hyperparameters, and its optimizer builds its
-    # state at its first step. For the 25 M language model that leaves 236
-    # MB of the 360 MB a joiner received, 19 s at 100 Mbit/s. The site mode
+    # state at its first step. For the 25 M language model that leaves out
+    # 236 MB of the 360 MB a joiner received, 19 s at 100 Mbit/s. The site mode
     # sends the whole state: a cluster's members step one state.
     #
     # Note [Finishing an elastic script]
@@ -707,9 +708,7 @@ class DistributedModel(torch.nn.Module):
             # (Note [Switching in place]).
             leaving = self._elastic.leaving
             if not leaving:
-                self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()),
-                                       self._user_sections())
-                self._live_snapshot = t
+                self._snapshot(t)
             decision = self._elastic.check(self._world, t)
             if decision == "switch":
                 self._switch(failed=False)
@@ -718,14 +717,16 @@ class DistributedModel(torch.nn.Module):
                 self._leave_job()
                 return False
             if leaving:  # the leave was refused: this worker goes on, and needs the snapshot
-                self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()),
-                                       self._user_sections())
-                self._live_snapshot = t
+                self._snapshot(t)
         elif t == self._generation_start and not self._elastic.has_snapshot(t):
-            # the start of a generation can be rolled back to
-            self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()), self._user_sections())
-            self._live_snapshot = t
+            self._snapshot(t)  # the start of a generation can be rolled back to
         return True
+
+    def _snapshot(self, t):
+        """The elastic session's snapshot of the state after t-1, which the
+        script's optimizer and schedulers equal until its next call."""
+        self._elastic.snapshot(self._sync.elastic_state(), t, list(self.module.buffers()), self._user_sections())
+        self._live_snapshot = t
 
     def _finish_elastic(self):
         """finish() of an elastic job (Note [Finishing an elastic script]):
@@ -736,9 +737,7 @@ class DistributedModel(torch.nn.Module):
             try:
                 # After the loop's last scheduler.step(): restoring it needs
                 # no call of the loop (replaces the gate's snapshot of end).
-                self._elastic.snapshot(self._sync.elastic_state(), end, list(self.module.buffers()),
-                                       self._user_sections())
-                self._live_snapshot = end
+                self._snapshot(end)
                 return self._sync.finish(end)
             except (ConnectionError, TimeoutError):
                 self._recover()
