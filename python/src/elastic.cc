@@ -12,8 +12,8 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <set>
 #include <string>
@@ -60,8 +60,10 @@ void KeepFreedMemory() {
   static const bool once = [] {
     const char* off = std::getenv("FRUGAL_KEEP_FREED_MEMORY");
     if (off != nullptr && std::string(off) == "0") return false;
+#ifdef __GLIBC__  // other C libraries keep their own policy
     mallopt(M_MMAP_MAX, 0);
     mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+#endif
     return true;
   }();
   (void)once;
